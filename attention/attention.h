@@ -1,0 +1,137 @@
+/* attention.h - split prefix/suffix attention over a paged KV cache.
+ *
+ * Dimension letters: B sequences, T total new (suffix) tokens of the batch,
+ * Hq query heads, Hkv KV heads (Hq % Hkv == 0, GQA: query head h reads KV head
+ * h / (Hq / Hkv)), D head dim (64 or 128), P page size (1..256), NP pages.
+ *
+ * Layouts (row-major):
+ *   q, out        (T, Hq, D)         suffix queries / outputs, sequences packed
+ *   k_new, v_new  (T, Hkv, D)        the suffix's own K/V
+ *   k_cache,
+ *   v_cache       (NP, P, Hkv, D)    one layer's pages
+ *   lse           (T, Hq)            natural-log log-sum-exp of each row
+ *   page_table    (B, max_pages)     page ids of each sequence's context
+ *
+ * Per sequence i: q_starts[i]..q_starts[i+1] are its suffix rows (s_i tokens);
+ * its prefix is prefix_lens[i] tokens in pages page_table[i][0..]. Suffix query j
+ * sees prefix keys [0, p_i) and suffix keys [0, j]: causal aligned at the bottom
+ * right, so one pass over (prefix pages, then suffix) needs no special mask.
+ * A row that saw no key has lse = -inf and out = 0.
+ *
+ * Merge of two partial states, exactly, in fp32:
+ *   m = max(l1, l2); l = m + log(e^(l1-m) + e^(l2-m)); o = o1 e^(l1-l) + o2 e^(l2-l)
+ *
+ * All functions return 0 on success or a negative ATTN_E* code; attn_strerror()
+ * names it. Shapes are validated before any work: head_dim not 64/128, page size
+ * outside 1..256, Hq % Hkv != 0 are rejected.
+ */
+#ifndef RKV_ATTENTION_H
+#define RKV_ATTENTION_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum {
+    ATTN_OK = 0,
+    ATTN_EHEADDIM = -1,  /* head_dim not 64 or 128 */
+    ATTN_EPAGESIZE = -2, /* page size outside 1..256 */
+    ATTN_EHEADS = -3,    /* num_q_heads not a multiple of num_kv_heads, or < 1 */
+    ATTN_EARG = -4,      /* other bad argument (negative length, NULL pointer) */
+    ATTN_ENOMEM = -5,
+    ATTN_ECUDA = -6,     /* a CUDA call failed; message printed with file:line */
+    ATTN_ENOTSUP = -7,   /* dtype or path not compiled in */
+};
+const char *attn_strerror(int code);
+
+typedef struct attn_shape {
+    int32_t num_q_heads;  /* Hq */
+    int32_t num_kv_heads; /* Hkv */
+    int32_t head_dim;     /* D: 64 or 128 */
+    int32_t page_size;    /* P: 1..256 */
+    float scale;          /* softmax scale, usually 1/sqrt(D) */
+} attn_shape;
+
+/* Validate a shape; returns ATTN_OK or the first error. */
+int attn_shape_check(const attn_shape *s);
+
+/* A batch of variable-length sequences (host pointers for the CPU functions,
+ * device pointers for the CUDA ones). */
+typedef struct attn_batch {
+    int32_t num_seqs;          /* B */
+    int32_t max_pages;         /* row stride of page_table */
+    const int32_t *q_starts;   /* (B+1) cumulative suffix offsets, q_starts[0] = 0 */
+    const int32_t *prefix_lens;/* (B) cached prefix tokens of each sequence */
+    const int32_t *page_table; /* (B, max_pages) */
+    int32_t max_suffix;        /* max s_i (CUDA grid sizing; CPU may pass 0) */
+} attn_batch;
+
+/* ---- CPU, fp32 (production) ------------------------------------------- */
+
+/* Prefill: prefix from pages, suffix from k_new/v_new. FlashAttention-style
+ * tiles with online softmax; threads split by (sequence, head, query tile).
+ * num_threads <= 0 means all cores. lse may be NULL. */
+int attn_prefill_cpu(const attn_shape *s, const attn_batch *b, const float *q,
+                     const float *k_new, const float *v_new, const float *k_cache,
+                     const float *v_cache, float *out, float *lse, int num_threads);
+
+/* Decode: one query per sequence (q, out: (B, Hq, D)); the whole context,
+ * seq_lens[i] tokens, is in pages. The context is split into num_splits chunks
+ * merged through their lse (num_splits <= 0: chosen from the work). */
+int attn_decode_cpu(const attn_shape *s, int32_t num_seqs, const int32_t *seq_lens,
+                    const int32_t *page_table, int32_t max_pages, const float *q,
+                    const float *k_cache, const float *v_cache, float *out, float *lse,
+                    int num_splits, int num_threads);
+
+/* Write T tokens' K/V into their slots: slot_mapping[t] = page * P + offset;
+ * a negative slot skips the token. */
+int attn_store_kv_cpu(const attn_shape *s, int32_t num_tokens, const int32_t *slot_mapping,
+                      const float *k_new, const float *v_new, float *k_cache, float *v_cache);
+
+/* Merge two partial states of `rows` rows of D (rows = tokens * heads) into
+ * out/lse_out (which may alias o1/lse1). */
+void attn_merge_cpu(int64_t rows, int32_t head_dim, const float *o1, const float *lse1,
+                    const float *o2, const float *lse2, float *out, float *lse_out);
+
+/* ---- reference, double precision (tests only) -------------------------- */
+
+/* Naive: materialises each row's scores. Same contract and layouts, but
+ * double accumulation; inputs fp32, outputs double. */
+int attn_prefill_ref(const attn_shape *s, const attn_batch *b, const float *q,
+                     const float *k_new, const float *v_new, const float *k_cache,
+                     const float *v_cache, double *out, double *lse);
+
+/* ---- CUDA, bf16/fp16 with fp32 accumulation ----------------------------- */
+
+typedef enum attn_dtype { ATTN_BF16 = 0, ATTN_FP16 = 1 } attn_dtype;
+
+/* Device pointers; stream is a cudaStream_t (void* keeps this header C-only).
+ * out is the same dtype as q; lse is fp32 (may be NULL). Available only when
+ * built with CUDA (attn_cuda_available() says so at run time). */
+int attn_cuda_available(void);
+int attn_prefill_cuda(const attn_shape *s, const attn_batch *b, attn_dtype dt, const void *q,
+                      const void *k_new, const void *v_new, const void *k_cache,
+                      const void *v_cache, void *out, float *lse, void *stream);
+/* Split-K paged decode. workspace: attn_decode_workspace_bytes() bytes of
+ * device memory for the partial states (NULL: allocated internally per call). */
+size_t attn_decode_workspace_bytes(const attn_shape *s, int32_t num_seqs, int32_t max_splits);
+int attn_decode_cuda(const attn_shape *s, attn_dtype dt, int32_t num_seqs,
+                     const int32_t *seq_lens, const int32_t *page_table, int32_t max_pages,
+                     int32_t max_seq_len, const void *q, const void *k_cache,
+                     const void *v_cache, void *out, float *lse, void *workspace,
+                     int32_t max_splits, void *stream);
+int attn_store_kv_cuda(const attn_shape *s, attn_dtype dt, int32_t num_tokens,
+                       const int32_t *slot_mapping, const void *k_new, const void *v_new,
+                       void *k_cache, void *v_cache, void *stream);
+/* o1/o2/out in dt, (rows, D); lse fp32. */
+int attn_merge_cuda(attn_dtype dt, int64_t rows, int32_t head_dim, const void *o1,
+                    const float *lse1, const void *o2, const float *lse2, void *out,
+                    float *lse_out, void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

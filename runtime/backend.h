@@ -1,0 +1,90 @@
+/* backend.h - what the engine asks of a model backend (cpu, cuda, sim).
+ *
+ * The engine owns the scheduler, the cache and the page pool; a backend owns
+ * the model and the KV pages' memory (num_pages pages of page_size tokens, page
+ * ids shared with the engine's page_pool). Per step the engine hands over a
+ * flat batch and gets back one sampled token per sequence that samples.
+ *
+ *   seq i:  [ prefix: prefix_lens[i] tokens already in pages ][ this step's rows ]
+ *           rows q_starts[i] .. q_starts[i+1] of token_ids / positions / slots
+ *
+ * A decode step is a sequence with one row. A chunk of a long prompt that does
+ * not sample has sample_rows[i] = -1.
+ */
+#ifndef RKV_BACKEND_H
+#define RKV_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rkv_status.h"
+
+typedef struct sampling_params {
+    float temperature; /* 0: greedy */
+    int32_t top_k;     /* <= 0: off */
+    float top_p;       /* >= 1: off */
+    uint64_t seed;     /* per request */
+} sampling_params;
+
+typedef struct fwd_batch {
+    int32_t num_seqs;            /* B */
+    int32_t num_tokens;          /* T = q_starts[B] */
+    const int32_t *token_ids;    /* (T) */
+    const int32_t *positions;    /* (T) true positions (prefix shifts them) */
+    const int32_t *q_starts;     /* (B+1) */
+    const int32_t *prefix_lens;  /* (B) tokens already in KV pages */
+    const int32_t *page_table;   /* (B, max_pages) pages for prefix + these rows */
+    int32_t max_pages;
+    const int32_t *slot_mapping; /* (T) page * page_size + offset of each row's K/V */
+    const int32_t *sample_rows;  /* (B) absolute row to sample from, or -1 */
+    const sampling_params *sampling; /* (B) */
+    const int32_t *sample_steps; /* (B) index of the token being sampled (RNG stream position) */
+} fwd_batch;
+
+typedef struct backend_config {
+    const char *model;        /* preset name or path to a config.json; NULL: built-in default */
+    const char *weights;      /* safetensors file or directory; NULL: seeded random */
+    uint64_t seed;            /* weight seed */
+    int32_t page_size;
+    int64_t num_pages;        /* <= 0: backend decides (cuda: from memory fraction) */
+    double mem_fraction;      /* cuda: fraction of free device memory for weights+KV */
+    int num_threads;          /* cpu: <= 0 all cores */
+    const char *gpu_profile;  /* sim: "h100" (default), "h200", "a100", "a10g" */
+} backend_config;
+
+typedef struct backend backend;
+
+typedef struct backend_ops {
+    const char *name;
+    /* Run one step. out_tokens[i] is written for every i with sample_rows[i] >= 0.
+     * out_logits, if non-NULL, receives (B, vocab) fp32 logits of the sampled rows
+     * (tests). *step_seconds: measured time (cpu, cuda) or modelled time (sim). */
+    rkv_status (*forward)(backend *b, const fwd_batch *batch, int32_t *out_tokens,
+                          float *out_logits, double *step_seconds);
+    /* Optional overlap: submit a step, then collect its tokens. NULL: the engine
+     * calls forward. */
+    rkv_status (*submit)(backend *b, const fwd_batch *batch);
+    rkv_status (*collect)(backend *b, int32_t *out_tokens, double *step_seconds);
+    /* Copy one page between KV memory and host bytes (spill tier); optional. */
+    rkv_status (*page_bytes)(backend *b, size_t *bytes_per_page);
+    rkv_status (*read_page)(backend *b, int32_t page, void *dst);
+    rkv_status (*write_page)(backend *b, int32_t page, const void *src);
+    void (*destroy)(backend *b);
+} backend_ops;
+
+struct backend {
+    const backend_ops *ops;
+    int32_t vocab_size;
+    int32_t page_size;
+    int64_t num_pages;
+    int32_t max_context;   /* model's max positions */
+    char description[256]; /* one line for logs: model shape, dtype, device */
+};
+
+/* Create by name: "cpu", "cuda", "sim". Unknown name or a backend not built in:
+ * RKV_EINVAL / RKV_ENOTSUP with a message in err. */
+rkv_status backend_create(const char *name, const backend_config *cfg, backend **out,
+                          char *err, size_t errlen);
+static inline void backend_destroy(backend *b) { if (b) b->ops->destroy(b); }
+
+#endif

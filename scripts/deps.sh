@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Install the Debian packages radixkv needs, only those missing.
+# Usage: scripts/deps.sh [--with-docs]   (--with-docs adds TeX for the paper)
+set -euo pipefail
+pkgs=(meson ninja-build pkg-config gcc check libjemalloc-dev libopenblas-dev
+      libxxhash-dev libssl-dev libjansson-dev graphviz python3 python3-matplotlib
+      python3-nbconvert python3-ipykernel python3-venv)
+if [[ "${1:-}" == "--with-docs" ]]; then
+  pkgs+=(latexmk texlive-latex-base texlive-latex-recommended texlive-latex-extra)
+fi
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "installing: ${missing[*]}" >&2
+  SUDO=""; [[ $(id -u) -ne 0 ]] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+fi

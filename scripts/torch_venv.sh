@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Create (or reuse) a virtual environment with torch (CPU use) and transformers,
+# kept outside the clone; the reference tests use it and skip without it.
+# Prints the venv's python on stdout.
+set -euo pipefail
+venv="${RKV_TORCH_VENV:-$HOME/.cache/radixkv/torch-venv}"
+if [[ ! -x "$venv/bin/python" ]] || ! "$venv/bin/python" -c "import torch, transformers, safetensors" 2>/dev/null; then
+  echo "creating torch reference venv in $venv (one time, a few minutes)" >&2
+  mkdir -p "$(dirname "$venv")"
+  /usr/bin/python3 -m venv "$venv" >&2
+  "$venv/bin/pip" install -q --disable-pip-version-check torch transformers safetensors numpy >&2
+fi
+echo "$venv/bin/python"
