@@ -30,6 +30,27 @@
 
 #include "cache.h"
 #include "radix_tree.h"
+#include "rkv_config.h"
+
+#if RKV_HAVE_JEMALLOC
+#include <jemalloc/jemalloc.h>
+#endif
+
+/* Bytes the allocator has handed out (size classes included), or -1 without
+ * jemalloc. The tree's own count is of requested sizes; this one is what the
+ * process really pays. */
+static int64_t allocated_bytes(void)
+{
+#if RKV_HAVE_JEMALLOC
+    uint64_t epoch = 1;
+    size_t sz = sizeof epoch;
+    mallctl("epoch", &epoch, &sz, &epoch, sz);
+    size_t a = 0;
+    sz = sizeof a;
+    if (mallctl("stats.allocated", &a, &sz, NULL, 0) == 0) return (int64_t)a;
+#endif
+    return -1;
+}
 
 static double now_s(void)
 {
@@ -348,9 +369,11 @@ static void bench_shared(double scale)
     cache_config cfg = {.kind = "radix", .policy = "lru"};
     cache *c;
     char err[256];
+    int64_t heap0 = allocated_bytes();
     if ((st = cache_create(&cfg, &pool, &c, err, sizeof err)) != RKV_OK) die(err, st);
     flow_result ins = {0};
     run_flow(&w, c, &b, pages, &ins);
+    int64_t heap1 = allocated_bytes();
     double t_base = baseline_memcmp(&w, &b, scratch);
     radix_tree *t = cache_radix_tree(c);
     radix_tree_sizes s;
@@ -359,10 +382,12 @@ static void bench_shared(double scale)
     printf("{\"scenario\":\"shared_prompts_insert\",\"page_size\":1,\"requests\":%d,"
            "\"request_tokens\":%lld,\"cached_tokens\":%lld,\"nodes\":%lld,\"splits\":%llu,"
            "\"ops_per_s\":%.1f,\"tokens_per_s\":%.4g,\"host_bytes_per_token\":%.3f,"
+           "\"allocator_bytes_per_token\":%.3f,"
            "\"baseline\":\"memcmp\",\"baseline_tokens_per_s\":%.4g,\"ratio\":%.3f}\n",
            w.nreq, (long long)ins.tokens, (long long)cached, (long long)s.num_nodes,
            (unsigned long long)s.splits, w.nreq / ins.t_total, ins.tokens / ins.t_total,
-           bytes_per_token(t), ins.tokens / t_base, (ins.tokens / ins.t_total) / (ins.tokens / t_base));
+           bytes_per_token(t), heap0 >= 0 ? (double)(heap1 - heap0) / (double)cached : -1.0,
+           ins.tokens / t_base, (ins.tokens / ins.t_total) / (ins.tokens / t_base));
     fflush(stdout);
 
     /* 2b: every request again, fully cached */
