@@ -190,7 +190,7 @@ static rkv_status hash_match(cache *c, const int32_t *tokens, int32_t n, uint64_
     int32_t hit = walk(h, tokens, nb, ns, !h->nocache);
     st = cache_match_reserve(out, hit);
     if (st != RKV_OK) return st;
-    memcpy(out->pages, h->chain, sizeof(int32_t) * (size_t)hit);
+    if (hit) memcpy(out->pages, h->chain, sizeof(int32_t) * (size_t)hit);
     out->num_pages = hit;
     out->len = hit * c->page_size;
     out->handle = NULL;

@@ -22,7 +22,7 @@ rkv_status tu_request(cache *c, const int32_t *tokens, int32_t n, uint64_t ns, c
     }
     int32_t *pages = malloc(sizeof *pages * (size_t)(nb ? nb : 1));
     if (!pages) return RKV_ENOMEM;
-    memcpy(pages, m->pages, sizeof *pages * (size_t)m->num_pages);
+    if (m->num_pages) memcpy(pages, m->pages, sizeof *pages * (size_t)m->num_pages);
     st = page_pool_alloc(c->pool, need, pages + m->num_pages);
     if (st == RKV_OK) st = cache_insert(c, tokens, n, pages, ns, prefix);
     if (st == RKV_OK && *prefix / P > m->num_pages)

@@ -346,7 +346,7 @@ START_TEST(random_against_reference)
             }
             int ok = need <= page_pool_num_free(&pool);
             if (ok) {
-                memcpy(pages, m->pages, sizeof(int32_t) * (size_t)m->num_pages);
+                if (m->num_pages) memcpy(pages, m->pages, sizeof(int32_t) * (size_t)m->num_pages);
                 ck_assert_int_eq(page_pool_alloc(&pool, need, pages + m->num_pages), RKV_OK);
                 int32_t prefix = -1;
                 ck_assert_int_eq(cache_insert(c, t, n, pages, ns, &prefix), RKV_OK);
