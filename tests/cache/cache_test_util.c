@@ -27,6 +27,9 @@ rkv_status tu_request(cache *c, const int32_t *tokens, int32_t n, uint64_t ns, c
     if (st == RKV_OK) st = cache_insert(c, tokens, n, pages, ns, prefix);
     if (st == RKV_OK && *prefix / P > m->num_pages)
         st = page_pool_free(c->pool, pages + m->num_pages, *prefix / P - m->num_pages);
+    /* A kind that keeps nothing (none) leaves its pages with the caller. */
+    for (int32_t i = m->num_pages; st == RKV_OK && i < nb; i++)
+        if (c->pool->state[pages[i]] == PAGE_INFLIGHT) st = page_pool_free(c->pool, &pages[i], 1);
     free(pages);
     return st;
 }

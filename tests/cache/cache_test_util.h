@@ -19,7 +19,8 @@
 /* One request as the engine makes it: match tokens[0..n) in ns (into m, which
  * stays locked for the caller to unlock), evict the shortfall, allocate pages
  * for the full blocks past the match, insert, free the duplicates insert
- * reports. *matched / *prefix get match's length and insert's prefix.
+ * reports and any page the cache left in flight (the none kind keeps
+ * nothing). *matched / *prefix get match's length and insert's prefix.
  * RKV_ENOSPC (match unlocked, nothing inserted) when locked pages leave no room. */
 rkv_status tu_request(cache *c, const int32_t *tokens, int32_t n, uint64_t ns, cache_match *m,
                       int32_t *matched, int32_t *prefix);
