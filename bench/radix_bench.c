@@ -451,7 +451,7 @@ static void bench_shared(double scale)
 
 /* A flat tree of n leaves of 8 tokens, shuffled by n/2 matches; then evicted
  * one leaf per call. Returns seconds per leaf; *scan = one full leaf scan. */
-static double evict_all(int32_t n, double *scan)
+static double evict_all(int32_t n, double *scan, double *steps)
 {
     page_pool pool;
     radix_tree *t;
@@ -470,10 +470,14 @@ static double evict_all(int32_t n, double *scan)
         radix_tree_match(t, tok, 8, 0, pages, &len, &node);
     }
     *scan = heapify_seconds(n);
+    radix_tree_sizes s0, s1;
+    radix_tree_get_sizes(t, &s0);
     double t0 = now_s();
     int64_t freed = 0;
     for (int32_t i = 0; i < n; i++) freed += radix_tree_evict(t, 1);
     double per = (now_s() - t0) / n;
+    radix_tree_get_sizes(t, &s1);
+    *steps = (double)(s1.heap_steps - s0.heap_steps) / n;
     if (freed != (int64_t)n * 8) {
         fprintf(stderr, "radix_bench: evicted %lld tokens, expected %lld\n", (long long)freed,
                 (long long)n * 8);
@@ -488,15 +492,18 @@ static void bench_evict_scaling(double scale)
 {
     int32_t small = 8192, large = (int32_t)(131072 * scale);
     if (large < 2 * small) large = 2 * small;
-    double scan_small, scan_large;
-    double ps = evict_all(small, &scan_small);
-    double pl = evict_all(large, &scan_large);
+    double scan_small, scan_large, steps_small, steps_large;
+    double ps = evict_all(small, &scan_small, &steps_small);
+    double pl = evict_all(large, &scan_large, &steps_large);
     printf("{\"scenario\":\"evict_scaling\",\"page_size\":1,\"leaves_small\":%d,\"leaves_large\":%d,"
            "\"ns_per_leaf_small\":%.1f,\"ns_per_leaf_large\":%.1f,\"ops_per_s\":%.1f,"
-           "\"tokens_per_s\":%.4g,\"growth_per_leaf\":%.2f,\"log_n_growth\":%.2f,"
+           "\"tokens_per_s\":%.4g,\"heap_steps_per_leaf_small\":%.2f,"
+           "\"heap_steps_per_leaf_large\":%.2f,\"time_growth_per_leaf\":%.2f,"
+           "\"steps_growth_per_leaf\":%.2f,\"log_n_growth\":%.2f,"
            "\"baseline\":\"heapify all leaves once (rebuild per eviction)\",\"baseline_ns\":%.1f,"
            "\"ratio\":%.1f}\n",
-           small, large, 1e9 * ps, 1e9 * pl, 1.0 / pl, 8.0 / pl, pl / ps,
+           small, large, 1e9 * ps, 1e9 * pl, 1.0 / pl, 8.0 / pl, steps_small, steps_large, pl / ps,
+           steps_large / steps_small,
            __builtin_log2((double)large) / __builtin_log2((double)small), 1e9 * scan_large,
            scan_large / pl);
     fflush(stdout);
