@@ -40,7 +40,10 @@ typedef struct sim_evicted {
 typedef struct sim_node {
     uint64_t id, parent_id, time, created;
     int32_t len, lock;
-    int64_t off;        /* into toks */
+    int32_t slot, parent_slot;
+    int64_t off;        /* into node_toks */
+    int64_t depth;      /* tokens above this node's edge */
+    bool matched;       /* on the matched prefix of a request of the step */
 } sim_node;
 
 typedef struct sim {
@@ -137,7 +140,8 @@ static void on_visit(void *ctx, const radix_node_info *node)
         return;
     }
     s->nodes[s->n_nodes++] = (sim_node){node->id, node->parent_id, node->time, node->created,
-                                        node->len, node->lock, off};
+                                        node->len, node->lock, node->slot, node->parent_slot,
+                                        off, 0, false};
 }
 
 /* ---------------------------------------------------------------- dumps */
@@ -162,13 +166,49 @@ static bool find_in_path(const char *prog)
     return false;
 }
 
-/* Colours as in SGLang's figure. */
+/* Colours as in SGLang's figure, decided by tokens rather than by node
+ * times: blue for the nodes on some request's matched prefix (a prefix split
+ * off this step included: its tokens were reused), green for nodes created
+ * this step off the matched paths, white for the rest (the suffix half of a
+ * split too, although the split touched its time). */
 static const char *node_state(const sim *s, const sim_node *n, uint64_t c1)
 {
     if (n->id == 0) return "root";
+    if (n->matched) return "matched";
     if (n->created > s->clock0 && n->created <= c1) return "created";
-    if (n->time > s->clock0 && n->time <= c1) return "matched";
     return "cached";
+}
+
+/* Marks the nodes on the matched prefixes of the step's served requests.
+ * visit lists parents before children, so one pass per request suffices. */
+static rkv_status mark_matched(sim *s)
+{
+    int32_t slots = radix_tree_slots(s->rt);
+    int32_t *idx = malloc(sizeof(int32_t) * (size_t)(slots > 0 ? slots : 1));
+    uint8_t *on = malloc((size_t)(slots > 0 ? slots : 1));
+    if (!idx || !on) { free(idx); free(on); return RKV_ENOMEM; }
+    for (int32_t i = 0; i < s->n_nodes; i++) {
+        sim_node *n = &s->nodes[i];
+        idx[n->slot] = i;
+        n->depth = n->parent_slot < 0 ? 0 : s->nodes[idx[n->parent_slot]].depth
+                                            + s->nodes[idx[n->parent_slot]].len;
+    }
+    for (int32_t r = 0; r < s->n_reqs; r++) {
+        const sim_req *q = &s->reqs[r];
+        if (!q->served || q->matched == 0) continue;
+        for (int32_t i = 0; i < s->n_nodes; i++) {
+            sim_node *n = &s->nodes[i];
+            if (n->parent_slot < 0) { on[n->slot] = 1; continue; }
+            int64_t end = n->depth + n->len;
+            on[n->slot] = on[n->parent_slot] && n->len > 0 && end <= q->matched
+                && memcmp(s->node_toks + n->off, q->q.tokens + n->depth,
+                          sizeof(int32_t) * (size_t)n->len) == 0;
+            if (on[n->slot]) n->matched = true;
+        }
+    }
+    free(idx);
+    free(on);
+    return RKV_OK;
 }
 
 static void json_tokens(FILE *f, const int32_t *t, int64_t n)
@@ -206,7 +246,10 @@ static rkv_status write_dumps(sim *s, const char *name, int64_t step, char *err,
         s->n_nodes = 0;
         s->n_node_toks = 0;
         radix_tree_visit(s->rt, on_visit, s);
-        if (s->nodes_oom) { free(path); return RKV_ENOMEM; }
+        if (s->nodes_oom || (step >= 0 && mark_matched(s) != RKV_OK)) {
+            free(path);
+            return RKV_ENOMEM;
+        }
         c1 = radix_tree_clock(s->rt);
     }
 
@@ -420,7 +463,7 @@ static rkv_status run_step(sim *s, char *err, size_t errlen)
         sim_req *r = &s->reqs[i];
         if (!r->locked) continue;
         int32_t n = r->q.n_tokens;
-        int32_t mp = r->m.num_pages, full = n / P, total = mp + r->need;
+        int32_t mp = r->m.num_pages, total = mp + r->need;
         if (mp) memcpy(r->pages, r->m.pages, sizeof(int32_t) * (size_t)mp);
         int32_t prefix = 0;
         if ((st = cache_insert(c, r->q.tokens, n, r->pages, ns, &prefix)) != RKV_OK) {
@@ -428,12 +471,13 @@ static rkv_status run_step(sim *s, char *err, size_t errlen)
                     r->q.id_json, rkv_status_str(st));
             return st;
         }
-        /* Pages [mp, prefix / P) were cached meanwhile by an earlier request of
-         * this step: the cache kept its own, ours go back. */
-        int32_t dup_end = prefix / P;
-        if (dup_end > full) dup_end = full;
-        if (dup_end > mp && (st = page_pool_free(pool, r->pages + mp, dup_end - mp)) != RKV_OK) return st;
-        if (total > full && (st = page_pool_free(pool, r->pages + full, total - full)) != RKV_OK) return st;
+        /* Whatever of our pages the cache did not adopt stays ours to free:
+         * those an earlier request of this step cached first (the cache keeps
+         * its own), the partial last page, and all of them for kind none. */
+        int32_t nf = 0;
+        for (int32_t k = mp; k < total; k++)
+            if (pool->state[r->pages[k]] == PAGE_INFLIGHT) r->pages[mp + nf++] = r->pages[k];
+        if (nf && (st = page_pool_free(pool, r->pages + mp, nf)) != RKV_OK) return st;
         r->served = true;
     }
 
