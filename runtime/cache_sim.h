@@ -39,6 +39,7 @@ typedef struct cache_sim_options {
     const char *dump_dir;   /* NULL: no per-step pictures */
     bool check;             /* full cache_check after every step */
     bool progress;          /* progress bar on stderr (long runs only) */
+    bool summary_only;      /* no request/step lines (capacity sweeps) */
     uint64_t ns;            /* namespace of every request */
 } cache_sim_options;
 
