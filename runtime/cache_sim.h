@@ -16,6 +16,9 @@
  * Output, JSON Lines on `out`:
  *   {"type":"request","id":..,"step":..,"matched":..,"new":..}   (or "error":"...")
  *   {"type":"step","step":..,"evicted":[[edge tokens],...]}     steps that evicted
+ *     radix: each evicted node's own edge tokens, from the tree's eviction log;
+ *     other kinds: each evicted page's tokens, in the order the kind returned
+ *     the pages to the pool (for hash: its free-queue order)
  *   {"type":"summary",...}                                      once, at the end
  *
  * Ownership: the caller creates the pool and the cache (the pool holds
