@@ -146,13 +146,19 @@ static inline bool page_eq(const int32_t *a, const int32_t *b, int32_t P)
     return P == 1 ? a[0] == b[0] : memcmp(a, b, sizeof(int32_t) * (size_t)P) == 0;
 }
 
-/* Length of the common prefix of a and b, at most n. Whole blocks go through
- * memcmp (libc's vector code, memory speed on long cached edges); only the
- * first differing block is searched token by token. */
-enum { CMP_BLOCK = 64 };
+/* Length of the common prefix of a and b, at most n. Chunks that grow while
+ * they match go through memcmp (libc's vector code), so a long cached edge
+ * costs a few calls at memory speed; a mismatching chunk is searched again in
+ * blocks of CMP_BLOCK, the last block token by token. */
+enum { CMP_BLOCK = 64, CMP_MAX_CHUNK = 8192 };
 static inline int32_t common_prefix(const int32_t *a, const int32_t *b, int32_t n)
 {
     int32_t i = 0;
+    for (int32_t step = CMP_BLOCK; i + step <= n; ) {
+        if (memcmp(a + i, b + i, sizeof(int32_t) * (size_t)step)) break;
+        i += step;
+        if (step < CMP_MAX_CHUNK) step *= 2;
+    }
     for (; i + CMP_BLOCK <= n; i += CMP_BLOCK)
         if (memcmp(a + i, b + i, sizeof(int32_t) * CMP_BLOCK)) break;
     while (i < n && a[i] == b[i]) i++;
