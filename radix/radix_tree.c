@@ -89,7 +89,7 @@ struct radix_tree {
     void *evict_ctx;
 };
 
-/* ---- small helpers ---------------------------------------------------- */
+/* ---- small utilities -------------------------------------------------- */
 
 static inline rt_node *N(const radix_tree *t, int32_t s)
 {
