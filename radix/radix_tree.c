@@ -19,7 +19,7 @@
  *            capacity >= 8     open addressing, linear probing, grown at 3/4
  *                              load, shrunk below 1/8, backward-shift deletion
  *
- *   heap[]  binary min-heap of candidate slots (unlocked leaves) in policy
+ *   heap[]  4-ary min-heap of candidate slots (unlocked leaves) in policy
  *           order; each candidate's kids.s.heap_pos is its index.
  */
 #include "radix_tree.h"
@@ -236,6 +236,11 @@ static inline int32_t heap_pos(const rt_node *x)
 
 /* ---- candidate heap ---------------------------------------------------- */
 
+/* A 4-ary heap: half the levels of a binary one, and the four children of a
+ * level are loaded together (their nodes are prefetched), so a sift costs
+ * about half the cache misses on a large tree. */
+enum { HEAP_D = 4 };
+
 /* true when a is evicted before b */
 static inline bool before(const radix_tree *t, const rt_node *a, const rt_node *b)
 {
@@ -263,7 +268,7 @@ static void heap_up(radix_tree *t, int32_t i)
     int32_t s = t->heap[i];
     rt_node *x = N(t, s);
     while (i > 0) {
-        int32_t p = (i - 1) / 2;
+        int32_t p = (i - 1) / HEAP_D;
         if (!before(t, x, N(t, t->heap[p]))) break;
         heap_set(t, i, t->heap[p]);
         i = p;
@@ -277,10 +282,13 @@ static void heap_down(radix_tree *t, int32_t i)
     int32_t s = t->heap[i];
     rt_node *x = N(t, s);
     for (;;) {
-        int32_t l = 2 * i + 1, best = i;
+        int32_t l = HEAP_D * i + 1, best = i;
+        int32_t end = l + HEAP_D < t->heap_n ? l + HEAP_D : t->heap_n;
         rt_node *bx = x;
-        if (l < t->heap_n && before(t, N(t, t->heap[l]), bx)) best = l, bx = N(t, t->heap[l]);
-        if (l + 1 < t->heap_n && before(t, N(t, t->heap[l + 1]), bx)) best = l + 1;
+        for (int32_t c = l; c < end; c++)
+            __builtin_prefetch(N(t, t->heap[c]));
+        for (int32_t c = l; c < end; c++)
+            if (before(t, N(t, t->heap[c]), bx)) best = c, bx = N(t, t->heap[c]);
         if (best == i) break;
         heap_set(t, i, t->heap[best]);
         i = best;
@@ -1101,7 +1109,7 @@ rkv_status radix_tree_check(const radix_tree *t, char *err, size_t errlen)
              (long long)t->protect, (long long)t->num_nodes);
     if (cands != t->heap_n) FAIL("%lld candidates but heap holds %d", (long long)cands, t->heap_n);
     for (int32_t i = 1; i < t->heap_n; i++)
-        if (before(t, N(t, t->heap[i]), N(t, t->heap[(i - 1) / 2])))
+        if (before(t, N(t, t->heap[i]), N(t, t->heap[(i - 1) / HEAP_D])))
             FAIL("heap order broken at %d", i);
     if ((evictable + protect) / P != pages || pages != t->pool->num_cached)
         FAIL("pool holds %d cached pages, tree %lld (evictable %lld + protected %lld tokens, P=%d)",

@@ -39,7 +39,7 @@
  * "smaller id".
  *
  * Eviction: candidates are the unlocked leaves (not the root or namespace
- * nodes), kept in a binary heap with a position index, so each evicted leaf
+ * nodes), kept in a 4-ary heap with a position index, so each evicted leaf
  * costs O(log n) and nothing is ever rebuilt. Order by policy:
  *   lru   oldest time, then smaller id
  *   lfu   fewest hits, then oldest time, then smaller id
