@@ -7,6 +7,8 @@
  *                            in full again and again; baseline memcmp of the
  *                            same tokens (target >= 1 G tokens/s)
  *   match_cached_100k_chain  the same prompt split into 100 nodes
+ *   match_cached_100k_p16    one node at page size 16 (the engine's default):
+ *                            the compare alone, page ids are 1/16 of the copy
  *   shared_prompts_insert    requests that share 64 system prompts and earlier
  *                            conversations (~1M cached tokens, ~50k nodes),
  *                            each one match + lock + alloc + insert + unlock;
@@ -115,13 +117,13 @@ static void insert_fresh(radix_tree *t, page_pool *pool, const int32_t *tok, int
 
 /* ---- scenario 1: a long, fully cached prompt ------------------------------ */
 
-static void bench_long_match(int chain, double scale)
+static void bench_long_match(int chain, int32_t P, double scale)
 {
     const int32_t n = 100000;
     int reps = (int)(200 * scale) + 1;
     page_pool pool;
     radix_tree *t;
-    rkv_status st = page_pool_init(&pool, n, 1);
+    rkv_status st = page_pool_init(&pool, n / P, P);
     if (st != RKV_OK) die("page_pool_init", st);
     if ((st = radix_tree_create(&pool, RADIX_LRU, &t)) != RKV_OK) die("radix_tree_create", st);
     int32_t *tok = xmalloc(sizeof(int32_t) * n), *copy = xmalloc(sizeof(int32_t) * n);
@@ -160,11 +162,12 @@ static void bench_long_match(int chain, double scale)
     radix_tree_sizes s;
     radix_tree_get_sizes(t, &s);
     double tps = (double)n * reps / t_tree, bps = (double)n * reps / t_base;
-    printf("{\"scenario\":\"%s\",\"page_size\":1,\"prompt_tokens\":%d,\"nodes\":%lld,"
+    printf("{\"scenario\":\"%s\",\"page_size\":%d,\"prompt_tokens\":%d,\"nodes\":%lld,"
            "\"ops\":%d,\"ops_per_s\":%.1f,\"tokens_per_s\":%.4g,\"host_bytes_per_token\":%.3f,"
            "\"baseline\":\"memcmp\",\"baseline_tokens_per_s\":%.4g,\"ratio\":%.3f,"
            "\"target_tokens_per_s\":1e9}\n",
-           chain ? "match_cached_100k_chain" : "match_cached_100k", n, (long long)s.num_nodes,
+           chain ? "match_cached_100k_chain" : P > 1 ? "match_cached_100k_p16" : "match_cached_100k",
+           P, n, (long long)s.num_nodes,
            reps, reps / t_tree, tps, bytes_per_token(t), bps, tps / bps);
     fflush(stdout);
     radix_tree_destroy(t);
@@ -528,8 +531,9 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    bench_long_match(0, scale);
-    bench_long_match(1, scale);
+    bench_long_match(0, 1, scale);
+    bench_long_match(1, 1, scale);
+    bench_long_match(0, 16, scale);
     bench_shared(scale);
     bench_evict_scaling(scale);
     return sink == 12345 ? 1 : 0;
