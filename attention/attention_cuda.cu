@@ -9,6 +9,8 @@
  * the table row. Page ids past the pool cannot be caught here (the API carries
  * no pool size); the caller's page pool hands out only valid ids.
  */
+#include <stdlib.h>
+
 #include <type_traits>
 
 #include "attn_cuda_util.cuh"
@@ -80,16 +82,26 @@ static int prefill_launch(const attn_prefill_params &prm, int num_seqs, int max_
     return ATTN_OK;
 }
 
+/* Tile shape (BM query rows x BN keys, warps): RKV_ATTN_PREFILL_TILE=0..3 picks
+ * one for tuning runs (bench/attn_gpu_bench --variants); unset, the default. */
 template <typename T>
 static int prefill_dispatch(const attn_prefill_params &prm, int d, int num_seqs,
                             int max_suffix, cudaStream_t st)
 {
-    /* Short suffixes (decode-like batches) waste less of a 64-row tile. */
-    if (d == 128)
-        return max_suffix > 64 ? prefill_launch<T, 128, 128, 64, 8>(prm, num_seqs, max_suffix, st)
-                               : prefill_launch<T, 128, 64, 64, 4>(prm, num_seqs, max_suffix, st);
-    return max_suffix > 64 ? prefill_launch<T, 64, 128, 64, 8>(prm, num_seqs, max_suffix, st)
-                           : prefill_launch<T, 64, 64, 64, 4>(prm, num_seqs, max_suffix, st);
+    const char *env = getenv("RKV_ATTN_PREFILL_TILE");
+    int v = env ? atoi(env) : -1;
+    if (v < 0 || v > 3)
+        v = max_suffix > 64 ? 0 : 1; /* short suffixes waste less of a 64-row tile */
+    if (d == 128) {
+        switch (v) {
+        case 0: return prefill_launch<T, 128, 128, 64, 8>(prm, num_seqs, max_suffix, st);
+        case 1: return prefill_launch<T, 128, 64, 64, 4>(prm, num_seqs, max_suffix, st);
+        case 2: return prefill_launch<T, 128, 128, 32, 8>(prm, num_seqs, max_suffix, st);
+        default: return prefill_launch<T, 128, 64, 32, 4>(prm, num_seqs, max_suffix, st);
+        }
+    }
+    return v == 0 || v == 2 ? prefill_launch<T, 64, 128, 64, 8>(prm, num_seqs, max_suffix, st)
+                            : prefill_launch<T, 64, 64, 64, 4>(prm, num_seqs, max_suffix, st);
 }
 
 extern "C" int attn_prefill_cuda(const attn_shape *s, const attn_batch *b, attn_dtype dt,
@@ -153,14 +165,15 @@ extern "C" size_t attn_decode_workspace_bytes(const attn_shape *s, int32_t num_s
 }
 
 #define DECODE_NT 128
-#define DECODE_U 4
+/* Tokens in flight per lane group: 8 while the group's registers allow. */
+#define DECODE_U(G) ((G) <= 4 ? 8 : 4)
 
 template <typename T, int D, int G>
 static int decode_launch(attn_decode_params prm, int splits, int num_seqs, cudaStream_t st)
 {
     prm.head_blocks = (prm.group + G - 1) / G;
     dim3 grid(splits, prm.hkv * prm.head_blocks, num_seqs);
-    attn_decode_split_kernel<T, D, G, DECODE_NT, DECODE_U><<<grid, DECODE_NT, 0, st>>>(prm);
+    attn_decode_split_kernel<T, D, G, DECODE_NT, DECODE_U(G)><<<grid, DECODE_NT, 0, st>>>(prm);
     ATTN_CUDA_CHECK_LAUNCH();
     if (splits > 1) {
         int64_t rows = (int64_t)num_seqs * prm.hq;
@@ -207,8 +220,9 @@ extern "C" int attn_decode_cuda(const attn_shape *s, attn_dtype dt, int32_t num_
     ATTN_REQUIRE((int64_t)max_seq_len <= (int64_t)max_pages * s->page_size, where);
     cudaStream_t st = (cudaStream_t)stream;
 
-    /* Splits: enough CTAs to cover the SMs about twice, chunks of at least 256
-     * tokens, never more than the workspace was sized for. */
+    /* Splits: enough CTAs for about four per SM (each CTA keeps only 16 rows
+     * in flight per lane group, so bandwidth needs many), chunks of at least
+     * 256 tokens, never more than the workspace was sized for. */
     int dev = 0, sms = 132;
     ATTN_CUDA_CHECK(cudaGetDevice(&dev));
     ATTN_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
@@ -216,7 +230,7 @@ extern "C" int attn_decode_cuda(const attn_shape *s, attn_dtype dt, int32_t num_
     int gmax = group == 1 ? 1 : group == 2 ? 2 : group <= 4 ? 4 : 8;
     int64_t ctas = (int64_t)num_seqs * s->num_kv_heads * ((group + gmax - 1) / gmax);
     int cap = decode_splits(max_splits);
-    int64_t want = (2 * (int64_t)sms + ctas - 1) / ctas;
+    int64_t want = (4 * (int64_t)sms + ctas - 1) / ctas;
     int64_t by_len = ((int64_t)max_seq_len + 255) / 256;
     int splits = (int)(want < by_len ? want : by_len);
     if (splits > cap)

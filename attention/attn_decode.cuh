@@ -80,49 +80,76 @@ __global__ void __launch_bounds__(NT) attn_decode_split_kernel(attn_decode_param
         }
     }
 
-    /* The loop bound is uniform over the CTA so every lane reaches the shuffles. */
+    /* The loop bound is uniform over the CTA so every lane reaches the shuffles.
+     * Each group takes U consecutive tokens per step: all their page ids, then
+     * all their K/V rows in flight, then one softmax update for the U scores. */
     for (int base = t0; base < t1; base += NTG * U) {
         uint4 kr[U], vr[U];
+        size_t off[U];
         bool ok[U];
 #pragma unroll
         for (int u = 0; u < U; u++) {
             int tok = base + tg * U + u;
-            ok[u] = false;
-            kr[u] = vr[u] = make_uint4(0, 0, 0, 0);
-            if (tok < t1) {
-                int page = pt[tok / P];
-                if (page >= 0) {
-                    size_t off = (((size_t)page * P + tok % P) * prm.hkv + kvh) * D + li * 8;
-                    kr[u] = __ldg(reinterpret_cast<const uint4 *>(kc + off));
-                    vr[u] = __ldg(reinterpret_cast<const uint4 *>(vc + off));
-                    ok[u] = true;
-                }
-            }
+            int page = tok < t1 ? pt[tok / P] : -1;
+            ok[u] = page >= 0;
+            off[u] = ok[u] ? (((size_t)page * P + tok % P) * prm.hkv + kvh) * D + li * 8 : 0;
         }
 #pragma unroll
         for (int u = 0; u < U; u++) {
-            float kf[8], vf[8];
+            kr[u] = vr[u] = make_uint4(0, 0, 0, 0);
+            if (ok[u]) {
+                kr[u] = __ldg(reinterpret_cast<const uint4 *>(kc + off[u]));
+                vr[u] = __ldg(reinterpret_cast<const uint4 *>(vc + off[u]));
+            }
+        }
+        float sc[G][U];
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            float kf[8];
             attn_unpack8(kf, kr[u], BF);
-            attn_unpack8(vf, vr[u], BF);
 #pragma unroll
             for (int g = 0; g < G; g++) {
                 float sdot = 0.f;
 #pragma unroll
                 for (int i = 0; i < 8; i++)
                     sdot = fmaf(qv[g][i], kf[i], sdot);
+                sc[g][u] = sdot;
+            }
+        }
 #pragma unroll
-                for (int off = TPT / 2; off > 0; off /= 2)
-                    sdot += __shfl_xor_sync(0xffffffffu, sdot, off);
-                if (!ok[u])
-                    continue;
-                float mnew = fmaxf(m[g], sdot);
-                float alpha = exp2f(m[g] - mnew), pw = exp2f(sdot - mnew);
-                m[g] = mnew;
-                l[g] = l[g] * alpha + pw;
+        for (int g = 0; g < G; g++) {
+            float mx = -INFINITY;
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+#pragma unroll
+                for (int o = TPT / 2; o > 0; o /= 2)
+                    sc[g][u] += __shfl_xor_sync(0xffffffffu, sc[g][u], o);
+                sc[g][u] = ok[u] ? sc[g][u] : -INFINITY;
+                mx = fmaxf(mx, sc[g][u]);
+            }
+            float mnew = fmaxf(m[g], mx);
+            float msub = mnew == -INFINITY ? 0.f : mnew;
+            float alpha = exp2f(m[g] - msub), sum = 0.f;
+            m[g] = mnew;
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                sc[g][u] = exp2f(sc[g][u] - msub);
+                sum += sc[g][u];
+            }
+            l[g] = l[g] * alpha + sum;
+#pragma unroll
+            for (int i = 0; i < 8; i++)
+                acc[g][i] *= alpha;
+        }
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            float vf[8];
+            attn_unpack8(vf, vr[u], BF);
+#pragma unroll
+            for (int g = 0; g < G; g++)
 #pragma unroll
                 for (int i = 0; i < 8; i++)
-                    acc[g][i] = fmaf(pw, vf[i], acc[g][i] * alpha);
-            }
+                    acc[g][i] = fmaf(sc[g][u], vf[i], acc[g][i]);
         }
     }
 

@@ -6,7 +6,8 @@
  * read + written, as torch's anchor counts it). Prefill work is 4·Hq·D per
  * query-key pair seen, 4·Hq·D·(S·P + S(S+1)/2) per sequence; decode traffic is
  * the real K/V bytes read, 2·B·Hkv·L·D·2. Each figure is the median of N timed
- * launches (CUDA events around each) after warm-up launches.
+ * launches (CUDA events around each) after warm-up launches. --variants also
+ * times each prefill tile shape (RKV_ATTN_PREFILL_TILE) on three shapes.
  */
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -123,7 +124,8 @@ static int32_t *upload(const std::vector<int32_t> &v)
     return d;
 }
 
-static void bench_prefill(attn_dtype dt, int B, int P, int S, int reps, double copy_tbps)
+static void bench_prefill(attn_dtype dt, int B, int P, int S, int reps, double copy_tbps,
+                          int variant = -1)
 {
     const int HQ = 32, HKV = 8, D = 128, PS = 16;
     const int ppseq = (P + PS - 1) / PS, NP = std::max(B * ppseq, 1);
@@ -149,8 +151,8 @@ static void bench_prefill(attn_dtype dt, int B, int P, int S, int reps, double c
     double flops = 4.0 * HQ * D * B * ((double)S * P + (double)S * (S + 1) / 2);
     printf("{\"bench\":\"attn_prefill_cuda\",\"dtype\":\"%s\",\"B\":%d,\"P\":%d,\"S\":%d,"
            "\"Hq\":%d,\"Hkv\":%d,\"D\":%d,\"page\":%d,\"reps\":%d,\"ms\":%.4f,\"TFLOPs\":%.1f,"
-           "\"copy_TBps\":%.3f}\n",
-           dtn(dt), B, P, S, HQ, HKV, D, PS, reps, ms, flops / ms / 1e9, copy_tbps);
+           "\"copy_TBps\":%.3f,\"tile_variant\":%d}\n",
+           dtn(dt), B, P, S, HQ, HKV, D, PS, reps, ms, flops / ms / 1e9, copy_tbps, variant);
     fflush(stdout);
     cudaFree(q), cudaFree(kn), cudaFree(vn), cudaFree(kc), cudaFree(vc), cudaFree(out);
     cudaFree(lse), cudaFree(dqs), cudaFree(dpl), cudaFree(dpt);
@@ -190,14 +192,16 @@ static void bench_decode(attn_dtype dt, int B, int L, int PS, int reps, double c
 
 int main(int argc, char **argv)
 {
-    int quick = 0, reps = 30;
+    int quick = 0, reps = 30, variants = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick"))
             quick = 1;
+        else if (!strcmp(argv[i], "--variants"))
+            variants = 1;
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc)
             reps = atoi(argv[++i]);
         else {
-            fprintf(stderr, "usage: %s [--quick] [--reps N]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--quick] [--variants] [--reps N]\n", argv[0]);
             return 2;
         }
     }
@@ -231,6 +235,17 @@ int main(int argc, char **argv)
         bench_prefill(ATTN_FP16, 1, 16384, 2048, reps, copy_tbps);
         bench_prefill(ATTN_BF16, 1, 8192, 1024, reps, copy_tbps);
         bench_prefill(ATTN_BF16, 8, 4096, 512, reps, copy_tbps); /* a batch of 8 */
+    }
+    if (variants) { /* the tile shapes of attention_cuda.cu, for tuning */
+        const int vp[][2] = {{4096, 512}, {4096, 2048}, {32768, 2048}};
+        for (int v = 0; v < 4; v++) {
+            char buf[8];
+            snprintf(buf, sizeof buf, "%d", v);
+            setenv("RKV_ATTN_PREFILL_TILE", buf, 1);
+            for (auto &c : vp)
+                bench_prefill(ATTN_BF16, 1, c[0], c[1], reps, copy_tbps, v);
+        }
+        unsetenv("RKV_ATTN_PREFILL_TILE");
     }
     const int dec[][2] = {{1, 32768}, {16, 8192}, {64, 4096}, {128, 2048}};
     for (auto &c : dec)
