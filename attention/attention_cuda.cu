@@ -68,12 +68,12 @@ extern "C" int attn_cuda_available(void)
 
 /* ---- prefill ------------------------------------------------------------ */
 
-template <typename T, int D, int BM, int BN, int WARPS>
+template <typename T, int D, int BM, int BN, int WARPS, int KS = 3>
 static int prefill_launch(const attn_prefill_params &prm, int num_seqs, int max_suffix,
                           cudaStream_t st)
 {
-    auto kern = attn_prefill_kernel<T, D, BM, BN, WARPS>;
-    size_t smem = (size_t)(BM + 4 * BN) * D * sizeof(T);
+    auto kern = attn_prefill_kernel<T, D, BM, BN, WARPS, KS>;
+    size_t smem = (size_t)(BM + 2 * KS * BN) * D * sizeof(T);
     ATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          (int)smem));
     dim3 grid(prm.hq, (max_suffix + BM - 1) / BM, num_seqs);
@@ -82,7 +82,7 @@ static int prefill_launch(const attn_prefill_params &prm, int num_seqs, int max_
     return ATTN_OK;
 }
 
-/* Tile shape (BM query rows x BN keys, warps): RKV_ATTN_PREFILL_TILE=0..3 picks
+/* Tile shape (BM query rows x BN keys, warps, KV stages): RKV_ATTN_PREFILL_TILE=0..3 picks
  * one for tuning runs (bench/attn_gpu_bench --variants); unset, the default. */
 template <typename T>
 static int prefill_dispatch(const attn_prefill_params &prm, int d, int num_seqs,
@@ -96,8 +96,8 @@ static int prefill_dispatch(const attn_prefill_params &prm, int d, int num_seqs,
         switch (v) {
         case 0: return prefill_launch<T, 128, 128, 64, 8>(prm, num_seqs, max_suffix, st);
         case 1: return prefill_launch<T, 128, 64, 64, 4>(prm, num_seqs, max_suffix, st);
-        case 2: return prefill_launch<T, 128, 128, 32, 8>(prm, num_seqs, max_suffix, st);
-        default: return prefill_launch<T, 128, 64, 32, 4>(prm, num_seqs, max_suffix, st);
+        case 2: return prefill_launch<T, 128, 128, 64, 8, 2>(prm, num_seqs, max_suffix, st);
+        default: return prefill_launch<T, 128, 128, 32, 8, 4>(prm, num_seqs, max_suffix, st);
         }
     }
     return v == 0 || v == 2 ? prefill_launch<T, 64, 128, 64, 8>(prm, num_seqs, max_suffix, st)
@@ -164,16 +164,21 @@ extern "C" size_t attn_decode_workspace_bytes(const attn_shape *s, int32_t num_s
     return rows * ((size_t)s->head_dim + 1) * sizeof(float);
 }
 
-#define DECODE_NT 128
-/* Tokens in flight per lane group: 8 while the group's registers allow. */
-#define DECODE_U(G) ((G) <= 4 ? 8 : 4)
+/* Decode CTA: NT threads (128, or 256 with RKV_ATTN_DECODE_NT=256 for tuning);
+ * stages of 32 K/V rows, 4 stages (3 in flight). */
+#define DECODE_TOK 32
+#define DECODE_STAGES 4
 
-template <typename T, int D, int G>
+template <typename T, int D, int G, int NT>
 static int decode_launch(attn_decode_params prm, int splits, int num_seqs, cudaStream_t st)
 {
     prm.head_blocks = (prm.group + G - 1) / G;
     dim3 grid(splits, prm.hkv * prm.head_blocks, num_seqs);
-    attn_decode_split_kernel<T, D, G, DECODE_NT, DECODE_U(G)><<<grid, DECODE_NT, 0, st>>>(prm);
+    auto kern = attn_decode_split_kernel<T, D, G, NT, DECODE_TOK, DECODE_STAGES>;
+    size_t smem = attn_decode_smem_bytes<T, D, G, NT, DECODE_TOK, DECODE_STAGES>();
+    ATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         (int)smem));
+    kern<<<grid, NT, smem, st>>>(prm);
     ATTN_CUDA_CHECK_LAUNCH();
     if (splits > 1) {
         int64_t rows = (int64_t)num_seqs * prm.hq;
@@ -185,19 +190,31 @@ static int decode_launch(attn_decode_params prm, int splits, int num_seqs, cudaS
     return ATTN_OK;
 }
 
-template <typename T, int D>
+template <typename T, int D, int NT>
 static int decode_dispatch_g(const attn_decode_params &prm, int splits, int num_seqs,
                              cudaStream_t st)
 {
     /* Register arrays are sized by G: pick the smallest that holds the group;
      * groups above 8 are cut into blocks of 8 heads. */
     if (prm.group == 1)
-        return decode_launch<T, D, 1>(prm, splits, num_seqs, st);
+        return decode_launch<T, D, 1, NT>(prm, splits, num_seqs, st);
     if (prm.group == 2)
-        return decode_launch<T, D, 2>(prm, splits, num_seqs, st);
+        return decode_launch<T, D, 2, NT>(prm, splits, num_seqs, st);
     if (prm.group <= 4)
-        return decode_launch<T, D, 4>(prm, splits, num_seqs, st);
-    return decode_launch<T, D, 8>(prm, splits, num_seqs, st);
+        return decode_launch<T, D, 4, NT>(prm, splits, num_seqs, st);
+    return decode_launch<T, D, 8, NT>(prm, splits, num_seqs, st);
+}
+
+template <typename T>
+static int decode_dispatch(const attn_decode_params &prm, int d, int splits, int num_seqs,
+                           cudaStream_t st)
+{
+    const char *env = getenv("RKV_ATTN_DECODE_NT");
+    if (env && atoi(env) == 256)
+        return d == 128 ? decode_dispatch_g<T, 128, 256>(prm, splits, num_seqs, st)
+                        : decode_dispatch_g<T, 64, 256>(prm, splits, num_seqs, st);
+    return d == 128 ? decode_dispatch_g<T, 128, 128>(prm, splits, num_seqs, st)
+                    : decode_dispatch_g<T, 64, 128>(prm, splits, num_seqs, st);
 }
 
 extern "C" int attn_decode_cuda(const attn_shape *s, attn_dtype dt, int32_t num_seqs,
@@ -274,11 +291,9 @@ extern "C" int attn_decode_cuda(const attn_shape *s, attn_dtype dt, int32_t num_
         prm.ws_lse = prm.ws_o + rows * s->head_dim;
     }
     if (dt == ATTN_BF16)
-        rc = s->head_dim == 128 ? decode_dispatch_g<__nv_bfloat16, 128>(prm, splits, num_seqs, st)
-                                : decode_dispatch_g<__nv_bfloat16, 64>(prm, splits, num_seqs, st);
+        rc = decode_dispatch<__nv_bfloat16>(prm, s->head_dim, splits, num_seqs, st);
     else
-        rc = s->head_dim == 128 ? decode_dispatch_g<__half, 128>(prm, splits, num_seqs, st)
-                                : decode_dispatch_g<__half, 64>(prm, splits, num_seqs, st);
+        rc = decode_dispatch<__half>(prm, s->head_dim, splits, num_seqs, st);
     if (owned)
         ATTN_CUDA_CHECK(cudaFreeAsync(owned, st));
     return rc;

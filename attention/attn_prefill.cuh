@@ -10,7 +10,8 @@
  *   tiles: [  BN  ][  BN  ][  BN  ] .. [  BN  ]  (each row gathered on its own)
  *
  *   Q tile  (BM, D)  -> shared (cp.async) -> registers (ldmatrix), kept all along
- *   K, V    (BN, D)  -> shared, two stages: tile t+1 loads while t computes
+ *   K, V    (BN, D)  -> shared, KS stages: tiles t+1..t+KS-1 load while t
+ *                       computes; one barrier per tile
  *   S = Q K^T, P = exp2(S - m): registers (mma.sync m16n8k16, fp32 accumulators)
  *   O += P V: P reused from the S registers as the A operand, V via ldmatrix.trans
  *
@@ -41,7 +42,15 @@ template <int D> __device__ __forceinline__ int attn_swz(int row, int chunk)
     return row * D + ((chunk ^ (row & 7)) << 3);
 }
 
-template <typename T, int D, int BM, int BN, int WARPS>
+/* Fast 2^x (MUFU.EX2; flushes denormals, which round to 0 in bf16/fp16 anyway). */
+__device__ __forceinline__ float attn_ex2(float x)
+{
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
+template <typename T, int D, int BM, int BN, int WARPS, int KS>
 __global__ void __launch_bounds__(WARPS * 32, 1) attn_prefill_kernel(attn_prefill_params prm)
 {
     static_assert(BM == WARPS * 16, "one warp per 16 query rows");
@@ -68,8 +77,8 @@ __global__ void __launch_bounds__(WARPS * 32, 1) attn_prefill_kernel(attn_prefil
 
     extern __shared__ __align__(128) unsigned char smem_raw[];
     T *sQ = reinterpret_cast<T *>(smem_raw);
-    T *sK = sQ + BM * D; /* [2][BN][D] */
-    T *sV = sK + 2 * BN * D;
+    T *sK = sQ + BM * D; /* [KS][BN][D] */
+    T *sV = sK + KS * BN * D;
 
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     const T *q = static_cast<const T *>(prm.q);
@@ -118,8 +127,15 @@ __global__ void __launch_bounds__(WARPS * 32, 1) attn_prefill_kernel(attn_prefil
         }
     };
 
+    /* Groups: 0 = Q and tile 0, then one per tile; KS - 1 tiles in flight. */
     load_kv(0, 0);
-    attn_cp_async_commit(); /* group 0: Q and tile 0 */
+    attn_cp_async_commit();
+#pragma unroll
+    for (int i = 1; i < KS - 1; i++) {
+        if (i < ntiles)
+            load_kv(i, i);
+        attn_cp_async_commit(); /* empty groups keep the count uniform */
+    }
 
     uint32_t qf[KT][4];
     float o[ND][4];
@@ -131,15 +147,12 @@ __global__ void __launch_bounds__(WARPS * 32, 1) attn_prefill_kernel(attn_prefil
     const int row_a = m0 + warp * 16 + g; /* suffix index of rows g and g + 8 */
 
     for (int t = 0; t < ntiles; t++) {
-        const int st = t & 1;
-        if (t + 1 < ntiles) {
-            load_kv(t + 1, st ^ 1);
-            attn_cp_async_commit();
-            attn_cp_async_wait<1>();
-        } else {
-            attn_cp_async_wait<0>();
-        }
-        __syncthreads();
+        const int st = t % KS;
+        attn_cp_async_wait<KS - 2>(); /* tile t has landed (this thread's part) */
+        __syncthreads();              /* ... everyone's; and tile t - 1 is consumed */
+        if (t + KS - 1 < ntiles)
+            load_kv(t + KS - 1, (t + KS - 1) % KS); /* into tile t - 1's stage */
+        attn_cp_async_commit();
         if (t == 0) {
 #pragma unroll
             for (int kk = 0; kk < KT; kk++) {
@@ -191,14 +204,14 @@ __global__ void __launch_bounds__(WARPS * 32, 1) attn_prefill_kernel(attn_prefil
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
             float mnew = fmaxf(mrow[hr], mx * prm.scale_log2);
             float msub = mnew == -INFINITY ? 0.f : mnew;
-            float alpha = exp2f(mrow[hr] - msub);
+            float alpha = attn_ex2(mrow[hr] - msub);
             mrow[hr] = mnew;
             float sum = 0.f;
 #pragma unroll
             for (int j = 0; j < NS; j++) {
 #pragma unroll
                 for (int e = 2 * hr; e < 2 * hr + 2; e++) {
-                    float pv = exp2f(sc[j][e] * prm.scale_log2 - msub);
+                    float pv = attn_ex2(fmaf(sc[j][e], prm.scale_log2, -msub));
                     sc[j][e] = pv;
                     sum += pv;
                 }
@@ -228,8 +241,8 @@ __global__ void __launch_bounds__(WARPS * 32, 1) attn_prefill_kernel(attn_prefil
                 attn_dt<T>::mma(o[2 * dp + 1], a, b[2], b[3]);
             }
         }
-        __syncthreads(); /* stage st is overwritten by the next iteration's load */
     }
+    attn_cp_async_wait<0>();
 
     /* Finish: the quad's partial sums, normalise, store rows < s. */
     T *out = static_cast<T *>(prm.out);
