@@ -615,7 +615,8 @@ rkv_status cache_sim_run(cache *c, const cache_sim_options *opt, trace_reader *t
     if (s.rt) radix_tree_set_evict_cb(s.rt, on_evict, &s);
     rkv_status st = RKV_OK;
     if (!s.rt && !opt->summary_only) {
-        s.page_toks = malloc(sizeof(int32_t) * (size_t)s.pool->num_pages * (size_t)s.P + 1);
+        /* calloc: the OS commits only the pages of it the replay touches. */
+        s.page_toks = calloc((size_t)s.pool->num_pages * (size_t)s.P + 1, sizeof(int32_t));
         if (!s.page_toks) {
             set_err(err, errlen, "no memory for the tokens of %d pages", s.pool->num_pages);
             sim_free(&s);
