@@ -476,7 +476,8 @@ static rkv_status run_step(sim *s, char *err, size_t errlen)
         if (s->ev_oom) return RKV_ENOMEM;
         s->sum->evicted_tokens += freed;
         s->sum->evict_calls++;
-        s->sum->evicted_nodes += s->n_ev;
+        /* Nodes from the tree's log; blocks (pages) for the other kinds. */
+        s->sum->evicted_nodes += s->rt ? s->n_ev : pool->num_free - free0;
     }
 
     /* 3: pages in trace order while they fit; the rest give up their locks. */
