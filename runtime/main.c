@@ -21,6 +21,7 @@
 #include "cache.h"
 #include "cache_sim.h"
 #include "rkv_config.h"
+#include "commands.h"
 #include "trace.h"
 
 /* ------------------------------------------------------- option helpers */
@@ -264,6 +265,8 @@ typedef struct command {
 
 static const command commands[] = {
     {"cache-sim", "replay a request trace through one cache kind, no model", cmd_cache_sim},
+    {"run", "serve a trace through the engine (cpu or sim backend) and report", cmd_run},
+    {"gen", "write a synthetic trace (hit-rate sweep, multi-turn, few-shot, ...)", cmd_gen},
 };
 
 static void usage(FILE *f)
