@@ -1,0 +1,485 @@
+/* attention_cpu.c - the production fp32 CPU attention: prefill over
+ * (prefix pages, suffix), split-K paged decode, K/V store and state merge.
+ *
+ * One kernel does all the attending: attend_tile() runs a block of query rows
+ * (a few query positions x the query heads sharing one KV head) over a range
+ * of keys in tiles of BK keys, keeping for each row a normalised output and
+ * its log-sum-exp, and folding each key tile in with attn_merge_weights() --
+ * the same merge that combines decode splits and that attn_merge_cpu exposes.
+ *
+ *   key index t:  0 ........ prefix-1 | prefix ........ prefix+s-1
+ *                 pages via page_table | k_new / v_new rows of the sequence
+ *                 [tile][tile][tile]...[tile][tile]  (a tile may straddle)
+ *
+ *   query row r (position j of the suffix) sees keys t <= prefix + j: the
+ *   causal mask only cuts the tiles on the diagonal.
+ *
+ * Work is split into items -- prefill: (sequence, KV head, query heads of the
+ * group, query tile); decode: (sequence, KV head, query heads, context chunk)
+ * -- taken by a few pthreads from a shared counter, heaviest first. A KV tile
+ * is gathered once per item and used by every query head of the GQA group.
+ * The tiling never depends on the thread count, so results are bitwise the
+ * same for any num_threads.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "attention_common.h"
+
+enum {
+    BK = 64,            /* keys per tile */
+    DMAX = 128,         /* largest head dim */
+    TILE_FLOATS = 4096, /* rows x D of a query tile: 64 x 64 or 32 x 128 (16 KiB) */
+    MAX_ROWS = TILE_FLOATS / 64,
+    DECODE_CHUNK = 512, /* keys per decode split when the caller leaves it to us */
+    MAX_SPLITS = 256,
+};
+
+#define ATTN_INLINE static inline __attribute__((always_inline))
+
+/* Where one sequence's keys and values live, for one KV head. */
+typedef struct kv_view {
+    const float *k_cache, *v_cache; /* (NP, P, Hkv, D), already offset to the head */
+    const int32_t *pages;           /* the sequence's page table row */
+    const float *k_new, *v_new;     /* (s, Hkv, D) from the sequence's first suffix token */
+    int64_t stride;                 /* Hkv * D: floats between two tokens */
+    int32_t page_size, prefix;      /* keys [0, prefix) are in pages */
+} kv_view;
+
+/* Per-thread working set of attend_tile (about 100 KiB, 64-byte aligned). */
+typedef struct scratch {
+    float q[TILE_FLOATS];     /* (R, D) query rows, pre-multiplied by the scale */
+    float o[TILE_FLOATS];     /* (R, D) running output, normalised */
+    float s[MAX_ROWS * BK];   /* (R, BK) scores, then probabilities */
+    float kt[DMAX * BK];      /* (D, BK) the key tile transposed */
+    float lse[MAX_ROWS];      /* (R) running log-sum-exp */
+    int32_t lim[MAX_ROWS];    /* (R) last key index the row may see */
+    const float *vp[BK];      /* value row of each key of the tile */
+} scratch;
+
+ATTN_INLINE const float *key_at(const kv_view *kv, int32_t t, const float **v)
+{
+    int64_t off;
+    if (t < kv->prefix) {
+        int64_t slot = (int64_t)kv->pages[t / kv->page_size] * kv->page_size + t % kv->page_size;
+        off = slot * kv->stride;
+        *v = kv->v_cache + off;
+        return kv->k_cache + off;
+    }
+    off = (int64_t)(t - kv->prefix) * kv->stride;
+    *v = kv->v_new + off;
+    return kv->k_new + off;
+}
+
+/* Fold keys [kbeg, kend) into the R rows of w (w->q, w->lim set; w->o, w->lse
+ * hold the state so far). D is a literal at each call so the loops over D and
+ * BK have constant trip counts and vectorise at -O2. */
+ATTN_INLINE void attend_tile(const kv_view *kv, int32_t kbeg, int32_t kend, scratch *w, int R,
+                             const int D)
+{
+    for (int32_t kb = kbeg; kb < kend; kb += BK) {
+        const int n = kend - kb < BK ? kend - kb : BK;
+        /* 1: gather the tile: K transposed (so scores are axpys over keys),
+         * V by pointer; unused columns are zero and masked below. */
+        for (int j = 0; j < n; j++) {
+            const float *kr = key_at(kv, kb + j, &w->vp[j]);
+            for (int d = 0; d < D; d++) w->kt[d * BK + j] = kr[d];
+        }
+        for (int j = n; j < BK; j++)
+            for (int d = 0; d < D; d++) w->kt[d * BK + j] = 0.0f;
+        for (int r = 0; r < R; r++) {
+            const int valid = w->lim[r] - kb + 1 < n ? w->lim[r] - kb + 1 : n;
+            if (valid <= 0) continue; /* the whole tile is in this row's future */
+            /* 2: scores of the row against the tile. */
+            float *restrict sr = w->s + r * BK;
+            const float *restrict qr = w->q + r * D;
+            for (int j = 0; j < BK; j++) sr[j] = 0.0f;
+            for (int d = 0; d < D; d++) {
+                const float qd = qr[d];
+                const float *restrict kd = w->kt + d * BK;
+                for (int j = 0; j < BK; j++) sr[j] += qd * kd[j];
+            }
+            /* 3: the tile's own softmax state (lse_t, probabilities / sum). */
+            float m = -INFINITY;
+            for (int j = 0; j < valid; j++) m = sr[j] > m ? sr[j] : m;
+            float sum = 0.0f;
+            for (int j = 0; j < valid; j++) {
+                sr[j] = expf(sr[j] - m);
+                sum += sr[j];
+            }
+            /* 4: merge it into the running state: o = o w1 + o_tile w2. */
+            float w1, w2;
+            w->lse[r] = attn_merge_weights(w->lse[r], m + logf(sum), &w1, &w2);
+            float *restrict orow = w->o + r * D;
+            for (int d = 0; d < D; d++) orow[d] *= w1;
+            const float c = w2 / sum;
+            for (int j = 0; j < valid; j++) {
+                const float p = sr[j] * c;
+                const float *restrict vr = w->vp[j];
+                for (int d = 0; d < D; d++) orow[d] += p * vr[d];
+            }
+        }
+    }
+}
+
+static void attend_tile_d64(const kv_view *kv, int32_t kbeg, int32_t kend, scratch *w, int R)
+{
+    attend_tile(kv, kbeg, kend, w, R, 64);
+}
+
+static void attend_tile_d128(const kv_view *kv, int32_t kbeg, int32_t kend, scratch *w, int R)
+{
+    attend_tile(kv, kbeg, kend, w, R, 128);
+}
+
+/* ---- work items and the thread team ------------------------------------ */
+
+/* One unit of work: rows = npos positions x nh query heads (h0.. of KV head
+ * g's group) of sequence seq, over keys [kbeg, kend). For decode, split is
+ * the chunk index (its partial state's slot), -1 when unsplit. */
+typedef struct work_item {
+    int64_t cost;
+    int32_t seq, g, h0, nh, pos0, npos, kbeg, kend, split;
+} work_item;
+
+typedef struct job {
+    const attn_shape *s;
+    int decode;
+    /* prefill */
+    const attn_batch *b;
+    const float *q, *k_new, *v_new, *k_cache, *v_cache;
+    float *out, *lse;
+    /* decode */
+    const int32_t *seq_lens, *page_table;
+    int32_t max_pages;
+    float *part_o, *part_lse; /* (splits, Hq, D), (splits, Hq) */
+    const int64_t *part_base; /* first partial slot of each sequence */
+    work_item *items;
+    int64_t num_items;
+    atomic_llong next;
+    scratch *scratch; /* one per thread */
+} job;
+
+static void run_item(const job *jb, const work_item *it, scratch *w)
+{
+    const attn_shape *s = jb->s;
+    const int64_t Hq = s->num_q_heads, Hkv = s->num_kv_heads, D = s->head_dim;
+    const int64_t group = Hq / Hkv, h_first = it->g * group + it->h0;
+    const int R = it->npos * it->nh;
+    kv_view kv = {
+        .k_cache = jb->k_cache ? jb->k_cache + it->g * D : NULL,
+        .v_cache = jb->v_cache ? jb->v_cache + it->g * D : NULL,
+        .stride = Hkv * D,
+        .page_size = s->page_size,
+    };
+    int64_t q_row0; /* token index of the item's first query position */
+    if (jb->decode) {
+        q_row0 = it->seq;
+        kv.pages = jb->page_table + (int64_t)it->seq * jb->max_pages;
+        kv.prefix = jb->seq_lens[it->seq];
+    } else {
+        const int64_t q0 = jb->b->q_starts[it->seq];
+        q_row0 = q0 + it->pos0;
+        kv.pages = jb->b->page_table ? jb->b->page_table + (int64_t)it->seq * jb->b->max_pages
+                                     : NULL;
+        kv.prefix = jb->b->prefix_lens[it->seq];
+        kv.k_new = jb->k_new + (q0 * Hkv + it->g) * D;
+        kv.v_new = jb->v_new + (q0 * Hkv + it->g) * D;
+    }
+    /* Rows: r = position * nh + head, so each position's heads are one
+     * contiguous run of q and out. */
+    for (int pi = 0; pi < it->npos; pi++) {
+        const float *qp = jb->q + ((q_row0 + pi) * Hq + h_first) * D;
+        for (int64_t x = 0; x < it->nh * D; x++) w->q[pi * it->nh * D + x] = qp[x] * s->scale;
+        for (int hh = 0; hh < it->nh; hh++)
+            w->lim[pi * it->nh + hh] = jb->decode ? it->kend - 1 : kv.prefix + it->pos0 + pi;
+    }
+    memset(w->o, 0, sizeof(float) * (size_t)(R * D));
+    for (int r = 0; r < R; r++) w->lse[r] = -INFINITY;
+    if (D == 64)
+        attend_tile_d64(&kv, it->kbeg, it->kend, w, R);
+    else
+        attend_tile_d128(&kv, it->kbeg, it->kend, w, R);
+
+    float *out = jb->out, *lse = jb->lse;
+    int64_t row0 = q_row0 * Hq + h_first; /* (token, head) row of the item's first row */
+    int64_t pos_stride = Hq;
+    if (jb->decode && it->split >= 0) {
+        out = jb->part_o;
+        lse = jb->part_lse;
+        row0 = (jb->part_base[it->seq] + it->split) * Hq + h_first;
+    }
+    for (int pi = 0; pi < it->npos; pi++) {
+        const int64_t row = row0 + pi * pos_stride;
+        memcpy(out + row * D, w->o + (int64_t)pi * it->nh * D, sizeof(float) * (size_t)(it->nh * D));
+        if (lse)
+            for (int hh = 0; hh < it->nh; hh++) lse[row + hh] = w->lse[pi * it->nh + hh];
+    }
+}
+
+typedef struct worker_arg {
+    job *jb;
+    scratch *w;
+} worker_arg;
+
+static void *worker_main(void *p)
+{
+    worker_arg *a = p;
+    for (;;) {
+        long long i = atomic_fetch_add(&a->jb->next, 1);
+        if (i >= a->jb->num_items) break;
+        run_item(a->jb, &a->jb->items[i], a->w);
+    }
+    return NULL;
+}
+
+static int cmp_cost_desc(const void *x, const void *y)
+{
+    const work_item *a = x, *b = y;
+    if (a->cost != b->cost) return a->cost > b->cost ? -1 : 1;
+    return 0;
+}
+
+static int threads_wanted(int num_threads)
+{
+    if (num_threads > 0) return num_threads;
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)(n < 256 ? n : 256) : 1;
+}
+
+/* Run every item of jb on up to num_threads threads (the caller's included).
+ * If a thread cannot be started the others do its share. */
+static int job_run(const char *fn, job *jb, int num_threads)
+{
+    if (jb->num_items == 0) return ATTN_OK;
+    qsort(jb->items, (size_t)jb->num_items, sizeof(work_item), cmp_cost_desc);
+    int nt = threads_wanted(num_threads);
+    if (nt > jb->num_items) nt = (int)jb->num_items;
+    scratch *w = aligned_alloc(64, sizeof(scratch) * (size_t)nt);
+    pthread_t *tid = malloc(sizeof(pthread_t) * (size_t)nt);
+    worker_arg *args = malloc(sizeof(worker_arg) * (size_t)nt);
+    if (!w || !tid || !args) {
+        free(w);
+        free(tid);
+        free(args);
+        return ATTN_FAIL(ATTN_ENOMEM, fn, "scratch for %d threads", nt);
+    }
+    atomic_init(&jb->next, 0);
+    int started = 0;
+    for (int t = 1; t < nt; t++) {
+        args[t] = (worker_arg){jb, &w[t]};
+        if (pthread_create(&tid[t], NULL, worker_main, &args[t]) != 0) break;
+        started = t;
+    }
+    args[0] = (worker_arg){jb, &w[0]};
+    worker_main(&args[0]);
+    for (int t = 1; t <= started; t++) pthread_join(tid[t], NULL);
+    free(w);
+    free(tid);
+    free(args);
+    return ATTN_OK;
+}
+
+/* Query heads per item and positions per item: a tile holds at most
+ * TILE_FLOATS / D rows, all heads of the group first (so a KV tile serves all
+ * of them), then as many positions as fit. */
+static void tile_dims(const attn_shape *s, int32_t *nh, int32_t *npos)
+{
+    const int32_t group = s->num_q_heads / s->num_kv_heads;
+    const int32_t rows = TILE_FLOATS / s->head_dim;
+    *nh = group < rows ? group : rows;
+    *npos = rows / *nh;
+}
+
+/* ---- public entry points ----------------------------------------------- */
+
+int attn_prefill_cpu(const attn_shape *s, const attn_batch *b, const float *q,
+                     const float *k_new, const float *v_new, const float *k_cache,
+                     const float *v_cache, float *out, float *lse, int num_threads)
+{
+    static const char fn[] = "attn_prefill_cpu";
+    int64_t T;
+    int any_prefix;
+    int rc = attn_batch_check_host(fn, s, b, &T, &any_prefix);
+    if (rc) return rc;
+    if (T > 0 && (!q || !k_new || !v_new || !out))
+        return ATTN_FAIL(ATTN_EARG, fn, "q, k_new, v_new or out is NULL");
+    if (any_prefix && (!k_cache || !v_cache))
+        return ATTN_FAIL(ATTN_EARG, fn, "k_cache or v_cache is NULL");
+
+    const int32_t Hkv = s->num_kv_heads, group = s->num_q_heads / Hkv;
+    int32_t nh, npos;
+    tile_dims(s, &nh, &npos);
+    const int32_t hchunks = (group + nh - 1) / nh;
+    int64_t n = 0;
+    for (int32_t i = 0; i < b->num_seqs; i++) {
+        int32_t sl = b->q_starts[i + 1] - b->q_starts[i];
+        n += (int64_t)((sl + npos - 1) / npos) * Hkv * hchunks;
+    }
+    work_item *items = malloc(sizeof(work_item) * (size_t)(n > 0 ? n : 1));
+    if (!items) return ATTN_FAIL(ATTN_ENOMEM, fn, "%lld work items", (long long)n);
+    int64_t k = 0;
+    for (int32_t i = 0; i < b->num_seqs; i++) {
+        const int32_t sl = b->q_starts[i + 1] - b->q_starts[i], pl = b->prefix_lens[i];
+        for (int32_t pos0 = 0; pos0 < sl; pos0 += npos)
+            for (int32_t g = 0; g < Hkv; g++)
+                for (int32_t h0 = 0; h0 < group; h0 += nh) {
+                    work_item *it = &items[k++];
+                    it->seq = i;
+                    it->g = g;
+                    it->h0 = h0;
+                    it->nh = group - h0 < nh ? group - h0 : nh;
+                    it->pos0 = pos0;
+                    it->npos = sl - pos0 < npos ? sl - pos0 : npos;
+                    it->kbeg = 0;
+                    it->kend = pl + pos0 + it->npos;
+                    it->split = -1;
+                    it->cost = (int64_t)it->kend * it->npos * it->nh;
+                }
+    }
+    job jb = {.s = s, .b = b, .q = q, .k_new = k_new, .v_new = v_new, .k_cache = k_cache,
+              .v_cache = v_cache, .out = out, .lse = lse, .items = items, .num_items = n};
+    rc = job_run(fn, &jb, num_threads);
+    free(items);
+    return rc;
+}
+
+int attn_decode_cpu(const attn_shape *s, int32_t num_seqs, const int32_t *seq_lens,
+                    const int32_t *page_table, int32_t max_pages, const float *q,
+                    const float *k_cache, const float *v_cache, float *out, float *lse,
+                    int num_splits, int num_threads)
+{
+    static const char fn[] = "attn_decode_cpu";
+    int32_t longest;
+    int rc = attn_decode_check_host(fn, s, num_seqs, seq_lens, page_table, max_pages, &longest);
+    if (rc) return rc;
+    if (num_seqs > 0 && (!q || !out)) return ATTN_FAIL(ATTN_EARG, fn, "q or out is NULL");
+    if (longest > 0 && (!k_cache || !v_cache))
+        return ATTN_FAIL(ATTN_EARG, fn, "k_cache or v_cache is NULL");
+
+    const int64_t Hq = s->num_q_heads, D = s->head_dim;
+    const int32_t Hkv = s->num_kv_heads, group = (int32_t)(Hq / Hkv);
+    int32_t nh, npos;
+    tile_dims(s, &nh, &npos);
+    const int32_t hchunks = (group + nh - 1) / nh;
+
+    /* Splits per sequence depend only on the lengths and num_splits (not on
+     * the threads), and every chunk holds at least one key. */
+    int32_t *splits = malloc(sizeof(int32_t) * (size_t)(num_seqs > 0 ? num_seqs : 1));
+    int64_t *base = malloc(sizeof(int64_t) * (size_t)(num_seqs > 0 ? num_seqs : 1));
+    if (!splits || !base) {
+        free(splits);
+        free(base);
+        return ATTN_FAIL(ATTN_ENOMEM, fn, "%d sequences", (int)num_seqs);
+    }
+    int64_t total_splits = 0, n = 0;
+    for (int32_t i = 0; i < num_seqs; i++) {
+        int64_t want = num_splits > 0 ? num_splits
+                                      : ((int64_t)seq_lens[i] + DECODE_CHUNK - 1) / DECODE_CHUNK;
+        if (want > seq_lens[i]) want = seq_lens[i];
+        if (want > MAX_SPLITS) want = MAX_SPLITS;
+        splits[i] = want < 1 ? 1 : (int32_t)want;
+        base[i] = total_splits;
+        if (splits[i] > 1) total_splits += splits[i];
+        n += (int64_t)splits[i] * Hkv * hchunks;
+    }
+    float *part_o = NULL, *part_lse = NULL;
+    work_item *items = malloc(sizeof(work_item) * (size_t)(n > 0 ? n : 1));
+    if (total_splits > 0) {
+        part_o = malloc(sizeof(float) * (size_t)(total_splits * Hq * D));
+        part_lse = malloc(sizeof(float) * (size_t)(total_splits * Hq));
+    }
+    if (!items || (total_splits > 0 && (!part_o || !part_lse))) {
+        rc = ATTN_FAIL(ATTN_ENOMEM, fn, "%lld partial states", (long long)total_splits);
+        goto done;
+    }
+    int64_t k = 0;
+    for (int32_t i = 0; i < num_seqs; i++)
+        for (int32_t c = 0; c < splits[i]; c++)
+            for (int32_t g = 0; g < Hkv; g++)
+                for (int32_t h0 = 0; h0 < group; h0 += nh) {
+                    work_item *it = &items[k++];
+                    it->seq = i;
+                    it->g = g;
+                    it->h0 = h0;
+                    it->nh = group - h0 < nh ? group - h0 : nh;
+                    it->pos0 = 0;
+                    it->npos = 1;
+                    it->kbeg = (int32_t)((int64_t)seq_lens[i] * c / splits[i]);
+                    it->kend = (int32_t)((int64_t)seq_lens[i] * (c + 1) / splits[i]);
+                    it->split = splits[i] > 1 ? c : -1;
+                    it->cost = (int64_t)(it->kend - it->kbeg) * it->nh;
+                }
+    /* With splits the rows' lse are needed even if the caller wants none. */
+    job jb = {.s = s, .decode = 1, .q = q, .k_cache = k_cache, .v_cache = v_cache, .out = out,
+              .lse = lse, .seq_lens = seq_lens, .page_table = page_table, .max_pages = max_pages,
+              .part_o = part_o, .part_lse = part_lse, .part_base = base, .items = items,
+              .num_items = n};
+    rc = job_run(fn, &jb, num_threads);
+    if (rc) goto done;
+    /* Split-K combine: fold the chunks of each row in order with the merge. */
+    for (int32_t i = 0; i < num_seqs; i++) {
+        if (splits[i] == 1) continue;
+        for (int64_t h = 0; h < Hq; h++) {
+            const int64_t row = i * Hq + h;
+            float *o = out + row * D;
+            float l = part_lse[base[i] * Hq + h];
+            memcpy(o, part_o + (base[i] * Hq + h) * D, sizeof(float) * (size_t)D);
+            for (int32_t c = 1; c < splits[i]; c++) {
+                const int64_t prow = (base[i] + c) * Hq + h;
+                attn_merge_cpu(1, (int32_t)D, o, &l, part_o + prow * D, &part_lse[prow], o, &l);
+            }
+            if (lse) lse[row] = l;
+        }
+    }
+done:
+    free(items);
+    free(part_o);
+    free(part_lse);
+    free(splits);
+    free(base);
+    return rc;
+}
+
+int attn_store_kv_cpu(const attn_shape *s, int32_t num_tokens, const int32_t *slot_mapping,
+                      const float *k_new, const float *v_new, float *k_cache, float *v_cache)
+{
+    static const char fn[] = "attn_store_kv_cpu";
+    int rc = attn_shape_check_in(fn, s);
+    if (rc) return rc;
+    if (num_tokens < 0) return ATTN_FAIL(ATTN_EARG, fn, "num_tokens = %d", (int)num_tokens);
+    if (num_tokens > 0 && (!slot_mapping || !k_new || !v_new || !k_cache || !v_cache))
+        return ATTN_FAIL(ATTN_EARG, fn, "slot_mapping, k_new, v_new, k_cache or v_cache is NULL");
+    /* (NP, P, Hkv, D) is (NP * P slots, Hkv * D): a slot is one token's row. */
+    const int64_t row = (int64_t)s->num_kv_heads * s->head_dim;
+    for (int32_t t = 0; t < num_tokens; t++) {
+        if (slot_mapping[t] < 0) continue;
+        memcpy(k_cache + slot_mapping[t] * row, k_new + t * row, sizeof(float) * (size_t)row);
+        memcpy(v_cache + slot_mapping[t] * row, v_new + t * row, sizeof(float) * (size_t)row);
+    }
+    return ATTN_OK;
+}
+
+void attn_merge_cpu(int64_t rows, int32_t head_dim, const float *o1, const float *lse1,
+                    const float *o2, const float *lse2, float *out, float *lse_out)
+{
+    const int64_t D = head_dim;
+    for (int64_t r = 0; r < rows; r++) {
+        float w1, w2;
+        const float l = attn_merge_weights(lse1[r], lse2[r], &w1, &w2);
+        const float *a = o1 + r * D, *b = o2 + r * D;
+        float *o = out + r * D;
+        /* A side of weight 0 (an empty state) is skipped, not multiplied, so
+         * whatever its o holds cannot leak into the result. */
+        if (w2 == 0.0f)
+            for (int64_t d = 0; d < D; d++) o[d] = w1 == 0.0f ? 0.0f : a[d] * w1;
+        else if (w1 == 0.0f)
+            for (int64_t d = 0; d < D; d++) o[d] = b[d] * w2;
+        else
+            for (int64_t d = 0; d < D; d++) o[d] = a[d] * w1 + b[d] * w2;
+        lse_out[r] = l;
+    }
+}
