@@ -138,57 +138,75 @@ static rkv_status failf(cuda_backend *b, rkv_status st, const char *fmt, ...)
 
 /* ---- weights --------------------------------------------------------------- */
 
-/* Tensor ids of the seeded initialisation: globals 0..2, then 16 per layer. */
-enum { TID_EMBED = 0, TID_FINAL_NORM = 1, TID_LM_HEAD = 2 };
-enum { TL_ATTN_NORM, TL_WQ, TL_WK, TL_WV, TL_BQ, TL_BK, TL_BV, TL_WO, TL_MLP_NORM, TL_GATE,
-       TL_UP, TL_DOWN };
-static uint64_t layer_tid(int l, int kind) { return 16 + (uint64_t)l * 16 + (uint64_t)kind; }
+static uint64_t splitmix64(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ULL;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
 
 static bf16 *wbf(cuda_backend *b, size_t off) { return (bf16 *)(b->d_w + off); }
 static float *wf(cuda_backend *b, size_t off) { return (float *)(b->d_w + off); }
 
-/* Seeded random weights generated on the device: a matrix with fan-in n is
- * uniform in [-sqrt(3/n), sqrt(3/n)) (unit-variance outputs), norms 1 + 0.1 u,
- * biases 0.1 u, the embedding uniform in [-1, 1). */
+/* The CPU model's seeded weights (model.c), generated on the device so that
+ * cpu and cuda runs of one seed hold the same weights (bf16-rounded here).
+ * Tensors are numbered 1, 2, ... in the CPU model's walk order: embed; per
+ * layer attn_norm, wq, wk, wv, [bq, bk, bv], wo, mlp_norm, gate, up, down;
+ * final_norm; lm_head when untied. Tensor k draws from the stream
+ * splitmix64(seed ^ splitmix64(k)); uniform(-a, a) around mean with
+ * a = std sqrt(3): embeddings std 2/sqrt(C), projections 1/sqrt(fan_in),
+ * norms 1 +- 0.05 std, biases 0.1 std. */
+typedef struct init_walk {
+    cuda_backend *b;
+    uint64_t seed, index;
+    rkv_status st;
+} init_walk;
+
+static void init_one(init_walk *w, void *p, int to_bf16, int64_t n, double mean, double std)
+{
+    const uint64_t key = splitmix64(w->seed ^ splitmix64(++w->index));
+    if (w->st != RKV_OK) return;
+    cudaError_t e = rkv_init_seeded(p, to_bf16, n, key, mean, std * sqrt(3.0), w->b->stream);
+    if (e != cudaSuccess)
+        w->st = failf(w->b, RKV_EDEVICE, "%s:%d: seeded init of tensor %llu: %s", __FILE__,
+                      __LINE__, (unsigned long long)w->index, cudaGetErrorString(e));
+}
+
 static rkv_status init_random(cuda_backend *b, uint64_t seed)
 {
     const model_config *c = &b->cfg;
     const cuda_weight_plan *w = &b->wp;
-    cudaStream_t st = b->stream;
     const int64_t V = c->vocab_size, C = c->hidden_size, F = c->intermediate_size;
     const int64_t qd = w->q_dim, kvd = w->kv_dim;
-    const float sC = sqrtf(3.0f / (float)C), sQ = sqrtf(3.0f / (float)qd),
-                sF = sqrtf(3.0f / (float)F);
-    CU(rkv_init_uniform_bf16(wbf(b, w->embed), V * C, seed, TID_EMBED, 1.0f, st));
-    CU(rkv_init_uniform_f32(wf(b, w->final_norm), C, seed, TID_FINAL_NORM, 0.1f, 1.0f, st));
-    if (!c->tie_word_embeddings)
-        CU(rkv_init_uniform_bf16(wbf(b, w->lm_head), V * C, seed, TID_LM_HEAD, sC, st));
+    const double s_emb = 2.0 / sqrt((double)C), s_c = 1.0 / sqrt((double)C),
+                 s_qd = 1.0 / sqrt((double)qd), s_f = 1.0 / sqrt((double)F);
+    init_walk iw = {b, seed, 0, RKV_OK};
+    init_one(&iw, wbf(b, w->embed), 1, V * C, 0.0, s_emb);
     for (int l = 0; l < c->num_layers; l++) {
         const size_t base = w->layer0 + (size_t)l * w->layer_stride;
-        CU(rkv_init_uniform_f32(wf(b, base + w->attn_norm), C, seed, layer_tid(l, TL_ATTN_NORM),
-                                0.1f, 1.0f, st));
+        init_one(&iw, wf(b, base + w->attn_norm), 0, C, 1.0, 0.05);
         bf16 *qkv = wbf(b, base + w->wqkv);
-        CU(rkv_init_uniform_bf16(qkv, qd * C, seed, layer_tid(l, TL_WQ), sC, st));
-        CU(rkv_init_uniform_bf16(qkv + qd * C, kvd * C, seed, layer_tid(l, TL_WK), sC, st));
-        CU(rkv_init_uniform_bf16(qkv + (qd + kvd) * C, kvd * C, seed, layer_tid(l, TL_WV), sC,
-                                 st));
+        init_one(&iw, qkv, 1, qd * C, 0.0, s_c);
+        init_one(&iw, qkv + qd * C, 1, kvd * C, 0.0, s_c);
+        init_one(&iw, qkv + (qd + kvd) * C, 1, kvd * C, 0.0, s_c);
         if (c->qkv_bias) {
             float *bias = wf(b, base + w->bqkv);
-            CU(rkv_init_uniform_f32(bias, qd, seed, layer_tid(l, TL_BQ), 0.1f, 0.0f, st));
-            CU(rkv_init_uniform_f32(bias + qd, kvd, seed, layer_tid(l, TL_BK), 0.1f, 0.0f, st));
-            CU(rkv_init_uniform_f32(bias + qd + kvd, kvd, seed, layer_tid(l, TL_BV), 0.1f, 0.0f,
-                                    st));
+            init_one(&iw, bias, 0, qd, 0.0, 0.1);
+            init_one(&iw, bias + qd, 0, kvd, 0.0, 0.1);
+            init_one(&iw, bias + qd + kvd, 0, kvd, 0.0, 0.1);
         }
-        CU(rkv_init_uniform_bf16(wbf(b, base + w->wo), C * qd, seed, layer_tid(l, TL_WO), sQ, st));
-        CU(rkv_init_uniform_f32(wf(b, base + w->mlp_norm), C, seed, layer_tid(l, TL_MLP_NORM),
-                                0.1f, 1.0f, st));
+        init_one(&iw, wbf(b, base + w->wo), 1, C * qd, 0.0, s_qd);
+        init_one(&iw, wf(b, base + w->mlp_norm), 0, C, 1.0, 0.05);
         bf16 *gu = wbf(b, base + w->wgate_up);
-        CU(rkv_init_uniform_bf16(gu, F * C, seed, layer_tid(l, TL_GATE), sC, st));
-        CU(rkv_init_uniform_bf16(gu + F * C, F * C, seed, layer_tid(l, TL_UP), sC, st));
-        CU(rkv_init_uniform_bf16(wbf(b, base + w->wdown), C * F, seed, layer_tid(l, TL_DOWN), sF,
-                                 st));
+        init_one(&iw, gu, 1, F * C, 0.0, s_c);
+        init_one(&iw, gu + F * C, 1, F * C, 0.0, s_c);
+        init_one(&iw, wbf(b, base + w->wdown), 1, C * F, 0.0, s_f);
     }
-    CU(cudaStreamSynchronize(st));
+    init_one(&iw, wf(b, w->final_norm), 0, C, 1.0, 0.05);
+    if (!c->tie_word_embeddings) init_one(&iw, wbf(b, w->lm_head), 1, V * C, 0.0, s_emb);
+    TRY(iw.st);
+    CU(cudaStreamSynchronize(b->stream));
     return RKV_OK;
 }
 
@@ -284,22 +302,33 @@ static rkv_status load_safetensors(cuda_backend *b, const char *path, char *err,
 }
 #endif
 
-/* (cos, sin) of pos * theta^(-2i/D) in double, rounded once to fp32, as the CPU. */
+/* (cos, sin) at every position, computed as the CPU model does: inverse
+ * frequencies in fp32 (as the HF rotary embedding), angle = (float)pos * inv in
+ * fp32, cos/sin in double rounded to fp32. */
 static rkv_status upload_rope(cuda_backend *b)
 {
     const int32_t half = b->cfg.head_dim / 2, P = b->cfg.max_position;
     float *h = (float *)malloc((size_t)P * half * 2 * sizeof(float));
-    if (!h) return failf(b, RKV_ENOMEM, "cuda: no host memory for the RoPE table");
+    float *inv = (float *)malloc((size_t)half * sizeof(float));
+    if (!h || !inv) {
+        free(h);
+        free(inv);
+        return failf(b, RKV_ENOMEM, "cuda: no host memory for the RoPE table");
+    }
+    for (int32_t i = 0; i < half; i++) {
+        const float e = (float)(2 * i) / (float)b->cfg.head_dim;
+        inv[i] = (float)(1.0 / (double)(float)pow(b->cfg.rope_theta, (double)e));
+    }
     for (int32_t p = 0; p < P; p++)
         for (int32_t i = 0; i < half; i++) {
-            const double inv = pow(b->cfg.rope_theta, -2.0 * i / (double)b->cfg.head_dim);
-            const double a = (double)p * inv;
-            h[((size_t)p * half + i) * 2] = (float)cos(a);
-            h[((size_t)p * half + i) * 2 + 1] = (float)sin(a);
+            const float ang = (float)p * inv[i];
+            h[((size_t)p * half + i) * 2] = (float)cos((double)ang);
+            h[((size_t)p * half + i) * 2 + 1] = (float)sin((double)ang);
         }
     cudaError_t e = cudaMemcpy(b->d_act + b->ap.rope, h, (size_t)P * half * 8,
                                cudaMemcpyHostToDevice);
     free(h);
+    free(inv);
     CU(e);
     return RKV_OK;
 }

@@ -237,55 +237,24 @@ __device__ static inline uint64_t splitmix64(uint64_t x)
     return x ^ (x >> 31);
 }
 
-/* Uniform in [-1, 1) from (seed, tensor, index): 24 high bits of the mix. */
-__device__ static inline float uniform_pm1(uint64_t key, int64_t i)
-{
-    const uint64_t h = splitmix64(key ^ splitmix64((uint64_t)i));
-    return (float)(h >> 40) * (1.0f / 8388608.0f) - 1.0f;
-}
-
-__global__ static void init_bf16_kernel(bf16 *p, int64_t n, uint64_t key, float scale)
+__global__ static void init_kernel(void *p, int to_bf16, int64_t n, uint64_t key, double mean,
+                                   double a)
 {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x)
-        p[i] = __float2bfloat16(scale * uniform_pm1(key, i));
+         i += (int64_t)gridDim.x * blockDim.x) {
+        const double u = (double)(splitmix64(key + (uint64_t)i) >> 11) * 0x1.0p-53;
+        const float v = (float)(mean + a * (2.0 * u - 1.0));
+        if (to_bf16) ((bf16 *)p)[i] = __float2bfloat16(v);
+        else ((float *)p)[i] = v;
+    }
 }
 
-__global__ static void init_f32_kernel(float *p, int64_t n, uint64_t key, float scale,
-                                       float offset)
-{
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x)
-        p[i] = offset + scale * uniform_pm1(key, i);
-}
-
-static uint64_t tensor_key(uint64_t seed, uint64_t tensor_id)
-{
-    /* Host twin of splitmix64 keeps the key derivation in one place. */
-    uint64_t x = seed ^ (tensor_id * 0xd1b54a32d192ed03ULL + 0x632be59bd9b4e019ULL);
-    x += 0x9e3779b97f4a7c15ULL;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-    return x ^ (x >> 31);
-}
-
-cudaError_t rkv_init_uniform_bf16(bf16 *p, int64_t n, uint64_t seed, uint64_t tensor_id,
-                                  float scale, cudaStream_t st)
+cudaError_t rkv_init_seeded(void *p, int to_bf16, int64_t n, uint64_t key, double mean, double a,
+                            cudaStream_t st)
 {
     if (n <= 0) return cudaSuccess;
     int64_t blocks = (n + 255) / 256;
     if (blocks > 8192) blocks = 8192;
-    init_bf16_kernel<<<(unsigned)blocks, 256, 0, st>>>(p, n, tensor_key(seed, tensor_id), scale);
-    return cudaGetLastError();
-}
-
-cudaError_t rkv_init_uniform_f32(float *p, int64_t n, uint64_t seed, uint64_t tensor_id,
-                                 float scale, float offset, cudaStream_t st)
-{
-    if (n <= 0) return cudaSuccess;
-    int64_t blocks = (n + 255) / 256;
-    if (blocks > 8192) blocks = 8192;
-    init_f32_kernel<<<(unsigned)blocks, 256, 0, st>>>(p, n, tensor_key(seed, tensor_id), scale,
-                                                      offset);
+    init_kernel<<<(unsigned)blocks, 256, 0, st>>>(p, to_bf16, n, key, mean, a);
     return cudaGetLastError();
 }

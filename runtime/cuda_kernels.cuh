@@ -47,11 +47,11 @@ cudaError_t rkv_final_gather(const float *resid, const float *add, const int32_t
 cudaError_t rkv_argmax(const float *logits, const int32_t *sample_rows, int32_t *out, int32_t B,
                        int32_t V, cudaStream_t st);
 
-/* Seeded weights: element i of tensor `tensor_id` is scale * u(seed, tensor_id,
- * i) with u uniform in [-1, 1) from splitmix64, independent of launch shape. */
-cudaError_t rkv_init_uniform_bf16(bf16 *p, int64_t n, uint64_t seed, uint64_t tensor_id,
-                                  float scale, cudaStream_t st);
-cudaError_t rkv_init_uniform_f32(float *p, int64_t n, uint64_t seed, uint64_t tensor_id,
-                                 float scale, float offset, cudaStream_t st);
+/* Seeded weights, the CPU model's scheme element for element: with
+ * u_i = (splitmix64(key + i) >> 11) 2^-53, element i is
+ * (float)(mean + a (2 u_i - 1)) (computed in double), rounded to bf16 for
+ * matrices. key is the tensor's stream (see backend_cuda.cu). */
+cudaError_t rkv_init_seeded(void *p, int to_bf16, int64_t n, uint64_t key, double mean, double a,
+                            cudaStream_t st);
 
 #endif
