@@ -471,6 +471,9 @@ static rkv_status graph_get(cuda_backend *b, const cuda_step_layout *l, cudaGrap
 
 /* ---- submit / collect -------------------------------------------------------- */
 
+/* A batch without sampling parameters samples greedily, as the cpu backend. */
+static const sampling_params greedy_params = {0.0f, 0, 1.0f, 0};
+
 static int is_greedy(const sampling_params *sp) { return sp->temperature <= 0 || sp->top_k == 1; }
 
 /* Everything the device will index is range-checked here, on the host, so a
@@ -480,7 +483,7 @@ static rkv_status validate(cuda_backend *b, const fwd_batch *f, int32_t *max_use
 {
     const int32_t B = f->num_seqs, T = f->num_tokens, P = b->base.page_size;
     if (B < 1 || T < 1 || !f->token_ids || !f->positions || !f->q_starts || !f->prefix_lens ||
-        !f->page_table || !f->slot_mapping || !f->sample_rows || !f->sampling || !f->sample_steps)
+        !f->page_table || !f->slot_mapping || !f->sample_rows)
         return failf(b, RKV_EINVAL, "cuda forward: empty batch or missing array (B=%d T=%d)",
                      (int)B, (int)T);
     if (T > b->max_tokens)
@@ -532,7 +535,7 @@ static rkv_status validate(cuda_backend *b, const fwd_batch *f, int32_t *max_use
             return failf(b, RKV_EINVAL, "cuda forward: sample_rows[%d] = %d outside its rows "
                                         "[%d, %d)",
                          (int)i, (int)r, (int)f->q_starts[i], (int)f->q_starts[i + 1]);
-        const sampling_params *sp = &f->sampling[i];
+        const sampling_params *sp = f->sampling ? &f->sampling[i] : &greedy_params;
         if (r >= 0 && (isnan(sp->temperature) || sp->temperature < 0 || isnan(sp->top_p) ||
                        sp->top_p <= 0))
             return failf(b, RKV_EINVAL, "cuda forward: sequence %d: bad sampling parameters "
@@ -581,11 +584,12 @@ static void pack(const fwd_batch *f, const cuda_step_layout *l, int32_t used_pag
         pl[i] = real ? f->prefix_lens[i] : 0;
         sl[i] = real ? f->prefix_lens[i] + f->q_starts[i + 1] - f->q_starts[i] : 0;
         sr[i] = real ? f->sample_rows[i] : -1;
-        ss[i] = real ? f->sample_steps[i] : 0;
-        tk[i] = real ? f->sampling[i].top_k : 0;
-        temp[i] = real ? f->sampling[i].temperature : 0.0f;
-        tp[i] = real ? f->sampling[i].top_p : 1.0f;
-        seed[i] = real ? f->sampling[i].seed : 0;
+        const sampling_params *sp = real && f->sampling ? &f->sampling[i] : &greedy_params;
+        ss[i] = real && f->sample_steps ? f->sample_steps[i] : 0;
+        tk[i] = sp->top_k;
+        temp[i] = sp->temperature;
+        tp[i] = sp->top_p;
+        seed[i] = sp->seed;
         int32_t *row = pt + (size_t)i * l->stride;
         const int32_t n = real ? used_pages : 0;
         if (real) memcpy(row, f->page_table + (size_t)i * f->max_pages, (size_t)n * 4);
@@ -624,9 +628,9 @@ static rkv_status submit_ex(cuda_backend *b, const fwd_batch *f, int want_logits
     pd->host_sample = 0;
     for (int32_t i = 0; i < f->num_seqs; i++) {
         pd->sample_rows[i] = f->sample_rows[i];
-        pd->sample_steps[i] = f->sample_steps[i];
-        pd->sampling[i] = f->sampling[i];
-        if (f->sample_rows[i] >= 0 && !is_greedy(&f->sampling[i])) pd->host_sample = 1;
+        pd->sample_steps[i] = f->sample_steps ? f->sample_steps[i] : 0;
+        pd->sampling[i] = f->sampling ? f->sampling[i] : greedy_params;
+        if (f->sample_rows[i] >= 0 && !is_greedy(&pd->sampling[i])) pd->host_sample = 1;
     }
     const size_t logit_bytes = (size_t)f->num_seqs * b->base.vocab_size * 4;
     if ((pd->host_sample || want_logits) && !b->h_logits[slot])
