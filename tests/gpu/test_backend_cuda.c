@@ -216,49 +216,92 @@ END_TEST
 
 /* ---- self-consistency on the GPU -------------------------------------------- */
 
-/* Runs a scenario on a fresh backend; each sequence's tokens land in toks. */
-static int run_tokens(int graphs, int chunk, seq *toks)
+/* Top-1 minus top-2 logit of each sampled token: how close to a tie it was. */
+typedef struct gaps {
+    float g[6][MAXT];
+} gaps;
+
+static float top2_gap(const float *x, int V)
+{
+    float a = -INFINITY, b = -INFINITY;
+    for (int v = 0; v < V; v++) {
+        if (x[v] > a) {
+            b = a;
+            a = x[v];
+        } else if (x[v] > b) {
+            b = x[v];
+        }
+    }
+    return a - b;
+}
+
+/* Runs a scenario on a fresh backend; each sequence's tokens land in toks,
+ * the top-2 gap of each sampled token in gp. */
+static int run_tokens(int graphs, int chunk, seq *toks, gaps *gp)
 {
     rng_state = SEED + 1;
     backend *g = make("cuda", tiny_qwen2(), 256);
     backend_cuda_set_graphs(g, graphs);
+    const int V = g->vocab_size;
+    float *lg = malloc(sizeof(float) * MAXS * V);
     seq *s = toks;
-    for (int i = 0; i < 6; i++) seq_init(&s[i], i * SEQ_PAGES, 3 + 11 * i, g->vocab_size);
+    for (int i = 0; i < 6; i++) seq_init(&s[i], i * SEQ_PAGES, 3 + 11 * i, V);
     static step_buf b;
     for (int step = 0; step < 24; step++) {
         if (step == 12) s[1].active = s[4].active = 0; /* batch shrinks: another bucket */
-        build(&b, s, 6, chunk, NULL);
+        int B = build(&b, s, 6, chunk, NULL);
         int32_t out[MAXS];
-        ck_assert_int_eq(g->ops->forward(g, &b.fb, out, NULL, NULL), RKV_OK);
+        ck_assert_int_eq(g->ops->forward(g, &b.fb, out, lg, NULL), RKV_OK);
+        for (int j = 0; j < B; j++)
+            if (b.sr[j] >= 0) gp->g[b.idx[j]][s[b.idx[j]].n] = top2_gap(lg + (size_t)j * V, V);
         advance(&b, s, out);
     }
     int ngraphs = backend_cuda_set_graphs(g, graphs);
+    free(lg);
     backend_destroy(g);
     return ngraphs;
 }
 
-/* Where both runs produced a token, it is the same. */
-static void same_outputs(const seq *x, const seq *y, const char *what)
+/* Where both runs produced a token, it is the same; with tie_tol > 0 the
+ * first difference of a sequence may be a near tie (top-2 gap <= tie_tol in
+ * either run), after which that sequence's runs have different inputs and
+ * are compared no further. Returns the number of such ties. */
+static int same_outputs(const seq *x, const gaps *gx, const seq *y, const gaps *gy,
+                        float tie_tol, const char *what)
 {
+    int ties = 0;
     for (int i = 0; i < 6; i++) {
         int n = x[i].n < y[i].n ? x[i].n : y[i].n;
         ck_assert_int_gt(n, 3 + 11 * i); /* each sampled at least once */
-        for (int t = 0; t < n; t++)
-            ck_assert_msg(x[i].tok[t] == y[i].tok[t], "%s: seq %d token %d: %d vs %d (seed %u)",
-                          what, i, t, x[i].tok[t], y[i].tok[t], SEED + 1);
+        for (int t = 0; t < n; t++) {
+            if (x[i].tok[t] == y[i].tok[t]) continue;
+            float gap = gx->g[i][t] < gy->g[i][t] ? gx->g[i][t] : gy->g[i][t];
+            ck_assert_msg(gap <= tie_tol, "%s: seq %d token %d: %d vs %d, top-2 gap %.4g (seed %u)",
+                          what, i, t, x[i].tok[t], y[i].tok[t], (double)gap, SEED + 1);
+            fprintf(stderr, "%s: seq %d parts at token %d on a near tie (gap %.4g)\n", what, i, t,
+                    (double)gap);
+            ties++;
+            break;
+        }
     }
+    return ties;
 }
 
 START_TEST(graphs_and_chunks_match_eager)
 {
     static seq a[6], e[6], c[6];
-    int ga = run_tokens(1, 64, a), ge = run_tokens(0, 64, e);
+    static gaps ga_, ge_, gc_;
+    int ga = run_tokens(1, 64, a, &ga_), ge = run_tokens(0, 64, e, &ge_);
     ck_assert_int_gt(ga, 0); /* decode steps did run as graphs */
     ck_assert_int_eq(ge, 0);
-    same_outputs(a, e, "graph vs eager");
-    /* Prompts in chunks of 8 rows sample later but the same tokens. */
-    run_tokens(1, 8, c);
-    same_outputs(a, c, "whole vs chunked prefill");
+    /* Same batches, same kernels but for the launch: bit-identical. */
+    same_outputs(a, &ga_, e, &ge_, 0.0f, "graph vs eager");
+    /* Prompts in chunks of 8 rows sample later. Their steps mix other rows,
+     * so they take other kernels (prefill vs decode attention, other GEMM
+     * shapes) and bf16 rounding may part the runs, but only on a near tie. */
+    run_tokens(1, 8, c, &gc_);
+    int ties = same_outputs(a, &ga_, c, &gc_, 0.05f, "whole vs chunked prefill");
+    ck_assert_int_le(ties, 2);
 }
 END_TEST
 
