@@ -16,6 +16,7 @@ typedef struct eng_req {
     double first_token_time; /* < 0: none yet */
     double finish_time;
     bool reported;
+    float *logits;           /* (max_tokens, V) with keep_logits */
 } eng_req;
 
 struct engine {
@@ -40,6 +41,8 @@ struct engine {
     double inflight_end;  /* modelled time its GPU work ends */
     int32_t *out_tokens[2];
     int32_t out_cap[2];
+    float *out_logits[2];    /* (plan n, V) with keep_logits */
+    int64_t logits_cap[2];
 
     /* batch buffers */
     int32_t *token_ids, *positions, *slot_mapping;
@@ -191,6 +194,7 @@ void engine_destroy(engine *e)
     backend_destroy(e->be);
     for (int64_t i = 0; i < e->num_reqs; i++) {
         sched_req_free(&e->reqs[i]->s);
+        free(e->reqs[i]->logits);
         free(e->reqs[i]);
     }
     free(e->reqs);
@@ -198,6 +202,7 @@ void engine_destroy(engine *e)
     for (int i = 0; i < 2; i++) {
         sched_plan_free(&e->plans[i]);
         free(e->out_tokens[i]);
+        free(e->out_logits[i]);
     }
     free(e->token_ids);
     free(e->positions);
@@ -317,6 +322,12 @@ rkv_status engine_add(engine *e, const engine_request *req, int64_t *id, char *e
         return RKV_ENOMEM;
     }
     cache_match_init(&r->match);
+    if (e->cfg.keep_logits &&
+        !(q->logits = malloc(sizeof(float) * (size_t)req->max_tokens * (size_t)e->be->vocab_size))) {
+        sched_req_free(r);
+        free(q);
+        return RKV_ENOMEM;
+    }
     memcpy(r->tokens, req->tokens, sizeof(int32_t) * (size_t)req->n_tokens);
     r->cap = (int32_t)(total + 1);
     r->n_tokens = r->prompt_len = req->n_tokens;
@@ -459,10 +470,17 @@ static rkv_status launch(engine *e, int k, double *prep_cpu, double *step_second
         st = grow32((void **)&e->out_tokens[k], &e->out_cap[k], plan->n + 1, sizeof(int32_t));
     if (st) return fail(st, err, errlen, "engine: out of host memory building a batch");
     for (int32_t i = 0; i < plan->n; i++) e->out_tokens[k][i] = -1;
+    float *logits = NULL;
+    if (e->cfg.keep_logits) {
+        st = grow64((void **)&e->out_logits[k], &e->logits_cap[k],
+                    (int64_t)(plan->n + 1) * e->be->vocab_size, sizeof(float));
+        if (st) return fail(st, err, errlen, "engine: out of host memory for logits");
+        logits = e->out_logits[k];
+    }
     *prep_cpu = cpu_now() - c0;
     e->sched_cpu += *prep_cpu;
     *step_seconds = 0;
-    st = e->be->ops->forward(e->be, &b, e->out_tokens[k], NULL, step_seconds);
+    st = e->be->ops->forward(e->be, &b, e->out_tokens[k], logits, step_seconds);
     if (st) {
         snprintf(err, errlen, "engine: %s backend step failed: %s", e->be->ops->name,
                  rkv_status_str(st));
@@ -479,6 +497,16 @@ static rkv_status launch(engine *e, int k, double *prep_cpu, double *step_second
 static rkv_status commit(engine *e, int k, double t, char *err, size_t errlen)
 {
     sched_plan *plan = &e->plans[k];
+    if (e->cfg.keep_logits) {
+        const int64_t V = e->be->vocab_size;
+        for (int32_t i = 0; i < plan->n; i++) {
+            const sched_entry *en = &plan->e[i];
+            eng_req *q = (eng_req *)en->r;
+            if (en->sample && en->r->state == REQ_RUNNING)
+                memcpy(q->logits + en->sample_index * V, e->out_logits[k] + i * V,
+                       sizeof(float) * (size_t)V);
+        }
+    }
     rkv_status st = scheduler_commit(&e->sched, plan, e->out_tokens[k], err, errlen);
     if (st) return st;
     for (int32_t i = 0; i < plan->n; i++) {
@@ -600,6 +628,7 @@ rkv_status engine_result_get(const engine *e, int64_t id, engine_result *out)
     out->error = r->error;
     out->output_ids = r->out_ids;
     out->num_output = r->num_out;
+    out->logits = q->logits;
     out->prompt_tokens = r->prompt_len;
     out->cached_tokens = r->cached_tokens;
     out->num_preemptions = r->num_preemptions;

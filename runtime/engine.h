@@ -54,6 +54,7 @@ typedef struct engine_config {
     bool offline;                   /* ignore arrival times: everything at t = 0 */
     bool fixed_clock;               /* sim: leave measured CPU time out of the clock, so
                                        timings are repeatable (tests) */
+    bool keep_logits;               /* keep each output's logits (V floats; tests) */
 } engine_config;
 
 /* Defaults as documented above (backend cpu, cache radix, page size 16). */
@@ -74,6 +75,7 @@ typedef struct engine_result {
     const char *error;       /* non-NULL: the request failed (never fits, too long) */
     const int32_t *output_ids; /* (num_output), valid until engine_destroy */
     int32_t num_output;
+    const float *logits;     /* (num_output, vocab) with keep_logits, else NULL */
     int32_t prompt_tokens;
     int32_t cached_tokens;   /* matched at first admission */
     int32_t num_preemptions;

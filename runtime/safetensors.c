@@ -20,6 +20,7 @@ typedef struct st_file {
 } st_file;
 
 struct safetensors {
+    char *root;      /* the path given to open (file or directory) */
     st_file *files;
     int num_files;
     st_tensor *tensors;
@@ -239,6 +240,11 @@ rkv_status safetensors_open(const char *path, safetensors **out, char *err, size
     safetensors *st = calloc(1, sizeof *st);
     if (!st) return RKV_ENOMEM;
     st->headers = json_array();
+    st->root = strdup(path);
+    if (!st->headers || !st->root) {
+        safetensors_close(st);
+        return RKV_ENOMEM;
+    }
     rkv_status s;
     struct stat sb;
     if (stat(path, &sb) < 0) {
@@ -277,6 +283,7 @@ void safetensors_close(safetensors *st)
     }
     free(st->files);
     free(st->tensors);
+    free(st->root);
     json_decref(st->headers);
     free(st);
 }
@@ -357,7 +364,7 @@ rkv_status safetensors_read_f32(const safetensors *st, const char *name, int ndi
                                 const int64_t *shape, float *dst, char *err, size_t errlen)
 {
     const st_tensor *t = safetensors_find(st, name);
-    if (!t) return fail(RKV_EINVAL, err, errlen, "checkpoint: missing tensor '%s'", name);
+    if (!t) return fail(RKV_EINVAL, err, errlen, "%s: missing tensor '%s'", st->root, name);
     int same = t->ndim == ndim;
     for (int d = 0; same && d < ndim; d++) same = t->shape[d] == shape[d];
     if (!same) {

@@ -491,11 +491,16 @@ static rkv_status req_insert(scheduler *s, sched_req *r, bool final, char *err, 
                      (long long)r->id, rkv_status_str(st));
             return st;
         }
-        int32_t dup_end = prefix_len / P;
-        if (dup_end > nfull) dup_end = nfull;
-        if (dup_end > r->num_cache_pages &&
-            (st = free_pages(s, r->pages + r->num_cache_pages, dup_end - r->num_cache_pages)))
-            return st;
+        /* Whatever the cache did not adopt is still ours: duplicates of what
+         * was cached meanwhile (below prefix_len), or, for kinds that keep
+         * nothing (none), every page. Kinds that drop pages themselves
+         * (hash-nocache) leave them FREE. The pool's state tells which. */
+        int32_t nfree = 0;
+        if ((st = grow((void **)&s->free_buf, &s->free_cap, nfull, sizeof(int32_t)))) return st;
+        for (int32_t k = r->num_cache_pages; k < nfull; k++)
+            if (s->pool->state[r->pages[k]] == PAGE_INFLIGHT) s->free_buf[nfree++] = r->pages[k];
+        (void)prefix_len;
+        if ((st = free_pages(s, s->free_buf, nfree))) return st;
         if (!final) {
             cache_match m2;
             cache_match_init(&m2);
