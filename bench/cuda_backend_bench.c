@@ -9,12 +9,17 @@
  *            CUDA graphs against eager launches
  *   overlap  decode steps of two independent groups: submit/collect with two
  *            steps in flight against forward one after the other (wall time)
+ *   gemm     the layer's GEMM shapes alone (cuBLAS, bf16 in, fp32 compute) with
+ *            the fp32 output the backend uses against a bf16 output
  * Times are device times from CUDA events (step_seconds) unless "wall".
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
 
 #include "backend.h"
 #include "backend_cuda.h"
@@ -84,6 +89,62 @@ static double time_forward(backend *be, const fwd_batch *fb, int reps)
         if (i >= 2) sum += s;
     }
     return sum / reps;
+}
+
+/* Mean ms of one cublasGemmEx y (M, N) = x (M, K) w (N, K)^T, output type ct. */
+static double time_gemm(cublasHandle_t h, int M, int N, int K, cudaDataType_t ct, void *x,
+                        void *w, void *y, int reps)
+{
+    const float one = 1.0f, zero = 0.0f;
+    cudaEvent_t a, b;
+    cudaEventCreate(&a);
+    cudaEventCreate(&b);
+    for (int i = 0; i < reps + 3; i++) {
+        if (i == 3) cudaEventRecord(a, 0);
+        cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, &one, w, CUDA_R_16BF, K, x,
+                     CUDA_R_16BF, K, &zero, y, ct, N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    }
+    cudaEventRecord(b, 0);
+    cudaEventSynchronize(b);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, a, b);
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+    return ms / reps;
+}
+
+static void gemm_scenario(const model_config *c, int reps)
+{
+    const int C = c->hidden_size, F = c->intermediate_size;
+    const int qkv = (c->num_heads + 2 * c->num_kv_heads) * c->head_dim;
+    const int shapes[4][2] = {{qkv, C}, {C, c->num_heads * c->head_dim}, {2 * F, C}, {C, F}};
+    const char *names[4] = {"qkv", "o", "gate_up", "down"};
+    const int ms_[3] = {1, 32, 1024};
+    cublasHandle_t h;
+    if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) return;
+    void *x, *w, *y;
+    size_t maxw = (size_t)2 * F * C * 2;
+    if (cudaMalloc(&x, (size_t)1024 * F * 2) || cudaMalloc(&w, maxw) ||
+        cudaMalloc(&y, (size_t)1024 * 2 * F * 4))
+        return;
+    cudaMemset(x, 0, (size_t)1024 * F * 2);
+    cudaMemset(w, 0, maxw);
+    for (int m = 0; m < 3; m++)
+        for (int k = 0; k < 4; k++) {
+            int N = shapes[k][0], K = shapes[k][1], M = ms_[m];
+            double t32 = time_gemm(h, M, N, K, CUDA_R_32F, x, w, y, reps * 5);
+            double t16 = time_gemm(h, M, N, K, CUDA_R_16BF, x, w, y, reps * 5);
+            double bytes = 2.0 * N * K;
+            printf("{\"bench\":\"cuda_backend\",\"scenario\":\"gemm\",\"gemm\":\"%s\",\"M\":%d,"
+                   "\"N\":%d,\"K\":%d,\"ms_f32_out\":%.4f,\"ms_bf16_out\":%.4f,"
+                   "\"ratio_f32_vs_bf16\":%.3f,\"weight_gbps_f32_out\":%.1f,\"tflops_f32_out\":%.1f}\n",
+                   names[k], M, N, K, t32, t16, t32 / t16, bytes / t32 / 1e6,
+                   2.0 * M * N * K / t32 / 1e9);
+        }
+    cudaFree(x);
+    cudaFree(w);
+    cudaFree(y);
+    cublasDestroy(h);
 }
 
 int main(int argc, char **argv)
@@ -175,5 +236,6 @@ int main(int argc, char **argv)
         free_batch(&g1);
     }
     backend_destroy(be);
+    gemm_scenario(&mc, reps);
     return 0;
 }

@@ -21,6 +21,7 @@
 
 #include "backend.h"
 #include "backend_cuda.h"
+#include "engine.h"
 #include "sampler.h"
 
 #define SEED 20261123u
@@ -476,6 +477,105 @@ START_TEST(bad_batches_and_pool_sizing)
 }
 END_TEST
 
+/* ---- through the engine: caches, schedules, the pool invariant ------------- */
+
+#define NREQ 10
+#define NOUT 8
+
+typedef struct eng_out {
+    int32_t tok[NREQ][NOUT];
+    float gap[NREQ][NOUT];
+    int64_t cached;
+} eng_out;
+
+/* Ten prompts sharing an 80-token prefix; the page accounting is checked
+ * after every step. */
+static void engine_tokens(const char *cache_kind, const char *schedule, eng_out *o)
+{
+    engine_config ec;
+    engine_config_default(&ec);
+    ec.backend = "cuda";
+    ec.backend_cfg = (backend_config){.model = NULL, .seed = 7, .page_size = P,
+                                      .num_pages = 160, .mem_fraction = 0.5};
+    ec.cache_cfg.kind = cache_kind;
+    ec.schedule = schedule;
+    ec.max_num_batched_tokens = 128;
+    ec.max_running = 6;
+    ec.offline = true;
+    ec.keep_logits = true;
+    engine *e = NULL;
+    char err[512];
+    ck_assert_msg(engine_create(&ec, &e, err, sizeof err) == RKV_OK, "%s", err);
+    const int V = engine_backend(e)->vocab_size;
+    rng_state = SEED + 5;
+    int32_t shared[80], prompt[160];
+    for (int i = 0; i < 80; i++) shared[i] = (int32_t)(rnd() % (uint32_t)V);
+    for (int r = 0; r < NREQ; r++) {
+        int n = 80 + 7 + 5 * r;
+        memcpy(prompt, shared, sizeof shared);
+        for (int i = 80; i < n; i++) prompt[i] = (int32_t)(rnd() % (uint32_t)V);
+        engine_request rq = {.tokens = prompt, .n_tokens = n, .max_tokens = NOUT,
+                             .stop_token = -1, .sampling = {0.0f, 0, 1.0f, 1}};
+        int64_t id;
+        ck_assert_msg(engine_add(e, &rq, &id, err, sizeof err) == RKV_OK, "%s", err);
+    }
+    bool done = false;
+    int steps = 0;
+    while (!done) {
+        ck_assert_msg(engine_step(e, &done, err, sizeof err) == RKV_OK, "%s", err);
+        ck_assert_msg(engine_check(e, err, sizeof err) == RKV_OK, "%s %s step %d: %s", cache_kind,
+                      schedule, steps, err);
+        ck_assert_int_lt(++steps, 1000);
+    }
+    for (int r = 0; r < NREQ; r++) {
+        engine_result res;
+        ck_assert_int_eq(engine_result_get(e, r, &res), RKV_OK);
+        ck_assert_msg(res.finished && !res.error && res.num_output == NOUT, "%s %s request %d",
+                      cache_kind, schedule, r);
+        for (int t = 0; t < NOUT; t++) {
+            o->tok[r][t] = res.output_ids[t];
+            o->gap[r][t] = top2_gap(res.logits + (size_t)t * V, V);
+        }
+    }
+    engine_stats st;
+    engine_get_stats(e, &st);
+    o->cached = st.cached_tokens;
+    engine_destroy(e);
+}
+
+/* Identical outputs, but for a run parting on a near tie (then compared no further). */
+static int same_engine_outputs(const eng_out *x, const eng_out *y, const char *what)
+{
+    int ties = 0;
+    for (int r = 0; r < NREQ; r++)
+        for (int t = 0; t < NOUT; t++) {
+            if (x->tok[r][t] == y->tok[r][t]) continue;
+            float gap = x->gap[r][t] < y->gap[r][t] ? x->gap[r][t] : y->gap[r][t];
+            ck_assert_msg(gap <= 0.05f, "%s: request %d output %d: %d vs %d, top-2 gap %.4g",
+                          what, r, t, x->tok[r][t], y->tok[r][t], (double)gap);
+            ties++;
+            break;
+        }
+    return ties;
+}
+
+START_TEST(engine_caches_and_schedules_agree)
+{
+    static eng_out none_sync, radix_sync, radix_overlap, hash_sync;
+    engine_tokens("none", "sync", &none_sync);
+    engine_tokens("radix", "sync", &radix_sync);
+    engine_tokens("radix", "overlap", &radix_overlap);
+    engine_tokens("hash", "sync", &hash_sync);
+    ck_assert_int_eq(none_sync.cached, 0);
+    ck_assert_int_ge(radix_sync.cached, 9 * 80); /* every later request reused the prefix */
+    ck_assert_int_ge(hash_sync.cached, 9 * 80);
+    int ties = same_engine_outputs(&none_sync, &radix_sync, "uncached vs radix") +
+               same_engine_outputs(&radix_sync, &radix_overlap, "radix sync vs overlap") +
+               same_engine_outputs(&none_sync, &hash_sync, "uncached vs hash");
+    ck_assert_int_le(ties, 2);
+}
+END_TEST
+
 int main(void)
 {
     skip_without_gpu();
@@ -489,6 +589,7 @@ int main(void)
     tcase_add_test(tc, overlap_matches_sync);
     tcase_add_test(tc, sampling_uses_the_cpu_semantics);
     tcase_add_test(tc, bad_batches_and_pool_sizing);
+    tcase_add_test(tc, engine_caches_and_schedules_agree);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     /* CUDA does not survive fork() once initialised (the skip check above). */
