@@ -832,9 +832,9 @@ static rkv_status create(cuda_backend *b, const backend_config *cfg, char *err, 
     }
     b->max_tokens = env_int("RKV_CUDA_MAX_TOKENS", 8192);
     b->max_seqs = env_int("RKV_CUDA_MAX_SEQS", 256);
-    if (b->max_tokens < 1 || b->max_seqs < 1) {
-        snprintf(err, errlen, "cuda: RKV_CUDA_MAX_TOKENS / RKV_CUDA_MAX_SEQS must be positive "
-                              "integers");
+    if (b->max_tokens < 1 || b->max_seqs < 1 || b->max_tokens > 65535) {
+        snprintf(err, errlen, "cuda: RKV_CUDA_MAX_TOKENS must be an integer in [1, 65535] and "
+                              "RKV_CUDA_MAX_SEQS a positive integer");
         return RKV_EINVAL;
     }
     if (b->max_seqs > b->max_tokens) b->max_seqs = b->max_tokens;

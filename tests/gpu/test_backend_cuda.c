@@ -567,8 +567,12 @@ START_TEST(engine_caches_and_schedules_agree)
     engine_tokens("radix", "overlap", &radix_overlap);
     engine_tokens("hash", "sync", &hash_sync);
     ck_assert_int_eq(none_sync.cached, 0);
-    ck_assert_int_ge(radix_sync.cached, 9 * 80); /* every later request reused the prefix */
-    ck_assert_int_ge(hash_sync.cached, 9 * 80);
+    /* Requests admitted before the first prompt was cached miss; the rest
+     * reuse the 80-token prefix (overlap plans a step ahead, so a few more
+     * are admitted early). */
+    ck_assert_int_ge(radix_sync.cached, (NREQ - 2) * 80);
+    ck_assert_int_ge(hash_sync.cached, (NREQ - 2) * 80);
+    ck_assert_int_ge(radix_overlap.cached, (NREQ / 2) * 80);
     int ties = same_engine_outputs(&none_sync, &radix_sync, "uncached vs radix") +
                same_engine_outputs(&radix_sync, &radix_overlap, "radix sync vs overlap") +
                same_engine_outputs(&none_sync, &hash_sync, "uncached vs hash");
