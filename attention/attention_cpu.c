@@ -56,7 +56,10 @@ typedef struct scratch {
     float s[MAX_ROWS * BK];   /* (R, BK) scores, then probabilities */
     float kt[DMAX * BK];      /* (D, BK) the key tile transposed */
     float lse[MAX_ROWS];      /* (R) running log-sum-exp */
+    float alpha[MAX_ROWS];    /* (R) weight of the old state in this tile's merge */
     int32_t lim[MAX_ROWS];    /* (R) last key index the row may see */
+    int32_t valid[MAX_ROWS];  /* (R) keys of the current tile the row sees */
+    const float *kp[BK];      /* key row of each key of the tile */
     const float *vp[BK];      /* value row of each key of the tile */
 } scratch;
 
@@ -135,6 +138,300 @@ static void attend_tile_d128(const kv_view *kv, int32_t kbeg, int32_t kend, scra
     attend_tile(kv, kbeg, kend, w, R, 128);
 }
 
+/* ---- x86-64 with AVX2 + FMA ------------------------------------------------
+ *
+ * The same tile algorithm with register-blocked micro-kernels, chosen at run
+ * time when the CPU has AVX2 and FMA (the build targets baseline x86-64):
+ *   scores  2 rows x 4 keys per step, dot products over D in 8 lanes, one
+ *           horizontal reduction per 4 keys (no transposed copy of K, so a
+ *           single decode row costs no more than its dot products);
+ *   softmax whole 64-key rows: max, a polynomial e^x, sum;
+ *   P V     2 rows x 32 output floats per step, the old state's weight
+ *           applied when the accumulators are loaded.
+ */
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define HAVE_AVX2_PATH 1
+#define AVX2_FN __attribute__((target("avx2,fma")))
+#define AVX2_INLINE static inline __attribute__((always_inline, target("avx2,fma")))
+
+/* e^x for x <= 0 (scores minus the row max), ~1 ulp: x = n ln2 + r with
+ * |r| <= ln2 / 2, e^r by a degree-7 polynomial (Taylor-like minimax
+ * coefficients, as in Cephes' expf), times 2^n built in the exponent bits.
+ * Below -87 (where 2^n would be subnormal) and at -inf the result is 0, so
+ * masked keys get exactly zero weight. */
+AVX2_INLINE __m256 exp_avx2(__m256 x)
+{
+    const __m256 keep = _mm256_cmp_ps(x, _mm256_set1_ps(-87.0f), _CMP_GE_OQ);
+    x = _mm256_max_ps(x, _mm256_set1_ps(-87.0f));
+    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 y = _mm256_set1_ps(1.9875691500e-4f);
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.3981999507e-3f));
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(8.3334519073e-3f));
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(4.1665795894e-2f));
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.6666665459e-1f));
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(5.0000001201e-1f));
+    y = _mm256_fmadd_ps(y, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n),
+                                                         _mm256_set1_epi32(127)), 23);
+    return _mm256_and_ps(_mm256_mul_ps(y, _mm256_castsi256_ps(e)), keep);
+}
+
+/* [sum a, sum b, sum c, sum d] */
+AVX2_INLINE __m128 hsum4_avx2(__m256 a, __m256 b, __m256 c, __m256 d)
+{
+    const __m256 t = _mm256_hadd_ps(_mm256_hadd_ps(a, b), _mm256_hadd_ps(c, d));
+    return _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
+}
+
+AVX2_INLINE float hsum_avx2(__m256 a)
+{
+    __m128 t = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    t = _mm_add_ps(t, _mm_movehl_ps(t, t));
+    return _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
+}
+
+/* s[r][j] = q_r . k_j for r < R, j < n. */
+AVX2_INLINE void scores_avx2(scratch *w, int R, int n, const int D)
+{
+    const float *const *kp = w->kp;
+    int r = 0;
+    for (; r + 2 <= R; r += 2) {
+        const float *q0 = w->q + r * D, *q1 = q0 + D;
+        float *s0 = w->s + r * BK, *s1 = s0 + BK;
+        int j = 0;
+        for (; j + 4 <= n; j += 4) {
+            const float *k0 = kp[j], *k1 = kp[j + 1], *k2 = kp[j + 2], *k3 = kp[j + 3];
+            __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+            __m256 b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+            for (int d = 0; d < D; d += 8) {
+                const __m256 x = _mm256_load_ps(q0 + d), y = _mm256_load_ps(q1 + d);
+                __m256 k = _mm256_loadu_ps(k0 + d);
+                a0 = _mm256_fmadd_ps(x, k, a0);
+                b0 = _mm256_fmadd_ps(y, k, b0);
+                k = _mm256_loadu_ps(k1 + d);
+                a1 = _mm256_fmadd_ps(x, k, a1);
+                b1 = _mm256_fmadd_ps(y, k, b1);
+                k = _mm256_loadu_ps(k2 + d);
+                a2 = _mm256_fmadd_ps(x, k, a2);
+                b2 = _mm256_fmadd_ps(y, k, b2);
+                k = _mm256_loadu_ps(k3 + d);
+                a3 = _mm256_fmadd_ps(x, k, a3);
+                b3 = _mm256_fmadd_ps(y, k, b3);
+            }
+            _mm_storeu_ps(s0 + j, hsum4_avx2(a0, a1, a2, a3));
+            _mm_storeu_ps(s1 + j, hsum4_avx2(b0, b1, b2, b3));
+        }
+        for (; j < n; j++) {
+            __m256 a = _mm256_setzero_ps(), b = a;
+            for (int d = 0; d < D; d += 8) {
+                const __m256 k = _mm256_loadu_ps(kp[j] + d);
+                a = _mm256_fmadd_ps(_mm256_load_ps(q0 + d), k, a);
+                b = _mm256_fmadd_ps(_mm256_load_ps(q1 + d), k, b);
+            }
+            s0[j] = hsum_avx2(a);
+            s1[j] = hsum_avx2(b);
+        }
+    }
+    for (; r < R; r++) {
+        const float *q0 = w->q + r * D;
+        float *s0 = w->s + r * BK;
+        int j = 0;
+        for (; j + 4 <= n; j += 4) {
+            __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+            for (int d = 0; d < D; d += 8) {
+                const __m256 x = _mm256_load_ps(q0 + d);
+                a0 = _mm256_fmadd_ps(x, _mm256_loadu_ps(kp[j] + d), a0);
+                a1 = _mm256_fmadd_ps(x, _mm256_loadu_ps(kp[j + 1] + d), a1);
+                a2 = _mm256_fmadd_ps(x, _mm256_loadu_ps(kp[j + 2] + d), a2);
+                a3 = _mm256_fmadd_ps(x, _mm256_loadu_ps(kp[j + 3] + d), a3);
+            }
+            _mm_storeu_ps(s0 + j, hsum4_avx2(a0, a1, a2, a3));
+        }
+        for (; j < n; j++) {
+            __m256 a = _mm256_setzero_ps();
+            for (int d = 0; d < D; d += 8)
+                a = _mm256_fmadd_ps(_mm256_load_ps(q0 + d), _mm256_loadu_ps(kp[j] + d), a);
+            s0[j] = hsum_avx2(a);
+        }
+    }
+}
+
+/* Row r of s becomes its weights in the merged state: e^(s - m) * w2 / sum,
+ * 0 past the row's valid keys; alpha[r] = w1, the old state's weight. */
+AVX2_INLINE void softmax_avx2(scratch *w, int R, int kb, int n)
+{
+    for (int r = 0; r < R; r++) {
+        float *sr = w->s + r * BK;
+        int valid = w->lim[r] - kb + 1 < n ? w->lim[r] - kb + 1 : n;
+        if (valid <= 0) { /* the tile is in this row's future: state unchanged */
+            w->valid[r] = 0;
+            w->alpha[r] = 1.0f;
+            for (int j = 0; j < BK; j++) sr[j] = 0.0f; /* its pair row may still run */
+            continue;
+        }
+        w->valid[r] = valid;
+        for (int j = valid; j < BK; j++) sr[j] = -INFINITY;
+        __m256 mv = _mm256_load_ps(sr);
+        for (int j = 8; j < BK; j += 8) mv = _mm256_max_ps(mv, _mm256_load_ps(sr + j));
+        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mv), _mm256_extractf128_ps(mv, 1));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+        const float m = _mm_cvtss_f32(m4);
+        const __m256 mb = _mm256_set1_ps(m);
+        __m256 sum = _mm256_setzero_ps();
+        for (int j = 0; j < BK; j += 8) {
+            const __m256 e = exp_avx2(_mm256_sub_ps(_mm256_load_ps(sr + j), mb));
+            _mm256_store_ps(sr + j, e);
+            sum = _mm256_add_ps(sum, e);
+        }
+        const float total = hsum_avx2(sum);
+        float w1, w2;
+        w->lse[r] = attn_merge_weights(w->lse[r], m + logf(total), &w1, &w2);
+        w->alpha[r] = w1;
+        const __m256 c = _mm256_set1_ps(w2 / total);
+        for (int j = 0; j < BK; j += 8) _mm256_store_ps(sr + j, _mm256_mul_ps(_mm256_load_ps(sr + j), c));
+    }
+}
+
+/* o_r = o_r alpha_r + sum_j s[r][j] v_j, over each row's valid keys. */
+AVX2_INLINE void pv_avx2(scratch *w, int R, const int D)
+{
+    const float *const *vp = w->vp;
+    int r = 0;
+    for (; r + 2 <= R; r += 2) {
+        const int nv = w->valid[r] > w->valid[r + 1] ? w->valid[r] : w->valid[r + 1];
+        if (nv == 0) continue;
+        const float *p0 = w->s + r * BK, *p1 = p0 + BK;
+        float *o0 = w->o + r * D, *o1 = o0 + D;
+        const __m256 al0 = _mm256_set1_ps(w->alpha[r]), al1 = _mm256_set1_ps(w->alpha[r + 1]);
+        for (int c = 0; c < D; c += 32) {
+            __m256 a0 = _mm256_mul_ps(_mm256_load_ps(o0 + c), al0);
+            __m256 a1 = _mm256_mul_ps(_mm256_load_ps(o0 + c + 8), al0);
+            __m256 a2 = _mm256_mul_ps(_mm256_load_ps(o0 + c + 16), al0);
+            __m256 a3 = _mm256_mul_ps(_mm256_load_ps(o0 + c + 24), al0);
+            __m256 b0 = _mm256_mul_ps(_mm256_load_ps(o1 + c), al1);
+            __m256 b1 = _mm256_mul_ps(_mm256_load_ps(o1 + c + 8), al1);
+            __m256 b2 = _mm256_mul_ps(_mm256_load_ps(o1 + c + 16), al1);
+            __m256 b3 = _mm256_mul_ps(_mm256_load_ps(o1 + c + 24), al1);
+            for (int j = 0; j < nv; j++) {
+                const float *v = vp[j] + c;
+                const __m256 x = _mm256_broadcast_ss(p0 + j), y = _mm256_broadcast_ss(p1 + j);
+                __m256 t = _mm256_loadu_ps(v);
+                a0 = _mm256_fmadd_ps(x, t, a0);
+                b0 = _mm256_fmadd_ps(y, t, b0);
+                t = _mm256_loadu_ps(v + 8);
+                a1 = _mm256_fmadd_ps(x, t, a1);
+                b1 = _mm256_fmadd_ps(y, t, b1);
+                t = _mm256_loadu_ps(v + 16);
+                a2 = _mm256_fmadd_ps(x, t, a2);
+                b2 = _mm256_fmadd_ps(y, t, b2);
+                t = _mm256_loadu_ps(v + 24);
+                a3 = _mm256_fmadd_ps(x, t, a3);
+                b3 = _mm256_fmadd_ps(y, t, b3);
+            }
+            _mm256_store_ps(o0 + c, a0);
+            _mm256_store_ps(o0 + c + 8, a1);
+            _mm256_store_ps(o0 + c + 16, a2);
+            _mm256_store_ps(o0 + c + 24, a3);
+            _mm256_store_ps(o1 + c, b0);
+            _mm256_store_ps(o1 + c + 8, b1);
+            _mm256_store_ps(o1 + c + 16, b2);
+            _mm256_store_ps(o1 + c + 24, b3);
+        }
+    }
+    for (; r < R; r++) {
+        const int nv = w->valid[r];
+        if (nv == 0) continue;
+        const float *p0 = w->s + r * BK;
+        float *o0 = w->o + r * D;
+        const __m256 al0 = _mm256_set1_ps(w->alpha[r]);
+        for (int c = 0; c < D; c += 32) {
+            __m256 a0 = _mm256_mul_ps(_mm256_load_ps(o0 + c), al0);
+            __m256 a1 = _mm256_mul_ps(_mm256_load_ps(o0 + c + 8), al0);
+            __m256 a2 = _mm256_mul_ps(_mm256_load_ps(o0 + c + 16), al0);
+            __m256 a3 = _mm256_mul_ps(_mm256_load_ps(o0 + c + 24), al0);
+            for (int j = 0; j < nv; j++) {
+                const float *v = vp[j] + c;
+                const __m256 x = _mm256_broadcast_ss(p0 + j);
+                a0 = _mm256_fmadd_ps(x, _mm256_loadu_ps(v), a0);
+                a1 = _mm256_fmadd_ps(x, _mm256_loadu_ps(v + 8), a1);
+                a2 = _mm256_fmadd_ps(x, _mm256_loadu_ps(v + 16), a2);
+                a3 = _mm256_fmadd_ps(x, _mm256_loadu_ps(v + 24), a3);
+            }
+            _mm256_store_ps(o0 + c, a0);
+            _mm256_store_ps(o0 + c + 8, a1);
+            _mm256_store_ps(o0 + c + 16, a2);
+            _mm256_store_ps(o0 + c + 24, a3);
+        }
+    }
+}
+
+AVX2_INLINE void attend_avx2(const kv_view *kv, int32_t kbeg, int32_t kend, scratch *w, int R,
+                             const int D)
+{
+    for (int32_t kb = kbeg; kb < kend; kb += BK) {
+        const int n = kend - kb < BK ? kend - kb : BK;
+        for (int j = 0; j < n; j++) w->kp[j] = key_at(kv, kb + j, &w->vp[j]);
+        scores_avx2(w, R, n, D);
+        softmax_avx2(w, R, kb, n);
+        pv_avx2(w, R, D);
+    }
+}
+
+AVX2_FN static void attend_avx2_d64(const kv_view *kv, int32_t kbeg, int32_t kend, scratch *w,
+                                    int R)
+{
+    attend_avx2(kv, kbeg, kend, w, R, 64);
+}
+
+AVX2_FN static void attend_avx2_d128(const kv_view *kv, int32_t kbeg, int32_t kend, scratch *w,
+                                     int R)
+{
+    attend_avx2(kv, kbeg, kend, w, R, 128);
+}
+#endif
+
+/* Which kernels run: 0 = generic C, 1 = AVX2 + FMA. Decided once from the
+ * CPU; attn_cpu_set_generic() lets the tests exercise the generic path. */
+static atomic_int g_isa = -1;
+
+void attn_cpu_set_generic(int generic)
+{
+    int isa = 0;
+#ifdef HAVE_AVX2_PATH
+    __builtin_cpu_init();
+    isa = !generic && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#endif
+    (void)generic;
+    atomic_store(&g_isa, isa);
+}
+
+static void attend(const kv_view *kv, int32_t kbeg, int32_t kend, scratch *w, int R, int D)
+{
+    int isa = atomic_load(&g_isa);
+    if (isa < 0) {
+        attn_cpu_set_generic(0);
+        isa = atomic_load(&g_isa);
+    }
+#ifdef HAVE_AVX2_PATH
+    if (isa == 1) {
+        if (D == 64)
+            attend_avx2_d64(kv, kbeg, kend, w, R);
+        else
+            attend_avx2_d128(kv, kbeg, kend, w, R);
+        return;
+    }
+#endif
+    if (D == 64)
+        attend_tile_d64(kv, kbeg, kend, w, R);
+    else
+        attend_tile_d128(kv, kbeg, kend, w, R);
+}
+
 /* ---- work items and the thread team ------------------------------------ */
 
 /* One unit of work: rows = npos positions x nh query heads (h0.. of KV head
@@ -199,10 +496,7 @@ static void run_item(const job *jb, const work_item *it, scratch *w)
     }
     memset(w->o, 0, sizeof(float) * (size_t)(R * D));
     for (int r = 0; r < R; r++) w->lse[r] = -INFINITY;
-    if (D == 64)
-        attend_tile_d64(&kv, it->kbeg, it->kend, w, R);
-    else
-        attend_tile_d128(&kv, it->kbeg, it->kend, w, R);
+    attend(&kv, it->kbeg, it->kend, w, R, (int)D);
 
     float *out = jb->out, *lse = jb->lse;
     int64_t row0 = q_row0 * Hq + h_first; /* (token, head) row of the item's first row */
