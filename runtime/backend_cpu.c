@@ -5,11 +5,17 @@
  *
  * Errors inside forward have no message channel in backend_ops, so they are
  * written to stderr (one line naming the field) and returned as a status.
+ *
+ * Weights: cfg->weights when given; else, when cfg->model is a checkpoint
+ * directory (config.json beside model.safetensors or its index), that
+ * directory; else seeded random from cfg->seed.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "backend.h"
 #include "model.h"
@@ -36,6 +42,18 @@ static double now_seconds(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* A directory holding safetensors weights (single file or index)? */
+static int is_checkpoint_dir(const char *path)
+{
+    struct stat sb;
+    char p[4096];
+    if (!path || stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode)) return 0;
+    snprintf(p, sizeof p, "%s/model.safetensors", path);
+    if (access(p, R_OK) == 0) return 1;
+    snprintf(p, sizeof p, "%s/model.safetensors.index.json", path);
+    return access(p, R_OK) == 0;
 }
 
 static rkv_status cpu_forward(backend *bb, const fwd_batch *b, int32_t *out_tokens,
@@ -139,8 +157,9 @@ rkv_status backend_cpu_create(const backend_config *cfg, backend **out, char *er
     }
     cpu_backend *cb = calloc(1, sizeof *cb);
     if (!cb) return RKV_ENOMEM;
-    if ((st = model_create(&mc, cfg->weights, cfg->seed, cfg->num_threads, &cb->m, err,
-                           errlen))) {
+    const char *weights = cfg->weights;
+    if (!weights && is_checkpoint_dir(cfg->model)) weights = cfg->model;
+    if ((st = model_create(&mc, weights, cfg->seed, cfg->num_threads, &cb->m, err, errlen))) {
         free(cb);
         return st;
     }
@@ -163,7 +182,7 @@ rkv_status backend_cpu_create(const backend_config *cfg, backend **out, char *er
     char d[200];
     model_config_describe(&mc, d, sizeof d);
     snprintf(cb->base.description, sizeof cb->base.description, "cpu fp32 %s, %s weights", d,
-             cfg->weights ? "safetensors" : "random");
+             weights ? "safetensors" : "random");
     *out = &cb->base;
     return RKV_OK;
 }
