@@ -162,6 +162,7 @@ rkv_status model_create(const model_config *cfg, const char *weights_path, uint6
     if (!m) return RKV_ENOMEM;
     m->cfg = *cfg;
     m->num_threads = num_threads;
+    m->use_decode_kernel = 1;
     m->layers = calloc((size_t)cfg->num_layers, sizeof *m->layers);
     m->rope_inv_freq = malloc(sizeof(float) * (size_t)(cfg->head_dim / 2));
     if (!m->layers || !m->rope_inv_freq) {
@@ -386,6 +387,25 @@ static rkv_status check_batch(const model *m, const kv_cache *kv, const fwd_batc
     return RKV_OK;
 }
 
+/* Context lengths for the decode kernel, or NULL when the step is not pure
+ * decode (or a seq's page table does not hold its new token's slot). */
+static int32_t *decode_lens(const model *m, const kv_cache *kv, const fwd_batch *b)
+{
+    const int32_t B = b->num_seqs, P = kv->page_size;
+    if (B == 0 || b->num_tokens != B || !m->use_decode_kernel) return NULL;
+    for (int32_t i = 0; i < B; i++) {
+        int32_t p = b->prefix_lens[i];
+        if (b->q_starts[i + 1] - b->q_starts[i] != 1 || p / P >= b->max_pages ||
+            (int64_t)b->page_table[(size_t)i * b->max_pages + p / P] * P + p % P !=
+                b->slot_mapping[b->q_starts[i]])
+            return NULL;
+    }
+    int32_t *lens = malloc(sizeof(int32_t) * (size_t)(uint32_t)B);
+    if (!lens) return NULL; /* the prefill path needs no allocation */
+    for (int32_t i = 0; i < B; i++) lens[i] = b->prefix_lens[i] + 1;
+    return lens;
+}
+
 static float *workspace(model *m, size_t floats)
 {
     if (floats > m->ws_floats) {
@@ -439,6 +459,12 @@ rkv_status model_forward(model *m, kv_cache *kv, const fwd_batch *b, float *logi
     for (int t = 0; t < T; t++)
         memcpy(x + (size_t)t * C, m->embed + (size_t)b->token_ids[t] * C, sizeof(float) * C);
 
+    /* A pure decode step (one row per sequence) goes through the split-K
+     * decode kernel: the new token's K/V is stored first, so the whole
+     * context is in pages. That needs the page table to name the page of
+     * the new token's slot; when it does not, the prefill kernel (which takes
+     * the suffix from k/v) is used instead. Both compute the same attention. */
+    int32_t *seq_lens = decode_lens(m, kv, b);
     attn_shape shape = {.num_q_heads = Hq, .num_kv_heads = Hkv, .head_dim = D,
                         .page_size = kv->page_size, .scale = 1.0f / sqrtf((float)D)};
     attn_batch ab = {.num_seqs = B, .max_pages = b->max_pages, .q_starts = b->q_starts,
@@ -458,11 +484,16 @@ rkv_status model_forward(model *m, kv_cache *kv, const fwd_batch *b, float *logi
         /* The prefix is read from pages, the suffix from k/v: storing first is
          * safe because the suffix's slots are not prefix slots. */
         int rc = attn_store_kv_cpu(&shape, T, b->slot_mapping, k, v, kc, vc);
-        if (rc == ATTN_OK)
+        if (rc == ATTN_OK && seq_lens)
+            rc = attn_decode_cpu(&shape, B, seq_lens, b->page_table, b->max_pages, q, kc, vc,
+                                 att, NULL, 0, m->num_threads);
+        else if (rc == ATTN_OK)
             rc = attn_prefill_cpu(&shape, &ab, q, k, v, kc, vc, att, NULL, m->num_threads);
-        if (rc != ATTN_OK)
+        if (rc != ATTN_OK) {
+            free(seq_lens);
             return fail(rc == ATTN_ENOMEM ? RKV_ENOMEM : RKV_EINVAL, err, errlen,
                         "forward: layer %d attention: %s", l, attn_strerror(rc));
+        }
         /* x += att Wo^T (beta = 1 accumulates into the residual) */
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, C, QD, 1.0f, att, QD, L->wo, QD,
                     1.0f, x, C);
@@ -474,6 +505,8 @@ rkv_status model_forward(model *m, kv_cache *kv, const fwd_batch *b, float *logi
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, C, F, 1.0f, g, F, L->w_down, F,
                     1.0f, x, C);
     }
+
+    free(seq_lens);
 
     /* LM head only on the rows that sample: gather them (in seq order) into h,
      * then one sgemm per run of consecutive sampling sequences writes straight

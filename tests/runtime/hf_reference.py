@@ -99,11 +99,12 @@ def main():
             with torch.no_grad():
                 ref = [model(torch.tensor([p])).logits[0, -1].double().tolist() for p in prompts]
             # whole prompts, then prefixes in pages: page-aligned (16, 32), not
-            # aligned (3, 21), and all but the last token (decode).
+            # aligned (3, 21), and all but the last token (a pure decode step).
             runs = {
                 "whole": [0, 0, 0, 0, 0],
                 "cached prefix": [0, 3, 16, 21, 69],
                 "cached prefix 2": [0, 4, 1, 32, 48],
+                "decode": [n - 1 for n in lengths],  # one row each: the decode kernel
             }
             for label, prefixes in runs.items():
                 req = [{"tokens": p, "prefix": k} for p, k in zip(prompts, prefixes)]

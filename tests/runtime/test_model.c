@@ -320,6 +320,44 @@ START_TEST(rope_shifted_positions)
 }
 END_TEST
 
+/* A pure decode step runs the split-K decode kernel; it must agree with the
+ * prefill kernel on the same batch, also for a context longer than one split. */
+START_TEST(decode_kernel_matches_prefill)
+{
+    model_config c = tiny(MODEL_ARCH_QWEN2, 2, 0);
+    c.max_position = 8192;
+    model *m;
+    char err[256];
+    const uint64_t seed = 77;
+    ck_assert_int_eq(model_create(&c, NULL, seed, 2, &m, err, sizeof err), RKV_OK);
+    kv_cache kv;
+    ck_assert_int_eq(kv_cache_init(&kv, &c, 200, 16), RKV_OK);
+    enum { NA = 64 * 16, NB = 37, NC = 3 }; /* NA: two decode splits of 512 */
+    int32_t *ta = malloc(sizeof(int32_t) * NA), tb[NB], tc[NC];
+    random_tokens(ta, NA, c.vocab_size, seed);
+    random_tokens(tb, NB, c.vocab_size, seed + 1);
+    random_tokens(tc, NC, c.vocab_size, seed + 2);
+    seq s[3] = {{.tokens = ta}, {.tokens = tb}, {.tokens = tc}};
+    assign_pages(&s[0], 136, 64);
+    assign_pages(&s[1], 100, 3);
+    assign_pages(&s[2], 110, 1);
+    int32_t n[3] = {NA - 1, NB - 1, NC - 1};
+    float lg[3 * 97], lg2[3 * 97];
+    ck_assert_int_eq(step(m, &kv, s, n, 3, lg, 1), RKV_OK);
+    int32_t one[3] = {1, 1, 1};
+    m->use_decode_kernel = 1;
+    ck_assert_int_eq(step(m, &kv, s, one, 3, lg, 1), RKV_OK);
+    for (int i = 0; i < 3; i++) s[i].len--;
+    m->use_decode_kernel = 0;
+    ck_assert_int_eq(step(m, &kv, s, one, 3, lg2, 1), RKV_OK);
+    double e = max_diff(lg, lg2, 3 * c.vocab_size);
+    ck_assert_msg(e < 1e-5, "seed %llu: decode vs prefill kernel %g", (unsigned long long)seed, e);
+    free(ta);
+    kv_cache_destroy(&kv);
+    model_destroy(m);
+}
+END_TEST
+
 START_TEST(bad_batches)
 {
     model_config c = tiny(MODEL_ARCH_LLAMA, 1, 1);
@@ -442,6 +480,7 @@ int main(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, layers_match_reference);
     tcase_add_test(tc, rope_shifted_positions);
+    tcase_add_test(tc, decode_kernel_matches_prefill);
     tcase_add_test(tc, bad_batches);
     tcase_add_test(tc, cpu_backend);
     suite_add_tcase(s, tc);
