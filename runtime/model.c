@@ -392,7 +392,7 @@ static rkv_status check_batch(const model *m, const kv_cache *kv, const fwd_batc
 static int32_t *decode_lens(const model *m, const kv_cache *kv, const fwd_batch *b)
 {
     const int32_t B = b->num_seqs, P = kv->page_size;
-    if (B == 0 || b->num_tokens != B || !m->use_decode_kernel) return NULL;
+    if (B == 0 || b->num_tokens != B || !b->page_table || !m->use_decode_kernel) return NULL;
     for (int32_t i = 0; i < B; i++) {
         int32_t p = b->prefix_lens[i];
         if (b->q_starts[i + 1] - b->q_starts[i] != 1 || p / P >= b->max_pages ||
