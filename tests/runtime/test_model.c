@@ -358,6 +358,61 @@ START_TEST(decode_kernel_matches_prefill)
 }
 END_TEST
 
+/* Batch-invariant mode: the final logits are the same bits however the
+ * prompt is split and whatever shares the step. */
+START_TEST(batch_invariant_bitwise)
+{
+    model_config c;
+    char err[256];
+    ck_assert_int_eq(model_config_preset(NULL, &c, err, sizeof err), RKV_OK);
+    model *m;
+    const uint64_t seed = 4242;
+    ck_assert_int_eq(model_create(&c, NULL, seed, 2, &m, err, sizeof err), RKV_OK);
+    m->batch_invariant = 1;
+    const int V = c.vocab_size;
+    enum { N = 150, NO = 41 };
+    int32_t toks[N], other[NO];
+    random_tokens(toks, N, V, seed);
+    random_tokens(other, NO, V, seed + 1);
+    kv_cache kv;
+    ck_assert_int_eq(kv_cache_init(&kv, &c, 64, 16), RKV_OK);
+    float *whole = malloc(sizeof(float) * 2 * V), *got = malloc(sizeof(float) * 2 * V);
+    seq s = {.tokens = toks};
+    assign_pages(&s, 0, 10);
+    int32_t n = N;
+    ck_assert_int_eq(step(m, &kv, &s, &n, 1, whole, 1), RKV_OK);
+    /* the same prompt on fresh pages, in uneven chunks, beside another
+     * sequence that changes every step's batch, then its last token alone */
+    seq two[2] = {{.tokens = toks}, {.tokens = other}};
+    assign_pages(&two[0], 20, 10);
+    assign_pages(&two[1], 40, 3);
+    const int32_t chunks[][2] = {{33, 20}, {50, 1}, {1, 19}, {65, 1}};
+    for (size_t k = 0; k < 4; k++) {
+        int32_t nn[2] = {chunks[k][0], chunks[k][1]};
+        ck_assert_int_eq(step(m, &kv, two, nn, 2, got, 1), RKV_OK);
+    }
+    ck_assert_int_eq(two[0].len, N - 1);
+    int32_t last[2] = {1, 0};
+    ck_assert_int_eq(step(m, &kv, two, last, 1, got, 1), RKV_OK);
+    ck_assert_msg(memcmp(got, whole, sizeof(float) * V) == 0,
+                  "seed %llu: chunked + batched logits differ from the whole prompt's (%g)",
+                  (unsigned long long)seed, max_diff(got, whole, V));
+    /* token by token */
+    two[0].len = 0;
+    while (two[0].len < N) {
+        int32_t one = 1;
+        ck_assert_int_eq(step(m, &kv, two, &one, 1, got, 1), RKV_OK);
+    }
+    ck_assert_msg(memcmp(got, whole, sizeof(float) * V) == 0,
+                  "seed %llu: token-by-token logits differ from the whole prompt's (%g)",
+                  (unsigned long long)seed, max_diff(got, whole, V));
+    free(whole);
+    free(got);
+    kv_cache_destroy(&kv);
+    model_destroy(m);
+}
+END_TEST
+
 START_TEST(bad_batches)
 {
     model_config c = tiny(MODEL_ARCH_LLAMA, 1, 1);
@@ -464,6 +519,16 @@ START_TEST(cpu_backend)
     free(lg2);
     backend_destroy(b);
 
+    /* batch-invariant mode from the environment; a bad value names the variable */
+    setenv("RKV_CPU_BATCH_INVARIANT", "yes", 1);
+    ck_assert_int_eq(backend_create("cpu", &cfg, &b, err, sizeof err), RKV_EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, "RKV_CPU_BATCH_INVARIANT"));
+    setenv("RKV_CPU_BATCH_INVARIANT", "1", 1);
+    ck_assert_int_eq(backend_create("cpu", &cfg, &b, err, sizeof err), RKV_OK);
+    ck_assert_ptr_nonnull(strstr(b->description, "batch-invariant"));
+    backend_destroy(b);
+    unsetenv("RKV_CPU_BATCH_INVARIANT");
+
     ck_assert_int_eq(backend_create("tpu", &cfg, &b, err, sizeof err), RKV_EINVAL);
     ck_assert_ptr_nonnull(strstr(err, "tpu"));
     backend_config bad = cfg;
@@ -481,6 +546,7 @@ int main(void)
     tcase_add_test(tc, layers_match_reference);
     tcase_add_test(tc, rope_shifted_positions);
     tcase_add_test(tc, decode_kernel_matches_prefill);
+    tcase_add_test(tc, batch_invariant_bitwise);
     tcase_add_test(tc, bad_batches);
     tcase_add_test(tc, cpu_backend);
     suite_add_tcase(s, tc);
