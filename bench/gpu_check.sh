@@ -110,6 +110,11 @@ if nvcc -c attention/attention_cuda.cu "${inc[@]}" "${arch[@]}" -Xptxas -v \
         awk '/Function :/ { f = $3 } /HMMA/ { n[f]++ } /LDL|STL/ { l[f]++ }
              END { for (k in n) printf "%6d HMMA %4d LDL/STL  %s\n", n[k], l[k], k }' \
             "$out/all.sass" | sort -k4 > "$out/hmma.txt"
+        # Opcode histogram of the default bf16 D=128 prefill kernel (what the
+        # inner loop spends its issue slots on).
+        awk '/Function :/ { keep = ($3 ~ /attn_prefill_kernelI13__nv_bfloat16Li128ELi128ELi64ELi8ELi3E/) }
+             keep && /\/\*[0-9a-f]+\*\// { for (i = 1; i <= NF; i++) if ($i ~ /^[A-Z][A-Z0-9_.]+$/) { split($i, o, "."); n[o[1]]++; break } }
+             END { for (k in n) printf "%6d %s\n", n[k], k }' "$out/all.sass" | sort -rn > "$out/prefill_opcodes.txt"
         rm -f "$out/all.sass"
         note "cuobjdump: ok"
     else
@@ -133,6 +138,8 @@ fi
         "$out/ptxas.txt" 2>/dev/null | sed 's/_Z[0-9]*//' | sort -u | head -40
     echo "== prefill SASS (HMMA count, local-memory ops)"
     grep prefill "$out/hmma.txt" 2>/dev/null
+    echo "== opcodes of the default bf16 D=128 prefill kernel (top 15)"
+    head -15 "$out/prefill_opcodes.txt" 2>/dev/null | paste -sd' '
     echo "== radixkv benchmarks"
     "$py" - "$out/attn_gpu_bench.jsonl" <<'PY' 2>/dev/null
 import json, sys
