@@ -32,7 +32,7 @@
 enum {
     BK = 64,            /* keys per tile */
     DMAX = 128,         /* largest head dim */
-    TILE_FLOATS = 4096, /* rows x D of a query tile: 64 x 64 or 32 x 128 (16 KiB) */
+    TILE_FLOATS = 8192, /* rows x D of a query tile: 128 x 64 or 64 x 128 (32 KiB) */
     MAX_ROWS = TILE_FLOATS / 64,
     DECODE_CHUNK = 512, /* keys per decode split when the caller leaves it to us */
     MAX_SPLITS = 256,
@@ -49,7 +49,7 @@ typedef struct kv_view {
     int32_t page_size, prefix;      /* keys [0, prefix) are in pages */
 } kv_view;
 
-/* Per-thread working set of attend_tile (about 100 KiB, 64-byte aligned). */
+/* Per-thread working set of attend_tile (160 KiB, 64-byte aligned). */
 typedef struct scratch {
     float q[TILE_FLOATS];     /* (R, D) query rows, pre-multiplied by the scale */
     float o[TILE_FLOATS];     /* (R, D) running output, normalised */
@@ -243,13 +243,12 @@ AVX2_INLINE float hsum_avx2(__m256 a)
     return _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
 }
 
-/* s[r][j] = q_r . k_j for r < R, j < n. Key quads outer, row pairs inner:
+/* s[r][j] = q_r . k_j for r < R, j < n (a multiple of 4). Key quads outer, row pairs inner:
  * the four K rows stay in L1 while the Q tile (16 KiB at most) sweeps past
  * them, instead of the whole K tile streaming from L2 once per row pair. */
 AVX2_INLINE void scores_avx2(scratch *w, const float *const *kp, int R, int n, const int D)
 {
-    int j = 0;
-    for (; j + 4 <= n; j += 4) {
+    for (int j = 0; j < n; j += 4) {
         const float *k0 = kp[j], *k1 = kp[j + 1], *k2 = kp[j + 2], *k3 = kp[j + 3];
         int r = 0;
         for (; r + 2 <= R; r += 2) {
@@ -287,13 +286,6 @@ AVX2_INLINE void scores_avx2(scratch *w, const float *const *kp, int R, int n, c
             _mm_storeu_ps(w->s + r * BK + j, hsum4_avx2(a0, a1, a2, a3));
         }
     }
-    for (; j < n; j++)
-        for (int r = 0; r < R; r++) {
-            __m256 a = _mm256_setzero_ps();
-            for (int d = 0; d < D; d += 8)
-                a = _mm256_fmadd_ps(_mm256_load_ps(w->q + r * D + d), _mm256_loadu_ps(kp[j] + d), a);
-            w->s[r * BK + j] = hsum_avx2(a);
-        }
 }
 
 /* Row r of s becomes its weights in the merged state: e^(s - m) * w2 / sum,
@@ -414,7 +406,13 @@ AVX2_INLINE void attend_avx2(const kv_view *kv, int32_t kbeg, int32_t kend, scra
     for (int32_t kb = kbeg; kb < kend; kb += BK) {
         const int n = kend - kb < BK ? kend - kb : BK;
         const int slot = tile_advance(kv, kbeg, kend, kb, w, D);
-        scores_avx2(w, w->kp[slot], R, n, D);
+        /* Pad the tile to whole key quads by repeating its last key (those
+         * scores are masked): every score then takes the same reduction,
+         * whatever the item's extent, so a row's result never depends on
+         * which rows it was tiled with. */
+        const int n4 = (n + 3) & ~3;
+        for (int j = n; j < n4; j++) w->kp[slot][j] = w->kp[slot][n - 1];
+        scores_avx2(w, w->kp[slot], R, n4, D);
         softmax_avx2(w, R, kb, n);
         /* Value rows sit Hkv * D floats apart, a power of two that maps a
          * column chunk of all 64 rows onto a few L1 sets; with more than two
@@ -627,14 +625,26 @@ static int job_run(const char *fn, job *jb, int num_threads)
 }
 
 /* Query heads per item and positions per item: a tile holds at most
- * TILE_FLOATS / D rows, all heads of the group first (so a KV tile serves all
+ * tile_floats / D rows, all heads of the group first (so a KV tile serves all
  * of them), then as many positions as fit. */
-static void tile_dims(const attn_shape *s, int32_t *nh, int32_t *npos)
+static void tile_dims(const attn_shape *s, int32_t tile_floats, int32_t *nh, int32_t *npos)
 {
     const int32_t group = s->num_q_heads / s->num_kv_heads;
-    const int32_t rows = TILE_FLOATS / s->head_dim;
+    const int32_t rows = tile_floats / s->head_dim;
     *nh = group < rows ? group : rows;
     *npos = rows / *nh;
+}
+
+/* Prefill items of the batch with the given tile size. */
+static int64_t prefill_items(const attn_shape *s, const attn_batch *b, int32_t tile_floats)
+{
+    int32_t nh, npos;
+    tile_dims(s, tile_floats, &nh, &npos);
+    const int64_t per_pos = (int64_t)s->num_kv_heads * ((s->num_q_heads / s->num_kv_heads + nh - 1) / nh);
+    int64_t n = 0;
+    for (int32_t i = 0; i < b->num_seqs; i++)
+        n += (int64_t)((b->q_starts[i + 1] - b->q_starts[i] + npos - 1) / npos) * per_pos;
+    return n;
 }
 
 /* ---- public entry points ----------------------------------------------- */
@@ -653,15 +663,18 @@ int attn_prefill_cpu(const attn_shape *s, const attn_batch *b, const float *q,
     if (any_prefix && (!k_cache || !v_cache))
         return ATTN_FAIL(ATTN_EARG, fn, "k_cache or v_cache is NULL");
 
+    /* Full tiles read each KV tile for the most rows; half tiles when full
+     * ones would leave threads idle. A row's arithmetic does not depend on
+     * the tile it shares, so neither choice changes any result bit. */
     const int32_t Hkv = s->num_kv_heads, group = s->num_q_heads / Hkv;
-    int32_t nh, npos;
-    tile_dims(s, &nh, &npos);
-    const int32_t hchunks = (group + nh - 1) / nh;
-    int64_t n = 0;
-    for (int32_t i = 0; i < b->num_seqs; i++) {
-        int32_t sl = b->q_starts[i + 1] - b->q_starts[i];
-        n += (int64_t)((sl + npos - 1) / npos) * Hkv * hchunks;
+    int32_t tile_floats = TILE_FLOATS;
+    int64_t n = prefill_items(s, b, tile_floats);
+    if (n < 2 * (int64_t)threads_wanted(num_threads)) {
+        tile_floats = TILE_FLOATS / 2;
+        n = prefill_items(s, b, tile_floats);
     }
+    int32_t nh, npos;
+    tile_dims(s, tile_floats, &nh, &npos);
     work_item *items = malloc(sizeof(work_item) * (size_t)(n > 0 ? n : 1));
     if (!items) return ATTN_FAIL(ATTN_ENOMEM, fn, "%lld work items", (long long)n);
     int64_t k = 0;
@@ -706,7 +719,7 @@ int attn_decode_cpu(const attn_shape *s, int32_t num_seqs, const int32_t *seq_le
     const int64_t Hq = s->num_q_heads, D = s->head_dim;
     const int32_t Hkv = s->num_kv_heads, group = (int32_t)(Hq / Hkv);
     int32_t nh, npos;
-    tile_dims(s, &nh, &npos);
+    tile_dims(s, TILE_FLOATS, &nh, &npos);
     const int32_t hchunks = (group + nh - 1) / nh;
 
     /* Splits per sequence depend only on the lengths and num_splits (not on
