@@ -111,7 +111,7 @@ ATTN_INLINE void prefetch_tile(const float *const *kp, const float *const *vp, i
  * pointers are already in its slot unless it is the first), gather the next
  * tile into the other slot and prefetch its rows. Returns kb's slot. */
 ATTN_INLINE int tile_advance(const kv_view *kv, int32_t kbeg, int32_t kend, int32_t kb,
-                             scratch *w, const int D)
+                             scratch *w, const int D, const int prefetch)
 {
     const int cur = ((kb - kbeg) / BK) & 1;
     if (kb == kbeg) gather_tile(kv, kb, kend - kb < BK ? kend - kb : BK, w->kp[cur], w->vp[cur]);
@@ -119,7 +119,7 @@ ATTN_INLINE int tile_advance(const kv_view *kv, int32_t kbeg, int32_t kend, int3
     if (nb < kend) {
         const int nn = kend - nb < BK ? kend - nb : BK;
         gather_tile(kv, nb, nn, w->kp[cur ^ 1], w->vp[cur ^ 1]);
-        prefetch_tile(w->kp[cur ^ 1], w->vp[cur ^ 1], nn, D);
+        if (prefetch) prefetch_tile(w->kp[cur ^ 1], w->vp[cur ^ 1], nn, D);
     }
     return cur;
 }
@@ -134,7 +134,7 @@ ATTN_INLINE void attend_tile(const kv_view *kv, int32_t kbeg, int32_t kend, scra
         const int n = kend - kb < BK ? kend - kb : BK;
         /* 1: gather the tile: K transposed (so scores are axpys over keys),
          * V by pointer; unused columns are zero and masked below. */
-        const int slot = tile_advance(kv, kbeg, kend, kb, w, D);
+        const int slot = tile_advance(kv, kbeg, kend, kb, w, D, 1);
         const float *const *vp = w->vp[slot];
         for (int j = 0; j < n; j++) {
             const float *kr = w->kp[slot][j];
@@ -246,9 +246,17 @@ AVX2_INLINE float hsum_avx2(__m256 a)
 /* s[r][j] = q_r . k_j for r < R, j < n (a multiple of 4). Key quads outer, row pairs inner:
  * the four K rows stay in L1 while the Q tile (16 KiB at most) sweeps past
  * them, instead of the whole K tile streaming from L2 once per row pair. */
-AVX2_INLINE void scores_avx2(scratch *w, const float *const *kp, int R, int n, const int D)
+AVX2_INLINE void scores_avx2(scratch *w, const float *const *kp, int R, int n, const int D,
+                             const float *const *kp_next, const float *const *vp_next, int nn)
 {
     for (int j = 0; j < n; j += 4) {
+        /* Spread the next tile's prefetches over this tile's work: a burst
+         * of them all at once fills the miss queues and stalls. */
+        for (int x = j; x < j + 4 && x < nn; x++)
+            for (int d = 0; d < D; d += 16) {
+                _mm_prefetch((const char *)(kp_next[x] + d), _MM_HINT_T0);
+                _mm_prefetch((const char *)(vp_next[x] + d), _MM_HINT_T0);
+            }
         const float *k0 = kp[j], *k1 = kp[j + 1], *k2 = kp[j + 2], *k3 = kp[j + 3];
         int r = 0;
         for (; r + 2 <= R; r += 2) {
@@ -405,14 +413,15 @@ AVX2_INLINE void attend_avx2(const kv_view *kv, int32_t kbeg, int32_t kend, scra
 {
     for (int32_t kb = kbeg; kb < kend; kb += BK) {
         const int n = kend - kb < BK ? kend - kb : BK;
-        const int slot = tile_advance(kv, kbeg, kend, kb, w, D);
+        const int slot = tile_advance(kv, kbeg, kend, kb, w, D, 0);
+        const int nn = kend - kb - BK < BK ? kend - kb - BK : BK; /* next tile's keys */
         /* Pad the tile to whole key quads by repeating its last key (those
          * scores are masked): every score then takes the same reduction,
          * whatever the item's extent, so a row's result never depends on
          * which rows it was tiled with. */
         const int n4 = (n + 3) & ~3;
         for (int j = n; j < n4; j++) w->kp[slot][j] = w->kp[slot][n - 1];
-        scores_avx2(w, w->kp[slot], R, n4, D);
+        scores_avx2(w, w->kp[slot], R, n4, D, w->kp[slot ^ 1], w->vp[slot ^ 1], nn);
         softmax_avx2(w, R, kb, n);
         /* Value rows sit Hkv * D floats apart, a power of two that maps a
          * column chunk of all 64 rows onto a few L1 sets; with more than two
@@ -599,7 +608,9 @@ static int job_run(const char *fn, job *jb, int num_threads)
     qsort(jb->items, (size_t)jb->num_items, sizeof(work_item), cmp_cost_desc);
     int nt = threads_wanted(num_threads);
     if (nt > jb->num_items) nt = (int)jb->num_items;
-    scratch *w = aligned_alloc(64, sizeof(scratch) * (size_t)nt);
+    /* aligned_alloc wants a multiple of the alignment; the AVX2 path uses
+     * aligned loads on the q, o, s and vpk rows. */
+    scratch *w = aligned_alloc(64, (sizeof(scratch) * (size_t)nt + 63) / 64 * 64);
     pthread_t *tid = malloc(sizeof(pthread_t) * (size_t)nt);
     worker_arg *args = malloc(sizeof(worker_arg) * (size_t)nt);
     if (!w || !tid || !args) {
