@@ -1,0 +1,268 @@
+/* cache_bench.c - every cache kind's match / insert / evict cost per token
+ * on one synthetic trace, and each hash function's cost per block, printed as
+ * JSON Lines with ratios to a baseline measured in the same run (the radix
+ * kind for the caches, xxh3 for the hash functions). Never run as a test.
+ *
+ *   cache_bench [--requests N] [--len TOKENS] [--page-size P] [--groups G]
+ *               [--capacity-frac F] [--reps R] [--seed S]
+ *
+ * Trace: N requests of TOKENS tokens; request r starts with the shared prefix
+ * of group r mod G (half its length) and ends with its own random tokens, so
+ * about half of every prompt can be reused. The pool holds F times the
+ * trace's distinct full pages, so eviction runs too. Each request goes
+ * through the engine's calls: match all tokens but the last, lock, evict the
+ * shortfall, allocate, insert, free the duplicates, unlock. Each phase's time
+ * is the minimum over R replays, each on a fresh cache; costs are per token
+ * given to match / insert and per token evicted.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "block_hash.h"
+#include "cache.h"
+
+typedef struct opts {
+    int32_t requests, len, page_size, groups, reps;
+    double capacity_frac;
+    unsigned seed;
+} opts;
+
+typedef struct phase_ns {
+    double match, insert, evict;
+    int64_t match_tokens, insert_tokens, evict_tokens, matched;
+} phase_ns;
+
+static double now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+static int parse_opts(int argc, char **argv, opts *o)
+{
+    *o = (opts){.requests = 2000, .len = 1024, .page_size = 16, .groups = 16, .reps = 3,
+                .capacity_frac = 0.5, .seed = 1};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (i + 1 >= argc) {
+            fprintf(stderr, "cache_bench: option %s needs a value\n", a);
+            return -1;
+        }
+        const char *v = argv[++i];
+        char *end = NULL;
+        double x = strtod(v, &end);
+        if (!*v || *end) {
+            fprintf(stderr, "cache_bench: option %s: '%s' is not a number\n", a, v);
+            return -1;
+        }
+        if (!strcmp(a, "--requests")) o->requests = (int32_t)x;
+        else if (!strcmp(a, "--len")) o->len = (int32_t)x;
+        else if (!strcmp(a, "--page-size")) o->page_size = (int32_t)x;
+        else if (!strcmp(a, "--groups")) o->groups = (int32_t)x;
+        else if (!strcmp(a, "--reps")) o->reps = (int32_t)x;
+        else if (!strcmp(a, "--capacity-frac")) o->capacity_frac = x;
+        else if (!strcmp(a, "--seed")) o->seed = (unsigned)x;
+        else {
+            fprintf(stderr, "cache_bench: unknown option %s\n", a);
+            return -1;
+        }
+    }
+    if (o->requests < 1 || o->len < 2 || o->page_size < 1 || o->groups < 1 || o->reps < 1 ||
+        o->capacity_frac <= 0) {
+        fprintf(stderr, "cache_bench: every option must be positive (--len at least 2)\n");
+        return -1;
+    }
+    return 0;
+}
+
+static uint64_t rng_next(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* (requests, len) token ids. */
+static int32_t *make_trace(const opts *o)
+{
+    int32_t *t = malloc(sizeof *t * (size_t)o->requests * (size_t)o->len);
+    if (!t) return NULL;
+    uint64_t s = o->seed;
+    int32_t half = o->len / 2;
+    for (int32_t r = 0; r < o->requests; r++) {
+        int32_t *row = t + (size_t)r * (size_t)o->len;
+        uint64_t gs = 1000003ull * (uint64_t)(r % o->groups + 1);
+        for (int32_t j = 0; j < half; j++) row[j] = (int32_t)(rng_next(&gs) % 32000);
+        for (int32_t j = half; j < o->len; j++) row[j] = (int32_t)(rng_next(&s) % 32000);
+    }
+    return t;
+}
+
+/* One replay of the trace through a fresh cache of `kind`. */
+static int replay(const opts *o, const int32_t *trace, const char *kind, int32_t num_pages,
+                  phase_ns *out)
+{
+    page_pool pool;
+    memset(out, 0, sizeof *out);
+    if (page_pool_init(&pool, num_pages, o->page_size) != RKV_OK) return -1;
+    cache_config cfg = {kind, NULL, NULL};
+    cache *c = NULL;
+    char err[256] = "";
+    if (cache_create(&cfg, &pool, &c, err, sizeof err) != RKV_OK) {
+        fprintf(stderr, "cache_bench: %s\n", err);
+        page_pool_destroy(&pool);
+        return -1;
+    }
+    const int32_t P = o->page_size, nb = o->len / P;
+    int32_t *pages = malloc(sizeof *pages * (size_t)(nb + 1));
+    cache_match m;
+    cache_match_init(&m);
+    int rc = pages ? 0 : -1;
+    for (int32_t r = 0; r < o->requests && rc == 0; r++) {
+        const int32_t *t = trace + (size_t)r * (size_t)o->len;
+        double t0 = now_ns();
+        rkv_status st = cache_match_prefix(c, t, o->len - 1, 0, &m);
+        out->match += now_ns() - t0;
+        out->match_tokens += o->len - 1;
+        out->matched += m.len;
+        if (st == RKV_OK) st = cache_lock(c, &m);
+        int32_t need = nb - m.num_pages, fr = page_pool_num_free(&pool);
+        if (st == RKV_OK && need > fr) {
+            t0 = now_ns();
+            out->evict_tokens += cache_evict(c, (int64_t)(need - fr) * P);
+            out->evict += now_ns() - t0;
+        }
+        if (st == RKV_OK && need <= page_pool_num_free(&pool)) {
+            if (m.num_pages) memcpy(pages, m.pages, sizeof *pages * (size_t)m.num_pages);
+            st = page_pool_alloc(&pool, need, pages + m.num_pages);
+            int32_t prefix = 0;
+            t0 = now_ns();
+            if (st == RKV_OK) st = cache_insert(c, t, o->len, pages, 0, &prefix);
+            out->insert += now_ns() - t0;
+            out->insert_tokens += o->len;
+            /* The caller frees what the cache did not take: the duplicates,
+             * and for kinds that keep nothing whatever is still in flight. */
+            if (st == RKV_OK && prefix / P > m.num_pages)
+                st = page_pool_free(&pool, pages + m.num_pages, prefix / P - m.num_pages);
+            for (int32_t i = m.num_pages; st == RKV_OK && i < nb; i++)
+                if (pool.state[pages[i]] == PAGE_INFLIGHT) st = page_pool_free(&pool, &pages[i], 1);
+        }
+        if (st == RKV_OK) st = cache_unlock(c, &m);
+        if (st != RKV_OK) {
+            fprintf(stderr, "cache_bench: %s, request %d: %s\n", kind, r, rkv_status_str(st));
+            rc = -1;
+        }
+    }
+    if (rc == 0 && cache_check(c, err, sizeof err) != RKV_OK) {
+        fprintf(stderr, "cache_bench: %s: %s\n", kind, err);
+        rc = -1;
+    }
+    cache_match_free(&m);
+    free(pages);
+    cache_destroy(c);
+    page_pool_destroy(&pool);
+    return rc;
+}
+
+static double per(double ns, int64_t n) { return n > 0 ? ns / (double)n : 0.0; }
+static double ratio(double x, double base) { return base > 0 ? x / base : 0.0; }
+
+static int bench_kinds(const opts *o, const int32_t *trace)
+{
+    static const char *const kinds[] = {"radix", "trie", "hash", "hash-nocache", "none"};
+    enum { NK = sizeof kinds / sizeof kinds[0] };
+    /* Distinct full pages: each group's shared half once, every private half. */
+    int64_t half_pages = (o->len / 2) / o->page_size;
+    int64_t distinct = (int64_t)(o->groups < o->requests ? o->groups : o->requests) * half_pages +
+                       (int64_t)o->requests * (o->len / o->page_size - half_pages);
+    int64_t np = (int64_t)(o->capacity_frac * (double)distinct);
+    int64_t floor_pages = o->len / o->page_size + 1;
+    if (np < floor_pages) np = floor_pages;
+    if (np > INT32_MAX) np = INT32_MAX;
+    phase_ns best[NK];
+    for (int k = 0; k < NK; k++) {
+        for (int rep = 0; rep < o->reps; rep++) {
+            phase_ns p;
+            if (replay(o, trace, kinds[k], (int32_t)np, &p) != 0) return -1;
+            if (rep == 0) best[k] = p;
+            if (p.match < best[k].match) best[k].match = p.match;
+            if (p.insert < best[k].insert) best[k].insert = p.insert;
+            if (p.evict < best[k].evict) best[k].evict = p.evict;
+        }
+        fprintf(stderr, "cache_bench: %s done\n", kinds[k]);
+    }
+    const phase_ns *b = &best[0];
+    for (int k = 0; k < NK; k++) {
+        const phase_ns *p = &best[k];
+        double mt = per(p->match, p->match_tokens), it = per(p->insert, p->insert_tokens),
+               et = per(p->evict, p->evict_tokens);
+        printf("{\"bench\":\"cache_kind\",\"kind\":\"%s\",\"baseline\":\"radix\",\"requests\":%d,"
+               "\"len\":%d,\"page_size\":%d,\"pool_pages\":%lld,\"hit_rate\":%.4f,"
+               "\"match_ns_per_token\":%.3f,\"insert_ns_per_token\":%.3f,"
+               "\"evict_ns_per_token\":%.3f,\"evicted_tokens\":%lld,"
+               "\"match_ratio\":%.3f,\"insert_ratio\":%.3f,\"evict_ratio\":%.3f}\n",
+               kinds[k], o->requests, o->len, o->page_size, (long long)np,
+               per((double)p->matched, p->match_tokens), mt, it, et,
+               (long long)p->evict_tokens, ratio(mt, per(b->match, b->match_tokens)),
+               ratio(it, per(b->insert, b->insert_tokens)),
+               ratio(et, per(b->evict, b->evict_tokens)));
+    }
+    return 0;
+}
+
+static int bench_hash_fns(const opts *o, const int32_t *trace)
+{
+    enum { NF = 3 };
+    double ns[NF];
+    int64_t blocks = (int64_t)o->requests * (o->len / o->page_size);
+    for (int f = 0; f < NF; f++) {
+        block_hasher h;
+        char err[256] = "";
+        if (block_hasher_init(&h, block_hash_fn_names[f], o->page_size, err, sizeof err) != RKV_OK) {
+            fprintf(stderr, "cache_bench: %s\n", err);
+            return -1;
+        }
+        ns[f] = 0;
+        uint64_t sink = 0;
+        for (int rep = 0; rep < o->reps; rep++) {
+            double t0 = now_ns();
+            for (int32_t r = 0; r < o->requests; r++) {
+                const int32_t *t = trace + (size_t)r * (size_t)o->len;
+                block_hash d = block_hash_root;
+                for (int32_t i = 0; i + o->page_size <= o->len; i += o->page_size)
+                    block_hasher_hash(&h, &d, 0, t + i, o->page_size, &d);
+                sink ^= d.lo;
+            }
+            double el = now_ns() - t0;
+            if (rep == 0 || el < ns[f]) ns[f] = el;
+        }
+        block_hasher_destroy(&h);
+        /* Printing the digests' fold keeps the loop from being optimised away. */
+        fprintf(stderr, "cache_bench: %s fold %016llx\n", block_hash_fn_names[f],
+                (unsigned long long)sink);
+    }
+    for (int f = 0; f < NF; f++)
+        printf("{\"bench\":\"block_hash\",\"hash_fn\":\"%s\",\"baseline\":\"xxh3\",\"page_size\":%d,"
+               "\"blocks\":%lld,\"ns_per_block\":%.3f,\"ns_per_token\":%.4f,\"ratio\":%.3f}\n",
+               block_hash_fn_names[f], o->page_size, (long long)blocks, per(ns[f], blocks),
+               per(ns[f], blocks * o->page_size), ratio(ns[f], ns[0]));
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    opts o;
+    if (parse_opts(argc, argv, &o) != 0) return 2;
+    int32_t *trace = make_trace(&o);
+    if (!trace) {
+        fprintf(stderr, "cache_bench: out of memory for the trace\n");
+        return 1;
+    }
+    int rc = bench_kinds(&o, trace) || bench_hash_fns(&o, trace);
+    free(trace);
+    return rc ? 1 : 0;
+}

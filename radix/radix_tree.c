@@ -1,0 +1,1163 @@
+/* radix_tree.c - see radix_tree.h.
+ *
+ * Storage, chosen to keep a cached token near 8 bytes of host memory at P = 1
+ * (4 for the token, 4 for its page id) plus a share of one small node:
+ *
+ *   chunks[]  --> [rt_node x 1024][rt_node x 1024] ...   node "slot" s is
+ *                  chunk s >> 10, entry s & 1023; int32 slots, not pointers
+ *
+ *   rt_node.edge --> [ t0 t1 ... t(len-1) | p0 ... p(len/P - 1) ]
+ *                      edge tokens          page ids (one array)
+ *
+ *   children, by number:
+ *     0    nothing
+ *     1    kids.one = the child's slot (its first page is read from the child)
+ *     >=2  kids.tab = open-addressing table, linear probing:
+ *            tab[0].key = capacity (a power of two), tab[1..cap] = slots
+ *            { key = first token (P = 1) or a hash of the first page, child }
+ *          grown at 3/4 load, shrunk below 1/8, deletion by backward shift.
+ *
+ *   heap[]  binary min-heap of candidate slots (unlocked leaves) in policy
+ *           order; rt_node.heap_pos is each one's index, -1 when not in it.
+ */
+#include "radix_tree.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "cache.h"
+
+#define RT_CHUNK_BITS 10
+#define RT_CHUNK (1 << RT_CHUNK_BITS)
+#define RT_ROOT 0
+
+typedef struct rt_slot {
+    uint32_t key;
+    int32_t child; /* -1: empty */
+} rt_slot;
+
+typedef struct rt_node {
+    int32_t *edge;  /* (len + len/P) tokens then pages; NULL when len == 0 */
+    uint64_t id;    /* clock << 2 | k, see radix_tree.h */
+    uint64_t time;
+    union {
+        rt_slot *tab;
+        int32_t one;
+    } kids;
+    int32_t len;      /* -1 marks a free slot */
+    int32_t parent;   /* free slots chain through parent */
+    int32_t lock;
+    int32_t heap_pos;
+    int32_t nkids;
+    uint32_t hits;    /* saturates at UINT32_MAX */
+} rt_node;
+
+struct radix_tree {
+    page_pool *pool;
+    int32_t P;
+    radix_policy policy;
+    uint64_t clock;
+    rt_node **chunks;
+    int32_t num_chunks, cap_chunks;
+    int32_t free_head; /* -1: none */
+    int32_t num_slots; /* slots ever handed out */
+    int64_t num_nodes; /* live nodes with len > 0 */
+    int64_t evictable, protect;
+    int64_t bytes;
+    uint64_t splits, evictions;
+    int32_t *heap;
+    int32_t heap_n, heap_cap;
+    /* namespaces other than 0, in creation order, with a hash index */
+    uint64_t *ns_val;
+    int32_t *ns_slot;
+    int32_t ns_n, ns_cap;
+    int32_t *ns_idx; /* (ns_idx_cap) index into ns_val, -1 empty */
+    int32_t ns_idx_cap;
+    rt_slot *spare; /* an empty 4-entry child table, see child_reserve() */
+    radix_node_fn evict_cb;
+    void *evict_ctx;
+};
+
+/* ---- small helpers ---------------------------------------------------- */
+
+static inline rt_node *N(const radix_tree *t, int32_t s)
+{
+    return &t->chunks[s >> RT_CHUNK_BITS][s & (RT_CHUNK - 1)];
+}
+
+static inline int32_t *node_pages(const radix_tree *t, const rt_node *x)
+{
+    (void)t;
+    return x->edge + x->len;
+}
+
+static void *rt_alloc(radix_tree *t, size_t n)
+{
+    void *p = malloc(n);
+    if (p) t->bytes += (int64_t)n;
+    return p;
+}
+
+static void rt_free(radix_tree *t, void *p, size_t n)
+{
+    if (!p) return;
+    t->bytes -= (int64_t)n;
+    free(p);
+}
+
+static inline size_t edge_bytes(int32_t len, int32_t P)
+{
+    return sizeof(int32_t) * (size_t)(len + len / P);
+}
+
+static inline uint32_t mix32(uint32_t x)
+{
+    x ^= x >> 16;
+    x *= 0x7feb352dU;
+    x ^= x >> 15;
+    x *= 0x846ca68bU;
+    x ^= x >> 16;
+    return x;
+}
+
+/* Child key of a page: the token itself at P = 1, else a hash of the page
+ * (equal keys are then confirmed with a compare of the page). */
+static inline uint32_t page_key(const int32_t *tok, int32_t P)
+{
+    if (P == 1) return (uint32_t)tok[0];
+    uint64_t h = 0x9e3779b97f4a7c15ULL;
+    for (int32_t i = 0; i < P; i++) h = (h ^ (uint32_t)tok[i]) * 0xff51afd7ed558ccdULL;
+    return (uint32_t)(h ^ (h >> 32));
+}
+
+static inline bool page_eq(const int32_t *a, const int32_t *b, int32_t P)
+{
+    return P == 1 ? a[0] == b[0] : memcmp(a, b, sizeof(int32_t) * (size_t)P) == 0;
+}
+
+/* Length of the common prefix of a and b, at most n. Whole blocks go through
+ * memcmp (libc's vector code, memory speed on long cached edges); only the
+ * first differing block is searched token by token. */
+enum { CMP_BLOCK = 64 };
+static inline int32_t common_prefix(const int32_t *a, const int32_t *b, int32_t n)
+{
+    int32_t i = 0;
+    for (; i + CMP_BLOCK <= n; i += CMP_BLOCK)
+        if (memcmp(a + i, b + i, sizeof(int32_t) * CMP_BLOCK)) break;
+    while (i < n && a[i] == b[i]) i++;
+    return i;
+}
+
+/* ---- node slots ------------------------------------------------------- */
+
+static int32_t slot_alloc(radix_tree *t)
+{
+    if (t->free_head >= 0) {
+        int32_t s = t->free_head;
+        t->free_head = N(t, s)->parent;
+        return s;
+    }
+    if (t->num_slots == t->num_chunks * RT_CHUNK) {
+        if (t->num_chunks == t->cap_chunks) {
+            int32_t nc = t->cap_chunks ? 2 * t->cap_chunks : 8;
+            rt_node **c = realloc(t->chunks, sizeof *c * (size_t)nc);
+            if (!c) return -1;
+            t->bytes += (int64_t)(sizeof *c * (size_t)(nc - t->cap_chunks));
+            t->chunks = c;
+            t->cap_chunks = nc;
+        }
+        rt_node *chunk = rt_alloc(t, sizeof(rt_node) * RT_CHUNK);
+        if (!chunk) return -1;
+        t->chunks[t->num_chunks++] = chunk;
+    }
+    return t->num_slots++;
+}
+
+static void slot_free(radix_tree *t, int32_t s)
+{
+    rt_node *x = N(t, s);
+    memset(x, 0, sizeof *x);
+    x->len = -1;
+    x->parent = t->free_head;
+    t->free_head = s;
+}
+
+/* A fresh node; edge allocated for len tokens (none for len 0). */
+static int32_t node_new(radix_tree *t, int32_t len)
+{
+    int32_t *edge = NULL;
+    if (len > 0) {
+        edge = rt_alloc(t, edge_bytes(len, t->P));
+        if (!edge) return -1;
+    }
+    int32_t s = slot_alloc(t);
+    if (s < 0) {
+        rt_free(t, edge, edge_bytes(len, t->P));
+        return -1;
+    }
+    rt_node *x = N(t, s);
+    memset(x, 0, sizeof *x);
+    x->edge = edge;
+    x->len = len;
+    x->parent = -1;
+    x->heap_pos = -1;
+    return s;
+}
+
+static inline bool is_special(const rt_node *x) { return x->len == 0; }
+
+/* ---- candidate heap ---------------------------------------------------- */
+
+/* true when a is evicted before b */
+static inline bool before(const radix_tree *t, const rt_node *a, const rt_node *b)
+{
+    switch (t->policy) {
+    case RADIX_LFU:
+        if (a->hits != b->hits) return a->hits < b->hits;
+        /* fall through */
+    case RADIX_LRU:
+        if (a->time != b->time) return a->time < b->time;
+        /* fall through */
+    case RADIX_FIFO:
+        break;
+    }
+    return a->id < b->id;
+}
+
+static inline void heap_set(radix_tree *t, int32_t i, int32_t s)
+{
+    t->heap[i] = s;
+    N(t, s)->heap_pos = i;
+}
+
+static void heap_up(radix_tree *t, int32_t i)
+{
+    int32_t s = t->heap[i];
+    rt_node *x = N(t, s);
+    while (i > 0) {
+        int32_t p = (i - 1) / 2;
+        if (!before(t, x, N(t, t->heap[p]))) break;
+        heap_set(t, i, t->heap[p]);
+        i = p;
+    }
+    heap_set(t, i, s);
+}
+
+static void heap_down(radix_tree *t, int32_t i)
+{
+    int32_t s = t->heap[i];
+    rt_node *x = N(t, s);
+    for (;;) {
+        int32_t l = 2 * i + 1, best = i;
+        rt_node *bx = x;
+        if (l < t->heap_n && before(t, N(t, t->heap[l]), bx)) best = l, bx = N(t, t->heap[l]);
+        if (l + 1 < t->heap_n && before(t, N(t, t->heap[l + 1]), bx)) best = l + 1;
+        if (best == i) break;
+        heap_set(t, i, t->heap[best]);
+        i = best;
+    }
+    heap_set(t, i, s);
+}
+
+/* The heap holds at most one entry per slot, so it is grown to the slot count
+ * before a node can enter it: pushes never fail. */
+static bool heap_reserve(radix_tree *t, int32_t n)
+{
+    if (n <= t->heap_cap) return true;
+    int32_t nc = t->heap_cap ? t->heap_cap : 64;
+    while (nc < n) nc *= 2;
+    int32_t *h = realloc(t->heap, sizeof *h * (size_t)nc);
+    if (!h) return false;
+    t->bytes += (int64_t)(sizeof *h * (size_t)(nc - t->heap_cap));
+    t->heap = h;
+    t->heap_cap = nc;
+    return true;
+}
+
+static void heap_push(radix_tree *t, int32_t s)
+{
+    heap_set(t, t->heap_n++, s);
+    heap_up(t, t->heap_n - 1);
+}
+
+static void heap_remove(radix_tree *t, int32_t s)
+{
+    int32_t i = N(t, s)->heap_pos;
+    N(t, s)->heap_pos = -1;
+    int32_t last = t->heap[--t->heap_n];
+    if (i == t->heap_n) return;
+    heap_set(t, i, last);
+    heap_up(t, i);
+    heap_down(t, N(t, last)->heap_pos);
+}
+
+/* A node enters or leaves the candidate set as its leaf/lock state says. */
+static void heap_sync(radix_tree *t, int32_t s)
+{
+    rt_node *x = N(t, s);
+    bool cand = !is_special(x) && x->nkids == 0 && x->lock == 0;
+    if (cand && x->heap_pos < 0) heap_push(t, s);
+    else if (!cand && x->heap_pos >= 0) heap_remove(t, s);
+}
+
+/* The call entering a node: new time, one more hit, heap key moved. */
+static void touch(radix_tree *t, int32_t s, uint64_t now)
+{
+    rt_node *x = N(t, s);
+    x->time = now;
+    if (x->hits != UINT32_MAX) x->hits++;
+    if (x->heap_pos >= 0) {
+        heap_up(t, x->heap_pos);
+        heap_down(t, x->heap_pos);
+    }
+}
+
+/* ---- child tables ------------------------------------------------------ */
+
+static inline uint32_t tab_cap(const rt_slot *tab) { return tab[0].key; }
+
+static inline uint32_t child_key(const radix_tree *t, int32_t c)
+{
+    return page_key(N(t, c)->edge, t->P);
+}
+
+/* Child of x whose edge starts with the page tok[0..P), or -1. */
+static int32_t child_find(const radix_tree *t, const rt_node *x, const int32_t *tok)
+{
+    if (x->nkids == 0) return -1;
+    if (x->nkids == 1) return page_eq(N(t, x->kids.one)->edge, tok, t->P) ? x->kids.one : -1;
+    const rt_slot *e = x->kids.tab + 1;
+    uint32_t mask = tab_cap(x->kids.tab) - 1;
+    uint32_t key = page_key(tok, t->P);
+    for (uint32_t i = mix32(key) & mask;; i = (i + 1) & mask) {
+        if (e[i].child < 0) return -1;
+        if (e[i].key == key && (t->P == 1 || page_eq(N(t, e[i].child)->edge, tok, t->P)))
+            return e[i].child;
+    }
+}
+
+static void tab_put(rt_slot *tab, uint32_t key, int32_t child)
+{
+    rt_slot *e = tab + 1;
+    uint32_t mask = tab_cap(tab) - 1;
+    uint32_t i = mix32(key) & mask;
+    while (e[i].child >= 0) i = (i + 1) & mask;
+    e[i].key = key;
+    e[i].child = child;
+}
+
+static rt_slot *tab_new(radix_tree *t, uint32_t cap)
+{
+    rt_slot *tab = rt_alloc(t, sizeof(rt_slot) * (cap + 1));
+    if (!tab) return NULL;
+    tab[0].key = cap;
+    tab[0].child = -1;
+    for (uint32_t i = 1; i <= cap; i++) tab[i].child = -1;
+    return tab;
+}
+
+static void tab_free(radix_tree *t, rt_slot *tab)
+{
+    rt_free(t, tab, sizeof(rt_slot) * (tab_cap(tab) + 1));
+}
+
+/* Move x's children into a table of capacity cap (x->nkids >= 2 after). */
+static bool tab_rebuild(radix_tree *t, rt_node *x, uint32_t cap, int32_t extra)
+{
+    rt_slot *tab = tab_new(t, cap);
+    if (!tab) return false;
+    if (x->nkids == 1) {
+        tab_put(tab, child_key(t, x->kids.one), x->kids.one);
+    } else if (x->nkids >= 2) {
+        rt_slot *old = x->kids.tab;
+        for (uint32_t i = 1; i <= tab_cap(old); i++)
+            if (old[i].child >= 0) tab_put(tab, old[i].key, old[i].child);
+        tab_free(t, old);
+    }
+    if (extra >= 0) tab_put(tab, child_key(t, extra), extra);
+    x->kids.tab = tab;
+    return true;
+}
+
+/* Make sure adding one child to x cannot fail. Going from one child to two
+ * needs a table; it is set aside in t->spare, so that x keeps its one-child
+ * form until child_add() and a later failure leaves nothing half-changed. A
+ * full table is regrown here (a bigger table is as valid as the old one). */
+static bool child_reserve(radix_tree *t, rt_node *x)
+{
+    if (x->nkids == 0) return true;
+    if (x->nkids == 1) {
+        if (!t->spare) t->spare = tab_new(t, 4);
+        return t->spare != NULL;
+    }
+    uint32_t cap = tab_cap(x->kids.tab);
+    if ((uint32_t)(x->nkids + 1) * 4 <= cap * 3) return true;
+    return tab_rebuild(t, x, cap * 2, -1);
+}
+
+/* Add child c under x; child_reserve(x) must have succeeded. */
+static void child_add(radix_tree *t, rt_node *x, int32_t c)
+{
+    if (x->nkids == 0) {
+        x->kids.one = c;
+    } else if (x->nkids == 1) {
+        rt_slot *tab = t->spare;
+        t->spare = NULL;
+        tab_put(tab, child_key(t, x->kids.one), x->kids.one);
+        tab_put(tab, child_key(t, c), c);
+        x->kids.tab = tab;
+    } else {
+        tab_put(x->kids.tab, child_key(t, c), c);
+    }
+    x->nkids++;
+}
+
+static int32_t tab_index(const radix_tree *t, const rt_slot *tab, int32_t c)
+{
+    const rt_slot *e = tab + 1;
+    uint32_t mask = tab_cap(tab) - 1;
+    for (uint32_t i = mix32(child_key(t, c)) & mask;; i = (i + 1) & mask)
+        if (e[i].child == c) return (int32_t)i;
+}
+
+static void child_remove(radix_tree *t, rt_node *x, int32_t c)
+{
+    if (x->nkids == 1) {
+        x->nkids = 0;
+        x->kids.one = 0;
+        return;
+    }
+    rt_slot *tab = x->kids.tab, *e = tab + 1;
+    uint32_t mask = tab_cap(tab) - 1;
+    uint32_t i = (uint32_t)tab_index(t, tab, c);
+    /* Backward-shift deletion: pull later entries of the probe run into the
+     * hole when their home slot does not lie (cyclically) in (i, j]. */
+    for (uint32_t j = i;;) {
+        j = (j + 1) & mask;
+        if (e[j].child < 0) break;
+        uint32_t h = mix32(e[j].key) & mask;
+        bool stays = (i <= j) ? (i < h && h <= j) : (i < h || h <= j);
+        if (!stays) {
+            e[i] = e[j];
+            i = j;
+        }
+    }
+    e[i].child = -1;
+    x->nkids--;
+    if (x->nkids == 1) {
+        int32_t only = -1;
+        for (uint32_t k = 0; k <= mask; k++)
+            if (e[k].child >= 0) only = e[k].child;
+        tab_free(t, tab);
+        x->kids.one = only;
+    } else if (tab_cap(tab) > 4 && (uint32_t)x->nkids * 8 < tab_cap(tab)) {
+        /* Shrinking is optional: on allocation failure the big table stays. */
+        uint32_t nc = tab_cap(tab) / 2;
+        rt_slot *nt = tab_new(t, nc);
+        if (nt) {
+            for (uint32_t k = 0; k <= mask; k++)
+                if (e[k].child >= 0) tab_put(nt, e[k].key, e[k].child);
+            tab_free(t, tab);
+            x->kids.tab = nt;
+        }
+    }
+}
+
+/* Point x's entry for old (same first page) at neu. */
+static void child_replace(radix_tree *t, rt_node *x, int32_t old, int32_t neu)
+{
+    if (x->nkids == 1) x->kids.one = neu;
+    else x->kids.tab[1 + tab_index(t, x->kids.tab, old)].child = neu;
+}
+
+/* ---- namespaces -------------------------------------------------------- */
+
+static inline uint32_t ns_hash(uint64_t ns)
+{
+    return mix32((uint32_t)ns ^ mix32((uint32_t)(ns >> 32)));
+}
+
+/* Slot of namespace ns's node, or -1 (ns 0 is the root). */
+static int32_t ns_find(const radix_tree *t, uint64_t ns)
+{
+    if (ns == 0) return RT_ROOT;
+    if (!t->ns_idx_cap) return -1;
+    uint32_t mask = (uint32_t)t->ns_idx_cap - 1;
+    for (uint32_t i = ns_hash(ns) & mask;; i = (i + 1) & mask) {
+        int32_t k = t->ns_idx[i];
+        if (k < 0) return -1;
+        if (t->ns_val[k] == ns) return t->ns_slot[k];
+    }
+}
+
+static void ns_index_put(radix_tree *t, int32_t k)
+{
+    uint32_t mask = (uint32_t)t->ns_idx_cap - 1;
+    uint32_t i = ns_hash(t->ns_val[k]) & mask;
+    while (t->ns_idx[i] >= 0) i = (i + 1) & mask;
+    t->ns_idx[i] = k;
+}
+
+static int32_t ns_create(radix_tree *t, uint64_t ns, uint64_t now)
+{
+    if (t->ns_n == t->ns_cap) {
+        int32_t nc = t->ns_cap ? 2 * t->ns_cap : 4;
+        uint64_t *v = rt_alloc(t, sizeof *v * (size_t)nc);
+        int32_t *s = rt_alloc(t, sizeof *s * (size_t)nc);
+        int32_t *idx = rt_alloc(t, sizeof *idx * (size_t)nc * 2);
+        if (!v || !s || !idx) {
+            rt_free(t, v, sizeof *v * (size_t)nc);
+            rt_free(t, s, sizeof *s * (size_t)nc);
+            rt_free(t, idx, sizeof *idx * (size_t)nc * 2);
+            return -1;
+        }
+        if (t->ns_n) {
+            memcpy(v, t->ns_val, sizeof *v * (size_t)t->ns_n);
+            memcpy(s, t->ns_slot, sizeof *s * (size_t)t->ns_n);
+        }
+        rt_free(t, t->ns_val, sizeof *v * (size_t)t->ns_cap);
+        rt_free(t, t->ns_slot, sizeof *s * (size_t)t->ns_cap);
+        rt_free(t, t->ns_idx, sizeof *idx * (size_t)t->ns_idx_cap);
+        t->ns_val = v;
+        t->ns_slot = s;
+        t->ns_idx = idx;
+        t->ns_cap = nc;
+        t->ns_idx_cap = nc * 2;
+        for (int32_t i = 0; i < t->ns_idx_cap; i++) t->ns_idx[i] = -1;
+        for (int32_t k = 0; k < t->ns_n; k++) ns_index_put(t, k);
+    }
+    if (!heap_reserve(t, t->num_slots + 1)) return -1;
+    int32_t s = node_new(t, 0);
+    if (s < 0) return -1;
+    rt_node *x = N(t, s);
+    x->id = now << 2 | 0;
+    x->time = now;
+    x->hits = 1;
+    x->parent = RT_ROOT;
+    int32_t k = t->ns_n++;
+    t->ns_val[k] = ns;
+    t->ns_slot[k] = s;
+    ns_index_put(t, k);
+    return s;
+}
+
+/* ---- create / destroy -------------------------------------------------- */
+
+rkv_status radix_policy_parse(const char *name, radix_policy *out)
+{
+    if (!name || !strcmp(name, "lru")) *out = RADIX_LRU;
+    else if (!strcmp(name, "lfu")) *out = RADIX_LFU;
+    else if (!strcmp(name, "fifo")) *out = RADIX_FIFO;
+    else return RKV_EINVAL;
+    return RKV_OK;
+}
+
+const char *radix_policy_name(radix_policy p)
+{
+    switch (p) {
+    case RADIX_LRU: return "lru";
+    case RADIX_LFU: return "lfu";
+    case RADIX_FIFO: return "fifo";
+    }
+    return "?";
+}
+
+rkv_status radix_tree_create(page_pool *pool, radix_policy policy, radix_tree **out)
+{
+    *out = NULL;
+    if (!pool || pool->page_size < 1 || (unsigned)policy > RADIX_FIFO) return RKV_EINVAL;
+    radix_tree *t = calloc(1, sizeof *t);
+    if (!t) return RKV_ENOMEM;
+    t->bytes = sizeof *t;
+    t->pool = pool;
+    t->P = pool->page_size;
+    t->policy = policy;
+    t->free_head = -1;
+    if (node_new(t, 0) != RT_ROOT || !heap_reserve(t, 64)) {
+        radix_tree_destroy(t);
+        return RKV_ENOMEM;
+    }
+    *out = t;
+    return RKV_OK;
+}
+
+void radix_tree_destroy(radix_tree *t)
+{
+    if (!t) return;
+    for (int32_t s = 0; s < t->num_slots; s++) {
+        rt_node *x = N(t, s);
+        if (x->len < 0) continue;
+        if (x->len > 0) page_pool_free(t->pool, node_pages(t, x), x->len / t->P);
+        free(x->edge);
+        if (x->nkids >= 2) free(x->kids.tab);
+    }
+    for (int32_t c = 0; c < t->num_chunks; c++) free(t->chunks[c]);
+    free(t->chunks);
+    free(t->heap);
+    free(t->ns_val);
+    free(t->ns_slot);
+    free(t->ns_idx);
+    free(t->spare);
+    free(t);
+}
+
+void radix_tree_set_evict_cb(radix_tree *t, radix_node_fn fn, void *ctx)
+{
+    t->evict_cb = fn;
+    t->evict_ctx = ctx;
+}
+
+/* ---- split -------------------------------------------------------------- */
+
+/* Split node c after k tokens (0 < k < len, k % P == 0):
+ *
+ *   parent -> c[ t0 .. t(len-1) ]   becomes   parent -> pre[ t0 .. t(k-1) ] -> c[ tk .. ]
+ *
+ * 1) allocate pre and the suffix's shorter edge first, so failure changes
+ *    nothing; 2) pre takes c's place in the parent's table (same first page);
+ * 3) c keeps its slot, id, children, lock and heap position, with its edge cut
+ *    to the suffix; pre inherits lock and hits and gets a new id. Sizes and the
+ *    candidate set do not change: pre is internal, c stays what it was. */
+static int32_t split(radix_tree *t, int32_t cs, int32_t k, uint64_t now)
+{
+    int32_t P = t->P;
+    if (!heap_reserve(t, t->num_slots + 1)) return -1;
+    rt_node *c = N(t, cs);
+    int32_t rest = c->len - k;
+    int32_t *suf = rt_alloc(t, edge_bytes(rest, P));
+    if (!suf) return -1;
+    int32_t ps = node_new(t, k); /* may move nothing: chunks are stable */
+    if (ps < 0) {
+        rt_free(t, suf, edge_bytes(rest, P));
+        return -1;
+    }
+    c = N(t, cs);
+    rt_node *pre = N(t, ps);
+    const int32_t *old_pages = node_pages(t, c);
+    memcpy(pre->edge, c->edge, sizeof(int32_t) * (size_t)k);
+    memcpy(pre->edge + k, old_pages, sizeof(int32_t) * (size_t)(k / P));
+    memcpy(suf, c->edge + k, sizeof(int32_t) * (size_t)rest);
+    memcpy(suf + rest, old_pages + k / P, sizeof(int32_t) * (size_t)(rest / P));
+    /* 2: hang pre where c was. */
+    child_replace(t, N(t, c->parent), cs, ps);
+    pre->parent = c->parent;
+    pre->id = now << 2 | 1;
+    pre->time = c->time;
+    pre->hits = c->hits;
+    pre->lock = c->lock;
+    pre->nkids = 1;
+    pre->kids.one = cs;
+    /* 3: c becomes the suffix. */
+    rt_free(t, c->edge, edge_bytes(c->len, P));
+    c->edge = suf;
+    c->len = rest;
+    c->parent = ps;
+    t->num_nodes++;
+    t->splits++;
+    return ps;
+}
+
+/* ---- match / insert ---------------------------------------------------- */
+
+/* Walk from node at tokens[pos..n), entering and splitting as the contract
+ * says. Returns the last node of the matched path (-1 on ENOMEM) and the
+ * matched length in *pos; copies pages when pages_out is set. */
+static int32_t walk(radix_tree *t, int32_t node, const int32_t *tokens, int32_t n, int32_t *pos,
+                    int32_t *pages_out, uint64_t now)
+{
+    int32_t P = t->P;
+    int32_t p = *pos;
+    while (p < n) {
+        int32_t cs = child_find(t, N(t, node), tokens + p);
+        if (cs < 0) break;
+        rt_node *c = N(t, cs);
+        int32_t lim = c->len < n - p ? c->len : n - p;
+        int32_t k = common_prefix(c->edge, tokens + p, lim);
+        k -= k % P; /* >= P: the first page matched */
+        if (k < c->len) {
+            int32_t ps = split(t, cs, k, now);
+            if (ps < 0) {
+                *pos = p;
+                return -1;
+            }
+            touch(t, ps, now);
+            touch(t, cs, now);
+            if (pages_out) memcpy(pages_out + p / P, N(t, ps)->edge + k, sizeof(int32_t) * (size_t)(k / P));
+            *pos = p + k;
+            return ps;
+        }
+        touch(t, cs, now);
+        if (pages_out) memcpy(pages_out + p / P, c->edge + c->len, sizeof(int32_t) * (size_t)(k / P));
+        p += k;
+        node = cs;
+    }
+    *pos = p;
+    return node;
+}
+
+rkv_status radix_tree_match(radix_tree *t, const int32_t *tokens, int32_t n, uint64_t ns,
+                            int32_t *pages_out, int32_t *len, int32_t *node)
+{
+    *len = 0;
+    *node = RT_ROOT;
+    if (n < 0 || (n > 0 && !tokens)) return RKV_EINVAL;
+    n -= n % t->P;
+    uint64_t now = ++t->clock;
+    touch(t, RT_ROOT, now);
+    int32_t start = ns_find(t, ns);
+    if (start < 0) return RKV_OK;
+    if (start != RT_ROOT) touch(t, start, now);
+    int32_t pos = 0;
+    int32_t end = walk(t, start, tokens, n, &pos, pages_out, now);
+    if (end < 0) return RKV_ENOMEM;
+    *len = pos;
+    *node = end;
+    return RKV_OK;
+}
+
+rkv_status radix_tree_insert(radix_tree *t, const int32_t *tokens, int32_t n,
+                             const int32_t *pages, uint64_t ns, int32_t *prefix_len)
+{
+    *prefix_len = 0;
+    if (n < 0 || (n > 0 && (!tokens || !pages))) return RKV_EINVAL;
+    int32_t P = t->P;
+    n -= n % P;
+    uint64_t now = ++t->clock;
+    touch(t, RT_ROOT, now);
+    int32_t start = ns_find(t, ns);
+    if (start < 0) {
+        if (n == 0) return RKV_OK;
+        start = ns_create(t, ns, now);
+        if (start < 0) return RKV_ENOMEM;
+    } else if (start != RT_ROOT) {
+        touch(t, start, now);
+    }
+    int32_t pos = 0;
+    int32_t at = walk(t, start, tokens, n, &pos, NULL, now);
+    if (at < 0) return RKV_ENOMEM;
+    *prefix_len = pos;
+    if (pos == n) return RKV_OK;
+
+    /* A new leaf for tokens[pos..n): reserve everything that can fail, then
+     * adopt the pages (the only step that checks the caller's input), then
+     * link. */
+    int32_t len = n - pos;
+    if (!heap_reserve(t, t->num_slots + 1) || !child_reserve(t, N(t, at))) return RKV_ENOMEM;
+    int32_t ls = node_new(t, len);
+    if (ls < 0) return RKV_ENOMEM;
+    rt_node *leaf = N(t, ls);
+    if (page_pool_adopt(t->pool, pages + pos / P, len / P) != RKV_OK) {
+        rt_free(t, leaf->edge, edge_bytes(len, P));
+        slot_free(t, ls);
+        *prefix_len = pos;
+        return RKV_EINVAL;
+    }
+    memcpy(leaf->edge, tokens + pos, sizeof(int32_t) * (size_t)len);
+    memcpy(leaf->edge + len, pages + pos / P, sizeof(int32_t) * (size_t)(len / P));
+    leaf->id = now << 2 | 2;
+    leaf->time = now;
+    leaf->hits = 1;
+    leaf->parent = at;
+    child_add(t, N(t, at), ls);
+    t->num_nodes++;
+    t->evictable += len;
+    heap_sync(t, at);
+    heap_sync(t, ls);
+    return RKV_OK;
+}
+
+/* ---- lock / unlock / evict --------------------------------------------- */
+
+static bool slot_valid(const radix_tree *t, int32_t s)
+{
+    return s >= 0 && s < t->num_slots && N(t, s)->len >= 0;
+}
+
+rkv_status radix_tree_lock(radix_tree *t, int32_t node)
+{
+    if (!slot_valid(t, node)) return RKV_EINVAL;
+    for (int32_t s = node; !is_special(N(t, s)); s = N(t, s)->parent) {
+        rt_node *x = N(t, s);
+        if (x->lock++ == 0) {
+            t->evictable -= x->len;
+            t->protect += x->len;
+            if (x->heap_pos >= 0) heap_remove(t, s);
+        }
+    }
+    return RKV_OK;
+}
+
+rkv_status radix_tree_unlock(radix_tree *t, int32_t node)
+{
+    if (!slot_valid(t, node)) return RKV_EINVAL;
+    if (is_special(N(t, node))) return RKV_OK;
+    if (N(t, node)->lock <= 0) return RKV_EINVAL;
+    for (int32_t s = node; !is_special(N(t, s)); s = N(t, s)->parent) {
+        rt_node *x = N(t, s);
+        if (--x->lock == 0) {
+            t->protect -= x->len;
+            t->evictable += x->len;
+            heap_sync(t, s);
+        }
+    }
+    return RKV_OK;
+}
+
+static void node_info(const radix_tree *t, int32_t s, uint64_t ns, radix_node_info *in)
+{
+    const rt_node *x = N(t, s);
+    in->id = x->id;
+    in->slot = s;
+    in->parent_slot = x->parent;
+    in->parent_id = x->parent >= 0 ? N(t, x->parent)->id : 0;
+    in->ns = ns;
+    in->len = x->len;
+    in->lock = x->lock;
+    in->time = x->time;
+    in->created = x->id >> 2;
+    in->hits = x->hits;
+    in->num_children = x->nkids;
+    in->tokens = x->edge;
+    in->pages = x->len > 0 ? x->edge + x->len : NULL;
+}
+
+/* Namespace of a node: that of the namespace node on its path. */
+static uint64_t node_ns(const radix_tree *t, int32_t s)
+{
+    while (s != RT_ROOT && !is_special(N(t, s))) s = N(t, s)->parent;
+    if (s == RT_ROOT) return 0;
+    for (int32_t k = 0; k < t->ns_n; k++)
+        if (t->ns_slot[k] == s) return t->ns_val[k];
+    return 0;
+}
+
+int64_t radix_tree_evict(radix_tree *t, int64_t n_tokens)
+{
+    int64_t freed = 0;
+    while (freed < n_tokens && t->heap_n > 0) {
+        int32_t s = t->heap[0];
+        heap_remove(t, s);
+        rt_node *x = N(t, s);
+        if (t->evict_cb) {
+            radix_node_info in;
+            node_info(t, s, node_ns(t, s), &in);
+            t->evict_cb(t->evict_ctx, &in);
+        }
+        page_pool_free(t->pool, node_pages(t, x), x->len / t->P);
+        freed += x->len;
+        t->evictable -= x->len;
+        t->num_nodes--;
+        t->evictions++;
+        int32_t ps = x->parent;
+        child_remove(t, N(t, ps), s);
+        rt_free(t, x->edge, edge_bytes(x->len, t->P));
+        slot_free(t, s);
+        heap_sync(t, ps); /* a childless, unlocked parent is a candidate now */
+    }
+    return freed;
+}
+
+/* ---- queries, visit, check --------------------------------------------- */
+
+void radix_tree_get_sizes(const radix_tree *t, radix_tree_sizes *out)
+{
+    out->evictable_tokens = t->evictable;
+    out->protected_tokens = t->protect;
+    out->num_nodes = t->num_nodes;
+    out->num_candidates = t->heap_n;
+    out->host_bytes = t->bytes;
+    out->splits = t->splits;
+    out->evictions = t->evictions;
+}
+
+uint64_t radix_tree_clock(const radix_tree *t) { return t->clock; }
+int32_t radix_tree_slots(const radix_tree *t) { return t->num_slots; }
+
+static int cmp_id(const void *a, const void *b, void *ctx)
+{
+    const radix_tree *t = ctx;
+    uint64_t x = N(t, *(const int32_t *)a)->id, y = N(t, *(const int32_t *)b)->id;
+    return (x > y) - (x < y);
+}
+
+/* Children of x into out[] (nkids entries), in creation order. */
+static void children_sorted(const radix_tree *t, const rt_node *x, int32_t *out)
+{
+    if (x->nkids == 1) {
+        out[0] = x->kids.one;
+    } else if (x->nkids >= 2) {
+        int32_t k = 0;
+        for (uint32_t i = 1; i <= tab_cap(x->kids.tab); i++)
+            if (x->kids.tab[i].child >= 0) out[k++] = x->kids.tab[i].child;
+        qsort_r(out, (size_t)k, sizeof *out, cmp_id, (void *)t);
+    }
+}
+
+void radix_tree_visit(const radix_tree *t, radix_node_fn fn, void *ctx)
+{
+    /* The stack never holds more than the number of live slots. */
+    int32_t *stack = malloc(sizeof(int32_t) * (size_t)(t->num_slots + 1));
+    uint64_t *nss = malloc(sizeof(uint64_t) * (size_t)(t->num_slots + 1));
+    int32_t *kids = malloc(sizeof(int32_t) * (size_t)(t->num_slots + 1));
+    if (!stack || !nss || !kids) goto out;
+    int32_t sp = 0;
+    /* Namespace nodes after namespace 0, in creation order: push reversed. */
+    for (int32_t k = t->ns_n - 1; k >= 0; k--) {
+        stack[sp] = t->ns_slot[k];
+        nss[sp++] = t->ns_val[k];
+    }
+    stack[sp] = RT_ROOT;
+    nss[sp++] = 0;
+    while (sp > 0) {
+        sp--;
+        int32_t s = stack[sp];
+        uint64_t ns = nss[sp];
+        radix_node_info in;
+        node_info(t, s, ns, &in);
+        fn(ctx, &in);
+        const rt_node *x = N(t, s);
+        children_sorted(t, x, kids);
+        for (int32_t i = x->nkids - 1; i >= 0; i--) {
+            stack[sp] = kids[i];
+            nss[sp++] = ns;
+        }
+    }
+out:
+    free(stack);
+    free(nss);
+    free(kids);
+}
+
+#define FAIL(...)                                                   \
+    do {                                                            \
+        if (err) snprintf(err, errlen, "radix_tree_check: " __VA_ARGS__); \
+        st = RKV_ECORRUPT;                                          \
+        goto done;                                                  \
+    } while (0)
+
+rkv_status radix_tree_check(const radix_tree *t, char *err, size_t errlen)
+{
+    rkv_status st = RKV_OK;
+    int32_t P = t->P;
+    int32_t ns_total = t->num_slots + 1;
+    int32_t *stack = malloc(sizeof(int32_t) * (size_t)ns_total);
+    uint8_t *seen = calloc((size_t)ns_total, 1);
+    uint8_t *pg = calloc((size_t)(t->pool->num_pages ? t->pool->num_pages : 1), 1);
+    int64_t evictable = 0, protect = 0, nodes = 0, pages = 0, cands = 0, live = 0;
+    if (!stack || !seen || !pg) FAIL("out of host memory");
+
+    const rt_node *root = N(t, RT_ROOT);
+    if (root->len != 0 || root->parent != -1 || root->lock != 0 || root->heap_pos != -1)
+        FAIL("root slot is not a root (len %d parent %d lock %d)", root->len, root->parent,
+             root->lock);
+    int32_t sp = 0;
+    stack[sp++] = RT_ROOT;
+    for (int32_t k = 0; k < t->ns_n; k++) {
+        int32_t s = t->ns_slot[k];
+        if (!slot_valid(t, s) || N(t, s)->len != 0 || N(t, s)->parent != RT_ROOT)
+            FAIL("namespace %llu has a bad node slot %d", (unsigned long long)t->ns_val[k], s);
+        if (ns_find(t, t->ns_val[k]) != s)
+            FAIL("namespace %llu not found by its index", (unsigned long long)t->ns_val[k]);
+        stack[sp++] = s;
+    }
+    while (sp > 0) {
+        int32_t s = stack[--sp];
+        if (seen[s]) FAIL("node slot %d reached twice", s);
+        seen[s] = 1;
+        const rt_node *x = N(t, s);
+        uint64_t id = x->id;
+        if (x->time > t->clock) FAIL("node %llu time %llu after clock %llu", (unsigned long long)id,
+                                     (unsigned long long)x->time, (unsigned long long)t->clock);
+        if ((id >> 2) > t->clock) FAIL("node %llu created after the clock", (unsigned long long)id);
+        if (!is_special(x)) {
+            const rt_node *p = N(t, x->parent);
+            if (x->len % P != 0) FAIL("node %llu length %d not a multiple of P=%d",
+                                      (unsigned long long)id, x->len, P);
+            if (child_find(t, p, x->edge) != s)
+                FAIL("node %llu not found under its parent by its first page",
+                     (unsigned long long)id);
+            if (p->time < x->time) FAIL("node %llu time %llu newer than its parent's %llu",
+                                        (unsigned long long)id, (unsigned long long)x->time,
+                                        (unsigned long long)p->time);
+            if (p->hits < x->hits && p->hits != UINT32_MAX)
+                FAIL("node %llu has more hits than its parent", (unsigned long long)id);
+            if (x->lock < 0) FAIL("node %llu lock %d < 0", (unsigned long long)id, x->lock);
+            if (x->lock == 0) evictable += x->len;
+            else protect += x->len;
+            nodes++;
+            const int32_t *pp = x->edge + x->len;
+            for (int32_t i = 0; i < x->len / P; i++) {
+                int32_t g = pp[i];
+                if (g < 0 || g >= t->pool->num_pages)
+                    FAIL("node %llu holds page id %d out of range", (unsigned long long)id, g);
+                if (pg[g]) FAIL("page %d owned twice (node %llu)", g, (unsigned long long)id);
+                if (t->pool->state[g] != PAGE_CACHED)
+                    FAIL("page %d of node %llu is not CACHED in the pool", g,
+                         (unsigned long long)id);
+                pg[g] = 1;
+                pages++;
+            }
+        } else if (x->lock != 0) {
+            FAIL("root/namespace node slot %d has lock %d", s, x->lock);
+        }
+        bool cand = !is_special(x) && x->nkids == 0 && x->lock == 0;
+        if (cand != (x->heap_pos >= 0))
+            FAIL("node %llu candidate=%d but heap position %d", (unsigned long long)id, cand,
+                 x->heap_pos);
+        if (cand) {
+            cands++;
+            if (x->heap_pos >= t->heap_n || t->heap[x->heap_pos] != s)
+                FAIL("node %llu heap position %d stale", (unsigned long long)id, x->heap_pos);
+        }
+        /* children: parent links, table occupancy, lock counts */
+        int64_t child_locks = 0;
+        int32_t count = 0;
+        if (x->nkids == 1) {
+            int32_t c = x->kids.one;
+            if (!slot_valid(t, c)) FAIL("node %llu has a dead child slot %d", (unsigned long long)id, c);
+            stack[sp++] = c;
+            count = 1;
+        } else if (x->nkids >= 2) {
+            uint32_t cap = tab_cap(x->kids.tab);
+            if (cap < 4 || (cap & (cap - 1)) || (uint32_t)x->nkids > cap)
+                FAIL("node %llu child table capacity %u for %d children", (unsigned long long)id,
+                     cap, x->nkids);
+            for (uint32_t i = 1; i <= cap; i++) {
+                int32_t c = x->kids.tab[i].child;
+                if (c < 0) continue;
+                if (!slot_valid(t, c)) FAIL("node %llu has a dead child slot %d", (unsigned long long)id, c);
+                if (x->kids.tab[i].key != child_key(t, c))
+                    FAIL("node %llu child key %u is not its first page's", (unsigned long long)id,
+                         x->kids.tab[i].key);
+                if (sp >= ns_total) FAIL("more children than slots (cycle?)");
+                stack[sp++] = c;
+                count++;
+            }
+        }
+        if (count != x->nkids) FAIL("node %llu counts %d children, table has %d",
+                                    (unsigned long long)id, x->nkids, count);
+        for (int32_t i = sp - count; i < sp; i++) {
+            const rt_node *c = N(t, stack[i]);
+            if (c->parent != s) FAIL("child %llu of node %llu points to parent slot %d",
+                                     (unsigned long long)c->id, (unsigned long long)id, c->parent);
+            if (is_special(c)) FAIL("empty node %llu under node %llu", (unsigned long long)c->id,
+                                    (unsigned long long)id);
+            child_locks += c->lock;
+        }
+        if (!is_special(x) && x->lock < child_locks)
+            FAIL("node %llu lock %d below its children's sum %lld", (unsigned long long)id, x->lock,
+                 (long long)child_locks);
+    }
+    for (int32_t s = 0; s < t->num_slots; s++)
+        if (N(t, s)->len >= 0) live++;
+    if (live != nodes + 1 + t->ns_n) FAIL("%lld live slots but %lld reachable nodes", (long long)live,
+                                         (long long)(nodes + 1 + t->ns_n));
+    if (evictable != t->evictable || protect != t->protect || nodes != t->num_nodes)
+        FAIL("sizes: counted evictable %lld protected %lld nodes %lld, kept %lld %lld %lld",
+             (long long)evictable, (long long)protect, (long long)nodes, (long long)t->evictable,
+             (long long)t->protect, (long long)t->num_nodes);
+    if (cands != t->heap_n) FAIL("%lld candidates but heap holds %d", (long long)cands, t->heap_n);
+    for (int32_t i = 1; i < t->heap_n; i++)
+        if (before(t, N(t, t->heap[i]), N(t, t->heap[(i - 1) / 2])))
+            FAIL("heap order broken at %d", i);
+    if ((evictable + protect) / P != pages || pages != t->pool->num_cached)
+        FAIL("pool holds %d cached pages, tree %lld (evictable %lld + protected %lld tokens, P=%d)",
+             t->pool->num_cached, (long long)pages, (long long)evictable, (long long)protect, P);
+done:
+    free(stack);
+    free(seen);
+    free(pg);
+    return st;
+}
+
+/* ---- dumps -------------------------------------------------------------- */
+
+typedef struct dump_ctx {
+    FILE *f;
+    int32_t max_tokens;
+    int32_t P;
+    int first;
+    int32_t *depth; /* (slots) */
+} dump_ctx;
+
+static int32_t shown(const radix_node_info *in, int32_t max_tokens)
+{
+    return max_tokens >= 0 && in->len > max_tokens ? max_tokens : in->len;
+}
+
+static void dump_text_node(void *vc, const radix_node_info *in)
+{
+    dump_ctx *d = vc;
+    int32_t depth = in->parent_slot >= 0 ? d->depth[in->parent_slot] + 1 : 0;
+    d->depth[in->slot] = depth;
+    fprintf(d->f, "%*s", 2 * depth, "");
+    if (in->parent_slot < 0) fprintf(d->f, "root");
+    else if (in->len == 0) fprintf(d->f, "namespace %llu", (unsigned long long)in->ns);
+    else {
+        int32_t k = shown(in, d->max_tokens);
+        fputc('[', d->f);
+        for (int32_t i = 0; i < k; i++) fprintf(d->f, i ? " %d" : "%d", in->tokens[i]);
+        fprintf(d->f, "%s]", k < in->len ? " ..." : "");
+    }
+    fprintf(d->f, " id=%llu len=%d lock=%d time=%llu created=%llu hits=%llu\n",
+            (unsigned long long)in->id, in->len, in->lock, (unsigned long long)in->time,
+            (unsigned long long)in->created, (unsigned long long)in->hits);
+}
+
+static void dump_json_node(void *vc, const radix_node_info *in)
+{
+    dump_ctx *d = vc;
+    fprintf(d->f, "%s{\"id\":%llu,\"parent\":", d->first ? "" : ",", (unsigned long long)in->id);
+    d->first = 0;
+    if (in->parent_slot < 0) fprintf(d->f, "null");
+    else fprintf(d->f, "%llu", (unsigned long long)in->parent_id);
+    fprintf(d->f, ",\"ns\":%llu,\"tokens\":[", (unsigned long long)in->ns);
+    int32_t k = shown(in, d->max_tokens);
+    for (int32_t i = 0; i < k; i++) fprintf(d->f, i ? ",%d" : "%d", in->tokens[i]);
+    fprintf(d->f, "],\"truncated\":%s,\"length\":%d,\"lock\":%d,\"time\":%llu,\"created\":%llu,"
+            "\"hits\":%llu}",
+            k < in->len ? "true" : "false", in->len, in->lock, (unsigned long long)in->time,
+            (unsigned long long)in->created, (unsigned long long)in->hits);
+}
+
+static void dump_dot_node(void *vc, const radix_node_info *in)
+{
+    dump_ctx *d = vc;
+    fprintf(d->f, "  n%llu [label=\"", (unsigned long long)in->id);
+    if (in->parent_slot < 0) fprintf(d->f, "root");
+    else if (in->len == 0) fprintf(d->f, "ns %llu", (unsigned long long)in->ns);
+    else {
+        int32_t k = shown(in, d->max_tokens);
+        for (int32_t i = 0; i < k; i++) fprintf(d->f, i ? " %d" : "%d", in->tokens[i]);
+        if (k < in->len) fprintf(d->f, " ...");
+    }
+    fprintf(d->f, "\\nlen=%d lock=%d t=%llu\"];\n", in->len, in->lock, (unsigned long long)in->time);
+    if (in->parent_slot >= 0)
+        fprintf(d->f, "  n%llu -> n%llu;\n", (unsigned long long)in->parent_id,
+                (unsigned long long)in->id);
+}
+
+void radix_tree_dump_text(const radix_tree *t, FILE *f, int32_t max_tokens)
+{
+    dump_ctx d = {f, max_tokens, t->P, 1, calloc((size_t)t->num_slots + 1, sizeof(int32_t))};
+    if (!d.depth) return;
+    radix_tree_visit(t, dump_text_node, &d);
+    free(d.depth);
+}
+
+void radix_tree_dump_json(const radix_tree *t, FILE *f, int32_t max_tokens)
+{
+    dump_ctx d = {f, max_tokens, t->P, 1, NULL};
+    fprintf(f, "{\"clock\":%llu,\"policy\":\"%s\",\"page_size\":%d,\"nodes\":[",
+            (unsigned long long)t->clock, radix_policy_name(t->policy), t->P);
+    radix_tree_visit(t, dump_json_node, &d);
+    fprintf(f, "]}\n");
+}
+
+void radix_tree_dump_dot(const radix_tree *t, FILE *f, int32_t max_tokens)
+{
+    dump_ctx d = {f, max_tokens, t->P, 1, NULL};
+    fprintf(f, "digraph radix {\n  node [shape=box, fontname=\"monospace\"];\n");
+    radix_tree_visit(t, dump_dot_node, &d);
+    fprintf(f, "}\n");
+}

@@ -1,0 +1,173 @@
+/* radix_tree.h - compressed radix tree of token ids owning KV-cache pages
+ * (RadixAttention as in SGLang, made deterministic).
+ *
+ * Ownership: the tree owns the pages of every cached node (state CACHED in the
+ * page pool). insert() adopts the caller's pages beyond the already-cached
+ * prefix; evict() and destroy() free pages back to the pool. The pool must
+ * outlive the tree. Token and page arrays passed in are only read.
+ *
+ * Shape (P = 1; each node holds its edge tokens and one page per P tokens):
+ *
+ *   insert "ABCDE", insert "ABXY", match "ABC":
+ *
+ *        (root)                  (root)                      (root)
+ *          |                       |                           |
+ *       [ABCDE]       ->         [AB]  <- split prefix       [AB]
+ *                               /    \   (new node)         /    \
+ *                           [CDE]   [XY]                 [C]     [XY]
+ *                   (old node keeps                       |
+ *                    identity, children)                 [DE] <- old [ABCDE]
+ *
+ *   A match that ends inside a node splits it, so a matched prefix is always
+ *   a path of whole nodes and its last node is the match handle.
+ *
+ * Namespaces: namespace 0 hangs off the root; every other namespace gets one
+ * empty "namespace node" (length 0, never evicted) under the root, created by
+ * the first insert in it. Tokens in different namespaces never share nodes.
+ *
+ * Clock and times: a logical clock advances by one at every match and insert
+ * call. Every node the call enters, also one it enters only partly, takes the
+ * current clock as its time and counts one hit. A split gives both halves that
+ * time; the prefix node inherits the lock count and hit count and counts as
+ * created at the split, the suffix keeps its identity, children and creation
+ * order. Lock, unlock and evict never move the clock.
+ *
+ * Node ids: every node gets a unique, never reused 64-bit id in creation
+ * order, id = clock << 2 | k (k = 0 namespace node, 1 split prefix, 2 new
+ * leaf; at most one of each per call). The root is id 0. Hence a node's
+ * creation time is id >> 2, and "created first" (the eviction tie rule) is
+ * "smaller id".
+ *
+ * Eviction: candidates are the unlocked leaves (not the root or namespace
+ * nodes), kept in a binary heap with a position index, so each evicted leaf
+ * costs O(log n) and nothing is ever rebuilt. Order by policy:
+ *   lru   oldest time, then smaller id
+ *   lfu   fewest hits, then oldest time, then smaller id
+ *   fifo  smaller id (created first)
+ *
+ * Pictures per step (for the cache simulator): radix_tree_clock() before and
+ * after a step gives the clock range (c0, c1] of its calls; radix_tree_visit()
+ * then tells each node's time and created time, so nodes with
+ * c0 < created <= c1 were created during the step and nodes with
+ * c0 < time <= c1 were entered (matched or inserted through) during it. The
+ * JSON dump carries the same fields. radix_tree_set_evict_cb() reports every
+ * evicted node, with its own edge tokens, in eviction order.
+ */
+#ifndef RKV_RADIX_TREE_H
+#define RKV_RADIX_TREE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "page_pool.h"
+#include "rkv_status.h"
+
+typedef struct radix_tree radix_tree;
+
+typedef enum radix_policy {
+    RADIX_LRU = 0,
+    RADIX_LFU,
+    RADIX_FIFO,
+} radix_policy;
+
+/* Parse "lru" | "lfu" | "fifo" (NULL means lru). RKV_EINVAL otherwise. */
+rkv_status radix_policy_parse(const char *name, radix_policy *out);
+const char *radix_policy_name(radix_policy p);
+
+/* What radix_tree_visit() and the eviction callback see of one node. The
+ * pointers stay valid only during the callback. */
+typedef struct radix_node_info {
+    uint64_t id;         /* unique, creation order; root 0 */
+    uint64_t parent_id;  /* root's is 0 too */
+    int32_t slot;        /* internal index (reused after eviction), < radix_tree_slots() */
+    int32_t parent_slot; /* -1 for the root */
+    uint64_t ns;         /* namespace */
+    int32_t len;         /* edge tokens, a multiple of P; 0 for root / namespace nodes */
+    int32_t lock;        /* handles at or below this node */
+    uint64_t time;       /* clock of the last call that entered it */
+    uint64_t created;    /* clock of the call that created it (id >> 2) */
+    uint64_t hits;       /* calls that entered it (lfu) */
+    int32_t num_children;
+    const int32_t *tokens; /* (len) this node's own edge tokens */
+    const int32_t *pages;  /* (len / P) page ids */
+} radix_node_info;
+
+typedef void (*radix_node_fn)(void *ctx, const radix_node_info *node);
+
+/* A tree over pool (P = pool->page_size). */
+rkv_status radix_tree_create(page_pool *pool, radix_policy policy, radix_tree **out);
+/* Frees every cached page back to the pool, then the tree. */
+void radix_tree_destroy(radix_tree *t);
+
+/* Longest cached prefix of tokens[0..n) in namespace ns, cut to whole pages.
+ * Writes its page ids to pages_out (room for n / P), its length to *len and
+ * the handle (last node of the path; the root or namespace node when nothing
+ * matched) to *node. Advances the clock; splits the node the match ends in.
+ * RKV_ENOMEM leaves the tree as it was before the split. */
+rkv_status radix_tree_match(radix_tree *t, const int32_t *tokens, int32_t n, uint64_t ns,
+                            int32_t *pages_out, int32_t *len, int32_t *node);
+
+/* Store tokens[0..n) (cut to whole pages) with pages[0..n/P) in namespace ns.
+ * *prefix_len = tokens already cached; pages[prefix_len/P .. n/P) are adopted
+ * (INFLIGHT -> CACHED), the caller keeps and frees the others. Advances the
+ * clock. RKV_EINVAL if those pages are not INFLIGHT (nothing adopted, nothing
+ * new cached); RKV_ENOMEM likewise caches nothing new. */
+rkv_status radix_tree_insert(radix_tree *t, const int32_t *tokens, int32_t n,
+                             const int32_t *pages, uint64_t ns, int32_t *prefix_len);
+
+/* Reference counts from node up to the root (handles from match). Moving a
+ * node's count 0 -> 1 moves its tokens from evictable to protected, and back.
+ * unlock of a node whose count is 0 is RKV_EINVAL and changes nothing. A
+ * handle is valid until the node is evicted: lock right after the match. */
+rkv_status radix_tree_lock(radix_tree *t, int32_t node);
+rkv_status radix_tree_unlock(radix_tree *t, int32_t node);
+
+/* Remove unlocked leaves in policy order until at least n_tokens are freed
+ * or no candidate is left; a parent left childless and unlocked becomes a
+ * candidate at once. Returns the tokens freed (pages go back to the pool). */
+int64_t radix_tree_evict(radix_tree *t, int64_t n_tokens);
+
+/* Called for every evicted node, in eviction order, before it is freed. */
+void radix_tree_set_evict_cb(radix_tree *t, radix_node_fn fn, void *ctx);
+
+typedef struct radix_tree_sizes {
+    int64_t evictable_tokens; /* lock == 0 */
+    int64_t protected_tokens; /* lock > 0 */
+    int64_t num_nodes;        /* nodes holding tokens (root and namespace nodes excluded) */
+    int64_t num_candidates;   /* unlocked leaves */
+    int64_t host_bytes;       /* host memory the tree allocated (requested sizes) */
+    uint64_t splits;          /* splits so far */
+    uint64_t evictions;       /* nodes evicted so far */
+} radix_tree_sizes;
+
+void radix_tree_get_sizes(const radix_tree *t, radix_tree_sizes *out);
+uint64_t radix_tree_clock(const radix_tree *t);
+/* Upper bound of radix_node_info.slot, for arrays indexed by slot. */
+int32_t radix_tree_slots(const radix_tree *t);
+
+/* Every node, parents before children (depth first; children in table order). */
+void radix_tree_visit(const radix_tree *t, radix_node_fn fn, void *ctx);
+
+/* Structure, first-page child keys, lock counts, sizes, candidate heap, times
+ * and page ownership (pool CACHED count = (evictable + protected) / P, each
+ * page owned once). RKV_ECORRUPT with a message in err on failure. */
+rkv_status radix_tree_check(const radix_tree *t, char *err, size_t errlen);
+
+/* Dumps. max_tokens caps the tokens shown per edge (-1: all); a cut edge gets
+ * "truncated": true in JSON and "..." in text/DOT.
+ *   text: one indented line per node.
+ *   json: one line {"clock":..,"policy":..,"page_size":..,"nodes":[{"id","parent","ns",
+ *         "tokens","truncated","length","lock","time","created","hits"},..]}.
+ *   dot:  digraph, label = first tokens, length, lock count, time. */
+void radix_tree_dump_text(const radix_tree *t, FILE *f, int32_t max_tokens);
+void radix_tree_dump_json(const radix_tree *t, FILE *f, int32_t max_tokens);
+void radix_tree_dump_dot(const radix_tree *t, FILE *f, int32_t max_tokens);
+
+/* The tree behind a cache of kind "radix"; NULL for any other kind. Lets the
+ * simulator set the eviction callback and read node times. */
+struct cache;
+radix_tree *cache_radix_tree(struct cache *c);
+
+#endif

@@ -1,0 +1,682 @@
+/* cache_sim.c - see cache_sim.h. */
+#include "cache_sim.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "progress.h"
+#include "radix_tree.h"
+
+extern char **environ;
+
+/* One request of the current step. */
+typedef struct sim_req {
+    trace_request q;
+    cache_match m;
+    int32_t *pages;     /* (ceil(n / P)) matched pages, then the request's own */
+    int32_t pages_cap;
+    int32_t matched;
+    int32_t need;       /* pages to allocate: ceil((n - matched) / P) */
+    bool locked;
+    bool served;        /* matched, allocated and inserted */
+    const char *error;  /* static message, NULL when served */
+} sim_req;
+
+/* One evicted node: its own edge tokens live in toks[off .. off + len). */
+typedef struct sim_evicted {
+    uint64_t id, parent_id;
+    int64_t off;
+    int32_t len;
+} sim_evicted;
+
+typedef struct sim_node {
+    uint64_t id, parent_id, time, created;
+    int32_t len, lock;
+    int32_t slot, parent_slot;
+    int64_t off;        /* into node_toks */
+    int64_t depth;      /* tokens above this node's edge */
+    bool matched;       /* on the matched prefix of a request of the step */
+} sim_node;
+
+typedef struct sim {
+    cache *c;
+    page_pool *pool;
+    radix_tree *rt;     /* non-NULL for kind radix: eviction log and pictures */
+    const cache_sim_options *opt;
+    FILE *out;
+    int32_t P;
+
+    sim_req *reqs;      /* the current step; reqs[n_reqs] holds the read-ahead */
+    int32_t n_reqs, reqs_cap;
+
+    sim_evicted *ev;    /* evictions of the current step, in order */
+    int32_t n_ev, ev_cap;
+    int32_t *ev_toks;
+    int64_t n_ev_toks, ev_toks_cap;
+    bool ev_oom;
+
+    sim_node *nodes;    /* picture of the tree (dumps only) */
+    int32_t n_nodes, nodes_cap;
+    int32_t *node_toks;
+    int64_t n_node_toks, node_toks_cap;
+    bool nodes_oom;
+
+    /* Kinds without an eviction log (hash, trie, none): the tokens of every
+     * page the cache adopted, (num_pages * P), so that an eviction can be
+     * listed from the pages it returned to the pool. NULL for radix. */
+    int32_t *page_toks;
+
+    bool have_dot;      /* graphviz found: SVGs too */
+    uint64_t clock0;    /* tree clock before the step */
+    cache_sim_summary *sum;
+} sim;
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (!err || !errlen) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Append n tokens to a growable int32 array; false when out of memory. */
+static bool push_tokens(int32_t **arr, int64_t *n, int64_t *cap, const int32_t *t, int32_t k)
+{
+    if (*n + k > *cap) {
+        int64_t nc = *cap ? *cap : 1024;
+        while (nc < *n + k) nc *= 2;
+        int32_t *a = realloc(*arr, sizeof(int32_t) * (size_t)nc);
+        if (!a) return false;
+        *arr = a;
+        *cap = nc;
+    }
+    if (k) memcpy(*arr + *n, t, sizeof(int32_t) * (size_t)k);
+    *n += k;
+    return true;
+}
+
+static void on_evict(void *ctx, const radix_node_info *node)
+{
+    sim *s = ctx;
+    if (s->n_ev == s->ev_cap) {
+        int32_t nc = s->ev_cap ? 2 * s->ev_cap : 64;
+        sim_evicted *e = realloc(s->ev, sizeof *e * (size_t)nc);
+        if (!e) { s->ev_oom = true; return; }
+        s->ev = e;
+        s->ev_cap = nc;
+    }
+    int64_t off = s->n_ev_toks;
+    if (!push_tokens(&s->ev_toks, &s->n_ev_toks, &s->ev_toks_cap, node->tokens, node->len)) {
+        s->ev_oom = true;
+        return;
+    }
+    s->ev[s->n_ev++] = (sim_evicted){node->id, node->parent_id, off, node->len};
+}
+
+static void on_visit(void *ctx, const radix_node_info *node)
+{
+    sim *s = ctx;
+    if (s->n_nodes == s->nodes_cap) {
+        int32_t nc = s->nodes_cap ? 2 * s->nodes_cap : 64;
+        sim_node *a = realloc(s->nodes, sizeof *a * (size_t)nc);
+        if (!a) { s->nodes_oom = true; return; }
+        s->nodes = a;
+        s->nodes_cap = nc;
+    }
+    int64_t off = s->n_node_toks;
+    if (!push_tokens(&s->node_toks, &s->n_node_toks, &s->node_toks_cap, node->tokens, node->len)) {
+        s->nodes_oom = true;
+        return;
+    }
+    s->nodes[s->n_nodes++] = (sim_node){node->id, node->parent_id, node->time, node->created,
+                                        node->len, node->lock, node->slot, node->parent_slot,
+                                        off, 0, false};
+}
+
+/* ---------------------------------------------------------------- dumps */
+
+static bool find_in_path(const char *prog)
+{
+    const char *path = getenv("PATH");
+    if (!path) return false;
+    char buf[4096];
+    while (*path) {
+        const char *colon = strchr(path, ':');
+        size_t n = colon ? (size_t)(colon - path) : strlen(path);
+        if (n > 0 && n + strlen(prog) + 2 < sizeof buf) {
+            memcpy(buf, path, n);
+            buf[n] = '/';
+            strcpy(buf + n + 1, prog);
+            if (access(buf, X_OK) == 0) return true;
+        }
+        if (!colon) break;
+        path = colon + 1;
+    }
+    return false;
+}
+
+/* Colours as in SGLang's figure, decided by tokens rather than by node
+ * times: blue for the nodes on some request's matched prefix (a prefix split
+ * off this step included: its tokens were reused), green for nodes created
+ * this step off the matched paths, white for the rest (the suffix half of a
+ * split too, although the split touched its time). */
+static const char *node_state(const sim *s, const sim_node *n, uint64_t c1)
+{
+    if (n->id == 0) return "root";
+    if (n->matched) return "matched";
+    if (n->created > s->clock0 && n->created <= c1) return "created";
+    return "cached";
+}
+
+/* Marks the nodes on the matched prefixes of the step's served requests.
+ * visit lists parents before children, so one pass per request suffices. */
+static rkv_status mark_matched(sim *s)
+{
+    int32_t slots = radix_tree_slots(s->rt);
+    int32_t *idx = malloc(sizeof(int32_t) * (size_t)(slots > 0 ? slots : 1));
+    uint8_t *on = malloc((size_t)(slots > 0 ? slots : 1));
+    if (!idx || !on) { free(idx); free(on); return RKV_ENOMEM; }
+    for (int32_t i = 0; i < s->n_nodes; i++) {
+        sim_node *n = &s->nodes[i];
+        idx[n->slot] = i;
+        n->depth = n->parent_slot < 0 ? 0 : s->nodes[idx[n->parent_slot]].depth
+                                            + s->nodes[idx[n->parent_slot]].len;
+    }
+    for (int32_t r = 0; r < s->n_reqs; r++) {
+        const sim_req *q = &s->reqs[r];
+        if (!q->served || q->matched == 0) continue;
+        for (int32_t i = 0; i < s->n_nodes; i++) {
+            sim_node *n = &s->nodes[i];
+            if (n->parent_slot < 0) { on[n->slot] = 1; continue; }
+            int64_t end = n->depth + n->len;
+            on[n->slot] = on[n->parent_slot] && n->len > 0 && end <= q->matched
+                && memcmp(s->node_toks + n->off, q->q.tokens + n->depth,
+                          sizeof(int32_t) * (size_t)n->len) == 0;
+            if (on[n->slot]) n->matched = true;
+        }
+    }
+    free(idx);
+    free(on);
+    return RKV_OK;
+}
+
+/* [t0,t1,...] as JSON. Evicted edges of a long trace add up to hundreds of
+ * MB of digits, so the digits are formatted by hand into a buffer (fprintf
+ * per token took 90% of a Mooncake replay). Token ids are never negative. */
+static void json_tokens(FILE *f, const int32_t *t, int64_t n)
+{
+    char buf[4096];
+    size_t k = 0;
+    buf[k++] = '[';
+    for (int64_t i = 0; i < n; i++) {
+        if (k > sizeof buf - 16) {
+            fwrite(buf, 1, k, f);
+            k = 0;
+        }
+        if (i) buf[k++] = ',';
+        char d[12];
+        int nd = 0;
+        uint32_t v = (uint32_t)t[i];
+        do {
+            d[nd++] = (char)('0' + v % 10);
+            v /= 10;
+        } while (v);
+        while (nd) buf[k++] = d[--nd];
+    }
+    buf[k++] = ']';
+    fwrite(buf, 1, k, f);
+}
+
+static void dot_label(FILE *f, const int32_t *t, int32_t n)
+{
+    enum { SHOW = 6 };
+    for (int32_t i = 0; i < n && i < SHOW; i++) fprintf(f, i ? " %d" : "%d", t[i]);
+    if (n > SHOW) fputs(" ...", f);
+    fprintf(f, "\\n(%d)", n);
+}
+
+static const char *state_fill(const char *st)
+{
+    if (!strcmp(st, "created")) return "#9be39b";
+    if (!strcmp(st, "matched")) return "#9cc3f0";
+    if (!strcmp(st, "evicted")) return "#f4a0a0";
+    return "#ffffff";
+}
+
+static rkv_status write_dumps(sim *s, const char *name, int64_t step, char *err, size_t errlen)
+{
+    const char *dir = s->opt->dump_dir;
+    size_t plen = strlen(dir) + strlen(name) + 16;
+    char *path = malloc(plen);
+    if (!path) return RKV_ENOMEM;
+    rkv_status st = RKV_OK;
+    uint64_t c1 = 0;
+    if (s->rt) {
+        s->n_nodes = 0;
+        s->n_node_toks = 0;
+        radix_tree_visit(s->rt, on_visit, s);
+        if (s->nodes_oom || (step >= 0 && mark_matched(s) != RKV_OK)) {
+            free(path);
+            return RKV_ENOMEM;
+        }
+        c1 = radix_tree_clock(s->rt);
+    }
+
+    /* JSON: our own picture of the step for radix; the kind's dump otherwise. */
+    snprintf(path, plen, "%s/%s.json", dir, name);
+    FILE *f = fopen(path, "w");
+    if (!f) goto io_fail;
+    if (s->rt) {
+        fprintf(f, "{\"step\":%" PRId64 ",\"kind\":\"radix\",\"page_size\":%d,"
+                "\"clock\":[%" PRIu64 ",%" PRIu64 "],\"requests\":[",
+                step, s->P, s->clock0, c1);
+        int first = 1;
+        for (int32_t i = 0; i < s->n_reqs && step >= 0; i++) {
+            sim_req *r = &s->reqs[i];
+            fprintf(f, "%s{\"id\":%s,", first ? "" : ",", r->q.id_json);
+            if (r->served) fprintf(f, "\"matched\":%d,\"new\":%d}", r->matched, r->q.n_tokens - r->matched);
+            else fprintf(f, "\"error\":\"%s\"}", r->error);
+            first = 0;
+        }
+        fputs("],\"nodes\":[", f);
+        for (int32_t i = 0; i < s->n_nodes; i++) {
+            sim_node *n = &s->nodes[i];
+            fprintf(f, "%s{\"id\":%" PRIu64 ",\"parent\":%" PRIu64 ",\"state\":\"%s\",\"length\":%d,"
+                    "\"lock\":%d,\"time\":%" PRIu64 ",\"created\":%" PRIu64 ",\"tokens\":",
+                    i ? "," : "", n->id, n->parent_id, node_state(s, n, c1), n->len, n->lock,
+                    n->time, n->created);
+            json_tokens(f, s->node_toks + n->off, n->len);
+            fputc('}', f);
+        }
+        fputs("],\"evicted\":[", f);
+        for (int32_t i = 0; i < s->n_ev; i++) {
+            sim_evicted *e = &s->ev[i];
+            fprintf(f, "%s{\"id\":%" PRIu64 ",\"parent\":%" PRIu64 ",\"state\":\"evicted\","
+                    "\"length\":%d,\"tokens\":", i ? "," : "", e->id, e->parent_id, e->len);
+            json_tokens(f, s->ev_toks + e->off, e->len);
+            fputc('}', f);
+        }
+        fputs("]}\n", f);
+    } else {
+        cache_dump(s->c, f, CACHE_DUMP_JSON);
+    }
+    if (fclose(f) != 0) goto io_fail;
+
+    snprintf(path, plen, "%s/%s.dot", dir, name);
+    f = fopen(path, "w");
+    if (!f) goto io_fail;
+    if (s->rt) {
+        fprintf(f, "digraph step_%" PRId64 " {\n  node [shape=box, style=\"rounded,filled\", "
+                "fontname=\"Helvetica\", fontsize=10];\n  label=\"%s\";\n", step < 0 ? 0 : step, name);
+        for (int32_t i = 0; i < s->n_nodes; i++) {
+            sim_node *n = &s->nodes[i];
+            const char *state = node_state(s, n, c1);
+            fprintf(f, "  n%" PRIu64 " [fillcolor=\"%s\", label=\"", n->id, state_fill(state));
+            if (n->id == 0) fputs("root", f);
+            else dot_label(f, s->node_toks + n->off, n->len);
+            fputs("\"];\n", f);
+            if (n->id != 0) fprintf(f, "  n%" PRIu64 " -> n%" PRIu64 ";\n", n->parent_id, n->id);
+        }
+        for (int32_t i = 0; i < s->n_ev; i++) {
+            sim_evicted *e = &s->ev[i];
+            fprintf(f, "  n%" PRIu64 " [fillcolor=\"%s\", style=\"rounded,filled,dashed\", label=\"",
+                    e->id, state_fill("evicted"));
+            dot_label(f, s->ev_toks + e->off, e->len);
+            fprintf(f, "\"];\n  n%" PRIu64 " -> n%" PRIu64 " [style=dashed];\n", e->parent_id, e->id);
+        }
+        fputs("}\n", f);
+    } else {
+        cache_dump(s->c, f, CACHE_DUMP_DOT);
+    }
+    if (fclose(f) != 0) goto io_fail;
+
+    if (s->have_dot) {
+        size_t slen = plen + 8;
+        char *svg = malloc(slen);
+        if (!svg) { free(path); return RKV_ENOMEM; }
+        snprintf(svg, slen, "%s/%s.svg", dir, name);
+        char *argv[] = {"dot", "-Tsvg", path, "-o", svg, NULL};
+        pid_t pid;
+        int wst = 0;
+        if (posix_spawnp(&pid, "dot", NULL, NULL, argv, environ) == 0) waitpid(pid, &wst, 0);
+        else wst = 1;
+        if (!WIFEXITED(wst) || WEXITSTATUS(wst) != 0) {
+            /* A broken graphviz costs the SVGs, not the replay. */
+            fprintf(stderr, "radixkv cache-sim: warning: dot failed on %s; no more SVGs\n", path);
+            s->have_dot = false;
+        }
+        free(svg);
+    }
+    free(path);
+    return st;
+
+io_fail:
+    set_err(err, errlen, "%s: cannot write: %s", path, strerror(errno));
+    free(path);
+    return RKV_EIO;
+}
+
+/* ---------------------------------------------------------------- steps */
+
+static rkv_status req_reserve_pages(sim_req *r, int32_t n)
+{
+    if (n <= r->pages_cap) return RKV_OK;
+    int32_t *p = realloc(r->pages, sizeof(int32_t) * (size_t)n);
+    if (!p) return RKV_ENOMEM;
+    r->pages = p;
+    r->pages_cap = n;
+    return RKV_OK;
+}
+
+static void print_request(sim *s, const sim_req *r)
+{
+    if (r->served)
+        fprintf(s->out, "{\"type\":\"request\",\"id\":%s,\"step\":%" PRId64 ",\"matched\":%d,\"new\":%d}\n",
+                r->q.id_json, r->q.step, r->matched, r->q.n_tokens - r->matched);
+    else
+        fprintf(s->out, "{\"type\":\"request\",\"id\":%s,\"step\":%" PRId64 ",\"error\":\"%s\"}\n",
+                r->q.id_json, r->q.step, r->error);
+}
+
+static rkv_status check_step(sim *s, int64_t step, char *err, size_t errlen)
+{
+    page_pool *p = s->pool;
+    cache_sizes sz;
+    cache_get_sizes(s->c, &sz);
+    /* Between steps nothing is in flight and nothing is locked. */
+    int64_t cached_pages = (sz.evictable_tokens + sz.protected_tokens) / s->P;
+    if (p->num_inflight != 0 || p->num_free + cached_pages != p->num_pages
+        || sz.protected_tokens != sz.pinned_tokens) {
+        set_err(err, errlen, "after step %" PRId64 ": free %d + evictable %" PRId64
+                " + protected %" PRId64 " + in-flight %d pages != pool %d (pinned %" PRId64 " tokens)",
+                step, p->num_free, sz.evictable_tokens / s->P, sz.protected_tokens / s->P,
+                p->num_inflight, p->num_pages, sz.pinned_tokens);
+        return RKV_ECORRUPT;
+    }
+    if (s->opt->check) {
+        char msg[512];
+        if (cache_check(s->c, msg, sizeof msg) != RKV_OK || page_pool_check(p, msg, sizeof msg) != RKV_OK) {
+            set_err(err, errlen, "after step %" PRId64 ": %s", step, msg);
+            return RKV_ECORRUPT;
+        }
+    }
+    return RKV_OK;
+}
+
+static rkv_status run_step(sim *s, char *err, size_t errlen)
+{
+    cache *c = s->c;
+    page_pool *pool = s->pool;
+    const int32_t P = s->P;
+    const uint64_t ns = s->opt->ns;
+    int64_t step = s->reqs[0].q.step;
+    rkv_status st;
+    s->n_ev = 0;
+    s->n_ev_toks = 0;
+    s->clock0 = s->rt ? radix_tree_clock(s->rt) : 0;
+
+    /* 1: match all but the last token, lock, in trace order. */
+    int64_t need = 0;
+    for (int32_t i = 0; i < s->n_reqs; i++) {
+        sim_req *r = &s->reqs[i];
+        int32_t n = r->q.n_tokens;
+        int32_t total = (int32_t)(((int64_t)n + P - 1) / P);
+        r->served = false;
+        r->locked = false;
+        r->error = NULL;
+        r->matched = 0;
+        r->need = 0;
+        if (total > pool->num_pages) {
+            r->error = "request needs more pages than the whole cache holds";
+            continue;
+        }
+        if ((st = req_reserve_pages(r, total)) != RKV_OK) return st;
+        if ((st = cache_match_prefix(c, r->q.tokens, n - 1, ns, &r->m)) != RKV_OK) {
+            set_err(err, errlen, "step %" PRId64 ": match failed: %s", step, rkv_status_str(st));
+            return st;
+        }
+        if ((st = cache_lock(c, &r->m)) != RKV_OK) {
+            set_err(err, errlen, "step %" PRId64 ": lock failed: %s", step, rkv_status_str(st));
+            return st;
+        }
+        r->locked = true;
+        r->matched = r->m.len;
+        r->need = total - r->m.num_pages;
+        need += r->need;
+    }
+
+    /* 2: one eviction for the whole step's shortfall. */
+    int64_t shortfall = need - pool->num_free;
+    if (shortfall > 0) {
+        int32_t free0 = pool->num_free;
+        int64_t freed = cache_evict(c, shortfall * P);
+        /* Without an eviction log, the pages pushed on the pool's free stack
+         * are the evicted blocks, in the order the kind freed them. */
+        for (int32_t k = free0; s->page_toks && k < pool->num_free; k++) {
+            int32_t pg = pool->free_stack[k];
+            on_evict(s, &(radix_node_info){.id = (uint64_t)pg, .len = P,
+                                           .tokens = s->page_toks + (int64_t)pg * P});
+        }
+        if (s->ev_oom) return RKV_ENOMEM;
+        s->sum->evicted_tokens += freed;
+        s->sum->evict_calls++;
+        /* Nodes from the tree's log; blocks (pages) for the other kinds. */
+        s->sum->evicted_nodes += s->rt ? s->n_ev : pool->num_free - free0;
+    }
+
+    /* 3: pages in trace order while they fit; the rest give up their locks. */
+    bool fits = true;
+    for (int32_t i = 0; i < s->n_reqs; i++) {
+        sim_req *r = &s->reqs[i];
+        if (!r->locked) continue;
+        if (fits && page_pool_alloc(pool, r->need, r->pages + r->m.num_pages) == RKV_OK) continue;
+        fits = false;
+        r->error = "locked pages leave no room for this request in its step";
+        if ((st = cache_unlock(c, &r->m)) != RKV_OK) return st;
+        r->locked = false;
+    }
+
+    /* 4: insert in trace order; free duplicates and the partial last page. */
+    for (int32_t i = 0; i < s->n_reqs; i++) {
+        sim_req *r = &s->reqs[i];
+        if (!r->locked) continue;
+        int32_t n = r->q.n_tokens;
+        int32_t mp = r->m.num_pages, total = mp + r->need;
+        if (mp) memcpy(r->pages, r->m.pages, sizeof(int32_t) * (size_t)mp);
+        int32_t prefix = 0;
+        if ((st = cache_insert(c, r->q.tokens, n, r->pages, ns, &prefix)) != RKV_OK) {
+            set_err(err, errlen, "step %" PRId64 ": insert of request %s failed: %s", step,
+                    r->q.id_json, rkv_status_str(st));
+            return st;
+        }
+        /* Whatever of our pages the cache did not adopt stays ours to free:
+         * those an earlier request of this step cached first (the cache keeps
+         * its own), the partial last page, and all of them for kind none. */
+        int32_t nf = 0;
+        for (int32_t k = mp; k < total; k++) {
+            int32_t pg = r->pages[k];
+            if (pool->state[pg] == PAGE_INFLIGHT) r->pages[mp + nf++] = pg;
+            else if (s->page_toks)
+                memcpy(s->page_toks + (int64_t)pg * P, r->q.tokens + (int64_t)k * P,
+                       sizeof(int32_t) * (size_t)P);
+        }
+        if (nf && (st = page_pool_free(pool, r->pages + mp, nf)) != RKV_OK) return st;
+        r->served = true;
+    }
+
+    /* 5: unlock. */
+    for (int32_t i = 0; i < s->n_reqs; i++) {
+        sim_req *r = &s->reqs[i];
+        if (!r->locked) continue;
+        if ((st = cache_unlock(c, &r->m)) != RKV_OK) {
+            set_err(err, errlen, "step %" PRId64 ": unlock failed: %s", step, rkv_status_str(st));
+            return st;
+        }
+        r->locked = false;
+    }
+
+    /* Output and counts. */
+    for (int32_t i = 0; i < s->n_reqs; i++) {
+        sim_req *r = &s->reqs[i];
+        if (!s->opt->summary_only) print_request(s, r);
+        s->sum->requests++;
+        if (!r->served) {
+            s->sum->errors++;
+            continue;
+        }
+        s->sum->prompt_tokens += r->q.n_tokens;
+        s->sum->matched_tokens += r->matched;
+        s->sum->new_tokens += r->q.n_tokens - r->matched;
+    }
+    if (shortfall > 0 && !s->opt->summary_only) {
+        fprintf(s->out, "{\"type\":\"step\",\"step\":%" PRId64, step);
+        if (s->rt || s->page_toks) {
+            fputs(",\"evicted\":[", s->out);
+            for (int32_t i = 0; i < s->n_ev; i++) {
+                if (i) fputc(',', s->out);
+                json_tokens(s->out, s->ev_toks + s->ev[i].off, s->ev[i].len);
+            }
+            fputc(']', s->out);
+        }
+        fputs("}\n", s->out);
+    }
+    s->sum->steps++;
+    if ((st = check_step(s, step, err, errlen)) != RKV_OK) return st;
+    if (s->opt->dump_dir) {
+        char name[48];
+        snprintf(name, sizeof name, "step_%04" PRId64, step);
+        if ((st = write_dumps(s, name, step, err, errlen)) != RKV_OK) return st;
+    }
+    return RKV_OK;
+}
+
+static rkv_status grow_reqs(sim *s, int32_t n)
+{
+    if (n <= s->reqs_cap) return RKV_OK;
+    int32_t nc = s->reqs_cap ? 2 * s->reqs_cap : 16;
+    while (nc < n) nc *= 2;
+    sim_req *a = realloc(s->reqs, sizeof *a * (size_t)nc);
+    if (!a) return RKV_ENOMEM;
+    for (int32_t i = s->reqs_cap; i < nc; i++) {
+        memset(&a[i], 0, sizeof a[i]);
+        trace_request_init(&a[i].q);
+        cache_match_init(&a[i].m);
+    }
+    s->reqs = a;
+    s->reqs_cap = nc;
+    return RKV_OK;
+}
+
+static void sim_free(sim *s)
+{
+    for (int32_t i = 0; i < s->reqs_cap; i++) {
+        trace_request_free(&s->reqs[i].q);
+        cache_match_free(&s->reqs[i].m);
+        free(s->reqs[i].pages);
+    }
+    free(s->reqs);
+    free(s->ev);
+    free(s->ev_toks);
+    free(s->nodes);
+    free(s->node_toks);
+    free(s->page_toks);
+    if (s->rt) radix_tree_set_evict_cb(s->rt, NULL, NULL);
+}
+
+rkv_status cache_sim_run(cache *c, const cache_sim_options *opt, trace_reader *tr, FILE *out,
+                         cache_sim_summary *sum, char *err, size_t errlen)
+{
+    memset(sum, 0, sizeof *sum);
+    double t0 = now_s();
+    sim s;
+    memset(&s, 0, sizeof s);
+    s.c = c;
+    s.pool = c->pool;
+    s.P = c->page_size;
+    s.opt = opt;
+    s.out = out;
+    s.sum = sum;
+    s.rt = cache_radix_tree(c);
+    if (s.rt) radix_tree_set_evict_cb(s.rt, on_evict, &s);
+    rkv_status st = RKV_OK;
+    if (!s.rt && !opt->summary_only) {
+        /* calloc: the OS commits only the pages of it the replay touches. */
+        s.page_toks = calloc((size_t)s.pool->num_pages * (size_t)s.P + 1, sizeof(int32_t));
+        if (!s.page_toks) {
+            set_err(err, errlen, "no memory for the tokens of %d pages", s.pool->num_pages);
+            sim_free(&s);
+            return RKV_ENOMEM;
+        }
+    }
+
+    if (opt->dump_dir) {
+        if (mkdir(opt->dump_dir, 0777) != 0 && errno != EEXIST) {
+            set_err(err, errlen, "--dump-dir %s: cannot create: %s", opt->dump_dir, strerror(errno));
+            sim_free(&s);
+            return RKV_EIO;
+        }
+        s.have_dot = find_in_path("dot");
+        if ((st = write_dumps(&s, "initial", -1, err, errlen)) != RKV_OK) goto done;
+    }
+
+    progress bar;
+    progress_start(&bar, "cache-sim", "bytes", trace_reader_size(tr), opt->progress);
+    if ((st = grow_reqs(&s, 2)) != RKV_OK) goto done;
+    /* reqs[n_reqs] is the slot the next line is read into; a line of another
+     * step closes the current one and moves to slot 0. */
+    for (;;) {
+        if ((st = grow_reqs(&s, s.n_reqs + 1)) != RKV_OK) goto done;
+        sim_req *next = &s.reqs[s.n_reqs];
+        bool eof = false;
+        if ((st = trace_next(tr, &next->q, &eof, err, errlen)) != RKV_OK) goto done;
+        if (!eof && (s.n_reqs == 0 || next->q.step == s.reqs[0].q.step)) {
+            s.n_reqs++;
+            continue;
+        }
+        if (s.n_reqs > 0 && (st = run_step(&s, err, errlen)) != RKV_OK) goto done;
+        progress_update(&bar, trace_reader_offset(tr));
+        if (eof) break;
+        sim_req tmp = s.reqs[0];
+        s.reqs[0] = s.reqs[s.n_reqs];
+        s.reqs[s.n_reqs] = tmp;
+        s.n_reqs = 1;
+    }
+    progress_finish(&bar);
+done:
+    sum->seconds = now_s() - t0;
+    sim_free(&s);
+    return st;
+}
+
+void cache_sim_print_summary(FILE *out, const cache_sim_options *opt, const cache *c,
+                             const cache_sim_summary *sum)
+{
+    double hit = sum->prompt_tokens ? (double)sum->matched_tokens / (double)sum->prompt_tokens : 0.0;
+    fprintf(out, "{\"type\":\"summary\",\"kind\":\"%s\"", opt->kind ? opt->kind : "radix");
+    if (opt->policy) fprintf(out, ",\"policy\":\"%s\"", opt->policy);
+    if (opt->hash_fn) fprintf(out, ",\"hash\":\"%s\"", opt->hash_fn);
+    fprintf(out, ",\"capacity\":%" PRId64 ",\"page_size\":%d,\"pages\":%d,\"requests\":%" PRId64
+            ",\"errors\":%" PRId64 ",\"steps\":%" PRId64 ",\"prompt_tokens\":%" PRId64
+            ",\"matched_tokens\":%" PRId64 ",\"new_tokens\":%" PRId64 ",\"hit_rate\":%.6f"
+            ",\"evicted_tokens\":%" PRId64 ",\"evicted_nodes\":%" PRId64 ",\"evict_calls\":%" PRId64
+            ",\"hash_computations\":%" PRIu64 ",\"seconds\":%.6f}",
+            opt->capacity, c->page_size, c->pool->num_pages, sum->requests, sum->errors, sum->steps,
+            sum->prompt_tokens, sum->matched_tokens, sum->new_tokens, hit, sum->evicted_tokens,
+            sum->evicted_nodes, sum->evict_calls, c->stats.hash_computations, sum->seconds);
+}

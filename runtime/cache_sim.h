@@ -1,0 +1,73 @@
+/* cache_sim.h - replay a request trace through one cache kind, no model
+ * (`radixkv cache-sim`). The contract is DESIGN.md's "Cache simulator
+ * contract"; in short, per step (consecutive requests with equal step):
+ *
+ *   1. in trace order: match(tokens, n - 1), lock          -> matched_i
+ *   2. shortfall = sum ceil((n_i - matched_i) / P) - free pages
+ *      if > 0: evict(shortfall * P), once
+ *   3. allocate each request's pages in trace order while they fit
+ *      (a request that does not fit: unlocked, not inserted, error line)
+ *   4. in trace order: insert(tokens, n, matched pages + new pages);
+ *      free the pages insert found already cached and the partial last page
+ *   5. unlock every match
+ *
+ * A request needing more pages than the pool holds is reported and skipped.
+ *
+ * Output, JSON Lines on `out`:
+ *   {"type":"request","id":..,"step":..,"matched":..,"new":..}   (or "error":"...")
+ *   {"type":"step","step":..,"evicted":[[edge tokens],...]}     steps that evicted
+ *     radix: each evicted node's own edge tokens, from the tree's eviction log;
+ *     other kinds: each evicted page's tokens, in the order the kind returned
+ *     the pages to the pool (for hash: its free-queue order)
+ *   {"type":"summary",...}                                      once, at the end
+ *
+ * Ownership: the caller creates the pool and the cache (the pool holds
+ * floor(capacity / P) pages) and keeps both; cache_sim_run only drives them.
+ */
+#ifndef RKV_CACHE_SIM_H
+#define RKV_CACHE_SIM_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "cache.h"
+#include "trace.h"
+
+typedef struct cache_sim_options {
+    const char *kind;       /* for the summary line */
+    const char *policy;     /* for the summary line (NULL: not applicable) */
+    const char *hash_fn;    /* for the summary line (NULL: not applicable) */
+    int64_t capacity;       /* tokens, for the summary line */
+    const char *dump_dir;   /* NULL: no per-step pictures */
+    bool check;             /* full cache_check after every step */
+    bool progress;          /* progress bar on stderr (long runs only) */
+    bool summary_only;      /* no request/step lines (capacity sweeps) */
+    uint64_t ns;            /* namespace of every request */
+} cache_sim_options;
+
+typedef struct cache_sim_summary {
+    int64_t requests;       /* lines of the trace */
+    int64_t errors;         /* requests reported with an error line */
+    int64_t steps;
+    int64_t prompt_tokens;  /* sum of len(tokens) over requests served */
+    int64_t matched_tokens;
+    int64_t new_tokens;
+    int64_t evicted_tokens;
+    int64_t evicted_nodes;  /* nodes (tree kinds) or blocks */
+    int64_t evict_calls;
+    double seconds;
+} cache_sim_summary;
+
+/* Replays the whole trace. Returns RKV_OK when the trace was read to its end
+ * (request errors included); malformed input gives RKV_EPARSE with
+ * "file:line: reason" in err; RKV_ECORRUPT when a check fails (the step is
+ * named); RKV_EIO when a dump cannot be written. */
+rkv_status cache_sim_run(cache *c, const cache_sim_options *opt, trace_reader *tr, FILE *out,
+                         cache_sim_summary *sum, char *err, size_t errlen);
+
+/* The summary as one JSON line (without a trailing newline). */
+void cache_sim_print_summary(FILE *out, const cache_sim_options *opt, const cache *c,
+                             const cache_sim_summary *sum);
+
+#endif

@@ -1,0 +1,30 @@
+/* commands.h - the `radixkv run` and `radixkv gen` subcommands (main.c's
+ * table calls them with argv[0] = the command name) and the pieces of them
+ * that tests drive directly. Exit status: 0 ok, 1 failure, 2 usage error. */
+#ifndef RKV_COMMANDS_H
+#define RKV_COMMANDS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine.h"
+#include "rkv_status.h"
+
+int cmd_run(int argc, char **argv);
+int cmd_gen(int argc, char **argv);
+
+/* The ids of a loaded trace, as JSON text, by engine request id. */
+typedef struct run_ids {
+    char **id_json;
+    int64_t n, cap;
+} run_ids;
+
+/* Add every request of a trace (JSON Lines or Mooncake, tokens folded into
+ * the backend's vocabulary) to e. default_max_tokens applies to lines without
+ * "max_tokens". A bad line fails with "file:line: reason" in err and nothing
+ * more is added. */
+rkv_status run_load_trace(engine *e, const char *path, int32_t default_max_tokens, run_ids *ids,
+                          char *err, size_t errlen);
+void run_ids_free(run_ids *ids);
+
+#endif

@@ -1,0 +1,663 @@
+/* engine.c - see engine.h. */
+#include "engine.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "page_pool.h"
+#include "scheduler.h"
+
+typedef struct eng_req {
+    sched_req s;
+    double arrival;
+    double first_token_time; /* < 0: none yet */
+    double finish_time;
+    bool reported;
+    float *logits;           /* (max_tokens, V) with keep_logits */
+} eng_req;
+
+struct engine {
+    engine_config cfg;
+    backend *be;
+    page_pool pool;
+    cache *cache;
+    scheduler sched;
+    bool modelled_clock; /* sim: the clock is modelled, not wall time */
+    bool overlap;
+
+    eng_req **reqs;
+    int64_t num_reqs, reqs_cap;
+    /* Not yet arrived, sorted by arrival (stable): indices into reqs. */
+    int64_t *future;
+    int64_t future_head, num_future, future_cap;
+
+    /* Two plans: the one in flight (overlap) and the one being built. */
+    sched_plan plans[2];
+    int cur;              /* index of the plan in flight */
+    bool inflight;
+    double inflight_end;  /* modelled time its GPU work ends */
+    int32_t *out_tokens[2];
+    int32_t out_cap[2];
+    float *out_logits[2];    /* (plan n, V) with keep_logits */
+    int64_t logits_cap[2];
+
+    /* batch buffers */
+    int32_t *token_ids, *positions, *slot_mapping;
+    int32_t tok_cap;
+    int32_t *q_starts, *prefix_lens, *sample_rows, *sample_steps;
+    sampling_params *sampling;
+    int32_t seq_cap;
+    int32_t *page_table;
+    int64_t pt_cap;
+
+    double clock;          /* modelled clock, or wall offset base */
+    double wall_start;
+    double idle_skip;      /* wall clocks: idle time jumped over */
+    int64_t num_finished, num_errors;
+    int64_t steps, batched_tokens, max_step_tokens, output_tokens;
+    int64_t prompt_tokens, cached_tokens;
+    double sched_cpu, model_seconds;
+    int empty_steps;
+
+    engine_finish_fn on_finish;
+    void *on_finish_ctx;
+};
+
+static double wall_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static double cpu_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+void engine_config_default(engine_config *c)
+{
+    memset(c, 0, sizeof *c);
+    c->backend = "cpu";
+    c->backend_cfg.page_size = 16;
+    c->backend_cfg.seed = 0;
+    c->cache_cfg.kind = "radix";
+    c->policy = "fcfs";
+    c->schedule = "sync";
+    c->max_num_batched_tokens = 8192;
+    c->max_running = 256;
+    c->lpm_queue_limit = 128;
+}
+
+/* Engine time now. Wall clocks include the idle time jumped over. */
+static double now(engine *e)
+{
+    if (e->modelled_clock) return e->clock;
+    return wall_now() - e->wall_start + e->idle_skip;
+}
+
+static rkv_status fail(rkv_status st, char *err, size_t errlen, const char *msg)
+{
+    snprintf(err, errlen, "%s", msg);
+    return st;
+}
+
+rkv_status engine_create_with_backend(const engine_config *cfg_in, backend *b, engine **out,
+                                      char *err, size_t errlen)
+{
+    *out = NULL;
+    engine_config cfg = *cfg_in;
+    if (!cfg.policy) cfg.policy = "fcfs";
+    if (!cfg.schedule) cfg.schedule = "sync";
+    sched_policy pol;
+    if (sched_policy_parse(cfg.policy, &pol)) {
+        snprintf(err, errlen, "engine: unknown policy '%s' (fcfs, lpm, dfs-weight, random)",
+                 cfg.policy);
+        backend_destroy(b);
+        return RKV_EINVAL;
+    }
+    if (strcmp(cfg.schedule, "sync") && strcmp(cfg.schedule, "overlap")) {
+        snprintf(err, errlen, "engine: unknown schedule '%s' (sync, overlap)", cfg.schedule);
+        backend_destroy(b);
+        return RKV_EINVAL;
+    }
+    if (cfg.max_num_batched_tokens < 1 || cfg.max_running < 1) {
+        snprintf(err, errlen, "engine: max_num_batched_tokens (%d) and max_running (%d) must be >= 1",
+                 cfg.max_num_batched_tokens, cfg.max_running);
+        backend_destroy(b);
+        return RKV_EINVAL;
+    }
+    if (b->num_pages > INT32_MAX || b->num_pages < 1) {
+        snprintf(err, errlen, "engine: backend has %lld KV pages", (long long)b->num_pages);
+        backend_destroy(b);
+        return RKV_EINVAL;
+    }
+    engine *e = calloc(1, sizeof *e);
+    if (!e) {
+        backend_destroy(b);
+        return RKV_ENOMEM;
+    }
+    e->cfg = cfg;
+    e->be = b;
+    e->modelled_clock = !strcmp(b->ops->name, "sim");
+    e->overlap = !strcmp(cfg.schedule, "overlap");
+    rkv_status st = page_pool_init(&e->pool, (int32_t)b->num_pages, b->page_size);
+    if (st) {
+        engine_destroy(e);
+        return fail(st, err, errlen, "engine: page pool");
+    }
+    st = cache_create(&cfg.cache_cfg, &e->pool, &e->cache, err, errlen);
+    if (st) {
+        engine_destroy(e);
+        return st;
+    }
+    const char *kind = cfg.cache_cfg.kind ? cfg.cache_cfg.kind : "radix";
+    scheduler_config sc = {
+        .policy = pol,
+        .max_num_batched_tokens = cfg.max_num_batched_tokens,
+        .max_running = cfg.max_running,
+        .lpm_queue_limit = cfg.lpm_queue_limit,
+        .seed = cfg.seed,
+        /* Kinds that never reuse gain nothing from early inserts, and may
+         * free what they are given at once. */
+        .insert_unfinished = strcmp(kind, "none") && strcmp(kind, "hash-nocache"),
+    };
+    if ((st = scheduler_init(&e->sched, &sc, e->cache, &e->pool))) {
+        engine_destroy(e);
+        return fail(st, err, errlen, "engine: scheduler");
+    }
+    e->wall_start = wall_now();
+    *out = e;
+    return RKV_OK;
+}
+
+rkv_status engine_create(const engine_config *cfg, engine **out, char *err, size_t errlen)
+{
+    backend *b = NULL;
+    rkv_status st = backend_create(cfg->backend ? cfg->backend : "cpu", &cfg->backend_cfg, &b,
+                                   err, errlen);
+    if (st) return st;
+    return engine_create_with_backend(cfg, b, out, err, errlen);
+}
+
+void engine_destroy(engine *e)
+{
+    if (!e) return;
+    if (e->sched.pool) scheduler_destroy(&e->sched);
+    if (e->cache) cache_destroy(e->cache);
+    page_pool_destroy(&e->pool);
+    backend_destroy(e->be);
+    for (int64_t i = 0; i < e->num_reqs; i++) {
+        sched_req_free(&e->reqs[i]->s);
+        free(e->reqs[i]->logits);
+        free(e->reqs[i]);
+    }
+    free(e->reqs);
+    free(e->future);
+    for (int i = 0; i < 2; i++) {
+        sched_plan_free(&e->plans[i]);
+        free(e->out_tokens[i]);
+        free(e->out_logits[i]);
+    }
+    free(e->token_ids);
+    free(e->positions);
+    free(e->slot_mapping);
+    free(e->q_starts);
+    free(e->prefix_lens);
+    free(e->sample_rows);
+    free(e->sample_steps);
+    free(e->sampling);
+    free(e->page_table);
+    free(e);
+}
+
+void engine_on_finish(engine *e, engine_finish_fn fn, void *ctx)
+{
+    e->on_finish = fn;
+    e->on_finish_ctx = ctx;
+}
+
+backend *engine_backend(engine *e) { return e->be; }
+cache *engine_cache(engine *e) { return e->cache; }
+
+rkv_status engine_check(const engine *e, char *err, size_t errlen)
+{
+    return scheduler_check(&e->sched, err, errlen);
+}
+
+static rkv_status grow64(void **p, int64_t *cap, int64_t need, size_t elem)
+{
+    if (need <= *cap) return RKV_OK;
+    int64_t nc = *cap ? *cap : 16;
+    while (nc < need) nc *= 2;
+    void *q = realloc(*p, (size_t)nc * elem);
+    if (!q) return RKV_ENOMEM;
+    *p = q;
+    *cap = nc;
+    return RKV_OK;
+}
+
+static rkv_status grow32(void **p, int32_t *cap, int64_t need, size_t elem)
+{
+    if (need <= *cap) return RKV_OK;
+    if (need > INT32_MAX / 2) return RKV_ENOMEM;
+    int32_t nc = *cap ? *cap : 16;
+    while (nc < need) nc *= 2;
+    void *q = realloc(*p, (size_t)nc * elem);
+    if (!q) return RKV_ENOMEM;
+    *p = q;
+    *cap = nc;
+    return RKV_OK;
+}
+
+static uint64_t mix64(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+/* Record a finished request: timings, counters, the callback. */
+static void finish_record(engine *e, eng_req *q, double t)
+{
+    if (q->reported) return;
+    q->reported = true;
+    q->finish_time = t;
+    e->num_finished++;
+    if (q->s.error) e->num_errors++;
+    else {
+        e->output_tokens += q->s.num_out;
+        e->prompt_tokens += q->s.prompt_len;
+        e->cached_tokens += q->s.cached_tokens;
+    }
+    if (e->on_finish) e->on_finish(e->on_finish_ctx, e, q->s.id);
+}
+
+static void drain_finished(engine *e, double t)
+{
+    for (int32_t i = 0; i < e->sched.num_finished; i++)
+        finish_record(e, (eng_req *)e->sched.finished[i], t);
+    e->sched.num_finished = 0;
+}
+
+rkv_status engine_add(engine *e, const engine_request *req, int64_t *id, char *err,
+                      size_t errlen)
+{
+    if (!req->tokens || req->n_tokens < 1)
+        return fail(RKV_EINVAL, err, errlen, "request has no prompt tokens");
+    if (req->max_tokens < 1) {
+        snprintf(err, errlen, "max_tokens %d must be >= 1", req->max_tokens);
+        return RKV_EINVAL;
+    }
+    if (!(req->arrival >= 0) || isinf(req->arrival)) {
+        snprintf(err, errlen, "arrival %g must be a finite number >= 0", req->arrival);
+        return RKV_EINVAL;
+    }
+    for (int32_t i = 0; i < req->n_tokens; i++) {
+        if (req->tokens[i] < 0 || req->tokens[i] >= e->be->vocab_size) {
+            snprintf(err, errlen, "token %d (%d) is outside the vocabulary [0, %d)", i,
+                     req->tokens[i], e->be->vocab_size);
+            return RKV_ERANGE;
+        }
+    }
+    if (!(req->sampling.temperature >= 0) || !(req->sampling.top_p > 0))
+        return fail(RKV_EINVAL, err, errlen, "temperature must be >= 0 and top_p > 0");
+    rkv_status st = grow64((void **)&e->reqs, &e->reqs_cap, e->num_reqs + 1, sizeof(void *));
+    if (st) return st;
+    eng_req *q = calloc(1, sizeof *q);
+    if (!q) return RKV_ENOMEM;
+    sched_req *r = &q->s;
+    int64_t total = (int64_t)req->n_tokens + req->max_tokens;
+    r->tokens = malloc(sizeof(int32_t) * (size_t)(total + 1));
+    r->out_ids = malloc(sizeof(int32_t) * (size_t)req->max_tokens);
+    if (!r->tokens || !r->out_ids) {
+        sched_req_free(r);
+        free(q);
+        return RKV_ENOMEM;
+    }
+    cache_match_init(&r->match);
+    if (e->cfg.keep_logits &&
+        !(q->logits = malloc(sizeof(float) * (size_t)req->max_tokens * (size_t)e->be->vocab_size))) {
+        sched_req_free(r);
+        free(q);
+        return RKV_ENOMEM;
+    }
+    memcpy(r->tokens, req->tokens, sizeof(int32_t) * (size_t)req->n_tokens);
+    r->cap = (int32_t)(total + 1);
+    r->n_tokens = r->prompt_len = req->n_tokens;
+    r->max_tokens = req->max_tokens;
+    r->stop_token = req->stop_token;
+    r->ns = req->ns;
+    r->sampling = req->sampling;
+    r->id = e->num_reqs;
+    if (r->sampling.seed == 0) r->sampling.seed = mix64(e->cfg.seed ^ mix64((uint64_t)r->id + 1));
+    r->state = REQ_FUTURE;
+    q->arrival = e->cfg.offline ? 0 : req->arrival;
+    q->first_token_time = -1;
+    e->reqs[e->num_reqs++] = q;
+    *id = r->id;
+
+    /* Never fits: the K/V of prompt + outputs - 1 tokens (the last output is
+     * never fed back) must fit the whole pool, and the model's context. */
+    int64_t kv = total - 1;
+    int64_t pages = (kv + e->pool.page_size - 1) / e->pool.page_size;
+    char msg[160];
+    if (total > e->be->max_context) {
+        snprintf(msg, sizeof msg, "prompt + max_tokens = %lld tokens exceeds the model's context of %d",
+                 (long long)total, e->be->max_context);
+        st = scheduler_fail(&e->sched, r, msg);
+    } else if (pages > e->pool.num_pages) {
+        snprintf(msg, sizeof msg, "needs %lld KV pages, the pool has %d", (long long)pages,
+                 e->pool.num_pages);
+        st = scheduler_fail(&e->sched, r, msg);
+    } else {
+        /* Insert into the arrival-sorted future list, after equal arrivals. */
+        st = grow64((void **)&e->future, &e->future_cap, e->num_future + 1, sizeof(int64_t));
+        if (st) return st;
+        int64_t lo = e->future_head, hi = e->num_future;
+        while (lo < hi) {
+            int64_t mid = lo + (hi - lo) / 2;
+            if (e->reqs[e->future[mid]]->arrival <= q->arrival) lo = mid + 1;
+            else hi = mid;
+        }
+        memmove(e->future + lo + 1, e->future + lo, sizeof(int64_t) * (size_t)(e->num_future - lo));
+        e->future[lo] = r->id;
+        e->num_future++;
+        return RKV_OK;
+    }
+    if (st) return st;
+    q->first_token_time = q->arrival;
+    drain_finished(e, q->arrival);
+    return RKV_OK;
+}
+
+static rkv_status admit_arrivals(engine *e, double t)
+{
+    while (e->future_head < e->num_future && e->reqs[e->future[e->future_head]]->arrival <= t) {
+        rkv_status st = scheduler_add(&e->sched, &e->reqs[e->future[e->future_head]]->s);
+        if (st) return st;
+        e->future_head++;
+    }
+    return RKV_OK;
+}
+
+/* Flatten a plan into the backend's batch (token ids read now: in overlap
+ * mode the pending tokens have just been committed). */
+static rkv_status build_batch(engine *e, const sched_plan *plan, fwd_batch *b)
+{
+    const int32_t P = e->pool.page_size;
+    int32_t B = plan->n, T = plan->num_tokens, maxp = 1;
+    for (int32_t i = 0; i < B; i++) {
+        int32_t np = page_pool_pages_for(&e->pool, plan->e[i].start + plan->e[i].rows);
+        if (np > maxp) maxp = np;
+    }
+    rkv_status st;
+    if (T > e->tok_cap) {
+        int32_t nc = T * 2;
+        e->token_ids = realloc(e->token_ids, sizeof(int32_t) * (size_t)nc);
+        e->positions = realloc(e->positions, sizeof(int32_t) * (size_t)nc);
+        e->slot_mapping = realloc(e->slot_mapping, sizeof(int32_t) * (size_t)nc);
+        if (!e->token_ids || !e->positions || !e->slot_mapping) return RKV_ENOMEM;
+        e->tok_cap = nc;
+    }
+    if (B + 1 > e->seq_cap) {
+        int32_t nc = (B + 1) * 2;
+        e->q_starts = realloc(e->q_starts, sizeof(int32_t) * (size_t)nc);
+        e->prefix_lens = realloc(e->prefix_lens, sizeof(int32_t) * (size_t)nc);
+        e->sample_rows = realloc(e->sample_rows, sizeof(int32_t) * (size_t)nc);
+        e->sample_steps = realloc(e->sample_steps, sizeof(int32_t) * (size_t)nc);
+        e->sampling = realloc(e->sampling, sizeof(sampling_params) * (size_t)nc);
+        if (!e->q_starts || !e->prefix_lens || !e->sample_rows || !e->sample_steps || !e->sampling)
+            return RKV_ENOMEM;
+        e->seq_cap = nc;
+    }
+    if ((st = grow64((void **)&e->page_table, &e->pt_cap, (int64_t)B * maxp, sizeof(int32_t))))
+        return st;
+    int32_t row = 0;
+    for (int32_t i = 0; i < B; i++) {
+        const sched_entry *en = &plan->e[i];
+        const sched_req *r = en->r;
+        e->q_starts[i] = row;
+        e->prefix_lens[i] = en->start;
+        int32_t *pt = e->page_table + (size_t)i * maxp;
+        int32_t np = page_pool_pages_for(&e->pool, en->start + en->rows);
+        memcpy(pt, r->pages, sizeof(int32_t) * (size_t)np);
+        for (int32_t k = np; k < maxp; k++) pt[k] = -1;
+        for (int32_t j = 0; j < en->rows; j++, row++) {
+            int32_t pos = en->start + j;
+            e->token_ids[row] = r->tokens[pos];
+            e->positions[row] = pos;
+            e->slot_mapping[row] = pt[pos / P] * P + pos % P;
+        }
+        e->sample_rows[i] = en->sample ? row - 1 : -1;
+        e->sample_steps[i] = en->sample ? en->sample_index : 0;
+        e->sampling[i] = r->sampling;
+    }
+    e->q_starts[B] = row;
+    *b = (fwd_batch){
+        .num_seqs = B,
+        .num_tokens = row,
+        .token_ids = e->token_ids,
+        .positions = e->positions,
+        .q_starts = e->q_starts,
+        .prefix_lens = e->prefix_lens,
+        .page_table = e->page_table,
+        .max_pages = maxp,
+        .slot_mapping = e->slot_mapping,
+        .sample_rows = e->sample_rows,
+        .sampling = e->sampling,
+        .sample_steps = e->sample_steps,
+    };
+    return RKV_OK;
+}
+
+/* Build the batch of plans[k] (scheduler-side CPU work, added to sched_cpu
+ * and returned in *prep_cpu) and run it; tokens land in out_tokens[k]. */
+static rkv_status launch(engine *e, int k, double *prep_cpu, double *step_seconds, char *err,
+                         size_t errlen)
+{
+    sched_plan *plan = &e->plans[k];
+    fwd_batch b;
+    double c0 = cpu_now();
+    rkv_status st = build_batch(e, plan, &b);
+    if (st == RKV_OK)
+        st = grow32((void **)&e->out_tokens[k], &e->out_cap[k], plan->n + 1, sizeof(int32_t));
+    if (st) return fail(st, err, errlen, "engine: out of host memory building a batch");
+    for (int32_t i = 0; i < plan->n; i++) e->out_tokens[k][i] = -1;
+    float *logits = NULL;
+    if (e->cfg.keep_logits) {
+        st = grow64((void **)&e->out_logits[k], &e->logits_cap[k],
+                    (int64_t)(plan->n + 1) * e->be->vocab_size, sizeof(float));
+        if (st) return fail(st, err, errlen, "engine: out of host memory for logits");
+        logits = e->out_logits[k];
+    }
+    *prep_cpu = cpu_now() - c0;
+    e->sched_cpu += *prep_cpu;
+    *step_seconds = 0;
+    st = e->be->ops->forward(e->be, &b, e->out_tokens[k], logits, step_seconds);
+    if (st) {
+        snprintf(err, errlen, "engine: %s backend step failed: %s", e->be->ops->name,
+                 rkv_status_str(st));
+        return st;
+    }
+    e->steps++;
+    e->batched_tokens += b.num_tokens;
+    if (b.num_tokens > e->max_step_tokens) e->max_step_tokens = b.num_tokens;
+    e->model_seconds += *step_seconds;
+    return RKV_OK;
+}
+
+/* Commit plans[k]; first tokens and finishes are stamped at time t. */
+static rkv_status commit(engine *e, int k, double t, char *err, size_t errlen)
+{
+    sched_plan *plan = &e->plans[k];
+    if (e->cfg.keep_logits) {
+        const int64_t V = e->be->vocab_size;
+        for (int32_t i = 0; i < plan->n; i++) {
+            const sched_entry *en = &plan->e[i];
+            eng_req *q = (eng_req *)en->r;
+            if (en->sample && en->r->state == REQ_RUNNING)
+                memcpy(q->logits + en->sample_index * V, e->out_logits[k] + i * V,
+                       sizeof(float) * (size_t)V);
+        }
+    }
+    rkv_status st = scheduler_commit(&e->sched, plan, e->out_tokens[k], err, errlen);
+    if (st) return st;
+    for (int32_t i = 0; i < plan->n; i++) {
+        eng_req *q = (eng_req *)plan->e[i].r;
+        if (q->first_token_time < 0 && q->s.num_out > 0) q->first_token_time = t;
+    }
+    drain_finished(e, t);
+    return RKV_OK;
+}
+
+static rkv_status check_accounting(engine *e, char *err, size_t errlen)
+{
+    char msg[256] = "";
+    rkv_status st = scheduler_check(&e->sched, msg, sizeof msg);
+    if (st) snprintf(err, errlen, "engine: page accounting broken: %s", msg);
+    return st;
+}
+
+rkv_status engine_step(engine *e, bool *done, char *err, size_t errlen)
+{
+    rkv_status st;
+    *done = false;
+    if ((st = admit_arrivals(e, now(e)))) return st;
+    if (!e->inflight && scheduler_idle(&e->sched)) {
+        if ((st = check_accounting(e, err, errlen))) return st;
+        if (e->future_head >= e->num_future) {
+            *done = true;
+            return RKV_OK;
+        }
+        /* Idle until the next arrival: jump there. */
+        double next = e->reqs[e->future[e->future_head]]->arrival, t = now(e);
+        if (next > t) {
+            if (e->modelled_clock) e->clock = next;
+            else e->idle_skip += next - t;
+        }
+        return admit_arrivals(e, next > t ? next : t);
+    }
+
+    /* Times on the modelled clock (sim): `cpu` is the scheduler's CPU time of
+     * this step (zero with fixed_clock). sync: launch = clock + cpu, tokens at
+     * launch + step. overlap: launch = max(previous launch + cpu, end of the
+     * step in flight): the CPU work hides behind the GPU's. */
+    double c0 = cpu_now(), step_s = 0, t_done = 0;
+    bool had_inflight = e->inflight;
+    int k = had_inflight ? e->cur ^ 1 : e->cur;
+    if (had_inflight) {
+        /* Overlap: plan step n+1 with step n's tokens pending, then commit n. */
+        st = scheduler_schedule(&e->sched, &e->plans[k], false, err, errlen);
+        if (st) return st;
+        t_done = e->modelled_clock ? e->inflight_end : now(e);
+        if ((st = commit(e, e->cur, t_done, err, errlen))) return st;
+        e->inflight = false;
+        sched_plan_compact(&e->plans[k]);
+        if (e->plans[k].n == 0 &&
+            (st = scheduler_schedule(&e->sched, &e->plans[k], true, err, errlen)))
+            return st;
+    } else if ((st = scheduler_schedule(&e->sched, &e->plans[k], true, err, errlen))) {
+        return st;
+    }
+    double cpu = cpu_now() - c0;
+    e->sched_cpu += cpu;
+    if (e->plans[k].n == 0) {
+        if (e->modelled_clock) {
+            double t = e->clock + (e->cfg.fixed_clock ? 0 : cpu);
+            e->clock = had_inflight && t_done > t ? t_done : t;
+        }
+        /* Nothing fits this step (a preemption just freed pages, or every
+         * running request finished in flight): try again; repeatedly with
+         * nothing running means the scheduler is stuck, which is a bug. */
+        if (++e->empty_steps > 2 && e->sched.num_running == 0) {
+            snprintf(err, errlen, "engine: %d requests waiting and none can be scheduled",
+                     e->sched.num_waiting);
+            return RKV_ECORRUPT;
+        }
+        return RKV_OK;
+    }
+    e->empty_steps = 0;
+    double prep = 0;
+    if ((st = launch(e, k, &prep, &step_s, err, errlen))) return st;
+    e->cur = k;
+    if (e->modelled_clock) {
+        double t = e->clock + (e->cfg.fixed_clock ? 0 : cpu + prep);
+        e->clock = had_inflight && t_done > t ? t_done : t;
+    }
+    if (e->overlap) {
+        e->inflight = true;
+        e->inflight_end = now(e) + step_s;
+    } else {
+        if (e->modelled_clock) e->clock += step_s;
+        double c2 = cpu_now();
+        if ((st = commit(e, k, now(e), err, errlen))) return st;
+        double cc = cpu_now() - c2;
+        e->sched_cpu += cc;
+        if (e->modelled_clock && !e->cfg.fixed_clock) e->clock += cc;
+    }
+#ifndef NDEBUG
+    if ((st = check_accounting(e, err, errlen))) return st;
+#endif
+    return RKV_OK;
+}
+
+rkv_status engine_run(engine *e, char *err, size_t errlen)
+{
+    bool done = false;
+    while (!done) {
+        rkv_status st = engine_step(e, &done, err, errlen);
+        if (st) return st;
+    }
+    return check_accounting(e, err, errlen);
+}
+
+rkv_status engine_result_get(const engine *e, int64_t id, engine_result *out)
+{
+    if (id < 0 || id >= e->num_reqs) return RKV_EINVAL;
+    const eng_req *q = e->reqs[id];
+    const sched_req *r = &q->s;
+    memset(out, 0, sizeof *out);
+    out->finished = q->reported;
+    out->error = r->error;
+    out->output_ids = r->out_ids;
+    out->num_output = r->num_out;
+    out->logits = q->logits;
+    out->prompt_tokens = r->prompt_len;
+    out->cached_tokens = r->cached_tokens;
+    out->num_preemptions = r->num_preemptions;
+    out->arrival = q->arrival;
+    out->first_token_time = q->first_token_time;
+    out->finish_time = q->finish_time;
+    if (q->reported) {
+        out->ttft = q->first_token_time - q->arrival;
+        out->latency = q->finish_time - q->arrival;
+        out->tpot = r->num_out > 1 ? (q->finish_time - q->first_token_time) / (r->num_out - 1) : 0;
+    }
+    return RKV_OK;
+}
+
+void engine_get_stats(const engine *e, engine_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    out->num_requests = e->num_reqs;
+    out->num_finished = e->num_finished;
+    out->num_errors = e->num_errors;
+    out->steps = e->steps;
+    out->batched_tokens = e->batched_tokens;
+    out->prompt_tokens = e->prompt_tokens;
+    out->cached_tokens = e->cached_tokens;
+    out->output_tokens = e->output_tokens;
+    out->preemptions = (int64_t)e->sched.num_preemptions;
+    out->max_step_tokens = e->max_step_tokens;
+    out->sched_cpu_seconds = e->sched_cpu;
+    out->model_seconds = e->model_seconds;
+    out->clock = now((engine *)e);
+    out->num_pages = e->pool.num_pages;
+}

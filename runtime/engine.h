@@ -1,0 +1,137 @@
+/* engine.h - the serving engine's C API: requests in, tokens and timings out.
+ *
+ * The engine owns the backend, the page pool, the cache and the scheduler,
+ * and every request added (until engine_destroy). One step reads as three
+ * calls (see DESIGN.md "Data flow of one engine step"):
+ *
+ *   engine_step():  scheduler_schedule()  -> plan: who runs which rows, pages
+ *                   backend forward()     -> one token per sampling sequence
+ *                   scheduler_commit()    -> append, insert, unlock, finish
+ *
+ * Schedules:
+ *   sync     schedule, forward, commit, one after another.
+ *   overlap  step n+1 is planned while step n is in flight, with step n's
+ *            sampled tokens still pending (their slots are reserved, values
+ *            filled just before launch). A request that stops on a stop token
+ *            in step n is dropped from step n+1's plan; one that reaches
+ *            max_tokens is never planned again. Planning in flight never
+ *            preempts: when nothing fits, step n is committed first and the
+ *            step is planned as in sync. Outputs are identical to sync.
+ *
+ * Time. The sim backend runs on a modelled clock: a step costs the backend's
+ * roofline time, plus the scheduler's measured CPU time in sync mode, or the
+ * larger of the two in overlap mode (the CPU work hides behind the GPU's).
+ * Other backends use wall time. Arrival times are honoured: an idle engine
+ * jumps to the next arrival (no sleeping). Offline mode submits all at t = 0.
+ *
+ * Page accounting (free + evictable + protected + in flight = pool, and every
+ * in-flight page held by one running request) is checked after every step in
+ * builds without NDEBUG and whenever the engine is idle in all builds.
+ */
+#ifndef RKV_ENGINE_H
+#define RKV_ENGINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend.h"
+#include "cache.h"
+#include "rkv_status.h"
+
+typedef struct engine engine;
+
+typedef struct engine_config {
+    const char *backend;            /* "cpu" (default), "sim", "cuda" */
+    backend_config backend_cfg;     /* model, weights, page_size, num_pages, gpu_profile... */
+    cache_config cache_cfg;         /* kind, eviction policy, hash function */
+    const char *policy;             /* "fcfs" (default), "lpm", "dfs-weight", "random" */
+    const char *schedule;           /* "sync" (default), "overlap" */
+    int32_t max_num_batched_tokens; /* token budget per step (default 8192) */
+    int32_t max_running;            /* running requests at most (default 256) */
+    int32_t lpm_queue_limit;        /* lpm/dfs-weight act as fcfs above this queue length (128) */
+    uint64_t seed;                  /* policy `random`; default per-request sampling seeds */
+    bool offline;                   /* ignore arrival times: everything at t = 0 */
+    bool fixed_clock;               /* sim: leave measured CPU time out of the clock, so
+                                       timings are repeatable (tests) */
+    bool keep_logits;               /* keep each output's logits (V floats; tests) */
+} engine_config;
+
+/* Defaults as documented above (backend cpu, cache radix, page size 16). */
+void engine_config_default(engine_config *c);
+
+typedef struct engine_request {
+    const int32_t *tokens;   /* (n_tokens) prompt, ids in [0, vocab) */
+    int32_t n_tokens;        /* >= 1 */
+    int32_t max_tokens;      /* outputs to generate, >= 1 */
+    int32_t stop_token;      /* < 0: none */
+    sampling_params sampling; /* seed 0: derived from the engine seed and the id */
+    double arrival;          /* seconds from the start, >= 0 */
+    uint64_t ns;             /* cache namespace (0: default) */
+} engine_request;
+
+typedef struct engine_result {
+    bool finished;
+    const char *error;       /* non-NULL: the request failed (never fits, too long) */
+    const int32_t *output_ids; /* (num_output), valid until engine_destroy */
+    int32_t num_output;
+    const float *logits;     /* (num_output, vocab) with keep_logits, else NULL */
+    int32_t prompt_tokens;
+    int32_t cached_tokens;   /* matched at first admission */
+    int32_t num_preemptions;
+    double arrival, first_token_time, finish_time; /* engine clock, seconds */
+    double ttft;             /* first token - arrival */
+    double tpot;             /* (finish - first token) / (outputs - 1); 0 for one output */
+    double latency;          /* finish - arrival */
+} engine_result;
+
+typedef struct engine_stats {
+    int64_t num_requests, num_finished, num_errors;
+    int64_t steps;
+    int64_t batched_tokens;  /* rows computed */
+    int64_t prompt_tokens, cached_tokens, output_tokens;
+    int64_t preemptions;
+    int64_t max_step_tokens; /* largest step (never above the budget) */
+    double sched_cpu_seconds; /* scheduling + commit + batch building, summed */
+    double model_seconds;    /* backend step times, summed */
+    double clock;            /* engine time now */
+    int64_t num_pages;
+} engine_stats;
+
+/* Create the backend by name and everything around it. Bad names or values:
+ * RKV_EINVAL with a message naming the field. */
+rkv_status engine_create(const engine_config *cfg, engine **out, char *err, size_t errlen);
+/* The same around a backend built by the caller (tests); the engine takes it
+ * over and destroys it, also on failure. */
+rkv_status engine_create_with_backend(const engine_config *cfg, backend *b, engine **out,
+                                      char *err, size_t errlen);
+void engine_destroy(engine *e);
+
+/* Add a request; *id is its index (0, 1, 2, ... in call order). Bad fields
+ * (empty prompt, token outside the vocabulary, max_tokens < 1, arrival < 0):
+ * RKV_EINVAL / RKV_ERANGE with a message, nothing added. A request that can
+ * never fit (more pages than the pool, longer than the model's context) is
+ * accepted and finishes at once with an error result. */
+rkv_status engine_add(engine *e, const engine_request *req, int64_t *id, char *err,
+                      size_t errlen);
+
+/* One step. *done = true when every request added so far has finished. */
+rkv_status engine_step(engine *e, bool *done, char *err, size_t errlen);
+
+/* Called for each request as it finishes (results valid from then on). */
+typedef void (*engine_finish_fn)(void *ctx, engine *e, int64_t id);
+void engine_on_finish(engine *e, engine_finish_fn fn, void *ctx);
+
+/* Steps until every request has finished, then checks the page accounting. */
+rkv_status engine_run(engine *e, char *err, size_t errlen);
+
+rkv_status engine_result_get(const engine *e, int64_t id, engine_result *out);
+void engine_get_stats(const engine *e, engine_stats *out);
+
+/* For tests and tools. */
+backend *engine_backend(engine *e);
+cache *engine_cache(engine *e);
+/* The page accounting check the engine runs when idle. */
+rkv_status engine_check(const engine *e, char *err, size_t errlen);
+
+#endif

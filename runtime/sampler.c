@@ -1,0 +1,167 @@
+/* sampler.c - greedy / temperature / top-k / top-p sampling; see sampler.h. */
+#include "sampler.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct cand {
+    float z;    /* logit / temperature, NaN mapped to -inf */
+    int32_t id;
+} cand;
+
+size_t sampler_scratch_bytes(int32_t vocab)
+{
+    return (size_t)(vocab > 0 ? vocab : 1) * (sizeof(cand) + sizeof(double));
+}
+
+static inline float clean(float x) { return isnan(x) ? -INFINITY : x; }
+
+int32_t sampler_argmax(const float *logits, int32_t vocab)
+{
+    int32_t best = 0;
+    float bv = clean(logits[0]);
+    for (int32_t i = 1; i < vocab; i++) {
+        float v = clean(logits[i]);
+        if (v > bv) { /* strict: the first (lowest) id wins ties */
+            bv = v;
+            best = i;
+        }
+    }
+    return best;
+}
+
+static inline uint64_t splitmix64(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ULL;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+
+double sampler_uniform(uint64_t seed, int64_t step)
+{
+    uint64_t h = splitmix64(seed ^ splitmix64((uint64_t)step * 0xd1b54a32d192ed03ULL + 1));
+    return (double)(h >> 11) * 0x1.0p-53;
+}
+
+static int cand_cmp(const void *a, const void *b)
+{
+    const cand *x = a, *y = b;
+    if (x->z > y->z) return -1;
+    if (x->z < y->z) return 1;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+static int is_greedy(const sampling_params *sp) { return sp->temperature <= 0 || sp->top_k == 1; }
+
+static rkv_status check_params(int32_t vocab, const sampling_params *sp)
+{
+    if (vocab < 1 || isnan(sp->temperature) || sp->temperature < 0 || isnan(sp->top_p) ||
+        sp->top_p <= 0)
+        return RKV_EINVAL;
+    return RKV_OK;
+}
+
+/* Fill c[0..n) with the kept candidates in draw order and p[0..n) with their
+ * unnormalised probabilities; returns their total mass.
+ *   1) scale by 1/T;  2) if top-k or top-p is on, sort by (z desc, id asc) and
+ *   keep the first k;  3) top-p: keep the shortest prefix whose normalised mass
+ *   reaches top_p (at least one). */
+static double build(const float *logits, int32_t vocab, const sampling_params *sp, cand *c,
+                    double *p, int32_t *n_out)
+{
+    float inv_t = 1.0f / sp->temperature;
+    for (int32_t i = 0; i < vocab; i++) {
+        c[i].z = clean(logits[i]) * inv_t;
+        c[i].id = i;
+    }
+    int32_t n = vocab;
+    int sorted = (sp->top_k > 0 && sp->top_k < vocab) || sp->top_p < 1.0f;
+    float zmax = -INFINITY;
+    if (sorted) {
+        qsort(c, (size_t)vocab, sizeof *c, cand_cmp);
+        if (sp->top_k > 0 && sp->top_k < vocab) n = sp->top_k;
+        zmax = c[0].z;
+    } else {
+        for (int32_t i = 0; i < n; i++) zmax = c[i].z > zmax ? c[i].z : zmax;
+    }
+    double sum = 0;
+    for (int32_t i = 0; i < n; i++) {
+        p[i] = zmax == -INFINITY ? (i == 0) : exp((double)c[i].z - (double)zmax);
+        sum += p[i];
+    }
+    if (sp->top_p < 1.0f) {
+        double cum = 0, target = (double)sp->top_p * sum;
+        int32_t keep = n;
+        for (int32_t i = 0; i < n; i++) {
+            cum += p[i];
+            if (cum >= target) {
+                keep = i + 1;
+                break;
+            }
+        }
+        n = keep;
+        sum = cum;
+    }
+    *n_out = n;
+    return sum;
+}
+
+static rkv_status with_scratch(int32_t vocab, void **scratch, void **owned)
+{
+    *owned = NULL;
+    if (*scratch) return RKV_OK;
+    *owned = *scratch = malloc(sampler_scratch_bytes(vocab));
+    return *scratch ? RKV_OK : RKV_ENOMEM;
+}
+
+rkv_status sampler_sample(const float *logits, int32_t vocab, const sampling_params *sp,
+                          int64_t step, void *scratch, int32_t *out_token)
+{
+    rkv_status st = check_params(vocab, sp);
+    if (st) return st;
+    if (is_greedy(sp)) {
+        *out_token = sampler_argmax(logits, vocab);
+        return RKV_OK;
+    }
+    void *owned;
+    if ((st = with_scratch(vocab, &scratch, &owned))) return st;
+    cand *c = scratch;
+    double *p = (double *)(c + vocab);
+    int32_t n;
+    double sum = build(logits, vocab, sp, c, p, &n);
+    double target = sampler_uniform(sp->seed, step) * sum, cum = 0;
+    int32_t tok = c[n - 1].id; /* rounding can leave target at the very end */
+    for (int32_t i = 0; i < n; i++) {
+        cum += p[i];
+        if (target < cum) {
+            tok = c[i].id;
+            break;
+        }
+    }
+    free(owned);
+    *out_token = tok;
+    return RKV_OK;
+}
+
+rkv_status sampler_distribution(const float *logits, int32_t vocab, const sampling_params *sp,
+                                void *scratch, double *probs)
+{
+    rkv_status st = check_params(vocab, sp);
+    if (st) return st;
+    memset(probs, 0, sizeof(double) * (size_t)vocab);
+    if (is_greedy(sp)) {
+        probs[sampler_argmax(logits, vocab)] = 1.0;
+        return RKV_OK;
+    }
+    void *owned;
+    if ((st = with_scratch(vocab, &scratch, &owned))) return st;
+    cand *c = scratch;
+    double *p = (double *)(c + vocab);
+    int32_t n;
+    double sum = build(logits, vocab, sp, c, p, &n);
+    for (int32_t i = 0; i < n; i++) probs[c[i].id] = p[i] / sum;
+    free(owned);
+    return RKV_OK;
+}

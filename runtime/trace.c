@@ -1,0 +1,360 @@
+/* trace.c - see trace.h. */
+#include "trace.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+struct trace_reader {
+    FILE *f;
+    bool own_file;     /* false for stdin */
+    char *path;        /* for messages */
+    char *buf;         /* getline buffer, reused */
+    size_t buf_cap;
+    int64_t line;      /* lines read so far */
+    int64_t index;     /* requests returned so far */
+    int64_t offset;    /* bytes read so far */
+    int64_t size;      /* file size, 0 if unknown */
+    trace_options opt;
+    trace_format format;
+};
+
+void trace_request_init(trace_request *r) { memset(r, 0, sizeof *r); }
+
+void trace_request_free(trace_request *r)
+{
+    free(r->tokens);
+    free(r->hash_ids);
+    free(r->id_json);
+    memset(r, 0, sizeof *r);
+}
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (!err || !errlen) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+rkv_status trace_open(const char *path, const trace_options *opt, trace_reader **out,
+                      char *err, size_t errlen)
+{
+    *out = NULL;
+    trace_options o = {TRACE_FORMAT_AUTO, TRACE_TOKENS_BLOCK, 0};
+    if (opt) o = *opt;
+    if (o.tokens == TRACE_TOKENS_VOCAB && o.vocab_size < 1) {
+        set_err(err, errlen, "%s: vocabulary size must be >= 1 (got %d)", path, o.vocab_size);
+        return RKV_EINVAL;
+    }
+    trace_reader *r = calloc(1, sizeof *r);
+    if (!r) return RKV_ENOMEM;
+    bool is_stdin = strcmp(path, "-") == 0;
+    r->path = strdup(is_stdin ? "<stdin>" : path);
+    if (!r->path) { free(r); return RKV_ENOMEM; }
+    if (is_stdin) {
+        r->f = stdin;
+    } else {
+        r->f = fopen(path, "r");
+        if (!r->f) {
+            set_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+            free(r->path);
+            free(r);
+            return RKV_EIO;
+        }
+        r->own_file = true;
+        struct stat st;
+        if (fstat(fileno(r->f), &st) == 0 && S_ISREG(st.st_mode)) r->size = st.st_size;
+    }
+    r->opt = o;
+    r->format = o.format;
+    *out = r;
+    return RKV_OK;
+}
+
+void trace_close(trace_reader *r)
+{
+    if (!r) return;
+    if (r->own_file) fclose(r->f);
+    free(r->buf);
+    free(r->path);
+    free(r);
+}
+
+trace_format trace_reader_format(const trace_reader *r) { return r->format; }
+int64_t trace_reader_offset(const trace_reader *r) { return r->offset; }
+int64_t trace_reader_size(const trace_reader *r) { return r->size; }
+const char *trace_reader_path(const trace_reader *r) { return r->path; }
+
+int32_t trace_vocab_token(int64_t h, int32_t j, int32_t vocab_size)
+{
+    /* splitmix64's finalizer over a unique 64-bit key per (h, j): whole blocks
+     * land on unrelated ids, unlike (h*512 + j) mod V, which folds block h onto
+     * block h + V/512 whenever 512 divides V. */
+    uint64_t x = (uint64_t)h * TRACE_MOONCAKE_BLOCK + (uint64_t)j + 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    x ^= x >> 31;
+    return (int32_t)(x % (uint64_t)vocab_size);
+}
+
+static const char *json_type_name(const json_t *v)
+{
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: return "an object";
+    case JSON_ARRAY: return "an array";
+    case JSON_STRING: return "a string";
+    case JSON_INTEGER: return "an integer";
+    case JSON_REAL: return "a real number";
+    case JSON_TRUE:
+    case JSON_FALSE: return "a boolean";
+    case JSON_NULL: return "null";
+    }
+    return "unknown";
+}
+
+#define FAIL(...)                                                        \
+    do {                                                                 \
+        char msg_[256];                                                  \
+        snprintf(msg_, sizeof msg_, __VA_ARGS__);                        \
+        set_err(err, errlen, "%s:%" PRId64 ": %s", r->path, r->line, msg_); \
+        return RKV_EPARSE;                                               \
+    } while (0)
+
+static rkv_status grow_tokens(trace_request *q, int64_t n)
+{
+    if (n > INT32_MAX) return RKV_ERANGE;
+    if (n <= q->tok_cap) return RKV_OK;
+    int64_t cap = q->tok_cap ? q->tok_cap : 256;
+    while (cap < n) cap *= 2;
+    if (cap > INT32_MAX) cap = INT32_MAX;
+    int32_t *t = realloc(q->tokens, sizeof(int32_t) * (size_t)cap);
+    if (!t) return RKV_ENOMEM;
+    q->tokens = t;
+    q->tok_cap = (int32_t)cap;
+    return RKV_OK;
+}
+
+static rkv_status set_id(trace_request *q, const char *text)
+{
+    size_t n = strlen(text) + 1;
+    if ((int64_t)n > q->id_cap) {
+        char *s = realloc(q->id_json, n);
+        if (!s) return RKV_ENOMEM;
+        q->id_json = s;
+        q->id_cap = (int32_t)n;
+    }
+    memcpy(q->id_json, text, n);
+    return RKV_OK;
+}
+
+/* Optional non-negative integer field; *out untouched when absent. */
+static rkv_status opt_int(trace_reader *r, json_t *o, const char *key, int64_t max, int64_t *out,
+                          char *err, size_t errlen)
+{
+    json_t *v = json_object_get(o, key);
+    if (!v) return RKV_OK;
+    if (!json_is_integer(v)) FAIL("\"%s\" must be an integer, got %s", key, json_type_name(v));
+    json_int_t x = json_integer_value(v);
+    if (x < 0 || x > max) FAIL("\"%s\" out of range (%lld)", key, (long long)x);
+    *out = x;
+    return RKV_OK;
+}
+
+/* Optional non-negative number field. */
+static rkv_status opt_num(trace_reader *r, json_t *o, const char *key, double max, double *out,
+                          char *err, size_t errlen)
+{
+    json_t *v = json_object_get(o, key);
+    if (!v) return RKV_OK;
+    if (!json_is_number(v)) FAIL("\"%s\" must be a number, got %s", key, json_type_name(v));
+    double x = json_number_value(v);
+    if (!(x >= 0 && x <= max)) FAIL("\"%s\" out of range (%g)", key, x);
+    *out = x;
+    return RKV_OK;
+}
+
+static rkv_status parse_jsonl(trace_reader *r, json_t *o, trace_request *q, char *err,
+                              size_t errlen)
+{
+    rkv_status st;
+    json_t *id = json_object_get(o, "id");
+    if (!id) FAIL("missing field \"id\"");
+    if (json_is_integer(id)) {
+        char b[32];
+        q->id_is_int = true;
+        q->id_int = json_integer_value(id);
+        snprintf(b, sizeof b, "%lld", (long long)q->id_int);
+        if ((st = set_id(q, b)) != RKV_OK) return st;
+    } else if (json_is_string(id)) {
+        q->id_is_int = false;
+        char *s = json_dumps(id, JSON_ENCODE_ANY);
+        if (!s) return RKV_ENOMEM;
+        st = set_id(q, s);
+        free(s);
+        if (st != RKV_OK) return st;
+    } else {
+        FAIL("\"id\" must be an integer or a string, got %s", json_type_name(id));
+    }
+
+    json_t *toks = json_object_get(o, "tokens");
+    if (!toks) FAIL("missing field \"tokens\"");
+    if (!json_is_array(toks)) FAIL("\"tokens\" must be an array of integers, got %s",
+                                   json_type_name(toks));
+    size_t n = json_array_size(toks);
+    if (n == 0) FAIL("\"tokens\" is empty (a request needs at least one token)");
+    if ((st = grow_tokens(q, (int64_t)n)) != RKV_OK) {
+        if (st == RKV_ERANGE) FAIL("too many tokens (%zu)", n);
+        return st;
+    }
+    for (size_t i = 0; i < n; i++) {
+        json_t *t = json_array_get(toks, i);
+        if (!json_is_integer(t)) FAIL("token %zu is not an integer (%s)", i, json_type_name(t));
+        json_int_t v = json_integer_value(t);
+        if (v < 0) FAIL("token %zu is negative (%lld)", i, (long long)v);
+        if (v > INT32_MAX) FAIL("token %zu is out of range (%lld > %d)", i, (long long)v, INT32_MAX);
+        q->tokens[i] = (int32_t)v;
+    }
+    q->n_tokens = (int32_t)n;
+
+    int64_t x = -1;
+    if ((st = opt_int(r, o, "step", INT64_MAX, &x, err, errlen)) != RKV_OK) return st;
+    q->has_step = x >= 0;
+    q->step = q->has_step ? x : q->index;
+    x = -1;
+    if ((st = opt_int(r, o, "max_tokens", INT32_MAX, &x, err, errlen)) != RKV_OK) return st;
+    q->max_tokens = (int32_t)x;
+    x = -1;
+    if ((st = opt_int(r, o, "top_k", INT32_MAX, &x, err, errlen)) != RKV_OK) return st;
+    q->top_k = (int32_t)x;
+    if ((st = opt_int(r, o, "seed", INT64_MAX, &q->seed, err, errlen)) != RKV_OK) return st;
+    if ((st = opt_num(r, o, "arrival", 1e18, &q->arrival, err, errlen)) != RKV_OK) return st;
+    if ((st = opt_num(r, o, "temperature", 1e6, &q->temperature, err, errlen)) != RKV_OK) return st;
+    if ((st = opt_num(r, o, "top_p", 1.0, &q->top_p, err, errlen)) != RKV_OK) return st;
+    return RKV_OK;
+}
+
+static rkv_status parse_mooncake(trace_reader *r, json_t *o, trace_request *q, char *err,
+                                 size_t errlen)
+{
+    rkv_status st;
+    static const char *const need[] = {"timestamp", "input_length", "output_length", "hash_ids"};
+    for (size_t i = 0; i < sizeof need / sizeof need[0]; i++)
+        if (!json_object_get(o, need[i])) FAIL("missing field \"%s\" (Mooncake format)", need[i]);
+    double ts = -1;
+    if ((st = opt_num(r, o, "timestamp", 1e18, &ts, err, errlen)) != RKV_OK) return st;
+    int64_t in_len = 0, out_len = 0;
+    if ((st = opt_int(r, o, "input_length", INT32_MAX, &in_len, err, errlen)) != RKV_OK) return st;
+    if ((st = opt_int(r, o, "output_length", INT32_MAX, &out_len, err, errlen)) != RKV_OK) return st;
+    if (in_len < 1) FAIL("\"input_length\" must be >= 1");
+    json_t *ids = json_object_get(o, "hash_ids");
+    if (!json_is_array(ids)) FAIL("\"hash_ids\" must be an array of integers, got %s",
+                                  json_type_name(ids));
+    size_t n = json_array_size(ids);
+    if (n == 0) FAIL("\"hash_ids\" is empty");
+    if ((int64_t)n > q->hash_cap) {
+        int64_t *h = realloc(q->hash_ids, sizeof(int64_t) * n);
+        if (!h) return RKV_ENOMEM;
+        q->hash_ids = h;
+        q->hash_cap = (int32_t)n;
+    }
+    for (size_t i = 0; i < n; i++) {
+        json_t *h = json_array_get(ids, i);
+        if (!json_is_integer(h)) FAIL("hash id %zu is not an integer (%s)", i, json_type_name(h));
+        json_int_t v = json_integer_value(h);
+        if (v < 0) FAIL("hash id %zu is negative (%lld)", i, (long long)v);
+        if (r->opt.tokens == TRACE_TOKENS_BLOCK
+            && trace_block_token(v, TRACE_MOONCAKE_BLOCK - 1) > INT32_MAX)
+            FAIL("hash id %zu is too large for block tokens (%lld)", i, (long long)v);
+        q->hash_ids[i] = v;
+    }
+    q->n_hash_ids = (int32_t)n;
+    if (in_len > (int64_t)n * TRACE_MOONCAKE_BLOCK || in_len <= ((int64_t)n - 1) * TRACE_MOONCAKE_BLOCK)
+        FAIL("input_length %lld does not fit %zu blocks of %d tokens", (long long)in_len, n,
+             TRACE_MOONCAKE_BLOCK);
+    if ((st = grow_tokens(q, in_len)) != RKV_OK) return st;
+    /* Block i contributes 512 tokens, the last one only what input_length leaves. */
+    int32_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        int32_t m = (int32_t)(in_len - (int64_t)i * TRACE_MOONCAKE_BLOCK);
+        if (m > TRACE_MOONCAKE_BLOCK) m = TRACE_MOONCAKE_BLOCK;
+        int64_t h = q->hash_ids[i];
+        if (r->opt.tokens == TRACE_TOKENS_BLOCK) {
+            int32_t base = (int32_t)trace_block_token(h, 0);
+            for (int32_t j = 0; j < m; j++) q->tokens[k++] = base + j;
+        } else {
+            for (int32_t j = 0; j < m; j++) q->tokens[k++] = trace_vocab_token(h, j, r->opt.vocab_size);
+        }
+    }
+    q->n_tokens = k;
+    char b[32];
+    snprintf(b, sizeof b, "%" PRId64, q->index);
+    if ((st = set_id(q, b)) != RKV_OK) return st;
+    q->id_is_int = true;
+    q->id_int = q->index;
+    q->has_step = true;
+    q->step = q->index;
+    q->max_tokens = (int32_t)out_len;
+    q->arrival = ts / 1000.0;
+    return RKV_OK;
+}
+
+static bool blank(const char *s, ssize_t n)
+{
+    for (ssize_t i = 0; i < n; i++)
+        if (s[i] != ' ' && s[i] != '\t' && s[i] != '\n' && s[i] != '\r') return false;
+    return true;
+}
+
+rkv_status trace_next(trace_reader *r, trace_request *q, bool *eof, char *err, size_t errlen)
+{
+    *eof = false;
+    ssize_t len;
+    for (;;) {
+        errno = 0;
+        len = getline(&r->buf, &r->buf_cap, r->f);
+        if (len < 0) {
+            if (ferror(r->f)) {
+                set_err(err, errlen, "%s:%" PRId64 ": read error: %s", r->path, r->line + 1,
+                        strerror(errno ? errno : EIO));
+                return RKV_EIO;
+            }
+            *eof = true;
+            return RKV_OK;
+        }
+        r->line++;
+        r->offset += len;
+        if (!blank(r->buf, len)) break;
+    }
+    json_error_t je;
+    json_t *o = json_loadb(r->buf, (size_t)len, 0, &je);
+    if (!o) FAIL("bad JSON: %s (column %d)", je.text, je.column);
+    q->line = r->line;
+    q->index = r->index;
+    q->max_tokens = -1;
+    q->arrival = q->temperature = q->top_p = -1;
+    q->top_k = -1;
+    q->seed = -1;
+    q->n_hash_ids = 0;
+    q->n_tokens = 0;
+    rkv_status st;
+    if (!json_is_object(o)) {
+        const char *tn = json_type_name(o);
+        json_decref(o);
+        FAIL("a request must be a JSON object, got %s", tn);
+    }
+    if (r->format == TRACE_FORMAT_AUTO)
+        r->format = json_object_get(o, "hash_ids") ? TRACE_FORMAT_MOONCAKE : TRACE_FORMAT_JSONL;
+    if (r->format == TRACE_FORMAT_MOONCAKE) st = parse_mooncake(r, o, q, err, errlen);
+    else st = parse_jsonl(r, o, q, err, errlen);
+    json_decref(o);
+    if (st != RKV_OK) return st;
+    r->index++;
+    return RKV_OK;
+}

@@ -1,0 +1,397 @@
+/* workloads.c - synthetic traces; see workloads.h. */
+#include "workloads.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *const workload_kinds[] = {"sweep", "multi-turn", "few-shot", "long-doc",
+                                      "tree-of-thought", "self-consistency", "judge", NULL};
+
+void workload_config_default(workload_config *c)
+{
+    memset(c, 0, sizeof *c);
+    c->kind = "sweep";
+    c->seed = 1;
+    c->vocab_size = 4096;
+    c->num = 64;
+    c->prompt_len = 1000;
+    c->output_len = 24;
+    c->hit_rate = 0.5;
+    c->turns = 4;
+    c->shared_len = 256;
+    c->branching = 4;
+    c->depth = 2;
+    c->examples = 16;
+    c->shots = 4;
+    c->think_s = 1.0;
+}
+
+typedef struct rng {
+    uint64_t s;
+} rng;
+
+static uint64_t rng_next(rng *r)
+{
+    uint64_t z = (r->s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static double rng_uniform(rng *r) { return (double)(rng_next(r) >> 11) * 0x1.0p-53; }
+
+/* A growable token sequence under construction. */
+typedef struct seq {
+    int32_t *t;
+    int32_t n, cap;
+} seq;
+
+static rkv_status seq_put(seq *s, const int32_t *t, int32_t n)
+{
+    if (s->n + n > s->cap) {
+        int32_t nc = s->cap ? s->cap : 64;
+        while (nc < s->n + n) nc *= 2;
+        int32_t *q = realloc(s->t, sizeof(int32_t) * (size_t)nc);
+        if (!q) return RKV_ENOMEM;
+        s->t = q;
+        s->cap = nc;
+    }
+    memcpy(s->t + s->n, t, sizeof(int32_t) * (size_t)n);
+    s->n += n;
+    return RKV_OK;
+}
+
+/* n fresh random tokens appended to s. */
+static rkv_status seq_random(seq *s, rng *r, int32_t vocab, int32_t n)
+{
+    for (int32_t i = 0; i < n; i++) {
+        int32_t t = (int32_t)(rng_next(r) % (uint64_t)vocab);
+        rkv_status st = seq_put(s, &t, 1);
+        if (st) return st;
+    }
+    return RKV_OK;
+}
+
+typedef struct gen {
+    const workload_config *c;
+    workload *w;
+    rng r;
+    double t;      /* arrival clock */
+} gen;
+
+static double next_arrival(gen *g)
+{
+    if (g->c->rate <= 0) return -1;
+    g->t += -log(1.0 - rng_uniform(&g->r)) / g->c->rate;
+    return g->t;
+}
+
+static rkv_status emit(gen *g, const seq *s, int32_t max_tokens, double arrival,
+                       double temperature, int64_t seed)
+{
+    workload *w = g->w;
+    if (w->n == w->cap) {
+        int64_t nc = w->cap ? w->cap * 2 : 64;
+        wl_request *q = realloc(w->reqs, sizeof *q * (size_t)nc);
+        if (!q) return RKV_ENOMEM;
+        w->reqs = q;
+        w->cap = nc;
+    }
+    wl_request *q = &w->reqs[w->n];
+    q->tokens = malloc(sizeof(int32_t) * (size_t)(s->n ? s->n : 1));
+    if (!q->tokens) return RKV_ENOMEM;
+    memcpy(q->tokens, s->t, sizeof(int32_t) * (size_t)s->n);
+    q->n_tokens = s->n;
+    q->max_tokens = max_tokens;
+    q->arrival = arrival;
+    q->temperature = temperature;
+    q->seed = seed;
+    w->n++;
+    return RKV_OK;
+}
+
+#define TRY(x) do { if ((st = (x)) != RKV_OK) goto out; } while (0)
+
+static rkv_status gen_sweep(gen *g)
+{
+    const workload_config *c = g->c;
+    rkv_status st = RKV_OK;
+    seq shared = {0}, s = {0};
+    int32_t h = (int32_t)floor(c->hit_rate * c->prompt_len);
+    TRY(seq_random(&shared, &g->r, c->vocab_size, h));
+    for (int32_t i = 0; i < c->num; i++) {
+        s.n = 0;
+        TRY(seq_put(&s, shared.t, shared.n));
+        TRY(seq_random(&s, &g->r, c->vocab_size, c->prompt_len - h));
+        TRY(emit(g, &s, c->output_len, next_arrival(g), -1, -1));
+    }
+out:
+    free(shared.t);
+    free(s.t);
+    return st;
+}
+
+static rkv_status gen_multi_turn(gen *g)
+{
+    const workload_config *c = g->c;
+    rkv_status st = RKV_OK;
+    seq sys = {0}, s = {0};
+    TRY(seq_random(&sys, &g->r, c->vocab_size, c->shared_len));
+    /* Turn-major order, so a trace replayed in order sees each turn after
+     * the previous turn of its session. */
+    seq *sess = calloc((size_t)c->num, sizeof *sess);
+    double *start = calloc((size_t)c->num, sizeof *start);
+    if (!sess || !start) {
+        free(sess);
+        free(start);
+        st = RKV_ENOMEM;
+        goto out;
+    }
+    for (int32_t i = 0; i < c->num && st == RKV_OK; i++) {
+        st = seq_put(&sess[i], sys.t, sys.n);
+        start[i] = next_arrival(g);
+    }
+    for (int32_t t = 0; t < c->turns && st == RKV_OK; t++) {
+        for (int32_t i = 0; i < c->num && st == RKV_OK; i++) {
+            st = seq_random(&sess[i], &g->r, c->vocab_size, c->prompt_len);
+            if (st == RKV_OK)
+                st = emit(g, &sess[i], c->output_len,
+                          start[i] < 0 ? -1 : start[i] + t * c->think_s, -1, -1);
+            /* The answer the next turn carries in its history. */
+            if (st == RKV_OK) st = seq_random(&sess[i], &g->r, c->vocab_size, c->output_len);
+        }
+    }
+    for (int32_t i = 0; i < c->num; i++) free(sess[i].t);
+    free(sess);
+    free(start);
+out:
+    free(sys.t);
+    free(s.t);
+    return st;
+}
+
+static rkv_status gen_few_shot(gen *g)
+{
+    const workload_config *c = g->c;
+    rkv_status st = RKV_OK;
+    seq instr = {0}, s = {0};
+    seq *ex = calloc((size_t)c->examples, sizeof *ex);
+    int32_t *pick = malloc(sizeof(int32_t) * (size_t)c->examples);
+    if (!ex || !pick) {
+        st = RKV_ENOMEM;
+        goto out;
+    }
+    TRY(seq_random(&instr, &g->r, c->vocab_size, c->shared_len / 4 + 1));
+    for (int32_t e = 0; e < c->examples; e++)
+        TRY(seq_random(&ex[e], &g->r, c->vocab_size, c->shared_len));
+    for (int32_t i = 0; i < c->num; i++) {
+        if (i % c->branching == 0) {
+            /* A new group: K distinct examples, partial Fisher-Yates. */
+            for (int32_t e = 0; e < c->examples; e++) pick[e] = e;
+            for (int32_t k = 0; k < c->shots; k++) {
+                int32_t j = k + (int32_t)(rng_next(&g->r) % (uint64_t)(c->examples - k));
+                int32_t tmp = pick[k];
+                pick[k] = pick[j];
+                pick[j] = tmp;
+            }
+        }
+        s.n = 0;
+        TRY(seq_put(&s, instr.t, instr.n));
+        for (int32_t k = 0; k < c->shots; k++) TRY(seq_put(&s, ex[pick[k]].t, ex[pick[k]].n));
+        TRY(seq_random(&s, &g->r, c->vocab_size, c->prompt_len));
+        TRY(emit(g, &s, c->output_len, next_arrival(g), -1, -1));
+    }
+out:
+    if (ex)
+        for (int32_t e = 0; e < c->examples; e++) free(ex[e].t);
+    free(ex);
+    free(pick);
+    free(instr.t);
+    free(s.t);
+    return st;
+}
+
+static rkv_status gen_long_doc(gen *g)
+{
+    const workload_config *c = g->c;
+    rkv_status st = RKV_OK;
+    seq doc = {0}, s = {0};
+    for (int32_t d = 0; d < c->num; d++) {
+        doc.n = 0;
+        TRY(seq_random(&doc, &g->r, c->vocab_size, c->shared_len));
+        for (int32_t q = 0; q < c->branching; q++) {
+            s.n = 0;
+            TRY(seq_put(&s, doc.t, doc.n));
+            TRY(seq_random(&s, &g->r, c->vocab_size, c->prompt_len));
+            TRY(emit(g, &s, c->output_len, next_arrival(g), -1, -1));
+        }
+    }
+out:
+    free(doc.t);
+    free(s.t);
+    return st;
+}
+
+/* Depth-first, so a child always follows its parent in the trace. */
+static rkv_status tot_node(gen *g, seq *path, int32_t depth)
+{
+    const workload_config *c = g->c;
+    rkv_status st = emit(g, path, c->output_len, next_arrival(g), -1, -1);
+    if (st || depth == c->depth) return st;
+    int32_t n0 = path->n;
+    for (int32_t b = 0; b < c->branching; b++) {
+        path->n = n0;
+        if ((st = seq_random(path, &g->r, c->vocab_size, c->shared_len))) return st;
+        if ((st = tot_node(g, path, depth + 1))) return st;
+    }
+    path->n = n0;
+    return RKV_OK;
+}
+
+static rkv_status gen_tree_of_thought(gen *g)
+{
+    const workload_config *c = g->c;
+    rkv_status st = RKV_OK;
+    seq s = {0};
+    for (int32_t i = 0; i < c->num; i++) {
+        s.n = 0;
+        TRY(seq_random(&s, &g->r, c->vocab_size, c->prompt_len));
+        TRY(tot_node(g, &s, 0));
+    }
+out:
+    free(s.t);
+    return st;
+}
+
+static rkv_status gen_self_consistency(gen *g)
+{
+    const workload_config *c = g->c;
+    rkv_status st = RKV_OK;
+    seq s = {0};
+    for (int32_t i = 0; i < c->num; i++) {
+        s.n = 0;
+        TRY(seq_random(&s, &g->r, c->vocab_size, c->prompt_len));
+        for (int32_t k = 0; k < c->branching; k++)
+            TRY(emit(g, &s, c->output_len, next_arrival(g), 0.7,
+                     (int64_t)(rng_next(&g->r) >> 33) + 1));
+    }
+out:
+    free(s.t);
+    return st;
+}
+
+static rkv_status gen_judge(gen *g)
+{
+    const workload_config *c = g->c;
+    rkv_status st = RKV_OK;
+    seq s = {0}, merge = {0};
+    seq *crit = calloc((size_t)c->branching, sizeof *crit);
+    if (!crit) return RKV_ENOMEM;
+    for (int32_t b = 0; b < c->branching; b++)
+        TRY(seq_random(&crit[b], &g->r, c->vocab_size, c->shared_len));
+    TRY(seq_random(&merge, &g->r, c->vocab_size, c->shared_len / 2 + 1));
+    for (int32_t i = 0; i < c->num; i++) {
+        seq prob = {0};
+        TRY(seq_random(&prob, &g->r, c->vocab_size, c->prompt_len));
+        for (int32_t b = 0; b < c->branching && st == RKV_OK; b++) {
+            s.n = 0;
+            st = seq_put(&s, prob.t, prob.n);
+            if (st == RKV_OK) st = seq_put(&s, crit[b].t, crit[b].n);
+            if (st == RKV_OK) st = emit(g, &s, c->output_len, next_arrival(g), -1, -1);
+        }
+        s.n = 0;
+        if (st == RKV_OK) st = seq_put(&s, prob.t, prob.n);
+        for (int32_t b = 0; b < c->branching && st == RKV_OK; b++)
+            st = seq_random(&s, &g->r, c->vocab_size, c->output_len);
+        if (st == RKV_OK) st = seq_put(&s, merge.t, merge.n);
+        if (st == RKV_OK) st = emit(g, &s, c->output_len, next_arrival(g), -1, -1);
+        free(prob.t);
+        if (st) goto out;
+    }
+out:
+    for (int32_t b = 0; b < c->branching; b++) free(crit[b].t);
+    free(crit);
+    free(merge.t);
+    free(s.t);
+    return st;
+}
+
+rkv_status workload_generate(const workload_config *c, workload *out, char *err, size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    const char *kind = c->kind ? c->kind : "sweep";
+    struct { const char *name; int64_t v, lo; } f[] = {
+        {"vocab_size", c->vocab_size, 1}, {"num", c->num, 1}, {"prompt_len", c->prompt_len, 1},
+        {"output_len", c->output_len, 1}, {"turns", c->turns, 1}, {"shared_len", c->shared_len, 1},
+        {"branching", c->branching, 1}, {"depth", c->depth, 0}, {"examples", c->examples, 1},
+        {"shots", c->shots, 0},
+    };
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
+        if (f[i].v < f[i].lo || f[i].v > (1 << 24)) {
+            snprintf(err, errlen, "workload: %s = %lld out of range [%lld, %d]", f[i].name,
+                     (long long)f[i].v, (long long)f[i].lo, 1 << 24);
+            return RKV_EINVAL;
+        }
+    }
+    if (!(c->hit_rate >= 0 && c->hit_rate <= 1)) {
+        snprintf(err, errlen, "workload: hit_rate %g must be in [0, 1]", c->hit_rate);
+        return RKV_EINVAL;
+    }
+    if (!(c->rate >= 0) || isinf(c->rate) || !(c->think_s >= 0)) {
+        snprintf(err, errlen, "workload: rate and think time must be finite and >= 0");
+        return RKV_EINVAL;
+    }
+    if (c->shots > c->examples) {
+        snprintf(err, errlen, "workload: shots %d exceeds examples %d", c->shots, c->examples);
+        return RKV_EINVAL;
+    }
+    double nodes = 0, level = 1;
+    for (int32_t d = 0; d <= c->depth; d++, level *= c->branching) nodes += level;
+    if (!strcmp(kind, "tree-of-thought") && nodes * c->num > 1e7) {
+        snprintf(err, errlen, "workload: tree-of-thought of %g requests is too large", nodes * c->num);
+        return RKV_EINVAL;
+    }
+    gen g = {.c = c, .w = out, .r = {c->seed}, .t = 0};
+    rkv_status st;
+    if (!strcmp(kind, "sweep")) st = gen_sweep(&g);
+    else if (!strcmp(kind, "multi-turn")) st = gen_multi_turn(&g);
+    else if (!strcmp(kind, "few-shot")) st = gen_few_shot(&g);
+    else if (!strcmp(kind, "long-doc")) st = gen_long_doc(&g);
+    else if (!strcmp(kind, "tree-of-thought")) st = gen_tree_of_thought(&g);
+    else if (!strcmp(kind, "self-consistency")) st = gen_self_consistency(&g);
+    else if (!strcmp(kind, "judge")) st = gen_judge(&g);
+    else {
+        snprintf(err, errlen,
+                 "workload: unknown kind '%s' (sweep, multi-turn, few-shot, long-doc, "
+                 "tree-of-thought, self-consistency, judge)", kind);
+        return RKV_EINVAL;
+    }
+    if (st) {
+        workload_free(out);
+        snprintf(err, errlen, "workload: %s", rkv_status_str(st));
+    }
+    return st;
+}
+
+rkv_status workload_write_jsonl(const workload *w, FILE *f)
+{
+    for (int64_t i = 0; i < w->n; i++) {
+        const wl_request *q = &w->reqs[i];
+        fprintf(f, "{\"id\":%lld,\"tokens\":[", (long long)i);
+        for (int32_t j = 0; j < q->n_tokens; j++) fprintf(f, j ? ",%d" : "%d", q->tokens[j]);
+        fprintf(f, "],\"max_tokens\":%d", q->max_tokens);
+        if (q->arrival >= 0) fprintf(f, ",\"arrival\":%.6f", q->arrival);
+        if (q->temperature >= 0) fprintf(f, ",\"temperature\":%g", q->temperature);
+        if (q->seed >= 0) fprintf(f, ",\"seed\":%lld", (long long)q->seed);
+        fputs("}\n", f);
+    }
+    return ferror(f) ? RKV_EIO : RKV_OK;
+}
+
+void workload_free(workload *w)
+{
+    for (int64_t i = 0; i < w->n; i++) free(w->reqs[i].tokens);
+    free(w->reqs);
+    memset(w, 0, sizeof *w);
+}

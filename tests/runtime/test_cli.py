@@ -1,0 +1,115 @@
+#!/usr/bin/env python3
+"""Script test of `radixkv cache-sim`: options, errors, stdin, --out, dumps.
+
+Usage: test_cli.py RADIXKV
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+EXE = sys.argv[1]
+failures = 0
+
+
+def run(args, stdin=""):
+    p = subprocess.run([EXE] + args, input=stdin, capture_output=True, text=True)
+    return p.returncode, p.stdout, p.stderr
+
+
+def check(cond, what):
+    global failures
+    if not cond:
+        failures += 1
+        print("FAIL:", what, file=sys.stderr)
+
+
+TRACE = ('{"id": 0, "step": 0, "tokens": [1, 2, 3, 4]}\n'
+         '{"id": 1, "step": 1, "tokens": [1, 2, 3, 5, 6]}\n'
+         '{"id": 2, "step": 2, "tokens": [7, 8, 9, 10, 11]}\n')
+BASE = ["cache-sim", "--cache", "radix", "--capacity", "10", "--page-size", "1"]
+
+rc, out, err = run(["--help"])
+check(rc == 0 and "cache-sim" in out, "radixkv --help lists cache-sim")
+rc, out, err = run(["cache-sim", "--help"])
+check(rc == 0 and "--capacity" in out and "--dump-dir" in out, "cache-sim --help")
+rc, out, err = run(["no-such-command"])
+check(rc != 0 and "no-such-command" in err, "unknown command named")
+
+# Bad options fail at once, naming the option.
+for args, name in [
+    (BASE + ["--bogus", "-"], "--bogus"),
+    (["cache-sim", "--cache", "btree", "--capacity", "10", "--page-size", "1", "-"], "--cache"),
+    (BASE + ["--policy", "mru", "-"], "--policy"),
+    (BASE + ["--hash", "crc", "-"], "--hash"),
+    (["cache-sim", "--cache", "radix", "--capacity", "ten", "--page-size", "1", "-"], "--capacity"),
+    (["cache-sim", "--cache", "radix", "--capacity", "10", "--page-size", "0", "-"], "--page-size"),
+    (["cache-sim", "--cache", "radix", "--page-size", "1", "-"], "--capacity"),
+    (["cache-sim", "--cache", "radix", "--capacity", "10", "--page-size", "1"], "TRACE"),
+]:
+    rc, out, err = run(args, TRACE)
+    check(rc != 0 and name in err and out == "", f"{args}: fails naming {name} ({err.strip()})")
+
+# A trace on stdin: one line per request, a step line for the eviction, a summary.
+rc, out, err = run(BASE + ["--check", "-"], TRACE)
+check(rc == 0, f"replay from stdin exits 0 ({err.strip()})")
+lines = [json.loads(l) for l in out.splitlines()]
+check(all(isinstance(l, dict) for l in lines), "every output line is a JSON object")
+check([l["type"] for l in lines] == ["request", "request", "request", "step", "summary"],
+      f"line types {[l['type'] for l in lines]}")
+check([(l["matched"], l["new"]) for l in lines[:3]] == [(0, 4), (3, 2), (0, 5)], "matched/new")
+check(lines[3] == {"type": "step", "step": 2, "evicted": [[4]]}, f"step line {lines[3]}")
+s = lines[4]
+check(s["requests"] == 3 and s["prompt_tokens"] == 14 and s["matched_tokens"] == 3
+      and abs(s["hit_rate"] - 3 / 14) < 1e-6 and s["evicted_tokens"] == 1, f"summary {s}")
+
+rc, out, err = run(BASE + ["--summary-only", "-"], TRACE)
+only = [json.loads(l) for l in out.splitlines()]
+check(rc == 0 and len(only) == 1 and only[0]["type"] == "summary"
+      and only[0]["matched_tokens"] == 3, f"--summary-only: {out}")
+
+with tempfile.TemporaryDirectory() as d:
+    # --out and a trace file; the same lines as stdout gave (but the timing).
+    tpath = os.path.join(d, "t.jsonl")
+    with open(tpath, "w") as f:
+        f.write(TRACE)
+    opath = os.path.join(d, "out.jsonl")
+    rc, out2, err = run(BASE + ["--out", opath, tpath])
+    check(rc == 0 and out2 == "", "--out writes nothing to stdout")
+    with open(opath) as f:
+        got = [json.loads(l) for l in f]
+    check(got[:4] == lines[:4], "--out has the same lines")
+
+    # Malformed input fails with file:line.
+    with open(tpath, "a") as f:
+        f.write('{"id": 3, "tokens": [1, 2.5]}\n')
+    rc, out3, err = run(BASE + [tpath])
+    check(rc != 0 and f"{tpath}:4:" in err and "token 1 is not an integer" in err,
+          f"malformed line named ({err.strip()})")
+
+    # Dumps: JSON and DOT per step; colours by state.
+    ddir = os.path.join(d, "dump")
+    rc, out4, err = run(BASE + ["--dump-dir", ddir, "-"], TRACE)
+    check(rc == 0, f"--dump-dir run ({err.strip()})")
+    for name in ("initial", "step_0000", "step_0001", "step_0002"):
+        check(os.path.exists(os.path.join(ddir, name + ".json")), f"{name}.json")
+        check(os.path.exists(os.path.join(ddir, name + ".dot")), f"{name}.dot")
+    with open(os.path.join(ddir, "step_0002.json")) as f:
+        pic = json.load(f)
+    states = {tuple(n["tokens"]): n["state"] for n in pic["nodes"]}
+    check(states.get((7, 8, 9, 10, 11)) == "created", f"new node green: {states}")
+    check(states.get((1, 2, 3)) == "cached", f"untouched node white: {states}")
+    check([e["tokens"] for e in pic["evicted"]] == [[4]], f"evicted node kept: {pic['evicted']}")
+    with open(os.path.join(ddir, "step_0001.json")) as f:
+        pic = json.load(f)
+    states = {tuple(n["tokens"]): n["state"] for n in pic["nodes"]}
+    check(states.get((1, 2, 3)) == "matched" and states.get((5, 6)) == "created", f"step 1: {states}")
+
+# A request larger than the cache: an error line, exit status 0.
+rc, out, err = run(["cache-sim", "--cache", "radix", "--capacity", "3", "--page-size", "1", "-"],
+                   '{"id": 9, "tokens": [1, 2, 3, 4]}\n')
+first = json.loads(out.splitlines()[0])
+check(rc == 0 and "error" in first and first["id"] == 9, f"oversized request: {out}")
+
+sys.exit(1 if failures else 0)
