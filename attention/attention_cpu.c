@@ -1,7 +1,9 @@
 /* attention_cpu.c - the production fp32 CPU attention: prefill over
  * (prefix pages, suffix), split-K paged decode, K/V store and state merge.
  *
- * One kernel does all the attending: attend_tile() runs a block of query rows
+ * One algorithm does all the attending, in two builds of it: attend_tile()
+ * (portable C, vectorised by the compiler) and attend_avx2() (AVX2 + FMA
+ * micro-kernels, picked at run time on x86-64). Each runs a block of query rows
  * (a few query positions x the query heads sharing one KV head) over a range
  * of keys in tiles of BK keys, keeping for each row a normalised output and
  * its log-sum-exp, and folding each key tile in with attn_merge_weights() --
@@ -18,8 +20,15 @@
  * group, query tile); decode: (sequence, KV head, query heads, context chunk)
  * -- taken by a few pthreads from a shared counter, heaviest first. A KV tile
  * is gathered once per item and used by every query head of the GQA group.
- * The tiling never depends on the thread count, so results are bitwise the
- * same for any num_threads.
+ *
+ * Bitwise invariance: a row's arithmetic depends only on its query and the
+ * keys it sees -- key tiles start at key 0 every BK keys, each row reduces
+ * its scores, softmax and P V alone, and partial key tiles are padded so every
+ * score takes the same reduction. So a row's output and lse are the same bits
+ * whatever the batch around it, the rows it shares a tile with, whether its
+ * keys come from pages or the suffix, and the thread count; decode with
+ * num_splits = 1 gives the bits of prefill with s = 1. (Different splits, or
+ * the portable path versus AVX2, differ in the last bits.)
  */
 #include <pthread.h>
 #include <stdatomic.h>
