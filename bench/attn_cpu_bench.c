@@ -208,6 +208,8 @@ int main(int argc, char **argv)
         {"decode", 128, 32, 8, 16, 8, 2048, 1},
         {"decode", 128, 32, 8, 16, 1, 16384, 1},
         {"decode", 64, 16, 16, 64, 16, 1024, 1},
+        /* A small model's decode step: per-call overhead shows here. */
+        {"decode", 64, 8, 2, 16, 4, 256, 1},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         const shape_case *c = &cases[k];
