@@ -60,7 +60,7 @@ typedef struct kv_view {
     int32_t page_size, prefix;      /* keys [0, prefix) are in pages */
 } kv_view;
 
-/* Per-thread working set of attend_tile (160 KiB, 64-byte aligned). */
+/* Per-thread working set of the attend kernels (160 KiB, 64-byte aligned). */
 typedef struct scratch {
     float q[TILE_FLOATS];     /* (R, D) query rows, pre-multiplied by the scale */
     float o[TILE_FLOATS];     /* (R, D) running output, normalised */
@@ -108,7 +108,8 @@ ATTN_INLINE void gather_tile(const kv_view *kv, int32_t kb, int n, const float *
 
 /* Ask for the next tile's K and V rows while this one is computed: rows of
  * one head are Hkv * D floats apart (often exactly 4 KiB), which the
- * hardware stride prefetchers do not follow across pages. */
+ * hardware stride prefetchers do not follow across pages. (The AVX2 path
+ * spreads the same prefetches over its score loop instead.) */
 ATTN_INLINE void prefetch_tile(const float *const *kp, const float *const *vp, int n, const int D)
 {
     for (int j = 0; j < n; j++)
@@ -120,7 +121,8 @@ ATTN_INLINE void prefetch_tile(const float *const *kp, const float *const *vp, i
 
 /* Tiles alternate between the two pointer slots of w. At tile kb (whose
  * pointers are already in its slot unless it is the first), gather the next
- * tile into the other slot and prefetch its rows. Returns kb's slot. */
+ * tile into the other slot and, if asked, prefetch its rows. Returns kb's
+ * slot. */
 ATTN_INLINE int tile_advance(const kv_view *kv, int32_t kbeg, int32_t kend, int32_t kb,
                              scratch *w, const int D, const int prefetch)
 {
@@ -599,9 +601,19 @@ static int cmp_cost_desc(const void *x, const void *y)
 
 enum { MAX_THREADS = 256 };
 
+/* num_threads, or all online cores when <= 0 (looked up once: sysconf reads
+ * a file under /sys on every call). */
 static int threads_wanted(int num_threads)
 {
-    long n = num_threads > 0 ? num_threads : sysconf(_SC_NPROCESSORS_ONLN);
+    static atomic_long cores;
+    long n = num_threads;
+    if (n <= 0) {
+        n = atomic_load(&cores);
+        if (n <= 0) {
+            n = sysconf(_SC_NPROCESSORS_ONLN);
+            atomic_store(&cores, n > 0 ? n : 1);
+        }
+    }
     return n < 1 ? 1 : n > MAX_THREADS ? MAX_THREADS : (int)n;
 }
 
