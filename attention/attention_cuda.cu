@@ -96,8 +96,8 @@ static int prefill_dispatch(const attn_prefill_params &prm, int d, int num_seqs,
         switch (v) {
         case 0: return prefill_launch<T, 128, 128, 64, 8>(prm, num_seqs, max_suffix, st);
         case 1: return prefill_launch<T, 128, 64, 64, 4>(prm, num_seqs, max_suffix, st);
-        case 2: return prefill_launch<T, 128, 128, 64, 8, 2>(prm, num_seqs, max_suffix, st);
-        default: return prefill_launch<T, 128, 128, 32, 8, 4>(prm, num_seqs, max_suffix, st);
+        case 2: return prefill_launch<T, 128, 128, 32, 4, 3>(prm, num_seqs, max_suffix, st);
+        default: return prefill_launch<T, 128, 128, 64, 4, 2>(prm, num_seqs, max_suffix, st);
         }
     }
     return v == 0 || v == 2 ? prefill_launch<T, 64, 128, 64, 8>(prm, num_seqs, max_suffix, st)
