@@ -18,6 +18,8 @@
 #             about 75 s on an H100
 #   full      1000 prompts, hit rates 0, 0.1, ..., 1, all five caches
 #   --hits, --caches, --num override the lists of either scale
+# The environment reaches the backend: RKV_CUDA_GRAPHS=2 also runs small mixed
+# steps (prompt chunks among decodes) as CUDA graphs.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -38,7 +40,7 @@ while [ $# -gt 0 ]; do
         --hits) o_hits=$2; shift ;;
         --caches) o_caches=$2; shift ;;
         --num) o_num=$2; shift ;;
-        -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
         *) echo "e2e_gpu_sweep.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
     esac
     shift
