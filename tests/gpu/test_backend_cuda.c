@@ -106,10 +106,12 @@ static void advance(const step_buf *b, seq *s, const int32_t *out)
     }
 }
 
+static const char *weights_path; /* safetensors for make(), NULL: seeded random */
+
 static backend *make(const char *kind, const char *model, int64_t pages)
 {
-    backend_config cfg = {.model = model, .seed = 7, .page_size = P, .num_pages = pages,
-                          .mem_fraction = 0.5};
+    backend_config cfg = {.model = model, .weights = weights_path, .seed = 7, .page_size = P,
+                          .num_pages = pages, .mem_fraction = 0.5};
     backend *b = NULL;
     char err[512];
     rkv_status st = backend_create(kind, &cfg, &b, err, sizeof err);
@@ -213,6 +215,84 @@ START_TEST(cuda_matches_cpu_llama) { cpu_vs_cuda(NULL); }
 END_TEST
 
 START_TEST(cuda_matches_cpu_qwen2) { cpu_vs_cuda(tiny_qwen2()); }
+END_TEST
+
+/* A safetensors checkpoint for the tiny Qwen2 config, Hugging Face names, F32
+ * values of the CPU model's scales from a seeded LCG. */
+static void write_checkpoint(const char *path)
+{
+    enum { V = 3000, C = 512, F = 1024, L = 3, QD = 512, KD = 128 };
+    struct { char name[96]; int64_t r, c; double mean, std; } t[64];
+    int n = 0;
+#define T_(R, CC, M, S, ...)                                                                  \
+    do {                                                                                      \
+        snprintf(t[n].name, sizeof t[n].name, __VA_ARGS__);                                   \
+        t[n].r = (R), t[n].c = (CC), t[n].mean = (M), t[n].std = (S);                        \
+        n++;                                                                                  \
+    } while (0)
+    T_(V, C, 0, 2.0 / sqrt(C), "model.embed_tokens.weight");
+    for (int l = 0; l < L; l++) {
+        T_(C, 0, 1, 0.05, "model.layers.%d.input_layernorm.weight", l);
+        T_(QD, C, 0, 1 / sqrt(C), "model.layers.%d.self_attn.q_proj.weight", l);
+        T_(KD, C, 0, 1 / sqrt(C), "model.layers.%d.self_attn.k_proj.weight", l);
+        T_(KD, C, 0, 1 / sqrt(C), "model.layers.%d.self_attn.v_proj.weight", l);
+        T_(QD, 0, 0, 0.1, "model.layers.%d.self_attn.q_proj.bias", l);
+        T_(KD, 0, 0, 0.1, "model.layers.%d.self_attn.k_proj.bias", l);
+        T_(KD, 0, 0, 0.1, "model.layers.%d.self_attn.v_proj.bias", l);
+        T_(C, QD, 0, 1 / sqrt(QD), "model.layers.%d.self_attn.o_proj.weight", l);
+        T_(C, 0, 1, 0.05, "model.layers.%d.post_attention_layernorm.weight", l);
+        T_(F, C, 0, 1 / sqrt(C), "model.layers.%d.mlp.gate_proj.weight", l);
+        T_(F, C, 0, 1 / sqrt(C), "model.layers.%d.mlp.up_proj.weight", l);
+        T_(C, F, 0, 1 / sqrt(F), "model.layers.%d.mlp.down_proj.weight", l);
+    }
+    T_(C, 0, 1, 0.05, "model.norm.weight");
+    T_(V, C, 0, 2.0 / sqrt(C), "lm_head.weight");
+#undef T_
+    char *hdr = malloc(1 << 16);
+    size_t hl = 0, off = 0;
+    hl += (size_t)sprintf(hdr + hl, "{");
+    for (int i = 0; i < n; i++) {
+        size_t bytes = (size_t)t[i].r * (size_t)(t[i].c ? t[i].c : 1) * 4;
+        if (t[i].c)
+            hl += (size_t)sprintf(hdr + hl, "%s\"%s\":{\"dtype\":\"F32\",\"shape\":[%lld,%lld],"
+                                  "\"data_offsets\":[%zu,%zu]}", i ? "," : "", t[i].name,
+                                  (long long)t[i].r, (long long)t[i].c, off, off + bytes);
+        else
+            hl += (size_t)sprintf(hdr + hl, "%s\"%s\":{\"dtype\":\"F32\",\"shape\":[%lld],"
+                                  "\"data_offsets\":[%zu,%zu]}", i ? "," : "", t[i].name,
+                                  (long long)t[i].r, off, off + bytes);
+        off += bytes;
+    }
+    hl += (size_t)sprintf(hdr + hl, "}");
+    while (hl % 8) hdr[hl++] = ' ';
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    uint64_t n8 = hl;
+    fwrite(&n8, 8, 1, f);
+    fwrite(hdr, 1, hl, f);
+    rng_state = SEED + 6;
+    for (int i = 0; i < n; i++) {
+        size_t cnt = (size_t)t[i].r * (size_t)(t[i].c ? t[i].c : 1);
+        double a = t[i].std * sqrt(3.0);
+        for (size_t j = 0; j < cnt; j++) {
+            float v = (float)(t[i].mean + a * (2.0 * (rnd() / 2147483648.0) - 1.0));
+            fwrite(&v, 4, 1, f);
+        }
+    }
+    fclose(f);
+    free(hdr);
+}
+
+START_TEST(cuda_matches_cpu_safetensors)
+{
+    char path[128];
+    snprintf(path, sizeof path, "%s/model.safetensors", tiny_qwen2());
+    write_checkpoint(path);
+    weights_path = path;
+    cpu_vs_cuda(tiny_qwen2());
+    weights_path = NULL;
+    unlink(path);
+}
 END_TEST
 
 /* ---- self-consistency on the GPU -------------------------------------------- */
@@ -602,6 +682,7 @@ int main(void)
     tcase_add_test(tc, sampling_uses_the_cpu_semantics);
     tcase_add_test(tc, bad_batches_and_pool_sizing);
     tcase_add_test(tc, engine_caches_and_schedules_agree);
+    tcase_add_test(tc, cuda_matches_cpu_safetensors); /* last: it sets weights_path */
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     /* CUDA does not survive fork() once initialised (the skip check above). */
