@@ -9,6 +9,8 @@
  * the table row. Page ids past the pool cannot be caught here (the API carries
  * no pool size); the caller's page pool hands out only valid ids.
  */
+#include <stdlib.h>
+
 #include <type_traits>
 
 #include "attn_cuda_util.cuh"
@@ -66,12 +68,12 @@ extern "C" int attn_cuda_available(void)
 
 /* ---- prefill ------------------------------------------------------------ */
 
-template <typename T, int D, int BM, int BN, int WARPS>
+template <typename T, int D, int BM, int BN, int WARPS, int KS = 3>
 static int prefill_launch(const attn_prefill_params &prm, int num_seqs, int max_suffix,
                           cudaStream_t st)
 {
-    auto kern = attn_prefill_kernel<T, D, BM, BN, WARPS>;
-    size_t smem = (size_t)(BM + 4 * BN) * D * sizeof(T);
+    auto kern = attn_prefill_kernel<T, D, BM, BN, WARPS, KS>;
+    size_t smem = (size_t)(BM + 2 * KS * BN) * D * sizeof(T);
     ATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          (int)smem));
     dim3 grid(prm.hq, (max_suffix + BM - 1) / BM, num_seqs);
@@ -80,16 +82,26 @@ static int prefill_launch(const attn_prefill_params &prm, int num_seqs, int max_
     return ATTN_OK;
 }
 
+/* Tile shape (BM query rows x BN keys, warps, KV stages): RKV_ATTN_PREFILL_TILE=0..3 picks
+ * one for tuning runs (bench/attn_gpu_bench --variants); unset, the default. */
 template <typename T>
 static int prefill_dispatch(const attn_prefill_params &prm, int d, int num_seqs,
                             int max_suffix, cudaStream_t st)
 {
-    /* Short suffixes (decode-like batches) waste less of a 64-row tile. */
-    if (d == 128)
-        return max_suffix > 64 ? prefill_launch<T, 128, 128, 64, 8>(prm, num_seqs, max_suffix, st)
-                               : prefill_launch<T, 128, 64, 64, 4>(prm, num_seqs, max_suffix, st);
-    return max_suffix > 64 ? prefill_launch<T, 64, 128, 64, 8>(prm, num_seqs, max_suffix, st)
-                           : prefill_launch<T, 64, 64, 64, 4>(prm, num_seqs, max_suffix, st);
+    const char *env = getenv("RKV_ATTN_PREFILL_TILE");
+    int v = env ? atoi(env) : -1;
+    if (v < 0 || v > 3)
+        v = max_suffix > 64 ? 0 : 1; /* short suffixes waste less of a 64-row tile */
+    if (d == 128) {
+        switch (v) {
+        case 0: return prefill_launch<T, 128, 128, 64, 8>(prm, num_seqs, max_suffix, st);
+        case 1: return prefill_launch<T, 128, 64, 64, 4>(prm, num_seqs, max_suffix, st);
+        case 2: return prefill_launch<T, 128, 128, 32, 4, 3>(prm, num_seqs, max_suffix, st);
+        default: return prefill_launch<T, 128, 128, 64, 4, 2>(prm, num_seqs, max_suffix, st);
+        }
+    }
+    return v == 0 || v == 2 ? prefill_launch<T, 64, 128, 64, 8>(prm, num_seqs, max_suffix, st)
+                            : prefill_launch<T, 64, 64, 64, 4>(prm, num_seqs, max_suffix, st);
 }
 
 extern "C" int attn_prefill_cuda(const attn_shape *s, const attn_batch *b, attn_dtype dt,
@@ -152,15 +164,21 @@ extern "C" size_t attn_decode_workspace_bytes(const attn_shape *s, int32_t num_s
     return rows * ((size_t)s->head_dim + 1) * sizeof(float);
 }
 
-#define DECODE_NT 128
-#define DECODE_U 4
+/* Decode CTA: NT threads (128, or 256 with RKV_ATTN_DECODE_NT=256 for tuning);
+ * stages of 32 K/V rows, 4 stages (3 in flight). */
+#define DECODE_TOK 32
+#define DECODE_STAGES 4
 
-template <typename T, int D, int G>
+template <typename T, int D, int G, int NT>
 static int decode_launch(attn_decode_params prm, int splits, int num_seqs, cudaStream_t st)
 {
     prm.head_blocks = (prm.group + G - 1) / G;
     dim3 grid(splits, prm.hkv * prm.head_blocks, num_seqs);
-    attn_decode_split_kernel<T, D, G, DECODE_NT, DECODE_U><<<grid, DECODE_NT, 0, st>>>(prm);
+    auto kern = attn_decode_split_kernel<T, D, G, NT, DECODE_TOK, DECODE_STAGES>;
+    size_t smem = attn_decode_smem_bytes<T, D, G, NT, DECODE_TOK, DECODE_STAGES>();
+    ATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         (int)smem));
+    kern<<<grid, NT, smem, st>>>(prm);
     ATTN_CUDA_CHECK_LAUNCH();
     if (splits > 1) {
         int64_t rows = (int64_t)num_seqs * prm.hq;
@@ -172,19 +190,31 @@ static int decode_launch(attn_decode_params prm, int splits, int num_seqs, cudaS
     return ATTN_OK;
 }
 
-template <typename T, int D>
+template <typename T, int D, int NT>
 static int decode_dispatch_g(const attn_decode_params &prm, int splits, int num_seqs,
                              cudaStream_t st)
 {
     /* Register arrays are sized by G: pick the smallest that holds the group;
      * groups above 8 are cut into blocks of 8 heads. */
     if (prm.group == 1)
-        return decode_launch<T, D, 1>(prm, splits, num_seqs, st);
+        return decode_launch<T, D, 1, NT>(prm, splits, num_seqs, st);
     if (prm.group == 2)
-        return decode_launch<T, D, 2>(prm, splits, num_seqs, st);
+        return decode_launch<T, D, 2, NT>(prm, splits, num_seqs, st);
     if (prm.group <= 4)
-        return decode_launch<T, D, 4>(prm, splits, num_seqs, st);
-    return decode_launch<T, D, 8>(prm, splits, num_seqs, st);
+        return decode_launch<T, D, 4, NT>(prm, splits, num_seqs, st);
+    return decode_launch<T, D, 8, NT>(prm, splits, num_seqs, st);
+}
+
+template <typename T>
+static int decode_dispatch(const attn_decode_params &prm, int d, int splits, int num_seqs,
+                           cudaStream_t st)
+{
+    const char *env = getenv("RKV_ATTN_DECODE_NT");
+    if (env && atoi(env) == 256)
+        return d == 128 ? decode_dispatch_g<T, 128, 256>(prm, splits, num_seqs, st)
+                        : decode_dispatch_g<T, 64, 256>(prm, splits, num_seqs, st);
+    return d == 128 ? decode_dispatch_g<T, 128, 128>(prm, splits, num_seqs, st)
+                    : decode_dispatch_g<T, 64, 128>(prm, splits, num_seqs, st);
 }
 
 extern "C" int attn_decode_cuda(const attn_shape *s, attn_dtype dt, int32_t num_seqs,
@@ -207,8 +237,9 @@ extern "C" int attn_decode_cuda(const attn_shape *s, attn_dtype dt, int32_t num_
     ATTN_REQUIRE((int64_t)max_seq_len <= (int64_t)max_pages * s->page_size, where);
     cudaStream_t st = (cudaStream_t)stream;
 
-    /* Splits: enough CTAs to cover the SMs about twice, chunks of at least 256
-     * tokens, never more than the workspace was sized for. */
+    /* Splits: enough CTAs for about four per SM (each CTA keeps only 16 rows
+     * in flight per lane group, so bandwidth needs many), chunks of at least
+     * 256 tokens, never more than the workspace was sized for. */
     int dev = 0, sms = 132;
     ATTN_CUDA_CHECK(cudaGetDevice(&dev));
     ATTN_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
@@ -216,7 +247,7 @@ extern "C" int attn_decode_cuda(const attn_shape *s, attn_dtype dt, int32_t num_
     int gmax = group == 1 ? 1 : group == 2 ? 2 : group <= 4 ? 4 : 8;
     int64_t ctas = (int64_t)num_seqs * s->num_kv_heads * ((group + gmax - 1) / gmax);
     int cap = decode_splits(max_splits);
-    int64_t want = (2 * (int64_t)sms + ctas - 1) / ctas;
+    int64_t want = (4 * (int64_t)sms + ctas - 1) / ctas;
     int64_t by_len = ((int64_t)max_seq_len + 255) / 256;
     int splits = (int)(want < by_len ? want : by_len);
     if (splits > cap)
@@ -260,11 +291,9 @@ extern "C" int attn_decode_cuda(const attn_shape *s, attn_dtype dt, int32_t num_
         prm.ws_lse = prm.ws_o + rows * s->head_dim;
     }
     if (dt == ATTN_BF16)
-        rc = s->head_dim == 128 ? decode_dispatch_g<__nv_bfloat16, 128>(prm, splits, num_seqs, st)
-                                : decode_dispatch_g<__nv_bfloat16, 64>(prm, splits, num_seqs, st);
+        rc = decode_dispatch<__nv_bfloat16>(prm, s->head_dim, splits, num_seqs, st);
     else
-        rc = s->head_dim == 128 ? decode_dispatch_g<__half, 128>(prm, splits, num_seqs, st)
-                                : decode_dispatch_g<__half, 64>(prm, splits, num_seqs, st);
+        rc = decode_dispatch<__half>(prm, s->head_dim, splits, num_seqs, st);
     if (owned)
         ATTN_CUDA_CHECK(cudaFreeAsync(owned, st));
     return rc;

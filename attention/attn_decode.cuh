@@ -7,8 +7,9 @@
  *
  *   grid (splits, Hkv * head_blocks, B)
  *   context  [ chunk 0 | chunk 1 | ... | chunk splits-1 ]     chunk = CTA
- *   CTA: token groups of D/8 lanes; a group loads one K and one V row with
- *        16-byte loads (8 values per lane), U rows in flight per group
+ *   CTA: stages of TOK rows of K and V copied to shared memory with 16-byte
+ *        cp.async, STAGES - 1 stages in flight while one is consumed; token
+ *        groups of D/8 lanes (8 values per lane) read their rows from there
  *   partial (o, lse) per (sequence, head, split) -> workspace -> combine kernel
  *
  * Chunks past a sequence's length write lse = -inf, which the combine weighs 0.
@@ -41,22 +42,61 @@ __device__ __forceinline__ void attn_unpack8(float f[8], uint4 u, bool bf16)
     }
 }
 
-template <typename T, int D, int G, int NT, int U>
+/* Shared bytes of the split kernel: the K/V stages, which the final reduction
+ * over token groups reuses (it needs (D + 2) floats per group and head). */
+template <typename T, int D, int G, int NT, int TOK, int STAGES>
+constexpr size_t attn_decode_smem_bytes()
+{
+    return (size_t)STAGES * TOK * D * 2 * sizeof(T) > (size_t)(NT / (D / 8)) * G * (D + 2) * 4
+               ? (size_t)STAGES * TOK * D * 2 * sizeof(T)
+               : (size_t)(NT / (D / 8)) * G * (D + 2) * 4;
+}
+
+template <typename T, int D, int G, int NT, int TOK, int STAGES>
 __global__ void __launch_bounds__(NT) attn_decode_split_kernel(attn_decode_params prm)
 {
-    constexpr int TPT = D / 8;       /* lanes per token */
-    constexpr int NTG = NT / TPT;    /* token groups per CTA */
-    constexpr bool BF = sizeof(T) == 2 && !std::is_same<T, __half>::value;
+    constexpr int CH = D / 8;        /* 16-byte chunks per row = lanes per token */
+    constexpr int NTG = NT / CH;     /* token groups per CTA */
+    constexpr int U = TOK / NTG;     /* tokens per group per stage */
+    constexpr int RPT = TOK / (NT / CH); /* rows each thread copies per stage */
+    static_assert(U >= 1 && TOK % NTG == 0 && RPT >= 1, "decode tiling");
+    constexpr bool BF = !std::is_same<T, __half>::value;
     const int split = blockIdx.x, seq = blockIdx.z;
     const int kvh = blockIdx.y / prm.head_blocks, hb = blockIdx.y % prm.head_blocks;
     const int h0 = kvh * prm.group + hb * G;
     const int ng = min(G, prm.group - hb * G);
     const int len = min(max(prm.seq_lens[seq], 0), prm.max_pages * prm.page_size);
     const int t0 = split * prm.chunk, t1 = min(len, t0 + prm.chunk);
-    const int tid = threadIdx.x, tg = tid / TPT, li = tid % TPT;
+    const int nst = t1 > t0 ? (t1 - t0 + TOK - 1) / TOK : 0;
+    const int tid = threadIdx.x, tg = tid / CH, li = tid % CH;
     const int P = prm.page_size;
     const T *kc = static_cast<const T *>(prm.k_cache), *vc = static_cast<const T *>(prm.v_cache);
     const int32_t *pt = prm.page_table + (size_t)seq * prm.max_pages;
+
+    extern __shared__ __align__(128) unsigned char smem_raw[];
+    T *sK = reinterpret_cast<T *>(smem_raw); /* [STAGES][TOK][D] */
+    T *sV = sK + STAGES * TOK * D;
+
+    /* Stage n: rows t0 + n*TOK .. +TOK; this thread copies chunk li of RPT rows. */
+    auto load = [&](int n) {
+        const int buf = n % STAGES;
+#pragma unroll
+        for (int k = 0; k < RPT; k++) {
+            int r = tg + k * NTG;
+            int tok = t0 + n * TOK + r;
+            int page = tok < t1 ? pt[tok / P] : -1;
+            size_t off = page >= 0 ? (((size_t)page * P + tok % P) * prm.hkv + kvh) * D + li * 8 : 0;
+            int bytes = page >= 0 ? 16 : 0;
+            attn_cp_async16(sK + (buf * TOK + r) * D + li * 8, kc + off, bytes);
+            attn_cp_async16(sV + (buf * TOK + r) * D + li * 8, vc + off, bytes);
+        }
+    };
+#pragma unroll
+    for (int n = 0; n < STAGES - 1; n++) {
+        if (n < nst)
+            load(n);
+        attn_cp_async_commit(); /* empty groups keep the count uniform */
+    }
 
     float qv[G][8], acc[G][8], m[G], l[G];
 #pragma unroll
@@ -80,64 +120,85 @@ __global__ void __launch_bounds__(NT) attn_decode_split_kernel(attn_decode_param
         }
     }
 
-    /* The loop bound is uniform over the CTA so every lane reaches the shuffles. */
-    for (int base = t0; base < t1; base += NTG * U) {
-        uint4 kr[U], vr[U];
+    /* nst is uniform over the CTA, so every lane reaches the barriers and the
+     * shuffles. Group tg takes rows tg*U .. tg*U+U-1 of each stage: one
+     * softmax update per U scores. */
+    for (int n = 0; n < nst; n++) {
+        attn_cp_async_wait<STAGES - 2>();
+        __syncthreads();
+        if (n + STAGES - 1 < nst)
+            load(n + STAGES - 1);
+        attn_cp_async_commit();
+        const int buf = n % STAGES;
+        float sc[G][U];
         bool ok[U];
 #pragma unroll
         for (int u = 0; u < U; u++) {
-            int tok = base + tg * U + u;
-            ok[u] = false;
-            kr[u] = vr[u] = make_uint4(0, 0, 0, 0);
-            if (tok < t1) {
-                int page = pt[tok / P];
-                if (page >= 0) {
-                    size_t off = (((size_t)page * P + tok % P) * prm.hkv + kvh) * D + li * 8;
-                    kr[u] = __ldg(reinterpret_cast<const uint4 *>(kc + off));
-                    vr[u] = __ldg(reinterpret_cast<const uint4 *>(vc + off));
-                    ok[u] = true;
-                }
-            }
-        }
-#pragma unroll
-        for (int u = 0; u < U; u++) {
-            float kf[8], vf[8];
-            attn_unpack8(kf, kr[u], BF);
-            attn_unpack8(vf, vr[u], BF);
+            int r = tg * U + u;
+            ok[u] = t0 + n * TOK + r < t1;
+            float kf[8];
+            attn_unpack8(kf, *reinterpret_cast<const uint4 *>(sK + (buf * TOK + r) * D + li * 8), BF);
 #pragma unroll
             for (int g = 0; g < G; g++) {
                 float sdot = 0.f;
 #pragma unroll
                 for (int i = 0; i < 8; i++)
                     sdot = fmaf(qv[g][i], kf[i], sdot);
-#pragma unroll
-                for (int off = TPT / 2; off > 0; off /= 2)
-                    sdot += __shfl_xor_sync(0xffffffffu, sdot, off);
-                if (!ok[u])
-                    continue;
-                float mnew = fmaxf(m[g], sdot);
-                float alpha = exp2f(m[g] - mnew), pw = exp2f(sdot - mnew);
-                m[g] = mnew;
-                l[g] = l[g] * alpha + pw;
-#pragma unroll
-                for (int i = 0; i < 8; i++)
-                    acc[g][i] = fmaf(pw, vf[i], acc[g][i] * alpha);
+                sc[g][u] = sdot;
             }
         }
+#pragma unroll
+        for (int g = 0; g < G; g++) {
+            float mx = -INFINITY;
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+#pragma unroll
+                for (int o = CH / 2; o > 0; o /= 2)
+                    sc[g][u] += __shfl_xor_sync(0xffffffffu, sc[g][u], o);
+                sc[g][u] = ok[u] ? sc[g][u] : -INFINITY;
+                mx = fmaxf(mx, sc[g][u]);
+            }
+            float mnew = fmaxf(m[g], mx);
+            float msub = mnew == -INFINITY ? 0.f : mnew;
+            float alpha = exp2f(m[g] - msub), sum = 0.f;
+            m[g] = mnew;
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                sc[g][u] = exp2f(sc[g][u] - msub);
+                sum += sc[g][u];
+            }
+            l[g] = l[g] * alpha + sum;
+#pragma unroll
+            for (int i = 0; i < 8; i++)
+                acc[g][i] *= alpha;
+        }
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            float vf[8];
+            attn_unpack8(vf, *reinterpret_cast<const uint4 *>(sV + (buf * TOK + tg * U + u) * D + li * 8), BF);
+#pragma unroll
+            for (int g = 0; g < G; g++)
+#pragma unroll
+                for (int i = 0; i < 8; i++)
+                    acc[g][i] = fmaf(sc[g][u], vf[i], acc[g][i]);
+        }
     }
+    attn_cp_async_wait<0>();
+    __syncthreads(); /* the stage buffers become the reduction buffers */
 
     /* Merge the CTA's token groups through shared memory. */
-    __shared__ float red_m[NTG][G], red_l[NTG][G];
-    __shared__ float red_o[NTG][G][D];
+    float *red_m = reinterpret_cast<float *>(smem_raw); /* [NTG][G] */
+    float *red_l = red_m + NTG * G;                     /* [NTG][G] */
+    float *red_o = red_l + NTG * G;                     /* [NTG][G][D] */
 #pragma unroll
     for (int g = 0; g < G; g++) {
         if (li == 0) {
-            red_m[tg][g] = m[g];
-            red_l[tg][g] = l[g];
+            red_m[tg * G + g] = m[g];
+            red_l[tg * G + g] = l[g];
         }
 #pragma unroll
         for (int i = 0; i < 8; i++)
-            red_o[tg][g][li * 8 + i] = acc[g][i];
+            red_o[(tg * G + g) * D + li * 8 + i] = acc[g][i];
     }
     __syncthreads();
     const bool direct = gridDim.x == 1;
@@ -145,13 +206,13 @@ __global__ void __launch_bounds__(NT) attn_decode_split_kernel(attn_decode_param
         int g = idx / D, d = idx % D;
         float mm = -INFINITY;
         for (int k = 0; k < NTG; k++)
-            mm = fmaxf(mm, red_m[k][g]);
+            mm = fmaxf(mm, red_m[k * G + g]);
         float ls = 0.f, os = 0.f;
         if (mm != -INFINITY) {
             for (int k = 0; k < NTG; k++) {
-                float w = exp2f(red_m[k][g] - mm);
-                ls += red_l[k][g] * w;
-                os += red_o[k][g][d] * w;
+                float w = exp2f(red_m[k * G + g] - mm);
+                ls += red_l[k * G + g] * w;
+                os += red_o[(k * G + g) * D + d] * w;
             }
         }
         float ov = ls > 0.f ? os / ls : 0.f;
