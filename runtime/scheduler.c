@@ -439,7 +439,8 @@ rkv_status scheduler_schedule(scheduler *s, sched_plan *plan, bool allow_preempt
                 free(taken);
                 return st;
             }
-            memcpy(r->pages, r->match.pages, sizeof(int32_t) * (size_t)r->match.num_pages);
+            if (r->match.num_pages > 0)
+                memcpy(r->pages, r->match.pages, sizeof(int32_t) * (size_t)r->match.num_pages);
             r->num_cache_pages = r->match.num_pages;
             r->num_pages = total;
             r->kv_sched = r->kv_done = matched;
