@@ -167,6 +167,8 @@ rkv_status engine_create_with_backend(const engine_config *cfg_in, backend *b, e
          * free what they are given at once. */
         .insert_unfinished = strcmp(kind, "none") && strcmp(kind, "hash-nocache"),
     };
+    /* Waiting a step pays only where the prefix will be found in the cache. */
+    if (sc.insert_unfinished) sc.dedup_tokens = b->page_size > 32 ? b->page_size : 32;
     if ((st = scheduler_init(&e->sched, &sc, e->cache, &e->pool))) {
         engine_destroy(e);
         return fail(st, err, errlen, "engine: scheduler");
