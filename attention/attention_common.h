@@ -67,6 +67,11 @@ static inline float attn_merge_weights(float l1, float l2, float *w1, float *w2)
     return l;
 }
 
+/* CPU kernels: 1 forces the portable C path even where AVX2 + FMA kernels
+ * exist (tests cover both paths), 0 picks by the CPU again. Not thread-safe
+ * against calls in flight; set it between calls. */
+void attn_cpu_set_generic(int generic);
+
 #ifdef __cplusplus
 }
 #endif

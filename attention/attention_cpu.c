@@ -54,24 +54,74 @@ typedef struct scratch {
     float q[TILE_FLOATS];     /* (R, D) query rows, pre-multiplied by the scale */
     float o[TILE_FLOATS];     /* (R, D) running output, normalised */
     float s[MAX_ROWS * BK];   /* (R, BK) scores, then probabilities */
-    float kt[DMAX * BK];      /* (D, BK) the key tile transposed */
+    float kt[DMAX * BK];      /* (D, BK) the key tile transposed (portable path) */
+    float vpk[DMAX * BK];     /* (D / 32, BK, 32) the value tile packed (AVX2 path) */
     float lse[MAX_ROWS];      /* (R) running log-sum-exp */
+    float alpha[MAX_ROWS];    /* (R) weight of the old state in this tile's merge */
     int32_t lim[MAX_ROWS];    /* (R) last key index the row may see */
-    const float *vp[BK];      /* value row of each key of the tile */
+    int32_t valid[MAX_ROWS];  /* (R) keys of the current tile the row sees */
+    const float *kp[2][BK];   /* key row of each key: this tile, next tile */
+    const float *vp[2][BK];   /* value row of each key: this tile, next tile */
 } scratch;
 
-ATTN_INLINE const float *key_at(const kv_view *kv, int32_t t, const float **v)
+/* Row pointers of keys [kb, kb + n): prefix keys walk the page table (one
+ * division per tile, not per key), the rest are suffix rows. */
+ATTN_INLINE void gather_tile(const kv_view *kv, int32_t kb, int n, const float **kp,
+                             const float **vp)
 {
-    int64_t off;
+    int j = 0;
+    int32_t t = kb;
     if (t < kv->prefix) {
-        int64_t slot = (int64_t)kv->pages[t / kv->page_size] * kv->page_size + t % kv->page_size;
-        off = slot * kv->stride;
-        *v = kv->v_cache + off;
-        return kv->k_cache + off;
+        const int32_t P = kv->page_size;
+        int32_t pg = t / P, off = t % P;
+        while (j < n && t < kv->prefix) {
+            int32_t run = P - off;
+            if (run > kv->prefix - t) run = kv->prefix - t;
+            if (run > n - j) run = n - j;
+            int64_t base = ((int64_t)kv->pages[pg] * P + off) * kv->stride;
+            for (int32_t x = 0; x < run; x++, j++, base += kv->stride) {
+                kp[j] = kv->k_cache + base;
+                vp[j] = kv->v_cache + base;
+            }
+            t += run;
+            pg++;
+            off = 0;
+        }
     }
-    off = (int64_t)(t - kv->prefix) * kv->stride;
-    *v = kv->v_new + off;
-    return kv->k_new + off;
+    int64_t base = (int64_t)(t - kv->prefix) * kv->stride;
+    for (; j < n; j++, base += kv->stride) {
+        kp[j] = kv->k_new + base;
+        vp[j] = kv->v_new + base;
+    }
+}
+
+/* Ask for the next tile's K and V rows while this one is computed: rows of
+ * one head are Hkv * D floats apart (often exactly 4 KiB), which the
+ * hardware stride prefetchers do not follow across pages. */
+ATTN_INLINE void prefetch_tile(const float *const *kp, const float *const *vp, int n, const int D)
+{
+    for (int j = 0; j < n; j++)
+        for (int d = 0; d < D; d += 16) {
+            __builtin_prefetch(kp[j] + d, 0, 2);
+            __builtin_prefetch(vp[j] + d, 0, 2);
+        }
+}
+
+/* Tiles alternate between the two pointer slots of w. At tile kb (whose
+ * pointers are already in its slot unless it is the first), gather the next
+ * tile into the other slot and prefetch its rows. Returns kb's slot. */
+ATTN_INLINE int tile_advance(const kv_view *kv, int32_t kbeg, int32_t kend, int32_t kb,
+                             scratch *w, const int D)
+{
+    const int cur = ((kb - kbeg) / BK) & 1;
+    if (kb == kbeg) gather_tile(kv, kb, kend - kb < BK ? kend - kb : BK, w->kp[cur], w->vp[cur]);
+    const int32_t nb = kb + BK;
+    if (nb < kend) {
+        const int nn = kend - nb < BK ? kend - nb : BK;
+        gather_tile(kv, nb, nn, w->kp[cur ^ 1], w->vp[cur ^ 1]);
+        prefetch_tile(w->kp[cur ^ 1], w->vp[cur ^ 1], nn, D);
+    }
+    return cur;
 }
 
 /* Fold keys [kbeg, kend) into the R rows of w (w->q, w->lim set; w->o, w->lse
@@ -84,8 +134,10 @@ ATTN_INLINE void attend_tile(const kv_view *kv, int32_t kbeg, int32_t kend, scra
         const int n = kend - kb < BK ? kend - kb : BK;
         /* 1: gather the tile: K transposed (so scores are axpys over keys),
          * V by pointer; unused columns are zero and masked below. */
+        const int slot = tile_advance(kv, kbeg, kend, kb, w, D);
+        const float *const *vp = w->vp[slot];
         for (int j = 0; j < n; j++) {
-            const float *kr = key_at(kv, kb + j, &w->vp[j]);
+            const float *kr = w->kp[slot][j];
             for (int d = 0; d < D; d++) w->kt[d * BK + j] = kr[d];
         }
         for (int j = n; j < BK; j++)
@@ -118,7 +170,7 @@ ATTN_INLINE void attend_tile(const kv_view *kv, int32_t kbeg, int32_t kend, scra
             const float c = w2 / sum;
             for (int j = 0; j < valid; j++) {
                 const float p = sr[j] * c;
-                const float *restrict vr = w->vp[j];
+                const float *restrict vr = vp[j];
                 for (int d = 0; d < D; d++) orow[d] += p * vr[d];
             }
         }
@@ -133,6 +185,300 @@ static void attend_tile_d64(const kv_view *kv, int32_t kbeg, int32_t kend, scrat
 static void attend_tile_d128(const kv_view *kv, int32_t kbeg, int32_t kend, scratch *w, int R)
 {
     attend_tile(kv, kbeg, kend, w, R, 128);
+}
+
+/* ---- x86-64 with AVX2 + FMA ------------------------------------------------
+ *
+ * The same tile algorithm with register-blocked micro-kernels, chosen at run
+ * time when the CPU has AVX2 and FMA (the build targets baseline x86-64):
+ *   scores  2 rows x 4 keys per step, dot products over D in 8 lanes, one
+ *           horizontal reduction per 4 keys (no transposed copy of K, so a
+ *           single decode row costs no more than its dot products);
+ *   softmax whole 64-key rows: max, a polynomial e^x, sum;
+ *   P V     2 rows x 32 output floats per step, the old state's weight
+ *           applied when the accumulators are loaded.
+ */
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define HAVE_AVX2_PATH 1
+#define AVX2_FN __attribute__((target("avx2,fma")))
+#define AVX2_INLINE static inline __attribute__((always_inline, target("avx2,fma")))
+
+/* e^x for x <= 0 (scores minus the row max), ~1 ulp: x = n ln2 + r with
+ * |r| <= ln2 / 2, e^r by a degree-7 polynomial (Taylor-like minimax
+ * coefficients, as in Cephes' expf), times 2^n built in the exponent bits.
+ * Below -87 (where 2^n would be subnormal) and at -inf the result is 0, so
+ * masked keys get exactly zero weight. */
+AVX2_INLINE __m256 exp_avx2(__m256 x)
+{
+    const __m256 keep = _mm256_cmp_ps(x, _mm256_set1_ps(-87.0f), _CMP_GE_OQ);
+    x = _mm256_max_ps(x, _mm256_set1_ps(-87.0f));
+    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 y = _mm256_set1_ps(1.9875691500e-4f);
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.3981999507e-3f));
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(8.3334519073e-3f));
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(4.1665795894e-2f));
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.6666665459e-1f));
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(5.0000001201e-1f));
+    y = _mm256_fmadd_ps(y, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n),
+                                                         _mm256_set1_epi32(127)), 23);
+    return _mm256_and_ps(_mm256_mul_ps(y, _mm256_castsi256_ps(e)), keep);
+}
+
+/* [sum a, sum b, sum c, sum d] */
+AVX2_INLINE __m128 hsum4_avx2(__m256 a, __m256 b, __m256 c, __m256 d)
+{
+    const __m256 t = _mm256_hadd_ps(_mm256_hadd_ps(a, b), _mm256_hadd_ps(c, d));
+    return _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
+}
+
+AVX2_INLINE float hsum_avx2(__m256 a)
+{
+    __m128 t = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    t = _mm_add_ps(t, _mm_movehl_ps(t, t));
+    return _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
+}
+
+/* s[r][j] = q_r . k_j for r < R, j < n. Key quads outer, row pairs inner:
+ * the four K rows stay in L1 while the Q tile (16 KiB at most) sweeps past
+ * them, instead of the whole K tile streaming from L2 once per row pair. */
+AVX2_INLINE void scores_avx2(scratch *w, const float *const *kp, int R, int n, const int D)
+{
+    int j = 0;
+    for (; j + 4 <= n; j += 4) {
+        const float *k0 = kp[j], *k1 = kp[j + 1], *k2 = kp[j + 2], *k3 = kp[j + 3];
+        int r = 0;
+        for (; r + 2 <= R; r += 2) {
+            const float *q0 = w->q + r * D, *q1 = q0 + D;
+            __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+            __m256 b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+            for (int d = 0; d < D; d += 8) {
+                const __m256 x = _mm256_load_ps(q0 + d), y = _mm256_load_ps(q1 + d);
+                __m256 k = _mm256_loadu_ps(k0 + d);
+                a0 = _mm256_fmadd_ps(x, k, a0);
+                b0 = _mm256_fmadd_ps(y, k, b0);
+                k = _mm256_loadu_ps(k1 + d);
+                a1 = _mm256_fmadd_ps(x, k, a1);
+                b1 = _mm256_fmadd_ps(y, k, b1);
+                k = _mm256_loadu_ps(k2 + d);
+                a2 = _mm256_fmadd_ps(x, k, a2);
+                b2 = _mm256_fmadd_ps(y, k, b2);
+                k = _mm256_loadu_ps(k3 + d);
+                a3 = _mm256_fmadd_ps(x, k, a3);
+                b3 = _mm256_fmadd_ps(y, k, b3);
+            }
+            _mm_storeu_ps(w->s + r * BK + j, hsum4_avx2(a0, a1, a2, a3));
+            _mm_storeu_ps(w->s + (r + 1) * BK + j, hsum4_avx2(b0, b1, b2, b3));
+        }
+        if (r < R) {
+            const float *q0 = w->q + r * D;
+            __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+            for (int d = 0; d < D; d += 8) {
+                const __m256 x = _mm256_load_ps(q0 + d);
+                a0 = _mm256_fmadd_ps(x, _mm256_loadu_ps(k0 + d), a0);
+                a1 = _mm256_fmadd_ps(x, _mm256_loadu_ps(k1 + d), a1);
+                a2 = _mm256_fmadd_ps(x, _mm256_loadu_ps(k2 + d), a2);
+                a3 = _mm256_fmadd_ps(x, _mm256_loadu_ps(k3 + d), a3);
+            }
+            _mm_storeu_ps(w->s + r * BK + j, hsum4_avx2(a0, a1, a2, a3));
+        }
+    }
+    for (; j < n; j++)
+        for (int r = 0; r < R; r++) {
+            __m256 a = _mm256_setzero_ps();
+            for (int d = 0; d < D; d += 8)
+                a = _mm256_fmadd_ps(_mm256_load_ps(w->q + r * D + d), _mm256_loadu_ps(kp[j] + d), a);
+            w->s[r * BK + j] = hsum_avx2(a);
+        }
+}
+
+/* Row r of s becomes its weights in the merged state: e^(s - m) * w2 / sum,
+ * 0 past the row's valid keys; alpha[r] = w1, the old state's weight. */
+AVX2_INLINE void softmax_avx2(scratch *w, int R, int kb, int n)
+{
+    for (int r = 0; r < R; r++) {
+        float *sr = w->s + r * BK;
+        int valid = w->lim[r] - kb + 1 < n ? w->lim[r] - kb + 1 : n;
+        if (valid <= 0) { /* the tile is in this row's future: state unchanged */
+            w->valid[r] = 0;
+            w->alpha[r] = 1.0f;
+            for (int j = 0; j < BK; j++) sr[j] = 0.0f; /* its pair row may still run */
+            continue;
+        }
+        w->valid[r] = valid;
+        for (int j = valid; j < BK; j++) sr[j] = -INFINITY;
+        __m256 mv = _mm256_load_ps(sr);
+        for (int j = 8; j < BK; j += 8) mv = _mm256_max_ps(mv, _mm256_load_ps(sr + j));
+        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mv), _mm256_extractf128_ps(mv, 1));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+        const float m = _mm_cvtss_f32(m4);
+        const __m256 mb = _mm256_set1_ps(m);
+        __m256 sum = _mm256_setzero_ps();
+        for (int j = 0; j < BK; j += 8) {
+            const __m256 e = exp_avx2(_mm256_sub_ps(_mm256_load_ps(sr + j), mb));
+            _mm256_store_ps(sr + j, e);
+            sum = _mm256_add_ps(sum, e);
+        }
+        const float total = hsum_avx2(sum);
+        float w1, w2;
+        w->lse[r] = attn_merge_weights(w->lse[r], m + logf(total), &w1, &w2);
+        w->alpha[r] = w1;
+        const __m256 c = _mm256_set1_ps(w2 / total);
+        for (int j = 0; j < BK; j += 8) _mm256_store_ps(sr + j, _mm256_mul_ps(_mm256_load_ps(sr + j), c));
+    }
+}
+
+/* o_r = o_r alpha_r + sum_j s[r][j] v_j, over each row's valid keys. Output
+ * column chunks of 32 floats outer, row pairs inner: the chunk's slice of the
+ * V tile (8 KiB) stays in L1 for all rows. */
+AVX2_INLINE void pv_avx2(scratch *w, const float *const *vp, int R, const int D, const int packed)
+{
+    for (int c = 0; c < D; c += 32) {
+        /* Value j's 32 floats of this chunk: packed contiguously, or in place. */
+#define VCHUNK(j) (packed ? w->vpk + c * BK + (j) * 32 : vp[(j)] + c)
+        int r = 0;
+        for (; r + 2 <= R; r += 2) {
+            const int nv = w->valid[r] > w->valid[r + 1] ? w->valid[r] : w->valid[r + 1];
+            if (nv == 0) continue;
+            const float *p0 = w->s + r * BK, *p1 = p0 + BK;
+            float *o0 = w->o + r * D + c, *o1 = o0 + D;
+            const __m256 al0 = _mm256_set1_ps(w->alpha[r]), al1 = _mm256_set1_ps(w->alpha[r + 1]);
+            __m256 a0 = _mm256_mul_ps(_mm256_load_ps(o0), al0);
+            __m256 a1 = _mm256_mul_ps(_mm256_load_ps(o0 + 8), al0);
+            __m256 a2 = _mm256_mul_ps(_mm256_load_ps(o0 + 16), al0);
+            __m256 a3 = _mm256_mul_ps(_mm256_load_ps(o0 + 24), al0);
+            __m256 b0 = _mm256_mul_ps(_mm256_load_ps(o1), al1);
+            __m256 b1 = _mm256_mul_ps(_mm256_load_ps(o1 + 8), al1);
+            __m256 b2 = _mm256_mul_ps(_mm256_load_ps(o1 + 16), al1);
+            __m256 b3 = _mm256_mul_ps(_mm256_load_ps(o1 + 24), al1);
+            for (int j = 0; j < nv; j++) {
+                const float *v = VCHUNK(j);
+                const __m256 x = _mm256_broadcast_ss(p0 + j), y = _mm256_broadcast_ss(p1 + j);
+                __m256 t = _mm256_loadu_ps(v);
+                a0 = _mm256_fmadd_ps(x, t, a0);
+                b0 = _mm256_fmadd_ps(y, t, b0);
+                t = _mm256_loadu_ps(v + 8);
+                a1 = _mm256_fmadd_ps(x, t, a1);
+                b1 = _mm256_fmadd_ps(y, t, b1);
+                t = _mm256_loadu_ps(v + 16);
+                a2 = _mm256_fmadd_ps(x, t, a2);
+                b2 = _mm256_fmadd_ps(y, t, b2);
+                t = _mm256_loadu_ps(v + 24);
+                a3 = _mm256_fmadd_ps(x, t, a3);
+                b3 = _mm256_fmadd_ps(y, t, b3);
+            }
+            _mm256_store_ps(o0, a0);
+            _mm256_store_ps(o0 + 8, a1);
+            _mm256_store_ps(o0 + 16, a2);
+            _mm256_store_ps(o0 + 24, a3);
+            _mm256_store_ps(o1, b0);
+            _mm256_store_ps(o1 + 8, b1);
+            _mm256_store_ps(o1 + 16, b2);
+            _mm256_store_ps(o1 + 24, b3);
+        }
+        if (r < R && w->valid[r] > 0) {
+            const int nv = w->valid[r];
+            const float *p0 = w->s + r * BK;
+            float *o0 = w->o + r * D + c;
+            const __m256 al0 = _mm256_set1_ps(w->alpha[r]);
+            __m256 a0 = _mm256_mul_ps(_mm256_load_ps(o0), al0);
+            __m256 a1 = _mm256_mul_ps(_mm256_load_ps(o0 + 8), al0);
+            __m256 a2 = _mm256_mul_ps(_mm256_load_ps(o0 + 16), al0);
+            __m256 a3 = _mm256_mul_ps(_mm256_load_ps(o0 + 24), al0);
+            for (int j = 0; j < nv; j++) {
+                const float *v = VCHUNK(j);
+                const __m256 x = _mm256_broadcast_ss(p0 + j);
+                a0 = _mm256_fmadd_ps(x, _mm256_loadu_ps(v), a0);
+                a1 = _mm256_fmadd_ps(x, _mm256_loadu_ps(v + 8), a1);
+                a2 = _mm256_fmadd_ps(x, _mm256_loadu_ps(v + 16), a2);
+                a3 = _mm256_fmadd_ps(x, _mm256_loadu_ps(v + 24), a3);
+            }
+            _mm256_store_ps(o0, a0);
+            _mm256_store_ps(o0 + 8, a1);
+            _mm256_store_ps(o0 + 16, a2);
+            _mm256_store_ps(o0 + 24, a3);
+        }
+    }
+}
+
+#undef VCHUNK
+
+AVX2_INLINE void attend_avx2(const kv_view *kv, int32_t kbeg, int32_t kend, scratch *w, int R,
+                             const int D)
+{
+    for (int32_t kb = kbeg; kb < kend; kb += BK) {
+        const int n = kend - kb < BK ? kend - kb : BK;
+        const int slot = tile_advance(kv, kbeg, kend, kb, w, D);
+        scores_avx2(w, w->kp[slot], R, n, D);
+        softmax_avx2(w, R, kb, n);
+        /* Value rows sit Hkv * D floats apart, a power of two that maps a
+         * column chunk of all 64 rows onto a few L1 sets; with more than two
+         * row pairs to serve, copying the tile chunk-major first pays off. */
+        if (R > 4) {
+            for (int j = 0; j < n; j++)
+                for (int c = 0; c < D; c += 8)
+                    _mm256_store_ps(w->vpk + (c / 32 * 32) * BK + j * 32 + c % 32,
+                                    _mm256_loadu_ps(w->vp[slot][j] + c));
+            pv_avx2(w, w->vp[slot], R, D, 1);
+        } else {
+            pv_avx2(w, w->vp[slot], R, D, 0);
+        }
+    }
+}
+
+AVX2_FN static void attend_avx2_d64(const kv_view *kv, int32_t kbeg, int32_t kend, scratch *w,
+                                    int R)
+{
+    attend_avx2(kv, kbeg, kend, w, R, 64);
+}
+
+AVX2_FN static void attend_avx2_d128(const kv_view *kv, int32_t kbeg, int32_t kend, scratch *w,
+                                     int R)
+{
+    attend_avx2(kv, kbeg, kend, w, R, 128);
+}
+#endif
+
+/* Which kernels run: 0 = generic C, 1 = AVX2 + FMA. Decided once from the
+ * CPU; attn_cpu_set_generic() lets the tests exercise the generic path. */
+static atomic_int g_isa = -1;
+
+void attn_cpu_set_generic(int generic)
+{
+    int isa = 0;
+#ifdef HAVE_AVX2_PATH
+    __builtin_cpu_init();
+    isa = !generic && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#endif
+    (void)generic;
+    atomic_store(&g_isa, isa);
+}
+
+static void attend(const kv_view *kv, int32_t kbeg, int32_t kend, scratch *w, int R, int D)
+{
+    int isa = atomic_load(&g_isa);
+    if (isa < 0) {
+        attn_cpu_set_generic(0);
+        isa = atomic_load(&g_isa);
+    }
+#ifdef HAVE_AVX2_PATH
+    if (isa == 1) {
+        if (D == 64)
+            attend_avx2_d64(kv, kbeg, kend, w, R);
+        else
+            attend_avx2_d128(kv, kbeg, kend, w, R);
+        return;
+    }
+#endif
+    if (D == 64)
+        attend_tile_d64(kv, kbeg, kend, w, R);
+    else
+        attend_tile_d128(kv, kbeg, kend, w, R);
 }
 
 /* ---- work items and the thread team ------------------------------------ */
@@ -199,10 +545,7 @@ static void run_item(const job *jb, const work_item *it, scratch *w)
     }
     memset(w->o, 0, sizeof(float) * (size_t)(R * D));
     for (int r = 0; r < R; r++) w->lse[r] = -INFINITY;
-    if (D == 64)
-        attend_tile_d64(&kv, it->kbeg, it->kend, w, R);
-    else
-        attend_tile_d128(&kv, it->kbeg, it->kend, w, R);
+    attend(&kv, it->kbeg, it->kend, w, R, (int)D);
 
     float *out = jb->out, *lse = jb->lse;
     int64_t row0 = q_row0 * Hq + h_first; /* (token, head) row of the item's first row */

@@ -7,14 +7,9 @@
 
 #include "cache_kinds.h"
 
-/* The hash and trie kinds live in their own sources; a build that has them
- * defines RKV_HAVE_HASHTRIE (radix/meson.build). Without them their names are
- * refused with RKV_ENOTSUP instead of failing to link. */
 const char *const cache_kind_names[] = {
     "radix",
-#ifdef RKV_HAVE_HASHTRIE
     "hash", "hash-nocache", "trie",
-#endif
     "none", NULL,
 };
 
@@ -55,16 +50,9 @@ rkv_status cache_create(const cache_config *cfg, page_pool *pool, cache **out, c
     const char *kind = cfg->kind ? cfg->kind : "radix";
     if (!strcmp(kind, "radix")) return cache_radix_create(cfg, pool, out, err, errlen);
     if (!strcmp(kind, "none")) return cache_none_create(cfg, pool, out, err, errlen);
-    bool known = !strcmp(kind, "hash") || !strcmp(kind, "hash-nocache") || !strcmp(kind, "trie");
-#ifdef RKV_HAVE_HASHTRIE
     if (!strcmp(kind, "hash")) return cache_hash_create(cfg, pool, false, out, err, errlen);
     if (!strcmp(kind, "hash-nocache")) return cache_hash_create(cfg, pool, true, out, err, errlen);
     if (!strcmp(kind, "trie")) return cache_trie_create(cfg, pool, out, err, errlen);
-#endif
-    if (known) {
-        if (err) snprintf(err, errlen, "cache kind '%s' is not part of this build", kind);
-        return RKV_ENOTSUP;
-    }
     if (err) {
         size_t used = (size_t)snprintf(err, errlen, "unknown cache kind '%s' (expected one of:", kind);
         for (int i = 0; cache_kind_names[i] && used < errlen; i++)

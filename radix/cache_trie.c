@@ -29,8 +29,10 @@
  * evicting one frees its page and removes the ownerless nodes above it up to
  * the next owner (a page at a time), which then may become a candidate.
  *
- * Children are found in O(1) through one table keyed by (parent, token);
- * sibling lists serve walks (dump, check) and O(1) unlinking.
+ * Children: a node with few children keeps them in its sibling list only
+ * (most nodes have one child, usually the next slot in memory); once it has
+ * more than WIDE children they are also indexed in one table keyed by
+ * (parent, token), so a wide node (a root) finds a child in O(1) too.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -47,6 +49,7 @@ typedef struct tnode {
     int32_t hnext;     /* next node in the same child-table bucket */
     int32_t ref;       /* locks through this node */
     int32_t heap_pos;  /* slot in the eviction heap, -1 when not a candidate */
+    int32_t indexed;   /* 1 once the children are in the child table */
     uint64_t time;     /* clock of the last call that entered the node */
     uint64_t created;  /* creation order: ties go to the created-first */
     uint64_t ns;       /* roots only */
@@ -70,6 +73,8 @@ typedef struct cache_trie {
 
 static const cache_ops trie_ops;
 
+enum { WIDE = 8 }; /* children scanned in a list up to this many */
+
 /* ---- node slots and the child table ------------------------------------- */
 
 static uint32_t child_bucket(const cache_trie *t, int32_t parent, int32_t token)
@@ -83,6 +88,15 @@ static uint32_t child_bucket(const cache_trie *t, int32_t parent, int32_t token)
 
 static int32_t child_find(const cache_trie *t, int32_t parent, int32_t token)
 {
+    /* Most nodes have one child, usually the next slot in memory: try it
+     * before the table, whose buckets are scattered. */
+    const tnode *p = &t->nodes[parent];
+    if (p->first_child >= 0 && t->nodes[p->first_child].token == token) return p->first_child;
+    if (!p->indexed) {
+        for (int32_t x = p->first_child; x >= 0; x = t->nodes[x].next_sib)
+            if (t->nodes[x].token == token) return x;
+        return -1;
+    }
     for (int32_t x = t->buckets[child_bucket(t, parent, token)]; x >= 0; x = t->nodes[x].hnext)
         if (t->nodes[x].parent == parent && t->nodes[x].token == token) return x;
     return -1;
@@ -129,7 +143,7 @@ static rkv_status reserve_nodes(cache_trie *t, int64_t more)
         t->mask = nb - 1;
         for (uint32_t i = 0; i < nb; i++) b[i] = -1;
         for (int32_t x = 0; x < t->high; x++)
-            if (t->nodes[x].depth > 0) table_add(t, x);
+            if (t->nodes[x].depth > 0 && t->nodes[t->nodes[x].parent].indexed) table_add(t, x);
     }
     return RKV_OK;
 }
@@ -160,7 +174,12 @@ static int32_t node_new(cache_trie *t, int32_t parent, int32_t token)
         if (p->first_child >= 0) t->nodes[p->first_child].prev_sib = x;
         p->first_child = x;
         p->nchildren++;
-        table_add(t, x);
+        if (p->indexed) {
+            table_add(t, x);
+        } else if (p->nchildren > WIDE) {
+            p->indexed = 1;
+            for (int32_t y = p->first_child; y >= 0; y = t->nodes[y].next_sib) table_add(t, y);
+        }
         t->num_tokens++;
     }
     return x;
@@ -170,7 +189,7 @@ static void node_delete(cache_trie *t, int32_t x)
 {
     tnode *n = &t->nodes[x];
     tnode *p = &t->nodes[n->parent];
-    table_remove(t, x);
+    if (p->indexed) table_remove(t, x);
     if (n->prev_sib >= 0) t->nodes[n->prev_sib].next_sib = n->next_sib;
     else p->first_child = n->next_sib;
     if (n->next_sib >= 0) t->nodes[n->next_sib].prev_sib = n->prev_sib;
@@ -251,6 +270,18 @@ static int32_t root_find(const cache_trie *t, uint64_t ns)
     for (int32_t i = 0; i < t->nroots; i++)
         if (t->nodes[t->roots[i]].ns == ns) return t->roots[i];
     return -1;
+}
+
+/* A namespace whose last page went is forgotten, so namespaces used once
+ * (a salt per request) do not pile up in the root list. */
+static void root_delete(cache_trie *t, int32_t x)
+{
+    for (int32_t i = 0; i < t->nroots; i++)
+        if (t->roots[i] == x) t->roots[i] = t->roots[--t->nroots];
+    t->nodes[x].depth = -1;
+    t->nodes[x].next_sib = t->free_head;
+    t->free_head = x;
+    t->live--;
 }
 
 /* ---- the interface ------------------------------------------------------- */
@@ -402,7 +433,8 @@ static int64_t trie_evict(cache *c, int64_t n_tokens)
             node_delete(t, p);
             p = q;
         }
-        refresh(t, p);
+        if (t->nodes[p].parent < 0 && t->nodes[p].nchildren == 0) root_delete(t, p);
+        else refresh(t, p);
     }
     c->stats.evicted_tokens += (uint64_t)freed;
     return freed;
@@ -444,6 +476,7 @@ static rkv_status trie_check(const cache *c, char *err, size_t errlen)
             int found = 0;
             for (int32_t i = 0; i < t->nroots; i++) found += t->roots[i] == x;
             if (found != 1 || n->depth != 0 || n->page >= 0) FAIL("node %d: a stray root", x);
+            if (n->first_child < 0) FAIL("root %d of namespace %llu is empty", x, (unsigned long long)n->ns);
             continue;
         }
         tokens++;
@@ -452,6 +485,11 @@ static rkv_status trie_check(const cache *c, char *err, size_t errlen)
         if (n->depth != p->depth + 1) FAIL("node %d: depth %d under depth %d", x, n->depth, p->depth);
         nchild[n->parent]++;
         if (child_find(t, n->parent, n->token) != x) FAIL("node %d not found by its token", x);
+        if (p->indexed) {
+            int32_t y = t->buckets[child_bucket(t, n->parent, n->token)];
+            while (y >= 0 && y != x) y = t->nodes[y].hnext;
+            if (y != x) FAIL("node %d missing from the child table", x);
+        }
         /* Owners are exactly the nodes at page ends; leaves are owners. */
         if ((n->page >= 0) != (n->depth % P == 0))
             FAIL("node %d at depth %d: page %d", x, n->depth, n->page);

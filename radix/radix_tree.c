@@ -64,7 +64,7 @@ struct radix_tree {
     int64_t num_nodes; /* live nodes with len > 0 */
     int64_t evictable, protect;
     int64_t bytes;
-    uint64_t splits;
+    uint64_t splits, evictions;
     int32_t *heap;
     int32_t heap_n, heap_cap;
     /* namespaces other than 0, in creation order, with a hash index */
@@ -135,17 +135,15 @@ static inline bool page_eq(const int32_t *a, const int32_t *b, int32_t P)
     return P == 1 ? a[0] == b[0] : memcmp(a, b, sizeof(int32_t) * (size_t)P) == 0;
 }
 
-/* Length of the common prefix of a and b, at most n. Blocks of 16 tokens are
- * compared with an OR of XORs that the compiler vectorises, so a long match
- * runs at memory speed; the tail goes token by token. */
+/* Length of the common prefix of a and b, at most n. Whole blocks go through
+ * memcmp (libc's vector code, memory speed on long cached edges); only the
+ * first differing block is searched token by token. */
+enum { CMP_BLOCK = 64 };
 static inline int32_t common_prefix(const int32_t *a, const int32_t *b, int32_t n)
 {
     int32_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        uint32_t d = 0;
-        for (int j = 0; j < 16; j++) d |= (uint32_t)(a[i + j] ^ b[i + j]);
-        if (d) break;
-    }
+    for (; i + CMP_BLOCK <= n; i += CMP_BLOCK)
+        if (memcmp(a + i, b + i, sizeof(int32_t) * CMP_BLOCK)) break;
     while (i < n && a[i] == b[i]) i++;
     return i;
 }
@@ -849,6 +847,7 @@ int64_t radix_tree_evict(radix_tree *t, int64_t n_tokens)
         freed += x->len;
         t->evictable -= x->len;
         t->num_nodes--;
+        t->evictions++;
         int32_t ps = x->parent;
         child_remove(t, N(t, ps), s);
         rt_free(t, x->edge, edge_bytes(x->len, t->P));
@@ -868,6 +867,7 @@ void radix_tree_get_sizes(const radix_tree *t, radix_tree_sizes *out)
     out->num_candidates = t->heap_n;
     out->host_bytes = t->bytes;
     out->splits = t->splits;
+    out->evictions = t->evictions;
 }
 
 uint64_t radix_tree_clock(const radix_tree *t) { return t->clock; }

@@ -139,6 +139,7 @@ typedef struct radix_tree_sizes {
     int64_t num_candidates;   /* unlocked leaves */
     int64_t host_bytes;       /* host memory the tree allocated (requested sizes) */
     uint64_t splits;          /* splits so far */
+    uint64_t evictions;       /* nodes evicted so far */
 } radix_tree_sizes;
 
 void radix_tree_get_sizes(const radix_tree *t, radix_tree_sizes *out);

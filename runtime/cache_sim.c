@@ -69,6 +69,11 @@ typedef struct sim {
     int64_t n_node_toks, node_toks_cap;
     bool nodes_oom;
 
+    /* Kinds without an eviction log (hash, trie, none): the tokens of every
+     * page the cache adopted, (num_pages * P), so that an eviction can be
+     * listed from the pages it returned to the pool. NULL for radix. */
+    int32_t *page_toks;
+
     bool have_dot;      /* graphviz found: SVGs too */
     uint64_t clock0;    /* tree clock before the step */
     cache_sim_summary *sum;
@@ -211,11 +216,31 @@ static rkv_status mark_matched(sim *s)
     return RKV_OK;
 }
 
+/* [t0,t1,...] as JSON. Evicted edges of a long trace add up to hundreds of
+ * MB of digits, so the digits are formatted by hand into a buffer (fprintf
+ * per token took 90% of a Mooncake replay). Token ids are never negative. */
 static void json_tokens(FILE *f, const int32_t *t, int64_t n)
 {
-    fputc('[', f);
-    for (int64_t i = 0; i < n; i++) fprintf(f, i ? ",%d" : "%d", t[i]);
-    fputc(']', f);
+    char buf[4096];
+    size_t k = 0;
+    buf[k++] = '[';
+    for (int64_t i = 0; i < n; i++) {
+        if (k > sizeof buf - 16) {
+            fwrite(buf, 1, k, f);
+            k = 0;
+        }
+        if (i) buf[k++] = ',';
+        char d[12];
+        int nd = 0;
+        uint32_t v = (uint32_t)t[i];
+        do {
+            d[nd++] = (char)('0' + v % 10);
+            v /= 10;
+        } while (v);
+        while (nd) buf[k++] = d[--nd];
+    }
+    buf[k++] = ']';
+    fwrite(buf, 1, k, f);
 }
 
 static void dot_label(FILE *f, const int32_t *t, int32_t n)
@@ -439,11 +464,20 @@ static rkv_status run_step(sim *s, char *err, size_t errlen)
     /* 2: one eviction for the whole step's shortfall. */
     int64_t shortfall = need - pool->num_free;
     if (shortfall > 0) {
+        int32_t free0 = pool->num_free;
         int64_t freed = cache_evict(c, shortfall * P);
+        /* Without an eviction log, the pages pushed on the pool's free stack
+         * are the evicted blocks, in the order the kind freed them. */
+        for (int32_t k = free0; s->page_toks && k < pool->num_free; k++) {
+            int32_t pg = pool->free_stack[k];
+            on_evict(s, &(radix_node_info){.id = (uint64_t)pg, .len = P,
+                                           .tokens = s->page_toks + (int64_t)pg * P});
+        }
         if (s->ev_oom) return RKV_ENOMEM;
         s->sum->evicted_tokens += freed;
         s->sum->evict_calls++;
-        s->sum->evicted_nodes += s->n_ev;
+        /* Nodes from the tree's log; blocks (pages) for the other kinds. */
+        s->sum->evicted_nodes += s->rt ? s->n_ev : pool->num_free - free0;
     }
 
     /* 3: pages in trace order while they fit; the rest give up their locks. */
@@ -475,8 +509,13 @@ static rkv_status run_step(sim *s, char *err, size_t errlen)
          * those an earlier request of this step cached first (the cache keeps
          * its own), the partial last page, and all of them for kind none. */
         int32_t nf = 0;
-        for (int32_t k = mp; k < total; k++)
-            if (pool->state[r->pages[k]] == PAGE_INFLIGHT) r->pages[mp + nf++] = r->pages[k];
+        for (int32_t k = mp; k < total; k++) {
+            int32_t pg = r->pages[k];
+            if (pool->state[pg] == PAGE_INFLIGHT) r->pages[mp + nf++] = pg;
+            else if (s->page_toks)
+                memcpy(s->page_toks + (int64_t)pg * P, r->q.tokens + (int64_t)k * P,
+                       sizeof(int32_t) * (size_t)P);
+        }
         if (nf && (st = page_pool_free(pool, r->pages + mp, nf)) != RKV_OK) return st;
         r->served = true;
     }
@@ -495,7 +534,7 @@ static rkv_status run_step(sim *s, char *err, size_t errlen)
     /* Output and counts. */
     for (int32_t i = 0; i < s->n_reqs; i++) {
         sim_req *r = &s->reqs[i];
-        print_request(s, r);
+        if (!s->opt->summary_only) print_request(s, r);
         s->sum->requests++;
         if (!r->served) {
             s->sum->errors++;
@@ -505,9 +544,9 @@ static rkv_status run_step(sim *s, char *err, size_t errlen)
         s->sum->matched_tokens += r->matched;
         s->sum->new_tokens += r->q.n_tokens - r->matched;
     }
-    if (shortfall > 0) {
+    if (shortfall > 0 && !s->opt->summary_only) {
         fprintf(s->out, "{\"type\":\"step\",\"step\":%" PRId64, step);
-        if (s->rt) {
+        if (s->rt || s->page_toks) {
             fputs(",\"evicted\":[", s->out);
             for (int32_t i = 0; i < s->n_ev; i++) {
                 if (i) fputc(',', s->out);
@@ -556,6 +595,7 @@ static void sim_free(sim *s)
     free(s->ev_toks);
     free(s->nodes);
     free(s->node_toks);
+    free(s->page_toks);
     if (s->rt) radix_tree_set_evict_cb(s->rt, NULL, NULL);
 }
 
@@ -575,6 +615,15 @@ rkv_status cache_sim_run(cache *c, const cache_sim_options *opt, trace_reader *t
     s.rt = cache_radix_tree(c);
     if (s.rt) radix_tree_set_evict_cb(s.rt, on_evict, &s);
     rkv_status st = RKV_OK;
+    if (!s.rt && !opt->summary_only) {
+        /* calloc: the OS commits only the pages of it the replay touches. */
+        s.page_toks = calloc((size_t)s.pool->num_pages * (size_t)s.P + 1, sizeof(int32_t));
+        if (!s.page_toks) {
+            set_err(err, errlen, "no memory for the tokens of %d pages", s.pool->num_pages);
+            sim_free(&s);
+            return RKV_ENOMEM;
+        }
+    }
 
     if (opt->dump_dir) {
         if (mkdir(opt->dump_dir, 0777) != 0 && errno != EEXIST) {

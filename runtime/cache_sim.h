@@ -16,6 +16,9 @@
  * Output, JSON Lines on `out`:
  *   {"type":"request","id":..,"step":..,"matched":..,"new":..}   (or "error":"...")
  *   {"type":"step","step":..,"evicted":[[edge tokens],...]}     steps that evicted
+ *     radix: each evicted node's own edge tokens, from the tree's eviction log;
+ *     other kinds: each evicted page's tokens, in the order the kind returned
+ *     the pages to the pool (for hash: its free-queue order)
  *   {"type":"summary",...}                                      once, at the end
  *
  * Ownership: the caller creates the pool and the cache (the pool holds
@@ -39,6 +42,7 @@ typedef struct cache_sim_options {
     const char *dump_dir;   /* NULL: no per-step pictures */
     bool check;             /* full cache_check after every step */
     bool progress;          /* progress bar on stderr (long runs only) */
+    bool summary_only;      /* no request/step lines (capacity sweeps) */
     uint64_t ns;            /* namespace of every request */
 } cache_sim_options;
 

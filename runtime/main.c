@@ -132,6 +132,7 @@ static void usage_cache_sim(FILE *f)
         "  --out FILE          write the JSON Lines there instead of stdout\n"
         "  --check             full consistency check of the cache after every step\n"
         "  --no-progress       never draw the progress bar\n"
+        "  --summary-only      print only the summary line (sweeps over long traces)\n"
         "\n"
         "Output: {\"type\":\"request\",\"id\",\"step\",\"matched\",\"new\"} per request (or\n"
         "\"error\" for a request that can never fit), {\"type\":\"step\",\"step\",\"evicted\"} per\n"
@@ -177,6 +178,8 @@ static int cmd_cache_sim(int argc, char **argv)
             o.check = true;
         } else if (opt_is(&it, "--no-progress")) {
             o.progress = false;
+        } else if (opt_is(&it, "--summary-only")) {
+            o.summary_only = true;
         } else if (!strcmp(it.name, "-")) {
             trace = it.name;
         } else {

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "attention.h"
+#include "attention_common.h" /* attn_cpu_set_generic */
 
 static unsigned long long g_seed;
 
@@ -214,7 +215,9 @@ static void check_prefill(const problem *p, const char *what)
  * pages with a partial last page; suffixes: 1, short, longer than a tile. */
 START_TEST(test_prefill_grid)
 {
-    rng r = rng_for(1);
+    /* _i = 0: the kernels this CPU picks (AVX2 + FMA on x86-64), 1: portable C. */
+    attn_cpu_set_generic(_i);
+    rng r = rng_for(1 + 100 * _i);
     static const int pages[] = {1, 16, 64}, ratios[] = {1, 4, 8}, dims[] = {64, 128};
     for (int pi = 0; pi < 3; pi++)
         for (int ri = 0; ri < 3; ri++)
@@ -236,10 +239,12 @@ START_TEST(test_prefill_grid)
                 problem p;
                 problem_make(&p, &r, shape_of(Hkv * ratios[ri], Hkv, dims[di], P), 9, pre, suf);
                 char what[96];
-                snprintf(what, sizeof what, "P=%d ratio=%d D=%d", P, ratios[ri], dims[di]);
+                snprintf(what, sizeof what, "%s P=%d ratio=%d D=%d", _i ? "generic" : "native",
+                         P, ratios[ri], dims[di]);
                 check_prefill(&p, what);
                 problem_free(&p);
             }
+    attn_cpu_set_generic(0);
 }
 END_TEST
 
@@ -497,7 +502,8 @@ END_TEST
  * context gives lse = -inf, out = 0. */
 START_TEST(test_decode_splits)
 {
-    rng r = rng_for(8);
+    attn_cpu_set_generic(_i);
+    rng r = rng_for(8 + 100 * _i);
     static const int dims[] = {64, 128}, ratios[] = {1, 4, 8};
     for (int cfg = 0; cfg < 4; cfg++) {
         static const int page_sizes[] = {16, 16, 1, 64};
@@ -579,9 +585,9 @@ START_TEST(test_decode_splits)
             double ep = rel_err_f(o + off, pf, n - off);
             double epl = rel_err_f(l + Hq, pfl, (int64_t)(B - 1) * Hq);
             ck_assert_msg(e <= TOL && el <= TOL && ep <= TOL && epl <= TOL,
-                          "cfg %d (P=%d D=%d ratio=%d) splits %d: ref %g/%g prefill %g/%g "
+                          "%s cfg %d (P=%d D=%d ratio=%d) splits %d: ref %g/%g prefill %g/%g "
                           "(seed %llu)",
-                          cfg, P, D, ratio, splits[si], e, el, ep, epl, g_seed);
+                          _i ? "generic" : "native", cfg, P, D, ratio, splits[si], e, el, ep, epl, g_seed);
             free(o);
             free(l);
             free(o2);
@@ -595,6 +601,7 @@ START_TEST(test_decode_splits)
         free(pfl);
         problem_free(&p);
     }
+    attn_cpu_set_generic(0);
 }
 END_TEST
 
@@ -799,7 +806,7 @@ static Suite *attention_suite(void)
     Suite *s = suite_create("attention");
     TCase *tc = tcase_create("cpu");
     tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_prefill_grid);
+    tcase_add_loop_test(tc, test_prefill_grid, 0, 2);
     tcase_add_test(tc, test_prefill_page256_and_odd_group);
     tcase_add_test(tc, test_prefill_large_scale);
     tcase_add_test(tc, test_prefill_huge_scores);
@@ -808,7 +815,7 @@ static Suite *attention_suite(void)
     tcase_add_test(tc, test_merge_prefix_and_suffix_states);
     tcase_add_test(tc, test_merge_two_halves);
     tcase_add_test(tc, test_merge_empty_states);
-    tcase_add_test(tc, test_decode_splits);
+    tcase_add_loop_test(tc, test_decode_splits, 0, 2);
     tcase_add_test(tc, test_store_kv_round_trip);
     tcase_add_test(tc, test_bad_arguments);
     suite_add_tcase(s, tc);

@@ -149,6 +149,8 @@ START_TEST(free_queue_order)
     ck_assert_int_eq(look(c, r1, 3, 0), 0);
     ck_assert_int_eq(look(c, r0, 3, 0), 1);
     ck_cache_ok(c);
+    ck_assert_int_eq(c->stats.evicted_tokens, 8);
+    ck_assert_int_eq(c->stats.inserted_tokens, 9);
     cache_match_free(&m);
     cache_destroy(c);
     page_pool_destroy(&pool);
@@ -441,6 +443,221 @@ START_TEST(dump_formats)
 }
 END_TEST
 
+
+/* ---- reference model: vLLM's rules on plain arrays ------------------------
+ * Blocks are found by their whole prefix (no digests); the free queue is an
+ * array, head first. */
+
+enum { MAXT = 16, MAXE = 256, MAXHELD = 4 };
+
+typedef struct ref_block {
+    uint64_t ns;
+    int32_t nblocks;     /* prefix length in blocks, this one included */
+    int32_t tokens[MAXT];
+    int32_t page, ref;
+} ref_block;
+
+typedef struct ref_model {
+    int32_t P, n, qn;
+    ref_block b[MAXE];
+    int32_t queue[MAXE]; /* indices into b, head first */
+} ref_model;
+
+static int32_t rm_find(const ref_model *r, uint64_t ns, const int32_t *t, int32_t nblocks)
+{
+    for (int32_t i = 0; i < r->n; i++)
+        if (r->b[i].ns == ns && r->b[i].nblocks == nblocks &&
+            memcmp(r->b[i].tokens, t, sizeof(int32_t) * (size_t)(nblocks * r->P)) == 0)
+            return i;
+    return -1;
+}
+
+static int32_t rm_by_page(const ref_model *r, int32_t page)
+{
+    for (int32_t i = 0; i < r->n; i++)
+        if (r->b[i].page == page) return i;
+    ck_abort_msg("reference: page %d holds no block", page);
+    return -1;
+}
+
+static void rm_dequeue(ref_model *r, int32_t i)
+{
+    for (int32_t q = 0; q < r->qn; q++)
+        if (r->queue[q] == i) {
+            memmove(r->queue + q, r->queue + q + 1, sizeof(int32_t) * (size_t)(r->qn - q - 1));
+            r->qn--;
+            return;
+        }
+}
+
+static int32_t rm_match(const ref_model *r, uint64_t ns, const int32_t *t, int32_t n, int32_t *pages)
+{
+    int32_t k = 0, i;
+    while ((k + 1) * r->P <= n && (i = rm_find(r, ns, t, k + 1)) >= 0) pages[k++] = r->b[i].page;
+    return k * r->P;
+}
+
+static void rm_lock(ref_model *r, const int32_t *pages, int32_t np, int up)
+{
+    for (int32_t j = 0; j < np; j++) {
+        int32_t i = rm_by_page(r, up > 0 ? pages[j] : pages[np - 1 - j]);
+        if (up > 0 && r->b[i].ref++ == 0) rm_dequeue(r, i);
+        if (up < 0 && --r->b[i].ref == 0) r->queue[r->qn++] = i;
+    }
+}
+
+static int32_t rm_insert(ref_model *r, uint64_t ns, const int32_t *t, int32_t n,
+                         const int32_t *pages)
+{
+    int32_t have[MAXT], nb = n / r->P;
+    int32_t k = rm_match(r, ns, t, n, have);
+    for (int32_t j = k / r->P + 1; j <= nb; j++) {
+        ck_assert_int_lt(r->n, MAXE);
+        ref_block *b = &r->b[r->n++];
+        b->ns = ns;
+        b->nblocks = j;
+        memcpy(b->tokens, t, sizeof(int32_t) * (size_t)(j * r->P));
+        b->page = pages[j - 1];
+        b->ref = 0;
+    }
+    for (int32_t j = nb; j >= 1; j--) {
+        int32_t i = rm_find(r, ns, t, j);
+        if (r->b[i].ref) continue;
+        rm_dequeue(r, i);
+        r->queue[r->qn++] = i;
+    }
+    return k;
+}
+
+static int64_t rm_evict(ref_model *r, int64_t n)
+{
+    int64_t freed = 0;
+    while (freed < n && r->qn > 0) {
+        int32_t i = r->queue[0];
+        rm_dequeue(r, i);
+        /* Move the last block into slot i, renaming it in the queue. */
+        int32_t last = --r->n;
+        if (i != last) {
+            r->b[i] = r->b[last];
+            for (int32_t q = 0; q < r->qn; q++)
+                if (r->queue[q] == last) r->queue[q] = i;
+        }
+        freed += r->P;
+    }
+    return freed;
+}
+
+typedef struct held {
+    cache_match m;
+} held;
+
+/* Loop index: P in {1, 2, 4} times digests of 128 or 3 bits. */
+START_TEST(random_against_reference)
+{
+    static const int32_t Ps[] = {1, 2, 4};
+    const int32_t P = Ps[_i % 3];
+    const int bits = _i < 3 ? 128 : 3;
+    unsigned seed = 9090u + (unsigned)_i;
+    srand(seed);
+    page_pool pool;
+    ck_assert_int_eq(page_pool_init(&pool, 24, P), RKV_OK);
+    cache *c = tu_create("hash", NULL, &pool);
+    ck_assert_int_eq(cache_hash_debug_set_bits(c, bits), RKV_OK);
+    static ref_model r;
+    memset(&r, 0, sizeof r);
+    r.P = P;
+    held hold[MAXHELD];
+    int nheld = 0;
+    int32_t prev[MAXT] = {0}, t[MAXT], pages[MAXT], want[MAXT];
+    for (int step = 0; step < 400; step++) {
+        int op = rand() % 10;
+        if (op < 6) {
+            int32_t n = 1 + rand() % MAXT, keep = rand() % (n + 1);
+            for (int32_t i = 0; i < n; i++) t[i] = i < keep ? prev[i] : rand() % 3;
+            memcpy(prev, t, sizeof t);
+            uint64_t ns = (uint64_t)(rand() % 2) * 5;
+            held *h = nheld < MAXHELD ? &hold[nheld] : NULL;
+            cache_match tmp;
+            cache_match *m = h ? &h->m : &tmp;
+            cache_match_init(m);
+            ck_assert_int_eq(cache_match_prefix(c, t, n, ns, m), RKV_OK);
+            int32_t rl = rm_match(&r, ns, t, n, want);
+            ck_assert_msg(m->len == rl, "seed %u step %d: matched %d, reference %d", seed, step,
+                          m->len, rl);
+            for (int32_t i = 0; i < m->num_pages; i++)
+                ck_assert_msg(m->pages[i] == want[i], "seed %u step %d: page %d", seed, step, i);
+            ck_assert_int_eq(cache_lock(c, m), RKV_OK);
+            rm_lock(&r, m->pages, m->num_pages, +1);
+            int32_t nb = n / P, need = nb - m->num_pages, fr = page_pool_num_free(&pool);
+            if (need > fr) {
+                int64_t e = cache_evict(c, (int64_t)(need - fr) * P);
+                ck_assert_msg(e == rm_evict(&r, (int64_t)(need - fr) * P),
+                              "seed %u step %d: evicted %lld", seed, step, (long long)e);
+            }
+            int ok = need <= page_pool_num_free(&pool);
+            if (ok) {
+                if (m->num_pages) memcpy(pages, m->pages, sizeof(int32_t) * (size_t)m->num_pages);
+                ck_assert_int_eq(page_pool_alloc(&pool, need, pages + m->num_pages), RKV_OK);
+                int32_t prefix = -1;
+                ck_assert_int_eq(cache_insert(c, t, n, pages, ns, &prefix), RKV_OK);
+                int32_t rp = rm_insert(&r, ns, t, n, pages);
+                ck_assert_msg(prefix == rp, "seed %u step %d: prefix %d, reference %d", seed,
+                              step, prefix, rp);
+            }
+            if (h && ok && rand() % 2) {
+                nheld++;
+            } else {
+                ck_assert_int_eq(cache_unlock(c, m), RKV_OK);
+                rm_lock(&r, m->pages, m->num_pages, -1);
+                cache_match_free(m);
+            }
+        } else if (op < 8 && nheld > 0) {
+            int k = rand() % nheld;
+            ck_assert_int_eq(cache_unlock(c, &hold[k].m), RKV_OK);
+            rm_lock(&r, hold[k].m.pages, hold[k].m.num_pages, -1);
+            cache_match_free(&hold[k].m);
+            hold[k] = hold[--nheld];
+        } else {
+            int64_t want_n = rand() % (3 * P + 1);
+            int64_t e = cache_evict(c, want_n);
+            ck_assert_msg(e == rm_evict(&r, want_n), "seed %u step %d: evicted %lld", seed,
+                          step, (long long)e);
+        }
+        cache_sizes s;
+        cache_get_sizes(c, &s);
+        int64_t pr = 0;
+        for (int32_t i = 0; i < r.n; i++) pr += r.b[i].ref ? P : 0;
+        ck_assert_msg(s.protected_tokens == pr && s.evictable_tokens == (int64_t)r.qn * P &&
+                          s.num_nodes == r.n,
+                      "seed %u step %d: sizes %lld/%lld/%lld, reference %lld/%lld/%d", seed, step,
+                      (long long)s.evictable_tokens, (long long)s.protected_tokens,
+                      (long long)s.num_nodes, (long long)r.qn * P, (long long)pr, r.n);
+        char err[512] = "";
+        ck_assert_msg(cache_check(c, err, sizeof err) == RKV_OK, "seed %u step %d: %s", seed,
+                      step, err);
+    }
+    /* The queue's order, head first, as the dump shows it. */
+    char *buf = NULL, exp[4096] = "\"free_queue\":[";
+    size_t len = 0;
+    for (int32_t q = 0; q < r.qn; q++)
+        snprintf(exp + strlen(exp), sizeof exp - strlen(exp), "%s%d", q ? "," : "",
+                 r.b[r.queue[q]].page);
+    strcat(exp, "]");
+    FILE *f = open_memstream(&buf, &len);
+    cache_dump(c, f, CACHE_DUMP_JSON);
+    fclose(f);
+    ck_assert_msg(strstr(buf, exp) != NULL, "seed %u: queue %s not in %s", seed, exp, buf);
+    free(buf);
+    while (nheld > 0) {
+        ck_assert_int_eq(cache_unlock(c, &hold[nheld - 1].m), RKV_OK);
+        cache_match_free(&hold[--nheld].m);
+    }
+    cache_destroy(c);
+    ck_assert_int_eq(pool.num_free, 24);
+    page_pool_destroy(&pool);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cache_hash");
@@ -456,6 +673,7 @@ int main(void)
     tcase_add_test(tc, bad_names_rejected);
     tcase_add_test(tc, bad_calls_change_nothing);
     tcase_add_test(tc, dump_formats);
+    tcase_add_loop_test(tc, random_against_reference, 0, 6);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -200,6 +200,30 @@ START_TEST(test_steps_page2)
 }
 END_TEST
 
+/* Kinds without an eviction log list the evicted blocks from the pages they
+ * return. Hash (vLLM's free queue): a finished request's blocks go to the tail,
+ * its last block first, and a hit takes a block out of the queue.
+ *   after step 0: queue 4 3 2 1
+ *   step 1 hits 1 2 3; then 6 5 3 2 1 join:         4 6 5 3 2 1
+ *   step 2 evict(1):  [4];  then 11 10 9 8 7 join:  6 5 3 2 1 11 10 9 8 7
+ *   step 3 evict(7):  [6] [5] [3] [2] [1] [11] [10] */
+START_TEST(test_hash_evicted_blocks)
+{
+    sim_out o;
+    run_sim("hash", NULL, 10, 1,
+            "{\"id\": 0, \"tokens\": [1, 2, 3, 4]}\n"
+            "{\"id\": 1, \"tokens\": [1, 2, 3, 5, 6]}\n"
+            "{\"id\": 2, \"tokens\": [7, 8, 9, 10, 11]}\n"
+            "{\"id\": 3, \"tokens\": [20, 21, 22, 23, 24, 25, 26]}\n", &o);
+    ck_assert_msg(o.st == RKV_OK, "%s", o.err);
+    ck_assert_int_eq(o.n, 7);
+    expect_request(o.lines[1], 1, 1, 3, 2);
+    expect_evicted(o.lines[3], 2, 1, (const int[]){4, -1});
+    expect_evicted(o.lines[5], 3, 7, (const int[]){6, -1, 5, -1, 3, -1, 2, -1, 1, -1, 11, -1, 10, -1});
+    free_out(&o);
+}
+END_TEST
+
 /* Kind none never matches and never keeps a page. */
 START_TEST(test_kind_none)
 {
@@ -267,6 +291,7 @@ int main(void)
     tcase_add_test(tc, test_steps_page1);
     tcase_add_test(tc, test_steps_page2);
     tcase_add_test(tc, test_kind_none);
+    tcase_add_test(tc, test_hash_evicted_blocks);
     tcase_add_test(tc, test_malformed_trace_stops);
     tcase_add_loop_test(tc, test_random_invariants, 0, 6);
     suite_add_tcase(s, tc);

@@ -64,6 +64,11 @@ s = lines[4]
 check(s["requests"] == 3 and s["prompt_tokens"] == 14 and s["matched_tokens"] == 3
       and abs(s["hit_rate"] - 3 / 14) < 1e-6 and s["evicted_tokens"] == 1, f"summary {s}")
 
+rc, out, err = run(BASE + ["--summary-only", "-"], TRACE)
+only = [json.loads(l) for l in out.splitlines()]
+check(rc == 0 and len(only) == 1 and only[0]["type"] == "summary"
+      and only[0]["matched_tokens"] == 3, f"--summary-only: {out}")
+
 with tempfile.TemporaryDirectory() as d:
     # --out and a trace file; the same lines as stdout gave (but the timing).
     tpath = os.path.join(d, "t.jsonl")

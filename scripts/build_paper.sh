@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Build paper/main.pdf with latexmk.
+# Usage: scripts/build_paper.sh [--install]
+#   --install   install TeX first (scripts/deps.sh --with-docs); without it the
+#               build is skipped, with a message and exit status 0, when latexmk
+#               is missing.
+# Figures: copied from notebooks/figures/ into paper/generated/; missing ones
+# are produced first when the radixkv binary is built (experiment run +
+# notebook), otherwise the paper shows a note in their place.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [[ "${1:-}" == "--install" ]]; then
+  scripts/deps.sh --with-docs
+elif [[ -n "${1:-}" ]]; then
+  echo "build_paper.sh: unknown option $1 (usage: scripts/build_paper.sh [--install])" >&2
+  exit 2
+fi
+if ! command -v latexmk >/dev/null; then
+  echo "build_paper.sh: latexmk not found; skipping the paper (scripts/build_paper.sh --install adds TeX)" >&2
+  exit 0
+fi
+if [[ ! -f notebooks/figures/tree_evolution.pdf && -x build/runtime/radixkv ]]; then
+  experiments/tree_evolution/run --notebook
+fi
+mkdir -p paper/generated
+shopt -s nullglob
+for f in notebooks/figures/*.pdf notebooks/figures/*.png; do cp "$f" paper/generated/; done
+cd paper
+latexmk -pdf -interaction=nonstopmode -halt-on-error main.tex >/dev/null || {
+  echo "build_paper.sh: latexmk failed; see paper/main.log" >&2
+  tail -20 main.log >&2
+  exit 1
+}
+echo "paper/main.pdf"
