@@ -29,6 +29,7 @@ struct engine {
     bool overlap;
     bool async;          /* overlap through the backend's submit/collect */
     bool submitted;      /* async: plans[cur] is submitted, not yet collected */
+    bool started;        /* engine_step has run */
 
     eng_req **reqs;
     int64_t num_reqs, reqs_cap;
@@ -568,6 +569,12 @@ rkv_status engine_step(engine *e, bool *done, char *err, size_t errlen)
 {
     rkv_status st;
     *done = false;
+    if (!e->started) {
+        /* Wall clocks start with the first step, not at creation: loading a
+         * trace is not serving time. */
+        e->started = true;
+        e->wall_start = wall_now();
+    }
     if ((st = admit_arrivals(e, now(e)))) return st;
     if (!e->inflight && scheduler_idle(&e->sched)) {
         if ((st = check_accounting(e, err, errlen))) return st;
