@@ -578,7 +578,8 @@ typedef struct eng_out {
 
 /* Ten prompts sharing an 80-token prefix; the page accounting is checked
  * after every step. */
-static void engine_tokens(const char *cache_kind, const char *schedule, eng_out *o)
+static void engine_tokens(const char *cache_kind, const char *schedule, bool keep_logits,
+                          eng_out *o)
 {
     engine_config ec;
     engine_config_default(&ec);
@@ -590,7 +591,8 @@ static void engine_tokens(const char *cache_kind, const char *schedule, eng_out 
     ec.max_num_batched_tokens = 128;
     ec.max_running = 6;
     ec.offline = true;
-    ec.keep_logits = true;
+    /* Without logits an overlap engine runs through submit/collect. */
+    ec.keep_logits = keep_logits;
     engine *e = NULL;
     char err[512];
     ck_assert_msg(engine_create(&ec, &e, err, sizeof err) == RKV_OK, "%s", err);
@@ -622,7 +624,7 @@ static void engine_tokens(const char *cache_kind, const char *schedule, eng_out 
                       cache_kind, schedule, r);
         for (int t = 0; t < NOUT; t++) {
             o->tok[r][t] = res.output_ids[t];
-            o->gap[r][t] = top2_gap(res.logits + (size_t)t * V, V);
+            o->gap[r][t] = keep_logits ? top2_gap(res.logits + (size_t)t * V, V) : INFINITY;
         }
     }
     engine_stats st;
@@ -649,11 +651,12 @@ static int same_engine_outputs(const eng_out *x, const eng_out *y, const char *w
 
 START_TEST(engine_caches_and_schedules_agree)
 {
-    static eng_out none_sync, radix_sync, radix_overlap, hash_sync;
-    engine_tokens("none", "sync", &none_sync);
-    engine_tokens("radix", "sync", &radix_sync);
-    engine_tokens("radix", "overlap", &radix_overlap);
-    engine_tokens("hash", "sync", &hash_sync);
+    static eng_out none_sync, radix_sync, radix_overlap, radix_async, hash_sync;
+    engine_tokens("none", "sync", true, &none_sync);
+    engine_tokens("radix", "sync", true, &radix_sync);
+    engine_tokens("radix", "overlap", true, &radix_overlap);
+    engine_tokens("radix", "overlap", false, &radix_async);
+    engine_tokens("hash", "sync", true, &hash_sync);
     ck_assert_int_eq(none_sync.cached, 0);
     /* Requests admitted before the first prompt was cached miss; the rest
      * reuse the 80-token prefix (overlap plans a step ahead, so a few more
@@ -663,7 +666,9 @@ START_TEST(engine_caches_and_schedules_agree)
     ck_assert_int_ge(radix_overlap.cached, (NREQ / 2) * 80);
     int ties = same_engine_outputs(&none_sync, &radix_sync, "uncached vs radix") +
                same_engine_outputs(&radix_sync, &radix_overlap, "radix sync vs overlap") +
-               same_engine_outputs(&none_sync, &hash_sync, "uncached vs hash");
+               same_engine_outputs(&none_sync, &hash_sync, "uncached vs hash") +
+               same_engine_outputs(&radix_overlap, &radix_async, "overlap via forward vs "
+                                                                 "submit/collect");
     ck_assert_int_le(ties, 2);
 }
 END_TEST
