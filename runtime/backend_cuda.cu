@@ -595,9 +595,7 @@ static void pack(const fwd_batch *f, const cuda_step_layout *l, int32_t used_pag
         pos[t] = 0;
         slot[t] = -1;
     }
-    /* Padding sequences own one padding row each, the last one the rest. */
-    for (int32_t i = 0; i <= Bp; i++)
-        qs[i] = i <= B ? f->q_starts[i] : i == Bp ? Tp : (T + (i - B) < Tp ? T + (i - B) : Tp);
+    cuda_plan_pad_q_starts(f->q_starts, B, T, Bp, Tp, qs);
     for (int32_t i = 0; i < Bp; i++) {
         const int real = i < B;
         pl[i] = real ? f->prefix_lens[i] : 0;
@@ -627,28 +625,15 @@ static rkv_status submit_ex(cuda_backend *b, const fwd_batch *f, int want_logits
     pending *pd = &b->pend[slot];
 
     /* Shape of what the device runs: a padded decode bucket, or the batch. */
-    int32_t bucket = -1, stride = -1, tokens = -1, suffix_bound = 1;
-    if (decode && b->graphs_on) {
-        bucket = cuda_plan_graph_bucket(f->num_seqs, b->max_seqs);
-        tokens = bucket;
-        stride = cuda_plan_stride_bucket(used_pages, b->max_stride);
-    } else if (b->graphs_on >= 2 && f->num_tokens <= MIXED_GRAPH_TOKENS) {
-        tokens = 16;
-        while (tokens < f->num_tokens) tokens *= 2;
-        /* Padding rows need a padding sequence to own them. */
-        bucket = cuda_plan_graph_bucket(f->num_seqs + (tokens > f->num_tokens), b->max_seqs);
-        if (bucket > tokens) bucket = -1;
-        stride = cuda_plan_stride_bucket(used_pages, b->max_stride);
-        /* The prefill grid must cover the padding sequences' rows as well. */
-        const int32_t pad_rows = tokens - f->num_tokens;
-        while (suffix_bound < max_suffix || suffix_bound < pad_rows) suffix_bound *= 2;
-        if (suffix_bound > tokens) suffix_bound = tokens;
-    }
-    const int graph = bucket > 0 && stride > 0 && tokens <= b->max_tokens;
+    cuda_step_shape sh;
+    cuda_plan_step_shape(b->graphs_on, decode, f->num_tokens, f->num_seqs, max_suffix,
+                         used_pages, b->max_tokens, b->max_seqs, b->max_stride,
+                         MIXED_GRAPH_TOKENS, &sh);
+    const int graph = sh.graph;
     cuda_step_layout l;
     char msg[256];
-    rkv_status st = graph ? cuda_plan_step_layout(tokens, bucket, stride, b->in_cap, &l, msg,
-                                                  sizeof msg)
+    rkv_status st = graph ? cuda_plan_step_layout(sh.tokens, sh.seqs, sh.stride, b->in_cap, &l,
+                                                  msg, sizeof msg)
                           : cuda_plan_step_layout(f->num_tokens, f->num_seqs, used_pages,
                                                   b->in_cap, &l, msg, sizeof msg);
     if (st != RKV_OK) return failf(b, st, "%s", msg);
@@ -671,7 +656,7 @@ static rkv_status submit_ex(cuda_backend *b, const fwd_batch *f, int want_logits
     CU(cudaEventRecord(b->ev_start[slot], b->stream));
     CU(cudaMemcpyAsync(b->d_in, b->h_in[slot], l.bytes, cudaMemcpyHostToDevice, b->stream));
     cudaGraphExec_t exec = NULL;
-    if (graph) TRY(graph_get(b, &l, decode, decode ? 1 : suffix_bound, &exec));
+    if (graph) TRY(graph_get(b, &l, decode, sh.suffix_bound, &exec));
     if (exec) {
         CU(cudaGraphLaunch(exec, b->stream));
     } else {
