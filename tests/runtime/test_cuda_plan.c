@@ -307,7 +307,7 @@ START_TEST(step_shapes_and_padding)
     srand(seed);
     const int32_t max_tokens = 8192, max_seqs = 256, max_stride = 2048, mixed_max = 256;
     int graphs[3] = {0, 0, 0};
-    for (int it = 0; it < 20000; it++) {
+    for (int it = 0; it < 4000; it++) {
         const int level = rand() % 3, decode = rand() % 2;
         int32_t B = 1 + rand() % 300, T = decode ? B : B + rand() % (rand() % 2 ? 64 : 600);
         if (T > max_tokens) T = max_tokens;
@@ -322,7 +322,6 @@ START_TEST(step_shapes_and_padding)
             qs[i + 1] = qs[i] + 1 + extra;
             if (1 + extra > max_suffix) max_suffix = 1 + extra;
         }
-        ck_assert_int_eq(qs[B], T);
         const int32_t used = 1 + rand() % 2100;
         cuda_step_shape sh;
         cuda_plan_step_shape(level, decode, T, B, max_suffix, used, max_tokens, max_seqs,
@@ -354,18 +353,18 @@ START_TEST(step_shapes_and_padding)
         /* The padded q_starts: the batch's, then padding sequences to Tp. */
         int32_t pq[1024];
         cuda_plan_pad_q_starts(qs, B, T, sh.seqs, sh.tokens, pq);
-        for (int32_t i = 0; i <= B; i++) ck_assert_int_eq(pq[i], qs[i]);
-        ck_assert_int_eq(pq[sh.seqs], sh.tokens);
-        for (int32_t i = B; i < sh.seqs; i++) {
-            ck_assert_int_le(pq[i], pq[i + 1]);
-            ck_assert_msg(pq[i + 1] - pq[i] <= sh.suffix_bound,
-                          "seed %u it %d: padding sequence %d has %d rows > bound %d", seed, it,
-                          i, pq[i + 1] - pq[i], sh.suffix_bound);
-        }
+        /* (Plain loops, one assertion: Check's per-assertion cost adds up.) */
+        int same = 1, bad_pad = -1;
+        for (int32_t i = 0; i <= B; i++) same &= pq[i] == qs[i];
+        for (int32_t i = B; i < sh.seqs; i++)
+            if (pq[i] > pq[i + 1] || pq[i + 1] - pq[i] > sh.suffix_bound) bad_pad = i;
+        ck_assert_msg(same && pq[sh.seqs] == sh.tokens && bad_pad < 0,
+                      "seed %u it %d: padded q_starts wrong (padding sequence %d, bound %d)",
+                      seed, it, bad_pad, sh.suffix_bound);
     }
     ck_assert_int_eq(graphs[0], 0);
-    ck_assert_int_gt(graphs[1], 100); /* decode graphs at level 1 */
-    ck_assert_int_gt(graphs[2], 100);
+    ck_assert_int_gt(graphs[1], 50); /* decode graphs at level 1 */
+    ck_assert_int_gt(graphs[2], 50);
     /* Level 1 never captures a mixed step; level 2 stops at the mixed limit. */
     cuda_step_shape sh;
     cuda_plan_step_shape(1, 0, 40, 8, 10, 4, max_tokens, max_seqs, max_stride, mixed_max, &sh);
