@@ -5,11 +5,11 @@
  * measured in the same run (radix for the kinds, xxh3 for the hash functions).
  * Never run as a test.
  *
- *   overhead_bench --len L [--tokens T] [--page-size P] [--share S] [--groups G]
+ *   overhead_bench --len L [--requests N | --tokens T] [--page-size P] [--share S] [--groups G]
  *                  [--capacity-frac F] [--reps R] [--seed N] [--kinds a,b,...]
  *                  [--no-hash-fns]
  *
- * Workload: max(2, T / L) requests of L tokens; request r starts with the
+ * Workload: N (default max(2, T / L)) requests of L tokens; request r starts with the
  * shared prefix of group r mod G (floor(S * L) tokens, one random sequence per
  * group) and ends with its own random tokens:
  *
@@ -82,7 +82,7 @@ static int64_t heap_live(void)
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: overhead_bench --len L [--tokens T] [--page-size P] [--share S] [--groups G]\n"
+    fprintf(stderr, "usage: overhead_bench --len L [--requests N | --tokens T] [--page-size P] [--share S] [--groups G]\n"
                     "                      [--capacity-frac F] [--reps R] [--seed N] [--kinds a,b,...]\n"
                     "                      [--no-hash-fns]\n");
     return 2;
@@ -116,6 +116,7 @@ static int parse_opts(int argc, char **argv, opts *o)
         }
         if (!strcmp(a, "--len")) o->len = (int32_t)x;
         else if (!strcmp(a, "--tokens")) o->tokens = (int64_t)x;
+        else if (!strcmp(a, "--requests")) o->requests = (int32_t)x;
         else if (!strcmp(a, "--page-size")) o->page_size = (int32_t)x;
         else if (!strcmp(a, "--share")) o->share = x;
         else if (!strcmp(a, "--groups")) o->groups = (int32_t)x;
@@ -132,7 +133,7 @@ static int parse_opts(int argc, char **argv, opts *o)
         fprintf(stderr, "overhead_bench: --len >= 2, --share in [0, 1], the rest positive\n");
         return -1;
     }
-    o->requests = (int32_t)(o->tokens / o->len);
+    if (o->requests <= 0) o->requests = (int32_t)(o->tokens / o->len);
     if (o->requests < 2) o->requests = 2;
     return 0;
 }
