@@ -40,7 +40,9 @@ rkv_status block_hasher_init(block_hasher *h, const char *name, int32_t max_toke
     h->buf = malloc(h->cap);
     if (!h->buf) return RKV_ENOMEM;
     if (h->fn != BLOCK_HASH_XXH3) {
-        h->md = h->fn == BLOCK_HASH_SHA256 ? EVP_sha256() : EVP_md5();
+        /* Fetch the implementation once: OpenSSL 3 would otherwise look it
+         * up (under a lock) at every EVP_DigestInit_ex. */
+        h->md = EVP_MD_fetch(NULL, h->fn == BLOCK_HASH_SHA256 ? "SHA256" : "MD5", NULL);
         h->md_ctx = EVP_MD_CTX_new();
         if (!h->md || !h->md_ctx) {
             if (err) snprintf(err, errlen, "block_hash: libcrypto has no %s digest", name);
@@ -54,6 +56,7 @@ rkv_status block_hasher_init(block_hasher *h, const char *name, int32_t max_toke
 void block_hasher_destroy(block_hasher *h)
 {
     if (h->md_ctx) EVP_MD_CTX_free(h->md_ctx);
+    if (h->md) EVP_MD_free((EVP_MD *)h->md);
     free(h->buf);
     memset(h, 0, sizeof *h);
 }

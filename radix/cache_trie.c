@@ -272,6 +272,18 @@ static int32_t root_find(const cache_trie *t, uint64_t ns)
     return -1;
 }
 
+/* A namespace whose last page went is forgotten, so namespaces used once
+ * (a salt per request) do not pile up in the root list. */
+static void root_delete(cache_trie *t, int32_t x)
+{
+    for (int32_t i = 0; i < t->nroots; i++)
+        if (t->roots[i] == x) t->roots[i] = t->roots[--t->nroots];
+    t->nodes[x].depth = -1;
+    t->nodes[x].next_sib = t->free_head;
+    t->free_head = x;
+    t->live--;
+}
+
 /* ---- the interface ------------------------------------------------------- */
 
 /* A match's handle is its last owner's index + 1, not a pointer: the node
@@ -421,7 +433,8 @@ static int64_t trie_evict(cache *c, int64_t n_tokens)
             node_delete(t, p);
             p = q;
         }
-        refresh(t, p);
+        if (t->nodes[p].parent < 0 && t->nodes[p].nchildren == 0) root_delete(t, p);
+        else refresh(t, p);
     }
     c->stats.evicted_tokens += (uint64_t)freed;
     return freed;
@@ -463,6 +476,7 @@ static rkv_status trie_check(const cache *c, char *err, size_t errlen)
             int found = 0;
             for (int32_t i = 0; i < t->nroots; i++) found += t->roots[i] == x;
             if (found != 1 || n->depth != 0 || n->page >= 0) FAIL("node %d: a stray root", x);
+            if (n->first_child < 0) FAIL("root %d of namespace %llu is empty", x, (unsigned long long)n->ns);
             continue;
         }
         tokens++;

@@ -476,7 +476,8 @@ static rkv_status run_step(sim *s, char *err, size_t errlen)
         if (s->ev_oom) return RKV_ENOMEM;
         s->sum->evicted_tokens += freed;
         s->sum->evict_calls++;
-        s->sum->evicted_nodes += s->n_ev;
+        /* Nodes from the tree's log; blocks (pages) for the other kinds. */
+        s->sum->evicted_nodes += s->rt ? s->n_ev : pool->num_free - free0;
     }
 
     /* 3: pages in trace order while they fit; the rest give up their locks. */
@@ -615,7 +616,8 @@ rkv_status cache_sim_run(cache *c, const cache_sim_options *opt, trace_reader *t
     if (s.rt) radix_tree_set_evict_cb(s.rt, on_evict, &s);
     rkv_status st = RKV_OK;
     if (!s.rt && !opt->summary_only) {
-        s.page_toks = malloc(sizeof(int32_t) * (size_t)s.pool->num_pages * (size_t)s.P + 1);
+        /* calloc: the OS commits only the pages of it the replay touches. */
+        s.page_toks = calloc((size_t)s.pool->num_pages * (size_t)s.P + 1, sizeof(int32_t));
         if (!s.page_toks) {
             set_err(err, errlen, "no memory for the tokens of %d pages", s.pool->num_pages);
             sim_free(&s);

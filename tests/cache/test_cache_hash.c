@@ -149,6 +149,8 @@ START_TEST(free_queue_order)
     ck_assert_int_eq(look(c, r1, 3, 0), 0);
     ck_assert_int_eq(look(c, r0, 3, 0), 1);
     ck_cache_ok(c);
+    ck_assert_int_eq(c->stats.evicted_tokens, 8);
+    ck_assert_int_eq(c->stats.inserted_tokens, 9);
     cache_match_free(&m);
     cache_destroy(c);
     page_pool_destroy(&pool);

@@ -163,6 +163,18 @@ START_TEST(namespaces_apart)
     ck_assert_int_eq(look(c, a, 4, 5), 4);
     ck_assert_int_eq(cache_unlock(c, &m), RKV_OK);
     ck_cache_ok(c);
+    /* The emptied namespace is forgotten; the other stays. */
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    cache_dump(c, f, CACHE_DUMP_TEXT);
+    fclose(f);
+    ck_assert_msg(!strstr(buf, "\nns 0\n") && strstr(buf, "\nns 5\n"), "dump: %s", buf);
+    free(buf);
+    ck_assert_int_eq(put(c, a, 4, 0), 0);
+    ck_assert_int_eq(look(c, a, 4, 0), 4);
+    ck_assert_int_eq(c->stats.inserted_tokens, 12);
+    ck_assert_int_eq(c->stats.evicted_tokens, 4);
     cache_match_free(&m);
     cache_destroy(c);
     page_pool_destroy(&pool);

@@ -1,0 +1,363 @@
+/* attention_cuda.cu - the CUDA half of attention.h: argument checks, launch
+ * geometry and dtype/head-dim dispatch. The kernels live in attn_prefill.cuh
+ * (prefill) and attn_decode.cuh (decode, combine, merge, K/V store).
+ *
+ * Device-resident arguments (q_starts, prefix_lens, seq_lens, page tables) are
+ * not read on the host, which would need a synchronisation; the kernels clamp
+ * them instead: a prefix or context longer than max_pages * page_size is cut
+ * there, a negative page id reads as zeros, so a bad table never reads outside
+ * the table row. Page ids past the pool cannot be caught here (the API carries
+ * no pool size); the caller's page pool hands out only valid ids.
+ */
+#include <stdlib.h>
+
+#include <type_traits>
+
+#include "attn_cuda_util.cuh"
+#include "attn_decode.cuh"
+#include "attn_prefill.cuh"
+
+/* Default split cap when the caller passes max_splits <= 0 (must agree between
+ * attn_decode_workspace_bytes and attn_decode_cuda). */
+#define ATTN_DECODE_DEFAULT_SPLITS 64
+
+static int cuda_shape_check(const attn_shape *s, const char *where)
+{
+    if (!s) {
+        fprintf(stderr, "%s: NULL shape\n", where);
+        return ATTN_EARG;
+    }
+    if (s->head_dim != 64 && s->head_dim != 128) {
+        fprintf(stderr, "%s: head_dim %d not supported (64 or 128)\n", where, s->head_dim);
+        return ATTN_EHEADDIM;
+    }
+    if (s->page_size < 1 || s->page_size > 256) {
+        fprintf(stderr, "%s: page_size %d outside 1..256\n", where, s->page_size);
+        return ATTN_EPAGESIZE;
+    }
+    if (s->num_q_heads < 1 || s->num_kv_heads < 1 || s->num_q_heads % s->num_kv_heads) {
+        fprintf(stderr, "%s: %d query heads are not a multiple of %d KV heads\n", where,
+                s->num_q_heads, s->num_kv_heads);
+        return ATTN_EHEADS;
+    }
+    if (!(s->scale > 0.f)) {
+        fprintf(stderr, "%s: softmax scale %g must be > 0\n", where, (double)s->scale);
+        return ATTN_EARG;
+    }
+    return ATTN_OK;
+}
+
+#define ATTN_REQUIRE(cond, where)                                                      \
+    do {                                                                               \
+        if (!(cond)) {                                                                 \
+            fprintf(stderr, "%s (%s:%d): bad argument: %s\n", where, __FILE__, __LINE__, \
+                    #cond);                                                            \
+            return ATTN_EARG;                                                          \
+        }                                                                              \
+    } while (0)
+
+extern "C" int attn_cuda_available(void)
+{
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        cudaGetLastError(); /* clear the sticky "no device" error */
+        return 0;
+    }
+    return n > 0;
+}
+
+/* ---- prefill ------------------------------------------------------------ */
+
+template <typename T, int D, int BM, int BN, int WARPS, int KS = 3>
+static int prefill_launch(const attn_prefill_params &prm, int num_seqs, int max_suffix,
+                          cudaStream_t st)
+{
+    auto kern = attn_prefill_kernel<T, D, BM, BN, WARPS, KS>;
+    size_t smem = (size_t)(BM + 2 * KS * BN) * D * sizeof(T);
+    ATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         (int)smem));
+    dim3 grid(prm.hq, (max_suffix + BM - 1) / BM, num_seqs);
+    kern<<<grid, WARPS * 32, smem, st>>>(prm);
+    ATTN_CUDA_CHECK_LAUNCH();
+    return ATTN_OK;
+}
+
+/* Tile shape (BM query rows x BN keys, warps, KV stages): RKV_ATTN_PREFILL_TILE=0..3 picks
+ * one for tuning runs (bench/attn_gpu_bench --variants); unset, the default. */
+template <typename T>
+static int prefill_dispatch(const attn_prefill_params &prm, int d, int num_seqs,
+                            int max_suffix, cudaStream_t st)
+{
+    const char *env = getenv("RKV_ATTN_PREFILL_TILE");
+    int v = env ? atoi(env) : -1;
+    if (v < 0 || v > 3)
+        v = max_suffix > 64 ? 0 : 1; /* short suffixes waste less of a 64-row tile */
+    if (d == 128) {
+        switch (v) {
+        case 0: return prefill_launch<T, 128, 128, 64, 8>(prm, num_seqs, max_suffix, st);
+        case 1: return prefill_launch<T, 128, 64, 64, 4>(prm, num_seqs, max_suffix, st);
+        case 2: return prefill_launch<T, 128, 128, 64, 8, 2>(prm, num_seqs, max_suffix, st);
+        default: return prefill_launch<T, 128, 128, 32, 8, 4>(prm, num_seqs, max_suffix, st);
+        }
+    }
+    return v == 0 || v == 2 ? prefill_launch<T, 64, 128, 64, 8>(prm, num_seqs, max_suffix, st)
+                            : prefill_launch<T, 64, 64, 64, 4>(prm, num_seqs, max_suffix, st);
+}
+
+extern "C" int attn_prefill_cuda(const attn_shape *s, const attn_batch *b, attn_dtype dt,
+                                 const void *q, const void *k_new, const void *v_new,
+                                 const void *k_cache, const void *v_cache, void *out, float *lse,
+                                 void *stream)
+{
+    const char *where = "attn_prefill_cuda";
+    int rc = cuda_shape_check(s, where);
+    if (rc)
+        return rc;
+    ATTN_REQUIRE(b != NULL, where);
+    ATTN_REQUIRE(dt == ATTN_BF16 || dt == ATTN_FP16, where);
+    ATTN_REQUIRE(b->num_seqs >= 0 && b->max_pages >= 0 && b->max_suffix >= 0, where);
+    if (b->num_seqs == 0 || b->max_suffix == 0)
+        return ATTN_OK;
+    ATTN_REQUIRE(b->q_starts && b->prefix_lens, where);
+    ATTN_REQUIRE(b->max_pages == 0 || b->page_table, where);
+    ATTN_REQUIRE(q && k_new && v_new && out, where);
+    ATTN_REQUIRE(b->max_pages == 0 || (k_cache && v_cache), where);
+    ATTN_REQUIRE(b->num_seqs <= 65535, where);
+
+    attn_prefill_params prm;
+    prm.q = q;
+    prm.k_new = k_new;
+    prm.v_new = v_new;
+    /* With no pages the gather never reads the cache; keep the pointers valid. */
+    prm.k_cache = k_cache ? k_cache : k_new;
+    prm.v_cache = v_cache ? v_cache : v_new;
+    prm.out = out;
+    prm.lse = lse;
+    prm.q_starts = b->q_starts;
+    prm.prefix_lens = b->prefix_lens;
+    prm.page_table = b->page_table ? b->page_table : b->q_starts;
+    prm.max_pages = b->max_pages;
+    prm.hq = s->num_q_heads;
+    prm.hkv = s->num_kv_heads;
+    prm.group = s->num_q_heads / s->num_kv_heads;
+    prm.page_size = s->page_size;
+    prm.scale_log2 = s->scale * ATTN_LOG2E;
+    cudaStream_t st = (cudaStream_t)stream;
+    if (dt == ATTN_BF16)
+        return prefill_dispatch<__nv_bfloat16>(prm, s->head_dim, b->num_seqs, b->max_suffix, st);
+    return prefill_dispatch<__half>(prm, s->head_dim, b->num_seqs, b->max_suffix, st);
+}
+
+/* ---- decode ------------------------------------------------------------- */
+
+static int decode_splits(int32_t max_splits)
+{
+    return max_splits > 0 ? max_splits : ATTN_DECODE_DEFAULT_SPLITS;
+}
+
+extern "C" size_t attn_decode_workspace_bytes(const attn_shape *s, int32_t num_seqs,
+                                              int32_t max_splits)
+{
+    if (!s || num_seqs <= 0 || s->head_dim <= 0 || s->num_q_heads <= 0)
+        return 0;
+    size_t rows = (size_t)num_seqs * s->num_q_heads * decode_splits(max_splits);
+    return rows * ((size_t)s->head_dim + 1) * sizeof(float);
+}
+
+/* Decode CTA: NT threads (128, or 256 with RKV_ATTN_DECODE_NT=256 for tuning);
+ * stages of 32 K/V rows, 4 stages (3 in flight). */
+#define DECODE_TOK 32
+#define DECODE_STAGES 4
+
+template <typename T, int D, int G, int NT>
+static int decode_launch(attn_decode_params prm, int splits, int num_seqs, cudaStream_t st)
+{
+    prm.head_blocks = (prm.group + G - 1) / G;
+    dim3 grid(splits, prm.hkv * prm.head_blocks, num_seqs);
+    auto kern = attn_decode_split_kernel<T, D, G, NT, DECODE_TOK, DECODE_STAGES>;
+    size_t smem = attn_decode_smem_bytes<T, D, G, NT, DECODE_TOK, DECODE_STAGES>();
+    ATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         (int)smem));
+    kern<<<grid, NT, smem, st>>>(prm);
+    ATTN_CUDA_CHECK_LAUNCH();
+    if (splits > 1) {
+        int64_t rows = (int64_t)num_seqs * prm.hq;
+        int per = 4; /* warps per block */
+        attn_decode_combine_kernel<T, D><<<(unsigned)((rows + per - 1) / per), 32 * per, 0, st>>>(
+            prm.ws_o, prm.ws_lse, splits, rows, static_cast<T *>(prm.out), prm.lse);
+        ATTN_CUDA_CHECK_LAUNCH();
+    }
+    return ATTN_OK;
+}
+
+template <typename T, int D, int NT>
+static int decode_dispatch_g(const attn_decode_params &prm, int splits, int num_seqs,
+                             cudaStream_t st)
+{
+    /* Register arrays are sized by G: pick the smallest that holds the group;
+     * groups above 8 are cut into blocks of 8 heads. */
+    if (prm.group == 1)
+        return decode_launch<T, D, 1, NT>(prm, splits, num_seqs, st);
+    if (prm.group == 2)
+        return decode_launch<T, D, 2, NT>(prm, splits, num_seqs, st);
+    if (prm.group <= 4)
+        return decode_launch<T, D, 4, NT>(prm, splits, num_seqs, st);
+    return decode_launch<T, D, 8, NT>(prm, splits, num_seqs, st);
+}
+
+template <typename T>
+static int decode_dispatch(const attn_decode_params &prm, int d, int splits, int num_seqs,
+                           cudaStream_t st)
+{
+    const char *env = getenv("RKV_ATTN_DECODE_NT");
+    if (env && atoi(env) == 256)
+        return d == 128 ? decode_dispatch_g<T, 128, 256>(prm, splits, num_seqs, st)
+                        : decode_dispatch_g<T, 64, 256>(prm, splits, num_seqs, st);
+    return d == 128 ? decode_dispatch_g<T, 128, 128>(prm, splits, num_seqs, st)
+                    : decode_dispatch_g<T, 64, 128>(prm, splits, num_seqs, st);
+}
+
+extern "C" int attn_decode_cuda(const attn_shape *s, attn_dtype dt, int32_t num_seqs,
+                                const int32_t *seq_lens, const int32_t *page_table,
+                                int32_t max_pages, int32_t max_seq_len, const void *q,
+                                const void *k_cache, const void *v_cache, void *out, float *lse,
+                                void *workspace, int32_t max_splits, void *stream)
+{
+    const char *where = "attn_decode_cuda";
+    int rc = cuda_shape_check(s, where);
+    if (rc)
+        return rc;
+    ATTN_REQUIRE(dt == ATTN_BF16 || dt == ATTN_FP16, where);
+    ATTN_REQUIRE(num_seqs >= 0 && max_pages >= 0 && max_seq_len >= 0, where);
+    if (num_seqs == 0)
+        return ATTN_OK;
+    ATTN_REQUIRE(num_seqs <= 65535, where);
+    ATTN_REQUIRE(seq_lens && q && out, where);
+    ATTN_REQUIRE(max_pages == 0 || (page_table && k_cache && v_cache), where);
+    ATTN_REQUIRE((int64_t)max_seq_len <= (int64_t)max_pages * s->page_size, where);
+    cudaStream_t st = (cudaStream_t)stream;
+
+    /* Splits: enough CTAs for about four per SM (each CTA keeps only 16 rows
+     * in flight per lane group, so bandwidth needs many), chunks of at least
+     * 256 tokens, never more than the workspace was sized for. */
+    int dev = 0, sms = 132;
+    ATTN_CUDA_CHECK(cudaGetDevice(&dev));
+    ATTN_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    int group = s->num_q_heads / s->num_kv_heads;
+    int gmax = group == 1 ? 1 : group == 2 ? 2 : group <= 4 ? 4 : 8;
+    int64_t ctas = (int64_t)num_seqs * s->num_kv_heads * ((group + gmax - 1) / gmax);
+    int cap = decode_splits(max_splits);
+    int64_t want = (4 * (int64_t)sms + ctas - 1) / ctas;
+    int64_t by_len = ((int64_t)max_seq_len + 255) / 256;
+    int splits = (int)(want < by_len ? want : by_len);
+    if (splits > cap)
+        splits = cap;
+    if (splits < 1)
+        splits = 1;
+    int chunk = (int)(((int64_t)max_seq_len + splits - 1) / splits);
+    if (chunk < 1)
+        chunk = 1;
+    splits = (int)(((int64_t)max_seq_len + chunk - 1) / chunk);
+    if (splits < 1)
+        splits = 1;
+    ATTN_REQUIRE(splits <= 65535, where);
+
+    attn_decode_params prm;
+    prm.q = q;
+    prm.k_cache = k_cache ? k_cache : q;
+    prm.v_cache = v_cache ? v_cache : q;
+    prm.out = out;
+    prm.lse = lse;
+    prm.seq_lens = seq_lens;
+    prm.page_table = page_table ? page_table : seq_lens;
+    prm.max_pages = max_pages;
+    prm.hq = s->num_q_heads;
+    prm.hkv = s->num_kv_heads;
+    prm.group = group;
+    prm.page_size = s->page_size;
+    prm.chunk = chunk;
+    prm.head_blocks = 1;
+    prm.scale_log2 = s->scale * ATTN_LOG2E;
+    prm.ws_o = prm.ws_lse = NULL;
+
+    void *owned = NULL;
+    if (splits > 1) {
+        size_t rows = (size_t)num_seqs * s->num_q_heads * splits;
+        if (!workspace) {
+            ATTN_CUDA_CHECK(cudaMallocAsync(&owned, rows * (s->head_dim + 1) * sizeof(float), st));
+            workspace = owned;
+        }
+        prm.ws_o = static_cast<float *>(workspace);
+        prm.ws_lse = prm.ws_o + rows * s->head_dim;
+    }
+    if (dt == ATTN_BF16)
+        rc = decode_dispatch<__nv_bfloat16>(prm, s->head_dim, splits, num_seqs, st);
+    else
+        rc = decode_dispatch<__half>(prm, s->head_dim, splits, num_seqs, st);
+    if (owned)
+        ATTN_CUDA_CHECK(cudaFreeAsync(owned, st));
+    return rc;
+}
+
+/* ---- store and merge ---------------------------------------------------- */
+
+extern "C" int attn_store_kv_cuda(const attn_shape *s, attn_dtype dt, int32_t num_tokens,
+                                  const int32_t *slot_mapping, const void *k_new,
+                                  const void *v_new, void *k_cache, void *v_cache, void *stream)
+{
+    const char *where = "attn_store_kv_cuda";
+    int rc = cuda_shape_check(s, where);
+    if (rc)
+        return rc;
+    ATTN_REQUIRE(dt == ATTN_BF16 || dt == ATTN_FP16, where);
+    ATTN_REQUIRE(num_tokens >= 0, where);
+    if (num_tokens == 0)
+        return ATTN_OK;
+    ATTN_REQUIRE(slot_mapping && k_new && v_new && k_cache && v_cache, where);
+    int cpr = s->head_dim / 8; /* 16-byte chunks per row (both dtypes are 2 bytes) */
+    int64_t chunks = (int64_t)num_tokens * s->num_kv_heads * cpr;
+    int64_t blocks = (chunks + 255) / 256;
+    if (blocks > 65535)
+        blocks = 65535;
+    attn_store_kv_kernel<<<(unsigned)blocks, 256, 0, (cudaStream_t)stream>>>(
+        chunks, s->num_kv_heads, cpr, slot_mapping, static_cast<const uint4 *>(k_new),
+        static_cast<const uint4 *>(v_new), static_cast<uint4 *>(k_cache),
+        static_cast<uint4 *>(v_cache));
+    ATTN_CUDA_CHECK_LAUNCH();
+    return ATTN_OK;
+}
+
+template <typename T, int D>
+static int merge_launch(int64_t rows, const void *o1, const float *lse1, const void *o2,
+                        const float *lse2, void *out, float *lse_out, cudaStream_t st)
+{
+    int64_t threads = rows * (D / 8);
+    attn_merge_kernel<T, D><<<(unsigned)((threads + 255) / 256), 256, 0, st>>>(
+        rows, static_cast<const T *>(o1), lse1, static_cast<const T *>(o2), lse2,
+        static_cast<T *>(out), lse_out);
+    ATTN_CUDA_CHECK_LAUNCH();
+    return ATTN_OK;
+}
+
+extern "C" int attn_merge_cuda(attn_dtype dt, int64_t rows, int32_t head_dim, const void *o1,
+                               const float *lse1, const void *o2, const float *lse2, void *out,
+                               float *lse_out, void *stream)
+{
+    const char *where = "attn_merge_cuda";
+    if (head_dim != 64 && head_dim != 128) {
+        fprintf(stderr, "%s: head_dim %d not supported (64 or 128)\n", where, head_dim);
+        return ATTN_EHEADDIM;
+    }
+    ATTN_REQUIRE(dt == ATTN_BF16 || dt == ATTN_FP16, where);
+    ATTN_REQUIRE(rows >= 0, where);
+    if (rows == 0)
+        return ATTN_OK;
+    ATTN_REQUIRE(o1 && lse1 && o2 && lse2 && out && lse_out, where);
+    cudaStream_t st = (cudaStream_t)stream;
+    if (dt == ATTN_BF16)
+        return head_dim == 128
+                   ? merge_launch<__nv_bfloat16, 128>(rows, o1, lse1, o2, lse2, out, lse_out, st)
+                   : merge_launch<__nv_bfloat16, 64>(rows, o1, lse1, o2, lse2, out, lse_out, st);
+    return head_dim == 128 ? merge_launch<__half, 128>(rows, o1, lse1, o2, lse2, out, lse_out, st)
+                           : merge_launch<__half, 64>(rows, o1, lse1, o2, lse2, out, lse_out, st);
+}

@@ -1,0 +1,264 @@
+/* attn_gpu_bench.cu - times the CUDA attention kernels; one JSON object per line.
+ *
+ *   attn_gpu_bench [--quick] [--reps N]
+ *
+ * Baseline measured in the same run: device-to-device copy bandwidth (bytes
+ * read + written, as torch's anchor counts it). Prefill work is 4·Hq·D per
+ * query-key pair seen, 4·Hq·D·(S·P + S(S+1)/2) per sequence; decode traffic is
+ * the real K/V bytes read, 2·B·Hkv·L·D·2. Each figure is the median of N timed
+ * launches (CUDA events around each) after warm-up launches. --variants also
+ * times each prefill tile shape (RKV_ATTN_PREFILL_TILE) on three shapes.
+ */
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "attention.h"
+
+#define CK(call)                                                                       \
+    do {                                                                               \
+        cudaError_t e_ = (call);                                                       \
+        if (e_ != cudaSuccess) {                                                       \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call,              \
+                    cudaGetErrorString(e_));                                           \
+            exit(1);                                                                   \
+        }                                                                              \
+    } while (0)
+#define CKA(call)                                                                      \
+    do {                                                                               \
+        int r_ = (call);                                                               \
+        if (r_ != 0) {                                                                 \
+            fprintf(stderr, "%s:%d: %s returned %d\n", __FILE__, __LINE__, #call, r_); \
+            exit(1);                                                                   \
+        }                                                                              \
+    } while (0)
+
+/* Random 16-bit values in [-1, 1): bf16 or fp16 by a hash of the index. */
+__global__ void fill_random(uint16_t *p, size_t n, uint32_t seed, int bf16)
+{
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        uint32_t x = (uint32_t)i * 2654435761u ^ seed;
+        x ^= x >> 15;
+        x *= 2246822519u;
+        x ^= x >> 13;
+        float f = (x >> 8) * (1.f / 16777216.f) * 2.f - 1.f;
+        uint32_t u;
+        memcpy(&u, &f, 4);
+        if (bf16) {
+            p[i] = (uint16_t)((u + 0x7fff + ((u >> 16) & 1)) >> 16);
+        } else {
+            __half h = __float2half_rn(f);
+            p[i] = __half_raw(h).x;
+        }
+    }
+}
+
+static uint16_t *alloc_random(size_t n, uint32_t seed, attn_dtype dt)
+{
+    uint16_t *p;
+    CK(cudaMalloc(&p, n * 2));
+    fill_random<<<1024, 256>>>(p, n, seed, dt == ATTN_BF16);
+    CK(cudaGetLastError());
+    return p;
+}
+
+template <typename F> static double time_median_ms(F fn, int warm, int reps)
+{
+    cudaEvent_t a, b;
+    CK(cudaEventCreate(&a));
+    CK(cudaEventCreate(&b));
+    for (int i = 0; i < warm; i++)
+        fn();
+    CK(cudaDeviceSynchronize());
+    std::vector<float> ts;
+    for (int i = 0; i < reps; i++) {
+        CK(cudaEventRecord(a));
+        fn();
+        CK(cudaEventRecord(b));
+        CK(cudaEventSynchronize(b));
+        float ms;
+        CK(cudaEventElapsedTime(&ms, a, b));
+        ts.push_back(ms);
+    }
+    std::sort(ts.begin(), ts.end());
+    CK(cudaEventDestroy(a));
+    CK(cudaEventDestroy(b));
+    return ts[ts.size() / 2];
+}
+
+static const char *dtn(attn_dtype dt) { return dt == ATTN_BF16 ? "bf16" : "fp16"; }
+
+/* Pages of B sequences of `len` tokens each, scattered over the pool. */
+static int32_t *make_table(int B, int pages_per_seq, int total_pages, uint32_t seed)
+{
+    std::vector<int32_t> perm(total_pages);
+    for (int i = 0; i < total_pages; i++)
+        perm[i] = i;
+    uint64_t s = seed * 0x9e3779b97f4a7c15ull + 1;
+    for (int i = total_pages - 1; i > 0; i--) {
+        s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+        std::swap(perm[i], perm[s % (uint64_t)(i + 1)]);
+    }
+    std::vector<int32_t> t((size_t)B * std::max(pages_per_seq, 1), 0);
+    for (int b = 0; b < B; b++)
+        for (int p = 0; p < pages_per_seq; p++)
+            t[(size_t)b * pages_per_seq + p] = perm[(size_t)b * pages_per_seq + p];
+    int32_t *d;
+    CK(cudaMalloc(&d, t.size() * 4));
+    CK(cudaMemcpy(d, t.data(), t.size() * 4, cudaMemcpyHostToDevice));
+    return d;
+}
+
+static int32_t *upload(const std::vector<int32_t> &v)
+{
+    int32_t *d;
+    CK(cudaMalloc(&d, v.size() * 4));
+    CK(cudaMemcpy(d, v.data(), v.size() * 4, cudaMemcpyHostToDevice));
+    return d;
+}
+
+static void bench_prefill(attn_dtype dt, int B, int P, int S, int reps, double copy_tbps,
+                          int variant = -1)
+{
+    const int HQ = 32, HKV = 8, D = 128, PS = 16;
+    const int ppseq = (P + PS - 1) / PS, NP = std::max(B * ppseq, 1);
+    const int T = B * S;
+    uint16_t *q = alloc_random((size_t)T * HQ * D, 1, dt);
+    uint16_t *kn = alloc_random((size_t)T * HKV * D, 2, dt);
+    uint16_t *vn = alloc_random((size_t)T * HKV * D, 3, dt);
+    uint16_t *kc = alloc_random((size_t)NP * PS * HKV * D, 4, dt);
+    uint16_t *vc = alloc_random((size_t)NP * PS * HKV * D, 5, dt);
+    uint16_t *out;
+    float *lse;
+    CK(cudaMalloc(&out, (size_t)T * HQ * D * 2));
+    CK(cudaMalloc(&lse, (size_t)T * HQ * 4));
+    std::vector<int32_t> qs(B + 1), pl(B, P);
+    for (int i = 0; i <= B; i++)
+        qs[i] = i * S;
+    int32_t *dqs = upload(qs), *dpl = upload(pl);
+    int32_t *dpt = make_table(B, ppseq, NP, 7);
+    attn_shape s = {HQ, HKV, D, PS, 0.08838834764831845f};
+    attn_batch b = {B, std::max(ppseq, 1), dqs, dpl, dpt, S};
+    double ms = time_median_ms(
+        [&] { CKA(attn_prefill_cuda(&s, &b, dt, q, kn, vn, kc, vc, out, lse, NULL)); }, 3, reps);
+    double flops = 4.0 * HQ * D * B * ((double)S * P + (double)S * (S + 1) / 2);
+    printf("{\"bench\":\"attn_prefill_cuda\",\"dtype\":\"%s\",\"B\":%d,\"P\":%d,\"S\":%d,"
+           "\"Hq\":%d,\"Hkv\":%d,\"D\":%d,\"page\":%d,\"reps\":%d,\"ms\":%.4f,\"TFLOPs\":%.1f,"
+           "\"copy_TBps\":%.3f,\"tile_variant\":%d}\n",
+           dtn(dt), B, P, S, HQ, HKV, D, PS, reps, ms, flops / ms / 1e9, copy_tbps, variant);
+    fflush(stdout);
+    cudaFree(q), cudaFree(kn), cudaFree(vn), cudaFree(kc), cudaFree(vc), cudaFree(out);
+    cudaFree(lse), cudaFree(dqs), cudaFree(dpl), cudaFree(dpt);
+}
+
+static void bench_decode(attn_dtype dt, int B, int L, int PS, int reps, double copy_tbps)
+{
+    const int HQ = 32, HKV = 8, D = 128;
+    const int ppseq = (L + PS - 1) / PS, NP = B * ppseq;
+    uint16_t *q = alloc_random((size_t)B * HQ * D, 1, dt);
+    uint16_t *kc = alloc_random((size_t)NP * PS * HKV * D, 4, dt);
+    uint16_t *vc = alloc_random((size_t)NP * PS * HKV * D, 5, dt);
+    uint16_t *out;
+    float *lse;
+    void *ws;
+    CK(cudaMalloc(&out, (size_t)B * HQ * D * 2));
+    CK(cudaMalloc(&lse, (size_t)B * HQ * 4));
+    attn_shape s = {HQ, HKV, D, PS, 0.08838834764831845f};
+    CK(cudaMalloc(&ws, attn_decode_workspace_bytes(&s, B, 0)));
+    std::vector<int32_t> lens(B, L);
+    int32_t *dl = upload(lens), *dpt = make_table(B, ppseq, NP, 9);
+    double ms = time_median_ms(
+        [&] {
+            CKA(attn_decode_cuda(&s, dt, B, dl, dpt, ppseq, L, q, kc, vc, out, lse, ws, 0, NULL));
+        },
+        5, reps);
+    double bytes = 2.0 * B * HKV * (double)L * D * 2;
+    double tbps = bytes / ms / 1e9;
+    printf("{\"bench\":\"attn_decode_cuda\",\"dtype\":\"%s\",\"B\":%d,\"L\":%d,\"Hq\":%d,"
+           "\"Hkv\":%d,\"D\":%d,\"page\":%d,\"reps\":%d,\"ms\":%.4f,\"TBps\":%.3f,"
+           "\"copy_TBps\":%.3f,\"ratio_to_copy\":%.3f}\n",
+           dtn(dt), B, L, HQ, HKV, D, PS, reps, ms, tbps, copy_tbps, tbps / copy_tbps);
+    fflush(stdout);
+    cudaFree(q), cudaFree(kc), cudaFree(vc), cudaFree(out), cudaFree(lse), cudaFree(ws);
+    cudaFree(dl), cudaFree(dpt);
+}
+
+int main(int argc, char **argv)
+{
+    int quick = 0, reps = 30, variants = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--quick"))
+            quick = 1;
+        else if (!strcmp(argv[i], "--variants"))
+            variants = 1;
+        else if (!strcmp(argv[i], "--reps") && i + 1 < argc)
+            reps = atoi(argv[++i]);
+        else {
+            fprintf(stderr, "usage: %s [--quick] [--variants] [--reps N]\n", argv[0]);
+            return 2;
+        }
+    }
+    if (!attn_cuda_available()) {
+        fprintf(stderr, "attn_gpu_bench: no CUDA device\n");
+        return 77;
+    }
+    cudaDeviceProp prop;
+    CK(cudaGetDeviceProperties(&prop, 0));
+
+    /* Baseline: copy 1 GiB device to device. */
+    size_t n = (size_t)1 << 30;
+    void *x, *y;
+    CK(cudaMalloc(&x, n));
+    CK(cudaMalloc(&y, n));
+    CK(cudaMemset(x, 1, n));
+    double cms = time_median_ms([&] { CK(cudaMemcpyAsync(y, x, n, cudaMemcpyDeviceToDevice)); },
+                                3, 20);
+    double copy_tbps = 2.0 * n / cms / 1e9;
+    cudaFree(x), cudaFree(y);
+    printf("{\"bench\":\"device\",\"name\":\"%s\",\"sms\":%d,\"copy_TBps\":%.3f}\n", prop.name,
+           prop.multiProcessorCount, copy_tbps);
+    fflush(stdout);
+
+    const int Ps[] = {0, 4096, 16384, 32768};
+    const int Ss[] = {512, 2048};
+    for (int P : Ps)
+        for (int S : Ss)
+            bench_prefill(ATTN_BF16, 1, P, S, reps, copy_tbps);
+    if (!quick) {
+        bench_prefill(ATTN_FP16, 1, 16384, 2048, reps, copy_tbps);
+        bench_prefill(ATTN_BF16, 1, 8192, 1024, reps, copy_tbps);
+        bench_prefill(ATTN_BF16, 8, 4096, 512, reps, copy_tbps); /* a batch of 8 */
+    }
+    if (variants) { /* the tile shapes of attention_cuda.cu, for tuning */
+        const int vp[][2] = {{4096, 512}, {4096, 2048}, {32768, 2048}};
+        for (int v = 0; v < 4; v++) {
+            char buf[8];
+            snprintf(buf, sizeof buf, "%d", v);
+            setenv("RKV_ATTN_PREFILL_TILE", buf, 1);
+            for (auto &c : vp)
+                bench_prefill(ATTN_BF16, 1, c[0], c[1], reps, copy_tbps, v);
+        }
+        unsetenv("RKV_ATTN_PREFILL_TILE");
+        setenv("RKV_ATTN_DECODE_NT", "256", 1);
+        printf("{\"bench\":\"note\",\"text\":\"decode rows below: RKV_ATTN_DECODE_NT=256\"}\n");
+        bench_decode(ATTN_BF16, 1, 32768, 16, reps, copy_tbps);
+        bench_decode(ATTN_BF16, 64, 4096, 16, reps, copy_tbps);
+        unsetenv("RKV_ATTN_DECODE_NT");
+    }
+    const int dec[][2] = {{1, 32768}, {16, 8192}, {64, 4096}, {128, 2048}};
+    for (auto &c : dec)
+        bench_decode(ATTN_BF16, c[0], c[1], 16, reps, copy_tbps);
+    if (!quick) {
+        bench_decode(ATTN_FP16, 64, 4096, 16, reps, copy_tbps);
+        bench_decode(ATTN_BF16, 64, 4096, 1, reps, copy_tbps);
+        bench_decode(ATTN_BF16, 64, 4096, 64, reps, copy_tbps);
+    }
+    return 0;
+}
