@@ -389,11 +389,12 @@ static rkv_status enqueue_model(cuda_backend *b, const step_dev *s)
         /* 2: this step's K/V into their pages, then attention. */
         uint8_t *kc = b->d_kv + (size_t)(2 * l) * b->kv_layer_bytes;
         uint8_t *vc = kc + b->kv_layer_bytes;
-        AT(attn_store_kv_cuda(&b->shape, ATTN_BF16, T, s->slots, k, v, kc, vc, st));
+        AT(attn_store_kv_cuda(&b->shape, ATTN_BF16, T, (int32_t)b->base.num_pages, s->slots, k,
+                              v, kc, vc, st));
         if (s->decode) {
             AT(attn_decode_cuda(&b->shape, ATTN_BF16, s->B, s->seq_lens, s->page_table, s->stride,
-                                s->max_seq_len, q, kc, vc, ao, NULL, b->d_act + a->decode_ws,
-                                MAX_SPLITS, st));
+                                (int32_t)b->base.num_pages, s->max_seq_len, q, kc, vc, ao, NULL,
+                                b->d_act + a->decode_ws, MAX_SPLITS, st));
         } else {
             attn_batch ab;
             ab.num_seqs = s->B;
@@ -402,6 +403,7 @@ static rkv_status enqueue_model(cuda_backend *b, const step_dev *s)
             ab.prefix_lens = s->prefix_lens;
             ab.page_table = s->page_table;
             ab.max_suffix = s->max_suffix;
+            ab.num_pages = (int32_t)b->base.num_pages;
             AT(attn_prefill_cuda(&b->shape, &ab, ATTN_BF16, q, k, v, kc, vc, ao, NULL, st));
         }
         TRY(gemm(b, ao, T, w->q_dim, wbf(b, base + w->wo), C, proj));
