@@ -58,7 +58,7 @@ static void usage_run(FILE *f)
         "  --num-pages N           KV pages (default: the backend decides)\n"
         "  --kv-tokens N           KV capacity in tokens (ceil(N / P) pages)\n"
         "  --max-tokens N          output length for lines without max_tokens (default 16)\n"
-        "  --gpu PROFILE           sim: h100 (default) | h200 | a100 | a10g [,eff=X,mem_eff=X,overhead_ms=X]\n"
+        "  --gpu PROFILE           sim: h100 (default) | h200 | a100 | a10g [,key=X ...]\n"
         "  --threads N             cpu: threads (default: all cores)\n"
         "  --seed N                weights, policy random, default sampling seeds (default 0)\n"
         "  --offline               ignore arrival times: everything at t = 0\n"
