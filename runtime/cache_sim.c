@@ -675,8 +675,15 @@ void cache_sim_print_summary(FILE *out, const cache_sim_options *opt, const cach
             ",\"errors\":%" PRId64 ",\"steps\":%" PRId64 ",\"prompt_tokens\":%" PRId64
             ",\"matched_tokens\":%" PRId64 ",\"new_tokens\":%" PRId64 ",\"hit_rate\":%.6f"
             ",\"evicted_tokens\":%" PRId64 ",\"evicted_nodes\":%" PRId64 ",\"evict_calls\":%" PRId64
-            ",\"hash_computations\":%" PRIu64 ",\"seconds\":%.6f}",
+            ",\"hash_computations\":%" PRIu64 ",\"seconds\":%.6f",
             opt->capacity, c->page_size, c->pool->num_pages, sum->requests, sum->errors, sum->steps,
             sum->prompt_tokens, sum->matched_tokens, sum->new_tokens, hit, sum->evicted_tokens,
             sum->evicted_nodes, sum->evict_calls, c->stats.hash_computations, sum->seconds);
+    billing_prices def;
+    billing_prices_default(&def);
+    const billing_prices *pr = opt->prices ? opt->prices : &def;
+    billing b;
+    billing_compute(pr, sum->prompt_tokens, sum->matched_tokens, &b);
+    billing_print_json(out, pr, &b);
+    fputc('}', out);
 }

@@ -31,6 +31,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "billing.h"
 #include "cache.h"
 #include "trace.h"
 
@@ -44,6 +45,7 @@ typedef struct cache_sim_options {
     bool progress;          /* progress bar on stderr (long runs only) */
     bool summary_only;      /* no request/step lines (capacity sweeps) */
     uint64_t ns;            /* namespace of every request */
+    const billing_prices *prices; /* summary's input-token bill; NULL: the defaults */
 } cache_sim_options;
 
 typedef struct cache_sim_summary {
@@ -66,7 +68,9 @@ typedef struct cache_sim_summary {
 rkv_status cache_sim_run(cache *c, const cache_sim_options *opt, trace_reader *tr, FILE *out,
                          cache_sim_summary *sum, char *err, size_t errlen);
 
-/* The summary as one JSON line (without a trailing newline). */
+/* The summary as one JSON line (without a trailing newline). It bills the
+ * served requests' prompt tokens (billing.h): matched tokens at the cached
+ * price, the rest at the uncached one. */
 void cache_sim_print_summary(FILE *out, const cache_sim_options *opt, const cache *c,
                              const cache_sim_summary *sum);
 

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "billing.h"
 #include "cache.h"
 #include "commands.h"
 #include "engine.h"
@@ -27,6 +28,7 @@ typedef struct run_opts {
     int64_t kv_tokens;
     int32_t default_max_tokens;
     bool progress;
+    billing_prices prices;
 } run_opts;
 
 static void usage_run(FILE *f)
@@ -61,7 +63,12 @@ static void usage_run(FILE *f)
         "  --offline               ignore arrival times: everything at t = 0\n"
         "  --fixed-clock           sim: leave measured CPU time out of the clock (repeatable)\n"
         "  --out FILE              write the JSON Lines there instead of stdout\n"
-        "  --no-progress           no progress bar\n");
+        "  --no-progress           no progress bar\n"
+        "  --price-cached X        price per million cached input tokens (default 0.1)\n"
+        "  --price-uncached X      price per million uncached input tokens (default 1)\n"
+        "\n"
+        "The summary bills each request's prompt tokens: those matched in the cache at its\n"
+        "first admission at the cached price, the rest at the uncached one.\n");
 }
 
 static int bad(const char *opt, const char *v, const char *why)
@@ -106,6 +113,7 @@ static int parse_run(int argc, char **argv, run_opts *o)
     engine_config_default(&o->ec);
     o->default_max_tokens = 16;
     o->progress = true;
+    billing_prices_default(&o->prices);
     for (int i = 1; i < argc; i++) {
         char name[64];
         const char *a = argv[i], *val = NULL;
@@ -178,6 +186,10 @@ static int parse_run(int argc, char **argv, run_opts *o)
         } else if (FLAG("--max-tokens")) {
             if ((rc = parse_int(name, v, 1, 1 << 24, &x))) return rc;
             o->default_max_tokens = (int32_t)x;
+        } else if (FLAG("--price-cached") || FLAG("--price-uncached")) {
+            double *dst = FLAG("--price-cached") ? &o->prices.cached : &o->prices.uncached;
+            if (billing_parse_price(v, dst) != RKV_OK)
+                return bad(name, v, "expected a price >= 0 per million tokens, got");
         } else if (FLAG("--gpu")) o->ec.backend_cfg.gpu_profile = v;
         else if (FLAG("--threads")) {
             if ((rc = parse_int(name, v, 0, 1024, &x))) return rc;
@@ -421,7 +433,7 @@ int cmd_run(int argc, char **argv)
             "\"cached_tokens\":%lld,\"output_tokens\":%lld,\"hit_rate\":%.6f,"
             "\"ttft_p50\":%.6f,\"ttft_p99\":%.6f,\"tpot_p50\":%.6f,\"tpot_p99\":%.6f,"
             "\"preemptions\":%lld,\"steps\":%lld,\"max_step_tokens\":%lld,"
-            "\"sched_cpu_ms_per_step\":%.6f,\"model_seconds\":%.6f,\"num_pages\":%lld}\n",
+            "\"sched_cpu_ms_per_step\":%.6f,\"model_seconds\":%.6f,\"num_pages\":%lld",
             be->ops->name, o.ec.cache_cfg.kind ? o.ec.cache_cfg.kind : "radix", o.ec.policy,
             o.ec.schedule, (long long)s.num_requests, (long long)s.num_errors, span,
             (double)(s.num_finished - s.num_errors) / span, (double)s.output_tokens / span,
@@ -429,19 +441,24 @@ int cmd_run(int argc, char **argv)
             hit, p50_ttft, p99_ttft, p50_tpot, p99_tpot, (long long)s.preemptions,
             (long long)s.steps, (long long)s.max_step_tokens, sched_ms, s.model_seconds,
             (long long)s.num_pages);
+    billing bill;
+    billing_compute(&o.prices, s.prompt_tokens, s.cached_tokens, &bill);
+    billing_print_json(out, &o.prices, &bill);
+    fputs("}\n", out);
     fprintf(stderr,
             "  requests        %lld (%lld errors) in %.3f s%s\n"
             "  throughput      %.2f requests/s, %.1f output tokens/s\n"
             "  hit rate        %.1f %% (%lld of %lld prompt tokens cached)\n"
             "  TTFT            p50 %.2f ms, p99 %.2f ms\n"
             "  TPOT            p50 %.2f ms, p99 %.2f ms\n"
-            "  steps           %lld, preemptions %lld, scheduler CPU %.3f ms/step\n",
+            "  steps           %lld, preemptions %lld, scheduler CPU %.3f ms/step\n"
+            "  input bill      %.6g (%.6g without a cache, %.1f %% saved)\n",
             (long long)s.num_requests, (long long)s.num_errors, span,
             be->ops->name && !strcmp(be->ops->name, "sim") ? " (modelled)" : "",
             (double)(s.num_finished - s.num_errors) / span, (double)s.output_tokens / span,
             hit * 100, (long long)s.cached_tokens, (long long)s.prompt_tokens, p50_ttft * 1e3,
             p99_ttft * 1e3, p50_tpot * 1e3, p99_tpot * 1e3, (long long)s.steps,
-            (long long)s.preemptions, sched_ms);
+            (long long)s.preemptions, sched_ms, bill.cost, bill.cost_no_cache, bill.saving * 100);
     free(ttft);
     free(tpot);
     int status = 0;

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "billing.h"
 #include "cache.h"
 #include "cache_sim.h"
 #include "rkv_config.h"
@@ -99,6 +100,19 @@ static const char *opt_choice(opt_iter *it, const char *const *names)
     exit(2);
 }
 
+/* A price per million tokens (billing.h). */
+static double opt_price(opt_iter *it)
+{
+    const char *v = opt_value(it);
+    double x;
+    if (billing_parse_price(v, &x) != RKV_OK) {
+        fprintf(stderr, "radixkv %s: %s: expected a price >= 0 per million tokens, got '%s'\n",
+                it->cmd, it->name, v);
+        exit(2);
+    }
+    return x;
+}
+
 static void opt_unknown(const opt_iter *it)
 {
     fprintf(stderr, "radixkv %s: unknown option %s (see radixkv %s --help)\n", it->cmd, it->name,
@@ -133,11 +147,14 @@ static void usage_cache_sim(FILE *f)
         "  --check             full consistency check of the cache after every step\n"
         "  --no-progress       never draw the progress bar\n"
         "  --summary-only      print only the summary line (sweeps over long traces)\n"
+        "  --price-cached X    price per million cached input tokens (default 0.1)\n"
+        "  --price-uncached X  price per million uncached input tokens (default 1)\n"
         "\n"
         "Output: {\"type\":\"request\",\"id\",\"step\",\"matched\",\"new\"} per request (or\n"
         "\"error\" for a request that can never fit), {\"type\":\"step\",\"step\",\"evicted\"} per\n"
         "step that evicted (each evicted node's own edge tokens, in eviction order), and\n"
-        "one {\"type\":\"summary\",...} line.\n");
+        "one {\"type\":\"summary\",...} line, which also bills the prompt tokens: matched\n"
+        "ones at the cached price, the rest at the uncached one (\"cost\", \"cost_no_cache\").\n");
 }
 
 static int cmd_cache_sim(int argc, char **argv)
@@ -146,6 +163,9 @@ static int cmd_cache_sim(int argc, char **argv)
     cache_config cfg = {NULL, NULL, NULL};
     cache_sim_options o = {0};
     o.progress = true;
+    billing_prices prices;
+    billing_prices_default(&prices);
+    o.prices = &prices;
     int64_t page_size = -1;
     const char *trace = NULL, *out_path = NULL;
     o.capacity = -1;
@@ -180,6 +200,10 @@ static int cmd_cache_sim(int argc, char **argv)
             o.progress = false;
         } else if (opt_is(&it, "--summary-only")) {
             o.summary_only = true;
+        } else if (opt_is(&it, "--price-cached")) {
+            prices.cached = opt_price(&it);
+        } else if (opt_is(&it, "--price-uncached")) {
+            prices.uncached = opt_price(&it);
         } else if (!strcmp(it.name, "-")) {
             trace = it.name;
         } else {
