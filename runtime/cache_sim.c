@@ -685,5 +685,7 @@ void cache_sim_print_summary(FILE *out, const cache_sim_options *opt, const cach
     billing b;
     billing_compute(pr, sum->prompt_tokens, sum->matched_tokens, &b);
     billing_print_json(out, pr, &b);
-    fputc('}', out);
+    cache_sizes sz;
+    cache_get_sizes(c, &sz);
+    fprintf(out, ",\"pinned_tokens\":%" PRId64 "}", sz.pinned_tokens);
 }

@@ -70,7 +70,8 @@ rkv_status cache_sim_run(cache *c, const cache_sim_options *opt, trace_reader *t
 
 /* The summary as one JSON line (without a trailing newline). It bills the
  * served requests' prompt tokens (billing.h): matched tokens at the cached
- * price, the rest at the uncached one. */
+ * price, the rest at the uncached one. "pinned_tokens" are the tokens pinned
+ * for the whole replay (cache_pin.h; they count among the pool's pages). */
 void cache_sim_print_summary(FILE *out, const cache_sim_options *opt, const cache *c,
                              const cache_sim_summary *sum);
 

@@ -16,6 +16,7 @@
 #include "cache.h"
 #include "commands.h"
 #include "engine.h"
+#include "pin_file.h"
 #include "progress.h"
 #include "trace.h"
 
@@ -25,6 +26,7 @@ typedef struct run_opts {
     engine_config ec;
     const char *trace;
     const char *out;
+    const char *pin;
     int64_t kv_tokens;
     int32_t default_max_tokens;
     bool progress;
@@ -64,6 +66,8 @@ static void usage_run(FILE *f)
         "  --fixed-clock           sim: leave measured CPU time out of the clock (repeatable)\n"
         "  --out FILE              write the JSON Lines there instead of stdout\n"
         "  --no-progress           no progress bar\n"
+        "  --pin FILE              pin static prefixes for the engine's life: JSON Lines of\n"
+        "                          {\"tokens\": [...]} or [...], each cut down to whole pages\n"
         "  --price-cached X        price per million cached input tokens (default 0.1)\n"
         "  --price-uncached X      price per million uncached input tokens (default 1)\n"
         "\n"
@@ -148,6 +152,7 @@ static int parse_run(int argc, char **argv, run_opts *o)
         NEED(v);
         if (FLAG("--trace")) o->trace = v;
         else if (FLAG("--out")) o->out = v;
+        else if (FLAG("--pin")) o->pin = v;
         else if (FLAG("--backend")) {
             if ((rc = choice(name, v, backend_names))) return rc;
             o->ec.backend = v;
@@ -353,6 +358,14 @@ static double pct(const double *v, int64_t n, double p)
     return v[k - 1];
 }
 
+/* Pins are unlocked before the cache goes, so the kinds see balanced locks. */
+static void run_teardown(engine *e, cache_pins *pins)
+{
+    cache_pins_release(engine_cache(e), pins);
+    cache_pins_free(pins);
+    engine_destroy(e);
+}
+
 int cmd_run(int argc, char **argv)
 {
     run_opts o;
@@ -371,18 +384,41 @@ int cmd_run(int argc, char **argv)
     fprintf(stderr, "radixkv run: %s; cache %s, policy %s, schedule %s\n", be->description,
             o.ec.cache_cfg.kind ? o.ec.cache_cfg.kind : "radix", o.ec.policy, o.ec.schedule);
 
+    /* Pins first: their KV is computed (a prefill through the backend, before
+     * the engine's clock starts) and cached before any request arrives. */
+    cache_pins pins;
+    cache_pins_init(&pins);
+    if (o.pin) {
+        pin_file_stats ps;
+        if ((st = pin_file_apply(engine_cache(e), be, o.pin, be->vocab_size, &pins, &ps, err,
+                                 sizeof err))) {
+            fprintf(stderr, "radixkv run: --pin %s\n", err);
+            cache_pins_release(engine_cache(e), &pins);
+            cache_pins_free(&pins);
+            engine_destroy(e);
+            return st == RKV_EIO || st == RKV_ENOMEM ? 1 : 2;
+        }
+        cache_sizes sz;
+        cache_get_sizes(engine_cache(e), &sz);
+        fprintf(stderr, "radixkv run: pinned %lld prefixes, %lld tokens", (long long)ps.prefixes,
+                (long long)sz.pinned_tokens);
+        if (ps.cut_tokens)
+            fprintf(stderr, " (%lld tokens of partial last pages not pinned)", (long long)ps.cut_tokens);
+        fputc('\n', stderr);
+    }
+
     run_ids ids = {0};
     if ((st = run_load_trace(e, o.trace, o.default_max_tokens, &ids, err, sizeof err))) {
         fprintf(stderr, "radixkv run: %s\n", err);
         run_ids_free(&ids);
-        engine_destroy(e);
+        run_teardown(e, &pins);
         return 1;
     }
     FILE *out = stdout;
     if (o.out && !(out = fopen(o.out, "w"))) {
         fprintf(stderr, "radixkv run: --out: cannot write '%s': %s\n", o.out, strerror(errno));
         run_ids_free(&ids);
-        engine_destroy(e);
+        run_teardown(e, &pins);
         return 1;
     }
     run_ctx ctx = {.out = out, .ids = &ids};
@@ -401,7 +437,7 @@ int cmd_run(int argc, char **argv)
         fprintf(stderr, "radixkv run: %s\n", err);
         if (out != stdout) fclose(out);
         run_ids_free(&ids);
-        engine_destroy(e);
+        run_teardown(e, &pins);
         return 1;
     }
 
@@ -444,7 +480,9 @@ int cmd_run(int argc, char **argv)
     billing bill;
     billing_compute(&o.prices, s.prompt_tokens, s.cached_tokens, &bill);
     billing_print_json(out, &o.prices, &bill);
-    fputs("}\n", out);
+    cache_sizes csz;
+    cache_get_sizes(engine_cache(e), &csz);
+    fprintf(out, ",\"pinned_tokens\":%lld}\n", (long long)csz.pinned_tokens);
     fprintf(stderr,
             "  requests        %lld (%lld errors) in %.3f s%s\n"
             "  throughput      %.2f requests/s, %.1f output tokens/s\n"
@@ -462,6 +500,10 @@ int cmd_run(int argc, char **argv)
     free(ttft);
     free(tpot);
     int status = 0;
+    if (o.pin && cache_pins_check(engine_cache(e), &pins, err, sizeof err)) {
+        fprintf(stderr, "radixkv run: %s\n", err);
+        status = 1;
+    }
     if (out != stdout) {
         if (fclose(out)) {
             fprintf(stderr, "radixkv run: --out: write to '%s' failed\n", o.out);
@@ -471,6 +513,6 @@ int cmd_run(int argc, char **argv)
         status = 1;
     }
     run_ids_free(&ids);
-    engine_destroy(e);
+    run_teardown(e, &pins);
     return status;
 }

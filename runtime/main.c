@@ -21,6 +21,7 @@
 #include "billing.h"
 #include "cache.h"
 #include "cache_sim.h"
+#include "pin_file.h"
 #include "rkv_config.h"
 #include "commands.h"
 #include "trace.h"
@@ -147,6 +148,8 @@ static void usage_cache_sim(FILE *f)
         "  --check             full consistency check of the cache after every step\n"
         "  --no-progress       never draw the progress bar\n"
         "  --summary-only      print only the summary line (sweeps over long traces)\n"
+        "  --pin FILE          pin static prefixes for the whole replay: JSON Lines of\n"
+        "                      {\"tokens\": [...]} or [...]; each cut down to whole pages\n"
         "  --price-cached X    price per million cached input tokens (default 0.1)\n"
         "  --price-uncached X  price per million uncached input tokens (default 1)\n"
         "\n"
@@ -167,7 +170,7 @@ static int cmd_cache_sim(int argc, char **argv)
     billing_prices_default(&prices);
     o.prices = &prices;
     int64_t page_size = -1;
-    const char *trace = NULL, *out_path = NULL;
+    const char *trace = NULL, *out_path = NULL, *pin_path = NULL;
     o.capacity = -1;
     int k;
     while ((k = opt_next(&it)) != 0) {
@@ -200,6 +203,8 @@ static int cmd_cache_sim(int argc, char **argv)
             o.progress = false;
         } else if (opt_is(&it, "--summary-only")) {
             o.summary_only = true;
+        } else if (opt_is(&it, "--pin")) {
+            pin_path = opt_value(&it);
         } else if (opt_is(&it, "--price-cached")) {
             prices.cached = opt_price(&it);
         } else if (opt_is(&it, "--price-uncached")) {
@@ -241,9 +246,28 @@ static int cmd_cache_sim(int argc, char **argv)
         page_pool_destroy(&pool);
         return 2;
     }
+    cache_pins pins;
+    cache_pins_init(&pins);
+    if (pin_path) {
+        pin_file_stats ps;
+        if ((st = pin_file_apply(c, NULL, pin_path, 0, &pins, &ps, err, sizeof err)) != RKV_OK) {
+            fprintf(stderr, "radixkv cache-sim: --pin %s\n", err);
+            cache_pins_release(c, &pins);
+            cache_pins_free(&pins);
+            cache_destroy(c);
+            page_pool_destroy(&pool);
+            return st == RKV_EIO || st == RKV_ENOMEM ? 1 : 2;
+        }
+        if (ps.cut_tokens)
+            fprintf(stderr, "radixkv cache-sim: --pin %s: %" PRId64 " tokens of partial last pages"
+                    " not pinned (prefixes are cut to whole pages of %" PRId64 ")\n", pin_path,
+                    ps.cut_tokens, page_size);
+    }
     trace_reader *tr = NULL;
     if ((st = trace_open(trace, NULL, &tr, err, sizeof err)) != RKV_OK) {
         fprintf(stderr, "radixkv cache-sim: %s\n", err);
+        cache_pins_release(c, &pins);
+        cache_pins_free(&pins);
         cache_destroy(c);
         page_pool_destroy(&pool);
         return 1;
@@ -252,6 +276,8 @@ static int cmd_cache_sim(int argc, char **argv)
     if (out_path && !(out = fopen(out_path, "w"))) {
         fprintf(stderr, "radixkv cache-sim: --out %s: %s\n", out_path, strerror(errno));
         trace_close(tr);
+        cache_pins_release(c, &pins);
+        cache_pins_free(&pins);
         cache_destroy(c);
         page_pool_destroy(&pool);
         return 1;
@@ -274,6 +300,12 @@ static int cmd_cache_sim(int argc, char **argv)
         rc = 1;
     }
     trace_close(tr);
+    if (pin_path && cache_pins_check(c, &pins, err, sizeof err) != RKV_OK) {
+        fprintf(stderr, "radixkv cache-sim: %s\n", err);
+        rc = 1;
+    }
+    cache_pins_release(c, &pins);
+    cache_pins_free(&pins);
     cache_destroy(c);
     page_pool_destroy(&pool);
     return rc;

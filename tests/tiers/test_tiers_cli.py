@@ -93,6 +93,83 @@ for args in [SIM + ["--price-cached", "-1", "-"], SIM + ["--price-uncached", "ab
     rc, out, err = run(args, TRACE)
     check(rc == 2 and name in err and summary(out) is None, f"{args}: fails naming {name} ({err.strip()})")
 
+# 4. --pin: pinned prefixes survive pressure and every request starting with one
+# matches it whole; bad pin files fail naming file and line.
+tmp = tempfile.mkdtemp()
+PIN_A = list(range(100, 140))            # 40 tokens: 10 pages of 4
+PIN_B = list(range(100, 120)) + [7] * 6  # 26 tokens: shares 5 pages with A, cut to 24
+pin_path = os.path.join(tmp, "pins.jsonl")
+with open(pin_path, "w") as f:
+    f.write(json.dumps({"tokens": PIN_A, "name": "system"}) + "\n\n" + json.dumps(PIN_B) + "\n")
+import random
+rng = random.Random(12)
+lines, starts = [], []
+for i in range(150):
+    p = rng.choice([PIN_A, PIN_B, []])
+    toks = p + [rng.randrange(1000, 4000) for _ in range(rng.randrange(4, 60))]
+    starts.append(len(p) - len(p) % 4)
+    lines.append(json.dumps({"id": i, "tokens": toks, "max_tokens": 2}))
+ptrace = "\n".join(lines) + "\n"
+for kind in ["radix", "hash", "trie"]:
+    rc, out, err = run(["cache-sim", "--cache", kind, "--capacity", "120", "--page-size", "4",
+                        "--pin", pin_path, "--check", "-"], ptrace)
+    check(rc == 0, f"cache-sim {kind} --pin exits 0 ({err.strip()})")
+    check("2 tokens of partial last pages" in err, f"cache-sim {kind}: says what was cut ({err.strip()})")
+    reqs = [json.loads(l) for l in out.splitlines() if '"request"' in l]
+    s = summary(out)
+    if s:
+        check(s["pinned_tokens"] == 40 + 24 - 20, f"cache-sim {kind}: pinned {s['pinned_tokens']}")
+        check(s["evicted_tokens"] > 0, f"cache-sim {kind}: under pressure")
+    bad = [r for r, w in zip(reqs, starts) if "error" in r or r["matched"] < w]
+    check(len(reqs) == 150 and not bad, f"cache-sim {kind}: requests short of their pin: {bad[:3]}")
+for backend in ["sim", "cpu"]:
+    args = ["run", "--backend", backend, "--trace", "-", "--page-size", "4", "--kv-tokens", "160",
+            "--max-running", "2", "--no-progress", "--pin", pin_path]
+    rc, out, err = run(args, ptrace)
+    check(rc == 0, f"run {backend} --pin exits 0 ({err.strip()[-300:]})")
+    s = summary(out)
+    reqs = {r["id"]: r for r in (json.loads(l) for l in out.splitlines()) if r.get("type") == "request"}
+    if s:
+        check(s["pinned_tokens"] == 44, f"run {backend}: pinned {s['pinned_tokens']}")
+    short = [i for i, w in enumerate(starts) if i not in reqs or "error" in reqs[i]
+             or reqs[i]["cached_tokens"] < w]
+    check(not short, f"run {backend}: requests short of their pin: {short[:5]}")
+
+# The pinned pages hold the prefix's real K/V: the cpu model's outputs with pins
+# equal those without any cache.
+outs = {}
+for extra in [["--pin", pin_path], ["--cache", "none"]]:
+    rc, out, err = run(["run", "--backend", "cpu", "--trace", "-", "--page-size", "4",
+                        "--max-running", "1", "--no-progress", "--max-tokens", "3"] + extra,
+                       "\n".join(lines[:12]) + "\n")
+    outs[extra[0]] = {r["id"]: r.get("output_ids") for r in (json.loads(l) for l in out.splitlines())
+                      if r.get("type") == "request"}
+check(len(outs["--pin"]) == 12 and outs["--pin"] == outs["--cache"],
+      "run cpu: outputs with pins equal outputs without a cache")
+
+long_pin = os.path.join(tmp, "long.jsonl")
+with open(long_pin, "w") as f:
+    f.write(json.dumps({"tokens": list(range(10))}) + "\n" + json.dumps({"tokens": list(range(200))}) + "\n")
+bad_pin = os.path.join(tmp, "bad.jsonl")
+with open(bad_pin, "w") as f:
+    f.write('{"tokens": [1, 2, 3, 4]}\n{"tokens": [1, "x"]}\n')
+short_pin = os.path.join(tmp, "short.jsonl")
+with open(short_pin, "w") as f:
+    f.write('[1, 2, 3]\n')
+vocab_pin = os.path.join(tmp, "vocab.jsonl")
+with open(vocab_pin, "w") as f:
+    f.write(json.dumps({"tokens": [1, 2, 3, 999999]}) + "\n")
+for args, want in [
+    (SIM + ["--pin", long_pin, "-"], "long.jsonl:2: pin: a prefix of 200 tokens needs 50 pages, the whole pool holds 16"),
+    (SIM + ["--pin", bad_pin, "-"], "bad.jsonl:2: token 1"),
+    (SIM + ["--pin", short_pin, "-"], "short.jsonl:1: pin: a prefix of 3 tokens is shorter than one page"),
+    (SIM + ["--pin", os.path.join(tmp, "missing.jsonl"), "-"], "missing.jsonl: cannot read"),
+    (RUN + ["--backend", "sim", "--kv-tokens", "64", "--pin", long_pin], "long.jsonl:2: pin:"),
+    (RUN + ["--backend", "sim", "--pin", vocab_pin], "vocab.jsonl:1: token 3"),
+]:
+    rc, out, err = run(args, TRACE)
+    check(rc != 0 and want in err and summary(out) is None, f"{args}: fails with '{want}' ({err.strip()})")
+
 if failures:
     print(f"{failures} check(s) failed", file=sys.stderr)
     sys.exit(1)
