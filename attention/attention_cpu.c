@@ -18,7 +18,8 @@
  *
  * Work is split into items -- prefill: (sequence, KV head, query heads of the
  * group, query tile); decode: (sequence, KV head, query heads, context chunk)
- * -- taken by a few pthreads from a shared counter, heaviest first. A KV tile
+ * -- taken by a persistent team of pthreads from a shared counter, heaviest
+ * first. A KV tile
  * is gathered once per item and used by every query head of the GQA group.
  *
  * Bitwise invariance: a row's arithmetic depends only on its query and the
@@ -32,6 +33,7 @@
  */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -58,7 +60,7 @@ typedef struct kv_view {
     int32_t page_size, prefix;      /* keys [0, prefix) are in pages */
 } kv_view;
 
-/* Per-thread working set of attend_tile (160 KiB, 64-byte aligned). */
+/* Per-thread working set of the attend kernels (160 KiB, 64-byte aligned). */
 typedef struct scratch {
     float q[TILE_FLOATS];     /* (R, D) query rows, pre-multiplied by the scale */
     float o[TILE_FLOATS];     /* (R, D) running output, normalised */
@@ -106,7 +108,8 @@ ATTN_INLINE void gather_tile(const kv_view *kv, int32_t kb, int n, const float *
 
 /* Ask for the next tile's K and V rows while this one is computed: rows of
  * one head are Hkv * D floats apart (often exactly 4 KiB), which the
- * hardware stride prefetchers do not follow across pages. */
+ * hardware stride prefetchers do not follow across pages. (The AVX2 path
+ * spreads the same prefetches over its score loop instead.) */
 ATTN_INLINE void prefetch_tile(const float *const *kp, const float *const *vp, int n, const int D)
 {
     for (int j = 0; j < n; j++)
@@ -118,7 +121,8 @@ ATTN_INLINE void prefetch_tile(const float *const *kp, const float *const *vp, i
 
 /* Tiles alternate between the two pointer slots of w. At tile kb (whose
  * pointers are already in its slot unless it is the first), gather the next
- * tile into the other slot and prefetch its rows. Returns kb's slot. */
+ * tile into the other slot and, if asked, prefetch its rows. Returns kb's
+ * slot. */
 ATTN_INLINE int tile_advance(const kv_view *kv, int32_t kbeg, int32_t kend, int32_t kb,
                              scratch *w, const int D, const int prefetch)
 {
@@ -522,7 +526,6 @@ typedef struct job {
     work_item *items;
     int64_t num_items;
     atomic_llong next;
-    scratch *scratch; /* one per thread */
 } job;
 
 static void run_item(const job *jb, const work_item *it, scratch *w)
@@ -579,20 +582,14 @@ static void run_item(const job *jb, const work_item *it, scratch *w)
     }
 }
 
-typedef struct worker_arg {
-    job *jb;
-    scratch *w;
-} worker_arg;
-
-static void *worker_main(void *p)
+/* Take items from the shared counter until none are left. */
+static void job_work(job *jb, scratch *w)
 {
-    worker_arg *a = p;
     for (;;) {
-        long long i = atomic_fetch_add(&a->jb->next, 1);
-        if (i >= a->jb->num_items) break;
-        run_item(a->jb, &a->jb->items[i], a->w);
+        long long i = atomic_fetch_add(&jb->next, 1);
+        if (i >= jb->num_items) break;
+        run_item(jb, &jb->items[i], w);
     }
-    return NULL;
 }
 
 static int cmp_cost_desc(const void *x, const void *y)
@@ -602,45 +599,143 @@ static int cmp_cost_desc(const void *x, const void *y)
     return 0;
 }
 
+enum { MAX_THREADS = 256 };
+
+/* num_threads, or all online cores when <= 0 (looked up once: sysconf reads
+ * a file under /sys on every call). */
 static int threads_wanted(int num_threads)
 {
-    if (num_threads > 0) return num_threads;
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (int)(n < 256 ? n : 256) : 1;
+    static atomic_long cores;
+    long n = num_threads;
+    if (n <= 0) {
+        n = atomic_load(&cores);
+        if (n <= 0) {
+            n = sysconf(_SC_NPROCESSORS_ONLN);
+            atomic_store(&cores, n > 0 ? n : 1);
+        }
+    }
+    return n < 1 ? 1 : n > MAX_THREADS ? MAX_THREADS : (int)n;
+}
+
+static scratch *scratch_new(void)
+{
+    /* aligned_alloc wants a multiple of the alignment; the AVX2 path uses
+     * aligned loads on the q, o, s and vpk rows. */
+    return aligned_alloc(64, (sizeof(scratch) + 63) / 64 * 64);
+}
+
+/* The thread team. Workers and their scratch persist between calls: starting
+ * threads and faulting in fresh scratch pages cost ~100 us a call, more than
+ * the attention of a small decode step.
+ *
+ *   caller:   publish job, gen++, wake all -> work -> wait for active == 0
+ *   worker i: sleep until gen changes -> if i < nt: work, active-- -> sleep
+ *
+ * The team runs one job at a time; a caller that finds it busy (another
+ * thread mid-call) runs its job alone. A child after fork() has no workers:
+ * an atfork handler resets the team there, and the next call starts new
+ * ones. Workers live until exit. */
+static struct team {
+    pthread_mutex_t mu; /* guards everything below */
+    pthread_cond_t wake, done;
+    int nworkers;       /* workers 1..nworkers are running */
+    unsigned long gen;  /* bumped for each job */
+    job *jb;
+    int nt, active;     /* workers 1..nt-1 take part; how many are still busy */
+    unsigned long start_gen[MAX_THREADS];
+    scratch *scr[MAX_THREADS]; /* [0] the caller's, [i] worker i's */
+} g_team = {.mu = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER,
+            .done = PTHREAD_COND_INITIALIZER};
+static pthread_mutex_t g_team_busy = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t g_team_once = PTHREAD_ONCE_INIT;
+
+/* In a forked child only the forking thread exists: no workers, and locks or
+ * condition variables the parent's workers held must start afresh. The
+ * scratch buffers were copied and stay in use. */
+static void team_reset_in_child(void)
+{
+    pthread_mutex_init(&g_team.mu, NULL);
+    pthread_cond_init(&g_team.wake, NULL);
+    pthread_cond_init(&g_team.done, NULL);
+    pthread_mutex_init(&g_team_busy, NULL);
+    g_team.nworkers = 0;
+    g_team.active = 0;
+    g_team.jb = NULL;
+}
+
+static void team_init(void)
+{
+    pthread_atfork(NULL, NULL, team_reset_in_child);
+}
+
+static void *team_worker(void *arg)
+{
+    const int i = (int)(intptr_t)arg;
+    pthread_mutex_lock(&g_team.mu);
+    unsigned long seen = g_team.start_gen[i];
+    for (;;) {
+        while (g_team.gen == seen) pthread_cond_wait(&g_team.wake, &g_team.mu);
+        seen = g_team.gen;
+        if (i >= g_team.nt) continue;
+        job *jb = g_team.jb;
+        scratch *w = g_team.scr[i];
+        pthread_mutex_unlock(&g_team.mu);
+        job_work(jb, w);
+        pthread_mutex_lock(&g_team.mu);
+        if (--g_team.active == 0) pthread_cond_signal(&g_team.done);
+    }
+    return NULL;
 }
 
 /* Run every item of jb on up to num_threads threads (the caller's included).
- * If a thread cannot be started the others do its share. */
+ * If a worker cannot be started the others do its share. */
 static int job_run(const char *fn, job *jb, int num_threads)
 {
     if (jb->num_items == 0) return ATTN_OK;
     qsort(jb->items, (size_t)jb->num_items, sizeof(work_item), cmp_cost_desc);
     int nt = threads_wanted(num_threads);
     if (nt > jb->num_items) nt = (int)jb->num_items;
-    /* aligned_alloc wants a multiple of the alignment; the AVX2 path uses
-     * aligned loads on the q, o, s and vpk rows. */
-    scratch *w = aligned_alloc(64, (sizeof(scratch) * (size_t)nt + 63) / 64 * 64);
-    pthread_t *tid = malloc(sizeof(pthread_t) * (size_t)nt);
-    worker_arg *args = malloc(sizeof(worker_arg) * (size_t)nt);
-    if (!w || !tid || !args) {
-        free(w);
-        free(tid);
-        free(args);
-        return ATTN_FAIL(ATTN_ENOMEM, fn, "scratch for %d threads", nt);
-    }
     atomic_init(&jb->next, 0);
-    int started = 0;
-    for (int t = 1; t < nt; t++) {
-        args[t] = (worker_arg){jb, &w[t]};
-        if (pthread_create(&tid[t], NULL, worker_main, &args[t]) != 0) break;
-        started = t;
+
+    pthread_once(&g_team_once, team_init);
+    if (pthread_mutex_trylock(&g_team_busy) != 0) { /* the team is busy: alone */
+        scratch *w = scratch_new();
+        if (!w) return ATTN_FAIL(ATTN_ENOMEM, fn, "scratch");
+        job_work(jb, w);
+        free(w);
+        return ATTN_OK;
     }
-    args[0] = (worker_arg){jb, &w[0]};
-    worker_main(&args[0]);
-    for (int t = 1; t <= started; t++) pthread_join(tid[t], NULL);
-    free(w);
-    free(tid);
-    free(args);
+    pthread_mutex_lock(&g_team.mu);
+    if (!g_team.scr[0] && !(g_team.scr[0] = scratch_new())) {
+        pthread_mutex_unlock(&g_team.mu);
+        pthread_mutex_unlock(&g_team_busy);
+        return ATTN_FAIL(ATTN_ENOMEM, fn, "scratch");
+    }
+    while (g_team.nworkers < nt - 1) {
+        const int i = g_team.nworkers + 1;
+        if (!g_team.scr[i] && !(g_team.scr[i] = scratch_new())) break;
+        g_team.start_gen[i] = g_team.gen;
+        pthread_t tid;
+        if (pthread_create(&tid, NULL, team_worker, (void *)(intptr_t)i) != 0) break;
+        pthread_detach(tid);
+        g_team.nworkers = i;
+    }
+    if (nt > g_team.nworkers + 1) nt = g_team.nworkers + 1;
+    g_team.jb = jb;
+    g_team.nt = nt;
+    g_team.active = nt - 1;
+    g_team.gen++;
+    pthread_cond_broadcast(&g_team.wake);
+    scratch *w = g_team.scr[0];
+    pthread_mutex_unlock(&g_team.mu);
+
+    job_work(jb, w);
+
+    pthread_mutex_lock(&g_team.mu);
+    while (g_team.active > 0) pthread_cond_wait(&g_team.done, &g_team.mu);
+    g_team.jb = NULL;
+    pthread_mutex_unlock(&g_team.mu);
+    pthread_mutex_unlock(&g_team_busy);
     return ATTN_OK;
 }
 

@@ -8,10 +8,12 @@
  */
 #include <check.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "attention.h"
@@ -753,6 +755,73 @@ START_TEST(test_store_kv_round_trip)
 }
 END_TEST
 
+/* ---- the thread team ----------------------------------------------------- */
+
+typedef struct caller_arg {
+    const problem *p;
+    const float *expect;
+    int64_t n;
+    int mismatches;
+} caller_arg;
+
+static void *caller_main(void *x)
+{
+    caller_arg *a = x;
+    float *out = falloc(a->n, NAN);
+    for (int it = 0; it < 20; it++) {
+        if (attn_prefill_cpu(&a->p->s, &a->p->b, a->p->q, a->p->k_new, a->p->v_new,
+                             a->p->k_cache, a->p->v_cache, out, NULL, 2) != ATTN_OK ||
+            memcmp(out, a->expect, sizeof(float) * (size_t)a->n) != 0)
+            a->mismatches++;
+        for (int64_t i = 0; i < a->n; i++) out[i] = NAN;
+    }
+    free(out);
+    return NULL;
+}
+
+/* Callers on several threads at once (one gets the team, the others run
+ * alone) and a forked child (its parent's workers do not exist there) all get
+ * the same bits as a plain call. */
+START_TEST(test_team_concurrent_and_fork)
+{
+    rng r = rng_for(12);
+    int pre[2] = {40, 7}, suf[2] = {30, 50};
+    problem p;
+    problem_make(&p, &r, shape_of(8, 2, 64, 16), 2, pre, suf);
+    const int64_t n = p.T * 8 * 64;
+    float *expect = falloc(n, NAN);
+    ck_assert_int_eq(attn_prefill_cpu(&p.s, &p.b, p.q, p.k_new, p.v_new, p.k_cache, p.v_cache,
+                                      expect, NULL, 2), ATTN_OK);
+    caller_arg args[3];
+    pthread_t tid[3];
+    for (int t = 0; t < 3; t++) {
+        args[t] = (caller_arg){.p = &p, .expect = expect, .n = n};
+        ck_assert_int_eq(pthread_create(&tid[t], NULL, caller_main, &args[t]), 0);
+    }
+    for (int t = 0; t < 3; t++) {
+        pthread_join(tid[t], NULL);
+        ck_assert_msg(args[t].mismatches == 0, "caller %d: %d bad calls (seed %llu)", t,
+                      args[t].mismatches, g_seed);
+    }
+    pid_t child = fork();
+    ck_assert_int_ge(child, 0);
+    if (child == 0) {
+        alarm(20); /* a hang in the child fails the test instead of stalling it */
+        float *out = falloc(n, NAN);
+        int ok = attn_prefill_cpu(&p.s, &p.b, p.q, p.k_new, p.v_new, p.k_cache, p.v_cache, out,
+                                  NULL, 3) == ATTN_OK &&
+                 memcmp(out, expect, sizeof(float) * (size_t)n) == 0;
+        _exit(ok ? 0 : 1);
+    }
+    int status = 0;
+    ck_assert_int_eq(waitpid(child, &status, 0), child);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                  "forked child: status %d (seed %llu)", status, g_seed);
+    free(expect);
+    problem_free(&p);
+}
+END_TEST
+
 /* ---- bad arguments ------------------------------------------------------------ */
 
 /* Every rejected argument returns its code before any output is written. */
@@ -899,6 +968,7 @@ static Suite *attention_suite(void)
     tcase_add_test(tc, test_merge_empty_states);
     tcase_add_loop_test(tc, test_decode_splits, 0, 2);
     tcase_add_test(tc, test_store_kv_round_trip);
+    tcase_add_test(tc, test_team_concurrent_and_fork);
     tcase_add_test(tc, test_bad_arguments);
     suite_add_tcase(s, tc);
     return s;
