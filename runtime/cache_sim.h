@@ -46,6 +46,12 @@ typedef struct cache_sim_options {
     bool summary_only;      /* no request/step lines (capacity sweeps) */
     uint64_t ns;            /* namespace of every request */
     const billing_prices *prices; /* summary's input-token bill; NULL: the defaults */
+    /* Time model (optional): each served request's prefill, alone, as the sim
+     * backend's roofline prices it; with a spill tier (cache_tier.h) also what
+     * recomputing its tier hits would have cost. NULL: no times. */
+    const struct model_config *model;
+    const struct sim_profile *gpu;
+    const struct tier_opts *tier;   /* for the summary's tier fields; NULL: none */
 } cache_sim_options;
 
 typedef struct cache_sim_summary {
@@ -59,6 +65,12 @@ typedef struct cache_sim_summary {
     int64_t evicted_nodes;  /* nodes (tree kinds) or blocks */
     int64_t evict_calls;
     double seconds;
+    /* With a time model: sum over served requests of the prefill with its match
+     * (pre = matched, s = new), and of recomputing its tier hits instead:
+     * prefill(pre = matched - tier hits, s = tier hits + new) - prefill(pre =
+     * matched, s = new). */
+    double prefill_seconds;
+    double recompute_seconds;
 } cache_sim_summary;
 
 /* Replays the whole trace. Returns RKV_OK when the trace was read to its end

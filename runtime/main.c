@@ -21,7 +21,11 @@
 #include "billing.h"
 #include "cache.h"
 #include "cache_sim.h"
+#include "backend_sim.h"
+#include "cache_tier.h"
+#include "model_config.h"
 #include "pin_file.h"
+#include "tier_opts.h"
 #include "rkv_config.h"
 #include "commands.h"
 #include "trace.h"
@@ -152,6 +156,12 @@ static void usage_cache_sim(FILE *f)
         "                      {\"tokens\": [...]} or [...]; each cut down to whole pages\n"
         "  --price-cached X    price per million cached input tokens (default 0.1)\n"
         "  --price-uncached X  price per million uncached input tokens (default 1)\n"
+        "  --model PRESET      time model: price each request's prefill (and, with a tier,\n"
+        "                      recomputing its tier hits) by the sim backend's roofline;\n"
+        "                      a tier page then costs the model's K/V bytes to move\n"
+        "  --gpu PROFILE       GPU of the time model: h100 (default) | h200 | a100 | a10g\n");
+    tier_opts_usage(f, 18);
+    fprintf(f,
         "\n"
         "Output: {\"type\":\"request\",\"id\",\"step\",\"matched\",\"new\"} per request (or\n"
         "\"error\" for a request that can never fit), {\"type\":\"step\",\"step\",\"evicted\"} per\n"
@@ -170,7 +180,11 @@ static int cmd_cache_sim(int argc, char **argv)
     billing_prices_default(&prices);
     o.prices = &prices;
     int64_t page_size = -1;
-    const char *trace = NULL, *out_path = NULL, *pin_path = NULL;
+    const char *trace = NULL, *out_path = NULL, *pin_path = NULL, *model_name = NULL;
+    const char *gpu_name = NULL;
+    tier_opts topt;
+    tier_opts_init(&topt);
+    char bad[256];
     o.capacity = -1;
     int k;
     while ((k = opt_next(&it)) != 0) {
@@ -205,6 +219,16 @@ static int cmd_cache_sim(int argc, char **argv)
             o.summary_only = true;
         } else if (opt_is(&it, "--pin")) {
             pin_path = opt_value(&it);
+        } else if (opt_is(&it, "--model")) {
+            model_name = opt_value(&it);
+        } else if (opt_is(&it, "--gpu")) {
+            gpu_name = opt_value(&it);
+        } else if (!strncmp(it.name, "--tier-", 7) || opt_is(&it, "--host-bw") || opt_is(&it, "--disk-bw")) {
+            if (!tier_opts_parse(&topt, it.name, opt_value(&it), bad, sizeof bad)) opt_unknown(&it);
+            if (bad[0]) {
+                fprintf(stderr, "radixkv cache-sim: %s\n", bad);
+                return 2;
+            }
         } else if (opt_is(&it, "--price-cached")) {
             prices.cached = opt_price(&it);
         } else if (opt_is(&it, "--price-uncached")) {
@@ -234,6 +258,23 @@ static int cmd_cache_sim(int argc, char **argv)
     o.hash_fn = hash_kind ? (cfg.hash_fn ? cfg.hash_fn : "xxh3") : NULL;
 
     char err[512] = "";
+    model_config model;
+    sim_profile gpu;
+    if (model_name || gpu_name) {
+        if (model_config_load(model_name, &model, err, sizeof err) != RKV_OK) {
+            fprintf(stderr, "radixkv cache-sim: --model: %s\n", err);
+            return 2;
+        }
+        if (sim_profile_parse(gpu_name, &gpu, err, sizeof err) != RKV_OK) {
+            fprintf(stderr, "radixkv cache-sim: --gpu: %s\n", err);
+            return 2;
+        }
+        o.model = &model;
+        o.gpu = &gpu;
+    }
+    tier_opts_finish(&topt, (int32_t)page_size);
+    if (o.model) topt.cfg.modelled_page_bytes = (double)model_config_kv_bytes_per_token(&model, 2) * (double)page_size;
+    if (topt.on) o.tier = &topt;
     page_pool pool;
     if (page_pool_init(&pool, (int32_t)pages, (int32_t)page_size) != RKV_OK) {
         fprintf(stderr, "radixkv cache-sim: cannot allocate %" PRId64 " pages\n", pages);
@@ -245,6 +286,17 @@ static int cmd_cache_sim(int argc, char **argv)
         fprintf(stderr, "radixkv cache-sim: %s\n", err[0] ? err : rkv_status_str(st));
         page_pool_destroy(&pool);
         return 2;
+    }
+    if (topt.on) {
+        /* No K/V bytes here: the tier keeps keys and tokens, the time model the bytes. */
+        cache *w = NULL;
+        if ((st = cache_tier_wrap(c, &topt.cfg, NULL, &w, err, sizeof err)) != RKV_OK) {
+            fprintf(stderr, "radixkv cache-sim: %s\n", err);
+            cache_destroy(c);
+            page_pool_destroy(&pool);
+            return st == RKV_EIO || st == RKV_ENOMEM ? 1 : 2;
+        }
+        c = w;
     }
     cache_pins pins;
     cache_pins_init(&pins);
