@@ -16,7 +16,10 @@
 #include "cache.h"
 #include "commands.h"
 #include "engine.h"
+#include "cache_tier.h"
+#include "model_config.h"
 #include "pin_file.h"
+#include "tier_opts.h"
 #include "progress.h"
 #include "trace.h"
 
@@ -31,6 +34,7 @@ typedef struct run_opts {
     int32_t default_max_tokens;
     bool progress;
     billing_prices prices;
+    tier_opts tier;
 } run_opts;
 
 static void usage_run(FILE *f)
@@ -70,6 +74,9 @@ static void usage_run(FILE *f)
         "                          {\"tokens\": [...]} or [...], each cut down to whole pages\n"
         "  --price-cached X        price per million cached input tokens (default 0.1)\n"
         "  --price-uncached X      price per million uncached input tokens (default 1)\n"
+    );
+    tier_opts_usage(f, 23);
+    fprintf(f,
         "\n"
         "The summary bills each request's prompt tokens: those matched in the cache at its\n"
         "first admission at the cached price, the rest at the uncached one.\n");
@@ -118,6 +125,8 @@ static int parse_run(int argc, char **argv, run_opts *o)
     o->default_max_tokens = 16;
     o->progress = true;
     billing_prices_default(&o->prices);
+    tier_opts_init(&o->tier);
+    char tbad[256];
     for (int i = 1; i < argc; i++) {
         char name[64];
         const char *a = argv[i], *val = NULL;
@@ -203,6 +212,11 @@ static int parse_run(int argc, char **argv, run_opts *o)
             if ((rc = parse_int(name, v, 0, INT64_MAX, &x))) return rc;
             o->ec.seed = (uint64_t)x;
             o->ec.backend_cfg.seed = (uint64_t)x;
+        } else if (tier_opts_parse(&o->tier, name, v, tbad, sizeof tbad)) {
+            if (tbad[0]) {
+                fprintf(stderr, "radixkv run: %s\n", tbad);
+                return 2;
+            }
         } else {
             fprintf(stderr, "radixkv run: unknown option %s (see radixkv run --help)\n", name);
             return 2;
@@ -224,6 +238,17 @@ static int parse_run(int argc, char **argv, run_opts *o)
         if ((o->kv_tokens + P - 1) / P > INT32_MAX)
             return bad("--kv-tokens", "", "too many pages for");
         o->ec.backend_cfg.num_pages = (o->kv_tokens + P - 1) / P;
+    }
+    tier_opts_finish(&o->tier, o->ec.backend_cfg.page_size);
+    if (o->tier.on) {
+        o->ec.tier = &o->tier.cfg;
+        /* sim moves stand-in bytes: the time model charges the model's K/V. */
+        model_config m;
+        char merr[256];
+        if (o->ec.backend && !strcmp(o->ec.backend, "sim")
+            && model_config_load(o->ec.backend_cfg.model, &m, merr, sizeof merr) == RKV_OK)
+            o->tier.cfg.modelled_page_bytes =
+                (double)model_config_kv_bytes_per_token(&m, 2) * o->ec.backend_cfg.page_size;
     }
     return -1;
 }
@@ -482,7 +507,10 @@ int cmd_run(int argc, char **argv)
     billing_print_json(out, &o.prices, &bill);
     cache_sizes csz;
     cache_get_sizes(engine_cache(e), &csz);
-    fprintf(out, ",\"pinned_tokens\":%lld}\n", (long long)csz.pinned_tokens);
+    fprintf(out, ",\"pinned_tokens\":%lld", (long long)csz.pinned_tokens);
+    const tier_stats *ts = cache_tier_get_stats(engine_cache(e));
+    tier_print_json(out, &o.tier, ts, s.prompt_tokens, s.cached_tokens);
+    fputs("}\n", out);
     fprintf(stderr,
             "  requests        %lld (%lld errors) in %.3f s%s\n"
             "  throughput      %.2f requests/s, %.1f output tokens/s\n"
@@ -497,6 +525,15 @@ int cmd_run(int argc, char **argv)
             hit * 100, (long long)s.cached_tokens, (long long)s.prompt_tokens, p50_ttft * 1e3,
             p99_ttft * 1e3, p50_tpot * 1e3, p99_tpot * 1e3, (long long)s.steps,
             (long long)s.preemptions, sched_ms, bill.cost, bill.cost_no_cache, bill.saving * 100);
+    if (ts) {
+        fprintf(stderr, "  spill tier      %llu host + %llu disk tokens loaded back, %llu pages spilled"
+                ", %.3f ms loading\n", (unsigned long long)ts->host_hit_tokens,
+                (unsigned long long)ts->disk_hit_tokens, (unsigned long long)ts->spilled_pages,
+                ts->load_seconds * 1e3);
+        if (cache_tier_last_error(engine_cache(e)))
+            fprintf(stderr, "radixkv run: warning: %llu spills failed (plain evictions); first: %s\n",
+                    (unsigned long long)ts->spill_failures, cache_tier_last_error(engine_cache(e)));
+    }
     free(ttft);
     free(tpot);
     int status = 0;

@@ -160,7 +160,7 @@ static void usage_cache_sim(FILE *f)
         "                      recomputing its tier hits) by the sim backend's roofline;\n"
         "                      a tier page then costs the model's K/V bytes to move\n"
         "  --gpu PROFILE       GPU of the time model: h100 (default) | h200 | a100 | a10g\n");
-    tier_opts_usage(f, 18);
+    tier_opts_usage(f, 19);
     fprintf(f,
         "\n"
         "Output: {\"type\":\"request\",\"id\",\"step\",\"matched\",\"new\"} per request (or\n"

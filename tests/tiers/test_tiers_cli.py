@@ -170,6 +170,86 @@ for args, want in [
     rc, out, err = run(args, TRACE)
     check(rc != 0 and want in err and summary(out) is None, f"{args}: fails with '{want}' ({err.strip()})")
 
+# 5. The spill tier: on cpu (real K/V bytes through read_page/write_page) and on
+# sim (stand-in bytes, modelled time) the outputs equal those without a cache,
+# after spills forced by a tiny GPU pool; hits per tier add up; faults are clear.
+rng = random.Random(5)
+docs = [[rng.randrange(10, 4000) for _ in range(40)] for _ in range(6)]
+tlines = []
+for i in range(40):
+    d = docs[rng.randrange(6)]
+    tlines.append(json.dumps({"id": i, "tokens": d + [rng.randrange(10, 4000) for _ in range(rng.randrange(2, 9))],
+                              "max_tokens": 3}))
+ttrace = "\n".join(tlines) + "\n"
+tdir = os.path.join(tmp, "tier")
+os.mkdir(tdir)
+
+
+def outputs(out):
+    return {r["id"]: r.get("output_ids") for r in (json.loads(l) for l in out.splitlines())
+            if r.get("type") == "request"}
+
+
+for backend in ["cpu", "sim"]:
+    base = ["run", "--backend", backend, "--trace", "-", "--page-size", "4", "--kv-tokens", "120",
+            "--max-running", "1", "--no-progress"]
+    rc, out, err = run(base + ["--cache", "none"], ttrace)
+    ref = outputs(out)
+    check(rc == 0 and len(ref) == 40, f"run {backend} --cache none ({err.strip()[-200:]})")
+    rc, out, err = run(base, ttrace)
+    plain = summary(out)
+    for extra, want in [(["--tier-host", "400"], "host"),
+                        (["--tier-host", "400", "--tier-policy", "write-through"], "host"),
+                        (["--tier-host", "40", "--tier-disk", "400", "--tier-dir", tdir], "disk"),
+                        (["--tier-host", "8", "--tier-disk", "400", "--tier-dir", tdir,
+                          "--tier-fail-disk-after", "10"], "fault")]:
+        rc, out, err = run(base + extra, ttrace)
+        s = summary(out)
+        what = f"run {backend} {' '.join(extra)}"
+        check(rc == 0 and s is not None, f"{what}: exits 0 ({err.strip()[-300:]})")
+        if not s:
+            continue
+        check(outputs(out) == ref, f"{what}: outputs equal those without a cache")
+        check(s["gpu_hit_tokens"] + s["host_hit_tokens"] + s["disk_hit_tokens"] >= s["cached_tokens"],
+              f"{what}: hits per tier cover the cached tokens")
+        if want == "host":
+            check(s["host_hit_tokens"] > 0 and s["hit_rate"] > plain["hit_rate"],
+                  f"{what}: host hits raise the hit rate ({s['hit_rate']} vs {plain['hit_rate']})")
+        if want == "disk":
+            check(s["disk_hit_tokens"] > 0, f"{what}: disk hits")
+        if want == "fault":
+            check(s["tier_spill_failures"] > 0 and "No space left" in err and tdir in err,
+                  f"{what}: failed spills reported ({err.strip()[-300:]})")
+        if backend == "sim":
+            check(s["tier_load_seconds"] > 0, f"{what}: loads cost modelled time")
+    check(not [f for f in os.listdir(tdir)], f"run {backend}: tier files removed at exit")
+    rc, out, err = run(base + ["--tier-disk", "40", "--tier-dir", os.path.join(tmp, "nope", "x")], ttrace)
+    check(rc != 0 and "nope/x cannot be written" in err and summary(out) is None,
+          f"run {backend}: unwritable tier directory fails clearly ({err.strip()})")
+rc, out, err = run(RUN + ["--tier-host", "-3"], TRACE)
+check(rc == 2 and "--tier-host" in err, f"bad --tier-host named ({err.strip()})")
+rc, out, err = run(RUN + ["--tier-host", "10", "--tier-policy", "lazy"], TRACE)
+check(rc == 2 and "--tier-policy" in err, f"bad --tier-policy named ({err.strip()})")
+
+# cache-sim: hit rates per tier add up to the total; the time model prices hits.
+# Long shared documents (2048 tokens): recomputing them is compute-bound, so
+# loading them from host memory (50 GB/s) is cheaper.
+rng = random.Random(6)
+ldocs = [[rng.randrange(10, 100000) for _ in range(2048)] for _ in range(6)]
+llines = [json.dumps({"id": i, "tokens": ldocs[rng.randrange(6)] + [rng.randrange(10, 100000) for _ in range(32)]})
+          for i in range(40)]
+rc, out, err = run(["cache-sim", "--cache", "radix", "--capacity", "4096", "--page-size", "16",
+                    "--tier-host", "8192", "--tier-disk", "16384", "--model", "llama-3-8b", "--check",
+                    "--summary-only", "-"], "\n".join(llines) + "\n")
+s = summary(out)
+check(rc == 0 and s is not None, f"cache-sim with a tier exits 0 ({err.strip()})")
+if s:
+    check(abs(s["gpu_hit_rate"] + s["host_hit_rate"] + s["disk_hit_rate"] - s["hit_rate"]) < 1e-5,
+          "cache-sim: per-tier hit rates add up")
+    check(s["host_hit_tokens"] > 0 and s["disk_hit_tokens"] > 0, "cache-sim: hits in both tiers")
+    check(s["recompute_seconds_tier_hits"] > s["tier_load_seconds"] > 0,
+          f"cache-sim: loading long prefixes beats recomputing them ({s['recompute_seconds_tier_hits']} vs {s['tier_load_seconds']})")
+
 if failures:
     print(f"{failures} check(s) failed", file=sys.stderr)
     sys.exit(1)
