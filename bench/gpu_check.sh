@@ -93,6 +93,16 @@ elif [[ -n "$test_bin" ]]; then
 else
     note "tests: not run (nothing built)"
 fi
+# The tuning variants the benchmark times must be right too: the same program
+# once per non-default prefill tile and with 128-thread decode CTAs.
+if [[ -n "$test_bin" && -x "$test_bin" ]]; then
+    for v in 1 2 3; do
+        RKV_ATTN_PREFILL_TILE=$v "$test_bin" > "$out/test_gpu_tile$v.log" 2>&1
+        note "test_attention_cuda, RKV_ATTN_PREFILL_TILE=$v: rc=$?"
+    done
+    RKV_ATTN_DECODE_NT=128 "$test_bin" > "$out/test_gpu_nt128.log" 2>&1
+    note "test_attention_cuda, RKV_ATTN_DECODE_NT=128: rc=$?"
+fi
 
 # 3. Benchmarks: radixkv, then torch SDPA (flash) in the same run, with ratios.
 if [[ -n "$bench_bin" && -x "$bench_bin" ]]; then
@@ -142,6 +152,9 @@ fi
     printf '%s\n' "${status[@]}"
     echo "== gpu suite"
     grep -E "^[0-9]+%: Checks|FAIL" "$out/test_gpu.log" 2>/dev/null | head -20
+    for f in "$out"/test_gpu_*.log; do
+        [[ -f $f ]] && echo "  $(basename "$f"): $(grep -E '^[0-9]+%: Checks' "$f")"
+    done
     grep -E "^(Ok|Fail|Skipped|Timeout):" "$out/test_gpu.meson.log" 2>/dev/null
     echo "== kernels: registers / spills (ptxas)"
     awk '/Function properties for/ { f = $NF } /spill stores/ { sp = $5 " spill st" }
