@@ -19,6 +19,7 @@
 #include "cache_tier.h"
 #include "model_config.h"
 #include "pin_file.h"
+#include "router.h"
 #include "tier_opts.h"
 #include "progress.h"
 #include "trace.h"
@@ -35,6 +36,11 @@ typedef struct run_opts {
     bool progress;
     billing_prices prices;
     tier_opts tier;
+    int32_t replicas;
+    const char *router;
+    int32_t router_threshold;
+    int64_t router_tokens;
+    double router_cache_threshold;
 } run_opts;
 
 static void usage_run(FILE *f)
@@ -74,6 +80,13 @@ static void usage_run(FILE *f)
         "                          {\"tokens\": [...]} or [...], each cut down to whole pages\n"
         "  --price-cached X        price per million cached input tokens (default 0.1)\n"
         "  --price-uncached X      price per million uncached input tokens (default 1)\n"
+        "  --replicas N            N engines (data parallel) on one clock behind a router\n"
+        "  --router NAME           round-robin (default) | least-load | cache-aware\n"
+        "  --router-threshold N    cache-aware: load gap (requests) that forces least-load (8)\n"
+        "  --router-tokens N       cache-aware: capacity of each approximate tree (default:\n"
+        "                          the replica's KV tokens)\n"
+        "  --router-cache-threshold X  cache-aware: below this matched share of the prompt,\n"
+        "                          route to the replica with the smallest tree (0.5)\n"
     );
     tier_opts_usage(f, 23);
     fprintf(f,
@@ -124,6 +137,9 @@ static int parse_run(int argc, char **argv, run_opts *o)
     engine_config_default(&o->ec);
     o->default_max_tokens = 16;
     o->progress = true;
+    o->replicas = 1;
+    o->router_threshold = 8;
+    o->router_cache_threshold = 0.5;
     billing_prices_default(&o->prices);
     tier_opts_init(&o->tier);
     char tbad[256];
@@ -200,6 +216,23 @@ static int parse_run(int argc, char **argv, run_opts *o)
         } else if (FLAG("--max-tokens")) {
             if ((rc = parse_int(name, v, 1, 1 << 24, &x))) return rc;
             o->default_max_tokens = (int32_t)x;
+        } else if (FLAG("--replicas")) {
+            if ((rc = parse_int(name, v, 1, 1024, &x))) return rc;
+            o->replicas = (int32_t)x;
+        } else if (FLAG("--router")) {
+            if ((rc = choice(name, v, router_names))) return rc;
+            o->router = v;
+        } else if (FLAG("--router-threshold")) {
+            if ((rc = parse_int(name, v, 0, INT32_MAX, &x))) return rc;
+            o->router_threshold = (int32_t)x;
+        } else if (FLAG("--router-cache-threshold")) {
+            char *end;
+            double t = strtod(v, &end);
+            if (end == v || *end || !(t >= 0 && t <= 1)) return bad(name, v, "expected a fraction in [0, 1], got");
+            o->router_cache_threshold = t;
+        } else if (FLAG("--router-tokens")) {
+            if ((rc = parse_int(name, v, 1, INT64_MAX / 2, &x))) return rc;
+            o->router_tokens = x;
         } else if (FLAG("--price-cached") || FLAG("--price-uncached")) {
             double *dst = FLAG("--price-cached") ? &o->prices.cached : &o->prices.uncached;
             if (billing_parse_price(v, dst) != RKV_OK)
@@ -399,6 +432,28 @@ int cmd_run(int argc, char **argv)
     if (rc >= 0) return rc;
 
     char err[512] = "";
+    if (o.replicas > 1 || o.router) {
+        if (o.pin) {
+            fprintf(stderr, "radixkv run: --pin is not supported with --replicas yet\n");
+            return 2;
+        }
+        replicas_config rcfg = {
+            .engine = &o.ec, .replicas = o.replicas, .balance_threshold = o.router_threshold,
+            .cache_threshold = o.router_cache_threshold,
+            .approx_tokens = o.router_tokens, .trace = o.trace,
+            .default_max_tokens = o.default_max_tokens, .prices = &o.prices, .progress = o.progress,
+        };
+        router_kind_parse(o.router ? o.router : "round-robin", &rcfg.router);
+        FILE *rout = stdout;
+        if (o.out && !(rout = fopen(o.out, "w"))) {
+            fprintf(stderr, "radixkv run: --out: cannot write '%s': %s\n", o.out, strerror(errno));
+            return 1;
+        }
+        rkv_status rst = replicas_run(&rcfg, rout, err, sizeof err);
+        if (rst) fprintf(stderr, "radixkv run: %s\n", err);
+        int wrc = rout != stdout ? fclose(rout) : fflush(stdout);
+        return rst ? (rst == RKV_EINVAL || rst == RKV_ENOTSUP ? 2 : 1) : (wrc ? 1 : 0);
+    }
     engine *e = NULL;
     rkv_status st = engine_create(&o.ec, &e, err, sizeof err);
     if (st) {

@@ -250,6 +250,44 @@ if s:
     check(s["recompute_seconds_tier_hits"] > s["tier_load_seconds"] > 0,
           f"cache-sim: loading long prefixes beats recomputing them ({s['recompute_seconds_tier_hits']} vs {s['tier_load_seconds']})")
 
+# 6. Replicas and routers (sim): outputs are those of one engine whatever the
+# router; round-robin spreads evenly; cache-aware keeps conversations together
+# (a higher hit rate than round-robin) and reports its approximation error.
+mt = os.path.join(tmp, "mt.jsonl")
+rc, out, err = run(["gen", "multi-turn", "--num", "32", "--turns", "4", "--prompt-len", "200",
+                    "--shared-len", "64", "--rate", "8", "--seed", "3", "--out", mt])
+check(rc == 0, f"gen multi-turn ({err.strip()})")
+base = ["run", "--backend", "sim", "--model", "llama-3-8b", "--trace", mt, "--kv-tokens", "4096",
+        "--no-progress", "--fixed-clock"]
+rc, out, err = run(base)
+one = outputs(out)
+check(rc == 0 and len(one) == 128, f"run one replica ({err.strip()[-200:]})")
+res = {}
+for r in ["round-robin", "least-load", "cache-aware"]:
+    rc, out, err = run(base + ["--replicas", "4", "--router", r])
+    s = summary(out)
+    check(rc == 0 and s is not None, f"--router {r} exits 0 ({err.strip()[-300:]})")
+    if not s:
+        continue
+    res[r] = s
+    check(outputs(out) == one, f"--router {r}: outputs equal one engine's")
+    check(sum(s["per_replica_requests"]) == 128 and s["replicas"] == 4, f"--router {r}: every request routed once")
+    reqs = [json.loads(l) for l in out.splitlines() if '"request"' in l]
+    check(all(0 <= q["replica"] < 4 for q in reqs), f"--router {r}: replica field")
+if len(res) == 3:
+    check(res["round-robin"]["per_replica_requests"] == [32, 32, 32, 32], "round-robin spreads evenly")
+    check(res["cache-aware"]["hit_rate"] > res["round-robin"]["hit_rate"] + 0.1,
+          f"cache-aware hit rate {res['cache-aware']['hit_rate']} beats round-robin {res['round-robin']['hit_rate']}")
+    ca = res["cache-aware"]
+    check(ca["predicted_requests"] == 128 and 0 <= ca["router_abs_error"] <= 1
+          and 0 <= ca["router_overestimates"] <= 1, "cache-aware reports its approximation error")
+    check(min(ca["per_replica_requests"]) > 0, "cache-aware still uses every replica")
+for args, name in [(base + ["--replicas", "2", "--router", "random"], "--router"),
+                   (base + ["--replicas", "0"], "--replicas"),
+                   (base + ["--replicas", "2", "--router-cache-threshold", "2"], "--router-cache-threshold")]:
+    rc, out, err = run(args)
+    check(rc == 2 and name in err, f"{args[-2:]}: fails naming {name} ({err.strip()})")
+
 if failures:
     print(f"{failures} check(s) failed", file=sys.stderr)
     sys.exit(1)
