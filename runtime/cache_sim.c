@@ -638,7 +638,7 @@ rkv_status cache_sim_run(cache *c, const cache_sim_options *opt, trace_reader *t
     s.opt = opt;
     s.out = out;
     s.sum = sum;
-    s.rt = cache_radix_tree(c);
+    s.rt = cache_radix_tree(cache_tier_inner(c)); /* under a spill tier too */
     if (s.rt) radix_tree_set_evict_cb(s.rt, on_evict, &s);
     rkv_status st = RKV_OK;
     if (!s.rt && !opt->summary_only) {
