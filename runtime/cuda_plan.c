@@ -264,3 +264,45 @@ int32_t cuda_plan_stride_bucket(int32_t max_pages, int32_t limit)
     while (s < max_pages) s *= 2;
     return s > limit ? limit : s;
 }
+
+void cuda_plan_step_shape(int graph_level, int decode, int32_t num_tokens, int32_t num_seqs,
+                          int32_t max_suffix, int32_t used_pages, int32_t max_tokens,
+                          int32_t max_seqs, int32_t max_stride, int32_t mixed_max_tokens,
+                          cuda_step_shape *out)
+{
+    cuda_step_shape eager = {0, num_tokens, num_seqs, used_pages, max_suffix};
+    *out = eager;
+    int32_t tokens, seqs, bound = 1;
+    if (decode && graph_level >= 1) {
+        seqs = cuda_plan_graph_bucket(num_seqs, max_seqs);
+        tokens = seqs;
+    } else if (!decode && graph_level >= 2 && num_tokens <= mixed_max_tokens) {
+        tokens = 16;
+        while (tokens < num_tokens) tokens *= 2;
+        seqs = cuda_plan_graph_bucket(num_seqs + (tokens > num_tokens), max_seqs);
+        if (seqs > tokens) seqs = -1;
+        const int32_t pad_rows = tokens - num_tokens;
+        while (bound < max_suffix || bound < pad_rows) bound *= 2;
+        if (bound > tokens) bound = tokens;
+    } else {
+        return;
+    }
+    const int32_t stride = cuda_plan_stride_bucket(used_pages, max_stride);
+    if (seqs < 1 || stride < 1 || tokens > max_tokens) return;
+    out->graph = 1;
+    out->tokens = tokens;
+    out->seqs = seqs;
+    out->stride = stride;
+    out->suffix_bound = decode ? 1 : bound;
+}
+
+void cuda_plan_pad_q_starts(const int32_t *q_starts, int32_t num_seqs, int32_t num_tokens,
+                            int32_t padded_seqs, int32_t padded_tokens, int32_t *out)
+{
+    for (int32_t i = 0; i <= padded_seqs; i++) {
+        if (i <= num_seqs) out[i] = q_starts[i];
+        else if (i == padded_seqs) out[i] = padded_tokens;
+        else out[i] = num_tokens + (i - num_seqs) < padded_tokens ? num_tokens + (i - num_seqs)
+                                                                  : padded_tokens;
+    }
+}

@@ -530,7 +530,7 @@ rkv_status model_forward(model *m, kv_cache *kv, const fwd_batch *b, float *logi
                         .page_size = kv->page_size, .scale = 1.0f / sqrtf((float)D)};
     attn_batch ab = {.num_seqs = B, .max_pages = b->max_pages, .q_starts = b->q_starts,
                      .prefix_lens = b->prefix_lens, .page_table = b->page_table,
-                     .max_suffix = 0};
+                     .max_suffix = 0, .num_pages = kv->num_pages};
     int32_t *rows = NULL;
     if (m->batch_invariant && (st = split_rows(kv, b, &ab, &rows, err, errlen))) {
         free(seq_lens);
@@ -549,10 +549,10 @@ rkv_status model_forward(model *m, kv_cache *kv, const fwd_batch *b, float *logi
         rope(k, T, Hkv, D, cosb, sinb);
         /* The prefix is read from pages, the suffix from k/v: storing first is
          * safe because the suffix's slots are not prefix slots. */
-        int rc = attn_store_kv_cpu(&shape, T, b->slot_mapping, k, v, kc, vc);
+        int rc = attn_store_kv_cpu(&shape, T, kv->num_pages, b->slot_mapping, k, v, kc, vc);
         if (rc == ATTN_OK && seq_lens)
-            rc = attn_decode_cpu(&shape, B, seq_lens, b->page_table, b->max_pages, q, kc, vc,
-                                 att, NULL, 0, m->num_threads);
+            rc = attn_decode_cpu(&shape, B, seq_lens, b->page_table, b->max_pages,
+                                 kv->num_pages, q, kc, vc, att, NULL, 0, m->num_threads);
         else if (rc == ATTN_OK)
             rc = attn_prefill_cpu(&shape, &ab, q, k, v, kc, vc, att, NULL, m->num_threads);
         if (rc != ATTN_OK) {

@@ -339,6 +339,25 @@ void sched_plan_compact(sched_plan *plan)
 
 /* ---- one step ------------------------------------------------------------ */
 
+/* In-batch prefix sharing (SGLang's in-batch prefix caching check): would r
+ * compute at least dedup_tokens tokens beyond its cached prefix that a request
+ * admitted in this same step computes too? Then r waits one step: the other's
+ * prefill is inserted into the cache at the end of this step, and r finds it
+ * there. Cheap: the window just past r's match is compared first. */
+static bool shares_with_admitted(const scheduler *s, const sched_plan *plan, const sched_req *r,
+                                 int32_t matched)
+{
+    int32_t w = s->cfg.dedup_tokens;
+    if (w <= 0 || plan->num_admitted == 0 || r->n_tokens - 1 < matched + w) return false;
+    for (int32_t i = plan->n - plan->num_admitted; i < plan->n; i++) {
+        const sched_req *a = plan->e[i].r;
+        if (a->ns != r->ns || a->n_tokens < matched + w) continue;
+        if (memcmp(a->tokens + matched, r->tokens + matched, sizeof(int32_t) * (size_t)w)) continue;
+        if (!memcmp(a->tokens, r->tokens, sizeof(int32_t) * (size_t)matched)) return true;
+    }
+    return false;
+}
+
 rkv_status scheduler_schedule(scheduler *s, sched_plan *plan, bool allow_preempt, char *err,
                               size_t errlen)
 {
@@ -420,6 +439,12 @@ rkv_status scheduler_schedule(scheduler *s, sched_plan *plan, bool allow_preempt
             }
             r->locked = true;
             int32_t matched = r->match.len;
+            if (shares_with_admitted(s, plan, r, matched)) {
+                cache_unlock(s->cache, &r->match);
+                r->locked = false;
+                r->match.len = r->match.num_pages = 0;
+                continue;
+            }
             int32_t rows = r->n_tokens - matched;
             if (rows > budget) rows = budget;
             int32_t total = page_pool_pages_for(s->pool, matched + rows);
@@ -439,7 +464,8 @@ rkv_status scheduler_schedule(scheduler *s, sched_plan *plan, bool allow_preempt
                 free(taken);
                 return st;
             }
-            memcpy(r->pages, r->match.pages, sizeof(int32_t) * (size_t)r->match.num_pages);
+            if (r->match.num_pages > 0)
+                memcpy(r->pages, r->match.pages, sizeof(int32_t) * (size_t)r->match.num_pages);
             r->num_cache_pages = r->match.num_pages;
             r->num_pages = total;
             r->kv_sched = r->kv_done = matched;

@@ -28,7 +28,8 @@ static void fx_init(fixture *f, const char *kind, int32_t pages, int32_t P, sche
     ck_assert_int_eq(cache_create(&cc, &f->pool, &f->c, err, sizeof err), RKV_OK);
     scheduler_config sc = {.policy = pol, .max_num_batched_tokens = budget,
                            .max_running = max_running, .lpm_queue_limit = queue_limit,
-                           .seed = seed, .insert_unfinished = strcmp(kind, "none") != 0};
+                           .seed = seed, .insert_unfinished = strcmp(kind, "none") != 0,
+                           .dedup_tokens = strcmp(kind, "none") ? 8 : 0};
     ck_assert_int_eq(scheduler_init(&f->s, &sc, f->c, &f->pool), RKV_OK);
 }
 
@@ -314,6 +315,38 @@ START_TEST(test_chunked_prefill_and_decode_mix)
 }
 END_TEST
 
+START_TEST(test_in_batch_dedup)
+{
+    fixture f;
+    fx_init(&f, "radix", 64, 4, SCHED_FCFS, 256, 8, 128, 1);
+    f.s.cfg.dedup_tokens = 8;
+    int32_t t[40];
+    seq(t, 40, 500);
+    fx_req(&f, t, 40, 3);
+    fx_req(&f, t, 40, 3);       /* the same prompt: waits a step */
+    seq(t, 40, 900);
+    fx_req(&f, t, 40, 3);       /* unrelated: admitted at once */
+    sched_plan plan = {0};
+    char err[256];
+    int32_t tok[8] = {1, 2, 3};
+    ck_assert_int_eq(scheduler_schedule(&f.s, &plan, true, err, sizeof err), RKV_OK);
+    ck_assert_int_eq(plan.n, 2);
+    ck_assert_ptr_eq(plan.e[0].r, f.reqs[0]);
+    ck_assert_ptr_eq(plan.e[1].r, f.reqs[2]);
+    ck_assert_int_eq(f.s.num_waiting, 1);
+    ck_assert(!f.reqs[1]->locked);
+    ck_assert_int_eq(scheduler_commit(&f.s, &plan, tok, err, sizeof err), RKV_OK);
+    ck_assert_int_eq(scheduler_schedule(&f.s, &plan, true, err, sizeof err), RKV_OK);
+    ck_assert_int_eq(plan.n, 3);
+    ck_assert_ptr_eq(plan.e[2].r, f.reqs[1]);
+    ck_assert_int_eq(f.reqs[1]->cached_tokens, 36);
+    ck_assert_int_eq(plan.e[2].rows, 4);
+    ck_assert_int_eq(scheduler_check(&f.s, err, sizeof err), RKV_OK);
+    sched_plan_free(&plan);
+    fx_free(&f);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("scheduler");
@@ -324,6 +357,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_policy_dfs_weight);
     tcase_add_test(tc, test_policy_random_seeded);
     tcase_add_test(tc, test_chunked_prefill_and_decode_mix);
+    tcase_add_test(tc, test_in_batch_dedup);
     tcase_add_test(tc, test_random_small_pool);
     suite_add_tcase(s, tc);
     return s;
