@@ -2,6 +2,7 @@
  * kind keeps its own rules (a split under a pin inherits its lock count in the
  * tree kinds; a locked block leaves the free queue in the hash kind). */
 #include "cache_pin.h"
+#include "cache_tier.h"
 
 #include <stdarg.h>
 #include <stdlib.h>
@@ -18,8 +19,9 @@ static rkv_status fail(rkv_status st, char *err, size_t errlen, const char *fmt,
     return st;
 }
 
-static bool never_reuses(const cache *c)
+static bool never_reuses(cache *c)
 {
+    c = cache_tier_inner(c); /* under a spill tier: the kind's own rule */
     return !strcmp(c->ops->name, "none") || !strcmp(c->ops->name, "hash-nocache");
 }
 

@@ -102,13 +102,14 @@ typedef struct tier_stats {
     int64_t host_used, disk_used; /* entries now */
 } tier_stats;
 
-/* Wrap inner (kind name kept in ops->name as "tier(<kind>)"). mover may be
- * NULL. On failure inner is NOT destroyed and *out is NULL. */
+/* Wrap inner (ops->name "tier"; cache_tier_inner() gives the kind). mover may
+ * be NULL. On failure inner is NOT destroyed and *out is NULL. */
 rkv_status cache_tier_wrap(cache *inner, const tier_config *cfg, const tier_mover *mover,
                            cache **out, char *err, size_t errlen);
 
 /* NULL when c is not a tier wrapper. */
 const tier_stats *cache_tier_get_stats(const cache *c);
+/* The wrapped kind; c itself when c is not a tier wrapper. */
 cache *cache_tier_inner(cache *c);
 /* Modelled load seconds since the last call (0 for a non-tier cache). */
 double cache_tier_take_seconds(cache *c);
