@@ -12,7 +12,12 @@
  * machine hit every kind alike. One JSON line per (hit rate, kind):
  *
  *   {"bench": "sweep", "backend", "hit_rate", "cache", "requests_per_s",
- *    "ratio_vs_none", "hit_rate_measured", "sched_cpu_ms_per_step", "runs"}
+ *    "ratio_vs_none", "hit_rate_measured", "sched_cpu_ms_per_step",
+ *    "model_ms_per_step", "sched_overhead_vs_none", "runs"}
+ *
+ * sched_overhead_vs_none = (scheduler CPU per step - none's) / model time per
+ * step: the cache's own cost as a fraction of a step, a steadier figure than
+ * the throughput ratio on a busy machine.
  *
  * Targets (issue): at h = 0 radix and hash within 1 % of none; at h = 1 with
  * L = 1000, O = 24, radix and hash at least 4.8x none.
@@ -58,7 +63,7 @@ static int split_list(char *s, const char **out, int max)
 
 /* One offline run; returns requests/s (engine clock: wall for cpu, modelled for sim). */
 static int run_once(const opts *o, const char *kind, const workload *w, double *rps, double *hit,
-                    double *sched_ms)
+                    double *sched_ms, double *step_ms)
 {
     engine_config c;
     engine_config_default(&c);
@@ -99,6 +104,7 @@ static int run_once(const opts *o, const char *kind, const workload *w, double *
     *rps = (double)st.num_finished / span;
     *hit = st.prompt_tokens ? (double)st.cached_tokens / (double)st.prompt_tokens : 0;
     *sched_ms = st.steps ? st.sched_cpu_seconds / (double)st.steps * 1e3 : 0;
+    *step_ms = st.steps ? st.model_seconds / (double)st.steps * 1e3 : 0;
     engine_destroy(e);
     return 0;
 }
@@ -163,10 +169,10 @@ int main(int argc, char **argv)
             fprintf(stderr, "sweep_bench: %s\n", err);
             return 1;
         }
-        double rps[8][64], hit[8] = {0}, sched[8] = {0};
+        double rps[8][64], hit[8] = {0}, sched[8] = {0}, step[8] = {0};
         for (int r = 0; r < o.repeat && r < 64; r++)
             for (int k = 0; k < o.ncaches; k++)
-                if (run_once(&o, o.caches[k], &w, &rps[k][r], &hit[k], &sched[k])) return 1;
+                if (run_once(&o, o.caches[k], &w, &rps[k][r], &hit[k], &sched[k], &step[k])) return 1;
         double med[8];
         for (int k = 0; k < o.ncaches; k++) {
             qsort(rps[k], (size_t)o.repeat, sizeof(double), cmp_double);
@@ -176,9 +182,11 @@ int main(int argc, char **argv)
             printf("{\"bench\":\"sweep\",\"backend\":\"%s\",\"schedule\":\"%s\",\"num\":%d,"
                    "\"prompt_len\":%d,\"output_len\":%d,\"hit_rate\":%.3f,\"cache\":\"%s\","
                    "\"requests_per_s\":%.4f,\"ratio_vs_none\":%.4f,\"hit_rate_measured\":%.4f,"
-                   "\"sched_cpu_ms_per_step\":%.4f,\"runs\":%d}\n",
+                   "\"sched_cpu_ms_per_step\":%.4f,\"model_ms_per_step\":%.4f,"
+                   "\"sched_overhead_vs_none\":%.6f,\"runs\":%d}\n",
                    o.backend, o.schedule, o.num, o.prompt_len, o.output_len, o.rates[h],
-                   o.caches[k], med[k], med[k] / med[0], hit[k], sched[k], o.repeat);
+                   o.caches[k], med[k], med[k] / med[0], hit[k], sched[k], step[k],
+                   step[k] > 0 ? (sched[k] - sched[0]) / step[k] : 0, o.repeat);
         fflush(stdout);
         workload_free(&w);
     }
