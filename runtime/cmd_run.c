@@ -460,15 +460,12 @@ int cmd_run(int argc, char **argv)
 
     char err[512] = "";
     if (o.replicas > 1 || o.router) {
-        if (o.pin) {
-            fprintf(stderr, "radixkv run: --pin is not supported with --replicas yet\n");
-            return 2;
-        }
         replicas_config rcfg = {
             .engine = &o.ec, .replicas = o.replicas, .balance_threshold = o.router_threshold,
             .cache_threshold = o.router_cache_threshold,
             .approx_tokens = o.router_tokens, .trace = o.trace,
-            .default_max_tokens = o.default_max_tokens, .prices = &o.prices, .progress = o.progress,
+            .default_max_tokens = o.default_max_tokens, .prices = &o.prices, .pin = o.pin,
+            .progress = o.progress,
         };
         router_kind_parse(o.router ? o.router : "round-robin", &rcfg.router);
         FILE *rout = stdout;

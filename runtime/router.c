@@ -6,7 +6,9 @@
 #include <string.h>
 
 #include "cache.h"
+#include "cache_pin.h"
 #include "page_pool.h"
+#include "pin_file.h"
 #include "progress.h"
 #include "trace.h"
 
@@ -41,6 +43,7 @@ typedef struct approx {
 
 typedef struct replica {
     engine *e;
+    cache_pins pins;
     approx a;
     int64_t outstanding, routed;
     bool busy;
@@ -344,7 +347,9 @@ static void summary(driver *d)
     billing b;
     billing_compute(rc->prices ? rc->prices : &def, prompt, cached, &b);
     billing_print_json(f, rc->prices ? rc->prices : &def, &b);
-    fputs("}\n", f);
+    cache_sizes sz;
+    cache_get_sizes(engine_cache(d->r[0].e), &sz);
+    fprintf(f, ",\"pinned_tokens\":%lld}\n", (long long)sz.pinned_tokens); /* in every replica */
     fprintf(stderr, "  replicas        %d, router %s\n  requests        %lld (%lld errors) in %.3f s\n"
             "  hit rate        %.1f %%, TTFT p50 %.2f ms, p99 %.2f ms\n", rc->replicas,
             router_names[rc->router], (long long)d->n, (long long)errors, span, 100 * hit,
@@ -374,6 +379,17 @@ rkv_status replicas_run(const replicas_config *rc, FILE *out, char *err, size_t 
         if ((st = engine_create(rc->engine, &d.r[i].e, err, errlen))) break;
         fc[i] = (fin_ctx){&d, i};
         engine_on_finish(d.r[i].e, on_finish, &fc[i]);
+        cache_pins_init(&d.r[i].pins);
+        if (rc->pin) {
+            pin_file_stats ps;
+            backend *pb = engine_backend(d.r[i].e);
+            char why[400];
+            if ((st = pin_file_apply(engine_cache(d.r[i].e), pb, rc->pin, pb->vocab_size, &d.r[i].pins,
+                                     &ps, why, sizeof why))) {
+                snprintf(err, errlen, "--pin %s", why);
+                break;
+            }
+        }
         if (rc->router != ROUTER_CACHE_AWARE) continue;
         backend *be = engine_backend(d.r[i].e);
         int64_t pages = rc->approx_tokens > 0 ? (rc->approx_tokens + be->page_size - 1) / be->page_size
@@ -432,6 +448,8 @@ rkv_status replicas_run(const replicas_config *rc, FILE *out, char *err, size_t 
 done:
     if (st == RKV_ENOMEM && !err[0]) snprintf(err, errlen, "replicas: out of host memory");
     for (int32_t i = 0; d.r && i < rc->replicas; i++) {
+        if (d.r[i].e) cache_pins_release(engine_cache(d.r[i].e), &d.r[i].pins);
+        cache_pins_free(&d.r[i].pins);
         engine_destroy(d.r[i].e);
         if (d.r[i].a.c) cache_destroy(d.r[i].a.c);
         if (d.r[i].a.pool.state) page_pool_destroy(&d.r[i].a.pool);

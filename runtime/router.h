@@ -59,6 +59,7 @@ typedef struct replicas_config {
     const char *trace;
     int32_t default_max_tokens;
     const billing_prices *prices;
+    const char *pin;               /* --pin FILE: pinned in every replica (pin_file.h) */
     bool progress;
 } replicas_config;
 

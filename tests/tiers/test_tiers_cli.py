@@ -282,6 +282,14 @@ if len(res) == 3:
     check(ca["predicted_requests"] == 128 and 0 <= ca["router_abs_error"] <= 1
           and 0 <= ca["router_overestimates"] <= 1, "cache-aware reports its approximation error")
     check(min(ca["per_replica_requests"]) > 0, "cache-aware still uses every replica")
+# Pins in every replica: each request starting with one matches it whole.
+rc, out, err = run(["run", "--backend", "sim", "--trace", "-", "--page-size", "4", "--kv-tokens", "160",
+                    "--replicas", "3", "--router", "cache-aware", "--no-progress", "--pin", pin_path], ptrace)
+s = summary(out)
+reqs = {r["id"]: r for r in (json.loads(l) for l in out.splitlines()) if r.get("type") == "request"}
+check(rc == 0 and s is not None and s["pinned_tokens"] == 44, f"replicas --pin ({err.strip()[-300:]})")
+short = [i for i, w in enumerate(starts) if i not in reqs or "error" in reqs[i] or reqs[i]["cached_tokens"] < w]
+check(not short, f"replicas --pin: requests short of their pin: {short[:5]}")
 for args, name in [(base + ["--replicas", "2", "--router", "random"], "--router"),
                    (base + ["--replicas", "0"], "--replicas"),
                    (base + ["--replicas", "2", "--router-cache-threshold", "2"], "--router-cache-threshold")]:
