@@ -273,6 +273,51 @@ START_TEST(test_tier_disk_full)
 }
 END_TEST
 
+/* The KV memory fails every third read: those spills are plain evictions. */
+static rkv_status kv_read_flaky(void *ctx, int32_t page, void *dst)
+{
+    fake_kv *kv = ctx;
+    if (++kv->reads % 3 == 0) return RKV_EDEVICE;
+    memcpy(dst, kv->b[page], PB);
+    return RKV_OK;
+}
+
+START_TEST(test_tier_read_fails)
+{
+    const char *kind = kinds[_i];
+    unsigned seed = 1700u + (unsigned)_i;
+    srand(seed);
+    page_pool pool;
+    ck_assert_int_eq(page_pool_init(&pool, PAGES, P), RKV_OK);
+    fake_kv *kv = calloc(1, sizeof *kv);
+    tier_config tc;
+    tier_config_default(&tc);
+    tc.host_pages = 40;
+    cache *inner = tu_create(kind, NULL, &pool), *c = NULL;
+    tier_mover mv = {kv, PB, kv_read_flaky, kv_write};
+    char err[256] = "";
+    ck_assert_msg(cache_tier_wrap(inner, &tc, &mv, &c, err, sizeof err) == RKV_OK, "%s", err);
+    cache_match m;
+    cache_match_init(&m);
+    int32_t toks[64];
+    int fresh = 30000;
+    for (int step = 0; step < 200; step++) {
+        int32_t n = make_request(toks, &fresh);
+        if (request(c, kv, toks, n, &m, seed, step) >= 0) ck_assert_int_eq(cache_unlock(c, &m), RKV_OK);
+        ck_cache_ok(c);
+    }
+    const tier_stats *ts = cache_tier_get_stats(c);
+    ck_assert_msg(ts->spill_failures > 0 && ts->host_hit_pages > 0, "%s: failures %llu hits %llu", kind,
+                  (unsigned long long)ts->spill_failures, (unsigned long long)ts->host_hit_pages);
+    ck_assert_msg(strstr(cache_tier_last_error(c), "reading page"), "%s", cache_tier_last_error(c));
+    cache_match_free(&m);
+    cache_destroy(c);
+    ck_assert_int_eq(pool.num_free, PAGES);
+    page_pool_destroy(&pool);
+    free(kv);
+}
+END_TEST
+
 START_TEST(test_tier_bad_config)
 {
     page_pool pool;
@@ -310,6 +355,7 @@ int main(void)
     TCase *tc = tcase_create("tier");
     tcase_add_loop_test(tc, test_tier_loads_the_spilled_bytes, 0, 12);
     tcase_add_loop_test(tc, test_tier_disk_full, 0, 3);
+    tcase_add_loop_test(tc, test_tier_read_fails, 0, 3);
     tcase_add_test(tc, test_tier_bad_config);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
