@@ -12,6 +12,9 @@
  *   5. unlock every match
  *
  * A request needing more pages than the pool holds is reported and skipped.
+ * Under a spill tier (cache_tier.h) a match in step 1 may itself allocate
+ * pages and evict to load kept pages back; the step's one eviction of step 2
+ * then covers only what is still short.
  *
  * Output, JSON Lines on `out`:
  *   {"type":"request","id":..,"step":..,"matched":..,"new":..}   (or "error":"...")

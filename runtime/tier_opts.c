@@ -81,6 +81,9 @@ void tier_print_json(FILE *f, const tier_opts *o, const tier_stats *s, int64_t p
     if (!s) return;
     double pt = prompt_tokens > 0 ? (double)prompt_tokens : 1;
     int64_t tier_hits = (int64_t)(s->host_hit_tokens + s->disk_hit_tokens);
+    /* run counts tier hits at every match (a preempted request's re-match, lpm's
+     * look-ahead) but cached tokens at first admission: keep the split >= 0. */
+    if (tier_hits > matched_tokens) tier_hits = matched_tokens;
     fprintf(f, ",\"tier_policy\":\"%s\",\"tier_host_pages\":%" PRId64 ",\"tier_disk_pages\":%" PRId64
             ",\"gpu_hit_tokens\":%" PRId64 ",\"host_hit_tokens\":%" PRIu64 ",\"disk_hit_tokens\":%" PRIu64
             ",\"gpu_hit_rate\":%.6f,\"host_hit_rate\":%.6f,\"disk_hit_rate\":%.6f"

@@ -34,7 +34,11 @@ void tier_opts_finish(tier_opts *o, int32_t page_size);
 void tier_opts_usage(FILE *f, int width);
 /* Summary fields with leading commas: "tier_policy", per tier hit tokens and
  * rates over prompt_tokens, pages spilled/dropped, failures, bytes moved,
- * modelled load/spill seconds. Nothing when s is NULL. */
+ * modelled load/spill seconds. Nothing when s is NULL. gpu_hit_tokens =
+ * matched - tier hits: exact in cache-sim; in run, tier hits are counted at
+ * every match (re-matches after preemption, lpm's look-ahead) while matched
+ * tokens are counted at first admission, so the split is approximate there
+ * (kept >= 0). */
 void tier_print_json(FILE *f, const tier_opts *o, const tier_stats *s, int64_t prompt_tokens,
                      int64_t matched_tokens);
 
