@@ -17,6 +17,7 @@
 #include "cache.h"
 #include "cache_tier.h"
 #include "commands.h"
+#include "cli.h"
 #include "engine.h"
 #include "model_config.h"
 #include "pin_file.h"
@@ -100,20 +101,6 @@ static int bad(const char *opt, const char *v, const char *why)
 {
     fprintf(stderr, "radixkv run: %s: %s '%s'\n", opt, why, v ? v : "");
     return 2;
-}
-
-static int parse_int(const char *opt, const char *v, int64_t lo, int64_t hi, int64_t *out)
-{
-    char *end;
-    errno = 0;
-    long long x = v ? strtoll(v, &end, 10) : 0;
-    if (!v || errno || end == v || *end || x < lo || x > hi) {
-        fprintf(stderr, "radixkv run: %s: expected an integer in [%" PRId64 ", %" PRId64 "], got '%s'\n",
-                opt, lo, hi, v ? v : "");
-        return 2;
-    }
-    *out = x;
-    return 0;
 }
 
 static int choice(const char *opt, const char *v, const char *const *names)
@@ -214,22 +201,22 @@ static int parse_run(int argc, char **argv, run_opts *o)
             if ((rc = choice(name, v, schedule_names))) return rc;
             o->ec.schedule = v;
         } else if (FLAG("--page-size")) {
-            if ((rc = parse_int(name, v, 1, 1 << 16, &x))) return rc;
+            if ((rc = cli_int("run", name, v, 1, 1 << 16, &x))) return rc;
             o->ec.backend_cfg.page_size = (int32_t)x;
         } else if (FLAG("--max-batched-tokens")) {
-            if ((rc = parse_int(name, v, 1, INT32_MAX / 4, &x))) return rc;
+            if ((rc = cli_int("run", name, v, 1, INT32_MAX / 4, &x))) return rc;
             o->ec.max_num_batched_tokens = (int32_t)x;
         } else if (FLAG("--max-running")) {
-            if ((rc = parse_int(name, v, 1, 1 << 20, &x))) return rc;
+            if ((rc = cli_int("run", name, v, 1, 1 << 20, &x))) return rc;
             o->ec.max_running = (int32_t)x;
         } else if (FLAG("--num-pages")) {
-            if ((rc = parse_int(name, v, 1, INT32_MAX, &x))) return rc;
+            if ((rc = cli_int("run", name, v, 1, INT32_MAX, &x))) return rc;
             o->ec.backend_cfg.num_pages = x;
         } else if (FLAG("--kv-tokens")) {
-            if ((rc = parse_int(name, v, 1, INT64_MAX / 2, &x))) return rc;
+            if ((rc = cli_int("run", name, v, 1, INT64_MAX / 2, &x))) return rc;
             o->kv_tokens = x;
         } else if (FLAG("--max-tokens")) {
-            if ((rc = parse_int(name, v, 1, 1 << 24, &x))) return rc;
+            if ((rc = cli_int("run", name, v, 1, 1 << 24, &x))) return rc;
             o->default_max_tokens = (int32_t)x;
         } else if (FLAG("--replicas")) {
             if ((rc = parse_int(name, v, 1, 1024, &x))) return rc;
@@ -254,10 +241,10 @@ static int parse_run(int argc, char **argv, run_opts *o)
                 return bad(name, v, "expected a price >= 0 per million tokens, got");
         } else if (FLAG("--gpu")) o->ec.backend_cfg.gpu_profile = v;
         else if (FLAG("--threads")) {
-            if ((rc = parse_int(name, v, 0, 1024, &x))) return rc;
+            if ((rc = cli_int("run", name, v, 0, 1024, &x))) return rc;
             o->ec.backend_cfg.num_threads = (int)x;
         } else if (FLAG("--seed")) {
-            if ((rc = parse_int(name, v, 0, INT64_MAX, &x))) return rc;
+            if ((rc = cli_int("run", name, v, 0, INT64_MAX, &x))) return rc;
             o->ec.seed = (uint64_t)x;
             o->ec.backend_cfg.seed = (uint64_t)x;
         } else if (tier_opts_parse(&o->tier, name, v, tbad, sizeof tbad)) {
