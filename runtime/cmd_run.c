@@ -219,21 +219,18 @@ static int parse_run(int argc, char **argv, run_opts *o)
             if ((rc = cli_int("run", name, v, 1, 1 << 24, &x))) return rc;
             o->default_max_tokens = (int32_t)x;
         } else if (FLAG("--replicas")) {
-            if ((rc = parse_int(name, v, 1, 1024, &x))) return rc;
+            if ((rc = cli_int("run", name, v, 1, 1024, &x))) return rc;
             o->replicas = (int32_t)x;
         } else if (FLAG("--router")) {
             if ((rc = choice(name, v, router_names))) return rc;
             o->router = v;
         } else if (FLAG("--router-threshold")) {
-            if ((rc = parse_int(name, v, 0, INT32_MAX, &x))) return rc;
+            if ((rc = cli_int("run", name, v, 0, INT32_MAX, &x))) return rc;
             o->router_threshold = (int32_t)x;
         } else if (FLAG("--router-cache-threshold")) {
-            char *end;
-            double t = strtod(v, &end);
-            if (end == v || *end || !(t >= 0 && t <= 1)) return bad(name, v, "expected a fraction in [0, 1], got");
-            o->router_cache_threshold = t;
+            if ((rc = cli_double("run", name, v, 0, 1, &o->router_cache_threshold))) return rc;
         } else if (FLAG("--router-tokens")) {
-            if ((rc = parse_int(name, v, 1, INT64_MAX / 2, &x))) return rc;
+            if ((rc = cli_int("run", name, v, 1, INT64_MAX / 2, &x))) return rc;
             o->router_tokens = x;
         } else if (FLAG("--price-cached") || FLAG("--price-uncached")) {
             double *dst = FLAG("--price-cached") ? &o->prices.cached : &o->prices.uncached;
@@ -290,12 +287,9 @@ static int parse_run(int argc, char **argv, run_opts *o)
     if (o->tier.on) {
         o->ec.tier = &o->tier.cfg;
         /* sim moves stand-in bytes: the time model charges the model's K/V. */
-        model_config m;
-        char merr[256];
-        if (o->ec.backend && !strcmp(o->ec.backend, "sim")
-            && model_config_load(o->ec.backend_cfg.model, &m, merr, sizeof merr) == RKV_OK)
+        if (o->ec.backend && !strcmp(o->ec.backend, "sim"))
             o->tier.cfg.modelled_page_bytes =
-                (double)model_config_kv_bytes_per_token(&m, 2) * o->ec.backend_cfg.page_size;
+                (double)model_config_kv_bytes_per_token(&mc, 2) * o->ec.backend_cfg.page_size;
     }
     return -1;
 }
