@@ -244,9 +244,41 @@ static void sim_destroy(backend *bb)
     free(sb);
 }
 
+/* A page's "K/V" here is its slots' chained hashes and positions, so a spill
+ * tier moves them like real K/V: a page loaded back into another page id
+ * must carry them or the next step fails its prefix check. */
+static rkv_status sim_page_bytes(backend *bb, size_t *bytes)
+{
+    *bytes = (size_t)bb->page_size * (sizeof(uint64_t) + sizeof(int32_t));
+    return RKV_OK;
+}
+
+static rkv_status sim_read_page(backend *bb, int32_t page, void *dst)
+{
+    sim_backend *sb = (sim_backend *)bb;
+    if (page < 0 || page >= bb->num_pages) return RKV_EINVAL;
+    size_t P = (size_t)bb->page_size, off = (size_t)page * P;
+    memcpy(dst, sb->slot_hash + off, P * sizeof(uint64_t));
+    memcpy((uint8_t *)dst + P * sizeof(uint64_t), sb->slot_pos + off, P * sizeof(int32_t));
+    return RKV_OK;
+}
+
+static rkv_status sim_write_page(backend *bb, int32_t page, const void *src)
+{
+    sim_backend *sb = (sim_backend *)bb;
+    if (page < 0 || page >= bb->num_pages) return RKV_EINVAL;
+    size_t P = (size_t)bb->page_size, off = (size_t)page * P;
+    memcpy(sb->slot_hash + off, src, P * sizeof(uint64_t));
+    memcpy(sb->slot_pos + off, (const uint8_t *)src + P * sizeof(uint64_t), P * sizeof(int32_t));
+    return RKV_OK;
+}
+
 static const backend_ops sim_ops = {
     .name = "sim",
     .forward = sim_forward,
+    .page_bytes = sim_page_bytes,
+    .read_page = sim_read_page,
+    .write_page = sim_write_page,
     .destroy = sim_destroy,
 };
 
