@@ -24,7 +24,7 @@ set -euo pipefail
 
 here=$(cd "$(dirname "$0")/.." && pwd)
 radixkv=""
-for c in "$here/build/runtime/radixkv" "$here/build/radixkv" "$(command -v radixkv || true)"; do
+for c in "$here/build-release/runtime/radixkv" "$here/build/runtime/radixkv" "$here/build/radixkv" "$(command -v radixkv || true)"; do
     if [ -n "$c" ] && [ -x "$c" ]; then radixkv=$c; break; fi
 done
 quick=0
