@@ -21,7 +21,7 @@ if ! command -v latexmk >/dev/null; then
   exit 0
 fi
 if [[ ! -f notebooks/figures/tree_evolution.pdf && -x build/runtime/radixkv ]]; then
-  experiments/tree_evolution/run --notebook
+  experiments/tree_evolution/run --check --notebook
 fi
 # Experiments whose tables and figures the paper reads: re-draw from their
 # results when those exist (a changed notebook shows at once), else run them
