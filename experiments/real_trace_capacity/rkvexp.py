@@ -1,0 +1,209 @@
+"""Helpers shared by the real_trace_capacity, eviction_policy, page_size and
+sglang_ablations experiments: finding the binary and the Mooncake traces,
+provenance of result rows, a progress bar, a tiny Mooncake-format trace.
+
+The other three experiments import this file through their own folder's
+parent (sys.path); it stays small on purpose and only uses the standard library.
+"""
+import datetime
+import json
+import math
+import os
+import random
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+BLOCK = 512  # tokens per Mooncake hash id
+
+MOONCAKE_TRACES = {"conversation": "conversation_trace.jsonl",
+                   "synthetic": "synthetic_trace.jsonl"}
+MOONCAKE_HELP = ("the FAST25-release/traces/ folder of github.com/kvcache-ai/Mooncake; "
+                 "pass --mooncake-dir or set RKV_MOONCAKE_DIR")
+
+
+def fail(name, msg, code=1):
+    print(f"{name}: {msg}", file=sys.stderr)
+    sys.exit(code)
+
+
+def default_radixkv():
+    return os.environ.get("RADIXKV", os.path.join(ROOT, "build", "runtime", "radixkv"))
+
+
+def default_mooncake_dir():
+    return os.environ.get("RKV_MOONCAKE_DIR",
+                          os.path.join(ROOT, "..", "shared", "data", "mooncake"))
+
+
+def check_binary(name, path):
+    if not os.access(path, os.X_OK):
+        fail(name, f"{path}: no radixkv binary (build first, or pass --radixkv)")
+
+
+def git_commit():
+    try:
+        out = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short=12", "HEAD"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "-uno"],
+                               capture_output=True, text=True).stdout.strip()
+        return out + ("-dirty" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+class Rows:
+    """JSON Lines writer: every row carries the experiment, its configuration,
+    seed, backend, model preset, git commit and date."""
+
+    def __init__(self, path, experiment):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        self.f = open(path, "w")
+        self.experiment = experiment
+        self.commit = git_commit()
+        self.date = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+    def write(self, config, metrics, seed=0, backend="cache-sim", model=None):
+        row = {"experiment": self.experiment, "config": config, "seed": seed,
+               "backend": backend, "model": model, "git_commit": self.commit,
+               "date": self.date}
+        row.update(metrics)
+        self.f.write(json.dumps(row) + "\n")
+        self.f.flush()
+        return row
+
+    def close(self):
+        self.f.close()
+
+
+class Progress:
+    """A one-line progress bar on stderr (silent when stderr is no terminal
+    unless forced)."""
+
+    def __init__(self, name, total, enabled=None):
+        self.name, self.total, self.done = name, max(total, 1), 0
+        self.t0 = time.time()
+        self.enabled = sys.stderr.isatty() if enabled is None else enabled
+
+    def step(self, label=""):
+        self.done += 1
+        if not self.enabled:
+            return
+        frac = self.done / self.total
+        bar = "#" * int(30 * frac)
+        sys.stderr.write(f"\r{self.name} [{bar:<30}] {self.done}/{self.total} "
+                         f"{time.time() - self.t0:6.1f}s {label[:40]:<40}")
+        if self.done >= self.total:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+
+
+def run_json(cmd, name):
+    """Runs a radixkv command and returns its JSON Lines output (a list)."""
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        fail(name, f"command failed ({p.returncode}): {' '.join(cmd)}\n{p.stderr[-2000:]}")
+    return [json.loads(line) for line in p.stdout.splitlines() if line.strip()]
+
+
+def summary_of(lines):
+    for rec in lines:
+        if rec.get("type") == "summary":
+            return rec
+    raise ValueError("no summary line")
+
+
+def read_mooncake(path, max_requests=None):
+    """[(input_length, hash_ids)] of a Mooncake trace; checks the block count."""
+    reqs = []
+    with open(path) as f:
+        for lineno, line in enumerate(f, 1):
+            if max_requests is not None and len(reqs) >= max_requests:
+                break
+            if not line.strip():
+                continue
+            r = json.loads(line)
+            n, ids = r["input_length"], r["hash_ids"]
+            if len(ids) != math.ceil(n / BLOCK):
+                raise ValueError(f"{path}:{lineno}: {len(ids)} hash ids for {n} tokens")
+            reqs.append((n, ids))
+    return reqs
+
+
+def write_mooncake(path, reqs):
+    with open(path, "w") as f:
+        for i, (n, ids) in enumerate(reqs):
+            f.write(json.dumps({"timestamp": i * 100, "input_length": n,
+                                "output_length": 16, "hash_ids": ids}) + "\n")
+
+
+def synth_mooncake(seed, sessions=40, turns=6, system_prompts=3, max_blocks=12):
+    """A tiny conversation-like trace in Mooncake format: sessions share one of
+    a few system prompts and grow turn by turn (each turn's prompt is the
+    previous prompt plus new blocks); sessions interleave, some return late.
+    Ids are prefix-chained like the real traces: a fresh id per new block."""
+    rng = random.Random(seed)
+    next_id = [0]
+
+    def fresh(k):
+        ids = list(range(next_id[0], next_id[0] + k))
+        next_id[0] += k
+        return ids
+
+    systems = [fresh(rng.randint(1, 3)) for _ in range(system_prompts)]
+    live = []
+    for s in range(sessions):
+        live.append({"ids": list(systems[rng.randrange(system_prompts)]), "left": turns})
+    reqs = []
+    while live:
+        sess = live[rng.randrange(min(len(live), 8))]  # a window of active sessions
+        room = max_blocks - len(sess["ids"])
+        if room <= 0:
+            sess["left"] = 0
+        else:
+            sess["ids"] = sess["ids"] + fresh(rng.randint(1, min(3, room)))
+            n = (len(sess["ids"]) - 1) * BLOCK + rng.randint(1, BLOCK)
+            reqs.append((n, list(sess["ids"])))
+            # A partial last block is not reusable: the next turn starts a new id there.
+            if n % BLOCK:
+                sess["ids"] = sess["ids"][:-1]
+            sess["left"] -= 1
+        if sess["left"] <= 0:
+            live.remove(sess)
+    return reqs
+
+
+def unique_blocks(reqs):
+    """(distinct ids, distinct ids of full blocks) of a Mooncake request list."""
+    every, full = set(), set()
+    for n, ids in reqs:
+        every.update(ids)
+        full.update(ids[:n // BLOCK])
+    return len(every), len(full)
+
+
+def log_space(lo, hi, points):
+    """points integers from lo to hi (both included), log-spaced, distinct."""
+    if points <= 1 or hi <= lo:
+        return [hi]
+    out = []
+    for k in range(points):
+        v = int(round(math.exp(math.log(lo) + (math.log(hi) - math.log(lo)) * k / (points - 1))))
+        if not out or v > out[-1]:
+            out.append(v)
+    return out
+
+
+def run_notebook(name, results):
+    """Executes notebooks/<name>.ipynb on `results` (env RKV_RESULTS); 77 when
+    /usr/bin/python3 lacks matplotlib or nbconvert."""
+    probe = subprocess.run(["/usr/bin/python3", "-c", "import matplotlib, nbconvert"],
+                           capture_output=True)
+    if probe.returncode != 0:
+        print(f"{name}: skip the notebook: /usr/bin/python3 lacks matplotlib or nbconvert "
+              "(scripts/deps.sh installs them)", file=sys.stderr)
+        return 77
+    env = dict(os.environ, RKV_ROOT=ROOT, RKV_RESULTS=os.path.abspath(results))
+    return subprocess.run([os.path.join(ROOT, "notebooks", "run.sh"), name], env=env).returncode
