@@ -5,11 +5,24 @@
  *
  * Errors inside forward have no message channel in backend_ops, so they are
  * written to stderr (one line naming the field) and returned as a status.
+ *
+ * RKV_CPU_BATCH_INVARIANT=1 in the environment turns on the model's
+ * batch-invariant mode (model.h): a sequence's logits are then the same bits
+ * however it is chunked, cached or batched, at 2-4x the cost. Tests that
+ * demand identical greedy tokens across cache kinds can rely on it; by
+ * default results agree to about 1e-5 (sgemm's blocking depends on the
+ * number of rows).
+ *
+ * Weights: cfg->weights when given; else, when cfg->model is a checkpoint
+ * directory (config.json beside model.safetensors or its index), that
+ * directory; else seeded random from cfg->seed.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "backend.h"
 #include "model.h"
@@ -36,6 +49,18 @@ static double now_seconds(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* A directory holding safetensors weights (single file or index)? */
+static int is_checkpoint_dir(const char *path)
+{
+    struct stat sb;
+    char p[4096];
+    if (!path || stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode)) return 0;
+    snprintf(p, sizeof p, "%s/model.safetensors", path);
+    if (access(p, R_OK) == 0) return 1;
+    snprintf(p, sizeof p, "%s/model.safetensors.index.json", path);
+    return access(p, R_OK) == 0;
 }
 
 static rkv_status cpu_forward(backend *bb, const fwd_batch *b, int32_t *out_tokens,
@@ -126,6 +151,16 @@ rkv_status backend_cpu_create(const backend_config *cfg, backend **out, char *er
         snprintf(err, errlen, "cpu backend: page size %d outside 1..256", P);
         return RKV_EINVAL;
     }
+    int invariant = 0;
+    const char *inv = getenv("RKV_CPU_BATCH_INVARIANT");
+    if (inv && *inv) {
+        if (strcmp(inv, "0") && strcmp(inv, "1")) {
+            snprintf(err, errlen, "environment RKV_CPU_BATCH_INVARIANT: expected 0 or 1, got '%s'",
+                     inv);
+            return RKV_EINVAL;
+        }
+        invariant = inv[0] == '1';
+    }
     int64_t np = cfg->num_pages;
     if (np <= 0) {
         int64_t per_token = model_config_kv_bytes_per_token(&mc, 4);
@@ -139,8 +174,9 @@ rkv_status backend_cpu_create(const backend_config *cfg, backend **out, char *er
     }
     cpu_backend *cb = calloc(1, sizeof *cb);
     if (!cb) return RKV_ENOMEM;
-    if ((st = model_create(&mc, cfg->weights, cfg->seed, cfg->num_threads, &cb->m, err,
-                           errlen))) {
+    const char *weights = cfg->weights;
+    if (!weights && is_checkpoint_dir(cfg->model)) weights = cfg->model;
+    if ((st = model_create(&mc, weights, cfg->seed, cfg->num_threads, &cb->m, err, errlen))) {
         free(cb);
         return st;
     }
@@ -150,6 +186,7 @@ rkv_status backend_cpu_create(const backend_config *cfg, backend **out, char *er
         cpu_destroy(&cb->base);
         return st;
     }
+    cb->m->batch_invariant = invariant;
     cb->scratch = malloc(sampler_scratch_bytes(mc.vocab_size));
     if (!cb->scratch) {
         cpu_destroy(&cb->base);
@@ -162,8 +199,8 @@ rkv_status backend_cpu_create(const backend_config *cfg, backend **out, char *er
     cb->base.max_context = mc.max_position;
     char d[200];
     model_config_describe(&mc, d, sizeof d);
-    snprintf(cb->base.description, sizeof cb->base.description, "cpu fp32 %s, %s weights", d,
-             cfg->weights ? "safetensors" : "random");
+    snprintf(cb->base.description, sizeof cb->base.description, "cpu fp32 %s, %s weights%s", d,
+             weights ? "safetensors" : "random", invariant ? ", batch-invariant" : "");
     *out = &cb->base;
     return RKV_OK;
 }

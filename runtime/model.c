@@ -162,6 +162,7 @@ rkv_status model_create(const model_config *cfg, const char *weights_path, uint6
     if (!m) return RKV_ENOMEM;
     m->cfg = *cfg;
     m->num_threads = num_threads;
+    m->use_decode_kernel = 1;
     m->layers = calloc((size_t)cfg->num_layers, sizeof *m->layers);
     m->rope_inv_freq = malloc(sizeof(float) * (size_t)(cfg->head_dim / 2));
     if (!m->layers || !m->rope_inv_freq) {
@@ -297,12 +298,28 @@ rkv_status kv_cache_write_page(kv_cache *kv, int32_t page, const void *src)
 
 /* ---- forward ------------------------------------------------------------------- */
 
-/* out (T, N) = in (T, K) W^T, W (N, K) row-major; + bias (N) when given. */
-static void linear(float *out, const float *in, const float *w, const float *bias, int T, int N,
-                   int K)
+/* out (T, N) = in (T, K) W^T + beta out, W (N, K) row-major, out rows ldo
+ * apart. sgemm's result for a row depends on how many rows it is given
+ * (blocking, edge kernels, thread split), so in batch-invariant mode every
+ * row is its own sgemv: the same bits whatever the batch, 2-4x slower. */
+static void gemm_rows(const model *m, float *out, int ldo, const float *in, const float *w,
+                      int T, int N, int K, float beta)
 {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, N, K, 1.0f, in, K, w, K, 0.0f, out,
-                N);
+    if (!m->batch_invariant) {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, N, K, 1.0f, in, K, w, K, beta,
+                    out, ldo);
+        return;
+    }
+    for (int t = 0; t < T; t++)
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, N, K, 1.0f, w, K, in + (size_t)t * K, 1, beta,
+                    out + (size_t)t * ldo, 1);
+}
+
+/* out (T, N) = in (T, K) W^T, W (N, K) row-major; + bias (N) when given. */
+static void linear(const model *m, float *out, const float *in, const float *w,
+                   const float *bias, int T, int N, int K)
+{
+    gemm_rows(m, out, N, in, w, T, N, K, 0.0f);
     if (bias)
         for (int t = 0; t < T; t++)
             for (int j = 0; j < N; j++) out[(size_t)t * N + j] += bias[j];
@@ -386,6 +403,70 @@ static rkv_status check_batch(const model *m, const kv_cache *kv, const fwd_batc
     return RKV_OK;
 }
 
+/* Context lengths for the decode kernel, or NULL when the step is not pure
+ * decode (or a seq's page table does not hold its new token's slot). The
+ * decode kernel's split-K sums differ in the last bits from the prefill
+ * kernel's, so batch-invariant mode never takes it. */
+static int32_t *decode_lens(const model *m, const kv_cache *kv, const fwd_batch *b)
+{
+    const int32_t B = b->num_seqs, P = kv->page_size;
+    if (B == 0 || b->num_tokens != B || !b->page_table || !m->use_decode_kernel ||
+        m->batch_invariant)
+        return NULL;
+    for (int32_t i = 0; i < B; i++) {
+        int32_t p = b->prefix_lens[i];
+        if (b->q_starts[i + 1] - b->q_starts[i] != 1 || p / P >= b->max_pages ||
+            (int64_t)b->page_table[(size_t)i * b->max_pages + p / P] * P + p % P !=
+                b->slot_mapping[b->q_starts[i]])
+            return NULL;
+    }
+    int32_t *lens = malloc(sizeof(int32_t) * (size_t)(uint32_t)B);
+    if (!lens) return NULL; /* the prefill path needs no allocation */
+    for (int32_t i = 0; i < B; i++) lens[i] = b->prefix_lens[i] + 1;
+    return lens;
+}
+
+/* Batch-invariant attention: the prefill kernel groups a sequence's query
+ * rows into tiles, and a row's last bits depend on its place in the tile. So
+ * every row becomes a sequence of its own, one query with all earlier keys
+ * in pages (its K/V and its predecessors' were stored before attention):
+ *
+ *   seq i, rows r0..r1, prefix p   ->   rows r: prefix p + (r - r0), suffix 1
+ *
+ * That needs each row's slot in its page table. *rows owns q_starts,
+ * prefix_lens and page_table of the new batch ab. */
+static rkv_status split_rows(const kv_cache *kv, const fwd_batch *b, attn_batch *ab,
+                             int32_t **rows, char *err, size_t errlen)
+{
+    const int32_t T = b->num_tokens, P = kv->page_size, MP = b->max_pages;
+    int32_t *buf = malloc(sizeof(int32_t) * ((size_t)2 * T + 1 + (size_t)T * (size_t)MP));
+    if (!buf) return fail(RKV_ENOMEM, err, errlen, "forward: batch-invariant page tables");
+    int32_t *qs = buf, *pl = qs + T + 1, *pt = pl + T;
+    for (int32_t i = 0; i < b->num_seqs; i++) {
+        const int32_t *row_pt = b->page_table + (size_t)i * MP;
+        for (int32_t r = b->q_starts[i]; r < b->q_starts[i + 1]; r++) {
+            int32_t p = b->prefix_lens[i] + (r - b->q_starts[i]);
+            if (p / P >= MP ||
+                (int64_t)row_pt[p / P] * P + p % P != (int64_t)b->slot_mapping[r]) {
+                free(buf);
+                return fail(RKV_EINVAL, err, errlen,
+                            "forward: batch-invariant mode needs page_table[%d] to hold the "
+                            "slot of row %d (slot_mapping %d)", i, r, b->slot_mapping[r]);
+            }
+            qs[r] = r;
+            pl[r] = p;
+            memcpy(pt + (size_t)r * MP, row_pt, sizeof(int32_t) * (size_t)MP);
+        }
+    }
+    qs[T] = T;
+    ab->num_seqs = T;
+    ab->q_starts = qs;
+    ab->prefix_lens = pl;
+    ab->page_table = pt;
+    *rows = buf;
+    return RKV_OK;
+}
+
 static float *workspace(model *m, size_t floats)
 {
     if (floats > m->ws_floats) {
@@ -439,41 +520,59 @@ rkv_status model_forward(model *m, kv_cache *kv, const fwd_batch *b, float *logi
     for (int t = 0; t < T; t++)
         memcpy(x + (size_t)t * C, m->embed + (size_t)b->token_ids[t] * C, sizeof(float) * C);
 
+    /* A pure decode step (one row per sequence) goes through the split-K
+     * decode kernel: the new token's K/V is stored first, so the whole
+     * context is in pages. That needs the page table to name the page of
+     * the new token's slot; when it does not, the prefill kernel (which takes
+     * the suffix from k/v) is used instead. Both compute the same attention. */
+    int32_t *seq_lens = decode_lens(m, kv, b);
     attn_shape shape = {.num_q_heads = Hq, .num_kv_heads = Hkv, .head_dim = D,
                         .page_size = kv->page_size, .scale = 1.0f / sqrtf((float)D)};
     attn_batch ab = {.num_seqs = B, .max_pages = b->max_pages, .q_starts = b->q_starts,
                      .prefix_lens = b->prefix_lens, .page_table = b->page_table,
                      .max_suffix = 0};
+    int32_t *rows = NULL;
+    if (m->batch_invariant && (st = split_rows(kv, b, &ab, &rows, err, errlen))) {
+        free(seq_lens);
+        return st;
+    }
     for (int l = 0; l < c->num_layers; l++) {
         const model_layer *L = &m->layers[l];
         float *kc = kv->k + (size_t)l * kv->layer_floats;
         float *vc = kv->v + (size_t)l * kv->layer_floats;
         for (int t = 0; t < T; t++)
             rmsnorm(h + (size_t)t * C, x + (size_t)t * C, L->attn_norm, C, c->rms_eps);
-        linear(q, h, L->wq, L->bq, T, QD, C);
-        linear(k, h, L->wk, L->bk, T, KD, C);
-        linear(v, h, L->wv, L->bv, T, KD, C);
+        linear(m, q, h, L->wq, L->bq, T, QD, C);
+        linear(m, k, h, L->wk, L->bk, T, KD, C);
+        linear(m, v, h, L->wv, L->bv, T, KD, C);
         rope(q, T, Hq, D, cosb, sinb);
         rope(k, T, Hkv, D, cosb, sinb);
         /* The prefix is read from pages, the suffix from k/v: storing first is
          * safe because the suffix's slots are not prefix slots. */
         int rc = attn_store_kv_cpu(&shape, T, b->slot_mapping, k, v, kc, vc);
-        if (rc == ATTN_OK)
+        if (rc == ATTN_OK && seq_lens)
+            rc = attn_decode_cpu(&shape, B, seq_lens, b->page_table, b->max_pages, q, kc, vc,
+                                 att, NULL, 0, m->num_threads);
+        else if (rc == ATTN_OK)
             rc = attn_prefill_cpu(&shape, &ab, q, k, v, kc, vc, att, NULL, m->num_threads);
-        if (rc != ATTN_OK)
+        if (rc != ATTN_OK) {
+            free(seq_lens);
+            free(rows);
             return fail(rc == ATTN_ENOMEM ? RKV_ENOMEM : RKV_EINVAL, err, errlen,
                         "forward: layer %d attention: %s", l, attn_strerror(rc));
+        }
         /* x += att Wo^T (beta = 1 accumulates into the residual) */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, C, QD, 1.0f, att, QD, L->wo, QD,
-                    1.0f, x, C);
+        gemm_rows(m, x, C, att, L->wo, T, C, QD, 1.0f);
         for (int t = 0; t < T; t++)
             rmsnorm(h + (size_t)t * C, x + (size_t)t * C, L->mlp_norm, C, c->rms_eps);
-        linear(g, h, L->w_gate, NULL, T, F, C);
-        linear(u, h, L->w_up, NULL, T, F, C);
+        linear(m, g, h, L->w_gate, NULL, T, F, C);
+        linear(m, u, h, L->w_up, NULL, T, F, C);
         for (size_t i = 0; i < sz_f; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, C, F, 1.0f, g, F, L->w_down, F,
-                    1.0f, x, C);
+        gemm_rows(m, x, C, g, L->w_down, T, C, F, 1.0f);
     }
+
+    free(seq_lens);
+    free(rows);
 
     /* LM head only on the rows that sample: gather them (in seq order) into h,
      * then one sgemm per run of consecutive sampling sequences writes straight
@@ -491,8 +590,8 @@ rkv_status model_forward(model *m, kv_cache *kv, const fwd_batch *b, float *logi
         }
         int j = i;
         while (j < B && b->sample_rows[j] >= 0) j++;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, j - i, V, C, 1.0f,
-                    h + (size_t)r * C, C, m->lm_head, C, 0.0f, logits + (size_t)i * V, V);
+        gemm_rows(m, logits + (size_t)i * V, V, h + (size_t)r * C, m->lm_head, j - i, V, C,
+                  0.0f);
         r += j - i;
         i = j;
     }

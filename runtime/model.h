@@ -55,6 +55,9 @@ typedef struct model {
     float *weights;          /* the one allocation behind every pointer above */
     size_t weights_floats;
     int num_threads;         /* attention threads; OpenBLAS is set at create */
+    int use_decode_kernel;   /* 1 (default): pure decode steps use attn_decode_cpu */
+    int batch_invariant;     /* 1: a row's bits do not depend on the rest of the batch
+                              * (per-row GEMV, prefill kernel only); 0 (default): sgemm */
     /* Grow-only workspace for one forward (see model.c for its parts). */
     float *ws;
     size_t ws_floats;

@@ -99,23 +99,30 @@ def main():
             with torch.no_grad():
                 ref = [model(torch.tensor([p])).logits[0, -1].double().tolist() for p in prompts]
             # whole prompts, then prefixes in pages: page-aligned (16, 32), not
-            # aligned (3, 21), and all but the last token (decode).
+            # aligned (3, 21), and all but the last token (a pure decode step).
+            # label: (prefixes, batch-invariant mode)
             runs = {
-                "whole": [0, 0, 0, 0, 0],
-                "cached prefix": [0, 3, 16, 21, 69],
-                "cached prefix 2": [0, 4, 1, 32, 48],
+                "whole": ([0, 0, 0, 0, 0], False),
+                "cached prefix": ([0, 3, 16, 21, 69], False),
+                "cached prefix 2": ([0, 4, 1, 32, 48], False),
+                "decode": ([n - 1 for n in lengths], False),  # one row each: decode kernel
+                "whole inv": ([0, 0, 0, 0, 0], True),
+                "cached inv": ([0, 3, 16, 21, 69], True),
             }
-            for label, prefixes in runs.items():
+            outputs = {}
+            for label, (prefixes, invariant) in runs.items():
                 req = [{"tokens": p, "prefix": k} for p, k in zip(prompts, prefixes)]
                 rf = os.path.join(d, "requests.json")
                 with open(rf, "w") as f:
                     json.dump(req, f)
-                res = subprocess.run([exe, d, rf], capture_output=True, text=True)
+                env = dict(os.environ, RKV_CPU_BATCH_INVARIANT="1" if invariant else "0")
+                res = subprocess.run([exe, d, rf], capture_output=True, text=True, env=env)
                 if res.returncode != 0:
                     print(res.stderr, file=sys.stderr)
                     sys.exit(f"{arch}: model_logits failed ({res.returncode})")
                 got = [json.loads(line)["logits"] for line in res.stdout.splitlines()]
                 assert len(got) == len(prompts), (arch, label, len(got))
+                outputs[label] = got
                 for i, (a, b) in enumerate(zip(got, ref)):
                     assert len(a) == len(b) == cfg.vocab_size
                     err = max(abs(x - y) / max(1.0, abs(y)) for x, y in zip(a, b))
@@ -128,6 +135,13 @@ def main():
                         failures.append(line)
                     if spread < 1.0:
                         failures.append(line + " -- logits too flat to be a test")
+            # Batch-invariant mode: a cached prefix changes no bit (%.9g prints
+            # every float exactly).
+            if outputs["whole inv"] != outputs["cached inv"]:
+                failures.append(f"{arch}: batch-invariant logits differ between whole "
+                                "prompts and cached prefixes")
+            else:
+                print(f"{arch} batch-invariant: whole and cached prefix bitwise equal")
     print(f"worst {worst:.2e}, tolerance {TOL:g} (abs below 1, relative above)")
     if failures:
         print("FAILED:\n" + "\n".join(failures), file=sys.stderr)

@@ -100,7 +100,8 @@ int main(int argc, char **argv)
     }
     json_decref(req);
 
-    backend_config cfg = {.model = argv[1], .weights = argv[1], .seed = 0, .page_size = P,
+    /* weights NULL: a checkpoint directory as model brings its own weights */
+    backend_config cfg = {.model = argv[1], .weights = NULL, .seed = 0, .page_size = P,
                           .num_pages = next_page + 1, .num_threads = 1};
     backend *b;
     char err[512];

@@ -320,6 +320,99 @@ START_TEST(rope_shifted_positions)
 }
 END_TEST
 
+/* A pure decode step runs the split-K decode kernel; it must agree with the
+ * prefill kernel on the same batch, also for a context longer than one split. */
+START_TEST(decode_kernel_matches_prefill)
+{
+    model_config c = tiny(MODEL_ARCH_QWEN2, 2, 0);
+    c.max_position = 8192;
+    model *m;
+    char err[256];
+    const uint64_t seed = 77;
+    ck_assert_int_eq(model_create(&c, NULL, seed, 2, &m, err, sizeof err), RKV_OK);
+    kv_cache kv;
+    ck_assert_int_eq(kv_cache_init(&kv, &c, 200, 16), RKV_OK);
+    enum { NA = 64 * 16, NB = 37, NC = 3 }; /* NA: two decode splits of 512 */
+    int32_t *ta = malloc(sizeof(int32_t) * NA), tb[NB], tc[NC];
+    random_tokens(ta, NA, c.vocab_size, seed);
+    random_tokens(tb, NB, c.vocab_size, seed + 1);
+    random_tokens(tc, NC, c.vocab_size, seed + 2);
+    seq s[3] = {{.tokens = ta}, {.tokens = tb}, {.tokens = tc}};
+    assign_pages(&s[0], 136, 64);
+    assign_pages(&s[1], 100, 3);
+    assign_pages(&s[2], 110, 1);
+    int32_t n[3] = {NA - 1, NB - 1, NC - 1};
+    float lg[3 * 97], lg2[3 * 97];
+    ck_assert_int_eq(step(m, &kv, s, n, 3, lg, 1), RKV_OK);
+    int32_t one[3] = {1, 1, 1};
+    m->use_decode_kernel = 1;
+    ck_assert_int_eq(step(m, &kv, s, one, 3, lg, 1), RKV_OK);
+    for (int i = 0; i < 3; i++) s[i].len--;
+    m->use_decode_kernel = 0;
+    ck_assert_int_eq(step(m, &kv, s, one, 3, lg2, 1), RKV_OK);
+    double e = max_diff(lg, lg2, 3 * c.vocab_size);
+    ck_assert_msg(e < 1e-5, "seed %llu: decode vs prefill kernel %g", (unsigned long long)seed, e);
+    free(ta);
+    kv_cache_destroy(&kv);
+    model_destroy(m);
+}
+END_TEST
+
+/* Batch-invariant mode: the final logits are the same bits however the
+ * prompt is split and whatever shares the step. */
+START_TEST(batch_invariant_bitwise)
+{
+    model_config c;
+    char err[256];
+    ck_assert_int_eq(model_config_preset(NULL, &c, err, sizeof err), RKV_OK);
+    model *m;
+    const uint64_t seed = 4242;
+    ck_assert_int_eq(model_create(&c, NULL, seed, 2, &m, err, sizeof err), RKV_OK);
+    m->batch_invariant = 1;
+    const int V = c.vocab_size;
+    enum { N = 150, NO = 41 };
+    int32_t toks[N], other[NO];
+    random_tokens(toks, N, V, seed);
+    random_tokens(other, NO, V, seed + 1);
+    kv_cache kv;
+    ck_assert_int_eq(kv_cache_init(&kv, &c, 64, 16), RKV_OK);
+    float *whole = malloc(sizeof(float) * 2 * V), *got = malloc(sizeof(float) * 2 * V);
+    seq s = {.tokens = toks};
+    assign_pages(&s, 0, 10);
+    int32_t n = N;
+    ck_assert_int_eq(step(m, &kv, &s, &n, 1, whole, 1), RKV_OK);
+    /* the same prompt on fresh pages, in uneven chunks, beside another
+     * sequence that changes every step's batch, then its last token alone */
+    seq two[2] = {{.tokens = toks}, {.tokens = other}};
+    assign_pages(&two[0], 20, 10);
+    assign_pages(&two[1], 40, 3);
+    const int32_t chunks[][2] = {{33, 20}, {50, 1}, {1, 19}, {65, 1}};
+    for (size_t k = 0; k < 4; k++) {
+        int32_t nn[2] = {chunks[k][0], chunks[k][1]};
+        ck_assert_int_eq(step(m, &kv, two, nn, 2, got, 1), RKV_OK);
+    }
+    ck_assert_int_eq(two[0].len, N - 1);
+    int32_t last[2] = {1, 0};
+    ck_assert_int_eq(step(m, &kv, two, last, 1, got, 1), RKV_OK);
+    ck_assert_msg(memcmp(got, whole, sizeof(float) * V) == 0,
+                  "seed %llu: chunked + batched logits differ from the whole prompt's (%g)",
+                  (unsigned long long)seed, max_diff(got, whole, V));
+    /* token by token */
+    two[0].len = 0;
+    while (two[0].len < N) {
+        int32_t one = 1;
+        ck_assert_int_eq(step(m, &kv, two, &one, 1, got, 1), RKV_OK);
+    }
+    ck_assert_msg(memcmp(got, whole, sizeof(float) * V) == 0,
+                  "seed %llu: token-by-token logits differ from the whole prompt's (%g)",
+                  (unsigned long long)seed, max_diff(got, whole, V));
+    free(whole);
+    free(got);
+    kv_cache_destroy(&kv);
+    model_destroy(m);
+}
+END_TEST
+
 START_TEST(bad_batches)
 {
     model_config c = tiny(MODEL_ARCH_LLAMA, 1, 1);
@@ -426,6 +519,16 @@ START_TEST(cpu_backend)
     free(lg2);
     backend_destroy(b);
 
+    /* batch-invariant mode from the environment; a bad value names the variable */
+    setenv("RKV_CPU_BATCH_INVARIANT", "yes", 1);
+    ck_assert_int_eq(backend_create("cpu", &cfg, &b, err, sizeof err), RKV_EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, "RKV_CPU_BATCH_INVARIANT"));
+    setenv("RKV_CPU_BATCH_INVARIANT", "1", 1);
+    ck_assert_int_eq(backend_create("cpu", &cfg, &b, err, sizeof err), RKV_OK);
+    ck_assert_ptr_nonnull(strstr(b->description, "batch-invariant"));
+    backend_destroy(b);
+    unsetenv("RKV_CPU_BATCH_INVARIANT");
+
     ck_assert_int_eq(backend_create("tpu", &cfg, &b, err, sizeof err), RKV_EINVAL);
     ck_assert_ptr_nonnull(strstr(err, "tpu"));
     backend_config bad = cfg;
@@ -442,6 +545,8 @@ int main(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, layers_match_reference);
     tcase_add_test(tc, rope_shifted_positions);
+    tcase_add_test(tc, decode_kernel_matches_prefill);
+    tcase_add_test(tc, batch_invariant_bitwise);
     tcase_add_test(tc, bad_batches);
     tcase_add_test(tc, cpu_backend);
     suite_add_tcase(s, tc);

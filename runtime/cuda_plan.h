@@ -1,0 +1,160 @@
+/* cuda_plan.h - host-side planning for the cuda backend, in plain C so that it
+ * is tested on machines without a GPU.
+ *
+ * The backend makes four kinds of decisions before and around its kernels;
+ * all of them live here as pure functions of sizes:
+ *
+ *   1. the weight arena: one device allocation, every tensor at a fixed,
+ *      256-byte aligned offset (matrices bf16, norms and biases fp32);
+ *   2. the activation workspace for a step of up to max_tokens rows and
+ *      max_seqs sequences, plus the RoPE table and the decode workspace;
+ *   3. the memory budget: weights + activations + reserve first, the KV pool
+ *      gets the rest; what does not fit is named, with the option to change;
+ *   4. per-step I/O: the packed layout of the host->device inputs (one copy
+ *      from a pinned buffer) and the CUDA-graph bucket of a decode batch.
+ *
+ * Weight arena (offsets from its base; one layer block repeated L times):
+ *
+ *   +-------+-------------------------------------------+-----+-------+---------+
+ *   | embed | layer 0: attn_norm wqkv [bqkv] wo mlp_norm | ... | final | lm_head |
+ *   | (V,C) |          wgate_up wdown                   |     | norm  | (V,C)   |
+ *   +-------+-------------------------------------------+-----+-------+---------+
+ *                                                                 (absent when tied)
+ *
+ * wqkv is wq (Hq D, C), wk (Hkv D, C), wv (Hkv D, C) stacked, so one GEMM
+ * computes q, k and v; wgate_up is gate (F, C) then up (F, C). All matrices
+ * keep the Hugging Face layout (out_features, in_features), row-major.
+ *
+ * Nothing here allocates: every function fills a caller-owned struct.
+ */
+#ifndef RKV_CUDA_PLAN_H
+#define RKV_CUDA_PLAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model_config.h"
+#include "rkv_status.h"
+
+#define CUDA_PLAN_ALIGN 256 /* device offsets: cuBLAS and 16-byte vector loads */
+#define CUDA_PLAN_NO_TENSOR ((size_t)-1)
+
+/* ---- 1. weights --------------------------------------------------------- */
+
+typedef struct cuda_weight_plan {
+    int32_t qkv_dim;      /* (Hq + 2 Hkv) D: rows of wqkv */
+    int32_t q_dim;        /* Hq D */
+    int32_t kv_dim;       /* Hkv D */
+    size_t embed;         /* (V, C) bf16 */
+    size_t layer0;        /* offset of layer 0's block */
+    size_t layer_stride;  /* bytes of one layer block */
+    /* offsets inside a layer block */
+    size_t attn_norm;     /* (C) fp32 */
+    size_t wqkv;          /* (qkv_dim, C) bf16 */
+    size_t bqkv;          /* (qkv_dim) fp32, CUDA_PLAN_NO_TENSOR without bias */
+    size_t wo;            /* (C, Hq D) bf16 */
+    size_t mlp_norm;      /* (C) fp32 */
+    size_t wgate_up;      /* (2F, C) bf16 */
+    size_t wdown;         /* (C, F) bf16 */
+    size_t final_norm;    /* (C) fp32 */
+    size_t lm_head;       /* (V, C) bf16; equals embed when tied */
+    size_t total_bytes;
+} cuda_weight_plan;
+
+rkv_status cuda_plan_weights(const model_config *c, cuda_weight_plan *out, char *err,
+                             size_t errlen);
+
+/* ---- 2. activations ------------------------------------------------------ */
+
+typedef struct cuda_act_plan {
+    int32_t max_tokens;   /* T */
+    int32_t max_seqs;     /* B: sequences (and sampled rows) per step */
+    size_t resid;         /* (T, C) fp32 residual stream */
+    size_t normed;        /* (T, C) bf16 RMSNorm output, GEMM input */
+    size_t proj;          /* (T, max(qkv_dim, 2F, C)) fp32 GEMM output */
+    size_t q;             /* (T, Hq, D) bf16 after bias + RoPE */
+    size_t k;             /* (T, Hkv, D) bf16 */
+    size_t v;             /* (T, Hkv, D) bf16 */
+    size_t attn_out;      /* (T, Hq, D) bf16 */
+    size_t act;           /* (T, F) bf16 SwiGLU output */
+    size_t head_in;       /* (B, C) bf16 final-normed rows that sample */
+    size_t logits;        /* (B, V) fp32 */
+    size_t rope;          /* (max_pos, D/2) float2 (cos, sin) */
+    size_t decode_ws;     /* attention's split-K decode workspace */
+    size_t total_bytes;
+} cuda_act_plan;
+
+/* decode_ws_bytes: what attn_decode_workspace_bytes() asks for max_seqs. */
+rkv_status cuda_plan_activations(const model_config *c, int32_t max_tokens, int32_t max_seqs,
+                                 int32_t max_position, size_t decode_ws_bytes,
+                                 cuda_act_plan *out, char *err, size_t errlen);
+
+/* ---- 3. memory budget ---------------------------------------------------- */
+
+typedef struct cuda_mem_request {
+    size_t free_bytes;     /* device memory free at start-up (cudaMemGetInfo) */
+    double mem_fraction;   /* (0, 1]: share of free_bytes this backend may use */
+    size_t weight_bytes;
+    size_t act_bytes;
+    int32_t act_tokens;    /* for the message: tokens the activations are sized for */
+    size_t reserve_bytes;  /* cuBLAS workspace, graphs, step I/O */
+    size_t page_bytes;     /* KV bytes of one page over all layers */
+    int64_t num_pages;     /* > 0: exactly this many; <= 0: as many as fit */
+    int64_t min_pages;     /* fewer than this is an error */
+} cuda_mem_request;
+
+typedef struct cuda_mem_plan {
+    size_t budget;         /* free_bytes * mem_fraction */
+    size_t fixed_bytes;    /* weights + activations + reserve */
+    int64_t num_pages;
+    size_t kv_bytes;       /* num_pages * page_bytes */
+} cuda_mem_plan;
+
+/* RKV_ENOSPC with a message naming the first part that did not fit (weights,
+ * activations, the requested KV pool, or too few pages) and how to shrink it;
+ * RKV_EINVAL for a fraction outside (0, 1] or a zero page size. */
+rkv_status cuda_plan_memory(const cuda_mem_request *r, cuda_mem_plan *out, char *err,
+                            size_t errlen);
+
+/* KV bytes of one page: L layers x (K and V) x P x Hkv x D x elem_bytes. */
+size_t cuda_plan_page_bytes(const model_config *c, int32_t page_size, int elem_bytes);
+
+/* "1.50 GiB" style, for messages. */
+void cuda_plan_format_bytes(size_t bytes, char *buf, size_t len);
+
+/* ---- 4. per-step I/O and graph buckets ------------------------------------ */
+
+/* One step's inputs, packed at 16-byte aligned offsets in one buffer; the
+ * pinned host copy and the device copy share the layout, so one
+ * cudaMemcpyAsync of `bytes` moves them all.
+ *
+ *   token_ids (T) | positions (T) | slots (T) | q_starts (B+1) | prefix_lens (B)
+ *   | seq_lens (B) | sample_rows (B) | sample_steps (B) | top_k (B)
+ *   | temperature (B) f32 | top_p (B) f32 | seeds (B) u64 | page_table (B, stride)
+ */
+typedef struct cuda_step_layout {
+    int32_t num_tokens, num_seqs, stride;
+    size_t token_ids, positions, slots, q_starts, prefix_lens, seq_lens, sample_rows,
+        sample_steps, top_k, temperature, top_p, seeds, page_table;
+    size_t bytes;
+} cuda_step_layout;
+
+/* Layout for T tokens, B sequences and a page-table row stride; RKV_EINVAL
+ * for negative sizes, RKV_ENOSPC (naming the size) when it exceeds capacity. */
+rkv_status cuda_plan_step_layout(int32_t num_tokens, int32_t num_seqs, int32_t stride,
+                                 size_t capacity, cuda_step_layout *out, char *err,
+                                 size_t errlen);
+
+/* Decode-graph batch buckets: 1 2 4 8, multiples of 8 to 64, of 16 to 128, of
+ * 32 beyond. cuda_plan_graph_bucket() returns the smallest bucket >= bs, or -1
+ * when bs < 1 or bs > max_bs (such a step runs without a graph). */
+int32_t cuda_plan_graph_bucket(int32_t bs, int32_t max_bs);
+/* All buckets up to max_bs, ascending, into out (cap entries); returns the count. */
+int32_t cuda_plan_graph_buckets(int32_t max_bs, int32_t *out, int32_t cap);
+
+/* Page-table stride of a captured graph: the next power of two >= max_pages
+ * (at least 4), capped at limit; -1 when max_pages > limit. Graphs are keyed
+ * by (batch bucket, stride), so the stride takes few values. */
+int32_t cuda_plan_stride_bucket(int32_t max_pages, int32_t limit);
+
+#endif

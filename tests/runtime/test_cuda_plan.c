@@ -1,0 +1,322 @@
+/* test_cuda_plan.c - the cuda backend's host-side planning (suite runtime, no GPU). */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_plan.h"
+
+typedef struct region {
+    size_t off, bytes;
+    const char *name;
+} region;
+
+/* Every region aligned, inside [0, total), and no two overlap. */
+static void check_regions(const region *r, int n, size_t total, size_t align)
+{
+    for (int i = 0; i < n; i++) {
+        ck_assert_msg(r[i].off % align == 0, "%s at %zu not %zu-aligned", r[i].name, r[i].off,
+                      align);
+        ck_assert_msg(r[i].off + r[i].bytes <= total, "%s [%zu, +%zu) past total %zu",
+                      r[i].name, r[i].off, r[i].bytes, total);
+        for (int j = 0; j < i; j++) {
+            int disjoint = r[i].off + r[i].bytes <= r[j].off || r[j].off + r[j].bytes <= r[i].off;
+            ck_assert_msg(disjoint || r[i].bytes == 0 || r[j].bytes == 0, "%s overlaps %s",
+                          r[i].name, r[j].name);
+        }
+    }
+}
+
+static model_config preset(const char *name)
+{
+    model_config c;
+    char err[256];
+    ck_assert_int_eq(model_config_preset(name, &c, err, sizeof err), RKV_OK);
+    return c;
+}
+
+START_TEST(weights_layout_every_preset)
+{
+    const char *const *names = model_config_preset_names();
+    for (int p = 0; names[p]; p++) {
+        model_config c = preset(names[p]);
+        cuda_weight_plan w;
+        char err[256];
+        ck_assert_int_eq(cuda_plan_weights(&c, &w, err, sizeof err), RKV_OK);
+        const size_t V = c.vocab_size, C = c.hidden_size, F = c.intermediate_size,
+                     D = c.head_dim, Hq = c.num_heads, Hkv = c.num_kv_heads;
+        ck_assert_int_eq(w.qkv_dim, (int)((Hq + 2 * Hkv) * D));
+        /* Regions: globals plus the first and the last layer block (the middle
+         * ones are the same block shifted by layer_stride). */
+        region r[32];
+        int n = 0;
+        r[n++] = (region){w.embed, V * C * 2, "embed"};
+        r[n++] = (region){w.final_norm, C * 4, "final_norm"};
+        if (!c.tie_word_embeddings) r[n++] = (region){w.lm_head, V * C * 2, "lm_head"};
+        else ck_assert_uint_eq(w.lm_head, w.embed);
+        size_t raw_layer = 0;
+        for (int l = 0; l < c.num_layers; l += c.num_layers - 1) {
+            size_t base = w.layer0 + (size_t)l * w.layer_stride;
+            r[n++] = (region){base + w.attn_norm, C * 4, "attn_norm"};
+            r[n++] = (region){base + w.wqkv, (size_t)w.qkv_dim * C * 2, "wqkv"};
+            if (c.qkv_bias) r[n++] = (region){base + w.bqkv, (size_t)w.qkv_dim * 4, "bqkv"};
+            else ck_assert_uint_eq(w.bqkv, CUDA_PLAN_NO_TENSOR);
+            r[n++] = (region){base + w.wo, C * Hq * D * 2, "wo"};
+            r[n++] = (region){base + w.mlp_norm, C * 4, "mlp_norm"};
+            r[n++] = (region){base + w.wgate_up, 2 * F * C * 2, "wgate_up"};
+            r[n++] = (region){base + w.wdown, C * F * 2, "wdown"};
+            if (l == c.num_layers - 1) break;
+        }
+        check_regions(r, n, w.total_bytes, CUDA_PLAN_ALIGN);
+        ck_assert_uint_ge(w.layer_stride, w.wdown + C * F * 2);
+        /* Bytes against an independent count: matrices bf16, vectors fp32. */
+        raw_layer = (size_t)w.qkv_dim * C * 2 + C * Hq * D * 2 + 3 * F * C * 2 + 2 * C * 4 +
+                    (c.qkv_bias ? (size_t)w.qkv_dim * 4 : 0);
+        size_t raw = V * C * 2 * (c.tie_word_embeddings ? 1 : 2) + C * 4 +
+                     (size_t)c.num_layers * raw_layer;
+        ck_assert_uint_ge(w.total_bytes, raw);
+        /* Padding is at most one alignment unit per tensor. */
+        ck_assert_uint_le(w.total_bytes, raw + (size_t)(c.num_layers * 8 + 4) * CUDA_PLAN_ALIGN);
+        /* And the count agrees with the config's own parameter count. */
+        int64_t params = model_config_num_params(&c);
+        size_t vec = C + (size_t)c.num_layers * (2 * C + (c.qkv_bias ? (size_t)w.qkv_dim : 0));
+        ck_assert_uint_eq(raw, ((size_t)params - vec) * 2 + vec * 4);
+    }
+}
+END_TEST
+
+START_TEST(activations_layout)
+{
+    model_config c = preset("qwen2.5-3b");
+    cuda_act_plan a;
+    char err[256];
+    ck_assert_int_eq(cuda_plan_activations(&c, 1024, 32, 4096, 12345, &a, err, sizeof err),
+                     RKV_OK);
+    const size_t T = 1024, B = 32, C = c.hidden_size, F = c.intermediate_size, D = c.head_dim,
+                 qd = c.num_heads * D, kvd = c.num_kv_heads * D;
+    region r[] = {
+        {a.resid, T * C * 4, "resid"},        {a.normed, T * C * 2, "normed"},
+        {a.proj, T * 2 * F * 4, "proj"},      {a.q, T * qd * 2, "q"},
+        {a.k, T * kvd * 2, "k"},              {a.v, T * kvd * 2, "v"},
+        {a.attn_out, T * qd * 2, "attn_out"}, {a.act, T * F * 2, "act"},
+        {a.head_in, B * C * 2, "head_in"},    {a.logits, B * (size_t)c.vocab_size * 4, "logits"},
+        {a.rope, 4096 * D / 2 * 8, "rope"},   {a.decode_ws, 12345, "decode_ws"},
+    };
+    check_regions(r, (int)(sizeof r / sizeof r[0]), a.total_bytes, CUDA_PLAN_ALIGN);
+    /* proj holds the widest GEMM output: qkv, gate_up or C. */
+    ck_assert_uint_ge(2 * F, qd + 2 * kvd);
+
+    /* More tokens never need less memory. */
+    cuda_act_plan a2;
+    ck_assert_int_eq(cuda_plan_activations(&c, 2048, 32, 4096, 12345, &a2, err, sizeof err),
+                     RKV_OK);
+    ck_assert_uint_gt(a2.total_bytes, a.total_bytes);
+
+    ck_assert_int_eq(cuda_plan_activations(&c, 8, 16, 4096, 0, &a, err, sizeof err), RKV_EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, "max_seqs"));
+    ck_assert_int_eq(cuda_plan_activations(&c, 0, 0, 4096, 0, &a, err, sizeof err), RKV_EINVAL);
+    c.head_dim = 96;
+    ck_assert_int_eq(cuda_plan_activations(&c, 8, 1, 4096, 0, &a, err, sizeof err), RKV_EINVAL);
+}
+END_TEST
+
+static cuda_mem_request base_request(void)
+{
+    cuda_mem_request r = {
+        .free_bytes = (size_t)80 << 30, .mem_fraction = 0.9, .weight_bytes = (size_t)6 << 30,
+        .act_bytes = (size_t)2 << 30, .act_tokens = 8192, .reserve_bytes = (size_t)512 << 20,
+        .page_bytes = (size_t)16 * 36 * 2 * 2 * 128 * 2, .num_pages = 0, .min_pages = 600,
+    };
+    return r;
+}
+
+START_TEST(memory_fits_and_pool_takes_the_rest)
+{
+    cuda_mem_request r = base_request();
+    cuda_mem_plan m;
+    char err[512];
+    ck_assert_int_eq(cuda_plan_memory(&r, &m, err, sizeof err), RKV_OK);
+    size_t budget = (size_t)((double)r.free_bytes * 0.9);
+    ck_assert_uint_eq(m.budget, budget);
+    ck_assert_uint_eq(m.fixed_bytes, r.weight_bytes + r.act_bytes + r.reserve_bytes);
+    size_t left = budget - m.fixed_bytes;
+    ck_assert_int_eq(m.num_pages, (int64_t)(left / r.page_bytes));
+    ck_assert_uint_eq(m.kv_bytes, (size_t)m.num_pages * r.page_bytes);
+    ck_assert_uint_le(m.fixed_bytes + m.kv_bytes, budget);
+    ck_assert_uint_gt(m.fixed_bytes + m.kv_bytes + r.page_bytes, budget); /* nothing wasted */
+
+    /* An explicit pool size is honoured exactly when it fits. */
+    r.num_pages = 1000;
+    ck_assert_int_eq(cuda_plan_memory(&r, &m, err, sizeof err), RKV_OK);
+    ck_assert_int_eq(m.num_pages, 1000);
+    /* A smaller fraction gives a smaller pool. */
+    r.num_pages = 0;
+    cuda_mem_plan m2;
+    r.mem_fraction = 0.5;
+    ck_assert_int_eq(cuda_plan_memory(&r, &m2, err, sizeof err), RKV_OK);
+    ck_assert_int_lt(m2.num_pages, (int64_t)(left / r.page_bytes));
+}
+END_TEST
+
+START_TEST(memory_names_what_did_not_fit)
+{
+    cuda_mem_plan m;
+    char err[512];
+    cuda_mem_request r = base_request();
+    r.weight_bytes = (size_t)100 << 30;
+    ck_assert_int_eq(cuda_plan_memory(&r, &m, err, sizeof err), RKV_ENOSPC);
+    ck_assert_ptr_nonnull(strstr(err, "weights"));
+    ck_assert_ptr_nonnull(strstr(err, "--model"));
+
+    r = base_request();
+    r.act_bytes = (size_t)70 << 30;
+    ck_assert_int_eq(cuda_plan_memory(&r, &m, err, sizeof err), RKV_ENOSPC);
+    ck_assert_ptr_nonnull(strstr(err, "activations for 8192 tokens"));
+    ck_assert_ptr_nonnull(strstr(err, "--max-batched-tokens"));
+
+    r = base_request();
+    r.reserve_bytes = (size_t)70 << 30;
+    ck_assert_int_eq(cuda_plan_memory(&r, &m, err, sizeof err), RKV_ENOSPC);
+    ck_assert_ptr_nonnull(strstr(err, "workspace"));
+
+    r = base_request();
+    r.num_pages = 100000000;
+    ck_assert_int_eq(cuda_plan_memory(&r, &m, err, sizeof err), RKV_ENOSPC);
+    ck_assert_ptr_nonnull(strstr(err, "--num-pages"));
+    ck_assert_ptr_nonnull(strstr(err, "100000000 pages"));
+
+    /* Auto-sized pool smaller than the minimum. */
+    r = base_request();
+    r.free_bytes = (size_t)9 << 30;
+    r.mem_fraction = 1.0;
+    r.min_pages = 1 << 20;
+    ck_assert_int_eq(cuda_plan_memory(&r, &m, err, sizeof err), RKV_ENOSPC);
+    ck_assert_ptr_nonnull(strstr(err, "KV pages fit"));
+
+    r = base_request();
+    r.mem_fraction = 0.0;
+    ck_assert_int_eq(cuda_plan_memory(&r, &m, err, sizeof err), RKV_EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, "--mem-fraction"));
+    r.mem_fraction = 1.5;
+    ck_assert_int_eq(cuda_plan_memory(&r, &m, err, sizeof err), RKV_EINVAL);
+    r = base_request();
+    r.page_bytes = 0;
+    ck_assert_int_eq(cuda_plan_memory(&r, &m, err, sizeof err), RKV_EINVAL);
+}
+END_TEST
+
+START_TEST(page_bytes_matches_config)
+{
+    model_config c = preset("qwen2.5-3b");
+    ck_assert_uint_eq(cuda_plan_page_bytes(&c, 16, 2),
+                      (size_t)16 * (size_t)model_config_kv_bytes_per_token(&c, 2));
+    ck_assert_uint_eq(cuda_plan_page_bytes(&c, 1, 2), (size_t)36 * 2 * 2 * 128 * 2);
+}
+END_TEST
+
+START_TEST(step_layout_packs_every_input)
+{
+    /* A seeded sweep of shapes; the seed is fixed, printed on failure. */
+    unsigned seed = 20261123;
+    srand(seed);
+    for (int it = 0; it < 500; it++) {
+        int32_t B = 1 + rand() % 300, T = B + rand() % 2000, S = rand() % 513;
+        cuda_step_layout l;
+        char err[256];
+        ck_assert_msg(cuda_plan_step_layout(T, B, S, (size_t)-1, &l, err, sizeof err) == RKV_OK,
+                      "seed %u it %d: %s", seed, it, err);
+        const size_t t = T, b = B;
+        region r[] = {
+            {l.token_ids, t * 4, "token_ids"},     {l.positions, t * 4, "positions"},
+            {l.slots, t * 4, "slots"},             {l.q_starts, (b + 1) * 4, "q_starts"},
+            {l.prefix_lens, b * 4, "prefix_lens"}, {l.seq_lens, b * 4, "seq_lens"},
+            {l.sample_rows, b * 4, "sample_rows"}, {l.sample_steps, b * 4, "sample_steps"},
+            {l.top_k, b * 4, "top_k"},             {l.temperature, b * 4, "temperature"},
+            {l.top_p, b * 4, "top_p"},             {l.seeds, b * 8, "seeds"},
+            {l.page_table, b * (size_t)S * 4, "page_table"},
+        };
+        check_regions(r, (int)(sizeof r / sizeof r[0]), l.bytes, 16);
+        /* Tight: only alignment padding beyond the payload. */
+        size_t payload = t * 12 + (b + 1) * 4 + b * 36 + b * (size_t)S * 4;
+        ck_assert_uint_le(l.bytes, payload + 13 * 16);
+        /* Exactly at capacity fits; one byte less does not, and names the sizes. */
+        cuda_step_layout l2;
+        ck_assert_int_eq(cuda_plan_step_layout(T, B, S, l.bytes, &l2, err, sizeof err), RKV_OK);
+        ck_assert_int_eq(cuda_plan_step_layout(T, B, S, l.bytes - 1, &l2, err, sizeof err),
+                         RKV_ENOSPC);
+        ck_assert_ptr_nonnull(strstr(err, "sequences"));
+    }
+    cuda_step_layout l;
+    char err[256];
+    ck_assert_int_eq(cuda_plan_step_layout(-1, 1, 1, 1 << 20, &l, err, sizeof err), RKV_EINVAL);
+}
+END_TEST
+
+START_TEST(graph_buckets)
+{
+    for (int32_t max_bs = 1; max_bs <= 300; max_bs++) {
+        int32_t list[128];
+        int32_t n = cuda_plan_graph_buckets(max_bs, list, 128);
+        ck_assert_int_ge(n, 1);
+        ck_assert_int_eq(list[n - 1], max_bs); /* the largest batch has a graph */
+        for (int i = 1; i < n; i++) ck_assert_int_lt(list[i - 1], list[i]);
+        int32_t prev = 0;
+        for (int32_t bs = 1; bs <= max_bs; bs++) {
+            int32_t b = cuda_plan_graph_bucket(bs, max_bs);
+            ck_assert_int_ge(b, bs);
+            ck_assert_int_ge(b, prev); /* monotone */
+            prev = b;
+            int found = 0;
+            for (int i = 0; i < n; i++) found |= list[i] == b;
+            ck_assert_msg(found, "bucket %d of bs %d not listed (max %d)", b, bs, max_bs);
+            /* Padding waste below the bucket granularity: doubling up to 8,
+             * then steps of 8, 16, 32. */
+            int32_t gran = bs <= 8 ? bs : bs <= 64 ? 8 : bs <= 128 ? 16 : 32;
+            ck_assert_msg(b - bs < gran, "bs %d -> %d", bs, b);
+        }
+        ck_assert_int_eq(cuda_plan_graph_bucket(max_bs + 1, max_bs), -1);
+        ck_assert_int_eq(cuda_plan_graph_bucket(0, max_bs), -1);
+    }
+    /* Few graphs: 256 sequences need no more than 20 captures. */
+    int32_t list[128];
+    ck_assert_int_le(cuda_plan_graph_buckets(256, list, 128), 20);
+    ck_assert_int_eq(cuda_plan_graph_bucket(3, 256), 4);
+    ck_assert_int_eq(cuda_plan_graph_bucket(9, 256), 16);
+    ck_assert_int_eq(cuda_plan_graph_bucket(65, 256), 80);
+    ck_assert_int_eq(cuda_plan_graph_bucket(129, 256), 160);
+}
+END_TEST
+
+START_TEST(stride_buckets)
+{
+    for (int32_t p = 0; p <= 2048; p++) {
+        int32_t s = cuda_plan_stride_bucket(p, 2048);
+        ck_assert_int_ge(s, p);
+        ck_assert_int_ge(s, 4);
+        ck_assert_int_eq(s & (s - 1), 0);
+        ck_assert(s < 2 * p || s == 4);
+    }
+    ck_assert_int_eq(cuda_plan_stride_bucket(2049, 2048), -1);
+    ck_assert_int_eq(cuda_plan_stride_bucket(1500, 1500), 1500); /* capped, still >= p */
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("cuda_plan");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, weights_layout_every_preset);
+    tcase_add_test(tc, activations_layout);
+    tcase_add_test(tc, memory_fits_and_pool_takes_the_rest);
+    tcase_add_test(tc, memory_names_what_did_not_fit);
+    tcase_add_test(tc, page_bytes_matches_config);
+    tcase_add_test(tc, step_layout_packs_every_input);
+    tcase_add_test(tc, graph_buckets);
+    tcase_add_test(tc, stride_buckets);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
