@@ -207,3 +207,96 @@ def run_notebook(name, results):
         return 77
     env = dict(os.environ, RKV_ROOT=ROOT, RKV_RESULTS=os.path.abspath(results))
     return subprocess.run([os.path.join(ROOT, "notebooks", "run.sh"), name], env=env).returncode
+
+
+def run_sim(radixkv, trace, model, name, extra=(), gpu="h100"):
+    """`radixkv run --backend sim` on a trace; returns the summary with the mean
+    TTFT and latency of the requests added (the summary gives percentiles)."""
+    cmd = [radixkv, "run", "--backend", "sim", "--model", model, "--gpu", gpu,
+           "--trace", trace, "--no-progress"] + list(extra)
+    w0 = time.perf_counter()
+    lines = run_json(cmd, name)
+    wall = time.perf_counter() - w0
+    s = summary_of(lines)
+    done = [r for r in lines if r.get("type") == "request" and "error" not in r]
+    s["ttft_mean"] = sum(r["ttft"] for r in done) / len(done) if done else None
+    s["latency_mean"] = sum(r["latency"] for r in done) / len(done) if done else None
+    s["wall_seconds"] = wall
+    return s
+
+
+def gen_trace(radixkv, args, path, name):
+    """`radixkv gen ARGS --out path`."""
+    cmd = [radixkv, "gen"] + [str(x) for x in args] + ["--out", path]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        fail(name, f"command failed ({p.returncode}): {' '.join(cmd)}\n{p.stderr[-2000:]}")
+    return path
+
+
+def head_lines(src, dst, n):
+    """Copies the first n lines of src to dst (all of them when n is None)."""
+    with open(src) as f, open(dst, "w") as g:
+        for i, line in enumerate(f):
+            if n is not None and i >= n:
+                break
+            g.write(line)
+    return dst
+
+
+def mooncake_path(name, cfg_trace, mooncake_dir, synthetic, tmpdir, seed=7):
+    """The path of a Mooncake trace, or of the generated stand-in with
+    --synthetic; exits 77 when the real trace is missing."""
+    if synthetic:
+        path = os.path.join(tmpdir, f"generated_{cfg_trace}.jsonl")
+        if not os.path.exists(path):
+            write_mooncake(path, synth_mooncake(seed))
+        return path
+    path = os.path.join(mooncake_dir, MOONCAKE_TRACES[cfg_trace])
+    if not os.path.exists(path):
+        fail(name, f"skip: {path} is missing ({MOONCAKE_HELP})", 77)
+    return path
+
+
+def trace_stats(path):
+    """(requests, longest prompt + output) of a JSON Lines or Mooncake trace."""
+    n = longest = 0
+    with open(path) as f:
+        for line in f:
+            if not line.strip():
+                continue
+            r = json.loads(line)
+            if "hash_ids" in r:
+                total = r["input_length"] + r.get("output_length", 16)
+            else:
+                total = len(r["tokens"]) + r.get("max_tokens", 16)
+            n += 1
+            longest = max(longest, total)
+    return n, longest
+
+
+def cache_sim(radixkv, trace, cache, capacity, page_size, name, policy=None):
+    """The summary of one `radixkv cache-sim --summary-only` replay, with the
+    wall time of the process added."""
+    cmd = [radixkv, "cache-sim", "--cache", cache, "--capacity", str(int(capacity)),
+           "--page-size", str(page_size), "--summary-only", "--no-progress", trace]
+    if policy:
+        cmd[4:4] = ["--policy", policy]
+    w0 = time.perf_counter()
+    s = summary_of(run_json(cmd, name))
+    s["wall_seconds"] = time.perf_counter() - w0
+    return s
+
+
+def working_set(radixkv, trace, page_size, name):
+    """Tokens a cache of unlimited size computes on the trace (prompt tokens
+    minus matched tokens under radix): the capacity at which nothing is evicted,
+    up to partial pages."""
+    total = 0
+    with open(trace) as f:
+        for line in f:
+            if line.strip():
+                r = json.loads(line)
+                total += r["input_length"] if "hash_ids" in r else len(r["tokens"])
+    s = cache_sim(radixkv, trace, "radix", total + page_size, page_size, name)
+    return s["new_tokens"]
