@@ -675,8 +675,16 @@ void cache_sim_print_summary(FILE *out, const cache_sim_options *opt, const cach
             ",\"errors\":%" PRId64 ",\"steps\":%" PRId64 ",\"prompt_tokens\":%" PRId64
             ",\"matched_tokens\":%" PRId64 ",\"new_tokens\":%" PRId64 ",\"hit_rate\":%.6f"
             ",\"evicted_tokens\":%" PRId64 ",\"evicted_nodes\":%" PRId64 ",\"evict_calls\":%" PRId64
-            ",\"hash_computations\":%" PRIu64 ",\"seconds\":%.6f}",
+            ",\"hash_computations\":%" PRIu64 ",\"seconds\":%.6f",
             opt->capacity, c->page_size, c->pool->num_pages, sum->requests, sum->errors, sum->steps,
             sum->prompt_tokens, sum->matched_tokens, sum->new_tokens, hit, sum->evicted_tokens,
             sum->evicted_nodes, sum->evict_calls, c->stats.hash_computations, sum->seconds);
+    /* The cache at the end of the replay: its size and how many operations
+     * built it (page-size and overhead studies divide the time by these). */
+    cache_sizes sz;
+    cache_get_sizes(c, &sz);
+    fprintf(out, ",\"nodes\":%" PRId64 ",\"cached_tokens\":%" PRId64 ",\"splits\":%" PRIu64
+            ",\"match_calls\":%" PRIu64 ",\"insert_calls\":%" PRIu64 "}",
+            sz.num_nodes, sz.evictable_tokens + sz.protected_tokens, c->stats.splits,
+            c->stats.match_calls, c->stats.insert_calls);
 }
