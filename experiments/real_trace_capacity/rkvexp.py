@@ -292,11 +292,16 @@ def working_set(radixkv, trace, page_size, name):
     """Tokens a cache of unlimited size computes on the trace (prompt tokens
     minus matched tokens under radix): the capacity at which nothing is evicted,
     up to partial pages."""
+    s = cache_sim(radixkv, trace, "radix", prompt_tokens(trace) + page_size, page_size, name)
+    return s["new_tokens"]
+
+
+def prompt_tokens(path):
+    """Σ prompt tokens of a JSON Lines or Mooncake trace."""
     total = 0
-    with open(trace) as f:
+    with open(path) as f:
         for line in f:
             if line.strip():
                 r = json.loads(line)
                 total += r["input_length"] if "hash_ids" in r else len(r["tokens"])
-    s = cache_sim(radixkv, trace, "radix", total + page_size, page_size, name)
-    return s["new_tokens"]
+    return total
