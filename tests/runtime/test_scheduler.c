@@ -142,6 +142,45 @@ START_TEST(test_policy_lpm_admits_longest_first)
 }
 END_TEST
 
+/* lpm computes a prefix shared by two waiting requests once: the second waits
+ * a step (it shares 40 uncached tokens with one admitted in the same step) and
+ * then matches them; fcfs admits both at once and computes them twice. */
+START_TEST(test_policy_lpm_in_batch_prefix)
+{
+    for (int pol = 0; pol < 2; pol++) {
+        fixture f;
+        fx_init(&f, "radix", 64, 4, pol ? SCHED_LPM : SCHED_FCFS, 256, 8, 128, 1);
+        int32_t t[48];
+        seq(t, 40, 1);
+        seq(t + 40, 4, 100);
+        fx_req(&f, t, 44, 4); /* A */
+        seq(t + 40, 4, 200);
+        fx_req(&f, t, 44, 4); /* B: A's first 40 tokens, then its own */
+        seq(t, 8, 500);
+        fx_req(&f, t, 8, 4);  /* C: unrelated */
+        sched_plan plan = {0};
+        char err[256];
+        int32_t tok[8] = {7, 7, 7, 7, 7, 7, 7, 7};
+        ck_assert_int_eq(scheduler_schedule(&f.s, &plan, true, err, sizeof err), RKV_OK);
+        ck_assert_int_eq(plan.num_admitted, pol ? 2 : 3);
+        for (int32_t i = 0; i < plan.n; i++)
+            ck_assert(!pol || plan.e[i].r != f.reqs[1]);
+        ck_assert_int_eq(scheduler_commit(&f.s, &plan, tok, err, sizeof err), RKV_OK);
+        ck_assert_int_eq(scheduler_check(&f.s, err, sizeof err), RKV_OK);
+        if (pol) {
+            ck_assert_int_eq(scheduler_schedule(&f.s, &plan, true, err, sizeof err), RKV_OK);
+            ck_assert_int_eq(plan.num_admitted, 1);
+            ck_assert_int_eq(f.reqs[1]->cached_tokens, 40);
+            ck_assert_int_eq(scheduler_commit(&f.s, &plan, tok, err, sizeof err), RKV_OK);
+        } else {
+            ck_assert_int_eq(f.reqs[1]->cached_tokens, 0);
+        }
+        sched_plan_free(&plan);
+        fx_free(&f);
+    }
+}
+END_TEST
+
 START_TEST(test_policy_dfs_weight)
 {
     fixture f;
@@ -321,6 +360,7 @@ static Suite *suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_policy_fcfs_and_lpm);
     tcase_add_test(tc, test_policy_lpm_admits_longest_first);
+    tcase_add_test(tc, test_policy_lpm_in_batch_prefix);
     tcase_add_test(tc, test_policy_dfs_weight);
     tcase_add_test(tc, test_policy_random_seeded);
     tcase_add_test(tc, test_chunked_prefill_and_decode_mix);
