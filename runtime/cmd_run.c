@@ -52,6 +52,7 @@ static void usage_run(FILE *f)
         "  --page-size P           tokens per KV page (default 16)\n"
         "  --max-batched-tokens N  token budget per step (default 8192)\n"
         "  --max-running N         running requests at most (default 256)\n"
+        "  --lpm-queue-limit N     lpm/dfs-weight act as fcfs above N waiting (default 128)\n"
         "  --num-pages N           KV pages (default: the backend decides)\n"
         "  --kv-tokens N           KV capacity in tokens (ceil(N / P) pages)\n"
         "  --max-tokens N          output length for lines without max_tokens (default 16)\n"
@@ -169,6 +170,9 @@ static int parse_run(int argc, char **argv, run_opts *o)
         } else if (FLAG("--max-running")) {
             if ((rc = parse_int(name, v, 1, 1 << 20, &x))) return rc;
             o->ec.max_running = (int32_t)x;
+        } else if (FLAG("--lpm-queue-limit")) {
+            if ((rc = parse_int(name, v, 1, INT32_MAX, &x))) return rc;
+            o->ec.lpm_queue_limit = (int32_t)x;
         } else if (FLAG("--num-pages")) {
             if ((rc = parse_int(name, v, 1, INT32_MAX, &x))) return rc;
             o->ec.backend_cfg.num_pages = x;
