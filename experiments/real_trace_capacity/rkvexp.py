@@ -305,3 +305,19 @@ def prompt_tokens(path):
                 r = json.loads(line)
                 total += r["input_length"] if "hash_ids" in r else len(r["tokens"])
     return total
+
+
+def run_engine(radixkv, trace, be, name, extra=()):
+    """`radixkv run` on a real backend (cpu): like run_sim, with its threads."""
+    opts = ["--threads", str(be["threads"])] if be.get("threads") else []
+    cmd = [radixkv, "run", "--backend", be["backend"], "--model", be["model"],
+           "--trace", trace, "--no-progress"] + opts + list(extra)
+    w0 = time.perf_counter()
+    lines = run_json(cmd, name)
+    wall = time.perf_counter() - w0
+    s = summary_of(lines)
+    done = [r for r in lines if r.get("type") == "request" and "error" not in r]
+    s["ttft_mean"] = sum(r["ttft"] for r in done) / len(done) if done else None
+    s["latency_mean"] = sum(r["latency"] for r in done) / len(done) if done else None
+    s["wall_seconds"] = wall
+    return s
