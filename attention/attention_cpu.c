@@ -1,7 +1,9 @@
 /* attention_cpu.c - the production fp32 CPU attention: prefill over
  * (prefix pages, suffix), split-K paged decode, K/V store and state merge.
  *
- * One kernel does all the attending: attend_tile() runs a block of query rows
+ * One algorithm does all the attending, in two builds of it: attend_tile()
+ * (portable C, vectorised by the compiler) and attend_avx2() (AVX2 + FMA
+ * micro-kernels, picked at run time on x86-64). Each runs a block of query rows
  * (a few query positions x the query heads sharing one KV head) over a range
  * of keys in tiles of BK keys, keeping for each row a normalised output and
  * its log-sum-exp, and folding each key tile in with attn_merge_weights() --
@@ -16,13 +18,22 @@
  *
  * Work is split into items -- prefill: (sequence, KV head, query heads of the
  * group, query tile); decode: (sequence, KV head, query heads, context chunk)
- * -- taken by a few pthreads from a shared counter, heaviest first. A KV tile
+ * -- taken by a persistent team of pthreads from a shared counter, heaviest
+ * first. A KV tile
  * is gathered once per item and used by every query head of the GQA group.
- * The tiling never depends on the thread count, so results are bitwise the
- * same for any num_threads.
+ *
+ * Bitwise invariance: a row's arithmetic depends only on its query and the
+ * keys it sees -- key tiles start at key 0 every BK keys, each row reduces
+ * its scores, softmax and P V alone, and partial key tiles are padded so every
+ * score takes the same reduction. So a row's output and lse are the same bits
+ * whatever the batch around it, the rows it shares a tile with, whether its
+ * keys come from pages or the suffix, and the thread count; decode with
+ * num_splits = 1 gives the bits of prefill with s = 1. (Different splits, or
+ * the portable path versus AVX2, differ in the last bits.)
  */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -32,7 +43,7 @@
 enum {
     BK = 64,            /* keys per tile */
     DMAX = 128,         /* largest head dim */
-    TILE_FLOATS = 4096, /* rows x D of a query tile: 64 x 64 or 32 x 128 (16 KiB) */
+    TILE_FLOATS = 8192, /* rows x D of a query tile: 128 x 64 or 64 x 128 (32 KiB) */
     MAX_ROWS = TILE_FLOATS / 64,
     DECODE_CHUNK = 512, /* keys per decode split when the caller leaves it to us */
     MAX_SPLITS = 256,
@@ -49,7 +60,7 @@ typedef struct kv_view {
     int32_t page_size, prefix;      /* keys [0, prefix) are in pages */
 } kv_view;
 
-/* Per-thread working set of attend_tile (about 100 KiB, 64-byte aligned). */
+/* Per-thread working set of the attend kernels (160 KiB, 64-byte aligned). */
 typedef struct scratch {
     float q[TILE_FLOATS];     /* (R, D) query rows, pre-multiplied by the scale */
     float o[TILE_FLOATS];     /* (R, D) running output, normalised */
@@ -97,7 +108,8 @@ ATTN_INLINE void gather_tile(const kv_view *kv, int32_t kb, int n, const float *
 
 /* Ask for the next tile's K and V rows while this one is computed: rows of
  * one head are Hkv * D floats apart (often exactly 4 KiB), which the
- * hardware stride prefetchers do not follow across pages. */
+ * hardware stride prefetchers do not follow across pages. (The AVX2 path
+ * spreads the same prefetches over its score loop instead.) */
 ATTN_INLINE void prefetch_tile(const float *const *kp, const float *const *vp, int n, const int D)
 {
     for (int j = 0; j < n; j++)
@@ -109,9 +121,10 @@ ATTN_INLINE void prefetch_tile(const float *const *kp, const float *const *vp, i
 
 /* Tiles alternate between the two pointer slots of w. At tile kb (whose
  * pointers are already in its slot unless it is the first), gather the next
- * tile into the other slot and prefetch its rows. Returns kb's slot. */
+ * tile into the other slot and, if asked, prefetch its rows. Returns kb's
+ * slot. */
 ATTN_INLINE int tile_advance(const kv_view *kv, int32_t kbeg, int32_t kend, int32_t kb,
-                             scratch *w, const int D)
+                             scratch *w, const int D, const int prefetch)
 {
     const int cur = ((kb - kbeg) / BK) & 1;
     if (kb == kbeg) gather_tile(kv, kb, kend - kb < BK ? kend - kb : BK, w->kp[cur], w->vp[cur]);
@@ -119,14 +132,22 @@ ATTN_INLINE int tile_advance(const kv_view *kv, int32_t kbeg, int32_t kend, int3
     if (nb < kend) {
         const int nn = kend - nb < BK ? kend - nb : BK;
         gather_tile(kv, nb, nn, w->kp[cur ^ 1], w->vp[cur ^ 1]);
-        prefetch_tile(w->kp[cur ^ 1], w->vp[cur ^ 1], nn, D);
+        if (prefetch) prefetch_tile(w->kp[cur ^ 1], w->vp[cur ^ 1], nn, D);
     }
     return cur;
 }
 
+/* y += a x over n floats. A function so that restrict holds (GCC ignores it
+ * on block-scope pointers) and the loop vectorises at -O2 without a runtime
+ * alias check, which -O2's cost model refuses. n is a literal at each call. */
+ATTN_INLINE void axpy(float *restrict y, float a, const float *restrict x, const int n)
+{
+    for (int i = 0; i < n; i++) y[i] += a * x[i];
+}
+
 /* Fold keys [kbeg, kend) into the R rows of w (w->q, w->lim set; w->o, w->lse
- * hold the state so far). D is a literal at each call so the loops over D and
- * BK have constant trip counts and vectorise at -O2. */
+ * hold the state so far): the portable path. D is a literal at each call so
+ * the loops over D and BK have constant trip counts and vectorise at -O2. */
 ATTN_INLINE void attend_tile(const kv_view *kv, int32_t kbeg, int32_t kend, scratch *w, int R,
                              const int D)
 {
@@ -134,7 +155,7 @@ ATTN_INLINE void attend_tile(const kv_view *kv, int32_t kbeg, int32_t kend, scra
         const int n = kend - kb < BK ? kend - kb : BK;
         /* 1: gather the tile: K transposed (so scores are axpys over keys),
          * V by pointer; unused columns are zero and masked below. */
-        const int slot = tile_advance(kv, kbeg, kend, kb, w, D);
+        const int slot = tile_advance(kv, kbeg, kend, kb, w, D, 1);
         const float *const *vp = w->vp[slot];
         for (int j = 0; j < n; j++) {
             const float *kr = w->kp[slot][j];
@@ -146,14 +167,10 @@ ATTN_INLINE void attend_tile(const kv_view *kv, int32_t kbeg, int32_t kend, scra
             const int valid = w->lim[r] - kb + 1 < n ? w->lim[r] - kb + 1 : n;
             if (valid <= 0) continue; /* the whole tile is in this row's future */
             /* 2: scores of the row against the tile. */
-            float *restrict sr = w->s + r * BK;
-            const float *restrict qr = w->q + r * D;
+            float *sr = w->s + r * BK;
+            const float *qr = w->q + r * D;
             for (int j = 0; j < BK; j++) sr[j] = 0.0f;
-            for (int d = 0; d < D; d++) {
-                const float qd = qr[d];
-                const float *restrict kd = w->kt + d * BK;
-                for (int j = 0; j < BK; j++) sr[j] += qd * kd[j];
-            }
+            for (int d = 0; d < D; d++) axpy(sr, qr[d], w->kt + d * BK, BK);
             /* 3: the tile's own softmax state (lse_t, probabilities / sum). */
             float m = -INFINITY;
             for (int j = 0; j < valid; j++) m = sr[j] > m ? sr[j] : m;
@@ -165,14 +182,10 @@ ATTN_INLINE void attend_tile(const kv_view *kv, int32_t kbeg, int32_t kend, scra
             /* 4: merge it into the running state: o = o w1 + o_tile w2. */
             float w1, w2;
             w->lse[r] = attn_merge_weights(w->lse[r], m + logf(sum), &w1, &w2);
-            float *restrict orow = w->o + r * D;
+            float *orow = w->o + r * D;
             for (int d = 0; d < D; d++) orow[d] *= w1;
             const float c = w2 / sum;
-            for (int j = 0; j < valid; j++) {
-                const float p = sr[j] * c;
-                const float *restrict vr = vp[j];
-                for (int d = 0; d < D; d++) orow[d] += p * vr[d];
-            }
+            for (int j = 0; j < valid; j++) axpy(orow, sr[j] * c, vp[j], D);
         }
     }
 }
@@ -243,13 +256,20 @@ AVX2_INLINE float hsum_avx2(__m256 a)
     return _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
 }
 
-/* s[r][j] = q_r . k_j for r < R, j < n. Key quads outer, row pairs inner:
+/* s[r][j] = q_r . k_j for r < R, j < n (a multiple of 4). Key quads outer, row pairs inner:
  * the four K rows stay in L1 while the Q tile (16 KiB at most) sweeps past
  * them, instead of the whole K tile streaming from L2 once per row pair. */
-AVX2_INLINE void scores_avx2(scratch *w, const float *const *kp, int R, int n, const int D)
+AVX2_INLINE void scores_avx2(scratch *w, const float *const *kp, int R, int n, const int D,
+                             const float *const *kp_next, const float *const *vp_next, int nn)
 {
-    int j = 0;
-    for (; j + 4 <= n; j += 4) {
+    for (int j = 0; j < n; j += 4) {
+        /* Spread the next tile's prefetches over this tile's work: a burst
+         * of them all at once fills the miss queues and stalls. */
+        for (int x = j; x < j + 4 && x < nn; x++)
+            for (int d = 0; d < D; d += 16) {
+                _mm_prefetch((const char *)(kp_next[x] + d), _MM_HINT_T0);
+                _mm_prefetch((const char *)(vp_next[x] + d), _MM_HINT_T0);
+            }
         const float *k0 = kp[j], *k1 = kp[j + 1], *k2 = kp[j + 2], *k3 = kp[j + 3];
         int r = 0;
         for (; r + 2 <= R; r += 2) {
@@ -287,13 +307,6 @@ AVX2_INLINE void scores_avx2(scratch *w, const float *const *kp, int R, int n, c
             _mm_storeu_ps(w->s + r * BK + j, hsum4_avx2(a0, a1, a2, a3));
         }
     }
-    for (; j < n; j++)
-        for (int r = 0; r < R; r++) {
-            __m256 a = _mm256_setzero_ps();
-            for (int d = 0; d < D; d += 8)
-                a = _mm256_fmadd_ps(_mm256_load_ps(w->q + r * D + d), _mm256_loadu_ps(kp[j] + d), a);
-            w->s[r * BK + j] = hsum_avx2(a);
-        }
 }
 
 /* Row r of s becomes its weights in the merged state: e^(s - m) * w2 / sum,
@@ -413,8 +426,15 @@ AVX2_INLINE void attend_avx2(const kv_view *kv, int32_t kbeg, int32_t kend, scra
 {
     for (int32_t kb = kbeg; kb < kend; kb += BK) {
         const int n = kend - kb < BK ? kend - kb : BK;
-        const int slot = tile_advance(kv, kbeg, kend, kb, w, D);
-        scores_avx2(w, w->kp[slot], R, n, D);
+        const int slot = tile_advance(kv, kbeg, kend, kb, w, D, 0);
+        const int nn = kend - kb - BK < BK ? kend - kb - BK : BK; /* next tile's keys */
+        /* Pad the tile to whole key quads by repeating its last key (those
+         * scores are masked): every score then takes the same reduction,
+         * whatever the item's extent, so a row's result never depends on
+         * which rows it was tiled with. */
+        const int n4 = (n + 3) & ~3;
+        for (int j = n; j < n4; j++) w->kp[slot][j] = w->kp[slot][n - 1];
+        scores_avx2(w, w->kp[slot], R, n4, D, w->kp[slot ^ 1], w->vp[slot ^ 1], nn);
         softmax_avx2(w, R, kb, n);
         /* Value rows sit Hkv * D floats apart, a power of two that maps a
          * column chunk of all 64 rows onto a few L1 sets; with more than two
@@ -506,7 +526,6 @@ typedef struct job {
     work_item *items;
     int64_t num_items;
     atomic_llong next;
-    scratch *scratch; /* one per thread */
 } job;
 
 static void run_item(const job *jb, const work_item *it, scratch *w)
@@ -563,20 +582,14 @@ static void run_item(const job *jb, const work_item *it, scratch *w)
     }
 }
 
-typedef struct worker_arg {
-    job *jb;
-    scratch *w;
-} worker_arg;
-
-static void *worker_main(void *p)
+/* Take items from the shared counter until none are left. */
+static void job_work(job *jb, scratch *w)
 {
-    worker_arg *a = p;
     for (;;) {
-        long long i = atomic_fetch_add(&a->jb->next, 1);
-        if (i >= a->jb->num_items) break;
-        run_item(a->jb, &a->jb->items[i], a->w);
+        long long i = atomic_fetch_add(&jb->next, 1);
+        if (i >= jb->num_items) break;
+        run_item(jb, &jb->items[i], w);
     }
-    return NULL;
 }
 
 static int cmp_cost_desc(const void *x, const void *y)
@@ -586,55 +599,167 @@ static int cmp_cost_desc(const void *x, const void *y)
     return 0;
 }
 
+enum { MAX_THREADS = 256 };
+
+/* num_threads, or all online cores when <= 0 (looked up once: sysconf reads
+ * a file under /sys on every call). */
 static int threads_wanted(int num_threads)
 {
-    if (num_threads > 0) return num_threads;
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (int)(n < 256 ? n : 256) : 1;
+    static atomic_long cores;
+    long n = num_threads;
+    if (n <= 0) {
+        n = atomic_load(&cores);
+        if (n <= 0) {
+            n = sysconf(_SC_NPROCESSORS_ONLN);
+            atomic_store(&cores, n > 0 ? n : 1);
+        }
+    }
+    return n < 1 ? 1 : n > MAX_THREADS ? MAX_THREADS : (int)n;
+}
+
+static scratch *scratch_new(void)
+{
+    /* aligned_alloc wants a multiple of the alignment; the AVX2 path uses
+     * aligned loads on the q, o, s and vpk rows. */
+    return aligned_alloc(64, (sizeof(scratch) + 63) / 64 * 64);
+}
+
+/* The thread team. Workers and their scratch persist between calls: starting
+ * threads and faulting in fresh scratch pages cost ~100 us a call, more than
+ * the attention of a small decode step.
+ *
+ *   caller:   publish job, gen++, wake all -> work -> wait for active == 0
+ *   worker i: sleep until gen changes -> if i < nt: work, active-- -> sleep
+ *
+ * The team runs one job at a time; a caller that finds it busy (another
+ * thread mid-call) runs its job alone. A child after fork() has no workers:
+ * an atfork handler resets the team there, and the next call starts new
+ * ones. Workers live until exit. */
+static struct team {
+    pthread_mutex_t mu; /* guards everything below */
+    pthread_cond_t wake, done;
+    int nworkers;       /* workers 1..nworkers are running */
+    unsigned long gen;  /* bumped for each job */
+    job *jb;
+    int nt, active;     /* workers 1..nt-1 take part; how many are still busy */
+    unsigned long start_gen[MAX_THREADS];
+    scratch *scr[MAX_THREADS]; /* [0] the caller's, [i] worker i's */
+} g_team = {.mu = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER,
+            .done = PTHREAD_COND_INITIALIZER};
+static pthread_mutex_t g_team_busy = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t g_team_once = PTHREAD_ONCE_INIT;
+
+/* In a forked child only the forking thread exists: no workers, and locks or
+ * condition variables the parent's workers held must start afresh. The
+ * scratch buffers were copied and stay in use. */
+static void team_reset_in_child(void)
+{
+    pthread_mutex_init(&g_team.mu, NULL);
+    pthread_cond_init(&g_team.wake, NULL);
+    pthread_cond_init(&g_team.done, NULL);
+    pthread_mutex_init(&g_team_busy, NULL);
+    g_team.nworkers = 0;
+    g_team.active = 0;
+    g_team.jb = NULL;
+}
+
+static void team_init(void)
+{
+    pthread_atfork(NULL, NULL, team_reset_in_child);
+}
+
+static void *team_worker(void *arg)
+{
+    const int i = (int)(intptr_t)arg;
+    pthread_mutex_lock(&g_team.mu);
+    unsigned long seen = g_team.start_gen[i];
+    for (;;) {
+        while (g_team.gen == seen) pthread_cond_wait(&g_team.wake, &g_team.mu);
+        seen = g_team.gen;
+        if (i >= g_team.nt) continue;
+        job *jb = g_team.jb;
+        scratch *w = g_team.scr[i];
+        pthread_mutex_unlock(&g_team.mu);
+        job_work(jb, w);
+        pthread_mutex_lock(&g_team.mu);
+        if (--g_team.active == 0) pthread_cond_signal(&g_team.done);
+    }
+    return NULL;
 }
 
 /* Run every item of jb on up to num_threads threads (the caller's included).
- * If a thread cannot be started the others do its share. */
+ * If a worker cannot be started the others do its share. */
 static int job_run(const char *fn, job *jb, int num_threads)
 {
     if (jb->num_items == 0) return ATTN_OK;
     qsort(jb->items, (size_t)jb->num_items, sizeof(work_item), cmp_cost_desc);
     int nt = threads_wanted(num_threads);
     if (nt > jb->num_items) nt = (int)jb->num_items;
-    scratch *w = aligned_alloc(64, sizeof(scratch) * (size_t)nt);
-    pthread_t *tid = malloc(sizeof(pthread_t) * (size_t)nt);
-    worker_arg *args = malloc(sizeof(worker_arg) * (size_t)nt);
-    if (!w || !tid || !args) {
-        free(w);
-        free(tid);
-        free(args);
-        return ATTN_FAIL(ATTN_ENOMEM, fn, "scratch for %d threads", nt);
-    }
     atomic_init(&jb->next, 0);
-    int started = 0;
-    for (int t = 1; t < nt; t++) {
-        args[t] = (worker_arg){jb, &w[t]};
-        if (pthread_create(&tid[t], NULL, worker_main, &args[t]) != 0) break;
-        started = t;
+
+    pthread_once(&g_team_once, team_init);
+    if (pthread_mutex_trylock(&g_team_busy) != 0) { /* the team is busy: alone */
+        scratch *w = scratch_new();
+        if (!w) return ATTN_FAIL(ATTN_ENOMEM, fn, "scratch");
+        job_work(jb, w);
+        free(w);
+        return ATTN_OK;
     }
-    args[0] = (worker_arg){jb, &w[0]};
-    worker_main(&args[0]);
-    for (int t = 1; t <= started; t++) pthread_join(tid[t], NULL);
-    free(w);
-    free(tid);
-    free(args);
+    pthread_mutex_lock(&g_team.mu);
+    if (!g_team.scr[0] && !(g_team.scr[0] = scratch_new())) {
+        pthread_mutex_unlock(&g_team.mu);
+        pthread_mutex_unlock(&g_team_busy);
+        return ATTN_FAIL(ATTN_ENOMEM, fn, "scratch");
+    }
+    while (g_team.nworkers < nt - 1) {
+        const int i = g_team.nworkers + 1;
+        if (!g_team.scr[i] && !(g_team.scr[i] = scratch_new())) break;
+        g_team.start_gen[i] = g_team.gen;
+        pthread_t tid;
+        if (pthread_create(&tid, NULL, team_worker, (void *)(intptr_t)i) != 0) break;
+        pthread_detach(tid);
+        g_team.nworkers = i;
+    }
+    if (nt > g_team.nworkers + 1) nt = g_team.nworkers + 1;
+    g_team.jb = jb;
+    g_team.nt = nt;
+    g_team.active = nt - 1;
+    g_team.gen++;
+    pthread_cond_broadcast(&g_team.wake);
+    scratch *w = g_team.scr[0];
+    pthread_mutex_unlock(&g_team.mu);
+
+    job_work(jb, w);
+
+    pthread_mutex_lock(&g_team.mu);
+    while (g_team.active > 0) pthread_cond_wait(&g_team.done, &g_team.mu);
+    g_team.jb = NULL;
+    pthread_mutex_unlock(&g_team.mu);
+    pthread_mutex_unlock(&g_team_busy);
     return ATTN_OK;
 }
 
 /* Query heads per item and positions per item: a tile holds at most
- * TILE_FLOATS / D rows, all heads of the group first (so a KV tile serves all
+ * tile_floats / D rows, all heads of the group first (so a KV tile serves all
  * of them), then as many positions as fit. */
-static void tile_dims(const attn_shape *s, int32_t *nh, int32_t *npos)
+static void tile_dims(const attn_shape *s, int32_t tile_floats, int32_t *nh, int32_t *npos)
 {
     const int32_t group = s->num_q_heads / s->num_kv_heads;
-    const int32_t rows = TILE_FLOATS / s->head_dim;
+    const int32_t rows = tile_floats / s->head_dim;
     *nh = group < rows ? group : rows;
     *npos = rows / *nh;
+}
+
+/* Prefill items of the batch with the given tile size. */
+static int64_t prefill_items(const attn_shape *s, const attn_batch *b, int32_t tile_floats)
+{
+    int32_t nh, npos;
+    tile_dims(s, tile_floats, &nh, &npos);
+    const int64_t per_pos = (int64_t)s->num_kv_heads * ((s->num_q_heads / s->num_kv_heads + nh - 1) / nh);
+    int64_t n = 0;
+    for (int32_t i = 0; i < b->num_seqs; i++)
+        n += (int64_t)((b->q_starts[i + 1] - b->q_starts[i] + npos - 1) / npos) * per_pos;
+    return n;
 }
 
 /* ---- public entry points ----------------------------------------------- */
@@ -653,15 +778,18 @@ int attn_prefill_cpu(const attn_shape *s, const attn_batch *b, const float *q,
     if (any_prefix && (!k_cache || !v_cache))
         return ATTN_FAIL(ATTN_EARG, fn, "k_cache or v_cache is NULL");
 
+    /* Full tiles read each KV tile for the most rows; half tiles when full
+     * ones would leave threads idle. A row's arithmetic does not depend on
+     * the tile it shares, so neither choice changes any result bit. */
     const int32_t Hkv = s->num_kv_heads, group = s->num_q_heads / Hkv;
-    int32_t nh, npos;
-    tile_dims(s, &nh, &npos);
-    const int32_t hchunks = (group + nh - 1) / nh;
-    int64_t n = 0;
-    for (int32_t i = 0; i < b->num_seqs; i++) {
-        int32_t sl = b->q_starts[i + 1] - b->q_starts[i];
-        n += (int64_t)((sl + npos - 1) / npos) * Hkv * hchunks;
+    int32_t tile_floats = TILE_FLOATS;
+    int64_t n = prefill_items(s, b, tile_floats);
+    if (n < 2 * (int64_t)threads_wanted(num_threads)) {
+        tile_floats = TILE_FLOATS / 2;
+        n = prefill_items(s, b, tile_floats);
     }
+    int32_t nh, npos;
+    tile_dims(s, tile_floats, &nh, &npos);
     work_item *items = malloc(sizeof(work_item) * (size_t)(n > 0 ? n : 1));
     if (!items) return ATTN_FAIL(ATTN_ENOMEM, fn, "%lld work items", (long long)n);
     int64_t k = 0;
@@ -706,7 +834,7 @@ int attn_decode_cpu(const attn_shape *s, int32_t num_seqs, const int32_t *seq_le
     const int64_t Hq = s->num_q_heads, D = s->head_dim;
     const int32_t Hkv = s->num_kv_heads, group = (int32_t)(Hq / Hkv);
     int32_t nh, npos;
-    tile_dims(s, &nh, &npos);
+    tile_dims(s, TILE_FLOATS, &nh, &npos);
     const int32_t hchunks = (group + nh - 1) / nh;
 
     /* Splits per sequence depend only on the lengths and num_splits (not on

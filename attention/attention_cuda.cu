@@ -9,10 +9,12 @@
  * the table row. Page ids past the pool cannot be caught here (the API carries
  * no pool size); the caller's page pool hands out only valid ids.
  */
+#include <math.h>
 #include <stdlib.h>
 
 #include <type_traits>
 
+#include "attention_common.h"
 #include "attn_cuda_util.cuh"
 #include "attn_decode.cuh"
 #include "attn_prefill.cuh"
@@ -21,29 +23,15 @@
  * attn_decode_workspace_bytes and attn_decode_cuda). */
 #define ATTN_DECODE_DEFAULT_SPLITS 64
 
+/* attention_common.c's shape rules, plus scale > 0: the kernels take the row
+ * maximum of the raw scores, which is the maximum of the scaled ones only then. */
 static int cuda_shape_check(const attn_shape *s, const char *where)
 {
-    if (!s) {
-        fprintf(stderr, "%s: NULL shape\n", where);
-        return ATTN_EARG;
-    }
-    if (s->head_dim != 64 && s->head_dim != 128) {
-        fprintf(stderr, "%s: head_dim %d not supported (64 or 128)\n", where, s->head_dim);
-        return ATTN_EHEADDIM;
-    }
-    if (s->page_size < 1 || s->page_size > 256) {
-        fprintf(stderr, "%s: page_size %d outside 1..256\n", where, s->page_size);
-        return ATTN_EPAGESIZE;
-    }
-    if (s->num_q_heads < 1 || s->num_kv_heads < 1 || s->num_q_heads % s->num_kv_heads) {
-        fprintf(stderr, "%s: %d query heads are not a multiple of %d KV heads\n", where,
-                s->num_q_heads, s->num_kv_heads);
-        return ATTN_EHEADS;
-    }
-    if (!(s->scale > 0.f)) {
-        fprintf(stderr, "%s: softmax scale %g must be > 0\n", where, (double)s->scale);
-        return ATTN_EARG;
-    }
+    int rc = attn_shape_check_in(where, s);
+    if (rc)
+        return rc;
+    if (!(s->scale > 0.f))
+        return ATTN_FAIL(ATTN_EARG, where, "scale = %g must be > 0", (double)s->scale);
     return ATTN_OK;
 }
 
@@ -96,8 +84,8 @@ static int prefill_dispatch(const attn_prefill_params &prm, int d, int num_seqs,
         switch (v) {
         case 0: return prefill_launch<T, 128, 128, 64, 8>(prm, num_seqs, max_suffix, st);
         case 1: return prefill_launch<T, 128, 64, 64, 4>(prm, num_seqs, max_suffix, st);
-        case 2: return prefill_launch<T, 128, 128, 64, 8, 2>(prm, num_seqs, max_suffix, st);
-        default: return prefill_launch<T, 128, 128, 32, 8, 4>(prm, num_seqs, max_suffix, st);
+        case 2: return prefill_launch<T, 128, 128, 32, 4, 3>(prm, num_seqs, max_suffix, st);
+        default: return prefill_launch<T, 128, 128, 64, 4, 2>(prm, num_seqs, max_suffix, st);
         }
     }
     return v == 0 || v == 2 ? prefill_launch<T, 64, 128, 64, 8>(prm, num_seqs, max_suffix, st)
@@ -164,20 +152,79 @@ extern "C" size_t attn_decode_workspace_bytes(const attn_shape *s, int32_t num_s
     return rows * ((size_t)s->head_dim + 1) * sizeof(float);
 }
 
-/* Decode CTA: NT threads (128, or 256 with RKV_ATTN_DECODE_NT=256 for tuning);
+/* Decode CTA: NT threads (256; RKV_ATTN_DECODE_NT=128 picks 128 for tuning);
  * stages of 32 K/V rows, 4 stages (3 in flight). */
 #define DECODE_TOK 32
 #define DECODE_STAGES 4
 
-template <typename T, int D, int G, int NT>
-static int decode_launch(attn_decode_params prm, int splits, int num_seqs, cudaStream_t st)
+/* Splits of each context: the grid (ctas x splits CTAs) should fill whole
+ * waves of the resident slots (SMs x CTAs per SM), since a CTA streams its
+ * chunk at a fixed rate and a partial last wave leaves bandwidth unused.
+ * The fewest splits whose last wave is >= 90 % full (else the fullest), with
+ * chunks of >= 256 tokens and at most cap splits. */
+static void decode_plan(int64_t ctas, int64_t slots, int32_t max_seq_len, int cap, int *splits,
+                        int *chunk)
 {
-    prm.head_blocks = (prm.group + G - 1) / G;
-    dim3 grid(splits, prm.hkv * prm.head_blocks, num_seqs);
+    int64_t by_len = ((int64_t)max_seq_len + 255) / 256;
+    int64_t hi = by_len < cap ? by_len : cap;
+    if (hi < 1)
+        hi = 1;
+    int64_t best = 1;
+    double best_eff = 0.0;
+    for (int64_t sp = 1; sp <= hi; sp++) {
+        double waves = (double)(ctas * sp) / (double)slots;
+        double eff = waves / ceil(waves);
+        if (eff >= 0.9) {
+            best = sp;
+            break;
+        }
+        if (eff > best_eff + 1e-9) {
+            best_eff = eff;
+            best = sp;
+        }
+    }
+    int64_t c = ((int64_t)max_seq_len + best - 1) / best;
+    if (c < 1)
+        c = 1;
+    *chunk = (int)c;
+    int64_t n = ((int64_t)max_seq_len + c - 1) / c; /* no empty trailing split */
+    *splits = (int)(n < 1 ? 1 : n);
+}
+
+template <typename T, int D, int G, int NT>
+static int decode_launch(attn_decode_params prm, int num_seqs, int32_t max_seq_len, int cap,
+                         void *workspace, cudaStream_t st)
+{
     auto kern = attn_decode_split_kernel<T, D, G, NT, DECODE_TOK, DECODE_STAGES>;
     size_t smem = attn_decode_smem_bytes<T, D, G, NT, DECODE_TOK, DECODE_STAGES>();
     ATTN_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          (int)smem));
+    int dev = 0, sms = 132, per_sm = 1;
+    ATTN_CUDA_CHECK(cudaGetDevice(&dev));
+    ATTN_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    ATTN_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, NT, smem));
+    if (per_sm < 1)
+        per_sm = 1;
+    prm.head_blocks = (prm.group + G - 1) / G;
+    int64_t ctas = (int64_t)num_seqs * prm.hkv * prm.head_blocks;
+    int splits, chunk;
+    decode_plan(ctas, (int64_t)sms * per_sm, max_seq_len, cap, &splits, &chunk);
+    if (splits > 65535) {
+        fprintf(stderr, "attn_decode_cuda: %d splits exceed the grid\n", splits);
+        return ATTN_EARG;
+    }
+    prm.chunk = chunk;
+    void *owned = NULL;
+    if (splits > 1) {
+        size_t rows = (size_t)num_seqs * prm.hq * splits;
+        if (!workspace) {
+            ATTN_CUDA_CHECK(cudaMallocAsync(&owned, rows * (D + 1) * sizeof(float), st));
+            workspace = owned;
+        }
+        prm.ws_o = static_cast<float *>(workspace);
+        prm.ws_lse = prm.ws_o + rows * D;
+    }
+    dim3 grid(splits, prm.hkv * prm.head_blocks, num_seqs);
     kern<<<grid, NT, smem, st>>>(prm);
     ATTN_CUDA_CHECK_LAUNCH();
     if (splits > 1) {
@@ -187,34 +234,36 @@ static int decode_launch(attn_decode_params prm, int splits, int num_seqs, cudaS
             prm.ws_o, prm.ws_lse, splits, rows, static_cast<T *>(prm.out), prm.lse);
         ATTN_CUDA_CHECK_LAUNCH();
     }
+    if (owned)
+        ATTN_CUDA_CHECK(cudaFreeAsync(owned, st));
     return ATTN_OK;
 }
 
 template <typename T, int D, int NT>
-static int decode_dispatch_g(const attn_decode_params &prm, int splits, int num_seqs,
-                             cudaStream_t st)
+static int decode_dispatch_g(const attn_decode_params &prm, int num_seqs, int32_t max_seq_len,
+                             int cap, void *ws, cudaStream_t st)
 {
     /* Register arrays are sized by G: pick the smallest that holds the group;
      * groups above 8 are cut into blocks of 8 heads. */
     if (prm.group == 1)
-        return decode_launch<T, D, 1, NT>(prm, splits, num_seqs, st);
+        return decode_launch<T, D, 1, NT>(prm, num_seqs, max_seq_len, cap, ws, st);
     if (prm.group == 2)
-        return decode_launch<T, D, 2, NT>(prm, splits, num_seqs, st);
+        return decode_launch<T, D, 2, NT>(prm, num_seqs, max_seq_len, cap, ws, st);
     if (prm.group <= 4)
-        return decode_launch<T, D, 4, NT>(prm, splits, num_seqs, st);
-    return decode_launch<T, D, 8, NT>(prm, splits, num_seqs, st);
+        return decode_launch<T, D, 4, NT>(prm, num_seqs, max_seq_len, cap, ws, st);
+    return decode_launch<T, D, 8, NT>(prm, num_seqs, max_seq_len, cap, ws, st);
 }
 
 template <typename T>
-static int decode_dispatch(const attn_decode_params &prm, int d, int splits, int num_seqs,
-                           cudaStream_t st)
+static int decode_dispatch(const attn_decode_params &prm, int d, int num_seqs,
+                           int32_t max_seq_len, int cap, void *ws, cudaStream_t st)
 {
     const char *env = getenv("RKV_ATTN_DECODE_NT");
-    if (env && atoi(env) == 256)
-        return d == 128 ? decode_dispatch_g<T, 128, 256>(prm, splits, num_seqs, st)
-                        : decode_dispatch_g<T, 64, 256>(prm, splits, num_seqs, st);
-    return d == 128 ? decode_dispatch_g<T, 128, 128>(prm, splits, num_seqs, st)
-                    : decode_dispatch_g<T, 64, 128>(prm, splits, num_seqs, st);
+    if (env && atoi(env) == 128)
+        return d == 128 ? decode_dispatch_g<T, 128, 128>(prm, num_seqs, max_seq_len, cap, ws, st)
+                        : decode_dispatch_g<T, 64, 128>(prm, num_seqs, max_seq_len, cap, ws, st);
+    return d == 128 ? decode_dispatch_g<T, 128, 256>(prm, num_seqs, max_seq_len, cap, ws, st)
+                    : decode_dispatch_g<T, 64, 256>(prm, num_seqs, max_seq_len, cap, ws, st);
 }
 
 extern "C" int attn_decode_cuda(const attn_shape *s, attn_dtype dt, int32_t num_seqs,
@@ -237,31 +286,6 @@ extern "C" int attn_decode_cuda(const attn_shape *s, attn_dtype dt, int32_t num_
     ATTN_REQUIRE((int64_t)max_seq_len <= (int64_t)max_pages * s->page_size, where);
     cudaStream_t st = (cudaStream_t)stream;
 
-    /* Splits: enough CTAs for about four per SM (each CTA keeps only 16 rows
-     * in flight per lane group, so bandwidth needs many), chunks of at least
-     * 256 tokens, never more than the workspace was sized for. */
-    int dev = 0, sms = 132;
-    ATTN_CUDA_CHECK(cudaGetDevice(&dev));
-    ATTN_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    int group = s->num_q_heads / s->num_kv_heads;
-    int gmax = group == 1 ? 1 : group == 2 ? 2 : group <= 4 ? 4 : 8;
-    int64_t ctas = (int64_t)num_seqs * s->num_kv_heads * ((group + gmax - 1) / gmax);
-    int cap = decode_splits(max_splits);
-    int64_t want = (4 * (int64_t)sms + ctas - 1) / ctas;
-    int64_t by_len = ((int64_t)max_seq_len + 255) / 256;
-    int splits = (int)(want < by_len ? want : by_len);
-    if (splits > cap)
-        splits = cap;
-    if (splits < 1)
-        splits = 1;
-    int chunk = (int)(((int64_t)max_seq_len + splits - 1) / splits);
-    if (chunk < 1)
-        chunk = 1;
-    splits = (int)(((int64_t)max_seq_len + chunk - 1) / chunk);
-    if (splits < 1)
-        splits = 1;
-    ATTN_REQUIRE(splits <= 65535, where);
-
     attn_decode_params prm;
     prm.q = q;
     prm.k_cache = k_cache ? k_cache : q;
@@ -273,30 +297,17 @@ extern "C" int attn_decode_cuda(const attn_shape *s, attn_dtype dt, int32_t num_
     prm.max_pages = max_pages;
     prm.hq = s->num_q_heads;
     prm.hkv = s->num_kv_heads;
-    prm.group = group;
+    prm.group = s->num_q_heads / s->num_kv_heads;
     prm.page_size = s->page_size;
-    prm.chunk = chunk;
+    prm.chunk = 1;
     prm.head_blocks = 1;
     prm.scale_log2 = s->scale * ATTN_LOG2E;
     prm.ws_o = prm.ws_lse = NULL;
-
-    void *owned = NULL;
-    if (splits > 1) {
-        size_t rows = (size_t)num_seqs * s->num_q_heads * splits;
-        if (!workspace) {
-            ATTN_CUDA_CHECK(cudaMallocAsync(&owned, rows * (s->head_dim + 1) * sizeof(float), st));
-            workspace = owned;
-        }
-        prm.ws_o = static_cast<float *>(workspace);
-        prm.ws_lse = prm.ws_o + rows * s->head_dim;
-    }
+    int cap = decode_splits(max_splits);
     if (dt == ATTN_BF16)
-        rc = decode_dispatch<__nv_bfloat16>(prm, s->head_dim, splits, num_seqs, st);
-    else
-        rc = decode_dispatch<__half>(prm, s->head_dim, splits, num_seqs, st);
-    if (owned)
-        ATTN_CUDA_CHECK(cudaFreeAsync(owned, st));
-    return rc;
+        return decode_dispatch<__nv_bfloat16>(prm, s->head_dim, num_seqs, max_seq_len, cap,
+                                              workspace, st);
+    return decode_dispatch<__half>(prm, s->head_dim, num_seqs, max_seq_len, cap, workspace, st);
 }
 
 /* ---- store and merge ---------------------------------------------------- */

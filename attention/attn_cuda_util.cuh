@@ -112,9 +112,10 @@ __device__ __forceinline__ void attn_ldmatrix_x4_trans(uint32_t r[4], const void
                  : "r"(s));
 }
 
-/* The one merge of two partial states, in log2 units (m = lse * log2 e):
+/* attention_common.h's merge of two partial states, on the device and in
+ * log2 units (m = lse * log2 e):
  * returns the merged m and the two weights; both -inf gives weights 0. */
-__device__ __forceinline__ float attn_merge_weights(float m1, float m2, float *w1, float *w2)
+__device__ __forceinline__ float attn_merge_weights_dev(float m1, float m2, float *w1, float *w2)
 {
     float m = fmaxf(m1, m2);
     if (m == -INFINITY) {

@@ -291,7 +291,7 @@ __global__ void attn_merge_kernel(int64_t rows, const T *o1, const float *lse1, 
     if (!live)
         return;
     float w1, w2;
-    float m = attn_merge_weights(l1 * ATTN_LOG2E, l2 * ATTN_LOG2E, &w1, &w2);
+    float m = attn_merge_weights_dev(l1 * ATTN_LOG2E, l2 * ATTN_LOG2E, &w1, &w2);
     uint4 a = *reinterpret_cast<const uint4 *>(o1 + row * D + li * 8);
     uint4 b = *reinterpret_cast<const uint4 *>(o2 + row * D + li * 8);
     uint32_t wa[4] = {a.x, a.y, a.z, a.w}, wb[4] = {b.x, b.y, b.z, b.w}, wr[4];

@@ -1,7 +1,9 @@
 /* attn_prefill.cuh - FlashAttention-2-style prefill over (paged prefix, suffix).
  *
  * One CTA = (query tile of BM suffix rows, one query head, one sequence); WARPS
- * warps each own 16 query rows. The CTA walks the keys of its sequence in tiles
+ * warps each own 16 query rows (Q fragments kept in registers) or 32 (Q re-read
+ * from shared memory, each K/V fragment feeding two mma's: half the ldmatrix
+ * traffic per mma, which bounds the 16-row kernel). The CTA walks the keys of its sequence in tiles
  * of BN positions, position pos < p read from the pages, pos >= p from k_new /
  * v_new, so prefix pages and suffix form one stream and a tile may straddle the
  * boundary:
@@ -53,7 +55,9 @@ __device__ __forceinline__ float attn_ex2(float x)
 template <typename T, int D, int BM, int BN, int WARPS, int KS>
 __global__ void __launch_bounds__(WARPS * 32, 1) attn_prefill_kernel(attn_prefill_params prm)
 {
-    static_assert(BM == WARPS * 16, "one warp per 16 query rows");
+    constexpr int MT = BM / (WARPS * 16); /* 16-row m-tiles per warp */
+    static_assert(MT == 1 || MT == 2, "a warp owns 16 or 32 query rows");
+    static_assert(BM == WARPS * 16 * MT, "rows split evenly over the warps");
     constexpr int NT = WARPS * 32;
     constexpr int CH = D / 8; /* 16-byte chunks per row */
     constexpr int KT = D / 16; /* k-steps of Q K^T */
@@ -137,14 +141,25 @@ __global__ void __launch_bounds__(WARPS * 32, 1) attn_prefill_kernel(attn_prefil
         attn_cp_async_commit(); /* empty groups keep the count uniform */
     }
 
-    uint32_t qf[KT][4];
-    float o[ND][4];
+    /* QREG: this warp's Q fragments stay in registers (MT = 1); otherwise
+     * (MT = 2) they are re-read from shared memory per k-step, and each K/V
+     * fragment feeds MT mma's. */
+    constexpr bool QREG = MT == 1;
+    uint32_t qf[QREG ? KT : 1][4];
+    float o[MT][ND][4];
+    float mrow[MT][2], lrow[MT][2];
 #pragma unroll
-    for (int j = 0; j < ND; j++)
-        o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;
-    float mrow[2] = {-INFINITY, -INFINITY}, lrow[2] = {0.f, 0.f};
+    for (int mt = 0; mt < MT; mt++) {
+#pragma unroll
+        for (int j = 0; j < ND; j++)
+            o[mt][j][0] = o[mt][j][1] = o[mt][j][2] = o[mt][j][3] = 0.f;
+        mrow[mt][0] = mrow[mt][1] = -INFINITY;
+        lrow[mt][0] = lrow[mt][1] = 0.f;
+    }
     const int g = lane / 4, cq = lane % 4;
-    const int row_a = m0 + warp * 16 + g; /* suffix index of rows g and g + 8 */
+    const int wrow = warp * 16 * MT;  /* first tile row of this warp */
+    const int row_a = m0 + wrow + g; /* suffix index of rows g, g + 8 of m-tile 0 */
+    const int qrow = (lane % 8) + 8 * ((lane / 8) % 2), qchunk = lane / 16;
 
     for (int t = 0; t < ntiles; t++) {
         const int st = t % KS;
@@ -153,92 +168,117 @@ __global__ void __launch_bounds__(WARPS * 32, 1) attn_prefill_kernel(attn_prefil
         if (t + KS - 1 < ntiles)
             load_kv(t + KS - 1, (t + KS - 1) % KS); /* into tile t - 1's stage */
         attn_cp_async_commit();
-        if (t == 0) {
+        if (QREG && t == 0) {
 #pragma unroll
-            for (int kk = 0; kk < KT; kk++) {
-                int r = warp * 16 + (lane % 8) + 8 * ((lane / 8) % 2);
-                attn_ldmatrix_x4(qf[kk], sQ + attn_swz<D>(r, kk * 2 + lane / 16));
-            }
+            for (int kk = 0; kk < (QREG ? KT : 0); kk++)
+                attn_ldmatrix_x4(qf[kk], sQ + attn_swz<D>(wrow + qrow, kk * 2 + qchunk));
         }
         const T *tK = sK + st * BN * D, *tV = sV + st * BN * D;
 
-        /* S = Q K^T for this warp's 16 rows x BN keys. */
-        float sc[NS][4];
+        /* S = Q K^T for this warp's 16 MT rows x BN keys. */
+        float sc[MT][NS][4];
 #pragma unroll
-        for (int j = 0; j < NS; j++)
-            sc[j][0] = sc[j][1] = sc[j][2] = sc[j][3] = 0.f;
+        for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+            for (int j = 0; j < NS; j++)
+                sc[mt][j][0] = sc[mt][j][1] = sc[mt][j][2] = sc[mt][j][3] = 0.f;
 #pragma unroll
         for (int kk = 0; kk < KT; kk++) {
+            uint32_t qa[MT][4];
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) {
+                if (QREG) {
+#pragma unroll
+                    for (int e = 0; e < 4; e++)
+                        qa[mt][e] = qf[QREG ? kk : 0][e];
+                } else {
+                    attn_ldmatrix_x4(qa[mt],
+                                     sQ + attn_swz<D>(wrow + mt * 16 + qrow, kk * 2 + qchunk));
+                }
+            }
 #pragma unroll
             for (int nb = 0; nb < BN / 16; nb++) {
                 uint32_t b[4];
                 int r = nb * 16 + (lane % 8) + 8 * (lane / 16);
                 attn_ldmatrix_x4(b, tK + attn_swz<D>(r, kk * 2 + (lane / 8) % 2));
-                attn_dt<T>::mma(sc[2 * nb], qf[kk], b[0], b[1]);
-                attn_dt<T>::mma(sc[2 * nb + 1], qf[kk], b[2], b[3]);
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++) {
+                    attn_dt<T>::mma(sc[mt][2 * nb], qa[mt], b[0], b[1]);
+                    attn_dt<T>::mma(sc[mt][2 * nb + 1], qa[mt], b[2], b[3]);
+                }
             }
         }
 
         if (t >= first_masked) {
 #pragma unroll
-            for (int j = 0; j < NS; j++) {
-                int key = t * BN + j * 8 + 2 * cq;
+            for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    int lim = p + row_a + (e >= 2 ? 8 : 0);
-                    if (key + (e & 1) > lim)
-                        sc[j][e] = -INFINITY;
+                for (int j = 0; j < NS; j++) {
+                    int key = t * BN + j * 8 + 2 * cq;
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        int lim = p + row_a + mt * 16 + (e >= 2 ? 8 : 0);
+                        if (key + (e & 1) > lim)
+                            sc[mt][j][e] = -INFINITY;
+                    }
                 }
-            }
         }
 
-        /* Online softmax, rows g (e = 0,1) and g + 8 (e = 2,3); a row's 4 owners
-         * are the lanes of one quad. */
+        /* Online softmax, rows g (e = 0,1) and g + 8 (e = 2,3) of each m-tile;
+         * a row's 4 owners are the lanes of one quad. */
 #pragma unroll
-        for (int hr = 0; hr < 2; hr++) {
-            float mx = -INFINITY;
+        for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-            for (int j = 0; j < NS; j++)
-                mx = fmaxf(mx, fmaxf(sc[j][2 * hr], sc[j][2 * hr + 1]));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-            float mnew = fmaxf(mrow[hr], mx * prm.scale_log2);
-            float msub = mnew == -INFINITY ? 0.f : mnew;
-            float alpha = attn_ex2(mrow[hr] - msub);
-            mrow[hr] = mnew;
-            float sum = 0.f;
+            for (int hr = 0; hr < 2; hr++) {
+                float mx = -INFINITY;
 #pragma unroll
-            for (int j = 0; j < NS; j++) {
+                for (int j = 0; j < NS; j++)
+                    mx = fmaxf(mx, fmaxf(sc[mt][j][2 * hr], sc[mt][j][2 * hr + 1]));
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+                float mnew = fmaxf(mrow[mt][hr], mx * prm.scale_log2);
+                float msub = mnew == -INFINITY ? 0.f : mnew;
+                float alpha = attn_ex2(mrow[mt][hr] - msub);
+                mrow[mt][hr] = mnew;
+                float sum = 0.f;
 #pragma unroll
-                for (int e = 2 * hr; e < 2 * hr + 2; e++) {
-                    float pv = attn_ex2(fmaf(sc[j][e], prm.scale_log2, -msub));
-                    sc[j][e] = pv;
-                    sum += pv;
+                for (int j = 0; j < NS; j++) {
+#pragma unroll
+                    for (int e = 2 * hr; e < 2 * hr + 2; e++) {
+                        float pv = attn_ex2(fmaf(sc[mt][j][e], prm.scale_log2, -msub));
+                        sc[mt][j][e] = pv;
+                        sum += pv;
+                    }
+                }
+                lrow[mt][hr] = lrow[mt][hr] * alpha + sum;
+#pragma unroll
+                for (int j = 0; j < ND; j++) {
+                    o[mt][j][2 * hr] *= alpha;
+                    o[mt][j][2 * hr + 1] *= alpha;
                 }
             }
-            lrow[hr] = lrow[hr] * alpha + sum;
-#pragma unroll
-            for (int j = 0; j < ND; j++) {
-                o[j][2 * hr] *= alpha;
-                o[j][2 * hr + 1] *= alpha;
-            }
-        }
 
         /* O += P V. */
 #pragma unroll
         for (int kb = 0; kb < BN / 16; kb++) {
-            uint32_t a[4];
-            a[0] = attn_dt<T>::pack(sc[2 * kb][0], sc[2 * kb][1]);
-            a[1] = attn_dt<T>::pack(sc[2 * kb][2], sc[2 * kb][3]);
-            a[2] = attn_dt<T>::pack(sc[2 * kb + 1][0], sc[2 * kb + 1][1]);
-            a[3] = attn_dt<T>::pack(sc[2 * kb + 1][2], sc[2 * kb + 1][3]);
+            uint32_t a[MT][4];
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) {
+                a[mt][0] = attn_dt<T>::pack(sc[mt][2 * kb][0], sc[mt][2 * kb][1]);
+                a[mt][1] = attn_dt<T>::pack(sc[mt][2 * kb][2], sc[mt][2 * kb][3]);
+                a[mt][2] = attn_dt<T>::pack(sc[mt][2 * kb + 1][0], sc[mt][2 * kb + 1][1]);
+                a[mt][3] = attn_dt<T>::pack(sc[mt][2 * kb + 1][2], sc[mt][2 * kb + 1][3]);
+            }
 #pragma unroll
             for (int dp = 0; dp < D / 16; dp++) {
                 uint32_t b[4];
                 int r = kb * 16 + (lane % 8) + 8 * ((lane / 8) % 2);
                 attn_ldmatrix_x4_trans(b, tV + attn_swz<D>(r, dp * 2 + lane / 16));
-                attn_dt<T>::mma(o[2 * dp], a, b[0], b[1]);
-                attn_dt<T>::mma(o[2 * dp + 1], a, b[2], b[3]);
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++) {
+                    attn_dt<T>::mma(o[mt][2 * dp], a[mt], b[0], b[1]);
+                    attn_dt<T>::mma(o[mt][2 * dp + 1], a[mt], b[2], b[3]);
+                }
             }
         }
     }
@@ -247,23 +287,25 @@ __global__ void __launch_bounds__(WARPS * 32, 1) attn_prefill_kernel(attn_prefil
     /* Finish: the quad's partial sums, normalise, store rows < s. */
     T *out = static_cast<T *>(prm.out);
 #pragma unroll
-    for (int hr = 0; hr < 2; hr++) {
-        float l = lrow[hr];
-        l += __shfl_xor_sync(0xffffffffu, l, 1);
-        l += __shfl_xor_sync(0xffffffffu, l, 2);
-        int row = row_a + hr * 8;
-        if (row >= s)
-            continue;
-        float inv = l > 0.f ? 1.f / l : 0.f;
-        T *dst = out + ((size_t)(q0 + row) * prm.hq + h) * D + 2 * cq;
+    for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-        for (int j = 0; j < ND; j++)
-            *reinterpret_cast<uint32_t *>(dst + j * 8) =
-                attn_dt<T>::pack(o[j][2 * hr] * inv, o[j][2 * hr + 1] * inv);
-        if (prm.lse && cq == 0)
-            prm.lse[(size_t)(q0 + row) * prm.hq + h] =
-                l > 0.f ? (mrow[hr] + log2f(l)) * ATTN_LN2 : -INFINITY;
-    }
+        for (int hr = 0; hr < 2; hr++) {
+            float l = lrow[mt][hr];
+            l += __shfl_xor_sync(0xffffffffu, l, 1);
+            l += __shfl_xor_sync(0xffffffffu, l, 2);
+            int row = row_a + mt * 16 + hr * 8;
+            if (row >= s)
+                continue;
+            float inv = l > 0.f ? 1.f / l : 0.f;
+            T *dst = out + ((size_t)(q0 + row) * prm.hq + h) * D + 2 * cq;
+#pragma unroll
+            for (int j = 0; j < ND; j++)
+                *reinterpret_cast<uint32_t *>(dst + j * 8) =
+                    attn_dt<T>::pack(o[mt][j][2 * hr] * inv, o[mt][j][2 * hr + 1] * inv);
+            if (prm.lse && cq == 0)
+                prm.lse[(size_t)(q0 + row) * prm.hq + h] =
+                    l > 0.f ? (mrow[mt][hr] + log2f(l)) * ATTN_LN2 : -INFINITY;
+        }
 }
 
 #endif

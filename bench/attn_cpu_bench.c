@@ -5,6 +5,9 @@
  * the score, D for the weighted value sum. Each kernel is run until it has
  * used ~0.3 s (at least 2 runs) and the fastest run counts.
  *
+ * Decode lines add kv_gbps: the context's K/V bytes over the multi-thread
+ * time, the bound that matters for decode.
+ *
  * Usage: attn_cpu_bench [threads]   (default: all cores)
  */
 #include <math.h>
@@ -205,6 +208,8 @@ int main(int argc, char **argv)
         {"decode", 128, 32, 8, 16, 8, 2048, 1},
         {"decode", 128, 32, 8, 16, 1, 16384, 1},
         {"decode", 64, 16, 16, 64, 16, 1024, 1},
+        /* A small model's decode step: per-call overhead shows here. */
+        {"decode", 64, 8, 2, 16, 4, 256, 1},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         const shape_case *c = &cases[k];
@@ -218,13 +223,16 @@ int main(int argc, char **argv)
         double t_naive = best_time(c, &x, -1);
         double t_one = best_time(c, &x, 1);
         double t_all = best_time(c, &x, threads);
+        double kv_bytes = 2.0 * 4.0 * c->D * c->Hkv * (double)c->prefix * c->batch;
         printf("{\"bench\":\"attn_cpu\",\"kind\":\"%s\",\"head_dim\":%d,\"q_heads\":%d,"
                "\"kv_heads\":%d,\"page_size\":%d,\"batch\":%d,\"prefix\":%d,\"suffix\":%d,"
                "\"threads\":%d,\"gflop\":%.4f,\"naive_gflops\":%.3f,\"gflops_1t\":%.3f,"
-               "\"gflops\":%.3f,\"ratio_1t\":%.2f,\"ratio\":%.2f}\n",
+               "\"gflops\":%.3f,\"ratio_1t\":%.2f,\"ratio\":%.2f",
                c->kind, c->D, c->Hq, c->Hkv, c->P, c->batch, c->prefix, decode ? 1 : c->suffix,
                threads, flops * 1e-9, flops * 1e-9 / t_naive, flops * 1e-9 / t_one,
                flops * 1e-9 / t_all, t_naive / t_one, t_naive / t_all);
+        if (decode) printf(",\"kv_gbps\":%.2f", kv_bytes * 1e-9 / t_all);
+        printf("}\n");
         fflush(stdout);
         teardown(&x);
     }

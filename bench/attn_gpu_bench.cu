@@ -246,8 +246,8 @@ int main(int argc, char **argv)
                 bench_prefill(ATTN_BF16, 1, c[0], c[1], reps, copy_tbps, v);
         }
         unsetenv("RKV_ATTN_PREFILL_TILE");
-        setenv("RKV_ATTN_DECODE_NT", "256", 1);
-        printf("{\"bench\":\"note\",\"text\":\"decode rows below: RKV_ATTN_DECODE_NT=256\"}\n");
+        setenv("RKV_ATTN_DECODE_NT", "128", 1);
+        printf("{\"bench\":\"note\",\"text\":\"decode rows below: RKV_ATTN_DECODE_NT=128\"}\n");
         bench_decode(ATTN_BF16, 1, 32768, 16, reps, copy_tbps);
         bench_decode(ATTN_BF16, 64, 4096, 16, reps, copy_tbps);
         unsetenv("RKV_ATTN_DECODE_NT");

@@ -54,25 +54,36 @@ if ((${#meson[@]})); then
     else
         "${meson[@]}" setup "$build" "${opts[@]}" > "$out/build.log" 2>&1
     fi
+    # The whole tree first; if anything fails, still try our two targets alone
+    # so one missing library (say check.h) does not also cost the benchmarks.
     if ninja -C "$build" >> "$out/build.log" 2>&1; then
         note "build: ok"
-        test_bin=$build/tests/gpu/test_attention_cuda
-        bench_bin=$build/bench/attn_gpu_bench
     else
-        note "build: FAILED (see build.log)"
+        note "build: FAILED for some targets (see build.log)"
+        for t in tests/gpu/test_attention_cuda bench/attn_gpu_bench; do
+            ninja -C "$build" "$t" >> "$out/build.log" 2>&1 && note "build $t: ok"
+        done
     fi
+    [[ -x $build/tests/gpu/test_attention_cuda ]] && test_bin=$build/tests/gpu/test_attention_cuda
+    [[ -x $build/bench/attn_gpu_bench ]] && bench_bin=$build/bench/attn_gpu_bench
+    pkg-config --exists check 2>/dev/null \
+        || note "note: pkg-config finds no 'check' (the gpu suite needs check.h and libcheck)"
 else
     note "build: FAILED (no meson: pip install meson ninja)"
 fi
-if [[ -z "$test_bin" && -n "${RKV_GPU_PREBUILT:-}" ]]; then
-    test_bin=$RKV_GPU_PREBUILT/test_attention_cuda
-    bench_bin=$RKV_GPU_PREBUILT/attn_gpu_bench
-    note "using prebuilt binaries from $RKV_GPU_PREBUILT"
+if [[ -n "${RKV_GPU_PREBUILT:-}" ]]; then
+    [[ -z "$test_bin" ]] && test_bin=$RKV_GPU_PREBUILT/test_attention_cuda \
+        && note "using the prebuilt $test_bin"
+    [[ -z "$bench_bin" ]] && bench_bin=$RKV_GPU_PREBUILT/attn_gpu_bench \
+        && note "using the prebuilt $bench_bin"
 fi
 
 # 2. The gpu suite (through meson when it built, so the suite is what CI runs).
+#    (--no-rebuild: built above; a program of the suite that failed to build
+#    fails alone.)
 if [[ -n "$test_bin" && "$test_bin" == "$build/"* ]]; then
-    "${meson[@]}" test -C "$build" --suite gpu --print-errorlogs > "$out/test_gpu.meson.log" 2>&1
+    "${meson[@]}" test -C "$build" --suite gpu --no-rebuild --print-errorlogs \
+        > "$out/test_gpu.meson.log" 2>&1
     rc=$?
     cp "$build/meson-logs/testlog.txt" "$out/test_gpu.log" 2>/dev/null
     note "meson test --suite gpu: rc=$rc"
@@ -81,6 +92,16 @@ elif [[ -n "$test_bin" ]]; then
     note "test_attention_cuda: rc=$?"
 else
     note "tests: not run (nothing built)"
+fi
+# The tuning variants the benchmark times must be right too: the same program
+# once per non-default prefill tile and with 128-thread decode CTAs.
+if [[ -n "$test_bin" && -x "$test_bin" ]]; then
+    for v in 1 2 3; do
+        RKV_ATTN_PREFILL_TILE=$v "$test_bin" > "$out/test_gpu_tile$v.log" 2>&1
+        note "test_attention_cuda, RKV_ATTN_PREFILL_TILE=$v: rc=$?"
+    done
+    RKV_ATTN_DECODE_NT=128 "$test_bin" > "$out/test_gpu_nt128.log" 2>&1
+    note "test_attention_cuda, RKV_ATTN_DECODE_NT=128: rc=$?"
 fi
 
 # 3. Benchmarks: radixkv, then torch SDPA (flash) in the same run, with ratios.
@@ -110,6 +131,11 @@ if nvcc -c attention/attention_cuda.cu "${inc[@]}" "${arch[@]}" -Xptxas -v \
         awk '/Function :/ { f = $3 } /HMMA/ { n[f]++ } /LDL|STL/ { l[f]++ }
              END { for (k in n) printf "%6d HMMA %4d LDL/STL  %s\n", n[k], l[k], k }' \
             "$out/all.sass" | sort -k4 > "$out/hmma.txt"
+        # Opcode histogram of the default bf16 D=128 prefill kernel (what the
+        # inner loop spends its issue slots on).
+        awk '/Function :/ { keep = ($3 ~ /attn_prefill_kernelI13__nv_bfloat16Li128ELi128ELi64ELi8ELi3E/) }
+             keep && /\/\*[0-9a-f]+\*\// { for (i = 1; i <= NF; i++) if ($i ~ /^[A-Z][A-Z0-9_.]+$/) { split($i, o, "."); n[o[1]]++; break } }
+             END { for (k in n) printf "%6d %s\n", n[k], k }' "$out/all.sass" | sort -rn > "$out/prefill_opcodes.txt"
         rm -f "$out/all.sass"
         note "cuobjdump: ok"
     else
@@ -126,6 +152,9 @@ fi
     printf '%s\n' "${status[@]}"
     echo "== gpu suite"
     grep -E "^[0-9]+%: Checks|FAIL" "$out/test_gpu.log" 2>/dev/null | head -20
+    for f in "$out"/test_gpu_*.log; do
+        [[ -f $f ]] && echo "  $(basename "$f"): $(grep -E '^[0-9]+%: Checks' "$f")"
+    done
     grep -E "^(Ok|Fail|Skipped|Timeout):" "$out/test_gpu.meson.log" 2>/dev/null
     echo "== kernels: registers / spills (ptxas)"
     awk '/Function properties for/ { f = $NF } /spill stores/ { sp = $5 " spill st" }
@@ -133,6 +162,8 @@ fi
         "$out/ptxas.txt" 2>/dev/null | sed 's/_Z[0-9]*//' | sort -u | head -40
     echo "== prefill SASS (HMMA count, local-memory ops)"
     grep prefill "$out/hmma.txt" 2>/dev/null
+    echo "== opcodes of the default bf16 D=128 prefill kernel (top 15)"
+    head -15 "$out/prefill_opcodes.txt" 2>/dev/null | paste -sd' '
     echo "== radixkv benchmarks"
     "$py" - "$out/attn_gpu_bench.jsonl" <<'PY' 2>/dev/null
 import json, sys

@@ -7,6 +7,8 @@
  *                            in full again and again; baseline memcmp of the
  *                            same tokens (target >= 1 G tokens/s)
  *   match_cached_100k_chain  the same prompt split into 100 nodes
+ *   match_cached_100k_p16    one node at page size 16 (the engine's default):
+ *                            the compare alone, page ids are 1/16 of the copy
  *   shared_prompts_insert    requests that share 64 system prompts and earlier
  *                            conversations (~1M cached tokens, ~50k nodes),
  *                            each one match + lock + alloc + insert + unlock;
@@ -30,6 +32,27 @@
 
 #include "cache.h"
 #include "radix_tree.h"
+#include "rkv_config.h"
+
+#if RKV_HAVE_JEMALLOC
+#include <jemalloc/jemalloc.h>
+#endif
+
+/* Bytes the allocator has handed out (size classes included), or -1 without
+ * jemalloc. The tree's own count is of requested sizes; this one is what the
+ * process really pays. */
+static int64_t allocated_bytes(void)
+{
+#if RKV_HAVE_JEMALLOC
+    uint64_t epoch = 1;
+    size_t sz = sizeof epoch;
+    mallctl("epoch", &epoch, &sz, &epoch, sz);
+    size_t a = 0;
+    sz = sizeof a;
+    if (mallctl("stats.allocated", &a, &sz, NULL, 0) == 0) return (int64_t)a;
+#endif
+    return -1;
+}
 
 static double now_s(void)
 {
@@ -94,13 +117,13 @@ static void insert_fresh(radix_tree *t, page_pool *pool, const int32_t *tok, int
 
 /* ---- scenario 1: a long, fully cached prompt ------------------------------ */
 
-static void bench_long_match(int chain, double scale)
+static void bench_long_match(int chain, int32_t P, double scale)
 {
     const int32_t n = 100000;
     int reps = (int)(200 * scale) + 1;
     page_pool pool;
     radix_tree *t;
-    rkv_status st = page_pool_init(&pool, n, 1);
+    rkv_status st = page_pool_init(&pool, n / P, P);
     if (st != RKV_OK) die("page_pool_init", st);
     if ((st = radix_tree_create(&pool, RADIX_LRU, &t)) != RKV_OK) die("radix_tree_create", st);
     int32_t *tok = xmalloc(sizeof(int32_t) * n), *copy = xmalloc(sizeof(int32_t) * n);
@@ -139,11 +162,12 @@ static void bench_long_match(int chain, double scale)
     radix_tree_sizes s;
     radix_tree_get_sizes(t, &s);
     double tps = (double)n * reps / t_tree, bps = (double)n * reps / t_base;
-    printf("{\"scenario\":\"%s\",\"page_size\":1,\"prompt_tokens\":%d,\"nodes\":%lld,"
+    printf("{\"scenario\":\"%s\",\"page_size\":%d,\"prompt_tokens\":%d,\"nodes\":%lld,"
            "\"ops\":%d,\"ops_per_s\":%.1f,\"tokens_per_s\":%.4g,\"host_bytes_per_token\":%.3f,"
            "\"baseline\":\"memcmp\",\"baseline_tokens_per_s\":%.4g,\"ratio\":%.3f,"
            "\"target_tokens_per_s\":1e9}\n",
-           chain ? "match_cached_100k_chain" : "match_cached_100k", n, (long long)s.num_nodes,
+           chain ? "match_cached_100k_chain" : P > 1 ? "match_cached_100k_p16" : "match_cached_100k",
+           P, n, (long long)s.num_nodes,
            reps, reps / t_tree, tps, bytes_per_token(t), bps, tps / bps);
     fflush(stdout);
     radix_tree_destroy(t);
@@ -348,9 +372,11 @@ static void bench_shared(double scale)
     cache_config cfg = {.kind = "radix", .policy = "lru"};
     cache *c;
     char err[256];
+    int64_t heap0 = allocated_bytes();
     if ((st = cache_create(&cfg, &pool, &c, err, sizeof err)) != RKV_OK) die(err, st);
     flow_result ins = {0};
     run_flow(&w, c, &b, pages, &ins);
+    int64_t heap1 = allocated_bytes();
     double t_base = baseline_memcmp(&w, &b, scratch);
     radix_tree *t = cache_radix_tree(c);
     radix_tree_sizes s;
@@ -359,10 +385,12 @@ static void bench_shared(double scale)
     printf("{\"scenario\":\"shared_prompts_insert\",\"page_size\":1,\"requests\":%d,"
            "\"request_tokens\":%lld,\"cached_tokens\":%lld,\"nodes\":%lld,\"splits\":%llu,"
            "\"ops_per_s\":%.1f,\"tokens_per_s\":%.4g,\"host_bytes_per_token\":%.3f,"
+           "\"allocator_bytes_per_token\":%.3f,"
            "\"baseline\":\"memcmp\",\"baseline_tokens_per_s\":%.4g,\"ratio\":%.3f}\n",
            w.nreq, (long long)ins.tokens, (long long)cached, (long long)s.num_nodes,
            (unsigned long long)s.splits, w.nreq / ins.t_total, ins.tokens / ins.t_total,
-           bytes_per_token(t), ins.tokens / t_base, (ins.tokens / ins.t_total) / (ins.tokens / t_base));
+           bytes_per_token(t), heap0 >= 0 ? (double)(heap1 - heap0) / (double)cached : -1.0,
+           ins.tokens / t_base, (ins.tokens / ins.t_total) / (ins.tokens / t_base));
     fflush(stdout);
 
     /* 2b: every request again, fully cached */
@@ -426,7 +454,7 @@ static void bench_shared(double scale)
 
 /* A flat tree of n leaves of 8 tokens, shuffled by n/2 matches; then evicted
  * one leaf per call. Returns seconds per leaf; *scan = one full leaf scan. */
-static double evict_all(int32_t n, double *scan)
+static double evict_all(int32_t n, double *scan, double *steps)
 {
     page_pool pool;
     radix_tree *t;
@@ -445,10 +473,14 @@ static double evict_all(int32_t n, double *scan)
         radix_tree_match(t, tok, 8, 0, pages, &len, &node);
     }
     *scan = heapify_seconds(n);
+    radix_tree_sizes s0, s1;
+    radix_tree_get_sizes(t, &s0);
     double t0 = now_s();
     int64_t freed = 0;
     for (int32_t i = 0; i < n; i++) freed += radix_tree_evict(t, 1);
     double per = (now_s() - t0) / n;
+    radix_tree_get_sizes(t, &s1);
+    *steps = (double)(s1.heap_steps - s0.heap_steps) / n;
     if (freed != (int64_t)n * 8) {
         fprintf(stderr, "radix_bench: evicted %lld tokens, expected %lld\n", (long long)freed,
                 (long long)n * 8);
@@ -463,15 +495,18 @@ static void bench_evict_scaling(double scale)
 {
     int32_t small = 8192, large = (int32_t)(131072 * scale);
     if (large < 2 * small) large = 2 * small;
-    double scan_small, scan_large;
-    double ps = evict_all(small, &scan_small);
-    double pl = evict_all(large, &scan_large);
+    double scan_small, scan_large, steps_small, steps_large;
+    double ps = evict_all(small, &scan_small, &steps_small);
+    double pl = evict_all(large, &scan_large, &steps_large);
     printf("{\"scenario\":\"evict_scaling\",\"page_size\":1,\"leaves_small\":%d,\"leaves_large\":%d,"
            "\"ns_per_leaf_small\":%.1f,\"ns_per_leaf_large\":%.1f,\"ops_per_s\":%.1f,"
-           "\"tokens_per_s\":%.4g,\"growth_per_leaf\":%.2f,\"log_n_growth\":%.2f,"
+           "\"tokens_per_s\":%.4g,\"heap_steps_per_leaf_small\":%.2f,"
+           "\"heap_steps_per_leaf_large\":%.2f,\"time_growth_per_leaf\":%.2f,"
+           "\"steps_growth_per_leaf\":%.2f,\"log_n_growth\":%.2f,"
            "\"baseline\":\"heapify all leaves once (rebuild per eviction)\",\"baseline_ns\":%.1f,"
            "\"ratio\":%.1f}\n",
-           small, large, 1e9 * ps, 1e9 * pl, 1.0 / pl, 8.0 / pl, pl / ps,
+           small, large, 1e9 * ps, 1e9 * pl, 1.0 / pl, 8.0 / pl, steps_small, steps_large, pl / ps,
+           steps_large / steps_small,
            __builtin_log2((double)large) / __builtin_log2((double)small), 1e9 * scan_large,
            scan_large / pl);
     fflush(stdout);
@@ -496,8 +531,9 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    bench_long_match(0, scale);
-    bench_long_match(1, scale);
+    bench_long_match(0, 1, scale);
+    bench_long_match(1, 1, scale);
+    bench_long_match(0, 16, scale);
     bench_shared(scale);
     bench_evict_scaling(scale);
     return sink == 12345 ? 1 : 0;

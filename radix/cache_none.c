@@ -1,6 +1,7 @@
-/* cache_none.c - cache kind "none": no reuse. match finds nothing, insert
- * keeps nothing (prefix 0, so the caller frees every page of the request),
- * and the pool never holds a CACHED page. */
+/* cache_none.c - cache kind "none": no reuse. match finds nothing; insert
+ * reports prefix 0 and, like every kind, takes the pages past the prefix (all
+ * of them) from the caller — and returns them to the pool at once, so the pool
+ * never holds a CACHED page and a request's pages go back as soon as it ends. */
 #include <stdlib.h>
 
 #include "cache.h"
@@ -21,7 +22,8 @@ static rkv_status none_insert(cache *c, const int32_t *tokens, int32_t n, const 
 {
     *prefix_len = 0;
     c->stats.insert_calls++;
-    return n < 0 ? RKV_EINVAL : RKV_OK;
+    if (n < 0) return RKV_EINVAL;
+    return page_pool_free(c->pool, pages, n / c->page_size);
 }
 
 static rkv_status none_lock(cache *c, const cache_match *m) { return RKV_OK; }

@@ -9,16 +9,18 @@
  *   rt_node.edge --> [ t0 t1 ... t(len-1) | p0 ... p(len/P - 1) ]
  *                      edge tokens          page ids (one array)
  *
- *   children, by number:
- *     0    nothing
- *     1    kids.one = the child's slot (its first page is read from the child)
- *     >=2  kids.tab = open-addressing table, linear probing:
- *            tab[0].key = capacity (a power of two), tab[1..cap] = slots
- *            { key = first token (P = 1) or a hash of the first page, child }
- *          grown at 3/4 load, shrunk below 1/8, deletion by backward shift.
+ *   children, by number (rt_node.kind):
+ *     0    none; the union holds the leaf's heap position instead
+ *     1    kids.s.one = the child's slot (its first page is read from the child)
+ *     >=2  kids.tab = a table of { key, child } entries, key = first token
+ *          (P = 1) or a hash of the first page; tab[0] = {capacity, count}:
+ *            capacity 2 or 4   searched linearly (most inner nodes have 2-3
+ *                              children; a hash would waste half the room)
+ *            capacity >= 8     open addressing, linear probing, grown at 3/4
+ *                              load, shrunk below 1/8, backward-shift deletion
  *
- *   heap[]  binary min-heap of candidate slots (unlocked leaves) in policy
- *           order; rt_node.heap_pos is each one's index, -1 when not in it.
+ *   heap[]  4-ary min-heap of candidate slots (unlocked leaves) in policy
+ *           order; each candidate's kids.s.heap_pos is its index.
  */
 #include "radix_tree.h"
 
@@ -36,21 +38,29 @@ typedef struct rt_slot {
     int32_t child; /* -1: empty */
 } rt_slot;
 
+/* 48 bytes. The children union is tagged by `kind`; a leaf (kind 0) uses it
+ * for its heap position, since only leaves are ever candidates. */
+enum { KIDS_NONE = 0, KIDS_ONE = 1, KIDS_TAB = 2 };
+#define HITS_MAX ((1u << 30) - 1)
+
 typedef struct rt_node {
     int32_t *edge;  /* (len + len/P) tokens then pages; NULL when len == 0 */
     uint64_t id;    /* clock << 2 | k, see radix_tree.h */
     uint64_t time;
     union {
-        rt_slot *tab;
-        int32_t one;
+        rt_slot *tab;     /* KIDS_TAB: tab[0] = {capacity, count} */
+        struct {
+            int32_t one;      /* KIDS_ONE: the child's slot */
+            int32_t heap_pos; /* KIDS_NONE: index in the heap, -1 if not in it */
+        } s;
     } kids;
     int32_t len;      /* -1 marks a free slot */
     int32_t parent;   /* free slots chain through parent */
     int32_t lock;
-    int32_t heap_pos;
-    int32_t nkids;
-    uint32_t hits;    /* saturates at UINT32_MAX */
+    uint32_t hits : 30; /* saturates at HITS_MAX */
+    uint32_t kind : 2;  /* KIDS_* */
 } rt_node;
+_Static_assert(sizeof(rt_node) == 48, "rt_node grew: host bytes per token depend on it");
 
 struct radix_tree {
     page_pool *pool;
@@ -65,6 +75,7 @@ struct radix_tree {
     int64_t evictable, protect;
     int64_t bytes;
     uint64_t splits, evictions;
+    uint64_t heap_steps; /* levels moved by sift-up/down, to show O(log n) */
     int32_t *heap;
     int32_t heap_n, heap_cap;
     /* namespaces other than 0, in creation order, with a hash index */
@@ -78,7 +89,7 @@ struct radix_tree {
     void *evict_ctx;
 };
 
-/* ---- small helpers ---------------------------------------------------- */
+/* ---- small utilities -------------------------------------------------- */
 
 static inline rt_node *N(const radix_tree *t, int32_t s)
 {
@@ -135,13 +146,19 @@ static inline bool page_eq(const int32_t *a, const int32_t *b, int32_t P)
     return P == 1 ? a[0] == b[0] : memcmp(a, b, sizeof(int32_t) * (size_t)P) == 0;
 }
 
-/* Length of the common prefix of a and b, at most n. Whole blocks go through
- * memcmp (libc's vector code, memory speed on long cached edges); only the
- * first differing block is searched token by token. */
-enum { CMP_BLOCK = 64 };
+/* Length of the common prefix of a and b, at most n. Chunks that grow while
+ * they match go through memcmp (libc's vector code), so a long cached edge
+ * costs a few calls at memory speed; a mismatching chunk is searched again in
+ * blocks of CMP_BLOCK, the last block token by token. */
+enum { CMP_BLOCK = 64, CMP_MAX_CHUNK = 8192 };
 static inline int32_t common_prefix(const int32_t *a, const int32_t *b, int32_t n)
 {
     int32_t i = 0;
+    for (int32_t step = CMP_BLOCK; i + step <= n; ) {
+        if (memcmp(a + i, b + i, sizeof(int32_t) * (size_t)step)) break;
+        i += step;
+        if (step < CMP_MAX_CHUNK) step *= 2;
+    }
     for (; i + CMP_BLOCK <= n; i += CMP_BLOCK)
         if (memcmp(a + i, b + i, sizeof(int32_t) * CMP_BLOCK)) break;
     while (i < n && a[i] == b[i]) i++;
@@ -200,13 +217,29 @@ static int32_t node_new(radix_tree *t, int32_t len)
     x->edge = edge;
     x->len = len;
     x->parent = -1;
-    x->heap_pos = -1;
+    x->kids.s.heap_pos = -1; /* kind KIDS_NONE */
     return s;
 }
 
 static inline bool is_special(const rt_node *x) { return x->len == 0; }
 
+static inline int32_t nkids(const rt_node *x)
+{
+    return x->kind == KIDS_TAB ? x->kids.tab[0].child : (int32_t)x->kind;
+}
+
+static inline int32_t heap_pos(const rt_node *x)
+{
+    return x->kind == KIDS_NONE ? x->kids.s.heap_pos : -1;
+}
+
+
 /* ---- candidate heap ---------------------------------------------------- */
+
+/* A 4-ary heap: half the levels of a binary one, and the four children of a
+ * level are loaded together (their nodes are prefetched), so a sift costs
+ * about half the cache misses on a large tree. */
+enum { HEAP_D = 4 };
 
 /* true when a is evicted before b */
 static inline bool before(const radix_tree *t, const rt_node *a, const rt_node *b)
@@ -227,7 +260,7 @@ static inline bool before(const radix_tree *t, const rt_node *a, const rt_node *
 static inline void heap_set(radix_tree *t, int32_t i, int32_t s)
 {
     t->heap[i] = s;
-    N(t, s)->heap_pos = i;
+    N(t, s)->kids.s.heap_pos = i; /* candidates are leaves */
 }
 
 static void heap_up(radix_tree *t, int32_t i)
@@ -235,10 +268,11 @@ static void heap_up(radix_tree *t, int32_t i)
     int32_t s = t->heap[i];
     rt_node *x = N(t, s);
     while (i > 0) {
-        int32_t p = (i - 1) / 2;
+        int32_t p = (i - 1) / HEAP_D;
         if (!before(t, x, N(t, t->heap[p]))) break;
         heap_set(t, i, t->heap[p]);
         i = p;
+        t->heap_steps++;
     }
     heap_set(t, i, s);
 }
@@ -248,13 +282,17 @@ static void heap_down(radix_tree *t, int32_t i)
     int32_t s = t->heap[i];
     rt_node *x = N(t, s);
     for (;;) {
-        int32_t l = 2 * i + 1, best = i;
+        int32_t l = HEAP_D * i + 1, best = i;
+        int32_t end = l + HEAP_D < t->heap_n ? l + HEAP_D : t->heap_n;
         rt_node *bx = x;
-        if (l < t->heap_n && before(t, N(t, t->heap[l]), bx)) best = l, bx = N(t, t->heap[l]);
-        if (l + 1 < t->heap_n && before(t, N(t, t->heap[l + 1]), bx)) best = l + 1;
+        for (int32_t c = l; c < end; c++)
+            __builtin_prefetch(N(t, t->heap[c]));
+        for (int32_t c = l; c < end; c++)
+            if (before(t, N(t, t->heap[c]), bx)) best = c, bx = N(t, t->heap[c]);
         if (best == i) break;
         heap_set(t, i, t->heap[best]);
         i = best;
+        t->heap_steps++;
     }
     heap_set(t, i, s);
 }
@@ -282,22 +320,22 @@ static void heap_push(radix_tree *t, int32_t s)
 
 static void heap_remove(radix_tree *t, int32_t s)
 {
-    int32_t i = N(t, s)->heap_pos;
-    N(t, s)->heap_pos = -1;
+    int32_t i = N(t, s)->kids.s.heap_pos;
+    N(t, s)->kids.s.heap_pos = -1;
     int32_t last = t->heap[--t->heap_n];
     if (i == t->heap_n) return;
     heap_set(t, i, last);
     heap_up(t, i);
-    heap_down(t, N(t, last)->heap_pos);
+    heap_down(t, N(t, last)->kids.s.heap_pos);
 }
 
 /* A node enters or leaves the candidate set as its leaf/lock state says. */
 static void heap_sync(radix_tree *t, int32_t s)
 {
     rt_node *x = N(t, s);
-    bool cand = !is_special(x) && x->nkids == 0 && x->lock == 0;
-    if (cand && x->heap_pos < 0) heap_push(t, s);
-    else if (!cand && x->heap_pos >= 0) heap_remove(t, s);
+    bool cand = !is_special(x) && x->kind == KIDS_NONE && x->lock == 0;
+    if (cand && x->kids.s.heap_pos < 0) heap_push(t, s);
+    else if (!cand && heap_pos(x) >= 0) heap_remove(t, s);
 }
 
 /* The call entering a node: new time, one more hit, heap key moved. */
@@ -305,16 +343,18 @@ static void touch(radix_tree *t, int32_t s, uint64_t now)
 {
     rt_node *x = N(t, s);
     x->time = now;
-    if (x->hits != UINT32_MAX) x->hits++;
-    if (x->heap_pos >= 0) {
-        heap_up(t, x->heap_pos);
-        heap_down(t, x->heap_pos);
+    if (x->hits != HITS_MAX) x->hits++;
+    int32_t i = heap_pos(x);
+    if (i >= 0) { /* a later time or more hits: it can only move down */
+        heap_up(t, i);
+        heap_down(t, N(t, s)->kids.s.heap_pos);
     }
 }
 
 /* ---- child tables ------------------------------------------------------ */
 
 static inline uint32_t tab_cap(const rt_slot *tab) { return tab[0].key; }
+static inline bool tab_linear(const rt_slot *tab) { return tab[0].key <= 4; }
 
 static inline uint32_t child_key(const radix_tree *t, int32_t c)
 {
@@ -324,11 +364,19 @@ static inline uint32_t child_key(const radix_tree *t, int32_t c)
 /* Child of x whose edge starts with the page tok[0..P), or -1. */
 static int32_t child_find(const radix_tree *t, const rt_node *x, const int32_t *tok)
 {
-    if (x->nkids == 0) return -1;
-    if (x->nkids == 1) return page_eq(N(t, x->kids.one)->edge, tok, t->P) ? x->kids.one : -1;
+    if (x->kind == KIDS_NONE) return -1;
+    if (x->kind == KIDS_ONE)
+        return page_eq(N(t, x->kids.s.one)->edge, tok, t->P) ? x->kids.s.one : -1;
     const rt_slot *e = x->kids.tab + 1;
-    uint32_t mask = tab_cap(x->kids.tab) - 1;
-    uint32_t key = page_key(tok, t->P);
+    uint32_t cap = tab_cap(x->kids.tab), key = page_key(tok, t->P);
+    if (cap <= 4) {
+        for (uint32_t i = 0; i < cap; i++)
+            if (e[i].child >= 0 && e[i].key == key &&
+                (t->P == 1 || page_eq(N(t, e[i].child)->edge, tok, t->P)))
+                return e[i].child;
+        return -1;
+    }
+    uint32_t mask = cap - 1;
     for (uint32_t i = mix32(key) & mask;; i = (i + 1) & mask) {
         if (e[i].child < 0) return -1;
         if (e[i].key == key && (t->P == 1 || page_eq(N(t, e[i].child)->edge, tok, t->P)))
@@ -336,11 +384,12 @@ static int32_t child_find(const radix_tree *t, const rt_node *x, const int32_t *
     }
 }
 
+/* Put an entry into a table with room for it (the count is the caller's). */
 static void tab_put(rt_slot *tab, uint32_t key, int32_t child)
 {
     rt_slot *e = tab + 1;
-    uint32_t mask = tab_cap(tab) - 1;
-    uint32_t i = mix32(key) & mask;
+    uint32_t cap = tab_cap(tab), mask = cap - 1;
+    uint32_t i = tab_linear(tab) ? 0 : mix32(key) & mask;
     while (e[i].child >= 0) i = (i + 1) & mask;
     e[i].key = key;
     e[i].child = child;
@@ -351,7 +400,7 @@ static rt_slot *tab_new(radix_tree *t, uint32_t cap)
     rt_slot *tab = rt_alloc(t, sizeof(rt_slot) * (cap + 1));
     if (!tab) return NULL;
     tab[0].key = cap;
-    tab[0].child = -1;
+    tab[0].child = 0;
     for (uint32_t i = 1; i <= cap; i++) tab[i].child = -1;
     return tab;
 }
@@ -361,20 +410,15 @@ static void tab_free(radix_tree *t, rt_slot *tab)
     rt_free(t, tab, sizeof(rt_slot) * (tab_cap(tab) + 1));
 }
 
-/* Move x's children into a table of capacity cap (x->nkids >= 2 after). */
-static bool tab_rebuild(radix_tree *t, rt_node *x, uint32_t cap, int32_t extra)
+/* Move a table's entries into a new one of capacity cap. */
+static bool tab_resize(radix_tree *t, rt_node *x, uint32_t cap)
 {
-    rt_slot *tab = tab_new(t, cap);
+    rt_slot *old = x->kids.tab, *tab = tab_new(t, cap);
     if (!tab) return false;
-    if (x->nkids == 1) {
-        tab_put(tab, child_key(t, x->kids.one), x->kids.one);
-    } else if (x->nkids >= 2) {
-        rt_slot *old = x->kids.tab;
-        for (uint32_t i = 1; i <= tab_cap(old); i++)
-            if (old[i].child >= 0) tab_put(tab, old[i].key, old[i].child);
-        tab_free(t, old);
-    }
-    if (extra >= 0) tab_put(tab, child_key(t, extra), extra);
+    for (uint32_t i = 1; i <= tab_cap(old); i++)
+        if (old[i].child >= 0) tab_put(tab, old[i].key, old[i].child);
+    tab[0].child = old[0].child;
+    tab_free(t, old);
     x->kids.tab = tab;
     return true;
 }
@@ -385,88 +429,92 @@ static bool tab_rebuild(radix_tree *t, rt_node *x, uint32_t cap, int32_t extra)
  * full table is regrown here (a bigger table is as valid as the old one). */
 static bool child_reserve(radix_tree *t, rt_node *x)
 {
-    if (x->nkids == 0) return true;
-    if (x->nkids == 1) {
-        if (!t->spare) t->spare = tab_new(t, 4);
+    if (x->kind == KIDS_NONE) return true;
+    if (x->kind == KIDS_ONE) {
+        if (!t->spare) t->spare = tab_new(t, 2);
         return t->spare != NULL;
     }
-    uint32_t cap = tab_cap(x->kids.tab);
-    if ((uint32_t)(x->nkids + 1) * 4 <= cap * 3) return true;
-    return tab_rebuild(t, x, cap * 2, -1);
+    uint32_t cap = tab_cap(x->kids.tab), n = (uint32_t)nkids(x) + 1;
+    if (cap <= 4 ? n <= cap : n * 4 <= cap * 3) return true;
+    return tab_resize(t, x, cap * 2);
 }
 
-/* Add child c under x; child_reserve(x) must have succeeded. */
+/* Add child c under x; child_reserve(x) must have succeeded, and x must not
+ * be in the heap (it is no leaf afterwards). */
 static void child_add(radix_tree *t, rt_node *x, int32_t c)
 {
-    if (x->nkids == 0) {
-        x->kids.one = c;
-    } else if (x->nkids == 1) {
+    if (x->kind == KIDS_NONE) {
+        x->kids.s.one = c;
+        x->kind = KIDS_ONE;
+    } else if (x->kind == KIDS_ONE) {
         rt_slot *tab = t->spare;
         t->spare = NULL;
-        tab_put(tab, child_key(t, x->kids.one), x->kids.one);
+        tab_put(tab, child_key(t, x->kids.s.one), x->kids.s.one);
         tab_put(tab, child_key(t, c), c);
+        tab[0].child = 2;
         x->kids.tab = tab;
+        x->kind = KIDS_TAB;
     } else {
         tab_put(x->kids.tab, child_key(t, c), c);
+        x->kids.tab[0].child++;
     }
-    x->nkids++;
 }
 
-static int32_t tab_index(const radix_tree *t, const rt_slot *tab, int32_t c)
+/* Index (0-based, after the header) of child c in a table. */
+static uint32_t tab_index(const radix_tree *t, const rt_slot *tab, int32_t c)
 {
     const rt_slot *e = tab + 1;
     uint32_t mask = tab_cap(tab) - 1;
-    for (uint32_t i = mix32(child_key(t, c)) & mask;; i = (i + 1) & mask)
-        if (e[i].child == c) return (int32_t)i;
+    uint32_t i = tab_linear(tab) ? 0 : mix32(child_key(t, c)) & mask;
+    while (e[i].child != c) i = (i + 1) & mask;
+    return i;
 }
 
+/* Remove child c of x. x becomes a leaf (kind 0, not in the heap yet) when it
+ * was its last child. */
 static void child_remove(radix_tree *t, rt_node *x, int32_t c)
 {
-    if (x->nkids == 1) {
-        x->nkids = 0;
-        x->kids.one = 0;
+    if (x->kind == KIDS_ONE) {
+        x->kind = KIDS_NONE;
+        x->kids.s.one = 0;
+        x->kids.s.heap_pos = -1;
         return;
     }
     rt_slot *tab = x->kids.tab, *e = tab + 1;
-    uint32_t mask = tab_cap(tab) - 1;
-    uint32_t i = (uint32_t)tab_index(t, tab, c);
-    /* Backward-shift deletion: pull later entries of the probe run into the
-     * hole when their home slot does not lie (cyclically) in (i, j]. */
-    for (uint32_t j = i;;) {
-        j = (j + 1) & mask;
-        if (e[j].child < 0) break;
-        uint32_t h = mix32(e[j].key) & mask;
-        bool stays = (i <= j) ? (i < h && h <= j) : (i < h || h <= j);
-        if (!stays) {
-            e[i] = e[j];
-            i = j;
+    uint32_t cap = tab_cap(tab), mask = cap - 1;
+    uint32_t i = tab_index(t, tab, c);
+    if (!tab_linear(tab)) {
+        /* Backward-shift deletion: pull later entries of the probe run into
+         * the hole when their home slot does not lie (cyclically) in (i, j]. */
+        for (uint32_t j = i;;) {
+            j = (j + 1) & mask;
+            if (e[j].child < 0) break;
+            uint32_t h = mix32(e[j].key) & mask;
+            bool stays = (i <= j) ? (i < h && h <= j) : (i < h || h <= j);
+            if (!stays) {
+                e[i] = e[j];
+                i = j;
+            }
         }
     }
     e[i].child = -1;
-    x->nkids--;
-    if (x->nkids == 1) {
+    int32_t n = --tab[0].child;
+    if (n == 1) {
         int32_t only = -1;
-        for (uint32_t k = 0; k <= mask; k++)
+        for (uint32_t k = 0; k < cap; k++)
             if (e[k].child >= 0) only = e[k].child;
         tab_free(t, tab);
-        x->kids.one = only;
-    } else if (tab_cap(tab) > 4 && (uint32_t)x->nkids * 8 < tab_cap(tab)) {
-        /* Shrinking is optional: on allocation failure the big table stays. */
-        uint32_t nc = tab_cap(tab) / 2;
-        rt_slot *nt = tab_new(t, nc);
-        if (nt) {
-            for (uint32_t k = 0; k <= mask; k++)
-                if (e[k].child >= 0) tab_put(nt, e[k].key, e[k].child);
-            tab_free(t, tab);
-            x->kids.tab = nt;
-        }
+        x->kids.s.one = only;
+        x->kind = KIDS_ONE;
+    } else if (cap > 8 && (uint32_t)n * 8 < cap) {
+        tab_resize(t, x, cap / 2); /* optional: on failure the big table stays */
     }
 }
 
 /* Point x's entry for old (same first page) at neu. */
 static void child_replace(radix_tree *t, rt_node *x, int32_t old, int32_t neu)
 {
-    if (x->nkids == 1) x->kids.one = neu;
+    if (x->kind == KIDS_ONE) x->kids.s.one = neu;
     else x->kids.tab[1 + tab_index(t, x->kids.tab, old)].child = neu;
 }
 
@@ -589,7 +637,7 @@ void radix_tree_destroy(radix_tree *t)
         if (x->len < 0) continue;
         if (x->len > 0) page_pool_free(t->pool, node_pages(t, x), x->len / t->P);
         free(x->edge);
-        if (x->nkids >= 2) free(x->kids.tab);
+        if (x->kind == KIDS_TAB) free(x->kids.tab);
     }
     for (int32_t c = 0; c < t->num_chunks; c++) free(t->chunks[c]);
     free(t->chunks);
@@ -645,8 +693,8 @@ static int32_t split(radix_tree *t, int32_t cs, int32_t k, uint64_t now)
     pre->time = c->time;
     pre->hits = c->hits;
     pre->lock = c->lock;
-    pre->nkids = 1;
-    pre->kids.one = cs;
+    pre->kind = KIDS_ONE;
+    pre->kids.s.one = cs;
     /* 3: c becomes the suffix. */
     rt_free(t, c->edge, edge_bytes(c->len, P));
     c->edge = suf;
@@ -758,10 +806,10 @@ rkv_status radix_tree_insert(radix_tree *t, const int32_t *tokens, int32_t n,
     leaf->time = now;
     leaf->hits = 1;
     leaf->parent = at;
+    if (heap_pos(N(t, at)) >= 0) heap_remove(t, at); /* no leaf any more */
     child_add(t, N(t, at), ls);
     t->num_nodes++;
     t->evictable += len;
-    heap_sync(t, at);
     heap_sync(t, ls);
     return RKV_OK;
 }
@@ -781,7 +829,7 @@ rkv_status radix_tree_lock(radix_tree *t, int32_t node)
         if (x->lock++ == 0) {
             t->evictable -= x->len;
             t->protect += x->len;
-            if (x->heap_pos >= 0) heap_remove(t, s);
+            if (heap_pos(x) >= 0) heap_remove(t, s);
         }
     }
     return RKV_OK;
@@ -816,7 +864,7 @@ static void node_info(const radix_tree *t, int32_t s, uint64_t ns, radix_node_in
     in->time = x->time;
     in->created = x->id >> 2;
     in->hits = x->hits;
-    in->num_children = x->nkids;
+    in->num_children = nkids(x);
     in->tokens = x->edge;
     in->pages = x->len > 0 ? x->edge + x->len : NULL;
 }
@@ -868,6 +916,7 @@ void radix_tree_get_sizes(const radix_tree *t, radix_tree_sizes *out)
     out->host_bytes = t->bytes;
     out->splits = t->splits;
     out->evictions = t->evictions;
+    out->heap_steps = t->heap_steps;
 }
 
 uint64_t radix_tree_clock(const radix_tree *t) { return t->clock; }
@@ -883,9 +932,9 @@ static int cmp_id(const void *a, const void *b, void *ctx)
 /* Children of x into out[] (nkids entries), in creation order. */
 static void children_sorted(const radix_tree *t, const rt_node *x, int32_t *out)
 {
-    if (x->nkids == 1) {
-        out[0] = x->kids.one;
-    } else if (x->nkids >= 2) {
+    if (x->kind == KIDS_ONE) {
+        out[0] = x->kids.s.one;
+    } else if (x->kind == KIDS_TAB) {
         int32_t k = 0;
         for (uint32_t i = 1; i <= tab_cap(x->kids.tab); i++)
             if (x->kids.tab[i].child >= 0) out[k++] = x->kids.tab[i].child;
@@ -917,7 +966,7 @@ void radix_tree_visit(const radix_tree *t, radix_node_fn fn, void *ctx)
         fn(ctx, &in);
         const rt_node *x = N(t, s);
         children_sorted(t, x, kids);
-        for (int32_t i = x->nkids - 1; i >= 0; i--) {
+        for (int32_t i = nkids(x) - 1; i >= 0; i--) {
             stack[sp] = kids[i];
             nss[sp++] = ns;
         }
@@ -947,7 +996,7 @@ rkv_status radix_tree_check(const radix_tree *t, char *err, size_t errlen)
     if (!stack || !seen || !pg) FAIL("out of host memory");
 
     const rt_node *root = N(t, RT_ROOT);
-    if (root->len != 0 || root->parent != -1 || root->lock != 0 || root->heap_pos != -1)
+    if (root->len != 0 || root->parent != -1 || root->lock != 0 || heap_pos(root) >= 0)
         FAIL("root slot is not a root (len %d parent %d lock %d)", root->len, root->parent,
              root->lock);
     int32_t sp = 0;
@@ -979,7 +1028,7 @@ rkv_status radix_tree_check(const radix_tree *t, char *err, size_t errlen)
             if (p->time < x->time) FAIL("node %llu time %llu newer than its parent's %llu",
                                         (unsigned long long)id, (unsigned long long)x->time,
                                         (unsigned long long)p->time);
-            if (p->hits < x->hits && p->hits != UINT32_MAX)
+            if (p->hits < x->hits && p->hits != HITS_MAX)
                 FAIL("node %llu has more hits than its parent", (unsigned long long)id);
             if (x->lock < 0) FAIL("node %llu lock %d < 0", (unsigned long long)id, x->lock);
             if (x->lock == 0) evictable += x->len;
@@ -1000,28 +1049,30 @@ rkv_status radix_tree_check(const radix_tree *t, char *err, size_t errlen)
         } else if (x->lock != 0) {
             FAIL("root/namespace node slot %d has lock %d", s, x->lock);
         }
-        bool cand = !is_special(x) && x->nkids == 0 && x->lock == 0;
-        if (cand != (x->heap_pos >= 0))
-            FAIL("node %llu candidate=%d but heap position %d", (unsigned long long)id, cand,
-                 x->heap_pos);
+        bool cand = !is_special(x) && x->kind == KIDS_NONE && x->lock == 0;
+        int32_t hp = heap_pos(x);
+        if (cand != (hp >= 0))
+            FAIL("node %llu candidate=%d but heap position %d", (unsigned long long)id, cand, hp);
         if (cand) {
             cands++;
-            if (x->heap_pos >= t->heap_n || t->heap[x->heap_pos] != s)
-                FAIL("node %llu heap position %d stale", (unsigned long long)id, x->heap_pos);
+            if (hp >= t->heap_n || t->heap[hp] != s)
+                FAIL("node %llu heap position %d stale", (unsigned long long)id, hp);
         }
         /* children: parent links, table occupancy, lock counts */
         int64_t child_locks = 0;
         int32_t count = 0;
-        if (x->nkids == 1) {
-            int32_t c = x->kids.one;
+        int32_t nk = nkids(x);
+        if (x->kind == KIDS_ONE) {
+            int32_t c = x->kids.s.one;
             if (!slot_valid(t, c)) FAIL("node %llu has a dead child slot %d", (unsigned long long)id, c);
             stack[sp++] = c;
             count = 1;
-        } else if (x->nkids >= 2) {
+        } else if (x->kind == KIDS_TAB) {
             uint32_t cap = tab_cap(x->kids.tab);
-            if (cap < 4 || (cap & (cap - 1)) || (uint32_t)x->nkids > cap)
+            bool fits = cap <= 4 ? (uint32_t)nk <= cap : (uint32_t)nk * 4 <= cap * 3;
+            if (nk < 2 || cap < 2 || (cap & (cap - 1)) || !fits)
                 FAIL("node %llu child table capacity %u for %d children", (unsigned long long)id,
-                     cap, x->nkids);
+                     cap, nk);
             for (uint32_t i = 1; i <= cap; i++) {
                 int32_t c = x->kids.tab[i].child;
                 if (c < 0) continue;
@@ -1034,8 +1085,8 @@ rkv_status radix_tree_check(const radix_tree *t, char *err, size_t errlen)
                 count++;
             }
         }
-        if (count != x->nkids) FAIL("node %llu counts %d children, table has %d",
-                                    (unsigned long long)id, x->nkids, count);
+        if (count != nk) FAIL("node %llu counts %d children, table has %d",
+                              (unsigned long long)id, nk, count);
         for (int32_t i = sp - count; i < sp; i++) {
             const rt_node *c = N(t, stack[i]);
             if (c->parent != s) FAIL("child %llu of node %llu points to parent slot %d",
@@ -1058,7 +1109,7 @@ rkv_status radix_tree_check(const radix_tree *t, char *err, size_t errlen)
              (long long)t->protect, (long long)t->num_nodes);
     if (cands != t->heap_n) FAIL("%lld candidates but heap holds %d", (long long)cands, t->heap_n);
     for (int32_t i = 1; i < t->heap_n; i++)
-        if (before(t, N(t, t->heap[i]), N(t, t->heap[(i - 1) / 2])))
+        if (before(t, N(t, t->heap[i]), N(t, t->heap[(i - 1) / HEAP_D])))
             FAIL("heap order broken at %d", i);
     if ((evictable + protect) / P != pages || pages != t->pool->num_cached)
         FAIL("pool holds %d cached pages, tree %lld (evictable %lld + protected %lld tokens, P=%d)",

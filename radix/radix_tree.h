@@ -39,7 +39,7 @@
  * "smaller id".
  *
  * Eviction: candidates are the unlocked leaves (not the root or namespace
- * nodes), kept in a binary heap with a position index, so each evicted leaf
+ * nodes), kept in a 4-ary heap with a position index, so each evicted leaf
  * costs O(log n) and nothing is ever rebuilt. Order by policy:
  *   lru   oldest time, then smaller id
  *   lfu   fewest hits, then oldest time, then smaller id
@@ -140,6 +140,7 @@ typedef struct radix_tree_sizes {
     int64_t host_bytes;       /* host memory the tree allocated (requested sizes) */
     uint64_t splits;          /* splits so far */
     uint64_t evictions;       /* nodes evicted so far */
+    uint64_t heap_steps;      /* levels the candidate heap moved entries so far */
 } radix_tree_sizes;
 
 void radix_tree_get_sizes(const radix_tree *t, radix_tree_sizes *out);

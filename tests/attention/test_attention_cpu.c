@@ -8,10 +8,12 @@
  */
 #include <check.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "attention.h"
@@ -372,6 +374,87 @@ START_TEST(test_prefix_suffix_equals_concat)
 }
 END_TEST
 
+/* A row's result depends only on its query and the keys it sees, not on the
+ * rows it is tiled with, the batch around it, where its keys live (pages or
+ * the suffix) or the thread count: prefill of whole sequences, prefill of
+ * every row as a one-token sequence over pages, and unsplit decode agree
+ * bit for bit. (The runtime's batch-invariant mode can rely on this.) */
+START_TEST(test_rows_bitwise_invariant)
+{
+    attn_cpu_set_generic(_i);
+    rng r = rng_for(11 + 100 * _i);
+    const int P = 16, Hq = 8, Hkv = 2, D = 64 + 64 * _i, B = 3;
+    const int pl[3] = {21, 0, 70}, sl[3] = {45, 67, 3};
+    int ctx[3];
+    for (int i = 0; i < B; i++) ctx[i] = pl[i] + sl[i];
+    int one[3] = {1, 1, 1};
+    problem c; /* the whole context of each sequence in pages */
+    problem_make(&c, &r, shape_of(Hq, Hkv, D, P), B, ctx, one);
+    const int64_t row = (int64_t)Hkv * D;
+    int T = 0;
+    for (int i = 0; i < B; i++) T += sl[i];
+    float *q = falloc((int64_t)T * Hq * D, 0), *kn = falloc(T * row, 0), *vn = falloc(T * row, 0);
+    fill_random(&r, q, (int64_t)T * Hq * D);
+    int32_t qs[4] = {0}, pre[3];
+    int32_t *qs1 = malloc(sizeof(int32_t) * (T + 1)), *pre1 = malloc(sizeof(int32_t) * T);
+    int32_t *pt1 = malloc(sizeof(int32_t) * (size_t)(T * c.b.max_pages));
+    int32_t *lens1 = malloc(sizeof(int32_t) * T);
+    for (int i = 0, t = 0; i < B; i++) {
+        qs[i + 1] = qs[i] + sl[i];
+        pre[i] = pl[i];
+        for (int j = 0; j < sl[i]; j++, t++) { /* suffix K/V = the context's last s tokens */
+            int pos = pl[i] + j;
+            int64_t slot = (int64_t)c.page_table[i * c.b.max_pages + pos / P] * P + pos % P;
+            memcpy(kn + t * row, c.k_cache + slot * row, sizeof(float) * (size_t)row);
+            memcpy(vn + t * row, c.v_cache + slot * row, sizeof(float) * (size_t)row);
+            qs1[t] = t;
+            pre1[t] = pos;
+            lens1[t] = pos + 1;
+            memcpy(pt1 + t * c.b.max_pages, c.page_table + i * c.b.max_pages,
+                   sizeof(int32_t) * (size_t)c.b.max_pages);
+        }
+    }
+    qs1[T] = T;
+    attn_batch whole = {.num_seqs = B, .max_pages = c.b.max_pages, .q_starts = qs,
+                        .prefix_lens = pre, .page_table = c.page_table};
+    attn_batch rows = {.num_seqs = T, .max_pages = c.b.max_pages, .q_starts = qs1,
+                       .prefix_lens = pre1, .page_table = pt1};
+    const int64_t n = (int64_t)T * Hq * D;
+    float *oa = falloc(n, NAN), *ob = falloc(n, NAN), *oc = falloc(n, NAN);
+    float *la = falloc((int64_t)T * Hq, NAN), *lb = falloc((int64_t)T * Hq, NAN);
+    float *lc = falloc((int64_t)T * Hq, NAN);
+    ck_assert_int_eq(attn_prefill_cpu(&c.s, &whole, q, kn, vn, c.k_cache, c.v_cache, oa, la, 1),
+                     ATTN_OK);
+    ck_assert_int_eq(attn_prefill_cpu(&c.s, &rows, q, kn, vn, c.k_cache, c.v_cache, ob, lb, 3),
+                     ATTN_OK);
+    ck_assert_int_eq(attn_decode_cpu(&c.s, T, lens1, pt1, c.b.max_pages, q, c.k_cache, c.v_cache,
+                                     oc, lc, 1, 2), ATTN_OK);
+    ck_assert_msg(memcmp(oa, ob, sizeof(float) * (size_t)n) == 0 &&
+                      memcmp(la, lb, sizeof(float) * (size_t)(T * Hq)) == 0,
+                  "%s D=%d: prefill per row differs from prefill per sequence (seed %llu)",
+                  _i ? "generic" : "native", D, g_seed);
+    ck_assert_msg(memcmp(oa, oc, sizeof(float) * (size_t)n) == 0 &&
+                      memcmp(la, lc, sizeof(float) * (size_t)(T * Hq)) == 0,
+                  "%s D=%d: unsplit decode differs from prefill (seed %llu)",
+                  _i ? "generic" : "native", D, g_seed);
+    free(q);
+    free(kn);
+    free(vn);
+    free(qs1);
+    free(pre1);
+    free(pt1);
+    free(lens1);
+    free(oa);
+    free(ob);
+    free(oc);
+    free(la);
+    free(lb);
+    free(lc);
+    problem_free(&c);
+    attn_cpu_set_generic(0);
+}
+END_TEST
+
 /* ---- merge ----------------------------------------------------------------- */
 
 /* Cascade: each suffix query's attention over the prefix alone (decode, one
@@ -672,6 +755,73 @@ START_TEST(test_store_kv_round_trip)
 }
 END_TEST
 
+/* ---- the thread team ----------------------------------------------------- */
+
+typedef struct caller_arg {
+    const problem *p;
+    const float *expect;
+    int64_t n;
+    int mismatches;
+} caller_arg;
+
+static void *caller_main(void *x)
+{
+    caller_arg *a = x;
+    float *out = falloc(a->n, NAN);
+    for (int it = 0; it < 20; it++) {
+        if (attn_prefill_cpu(&a->p->s, &a->p->b, a->p->q, a->p->k_new, a->p->v_new,
+                             a->p->k_cache, a->p->v_cache, out, NULL, 2) != ATTN_OK ||
+            memcmp(out, a->expect, sizeof(float) * (size_t)a->n) != 0)
+            a->mismatches++;
+        for (int64_t i = 0; i < a->n; i++) out[i] = NAN;
+    }
+    free(out);
+    return NULL;
+}
+
+/* Callers on several threads at once (one gets the team, the others run
+ * alone) and a forked child (its parent's workers do not exist there) all get
+ * the same bits as a plain call. */
+START_TEST(test_team_concurrent_and_fork)
+{
+    rng r = rng_for(12);
+    int pre[2] = {40, 7}, suf[2] = {30, 50};
+    problem p;
+    problem_make(&p, &r, shape_of(8, 2, 64, 16), 2, pre, suf);
+    const int64_t n = p.T * 8 * 64;
+    float *expect = falloc(n, NAN);
+    ck_assert_int_eq(attn_prefill_cpu(&p.s, &p.b, p.q, p.k_new, p.v_new, p.k_cache, p.v_cache,
+                                      expect, NULL, 2), ATTN_OK);
+    caller_arg args[3];
+    pthread_t tid[3];
+    for (int t = 0; t < 3; t++) {
+        args[t] = (caller_arg){.p = &p, .expect = expect, .n = n};
+        ck_assert_int_eq(pthread_create(&tid[t], NULL, caller_main, &args[t]), 0);
+    }
+    for (int t = 0; t < 3; t++) {
+        pthread_join(tid[t], NULL);
+        ck_assert_msg(args[t].mismatches == 0, "caller %d: %d bad calls (seed %llu)", t,
+                      args[t].mismatches, g_seed);
+    }
+    pid_t child = fork();
+    ck_assert_int_ge(child, 0);
+    if (child == 0) {
+        alarm(20); /* a hang in the child fails the test instead of stalling it */
+        float *out = falloc(n, NAN);
+        int ok = attn_prefill_cpu(&p.s, &p.b, p.q, p.k_new, p.v_new, p.k_cache, p.v_cache, out,
+                                  NULL, 3) == ATTN_OK &&
+                 memcmp(out, expect, sizeof(float) * (size_t)n) == 0;
+        _exit(ok ? 0 : 1);
+    }
+    int status = 0;
+    ck_assert_int_eq(waitpid(child, &status, 0), child);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                  "forked child: status %d (seed %llu)", status, g_seed);
+    free(expect);
+    problem_free(&p);
+}
+END_TEST
+
 /* ---- bad arguments ------------------------------------------------------------ */
 
 /* Every rejected argument returns its code before any output is written. */
@@ -812,11 +962,13 @@ static Suite *attention_suite(void)
     tcase_add_test(tc, test_prefill_huge_scores);
     tcase_add_test(tc, test_prefill_no_lse);
     tcase_add_test(tc, test_prefix_suffix_equals_concat);
+    tcase_add_loop_test(tc, test_rows_bitwise_invariant, 0, 2);
     tcase_add_test(tc, test_merge_prefix_and_suffix_states);
     tcase_add_test(tc, test_merge_two_halves);
     tcase_add_test(tc, test_merge_empty_states);
     tcase_add_loop_test(tc, test_decode_splits, 0, 2);
     tcase_add_test(tc, test_store_kv_round_trip);
+    tcase_add_test(tc, test_team_concurrent_and_fork);
     tcase_add_test(tc, test_bad_arguments);
     suite_add_tcase(s, tc);
     return s;

@@ -248,13 +248,6 @@ typedef struct rec {
     int32_t lock, end;
 } rec;
 
-static int cmp_rec(const void *a, const void *b)
-{
-    const rec *x = a, *y = b;
-    if (x->path != y->path) return x->path < y->path ? -1 : 1;
-    return 0;
-}
-
 static struct {
     rec r[MAXE];
     int n;
@@ -315,11 +308,27 @@ static void compare(void)
         cands += e->end && !e->nchild && !e->lock;
     }
     REQUIRE(mn == tv.n, "model caches %d pages, tree %d", mn, tv.n);
-    qsort(mr, (size_t)mn, sizeof *mr, cmp_rec);
-    qsort(tv.r, (size_t)tv.n, sizeof *tv.r, cmp_rec);
+    /* pair the tree's pages with the model's by path (paths are unique) */
+    enum { HT = 2048 };
+    static int16_t ht[HT];
+    memset(ht, -1, sizeof ht);
+    for (int i = 0; i < tv.n; i++) {
+        uint32_t h = (uint32_t)(tv.r[i].path ^ (tv.r[i].path >> 29)) & (HT - 1);
+        while (ht[h] >= 0) {
+            REQUIRE(tv.r[ht[h]].path != tv.r[i].path, "tree caches one path twice");
+            h = (h + 1) & (HT - 1);
+        }
+        ht[h] = (int16_t)i;
+    }
     for (int i = 0; i < mn; i++) {
-        rec *a = &mr[i], *b = &tv.r[i];
-        REQUIRE(a->path == b->path, "page paths differ (model %d)", i);
+        rec *a = &mr[i], *b = NULL;
+        for (uint32_t h = (uint32_t)(a->path ^ (a->path >> 29)) & (HT - 1); ht[h] >= 0;
+             h = (h + 1) & (HT - 1))
+            if (tv.r[ht[h]].path == a->path) {
+                b = &tv.r[ht[h]];
+                break;
+            }
+        REQUIRE(b != NULL, "a page the model caches is missing from the tree");
         REQUIRE(a->page == b->page, "page id: model %d tree %d", a->page, b->page);
         REQUIRE(a->time == b->time, "time: model %llu tree %llu", (unsigned long long)a->time,
                 (unsigned long long)b->time);

@@ -610,6 +610,44 @@ START_TEST(step_times)
 }
 END_TEST
 
+/* Edges are compared in growing memcmp chunks, then blocks, then tokens: a
+ * divergence anywhere in a long edge, at chunk and block borders included,
+ * must end the match exactly there (cut to whole pages). */
+START_TEST(long_edge_diverges_anywhere)
+{
+    enum { LONG = 20000 };
+    static const int32_t at[] = {0,   1,    63,   64,   65,   127,  128,   191,   192,
+                                 959, 960,  4031, 4032, 8127, 8128, 16319, 16320, 19999};
+    int32_t *base = malloc(sizeof(int32_t) * LONG), *q = malloc(sizeof(int32_t) * LONG);
+    int32_t *pages = malloc(sizeof(int32_t) * LONG), *got = malloc(sizeof(int32_t) * LONG);
+    for (int32_t i = 0; i < LONG; i++) base[i] = 7 + i % 1000;
+    for (int32_t P = 1; P <= 4; P += 3) {
+        for (size_t k = 0; k < sizeof at / sizeof at[0]; k++) {
+            ck_assert_int_eq(page_pool_init(&pool, LONG, P), RKV_OK);
+            ck_assert_int_eq(radix_tree_create(&pool, RADIX_LRU, &t), RKV_OK);
+            ck_assert_int_eq(page_pool_alloc(&pool, LONG / P, pages), RKV_OK);
+            int32_t prefix = -1, len = -1, node = -1;
+            ck_assert_int_eq(radix_tree_insert(t, base, LONG, pages, 0, &prefix), RKV_OK);
+            memcpy(q, base, sizeof(int32_t) * LONG);
+            q[at[k]] = -1;
+            ck_assert_int_eq(radix_tree_match(t, q, LONG, 0, got, &len, &node), RKV_OK);
+            int32_t want = at[k] - at[k] % P;
+            ck_assert_msg(len == want, "P=%d diverging at %d: matched %d", P, at[k], len);
+            ck_assert_mem_eq(got, pages, sizeof(int32_t) * (size_t)(want / P));
+            /* and the whole edge still matches in full */
+            ck_assert_int_eq(radix_tree_match(t, base, LONG, 0, got, &len, &node), RKV_OK);
+            ck_assert_int_eq(len, LONG);
+            check_tree();
+            close_tree();
+        }
+    }
+    free(base);
+    free(q);
+    free(pages);
+    free(got);
+}
+END_TEST
+
 Suite *radix_tree_suite(void)
 {
     Suite *s = suite_create("radix_tree");
@@ -630,6 +668,7 @@ Suite *radix_tree_suite(void)
     tcase_add_test(tc, bad_pages_change_nothing);
     tcase_add_test(tc, dumps);
     tcase_add_test(tc, step_times);
+    tcase_add_test(tc, long_edge_diverges_anywhere);
     suite_add_tcase(s, tc);
     return s;
 }
