@@ -4,9 +4,10 @@
 #   --install   install TeX first (scripts/deps.sh --with-docs); without it the
 #               build is skipped, with a message and exit status 0, when latexmk
 #               is missing.
-# Figures: copied from notebooks/figures/ into paper/generated/; missing ones
-# are produced first when the radixkv binary is built (experiment run +
-# notebook), otherwise the paper shows a note in their place.
+# Figures and tables: copied from notebooks/figures/ into paper/generated/;
+# each experiment's notebook re-draws them from its results first, and missing
+# results are produced first when the radixkv binary is built (experiment run
+# at the small scale + notebook); otherwise the paper shows a note in their place.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [[ "${1:-}" == "--install" ]]; then
@@ -22,9 +23,20 @@ fi
 if [[ ! -f notebooks/figures/tree_evolution.pdf && -x build/runtime/radixkv ]]; then
   experiments/tree_evolution/run --notebook
 fi
+# Experiments whose tables and figures the paper reads: re-draw from their
+# results when those exist (a changed notebook shows at once), else run them
+# at the small scale first.
+for name in hit_rate_sweep long_prefill overhead; do
+  [[ -x experiments/$name/run ]] || continue
+  if [[ -f experiments/$name/results/$name.jsonl ]]; then
+    notebooks/run.sh "$name"
+  elif [[ -x build/runtime/radixkv || -x build-release/runtime/radixkv ]]; then
+    experiments/$name/run --notebook
+  fi
+done
 mkdir -p paper/generated
 shopt -s nullglob
-for f in notebooks/figures/*.pdf notebooks/figures/*.png; do cp "$f" paper/generated/; done
+for f in notebooks/figures/*.pdf notebooks/figures/*.png notebooks/figures/*.tex; do cp "$f" paper/generated/; done
 cd paper
 latexmk -pdf -interaction=nonstopmode -halt-on-error main.tex >/dev/null || {
   echo "build_paper.sh: latexmk failed; see paper/main.log" >&2

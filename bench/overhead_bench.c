@@ -1,0 +1,369 @@
+/* overhead_bench.c - what a prefix cache costs the host, per token, for one
+ * point of the overhead study's grid (experiments/overhead): every cache kind's
+ * match / insert / evict time per token, its host bytes per cached token, and
+ * each hash function's time per block, as JSON Lines with ratios to a baseline
+ * measured in the same run (radix for the kinds, xxh3 for the hash functions).
+ * Never run as a test.
+ *
+ *   overhead_bench --len L [--requests N | --tokens T] [--page-size P] [--share S] [--groups G]
+ *                  [--capacity-frac F] [--reps R] [--seed N] [--kinds a,b,...]
+ *                  [--no-hash-fns]
+ *
+ * Workload: N (default max(2, T / L)) requests of L tokens; request r starts with the
+ * shared prefix of group r mod G (floor(S * L) tokens, one random sequence per
+ * group) and ends with its own random tokens:
+ *
+ *     request r:  [ prefix of group r mod G (S*L) | own tokens (L - S*L) ]
+ *
+ * S = 0: nothing shared (every token a divergence point away from the root);
+ * S = 1: G distinct prompts, each repeated. The pool holds F times the
+ * workload's distinct full pages (at least one request's), so eviction runs
+ * when F < 1. Each request goes through the engine's calls: match all tokens
+ * but the last, lock, evict the shortfall, allocate, insert, free what the
+ * cache did not take, unlock. Times are the minimum over R replays, each on a
+ * fresh cache; bytes are the host heap the cache holds at the end of a replay
+ * (jemalloc's per-thread counters, glibc's mallinfo2 without jemalloc),
+ * divided by the tokens it holds then.
+ */
+#include <inttypes.h>
+#include <malloc.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "rkv_config.h"
+
+#if RKV_HAVE_JEMALLOC
+#include <jemalloc/jemalloc.h>
+#endif
+
+#include "block_hash.h"
+#include "cache.h"
+
+typedef struct opts {
+    int32_t len, page_size, groups, reps, requests;
+    int64_t tokens;
+    double share, capacity_frac;
+    uint64_t seed;
+    const char *kinds;
+    bool hash_fns;
+} opts;
+
+typedef struct phase {
+    double match_ns, insert_ns, evict_ns;
+    int64_t match_tokens, insert_tokens, evict_tokens, matched;
+    int64_t heap_bytes, cached_tokens, nodes;
+    uint64_t hash_computations;
+} phase;
+
+static double now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+/* Live heap bytes allocated by this thread (jemalloc) or the process (glibc). */
+static int64_t heap_live(void)
+{
+#if RKV_HAVE_JEMALLOC
+    uint64_t a = 0, d = 0;
+    size_t sz = sizeof a;
+    if (mallctl("thread.allocated", &a, &sz, NULL, 0) || mallctl("thread.deallocated", &d, &sz, NULL, 0))
+        return 0;
+    return (int64_t)(a - d);
+#else
+    struct mallinfo2 mi = mallinfo2();
+    return (int64_t)mi.uordblks + (int64_t)mi.hblkhd;
+#endif
+}
+
+static int usage(void)
+{
+    fprintf(stderr, "usage: overhead_bench --len L [--requests N | --tokens T] [--page-size P] [--share S] [--groups G]\n"
+                    "                      [--capacity-frac F] [--reps R] [--seed N] [--kinds a,b,...]\n"
+                    "                      [--no-hash-fns]\n");
+    return 2;
+}
+
+static int parse_opts(int argc, char **argv, opts *o)
+{
+    *o = (opts){.len = 0, .tokens = 1 << 20, .page_size = 16, .groups = 1, .reps = 3,
+                .share = 0.5, .capacity_frac = 0.5, .seed = 1,
+                .kinds = "radix,trie,hash,hash-nocache,none", .hash_fns = true};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--no-hash-fns")) {
+            o->hash_fns = false;
+            continue;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "overhead_bench: option %s needs a value\n", a);
+            return -1;
+        }
+        const char *v = argv[++i];
+        if (!strcmp(a, "--kinds")) {
+            o->kinds = v;
+            continue;
+        }
+        char *end = NULL;
+        double x = strtod(v, &end);
+        if (!*v || *end) {
+            fprintf(stderr, "overhead_bench: option %s: '%s' is not a number\n", a, v);
+            return -1;
+        }
+        if (!strcmp(a, "--len")) o->len = (int32_t)x;
+        else if (!strcmp(a, "--tokens")) o->tokens = (int64_t)x;
+        else if (!strcmp(a, "--requests")) o->requests = (int32_t)x;
+        else if (!strcmp(a, "--page-size")) o->page_size = (int32_t)x;
+        else if (!strcmp(a, "--share")) o->share = x;
+        else if (!strcmp(a, "--groups")) o->groups = (int32_t)x;
+        else if (!strcmp(a, "--capacity-frac")) o->capacity_frac = x;
+        else if (!strcmp(a, "--reps")) o->reps = (int32_t)x;
+        else if (!strcmp(a, "--seed")) o->seed = (uint64_t)x;
+        else {
+            fprintf(stderr, "overhead_bench: unknown option %s\n", a);
+            return -1;
+        }
+    }
+    if (o->len < 2 || o->tokens < 1 || o->page_size < 1 || o->groups < 1 || o->reps < 1 ||
+        o->capacity_frac <= 0 || o->share < 0 || o->share > 1) {
+        fprintf(stderr, "overhead_bench: --len >= 2, --share in [0, 1], the rest positive\n");
+        return -1;
+    }
+    if (o->requests <= 0) o->requests = (int32_t)(o->tokens / o->len);
+    if (o->requests < 2) o->requests = 2;
+    return 0;
+}
+
+static uint64_t rng_next(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* (requests, len) token ids. */
+static int32_t *make_trace(const opts *o)
+{
+    int32_t *t = malloc(sizeof *t * (size_t)o->requests * (size_t)o->len);
+    if (!t) return NULL;
+    uint64_t s = o->seed;
+    int32_t shared = (int32_t)(o->share * o->len + 1e-9);
+    for (int32_t r = 0; r < o->requests; r++) {
+        int32_t *row = t + (size_t)r * (size_t)o->len;
+        uint64_t gs = 1000003ull * (uint64_t)(r % o->groups + 1) + o->seed;
+        for (int32_t j = 0; j < shared; j++) row[j] = (int32_t)(rng_next(&gs) % 32000);
+        for (int32_t j = shared; j < o->len; j++) row[j] = (int32_t)(rng_next(&s) % 32000);
+    }
+    return t;
+}
+
+static int64_t distinct_pages(const opts *o)
+{
+    int64_t shared = (int64_t)(o->share * o->len + 1e-9), P = o->page_size;
+    int64_t g = o->groups < o->requests ? o->groups : o->requests;
+    /* Whole pages only: a page straddling the shared/own boundary is own. */
+    int64_t sp = shared / P, lp = o->len / P;
+    return g * sp + (int64_t)o->requests * (lp - sp);
+}
+
+static int replay(const opts *o, const int32_t *trace, const char *kind, int32_t num_pages,
+                  phase *out)
+{
+    page_pool pool;
+    memset(out, 0, sizeof *out);
+    if (page_pool_init(&pool, num_pages, o->page_size) != RKV_OK) return -1;
+    int64_t heap0 = heap_live();
+    const int32_t P = o->page_size, nb = (o->len + P - 1) / P;
+    int32_t *pages = malloc(sizeof *pages * (size_t)(nb + 1));
+    int64_t heap_pages = heap_live() - heap0;
+    cache_config cfg = {kind, NULL, NULL};
+    cache *c = NULL;
+    char err[256] = "";
+    if (cache_create(&cfg, &pool, &c, err, sizeof err) != RKV_OK) {
+        fprintf(stderr, "overhead_bench: %s\n", err);
+        page_pool_destroy(&pool);
+        return -1;
+    }
+    cache_match m;
+    cache_match_init(&m);
+    /* Reserve now, and take it out, so the match buffer is not counted as the
+     * cache's (the cache's own tables, made at create, are). */
+    int64_t heap_m = heap_live();
+    int rc = pages && cache_match_reserve(&m, nb + 1) == RKV_OK ? 0 : -1;
+    int64_t heap_extra = heap_live() - heap_m;
+    for (int32_t r = 0; r < o->requests && rc == 0; r++) {
+        const int32_t *t = trace + (size_t)r * (size_t)o->len;
+        double t0 = now_ns();
+        rkv_status st = cache_match_prefix(c, t, o->len - 1, 0, &m);
+        out->match_ns += now_ns() - t0;
+        out->match_tokens += o->len - 1;
+        out->matched += m.len;
+        if (st == RKV_OK) st = cache_lock(c, &m);
+        int32_t need = nb - m.num_pages, fr = page_pool_num_free(&pool);
+        if (st == RKV_OK && need > fr) {
+            t0 = now_ns();
+            out->evict_tokens += cache_evict(c, (int64_t)(need - fr) * P);
+            out->evict_ns += now_ns() - t0;
+        }
+        if (st == RKV_OK && need <= page_pool_num_free(&pool)) {
+            if (m.num_pages) memcpy(pages, m.pages, sizeof *pages * (size_t)m.num_pages);
+            st = page_pool_alloc(&pool, need, pages + m.num_pages);
+            int32_t prefix = 0;
+            t0 = now_ns();
+            if (st == RKV_OK) st = cache_insert(c, t, o->len, pages, 0, &prefix);
+            out->insert_ns += now_ns() - t0;
+            out->insert_tokens += o->len;
+            /* Free what the cache did not take: duplicates, and whatever is
+             * still in flight (the partial last page, or all of it for none). */
+            if (st == RKV_OK && prefix / P > m.num_pages)
+                st = page_pool_free(&pool, pages + m.num_pages, prefix / P - m.num_pages);
+            for (int32_t i = m.num_pages; st == RKV_OK && i < nb; i++)
+                if (pool.state[pages[i]] == PAGE_INFLIGHT) st = page_pool_free(&pool, &pages[i], 1);
+        }
+        if (st == RKV_OK) st = cache_unlock(c, &m);
+        if (st != RKV_OK) {
+            fprintf(stderr, "overhead_bench: %s, request %d: %s\n", kind, r, rkv_status_str(st));
+            rc = -1;
+        }
+    }
+    if (rc == 0 && cache_check(c, err, sizeof err) != RKV_OK) {
+        fprintf(stderr, "overhead_bench: %s: %s\n", kind, err);
+        rc = -1;
+    }
+    cache_sizes sz;
+    cache_get_sizes(c, &sz);
+    out->cached_tokens = sz.evictable_tokens + sz.protected_tokens;
+    out->nodes = sz.num_nodes;
+    out->heap_bytes = heap_live() - heap0 - heap_pages - heap_extra;
+    out->hash_computations = c->stats.hash_computations;
+    cache_match_free(&m);
+    free(pages);
+    cache_destroy(c);
+    page_pool_destroy(&pool);
+    return rc;
+}
+
+static double per(double x, int64_t n) { return n > 0 ? x / (double)n : 0.0; }
+
+/* A JSON number, or null where nothing was measured (no eviction happened). */
+static void num_or_null(const char *key, double v, bool have)
+{
+    if (have) printf(",\"%s\":%.4f", key, v);
+    else printf(",\"%s\":null", key);
+}
+
+static int bench_kinds(const opts *o, const int32_t *trace)
+{
+    int64_t np = (int64_t)(o->capacity_frac * (double)distinct_pages(o));
+    int64_t floor_pages = (o->len + o->page_size - 1) / o->page_size + 1;
+    if (np < floor_pages) np = floor_pages;
+    if (np > INT32_MAX) np = INT32_MAX;
+    char *list = strdup(o->kinds);
+    if (!list) return -1;
+    phase base = {0};
+    bool have_base = false;
+    int rc = 0;
+    for (char *save = NULL, *k = strtok_r(list, ",", &save); k && !rc; k = strtok_r(NULL, ",", &save)) {
+        phase best = {0};
+        for (int rep = 0; rep < o->reps && !rc; rep++) {
+            phase p;
+            if (replay(o, trace, k, (int32_t)np, &p) != 0) {
+                rc = -1;
+                break;
+            }
+            if (rep == 0) best = p;
+            if (p.match_ns < best.match_ns) best.match_ns = p.match_ns;
+            if (p.insert_ns < best.insert_ns) best.insert_ns = p.insert_ns;
+            if (p.evict_ns < best.evict_ns) best.evict_ns = p.evict_ns;
+        }
+        if (rc) break;
+        if (!strcmp(k, "radix")) {
+            base = best;
+            have_base = true;
+        }
+        double mt = per(best.match_ns, best.match_tokens), it = per(best.insert_ns, best.insert_tokens),
+               et = per(best.evict_ns, best.evict_tokens);
+        printf("{\"bench\":\"overhead_kind\",\"kind\":\"%s\",\"baseline\":\"radix\",\"len\":%d,"
+               "\"requests\":%d,\"page_size\":%d,\"share\":%.4f,\"groups\":%d,\"pool_pages\":%lld,"
+               "\"reps\":%d,\"hit_rate\":%.6f,\"match_ns_per_token\":%.4f,"
+               "\"insert_ns_per_token\":%.4f",
+               k, o->len, o->requests, o->page_size, o->share, o->groups, (long long)np, o->reps,
+               per((double)best.matched, best.match_tokens), mt, it);
+        num_or_null("evict_ns_per_token", et, best.evict_tokens > 0);
+        printf(",\"evicted_tokens\":%lld,\"cached_tokens\":%lld,\"nodes\":%lld,\"heap_bytes\":%lld,"
+               "\"hash_computations\":%llu",
+               (long long)best.evict_tokens, (long long)best.cached_tokens, (long long)best.nodes,
+               (long long)best.heap_bytes, (unsigned long long)best.hash_computations);
+        num_or_null("bytes_per_cached_token", per((double)best.heap_bytes, best.cached_tokens),
+                    best.cached_tokens > 0);
+        double bm = per(base.match_ns, base.match_tokens), bi = per(base.insert_ns, base.insert_tokens);
+        num_or_null("match_ratio", bm > 0 ? mt / bm : 0, have_base && bm > 0);
+        num_or_null("insert_ratio", bi > 0 ? it / bi : 0, have_base && bi > 0);
+        printf("}\n");
+        fflush(stdout);
+    }
+    free(list);
+    return rc;
+}
+
+static int bench_hash_fns(const opts *o, const int32_t *trace)
+{
+    int nf = 0;
+    while (block_hash_fn_names[nf]) nf++;
+    double ns[8] = {0};
+    const int32_t P = o->page_size;
+    int64_t blocks = (int64_t)o->requests * (o->len / P);
+    if (blocks == 0) return 0;
+    for (int f = 0; f < nf && f < 8; f++) {
+        block_hasher h;
+        char err[256] = "";
+        if (block_hasher_init(&h, block_hash_fn_names[f], P, err, sizeof err) != RKV_OK) {
+            fprintf(stderr, "overhead_bench: %s\n", err);
+            return -1;
+        }
+        uint64_t sink = 0;
+        for (int rep = 0; rep < o->reps; rep++) {
+            double t0 = now_ns();
+            for (int32_t r = 0; r < o->requests; r++) {
+                const int32_t *t = trace + (size_t)r * (size_t)o->len;
+                block_hash d = block_hash_root;
+                for (int32_t i = 0; i + P <= o->len; i += P) block_hasher_hash(&h, &d, 0, t + i, P, &d);
+                sink ^= d.lo;
+            }
+            double el = now_ns() - t0;
+            if (rep == 0 || el < ns[f]) ns[f] = el;
+        }
+        block_hasher_destroy(&h);
+        /* Using the digests keeps the loop from being optimised away. */
+        if (sink == 42) fprintf(stderr, "overhead_bench: improbable fold\n");
+    }
+    for (int f = 0; f < nf && f < 8; f++)
+        printf("{\"bench\":\"overhead_hash\",\"hash_fn\":\"%s\",\"baseline\":\"xxh3\",\"page_size\":%d,"
+               "\"len\":%d,\"blocks\":%lld,\"reps\":%d,\"ns_per_block\":%.3f,\"ns_per_token\":%.4f,"
+               "\"ratio\":%.4f}\n",
+               block_hash_fn_names[f], P, o->len, (long long)blocks, o->reps, per(ns[f], blocks),
+               per(ns[f], blocks * P), ns[0] > 0 ? ns[f] / ns[0] : 0);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    opts o;
+    if (argc < 2) return usage();
+    if (parse_opts(argc, argv, &o) != 0) return 2;
+    int32_t *trace = make_trace(&o);
+    if (!trace) {
+        fprintf(stderr, "overhead_bench: out of memory for the trace (%d x %d tokens)\n", o.requests,
+                o.len);
+        return 1;
+    }
+    int rc = bench_kinds(&o, trace);
+    if (!rc && o.hash_fns) rc = bench_hash_fns(&o, trace);
+    free(trace);
+    return rc ? 1 : 0;
+}

@@ -1,0 +1,507 @@
+/* test_engine.c - the engine end to end on the sim and cpu backends.
+ *
+ * The central property: caching is invisible in the outputs. For every cache
+ * kind, chunked or not, preempted or not, sync or overlap, each request's
+ * tokens equal those of a plain run with cache `none` (and on the cpu
+ * backend the logits agree within 1e-4). The sim backend's outputs hash the
+ * whole context it finds in the KV pages, so a wrong page shows up there too.
+ */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine.h"
+#include "workloads.h"
+
+typedef struct run_opts {
+    const char *backend;
+    const char *model;
+    const char *kind;
+    const char *policy;
+    const char *schedule;
+    int32_t page_size;
+    int64_t num_pages;
+    int32_t budget;
+    int32_t max_running;
+    int32_t stop_token;
+    bool keep_logits;
+    bool offline;
+} run_opts;
+
+/* The cpu tests run a tiny Qwen2-shaped model (q/k/v biases, GQA 2:1), from
+ * a config.json written at start. */
+static char tiny_model[256];
+
+static void write_tiny_model(void)
+{
+    char dir[] = "/tmp/rkv_engine_XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(tiny_model, sizeof tiny_model, "%s/config.json", dir);
+    FILE *f = fopen(tiny_model, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("{\"model_type\": \"qwen2\", \"vocab_size\": 512, \"hidden_size\": 128,"
+          " \"intermediate_size\": 256, \"num_hidden_layers\": 2, \"num_attention_heads\": 2,"
+          " \"num_key_value_heads\": 1, \"rope_theta\": 10000.0, \"rms_norm_eps\": 1e-06,"
+          " \"tie_word_embeddings\": false, \"max_position_embeddings\": 1024,"
+          " \"hidden_act\": \"silu\"}", f);
+    fclose(f);
+}
+
+static void remove_tiny_model(void)
+{
+    unlink(tiny_model);
+    *strrchr(tiny_model, '/') = 0;
+    rmdir(tiny_model);
+}
+
+static run_opts defaults(const char *be)
+{
+    return (run_opts){.backend = be, .model = strcmp(be, "cpu") ? NULL : tiny_model, .kind = "none", .policy = "fcfs", .schedule = "sync",
+                      .page_size = 4, .num_pages = 2048, .budget = 8192, .max_running = 64,
+                      .stop_token = -1, .offline = true};
+}
+
+typedef struct run_out {
+    int64_t n;
+    int32_t V;
+    int32_t **ids;
+    int32_t *nout;
+    int32_t *cached;
+    float **logits;
+    double *ttft, *latency;
+    char **err;
+    engine_stats st;
+} run_out;
+
+static void out_free(run_out *o)
+{
+    for (int64_t i = 0; i < o->n; i++) {
+        free(o->ids[i]);
+        free(o->err[i]);
+        if (o->logits) free(o->logits[i]);
+    }
+    free(o->ids);
+    free(o->nout);
+    free(o->cached);
+    free(o->logits);
+    free(o->ttft);
+    free(o->latency);
+    free(o->err);
+    memset(o, 0, sizeof *o);
+}
+
+static engine *make(const run_opts *ro)
+{
+    engine_config c;
+    engine_config_default(&c);
+    c.backend = ro->backend;
+    c.backend_cfg.model = ro->model;
+    c.backend_cfg.page_size = ro->page_size;
+    c.backend_cfg.num_pages = ro->num_pages;
+    c.backend_cfg.num_threads = 1;
+    c.backend_cfg.seed = 7;
+    c.cache_cfg.kind = ro->kind;
+    c.policy = ro->policy;
+    c.schedule = ro->schedule;
+    c.max_num_batched_tokens = ro->budget;
+    c.max_running = ro->max_running;
+    c.keep_logits = ro->keep_logits;
+    c.offline = ro->offline;
+    c.fixed_clock = true;
+    c.seed = 3;
+    engine *e = NULL;
+    char err[512] = "";
+    rkv_status st = engine_create(&c, &e, err, sizeof err);
+    ck_assert_msg(st == RKV_OK, "engine_create: %s", err);
+    return e;
+}
+
+static void collect(engine *e, int64_t n, run_out *o)
+{
+    memset(o, 0, sizeof *o);
+    o->n = n;
+    o->V = engine_backend(e)->vocab_size;
+    o->ids = calloc((size_t)n, sizeof *o->ids);
+    o->nout = calloc((size_t)n, sizeof *o->nout);
+    o->cached = calloc((size_t)n, sizeof *o->cached);
+    o->ttft = calloc((size_t)n, sizeof *o->ttft);
+    o->latency = calloc((size_t)n, sizeof *o->latency);
+    o->err = calloc((size_t)n, sizeof *o->err);
+    o->logits = calloc((size_t)n, sizeof *o->logits);
+    for (int64_t i = 0; i < n; i++) {
+        engine_result r;
+        ck_assert_int_eq(engine_result_get(e, i, &r), RKV_OK);
+        ck_assert(r.finished);
+        o->nout[i] = r.num_output;
+        o->ids[i] = malloc(sizeof(int32_t) * (size_t)(r.num_output + 1));
+        memcpy(o->ids[i], r.output_ids, sizeof(int32_t) * (size_t)r.num_output);
+        o->cached[i] = r.cached_tokens;
+        o->ttft[i] = r.ttft;
+        o->latency[i] = r.latency;
+        o->err[i] = r.error ? strdup(r.error) : NULL;
+        if (r.logits) {
+            size_t sz = sizeof(float) * (size_t)r.num_output * (size_t)o->V;
+            o->logits[i] = malloc(sz + 1);
+            memcpy(o->logits[i], r.logits, sz);
+        }
+    }
+    engine_get_stats(e, &o->st);
+}
+
+static void run_workload(const run_opts *ro, const workload *w, run_out *o)
+{
+    engine *e = make(ro);
+    char err[512] = "";
+    for (int64_t i = 0; i < w->n; i++) {
+        const wl_request *q = &w->reqs[i];
+        engine_request er = {.tokens = q->tokens, .n_tokens = q->n_tokens,
+                             .max_tokens = q->max_tokens, .stop_token = ro->stop_token,
+                             .sampling = {.temperature = q->temperature > 0 ? (float)q->temperature : 0,
+                                          .top_p = 1.0f, .seed = q->seed > 0 ? (uint64_t)q->seed : 0},
+                             .arrival = q->arrival > 0 ? q->arrival : 0};
+        int64_t id;
+        ck_assert_msg(engine_add(e, &er, &id, err, sizeof err) == RKV_OK, "add: %s", err);
+        ck_assert_int_eq(id, i);
+    }
+    rkv_status st = engine_run(e, err, sizeof err);
+    ck_assert_msg(st == RKV_OK, "engine_run (%s, %s, %s): %s", ro->backend, ro->kind,
+                  ro->schedule, err);
+    collect(e, w->n, o);
+    engine_destroy(e);
+}
+
+/* Same tokens for every request; logits within tol when both kept them. */
+static void assert_same(const run_out *a, const run_out *b, const char *what, double tol)
+{
+    ck_assert_int_eq(a->n, b->n);
+    for (int64_t i = 0; i < a->n; i++) {
+        ck_assert_msg(!a->err[i] && !b->err[i], "%s: request %lld failed: %s", what,
+                      (long long)i, a->err[i] ? a->err[i] : b->err[i]);
+        ck_assert_msg(a->nout[i] == b->nout[i], "%s: request %lld: %d vs %d outputs", what,
+                      (long long)i, a->nout[i], b->nout[i]);
+        for (int32_t j = 0; j < a->nout[i]; j++)
+            ck_assert_msg(a->ids[i][j] == b->ids[i][j], "%s: request %lld output %d: %d vs %d",
+                          what, (long long)i, j, a->ids[i][j], b->ids[i][j]);
+        if (a->logits[i] && b->logits[i]) {
+            double worst = 0;
+            for (int64_t k = 0; k < (int64_t)a->nout[i] * a->V; k++) {
+                double d = fabs((double)a->logits[i][k] - b->logits[i][k]);
+                if (d > worst) worst = d;
+            }
+            ck_assert_msg(worst <= tol, "%s: request %lld logits differ by %g", what,
+                          (long long)i, worst);
+        }
+    }
+}
+
+static void gen_v(workload *w, const char *kind, int32_t num, int32_t L, int32_t O, int32_t S,
+                  uint64_t seed, int32_t vocab)
+{
+    workload_config c;
+    workload_config_default(&c);
+    c.vocab_size = vocab;
+    c.kind = kind;
+    c.seed = seed;
+    c.num = num;
+    c.prompt_len = L;
+    c.output_len = O;
+    c.shared_len = S;
+    c.turns = 3;
+    c.branching = 3;
+    c.examples = 4;
+    c.shots = 2;
+    c.depth = 1;
+    c.hit_rate = 0.5;
+    char err[256];
+    ck_assert_msg(workload_generate(&c, w, err, sizeof err) == RKV_OK, "%s", err);
+}
+
+static void gen(workload *w, const char *kind, int32_t num, int32_t L, int32_t O, int32_t S,
+                uint64_t seed)
+{
+    gen_v(w, kind, num, L, O, S, seed, 4096);
+}
+
+/* Every variation against the plain run (none, sync, unchunked, roomy pool). */
+static void invisible(const char *be, const workload *w, const char *name, bool logits)
+{
+    /* A pool one page above the largest request: never two large ones at once. */
+    int32_t small_pages = 0;
+    for (int64_t i = 0; i < w->n; i++) {
+        int32_t need = (w->reqs[i].n_tokens + w->reqs[i].max_tokens - 1 + 3) / 4 + 1;
+        if (need > small_pages) small_pages = need;
+    }
+    const char *kinds[] = {"radix", "hash", "trie", "hash-nocache", "none"};
+    run_opts ro = defaults(be);
+    ro.keep_logits = logits;
+    run_out ref, o;
+    int64_t preemptions = 0;
+    run_workload(&ro, w, &ref);
+    for (int k = 0; k < 5; k++) {
+        char what[128];
+        ro = defaults(be);
+        ro.keep_logits = logits;
+        ro.kind = kinds[k];
+        /* one request at a time, so each sees what its predecessors cached */
+        ro.max_running = 1;
+        run_workload(&ro, w, &o);
+        snprintf(what, sizeof what, "%s/%s/%s sequential", be, name, kinds[k]);
+        assert_same(&ref, &o, what, 1e-4);
+        int64_t cached = 0;
+        for (int64_t i = 0; i < o.n; i++) cached += o.cached[i];
+        if (k < 3) ck_assert_msg(cached > 0, "%s: nothing was cached", what);
+        out_free(&o);
+
+        ro.max_running = 64;
+        ro.budget = 7; /* chunked prefill, decodes mixed in */
+        ro.schedule = k % 2 ? "overlap" : "sync";
+        run_workload(&ro, w, &o);
+        snprintf(what, sizeof what, "%s/%s/%s chunked %s", be, name, kinds[k], ro.schedule);
+        assert_same(&ref, &o, what, 1e-4);
+        out_free(&o);
+
+        ro.budget = 64;
+        ro.num_pages = small_pages; /* preempted and recomputed */
+        /* sync: planning in flight (overlap) waits for pages rather than preempt */
+        ro.schedule = "sync";
+        ro.policy = k == 0 ? "lpm" : k == 1 ? "dfs-weight" : k == 2 ? "random" : "fcfs";
+        run_workload(&ro, w, &o);
+        snprintf(what, sizeof what, "%s/%s/%s small pool %s %s", be, name, kinds[k],
+                 ro.schedule, ro.policy);
+        assert_same(&ref, &o, what, 1e-4);
+        preemptions += o.st.preemptions;
+        out_free(&o);
+    }
+    /* Sharing relieves the pool for the caching kinds; `none` must preempt. */
+    ck_assert_msg(preemptions > 0, "%s/%s: the small pool never preempted", be, name);
+    out_free(&ref);
+}
+
+START_TEST(test_sim_caching_invisible)
+{
+    workload w;
+    gen(&w, "multi-turn", 4, 10, 16, 20, 11);
+    invisible("sim", &w, "multi-turn", false);
+    workload_free(&w);
+    gen(&w, "few-shot", 8, 8, 16, 12, 12);
+    invisible("sim", &w, "few-shot", false);
+    workload_free(&w);
+    gen(&w, "sweep", 8, 40, 40, 1, 13);
+    invisible("sim", &w, "sweep", false);
+    workload_free(&w);
+}
+END_TEST
+
+START_TEST(test_cpu_caching_invisible)
+{
+    workload w;
+    write_tiny_model();
+    gen_v(&w, "multi-turn", 2, 8, 12, 16, 21, 512);
+    invisible("cpu", &w, "multi-turn", true);
+    workload_free(&w);
+    gen_v(&w, "few-shot", 4, 6, 10, 8, 22, 512);
+    invisible("cpu", &w, "few-shot", true);
+    workload_free(&w);
+    gen_v(&w, "sweep", 4, 24, 16, 1, 23, 512);
+    invisible("cpu", &w, "sweep", true);
+    workload_free(&w);
+    remove_tiny_model();
+}
+END_TEST
+
+START_TEST(test_sim_deterministic)
+{
+    workload w;
+    gen(&w, "sweep", 16, 50, 8, 1, 5);
+    run_opts ro = defaults("sim");
+    ro.kind = "radix";
+    ro.budget = 64;
+    ro.schedule = "overlap";
+    run_out a, b;
+    run_workload(&ro, &w, &a);
+    run_workload(&ro, &w, &b);
+    assert_same(&a, &b, "repeat", 0);
+    for (int64_t i = 0; i < a.n; i++) {
+        ck_assert(a.ttft[i] == b.ttft[i] && a.latency[i] == b.latency[i]);
+        ck_assert_int_eq(a.cached[i], b.cached[i]);
+        ck_assert(a.ttft[i] > 0 && a.ttft[i] <= a.latency[i]);
+    }
+    ck_assert(a.st.clock == b.st.clock && a.st.clock > 0);
+    ck_assert_int_le(a.st.max_step_tokens, 64);
+    out_free(&a);
+    out_free(&b);
+    workload_free(&w);
+}
+END_TEST
+
+START_TEST(test_budget_and_too_large)
+{
+    workload w;
+    gen(&w, "sweep", 6, 50, 10, 1, 9);
+    /* Request 3 becomes far too long for a pool of 40 pages x 4 tokens. */
+    free(w.reqs[3].tokens);
+    w.reqs[3].n_tokens = 400;
+    w.reqs[3].tokens = calloc(400, sizeof(int32_t));
+    run_opts ro = defaults("sim");
+    ro.kind = "radix";
+    ro.budget = 16;
+    ro.num_pages = 40;
+    run_out o;
+    run_workload(&ro, &w, &o);
+    ck_assert_int_le(o.st.max_step_tokens, 16);
+    ck_assert_int_eq(o.st.num_errors, 1);
+    ck_assert_ptr_nonnull(o.err[3]);
+    ck_assert_msg(strstr(o.err[3], "pages"), "message: %s", o.err[3]);
+    ck_assert_int_eq(o.nout[3], 0);
+
+    /* The others are unharmed: the same outputs as a run without request 3. */
+    workload w2 = w;
+    wl_request keep = w.reqs[3];
+    memmove(&w.reqs[3], &w.reqs[4], sizeof(wl_request) * 2);
+    w2.n = 5;
+    run_out o2;
+    ro.num_pages = 4096;
+    run_workload(&ro, &w2, &o2);
+    for (int64_t i = 0, j = 0; i < 6; i++) {
+        if (i == 3) continue;
+        ck_assert_int_eq(o.nout[i], o2.nout[j]);
+        ck_assert_int_eq(memcmp(o.ids[i], o2.ids[j], sizeof(int32_t) * (size_t)o.nout[i]), 0);
+        j++;
+    }
+    memmove(&w.reqs[4], &w.reqs[3], sizeof(wl_request) * 2);
+    w.reqs[3] = keep;
+    out_free(&o);
+    out_free(&o2);
+    workload_free(&w);
+}
+END_TEST
+
+START_TEST(test_stop_token_overlap_equals_sync)
+{
+    workload w;
+    gen(&w, "few-shot", 8, 8, 12, 12, 31);
+    run_opts ro = defaults("sim");
+    ro.kind = "radix";
+    run_out plain;
+    run_workload(&ro, &w, &plain);
+    ro.stop_token = plain.ids[0][2];
+    run_out s, ov;
+    ro.budget = 9;
+    run_workload(&ro, &w, &s);
+    ck_assert_int_eq(s.nout[0], 3); /* stops on (and keeps) the stop token */
+    ro.schedule = "overlap";
+    run_workload(&ro, &w, &ov);
+    assert_same(&s, &ov, "overlap vs sync with a stop token", 0);
+    ro.num_pages = 20;
+    out_free(&ov);
+    run_workload(&ro, &w, &ov);
+    assert_same(&s, &ov, "overlap vs sync, small pool", 0);
+    out_free(&plain);
+    out_free(&s);
+    out_free(&ov);
+    workload_free(&w);
+}
+END_TEST
+
+START_TEST(test_arrivals_honoured)
+{
+    int32_t t[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    for (int offline = 0; offline < 2; offline++) {
+        run_opts ro = defaults("sim");
+        ro.offline = offline;
+        engine *e = make(&ro);
+        char err[256];
+        for (int i = 0; i < 3; i++) {
+            engine_request r = {.tokens = t, .n_tokens = 8, .max_tokens = 4, .stop_token = -1,
+                                .sampling = {.top_p = 1}, .arrival = 10.0 * (2 - i)};
+            int64_t id;
+            ck_assert_int_eq(engine_add(e, &r, &id, err, sizeof err), RKV_OK);
+        }
+        ck_assert_int_eq(engine_run(e, err, sizeof err), RKV_OK);
+        for (int i = 0; i < 3; i++) {
+            engine_result r;
+            engine_result_get(e, i, &r);
+            ck_assert(r.arrival == (offline ? 0 : 10.0 * (2 - i)));
+            ck_assert(r.first_token_time > r.arrival);
+            ck_assert(r.ttft < 0.5); /* an idle engine starts at once */
+        }
+        engine_stats st;
+        engine_get_stats(e, &st);
+        ck_assert(offline ? st.clock < 1 : st.clock > 20);
+        engine_destroy(e);
+    }
+}
+END_TEST
+
+START_TEST(test_add_rejects_bad_requests)
+{
+    run_opts ro = defaults("sim");
+    engine *e = make(&ro);
+    char err[256];
+    int64_t id = -1;
+    int32_t t[3] = {1, 2, 4096};
+    engine_request r = {.tokens = t, .n_tokens = 3, .max_tokens = 2, .stop_token = -1,
+                        .sampling = {.top_p = 1}};
+    ck_assert_int_eq(engine_add(e, &r, &id, err, sizeof err), RKV_ERANGE);
+    ck_assert_msg(strstr(err, "vocabulary"), "%s", err);
+    r.n_tokens = 2;
+    r.max_tokens = 0;
+    ck_assert_int_eq(engine_add(e, &r, &id, err, sizeof err), RKV_EINVAL);
+    ck_assert_msg(strstr(err, "max_tokens"), "%s", err);
+    r.max_tokens = 2;
+    r.arrival = -1;
+    ck_assert_int_eq(engine_add(e, &r, &id, err, sizeof err), RKV_EINVAL);
+    r.arrival = 0;
+    r.n_tokens = 0;
+    ck_assert_int_eq(engine_add(e, &r, &id, err, sizeof err), RKV_EINVAL);
+    r.n_tokens = 2;
+    ck_assert_int_eq(engine_add(e, &r, &id, err, sizeof err), RKV_OK);
+    ck_assert_int_eq(id, 0); /* nothing rejected was added */
+    /* Longer than the model's context: accepted, fails with a message. */
+    int32_t *big = calloc(16384, sizeof(int32_t));
+    r.tokens = big;
+    r.n_tokens = 16380;
+    r.max_tokens = 10;
+    ck_assert_int_eq(engine_add(e, &r, &id, err, sizeof err), RKV_OK);
+    ck_assert_int_eq(engine_run(e, err, sizeof err), RKV_OK);
+    engine_result res;
+    engine_result_get(e, 1, &res);
+    ck_assert_msg(res.error && strstr(res.error, "context"), "%s", res.error ? res.error : "");
+    engine_result_get(e, 0, &res);
+    ck_assert_ptr_null(res.error);
+    ck_assert_int_eq(res.num_output, 2);
+    free(big);
+    engine_destroy(e);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("engine");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_add_rejects_bad_requests);
+    tcase_add_test(tc, test_arrivals_honoured);
+    tcase_add_test(tc, test_sim_deterministic);
+    tcase_add_test(tc, test_budget_and_too_large);
+    tcase_add_test(tc, test_stop_token_overlap_equals_sync);
+    tcase_add_test(tc, test_sim_caching_invisible);
+    suite_add_tcase(s, tc);
+    TCase *cpu = tcase_create("cpu");
+    tcase_set_timeout(cpu, 240);
+    tcase_add_test(cpu, test_cpu_caching_invisible);
+    suite_add_tcase(s, cpu);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
