@@ -30,7 +30,15 @@ def fail(name, msg, code=1):
 
 
 def default_radixkv():
-    return os.environ.get("RADIXKV", os.path.join(ROOT, "build", "runtime", "radixkv"))
+    """$RADIXKV, else the release build (the default build checks the engine's
+    page accounting every step, which dominates engine run times), else build/."""
+    if os.environ.get("RADIXKV"):
+        return os.environ["RADIXKV"]
+    for b in ("build-release", "build"):
+        p = os.path.join(ROOT, b, "runtime", "radixkv")
+        if os.access(p, os.X_OK):
+            return p
+    return os.path.join(ROOT, "build", "runtime", "radixkv")
 
 
 def default_mooncake_dir():
