@@ -63,8 +63,8 @@ def git_commit():
 
 
 class Rows:
-    """JSON Lines writer: every row carries the experiment, its configuration,
-    seed, backend, model preset, git commit and date."""
+    """JSON Lines writer: every row carries the experiment, its scale and
+    configuration, seed, backend, model preset, git commit and date."""
 
     def __init__(self, path, experiment):
         os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -74,8 +74,9 @@ class Rows:
         self.date = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
     def write(self, config, metrics, seed=0, backend="cache-sim", model=None):
-        row = {"experiment": self.experiment, "config": config, "seed": seed,
-               "backend": backend, "model": model, "git_commit": self.commit,
+        # Keys as in experiments/common.py (experiment, scale, commit, date).
+        row = {"experiment": self.experiment, "scale": config.get("scale"), "config": config,
+               "seed": seed, "backend": backend, "model": model, "commit": self.commit,
                "date": self.date}
         row.update(metrics)
         self.f.write(json.dumps(row) + "\n")
