@@ -11,6 +11,7 @@
  *   v_cache       (NP, P, Hkv, D)    one layer's pages
  *   lse           (T, Hq)            natural-log log-sum-exp of each row
  *   page_table    (B, max_pages)     page ids of each sequence's context
+ *   slot_mapping  (T)                slot = page * P + offset of each new token
  *
  * Per sequence i: q_starts[i]..q_starts[i+1] are its suffix rows (s_i tokens);
  * its prefix is prefix_lens[i] tokens in pages page_table[i][0..]. Suffix query j
@@ -24,6 +25,20 @@
  * All functions return 0 on success or a negative ATTN_E* code; attn_strerror()
  * names it. Shapes are validated before any work: head_dim not 64/128, page size
  * outside 1..256, Hq % Hkv != 0 are rejected.
+ *
+ * Pool bounds: every call that reads or writes pages takes num_pages (NP, the
+ * pages of k_cache/v_cache). A page id a sequence uses (the first
+ * ceil(len / P) entries of its page_table row, len = its prefix or context)
+ * must lie in [0, NP), and a non-negative slot must be < NP * P; so NP >= 1
+ * whenever any sequence has a prefix / context or any slot is written. NP < 0
+ * is always rejected; NP = 0 is fine for calls that touch no page.
+ *   CPU: checked on the host before any work; a bad id or slot returns
+ *        ATTN_EARG and nothing is read or written.
+ *   CUDA: page tables and slot mappings live on the device and are not read
+ *        on the host (that would need a sync). A kernel that meets an id or
+ *        slot outside the pool never touches memory through it (the page reads
+ *        as zeros, the store skips the token) and records it in a device-side
+ *        error word; attn_cuda_check_error() reports and clears that word.
  */
 #ifndef RKV_ATTENTION_H
 #define RKV_ATTENTION_H
@@ -67,6 +82,7 @@ typedef struct attn_batch {
     const int32_t *prefix_lens;/* (B) cached prefix tokens of each sequence */
     const int32_t *page_table; /* (B, max_pages) */
     int32_t max_suffix;        /* max s_i (CUDA grid sizing; CPU may pass 0) */
+    int32_t num_pages;         /* NP: pages in the pool; used page ids < NP */
 } attn_batch;
 
 /* ---- CPU, fp32 (production) ------------------------------------------- */
@@ -79,17 +95,20 @@ int attn_prefill_cpu(const attn_shape *s, const attn_batch *b, const float *q,
                      const float *v_cache, float *out, float *lse, int num_threads);
 
 /* Decode: one query per sequence (q, out: (B, Hq, D)); the whole context,
- * seq_lens[i] tokens, is in pages. The context is split into num_splits chunks
- * merged through their lse (num_splits <= 0: chosen from the work). */
+ * seq_lens[i] tokens, is in pages (page ids < num_pages). The context is split
+ * into num_splits chunks merged through their lse (num_splits <= 0: chosen
+ * from the work). */
 int attn_decode_cpu(const attn_shape *s, int32_t num_seqs, const int32_t *seq_lens,
-                    const int32_t *page_table, int32_t max_pages, const float *q,
-                    const float *k_cache, const float *v_cache, float *out, float *lse,
-                    int num_splits, int num_threads);
+                    const int32_t *page_table, int32_t max_pages, int32_t num_pages,
+                    const float *q, const float *k_cache, const float *v_cache, float *out,
+                    float *lse, int num_splits, int num_threads);
 
-/* Write T tokens' K/V into their slots: slot_mapping[t] = page * P + offset;
- * a negative slot skips the token. */
-int attn_store_kv_cpu(const attn_shape *s, int32_t num_tokens, const int32_t *slot_mapping,
-                      const float *k_new, const float *v_new, float *k_cache, float *v_cache);
+/* Write T tokens' K/V into their slots: slot_mapping[t] = page * P + offset,
+ * < num_pages * P; a negative slot skips the token. Arguments: the counts
+ * (tokens, pool pages), then the mapping, then the data. */
+int attn_store_kv_cpu(const attn_shape *s, int32_t num_tokens, int32_t num_pages,
+                      const int32_t *slot_mapping, const float *k_new, const float *v_new,
+                      float *k_cache, float *v_cache);
 
 /* Merge two partial states of `rows` rows of D (rows = tokens * heads) into
  * out/lse_out (which may alias o1/lse1). */
@@ -120,12 +139,20 @@ int attn_prefill_cuda(const attn_shape *s, const attn_batch *b, attn_dtype dt, c
 size_t attn_decode_workspace_bytes(const attn_shape *s, int32_t num_seqs, int32_t max_splits);
 int attn_decode_cuda(const attn_shape *s, attn_dtype dt, int32_t num_seqs,
                      const int32_t *seq_lens, const int32_t *page_table, int32_t max_pages,
-                     int32_t max_seq_len, const void *q, const void *k_cache,
-                     const void *v_cache, void *out, float *lse, void *workspace,
-                     int32_t max_splits, void *stream);
+                     int32_t num_pages, int32_t max_seq_len, const void *q,
+                     const void *k_cache, const void *v_cache, void *out, float *lse,
+                     void *workspace, int32_t max_splits, void *stream);
 int attn_store_kv_cuda(const attn_shape *s, attn_dtype dt, int32_t num_tokens,
-                       const int32_t *slot_mapping, const void *k_new, const void *v_new,
-                       void *k_cache, void *v_cache, void *stream);
+                       int32_t num_pages, const int32_t *slot_mapping, const void *k_new,
+                       const void *v_new, void *k_cache, void *v_cache, void *stream);
+/* Bad page ids and slots met by the kernels (see "Pool bounds" above):
+ * synchronises stream, then returns ATTN_EARG after printing which kernels
+ * (prefill, decode, K/V store) saw an id or slot outside the pool and the
+ * first such value of each, and clears the record; ATTN_OK when there was
+ * none; ATTN_ECUDA if a CUDA call fails. The record is one per device, shared
+ * by all streams: call it where no other stream's kernels are in flight if a
+ * report must name only this stream's work. */
+int attn_cuda_check_error(void *stream);
 /* o1/o2/out in dt, (rows, D); lse fp32. */
 int attn_merge_cuda(attn_dtype dt, int64_t rows, int32_t head_dim, const void *o1,
                     const float *lse1, const void *o2, const float *lse2, void *out,

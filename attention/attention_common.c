@@ -62,10 +62,13 @@ static int64_t pages_for(int32_t len, int32_t page_size)
     return ((int64_t)len + page_size - 1) / page_size;
 }
 
-/* Rows of page_table a batch reads: each must fit max_pages and hold ids >= 0. */
+/* Rows of page_table a batch reads: each must fit max_pages and hold ids in
+ * [0, num_pages), the pages of the pool. */
 static int check_pages(const char *fn, const char *what, int32_t num_seqs, const int32_t *lens,
-                       const int32_t *page_table, int32_t max_pages, int32_t page_size)
+                       const int32_t *page_table, int32_t max_pages, int32_t page_size,
+                       int32_t num_pages)
 {
+    if (num_pages < 0) return ATTN_FAIL(ATTN_EARG, fn, "num_pages = %d", (int)num_pages);
     for (int32_t i = 0; i < num_seqs; i++) {
         int64_t np = pages_for(lens[i], page_size);
         if (np == 0) continue;
@@ -76,9 +79,10 @@ static int check_pages(const char *fn, const char *what, int32_t num_seqs, const
         if (!page_table) return ATTN_FAIL(ATTN_EARG, fn, "page_table is NULL");
         const int32_t *row = page_table + (int64_t)i * max_pages;
         for (int64_t k = 0; k < np; k++)
-            if (row[k] < 0)
-                return ATTN_FAIL(ATTN_EARG, fn, "page_table[%d][%lld] = %d is negative", (int)i,
-                                 (long long)k, (int)row[k]);
+            if (row[k] < 0 || row[k] >= num_pages)
+                return ATTN_FAIL(ATTN_EARG, fn,
+                                 "page_table[%d][%lld] = %d is outside the pool [0, %d)", (int)i,
+                                 (long long)k, (int)row[k], (int)num_pages);
     }
     return ATTN_OK;
 }
@@ -115,7 +119,7 @@ int attn_batch_check_host(const char *fn, const attn_shape *s, const attn_batch 
             return ATTN_FAIL(ATTN_EARG, fn, "sequence %d has more than 2^31 keys", (int)i);
     }
     rc = check_pages(fn, "prefix_lens", b->num_seqs, b->prefix_lens, b->page_table,
-                     b->max_pages, s->page_size);
+                     b->max_pages, s->page_size, b->num_pages);
     if (rc) return rc;
     if (num_tokens) *num_tokens = b->q_starts[b->num_seqs];
     if (any_prefix) *any_prefix = prefix;
@@ -124,7 +128,7 @@ int attn_batch_check_host(const char *fn, const attn_shape *s, const attn_batch 
 
 int attn_decode_check_host(const char *fn, const attn_shape *s, int32_t num_seqs,
                            const int32_t *seq_lens, const int32_t *page_table,
-                           int32_t max_pages, int32_t *max_len)
+                           int32_t max_pages, int32_t num_pages, int32_t *max_len)
 {
     int rc = attn_shape_check_in(fn, s);
     if (rc) return rc;
@@ -137,8 +141,22 @@ int attn_decode_check_host(const char *fn, const attn_shape *s, int32_t num_seqs
             return ATTN_FAIL(ATTN_EARG, fn, "seq_lens[%d] = %d", (int)i, (int)seq_lens[i]);
         if (seq_lens[i] > longest) longest = seq_lens[i];
     }
-    rc = check_pages(fn, "seq_lens", num_seqs, seq_lens, page_table, max_pages, s->page_size);
+    rc = check_pages(fn, "seq_lens", num_seqs, seq_lens, page_table, max_pages, s->page_size,
+                     num_pages);
     if (rc) return rc;
     if (max_len) *max_len = longest;
+    return ATTN_OK;
+}
+
+int attn_slots_check_host(const char *fn, const attn_shape *s, int32_t num_tokens,
+                          int32_t num_pages, const int32_t *slot_mapping)
+{
+    if (num_pages < 0) return ATTN_FAIL(ATTN_EARG, fn, "num_pages = %d", (int)num_pages);
+    const int64_t slots = (int64_t)num_pages * s->page_size;
+    for (int32_t t = 0; t < num_tokens; t++)
+        if (slot_mapping[t] >= slots)
+            return ATTN_FAIL(ATTN_EARG, fn,
+                             "slot_mapping[%d] = %d is past the pool (num_pages * page_size = "
+                             "%lld slots)", (int)t, (int)slot_mapping[t], (long long)slots);
     return ATTN_OK;
 }

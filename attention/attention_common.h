@@ -31,19 +31,23 @@ int attn_shape_check_in(const char *fn, const attn_shape *s);
 
 /* Validate a prefill batch whose arrays are in host memory: q_starts[0] = 0
  * and non-decreasing, prefix lengths >= 0, the page table wide enough for
- * every prefix, every page id a sequence uses >= 0 (ids beyond a prefix's
- * last page are never read and may hold anything, e.g. -1), max_suffix 0 or
- * >= every s_i. On success *num_tokens = T and *any_prefix says whether any
- * sequence reads pages. Page ids are not checked against the pool size: the
- * API does not carry it, so the caller guarantees id < NP. */
+ * every prefix, every page id a sequence uses in [0, num_pages) (ids beyond a
+ * prefix's last page are never read and may hold anything, e.g. -1),
+ * num_pages >= 0, max_suffix 0 or >= every s_i. On success *num_tokens = T
+ * and *any_prefix says whether any sequence reads pages. */
 int attn_batch_check_host(const char *fn, const attn_shape *s, const attn_batch *b,
                           int64_t *num_tokens, int *any_prefix);
 
 /* The same for a decode batch: seq_lens >= 0, pages fit max_pages, used page
- * ids >= 0. *max_len = the longest context (0 for an empty batch). */
+ * ids in [0, num_pages). *max_len = the longest context (0 for an empty batch). */
 int attn_decode_check_host(const char *fn, const attn_shape *s, int32_t num_seqs,
                            const int32_t *seq_lens, const int32_t *page_table,
-                           int32_t max_pages, int32_t *max_len);
+                           int32_t max_pages, int32_t num_pages, int32_t *max_len);
+
+/* A slot mapping of num_tokens entries: each slot < 0 (skipped) or
+ * < num_pages * page_size; num_pages >= 0. */
+int attn_slots_check_host(const char *fn, const attn_shape *s, int32_t num_tokens,
+                          int32_t num_pages, const int32_t *slot_mapping);
 
 /* The merge of two partial states, written once (DESIGN.md, attention
  * contract):

@@ -819,13 +819,14 @@ int attn_prefill_cpu(const attn_shape *s, const attn_batch *b, const float *q,
 }
 
 int attn_decode_cpu(const attn_shape *s, int32_t num_seqs, const int32_t *seq_lens,
-                    const int32_t *page_table, int32_t max_pages, const float *q,
-                    const float *k_cache, const float *v_cache, float *out, float *lse,
-                    int num_splits, int num_threads)
+                    const int32_t *page_table, int32_t max_pages, int32_t num_pages,
+                    const float *q, const float *k_cache, const float *v_cache, float *out,
+                    float *lse, int num_splits, int num_threads)
 {
     static const char fn[] = "attn_decode_cpu";
     int32_t longest;
-    int rc = attn_decode_check_host(fn, s, num_seqs, seq_lens, page_table, max_pages, &longest);
+    int rc = attn_decode_check_host(fn, s, num_seqs, seq_lens, page_table, max_pages, num_pages,
+                                    &longest);
     if (rc) return rc;
     if (num_seqs > 0 && (!q || !out)) return ATTN_FAIL(ATTN_EARG, fn, "q or out is NULL");
     if (longest > 0 && (!k_cache || !v_cache))
@@ -915,8 +916,9 @@ done:
     return rc;
 }
 
-int attn_store_kv_cpu(const attn_shape *s, int32_t num_tokens, const int32_t *slot_mapping,
-                      const float *k_new, const float *v_new, float *k_cache, float *v_cache)
+int attn_store_kv_cpu(const attn_shape *s, int32_t num_tokens, int32_t num_pages,
+                      const int32_t *slot_mapping, const float *k_new, const float *v_new,
+                      float *k_cache, float *v_cache)
 {
     static const char fn[] = "attn_store_kv_cpu";
     int rc = attn_shape_check_in(fn, s);
@@ -924,6 +926,9 @@ int attn_store_kv_cpu(const attn_shape *s, int32_t num_tokens, const int32_t *sl
     if (num_tokens < 0) return ATTN_FAIL(ATTN_EARG, fn, "num_tokens = %d", (int)num_tokens);
     if (num_tokens > 0 && (!slot_mapping || !k_new || !v_new || !k_cache || !v_cache))
         return ATTN_FAIL(ATTN_EARG, fn, "slot_mapping, k_new, v_new, k_cache or v_cache is NULL");
+    /* Every slot before the first write, so a bad one leaves the cache as it was. */
+    rc = attn_slots_check_host(fn, s, num_tokens, num_pages, slot_mapping);
+    if (rc) return rc;
     /* (NP, P, Hkv, D) is (NP * P slots, Hkv * D): a slot is one token's row. */
     const int64_t row = (int64_t)s->num_kv_heads * s->head_dim;
     for (int32_t t = 0; t < num_tokens; t++) {

@@ -2,12 +2,14 @@
  * geometry and dtype/head-dim dispatch. The kernels live in attn_prefill.cuh
  * (prefill) and attn_decode.cuh (decode, combine, merge, K/V store).
  *
- * Device-resident arguments (q_starts, prefix_lens, seq_lens, page tables) are
- * not read on the host, which would need a synchronisation; the kernels clamp
- * them instead: a prefix or context longer than max_pages * page_size is cut
- * there, a negative page id reads as zeros, so a bad table never reads outside
- * the table row. Page ids past the pool cannot be caught here (the API carries
- * no pool size); the caller's page pool hands out only valid ids.
+ * Device-resident arguments (q_starts, prefix_lens, seq_lens, page tables,
+ * slot mappings) are not read on the host, which would need a
+ * synchronisation; the kernels clamp them instead: a prefix or context longer
+ * than max_pages * page_size is cut there, so a bad length never reads outside
+ * the table row, and a page id outside [0, num_pages) reads as zeros (a slot
+ * past num_pages * page_size is not written), so a bad table never touches
+ * memory outside the pool. Such ids are recorded on the device
+ * (attn_bad_page_word) for attn_cuda_check_error().
  */
 #include <math.h>
 #include <stdlib.h>
@@ -104,6 +106,7 @@ extern "C" int attn_prefill_cuda(const attn_shape *s, const attn_batch *b, attn_
     ATTN_REQUIRE(b != NULL, where);
     ATTN_REQUIRE(dt == ATTN_BF16 || dt == ATTN_FP16, where);
     ATTN_REQUIRE(b->num_seqs >= 0 && b->max_pages >= 0 && b->max_suffix >= 0, where);
+    ATTN_REQUIRE(b->num_pages >= 0, where);
     if (b->num_seqs == 0 || b->max_suffix == 0)
         return ATTN_OK;
     ATTN_REQUIRE(b->q_starts && b->prefix_lens, where);
@@ -125,6 +128,7 @@ extern "C" int attn_prefill_cuda(const attn_shape *s, const attn_batch *b, attn_
     prm.prefix_lens = b->prefix_lens;
     prm.page_table = b->page_table ? b->page_table : b->q_starts;
     prm.max_pages = b->max_pages;
+    prm.num_pages = b->num_pages;
     prm.hq = s->num_q_heads;
     prm.hkv = s->num_kv_heads;
     prm.group = s->num_q_heads / s->num_kv_heads;
@@ -268,9 +272,10 @@ static int decode_dispatch(const attn_decode_params &prm, int d, int num_seqs,
 
 extern "C" int attn_decode_cuda(const attn_shape *s, attn_dtype dt, int32_t num_seqs,
                                 const int32_t *seq_lens, const int32_t *page_table,
-                                int32_t max_pages, int32_t max_seq_len, const void *q,
-                                const void *k_cache, const void *v_cache, void *out, float *lse,
-                                void *workspace, int32_t max_splits, void *stream)
+                                int32_t max_pages, int32_t num_pages, int32_t max_seq_len,
+                                const void *q, const void *k_cache, const void *v_cache,
+                                void *out, float *lse, void *workspace, int32_t max_splits,
+                                void *stream)
 {
     const char *where = "attn_decode_cuda";
     int rc = cuda_shape_check(s, where);
@@ -278,6 +283,7 @@ extern "C" int attn_decode_cuda(const attn_shape *s, attn_dtype dt, int32_t num_
         return rc;
     ATTN_REQUIRE(dt == ATTN_BF16 || dt == ATTN_FP16, where);
     ATTN_REQUIRE(num_seqs >= 0 && max_pages >= 0 && max_seq_len >= 0, where);
+    ATTN_REQUIRE(num_pages >= 0, where);
     if (num_seqs == 0)
         return ATTN_OK;
     ATTN_REQUIRE(num_seqs <= 65535, where);
@@ -295,6 +301,7 @@ extern "C" int attn_decode_cuda(const attn_shape *s, attn_dtype dt, int32_t num_
     prm.seq_lens = seq_lens;
     prm.page_table = page_table ? page_table : seq_lens;
     prm.max_pages = max_pages;
+    prm.num_pages = num_pages;
     prm.hq = s->num_q_heads;
     prm.hkv = s->num_kv_heads;
     prm.group = s->num_q_heads / s->num_kv_heads;
@@ -310,18 +317,46 @@ extern "C" int attn_decode_cuda(const attn_shape *s, attn_dtype dt, int32_t num_
     return decode_dispatch<__half>(prm, s->head_dim, num_seqs, max_seq_len, cap, workspace, st);
 }
 
+/* ---- the record of bad page ids ---------------------------------------- */
+
+extern "C" int attn_cuda_check_error(void *stream)
+{
+    const char *where = "attn_cuda_check_error";
+    /* What each kind did with the value instead of touching memory. */
+    static const char *const kind_name[ATTN_BAD_KINDS] = {
+        "attn_prefill_cuda read zeros for page id", "attn_decode_cuda read zeros for page id",
+        "attn_store_kv_cuda skipped slot"};
+    cudaStream_t st = (cudaStream_t)stream;
+    unsigned int word[1 + ATTN_BAD_KINDS];
+    void *dev = NULL;
+    ATTN_CUDA_CHECK(cudaGetSymbolAddress(&dev, attn_bad_page_word));
+    /* On the stream, after its kernels: no device-wide sync needed. */
+    ATTN_CUDA_CHECK(cudaMemcpyAsync(word, dev, sizeof(word), cudaMemcpyDeviceToHost, st));
+    ATTN_CUDA_CHECK(cudaStreamSynchronize(st));
+    if (!word[0])
+        return ATTN_OK;
+    for (int k = 0; k < ATTN_BAD_KINDS; k++)
+        if (word[0] & (1u << k))
+            fprintf(stderr, "%s (%s:%d): bad argument: %s %d, outside the pool (the first "
+                    "seen)\n", where, __FILE__, __LINE__, kind_name[k], (int)word[1 + k]);
+    ATTN_CUDA_CHECK(cudaMemsetAsync(dev, 0, sizeof(word), st));
+    ATTN_CUDA_CHECK(cudaStreamSynchronize(st));
+    return ATTN_EARG;
+}
+
 /* ---- store and merge ---------------------------------------------------- */
 
 extern "C" int attn_store_kv_cuda(const attn_shape *s, attn_dtype dt, int32_t num_tokens,
-                                  const int32_t *slot_mapping, const void *k_new,
-                                  const void *v_new, void *k_cache, void *v_cache, void *stream)
+                                  int32_t num_pages, const int32_t *slot_mapping,
+                                  const void *k_new, const void *v_new, void *k_cache,
+                                  void *v_cache, void *stream)
 {
     const char *where = "attn_store_kv_cuda";
     int rc = cuda_shape_check(s, where);
     if (rc)
         return rc;
     ATTN_REQUIRE(dt == ATTN_BF16 || dt == ATTN_FP16, where);
-    ATTN_REQUIRE(num_tokens >= 0, where);
+    ATTN_REQUIRE(num_tokens >= 0 && num_pages >= 0, where);
     if (num_tokens == 0)
         return ATTN_OK;
     ATTN_REQUIRE(slot_mapping && k_new && v_new && k_cache && v_cache, where);
@@ -331,9 +366,9 @@ extern "C" int attn_store_kv_cuda(const attn_shape *s, attn_dtype dt, int32_t nu
     if (blocks > 65535)
         blocks = 65535;
     attn_store_kv_kernel<<<(unsigned)blocks, 256, 0, (cudaStream_t)stream>>>(
-        chunks, s->num_kv_heads, cpr, slot_mapping, static_cast<const uint4 *>(k_new),
-        static_cast<const uint4 *>(v_new), static_cast<uint4 *>(k_cache),
-        static_cast<uint4 *>(v_cache));
+        chunks, s->num_kv_heads, cpr, (int64_t)num_pages * s->page_size, slot_mapping,
+        static_cast<const uint4 *>(k_new), static_cast<const uint4 *>(v_new),
+        static_cast<uint4 *>(k_cache), static_cast<uint4 *>(v_cache));
     ATTN_CUDA_CHECK_LAUNCH();
     return ATTN_OK;
 }

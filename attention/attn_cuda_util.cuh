@@ -38,6 +38,23 @@
 /* After a kernel launch: launch-configuration errors surface here. */
 #define ATTN_CUDA_CHECK_LAUNCH() ATTN_CUDA_CHECK(cudaGetLastError())
 
+/* The record of ids outside the pool (attention.h, "Pool bounds"), one per
+ * device: word 0 holds a bit per kernel kind that met one, word 1 + k the
+ * first bad value kind k met (a page id, or a slot for the store): only the
+ * thread whose atomicOr set its kind's bit writes it. Static: only
+ * attention_cuda.cu includes the kernel headers, so there is one copy.
+ *
+ *   word:  [ kinds | prefill id | decode id | store slot ]
+ */
+enum { ATTN_BAD_PREFILL = 0, ATTN_BAD_DECODE = 1, ATTN_BAD_STORE = 2, ATTN_BAD_KINDS = 3 };
+static __device__ unsigned int attn_bad_page_word[1 + ATTN_BAD_KINDS];
+
+__device__ __forceinline__ void attn_flag_bad_page(int kind, int value)
+{
+    if (!(atomicOr(&attn_bad_page_word[0], 1u << kind) & (1u << kind)))
+        attn_bad_page_word[1 + kind] = (unsigned int)value;
+}
+
 #define ATTN_LOG2E 1.4426950408889634f
 #define ATTN_LN2 0.6931471805599453f
 

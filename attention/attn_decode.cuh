@@ -27,7 +27,7 @@ struct attn_decode_params {
     float *lse;                        /* (B, Hq) or NULL */
     float *ws_o, *ws_lse;              /* (B, Hq, splits, D), (B, Hq, splits) log2 units */
     const int32_t *seq_lens, *page_table;
-    int32_t max_pages, hq, hkv, group, page_size, chunk, head_blocks;
+    int32_t max_pages, num_pages, hq, hkv, group, page_size, chunk, head_blocks;
     float scale_log2;
 };
 
@@ -84,9 +84,13 @@ __global__ void __launch_bounds__(NT) attn_decode_split_kernel(attn_decode_param
         for (int k = 0; k < RPT; k++) {
             int r = tg + k * NTG;
             int tok = t0 + n * TOK + r;
-            int page = tok < t1 ? pt[tok / P] : -1;
-            size_t off = page >= 0 ? (((size_t)page * P + tok % P) * prm.hkv + kvh) * D + li * 8 : 0;
-            int bytes = page >= 0 ? 16 : 0;
+            int page = tok < t1 ? pt[tok / P] : 0;
+            /* An id outside the pool reads as zeros and is recorded. */
+            bool in = tok < t1 && (unsigned)page < (unsigned)prm.num_pages;
+            if (tok < t1 && !in)
+                attn_flag_bad_page(ATTN_BAD_DECODE, page);
+            size_t off = in ? (((size_t)page * P + tok % P) * prm.hkv + kvh) * D + li * 8 : 0;
+            int bytes = in ? 16 : 0;
             attn_cp_async16(sK + (buf * TOK + r) * D + li * 8, kc + off, bytes);
             attn_cp_async16(sV + (buf * TOK + r) * D + li * 8, vc + off, bytes);
         }
@@ -308,10 +312,11 @@ __global__ void attn_merge_kernel(int64_t rows, const T *o1, const float *lse1, 
         lse_out[row] = m == -INFINITY ? -INFINITY : m * ATTN_LN2;
 }
 
-/* Store: one thread per 16-byte chunk of one (token, kv head) row, K and V. */
-__global__ void attn_store_kv_kernel(int64_t chunks, int hkv, int cpr, const int32_t *slots,
-                                     const uint4 *k_new, const uint4 *v_new, uint4 *k_cache,
-                                     uint4 *v_cache)
+/* Store: one thread per 16-byte chunk of one (token, kv head) row, K and V.
+ * num_slots = NP * P; a slot past it is skipped and recorded. */
+__global__ void attn_store_kv_kernel(int64_t chunks, int hkv, int cpr, int64_t num_slots,
+                                     const int32_t *slots, const uint4 *k_new, const uint4 *v_new,
+                                     uint4 *k_cache, uint4 *v_cache)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < chunks;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -320,6 +325,10 @@ __global__ void attn_store_kv_kernel(int64_t chunks, int hkv, int cpr, const int
         int slot = slots[tok];
         if (slot < 0)
             continue;
+        if (slot >= num_slots) {
+            attn_flag_bad_page(ATTN_BAD_STORE, slot);
+            continue;
+        }
         int64_t dst = (int64_t)slot * hkv * cpr + rest;
         k_cache[dst] = k_new[i];
         v_cache[dst] = v_new[i];

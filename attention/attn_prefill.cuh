@@ -35,7 +35,7 @@ struct attn_prefill_params {
     void *out;
     float *lse;
     const int32_t *q_starts, *prefix_lens, *page_table;
-    int32_t max_pages, hq, hkv, group, page_size;
+    int32_t max_pages, num_pages, hq, hkv, group, page_size;
     float scale_log2; /* softmax scale * log2(e): the kernel works in exp2 */
 };
 
@@ -113,11 +113,14 @@ __global__ void __launch_bounds__(WARPS * 32, 1) attn_prefill_kernel(attn_prefil
                 size_t off;
                 if (pos < p) {
                     int page = pt[pos / P];
-                    if (page >= 0) {
+                    /* An id outside the pool reads as zeros and is recorded. */
+                    if ((unsigned)page < (unsigned)prm.num_pages) {
                         off = (((size_t)page * P + pos % P) * prm.hkv + kvh) * D + c * 8;
                         ks = kc + off;
                         vs = vc + off;
                         bytes = 16;
+                    } else {
+                        attn_flag_bad_page(ATTN_BAD_PREFILL, page);
                     }
                 } else {
                     off = ((size_t)(q0 + pos - p) * prm.hkv + kvh) * D + c * 8;

@@ -88,7 +88,7 @@ typedef struct shape_case {
 typedef struct bufs {
     float *q, *k_new, *v_new, *k_cache, *v_cache, *out, *lse;
     int32_t *q_starts, *prefix_lens, *page_table, *seq_lens;
-    int32_t max_pages;
+    int32_t max_pages, num_pages; /* table width, pool pages */
     attn_shape s;
     attn_batch b;
 } bufs;
@@ -103,6 +103,7 @@ static void setup(const shape_case *c, bufs *x)
     const int64_t T = (int64_t)c->batch * (decode ? 1 : c->suffix);
     x->max_pages = (c->prefix + c->P - 1) / c->P;
     const int64_t np = (int64_t)c->batch * x->max_pages;
+    x->num_pages = (int32_t)np;
     const int64_t row = (int64_t)c->Hkv * c->D;
     x->q = frand(T * c->Hq * c->D, &seed);
     x->k_new = frand(T * row, &seed);
@@ -128,7 +129,7 @@ static void setup(const shape_case *c, bufs *x)
     }
     x->b = (attn_batch){.num_seqs = c->batch, .max_pages = x->max_pages, .q_starts = x->q_starts,
                         .prefix_lens = x->prefix_lens, .page_table = x->page_table,
-                        .max_suffix = decode ? 1 : c->suffix};
+                        .max_suffix = decode ? 1 : c->suffix, .num_pages = x->num_pages};
 }
 
 static void teardown(bufs *x)
@@ -171,8 +172,9 @@ static void run_naive(const shape_case *c, bufs *x)
 static int run_kernel(const shape_case *c, bufs *x, int threads)
 {
     if (strcmp(c->kind, "decode") == 0)
-        return attn_decode_cpu(&x->s, c->batch, x->seq_lens, x->page_table, x->max_pages, x->q,
-                               x->k_cache, x->v_cache, x->out, x->lse, 0, threads);
+        return attn_decode_cpu(&x->s, c->batch, x->seq_lens, x->page_table, x->max_pages,
+                               x->num_pages, x->q, x->k_cache, x->v_cache, x->out, x->lse, 0,
+                               threads);
     return attn_prefill_cpu(&x->s, &x->b, x->q, x->k_new, x->v_new, x->k_cache, x->v_cache,
                             x->out, x->lse, threads);
 }

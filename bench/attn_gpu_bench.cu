@@ -145,7 +145,7 @@ static void bench_prefill(attn_dtype dt, int B, int P, int S, int reps, double c
     int32_t *dqs = upload(qs), *dpl = upload(pl);
     int32_t *dpt = make_table(B, ppseq, NP, 7);
     attn_shape s = {HQ, HKV, D, PS, 0.08838834764831845f};
-    attn_batch b = {B, std::max(ppseq, 1), dqs, dpl, dpt, S};
+    attn_batch b = {B, std::max(ppseq, 1), dqs, dpl, dpt, S, NP};
     double ms = time_median_ms(
         [&] { CKA(attn_prefill_cuda(&s, &b, dt, q, kn, vn, kc, vc, out, lse, NULL)); }, 3, reps);
     double flops = 4.0 * HQ * D * B * ((double)S * P + (double)S * (S + 1) / 2);
@@ -176,7 +176,8 @@ static void bench_decode(attn_dtype dt, int B, int L, int PS, int reps, double c
     int32_t *dl = upload(lens), *dpt = make_table(B, ppseq, NP, 9);
     double ms = time_median_ms(
         [&] {
-            CKA(attn_decode_cuda(&s, dt, B, dl, dpt, ppseq, L, q, kc, vc, out, lse, ws, 0, NULL));
+            CKA(attn_decode_cuda(&s, dt, B, dl, dpt, ppseq, NP, L, q, kc, vc, out, lse, ws, 0,
+                                 NULL));
         },
         5, reps);
     double bytes = 2.0 * B * HKV * (double)L * D * 2;

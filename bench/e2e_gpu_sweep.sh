@@ -18,6 +18,8 @@
 #             about 75 s on an H100
 #   full      1000 prompts, hit rates 0, 0.1, ..., 1, all five caches
 #   --hits, --caches, --num override the lists of either scale
+# The environment reaches the backend: RKV_CUDA_GRAPHS=2 also runs small mixed
+# steps (prompt chunks among decodes) as CUDA graphs.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -38,7 +40,7 @@ while [ $# -gt 0 ]; do
         --hits) o_hits=$2; shift ;;
         --caches) o_caches=$2; shift ;;
         --num) o_num=$2; shift ;;
-        -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
         *) echo "e2e_gpu_sweep.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
     esac
     shift
@@ -66,26 +68,36 @@ mkdir -p "$work"
 results="$work/results.jsonl"
 : >"$results"
 
+# `none` runs first at each hit rate and schedule, so every line can carry its
+# ratio to it; lines are printed as runs end (a cut-off sweep keeps them).
+case " $caches " in *" none "*) caches="none ${caches/none/}" ;; esac
+field() { sed -n "s/.*\"$1\":\([-0-9.eE+]*\).*/\1/p" <<<"$2"; }
 for h in $hits; do
     trace="$work/sweep_$h.jsonl"
     "$radixkv" gen sweep --num $num --prompt-len $plen --output-len $olen --hit-rate "$h" \
-        --model "$model" --seed 1 --out "$trace"
+        --model "$model" --seed 1 --out "$trace" 2>/dev/null
     for s in $schedules; do
+        base=""
         for c in $caches; do
-            out="$work/run_${h}_${c}_${s}.jsonl"
+            out="$work/run.jsonl"
+            log="$work/log_${h}_${c}_${s}.txt"
             "$radixkv" run --backend cuda --model "$model" --cache "$c" --schedule "$s" \
                 --page-size $page --max-batched-tokens $budget --max-running $running \
-                --offline --no-progress --trace "$trace" --out "$out" 2>"$work/log_${h}_${c}_${s}.txt" \
+                --offline --no-progress --trace "$trace" --out "$out" 2>"$log" \
                 || { echo "e2e_gpu_sweep.sh: run failed (h=$h cache=$c schedule=$s):" >&2;
-                     tail -5 "$work/log_${h}_${c}_${s}.txt" >&2; exit 1; }
+                     tail -5 "$log" >&2; exit 1; }
             summary=$(grep '"type":"summary"' "$out" | tail -1)
-            # The sweep's settings go in front of the summary's own fields.
-            echo "{\"bench\":\"e2e_gpu_sweep\",\"quick\":$quick,\"model\":\"$model\",\"target_hit_rate\":$h,\"prompts\":$num,\"prompt_len\":$plen,\"output_len\":$olen,\"budget\":$budget,\"max_running\":$running,\"page_size\":$page,${summary#\{}" >>"$results"
+            rps=$(field requests_per_s "$summary")
+            [ "$c" = none ] && base=$rps
+            ratio=$(awk -v a="$rps" -v b="$base" 'BEGIN { printf("%.4f", (b > 0 ? a / b : 0)) }')
+            # The sweep's settings in front of the summary's own fields.
+            line="{\"bench\":\"e2e_gpu_sweep\",\"quick\":$quick,\"model\":\"$model\",\"target_hit_rate\":$h,\"prompts\":$num,\"prompt_len\":$plen,\"output_len\":$olen,\"budget\":$budget,\"max_running\":$running,\"page_size\":$page,${summary#\{}"
+            line="${line%\}},\"ratio_vs_none\":$ratio}"
+            echo "$line" | tee -a "$results"
         done
     done
 done
 
-# Ratios against `none` at the same hit rate and schedule, then the table.
 awk '
 function num(line, key,   m) {
     if (match(line, "\"" key "\":[-0-9.eE+]+")) { m = substr(line, RSTART, RLENGTH); sub(/.*:/, "", m); return m + 0 }
@@ -95,16 +107,11 @@ function str(line, key,   m) {
     if (match(line, "\"" key "\":\"[^\"]*\"")) { m = substr(line, RSTART, RLENGTH); sub(/^[^:]*:"/, "", m); sub(/"$/, "", m); return m }
     return ""
 }
-{ lines[NR] = $0; h = num($0, "target_hit_rate"); c = str($0, "cache"); s = str($0, "schedule")
-  rps[h, c, s] = num($0, "requests_per_s"); key[NR] = h SUBSEP s; cache[NR] = c
+{ h = num($0, "target_hit_rate"); c = str($0, "cache"); s = str($0, "schedule")
+  rps[h, c, s] = num($0, "requests_per_s"); rat[h, c, s] = num($0, "ratio_vs_none")
   if (!(h in seenh)) { seenh[h] = 1; hs[++nh] = h }
   if (!(c in seenc)) { seenc[c] = 1; cs[++nc] = c } }
 END {
-  for (i = 1; i <= NR; i++) {
-      split(key[i], k, SUBSEP); base = rps[k[1], "none", k[2]]
-      ratio = base > 0 ? rps[k[1], cache[i], k[2]] / base : 0
-      l = lines[i]; sub(/}$/, sprintf(",\"ratio_vs_none\":%.4f}", ratio), l); print l
-  }
   printf "\nhit-rate sweep on the GPU (requests/s; x = ratio to none)\n" > "/dev/stderr"
   printf "%-6s", "hit" > "/dev/stderr"
   for (j = 1; j <= nc; j++) { printf " %22s", cs[j] "/sync" > "/dev/stderr"; printf " %22s", cs[j] "/overlap" > "/dev/stderr" }
@@ -112,9 +119,8 @@ END {
   for (i = 1; i <= nh; i++) {
       printf "%-6s", hs[i] > "/dev/stderr"
       for (j = 1; j <= nc; j++) for (q = 0; q < 2; q++) {
-          s = q ? "overlap" : "sync"; v = rps[hs[i], cs[j], s]; b = rps[hs[i], "none", s]
-          r = b > 0 ? v / b : 0
-          printf(" %13.2f (%5.2fx)", v, r) > "/dev/stderr"
+          s = q ? "overlap" : "sync"
+          printf(" %13.2f (%5.2fx)", rps[hs[i], cs[j], s], rat[hs[i], cs[j], s]) > "/dev/stderr"
       }
       printf "\n" > "/dev/stderr"
   }

@@ -182,8 +182,20 @@ def prepare_out(out):
     return traces
 
 
-def run_notebook(name):
-    subprocess.run([os.path.join(ROOT, "notebooks", "run.sh"), name], check=True)
+def run_notebook(name, out=None):
+    """notebooks/run.sh NAME on the results in `out` (RKV_RESULTS); figures go
+    to $RKV_FIGURES (default notebooks/figures). Exits 77 (skip) when
+    /usr/bin/python3 lacks matplotlib or nbconvert."""
+    probe = subprocess.run(["/usr/bin/python3", "-c", "import matplotlib, nbconvert"],
+                           capture_output=True)
+    if probe.returncode != 0:
+        print(f"{name}: /usr/bin/python3 lacks matplotlib or nbconvert; notebook skipped",
+              file=sys.stderr)
+        sys.exit(77)
+    env = dict(os.environ)
+    if out:
+        env["RKV_RESULTS"] = os.path.abspath(out)
+    subprocess.run([os.path.join(ROOT, "notebooks", "run.sh"), name], check=True, env=env)
 
 
 def check_binary(name, path):

@@ -1,6 +1,7 @@
 /* page_pool.c - see page_pool.h. */
 #include "page_pool.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,26 @@ const char *rkv_status_str(rkv_status s)
     case RKV_EDEVICE: return "device error";
     }
     return "unknown status";
+}
+
+void rkv_set_err(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (!err || !errlen) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+rkv_status rkv_fail(rkv_status st, char *err, size_t errlen, const char *fmt, ...)
+{
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return st;
 }
 
 rkv_status page_pool_init(page_pool *p, int32_t num_pages, int32_t page_size)

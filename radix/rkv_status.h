@@ -22,4 +22,13 @@ typedef enum rkv_status {
 
 const char *rkv_status_str(rkv_status s);
 
+#include <stddef.h>
+
+/* Format a message into err (when err is non-NULL and errlen > 0). */
+void rkv_set_err(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* rkv_set_err, then return st: `return rkv_fail(RKV_EINVAL, err, errlen, ...)`. */
+rkv_status rkv_fail(rkv_status st, char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
 #endif

@@ -16,7 +16,12 @@
  *
  * Decode-only steps (one row per sequence) run as a CUDA graph captured per
  * (batch bucket, page-table stride), padded to the bucket: padding rows have
- * slot -1 (no K/V write), length 0 and sample row -1.
+ * slot -1 (no K/V write), length 0 and sample row -1. Small mixed steps (up to
+ * MIXED_GRAPH_TOKENS rows: a few prompt chunks among decodes, the common step
+ * when prompts hit the cache) can be graphs too (graph level 2, opt-in until
+ * verified on a GPU), keyed by (power-of-two rows, batch bucket, stride, suffix
+ * bound); their padding rows belong to padding sequences that write nothing
+ * and sample nothing.
  *
  * Overlap: submit() enqueues and returns; collect() waits for the oldest step.
  * Two slots of pinned buffers let the host fill step n+1 while step n runs.
@@ -48,12 +53,16 @@ extern "C" {
 #include "backend_cuda.h"
 
 #define MAX_SPLITS 32            /* split-K cap of decode attention */
-#define MAX_GRAPHS 64
+#define MAX_GRAPHS 192
+#define MIXED_GRAPH_TOKENS 256   /* mixed steps up to this many rows run as graphs too */
 #define CUBLAS_WS_BYTES ((size_t)32 << 20)
 #define GRAPH_RESERVE ((size_t)256 << 20) /* graphs, cuBLAS/driver internals */
 
+/* A captured step shape: decode (one row per sequence) or mixed (prefill
+ * attention), padded tokens and sequences, page-table stride, and the
+ * suffix bound the prefill grid was sized for. */
 typedef struct graph_entry {
-    int32_t bucket, stride;
+    int32_t decode, tokens, bucket, stride, max_suffix;
     cudaGraphExec_t exec;
 } graph_entry;
 
@@ -380,11 +389,12 @@ static rkv_status enqueue_model(cuda_backend *b, const step_dev *s)
         /* 2: this step's K/V into their pages, then attention. */
         uint8_t *kc = b->d_kv + (size_t)(2 * l) * b->kv_layer_bytes;
         uint8_t *vc = kc + b->kv_layer_bytes;
-        AT(attn_store_kv_cuda(&b->shape, ATTN_BF16, T, s->slots, k, v, kc, vc, st));
+        AT(attn_store_kv_cuda(&b->shape, ATTN_BF16, T, (int32_t)b->base.num_pages, s->slots, k,
+                              v, kc, vc, st));
         if (s->decode) {
             AT(attn_decode_cuda(&b->shape, ATTN_BF16, s->B, s->seq_lens, s->page_table, s->stride,
-                                s->max_seq_len, q, kc, vc, ao, NULL, b->d_act + a->decode_ws,
-                                MAX_SPLITS, st));
+                                (int32_t)b->base.num_pages, s->max_seq_len, q, kc, vc, ao, NULL,
+                                b->d_act + a->decode_ws, MAX_SPLITS, st));
         } else {
             attn_batch ab;
             ab.num_seqs = s->B;
@@ -393,6 +403,7 @@ static rkv_status enqueue_model(cuda_backend *b, const step_dev *s)
             ab.prefix_lens = s->prefix_lens;
             ab.page_table = s->page_table;
             ab.max_suffix = s->max_suffix;
+            ab.num_pages = (int32_t)b->base.num_pages;
             AT(attn_prefill_cuda(&b->shape, &ab, ATTN_BF16, q, k, v, kc, vc, ao, NULL, st));
         }
         TRY(gemm(b, ao, T, w->q_dim, wbf(b, base + w->wo), C, proj));
@@ -433,18 +444,23 @@ static step_dev step_pointers(cuda_backend *b, const cuda_step_layout *l)
 /* The graph of a decode bucket, captured on first use. NULL (and no error)
  * when graphs are off, the table is full, or capture failed once (then graphs
  * stay off and the step runs eagerly). */
-static rkv_status graph_get(cuda_backend *b, const cuda_step_layout *l, cudaGraphExec_t *out)
+static rkv_status graph_get(cuda_backend *b, const cuda_step_layout *l, int decode,
+                            int32_t max_suffix, cudaGraphExec_t *out)
 {
     *out = NULL;
     if (!b->graphs_on) return RKV_OK;
-    for (int i = 0; i < b->num_graphs; i++)
-        if (b->graphs[i].bucket == l->num_seqs && b->graphs[i].stride == l->stride) {
-            *out = b->graphs[i].exec;
+    for (int i = 0; i < b->num_graphs; i++) {
+        const graph_entry *g = &b->graphs[i];
+        if (g->decode == decode && g->tokens == l->num_tokens && g->bucket == l->num_seqs &&
+            g->stride == l->stride && g->max_suffix == max_suffix) {
+            *out = g->exec;
             return RKV_OK;
         }
+    }
     if (b->num_graphs == MAX_GRAPHS) return RKV_OK;
     step_dev s = step_pointers(b, l);
-    s.decode = 1;
+    s.decode = decode;
+    s.max_suffix = max_suffix;
     s.max_seq_len = l->stride * b->base.page_size; /* grid sized for the bucket's longest */
     CU(cudaStreamBeginCapture(b->stream, cudaStreamCaptureModeThreadLocal));
     rkv_status st = enqueue_model(b, &s);
@@ -461,8 +477,11 @@ static rkv_status graph_get(cuda_backend *b, const cuda_step_layout *l, cudaGrap
         b->graphs_on = 0;
         return RKV_OK;
     }
+    b->graphs[b->num_graphs].decode = decode;
+    b->graphs[b->num_graphs].tokens = l->num_tokens;
     b->graphs[b->num_graphs].bucket = l->num_seqs;
     b->graphs[b->num_graphs].stride = l->stride;
+    b->graphs[b->num_graphs].max_suffix = max_suffix;
     b->graphs[b->num_graphs].exec = exec;
     b->num_graphs++;
     *out = exec;
@@ -578,7 +597,7 @@ static void pack(const fwd_batch *f, const cuda_step_layout *l, int32_t used_pag
         pos[t] = 0;
         slot[t] = -1;
     }
-    for (int32_t i = 0; i <= Bp; i++) qs[i] = i <= B ? f->q_starts[i] : T + (i - B);
+    cuda_plan_pad_q_starts(f->q_starts, B, T, Bp, Tp, qs);
     for (int32_t i = 0; i < Bp; i++) {
         const int real = i < B;
         pl[i] = real ? f->prefix_lens[i] : 0;
@@ -608,16 +627,15 @@ static rkv_status submit_ex(cuda_backend *b, const fwd_batch *f, int want_logits
     pending *pd = &b->pend[slot];
 
     /* Shape of what the device runs: a padded decode bucket, or the batch. */
-    int32_t bucket = -1, stride = -1;
-    if (decode && b->graphs_on) {
-        bucket = cuda_plan_graph_bucket(f->num_seqs, b->max_seqs);
-        stride = cuda_plan_stride_bucket(used_pages, b->max_stride);
-    }
-    const int graph = bucket > 0 && stride > 0;
+    cuda_step_shape sh;
+    cuda_plan_step_shape(b->graphs_on, decode, f->num_tokens, f->num_seqs, max_suffix,
+                         used_pages, b->max_tokens, b->max_seqs, b->max_stride,
+                         MIXED_GRAPH_TOKENS, &sh);
+    const int graph = sh.graph;
     cuda_step_layout l;
     char msg[256];
-    rkv_status st = graph ? cuda_plan_step_layout(bucket, bucket, stride, b->in_cap, &l, msg,
-                                                  sizeof msg)
+    rkv_status st = graph ? cuda_plan_step_layout(sh.tokens, sh.seqs, sh.stride, b->in_cap, &l,
+                                                  msg, sizeof msg)
                           : cuda_plan_step_layout(f->num_tokens, f->num_seqs, used_pages,
                                                   b->in_cap, &l, msg, sizeof msg);
     if (st != RKV_OK) return failf(b, st, "%s", msg);
@@ -640,7 +658,7 @@ static rkv_status submit_ex(cuda_backend *b, const fwd_batch *f, int want_logits
     CU(cudaEventRecord(b->ev_start[slot], b->stream));
     CU(cudaMemcpyAsync(b->d_in, b->h_in[slot], l.bytes, cudaMemcpyHostToDevice, b->stream));
     cudaGraphExec_t exec = NULL;
-    if (graph) TRY(graph_get(b, &l, &exec));
+    if (graph) TRY(graph_get(b, &l, decode, sh.suffix_bound, &exec));
     if (exec) {
         CU(cudaGraphLaunch(exec, b->stream));
     } else {
@@ -791,13 +809,15 @@ static const backend_ops cuda_ops = {
 
 /* ---- creation ------------------------------------------------------------------ */
 
-static int32_t env_int(const char *name, int32_t def)
+/* An integer from the environment, def when unset, -1 when not an integer in
+ * [lo, 2^24]. */
+static int32_t env_int(const char *name, int32_t def, int32_t lo)
 {
     const char *s = getenv(name);
     if (!s || !*s) return def;
     char *end;
     long v = strtol(s, &end, 10);
-    return (*end || v < 1 || v > (1L << 24)) ? -1 : (int32_t)v;
+    return (*end || v < lo || v > (1L << 24)) ? -1 : (int32_t)v;
 }
 
 /* A named device allocation: on failure the message names the part. */
@@ -830,8 +850,8 @@ static rkv_status create(cuda_backend *b, const backend_config *cfg, char *err, 
                  (int)P, attn_strerror(rc));
         return RKV_EINVAL;
     }
-    b->max_tokens = env_int("RKV_CUDA_MAX_TOKENS", 8192);
-    b->max_seqs = env_int("RKV_CUDA_MAX_SEQS", 256);
+    b->max_tokens = env_int("RKV_CUDA_MAX_TOKENS", 8192, 1);
+    b->max_seqs = env_int("RKV_CUDA_MAX_SEQS", 256, 1);
     if (b->max_tokens < 1 || b->max_seqs < 1 || b->max_tokens > 65535) {
         snprintf(err, errlen, "cuda: RKV_CUDA_MAX_TOKENS must be an integer in [1, 65535] and "
                               "RKV_CUDA_MAX_SEQS a positive integer");
@@ -908,7 +928,12 @@ static rkv_status create(cuda_backend *b, const backend_config *cfg, char *err, 
     TRY(upload_rope(b));
     CU(cudaStreamSynchronize(b->stream));
 
-    b->graphs_on = 1;
+    b->graphs_on = env_int("RKV_CUDA_GRAPHS", 1, 0);
+    if (b->graphs_on < 0 || b->graphs_on > 2) {
+        snprintf(err, errlen, "cuda: RKV_CUDA_GRAPHS must be 0 (off), 1 (decode steps) or 2 "
+                              "(decode and small mixed steps)");
+        return RKV_EINVAL;
+    }
     b->base.ops = &cuda_ops;
     b->base.vocab_size = c->vocab_size;
     b->base.page_size = P;

@@ -9,6 +9,9 @@
  * environment, read once at creation:
  *   RKV_CUDA_MAX_TOKENS  rows per step the activations are sized for (8192)
  *   RKV_CUDA_MAX_SEQS    sequences per step (256)
+ *   RKV_CUDA_GRAPHS      0: no CUDA graphs; 1: decode steps (default);
+ *                        2: also mixed steps of up to 256 rows (not yet
+ *                        verified on a GPU)
  * A larger step is refused with an error naming the variable.
  */
 #ifndef RKV_BACKEND_CUDA_H
@@ -30,7 +33,7 @@ rkv_status backend_cuda_create(const backend_config *cfg, backend **out, char *e
 /* 1 when a CUDA device can be used by this build (tests skip otherwise). */
 int backend_cuda_available(void);
 
-/* Tests: turn decode CUDA graphs on (default) or off; returns the number of
+/* Tests: the graph level (0, 1, 2 as RKV_CUDA_GRAPHS); returns the number of
  * graphs captured so far. */
 int backend_cuda_set_graphs(backend *b, int on);
 

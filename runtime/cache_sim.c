@@ -79,15 +79,6 @@ typedef struct sim {
     cache_sim_summary *sum;
 } sim;
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || !errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
 static double now_s(void)
 {
     struct timespec ts;
@@ -367,7 +358,7 @@ static rkv_status write_dumps(sim *s, const char *name, int64_t step, char *err,
     return st;
 
 io_fail:
-    set_err(err, errlen, "%s: cannot write: %s", path, strerror(errno));
+    rkv_set_err(err, errlen, "%s: cannot write: %s", path, strerror(errno));
     free(path);
     return RKV_EIO;
 }
@@ -403,7 +394,7 @@ static rkv_status check_step(sim *s, int64_t step, char *err, size_t errlen)
     int64_t cached_pages = (sz.evictable_tokens + sz.protected_tokens) / s->P;
     if (p->num_inflight != 0 || p->num_free + cached_pages != p->num_pages
         || sz.protected_tokens != sz.pinned_tokens) {
-        set_err(err, errlen, "after step %" PRId64 ": free %d + evictable %" PRId64
+        rkv_set_err(err, errlen, "after step %" PRId64 ": free %d + evictable %" PRId64
                 " + protected %" PRId64 " + in-flight %d pages != pool %d (pinned %" PRId64 " tokens)",
                 step, p->num_free, sz.evictable_tokens / s->P, sz.protected_tokens / s->P,
                 p->num_inflight, p->num_pages, sz.pinned_tokens);
@@ -412,7 +403,7 @@ static rkv_status check_step(sim *s, int64_t step, char *err, size_t errlen)
     if (s->opt->check) {
         char msg[512];
         if (cache_check(s->c, msg, sizeof msg) != RKV_OK || page_pool_check(p, msg, sizeof msg) != RKV_OK) {
-            set_err(err, errlen, "after step %" PRId64 ": %s", step, msg);
+            rkv_set_err(err, errlen, "after step %" PRId64 ": %s", step, msg);
             return RKV_ECORRUPT;
         }
     }
@@ -448,11 +439,11 @@ static rkv_status run_step(sim *s, char *err, size_t errlen)
         }
         if ((st = req_reserve_pages(r, total)) != RKV_OK) return st;
         if ((st = cache_match_prefix(c, r->q.tokens, n - 1, ns, &r->m)) != RKV_OK) {
-            set_err(err, errlen, "step %" PRId64 ": match failed: %s", step, rkv_status_str(st));
+            rkv_set_err(err, errlen, "step %" PRId64 ": match failed: %s", step, rkv_status_str(st));
             return st;
         }
         if ((st = cache_lock(c, &r->m)) != RKV_OK) {
-            set_err(err, errlen, "step %" PRId64 ": lock failed: %s", step, rkv_status_str(st));
+            rkv_set_err(err, errlen, "step %" PRId64 ": lock failed: %s", step, rkv_status_str(st));
             return st;
         }
         r->locked = true;
@@ -501,7 +492,7 @@ static rkv_status run_step(sim *s, char *err, size_t errlen)
         if (mp) memcpy(r->pages, r->m.pages, sizeof(int32_t) * (size_t)mp);
         int32_t prefix = 0;
         if ((st = cache_insert(c, r->q.tokens, n, r->pages, ns, &prefix)) != RKV_OK) {
-            set_err(err, errlen, "step %" PRId64 ": insert of request %s failed: %s", step,
+            rkv_set_err(err, errlen, "step %" PRId64 ": insert of request %s failed: %s", step,
                     r->q.id_json, rkv_status_str(st));
             return st;
         }
@@ -525,7 +516,7 @@ static rkv_status run_step(sim *s, char *err, size_t errlen)
         sim_req *r = &s->reqs[i];
         if (!r->locked) continue;
         if ((st = cache_unlock(c, &r->m)) != RKV_OK) {
-            set_err(err, errlen, "step %" PRId64 ": unlock failed: %s", step, rkv_status_str(st));
+            rkv_set_err(err, errlen, "step %" PRId64 ": unlock failed: %s", step, rkv_status_str(st));
             return st;
         }
         r->locked = false;
@@ -619,7 +610,7 @@ rkv_status cache_sim_run(cache *c, const cache_sim_options *opt, trace_reader *t
         /* calloc: the OS commits only the pages of it the replay touches. */
         s.page_toks = calloc((size_t)s.pool->num_pages * (size_t)s.P + 1, sizeof(int32_t));
         if (!s.page_toks) {
-            set_err(err, errlen, "no memory for the tokens of %d pages", s.pool->num_pages);
+            rkv_set_err(err, errlen, "no memory for the tokens of %d pages", s.pool->num_pages);
             sim_free(&s);
             return RKV_ENOMEM;
         }
@@ -627,7 +618,7 @@ rkv_status cache_sim_run(cache *c, const cache_sim_options *opt, trace_reader *t
 
     if (opt->dump_dir) {
         if (mkdir(opt->dump_dir, 0777) != 0 && errno != EEXIST) {
-            set_err(err, errlen, "--dump-dir %s: cannot create: %s", opt->dump_dir, strerror(errno));
+            rkv_set_err(err, errlen, "--dump-dir %s: cannot create: %s", opt->dump_dir, strerror(errno));
             sim_free(&s);
             return RKV_EIO;
         }

@@ -12,9 +12,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend_sim.h"
 #include "cache.h"
 #include "commands.h"
 #include "engine.h"
+#include "model_config.h"
 #include "progress.h"
 #include "trace.h"
 
@@ -137,6 +139,17 @@ static int parse_run(int argc, char **argv, run_opts *o)
             fprintf(stderr, "radixkv run: unexpected argument '%s' (the trace goes after --trace)\n", a);
             return 2;
         }
+        static const char *const value_opts[] = {
+            "--trace", "--out", "--backend", "--model", "--weights", "--cache", "--evict-policy",
+            "--hash", "--policy", "--schedule", "--page-size", "--max-batched-tokens",
+            "--max-running", "--num-pages", "--kv-tokens", "--max-tokens", "--gpu", "--threads",
+            "--seed", NULL};
+        int known = 0;
+        while (value_opts[known] && strcmp(value_opts[known], name)) known++;
+        if (!value_opts[known]) {
+            fprintf(stderr, "radixkv run: unknown option %s (see radixkv run --help)\n", name);
+            return 2;
+        }
         const char *v = VALUE();
         NEED(v);
         if (FLAG("--trace")) o->trace = v;
@@ -200,6 +213,18 @@ static int parse_run(int argc, char **argv, run_opts *o)
     }
     if (!o->trace) {
         fprintf(stderr, "radixkv run: --trace FILE is required (see radixkv run --help)\n");
+        return 2;
+    }
+    /* Values the backend would reject later, named by their option now. */
+    char err[512];
+    model_config mc;
+    if (model_config_load(o->ec.backend_cfg.model, &mc, err, sizeof err)) {
+        fprintf(stderr, "radixkv run: --model: %s\n", err);
+        return 2;
+    }
+    sim_profile sp;
+    if (o->ec.backend_cfg.gpu_profile && sim_profile_parse(o->ec.backend_cfg.gpu_profile, &sp, err, sizeof err)) {
+        fprintf(stderr, "radixkv run: --gpu: %s\n", err);
         return 2;
     }
     if (o->kv_tokens > 0) {

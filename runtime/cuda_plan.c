@@ -5,17 +5,6 @@
 #include <stdio.h>
 #include <string.h>
 
-static rkv_status fail(rkv_status st, char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return st;
-}
-
 static size_t align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
 
 /* Appends a region of `bytes` at the aligned end of *cursor; returns its offset. */
@@ -76,11 +65,11 @@ rkv_status cuda_plan_activations(const model_config *c, int32_t max_tokens, int3
     rkv_status st = model_config_check(c, err, errlen);
     if (st != RKV_OK) return st;
     if (max_tokens < 1 || max_seqs < 1 || max_seqs > max_tokens)
-        return fail(RKV_EINVAL, err, errlen,
+        return rkv_fail(RKV_EINVAL, err, errlen,
                     "cuda_plan_activations: need 1 <= max_seqs (%d) <= max_tokens (%d)",
                     (int)max_seqs, (int)max_tokens);
     if (max_position < 1)
-        return fail(RKV_EINVAL, err, errlen, "cuda_plan_activations: max_position %d < 1",
+        return rkv_fail(RKV_EINVAL, err, errlen, "cuda_plan_activations: max_position %d < 1",
                     (int)max_position);
     memset(out, 0, sizeof *out);
     out->max_tokens = max_tokens;
@@ -121,11 +110,11 @@ rkv_status cuda_plan_memory(const cuda_mem_request *r, cuda_mem_plan *out, char 
 {
     memset(out, 0, sizeof *out);
     if (!(r->mem_fraction > 0.0 && r->mem_fraction <= 1.0))
-        return fail(RKV_EINVAL, err, errlen,
+        return rkv_fail(RKV_EINVAL, err, errlen,
                     "--mem-fraction %g: must be in (0, 1] (share of free device memory)",
                     r->mem_fraction);
     if (r->page_bytes == 0)
-        return fail(RKV_EINVAL, err, errlen, "cuda_plan_memory: page size of 0 bytes");
+        return rkv_fail(RKV_EINVAL, err, errlen, "cuda_plan_memory: page size of 0 bytes");
     out->budget = (size_t)((double)r->free_bytes * r->mem_fraction);
     char bud[32], a[32], b[32];
     cuda_plan_format_bytes(out->budget, bud, sizeof bud);
@@ -134,7 +123,7 @@ rkv_status cuda_plan_memory(const cuda_mem_request *r, cuda_mem_plan *out, char 
      * the one the message names. */
     if (r->weight_bytes > out->budget) {
         cuda_plan_format_bytes(r->weight_bytes, a, sizeof a);
-        return fail(RKV_ENOSPC, err, errlen,
+        return rkv_fail(RKV_ENOSPC, err, errlen,
                     "cuda: the weights (%s in bf16) do not fit in %s (%.0f%% of the free "
                     "device memory): choose a smaller --model or raise --mem-fraction",
                     a, bud, r->mem_fraction * 100.0);
@@ -143,7 +132,7 @@ rkv_status cuda_plan_memory(const cuda_mem_request *r, cuda_mem_plan *out, char 
     if (r->act_bytes > out->budget - used) {
         cuda_plan_format_bytes(r->act_bytes, a, sizeof a);
         cuda_plan_format_bytes(out->budget - used, b, sizeof b);
-        return fail(RKV_ENOSPC, err, errlen,
+        return rkv_fail(RKV_ENOSPC, err, errlen,
                     "cuda: the activations for %d tokens per step (%s) do not fit in the %s "
                     "left after the weights: lower --max-batched-tokens or raise "
                     "--mem-fraction",
@@ -153,7 +142,7 @@ rkv_status cuda_plan_memory(const cuda_mem_request *r, cuda_mem_plan *out, char 
     if (r->reserve_bytes > out->budget - used) {
         cuda_plan_format_bytes(r->reserve_bytes, a, sizeof a);
         cuda_plan_format_bytes(out->budget - used, b, sizeof b);
-        return fail(RKV_ENOSPC, err, errlen,
+        return rkv_fail(RKV_ENOSPC, err, errlen,
                     "cuda: the cuBLAS/graph workspace (%s) does not fit in the %s left after "
                     "weights and activations: lower --max-batched-tokens or raise "
                     "--mem-fraction",
@@ -167,7 +156,7 @@ rkv_status cuda_plan_memory(const cuda_mem_request *r, cuda_mem_plan *out, char 
     if (r->num_pages > 0) {
         if (r->num_pages > fit) {
             cuda_plan_format_bytes((size_t)r->num_pages * r->page_bytes, a, sizeof a);
-            return fail(RKV_ENOSPC, err, errlen,
+            return rkv_fail(RKV_ENOSPC, err, errlen,
                         "cuda: the KV pool of %lld pages (%s) does not fit in the %s left "
                         "after weights and activations (room for %lld pages): lower "
                         "--num-pages or raise --mem-fraction",
@@ -176,7 +165,7 @@ rkv_status cuda_plan_memory(const cuda_mem_request *r, cuda_mem_plan *out, char 
         out->num_pages = r->num_pages;
     } else {
         if (fit < r->min_pages || fit < 1) {
-            return fail(RKV_ENOSPC, err, errlen,
+            return rkv_fail(RKV_ENOSPC, err, errlen,
                         "cuda: only %lld KV pages fit in the %s left after weights and "
                         "activations, at least %lld needed: lower --max-batched-tokens, "
                         "choose a smaller --model or raise --mem-fraction",
@@ -194,7 +183,7 @@ rkv_status cuda_plan_step_layout(int32_t num_tokens, int32_t num_seqs, int32_t s
                                  size_t errlen)
 {
     if (num_tokens < 0 || num_seqs < 0 || stride < 0)
-        return fail(RKV_EINVAL, err, errlen,
+        return rkv_fail(RKV_EINVAL, err, errlen,
                     "cuda step: negative size (tokens %d, sequences %d, page stride %d)",
                     (int)num_tokens, (int)num_seqs, (int)stride);
     memset(out, 0, sizeof *out);
@@ -218,7 +207,7 @@ rkv_status cuda_plan_step_layout(int32_t num_tokens, int32_t num_seqs, int32_t s
     out->page_table = take(&cur, B * (size_t)stride * 4, A);
     out->bytes = align_up(cur, A);
     if (out->bytes > capacity)
-        return fail(RKV_ENOSPC, err, errlen,
+        return rkv_fail(RKV_ENOSPC, err, errlen,
                     "cuda step: inputs of %d tokens, %d sequences and %d pages per sequence "
                     "need %zu bytes, the step buffer holds %zu",
                     (int)num_tokens, (int)num_seqs, (int)stride, out->bytes, capacity);
@@ -263,4 +252,46 @@ int32_t cuda_plan_stride_bucket(int32_t max_pages, int32_t limit)
     int32_t s = 4;
     while (s < max_pages) s *= 2;
     return s > limit ? limit : s;
+}
+
+void cuda_plan_step_shape(int graph_level, int decode, int32_t num_tokens, int32_t num_seqs,
+                          int32_t max_suffix, int32_t used_pages, int32_t max_tokens,
+                          int32_t max_seqs, int32_t max_stride, int32_t mixed_max_tokens,
+                          cuda_step_shape *out)
+{
+    cuda_step_shape eager = {0, num_tokens, num_seqs, used_pages, max_suffix};
+    *out = eager;
+    int32_t tokens, seqs, bound = 1;
+    if (decode && graph_level >= 1) {
+        seqs = cuda_plan_graph_bucket(num_seqs, max_seqs);
+        tokens = seqs;
+    } else if (!decode && graph_level >= 2 && num_tokens <= mixed_max_tokens) {
+        tokens = 16;
+        while (tokens < num_tokens) tokens *= 2;
+        seqs = cuda_plan_graph_bucket(num_seqs + (tokens > num_tokens), max_seqs);
+        if (seqs > tokens) seqs = -1;
+        const int32_t pad_rows = tokens - num_tokens;
+        while (bound < max_suffix || bound < pad_rows) bound *= 2;
+        if (bound > tokens) bound = tokens;
+    } else {
+        return;
+    }
+    const int32_t stride = cuda_plan_stride_bucket(used_pages, max_stride);
+    if (seqs < 1 || stride < 1 || tokens > max_tokens) return;
+    out->graph = 1;
+    out->tokens = tokens;
+    out->seqs = seqs;
+    out->stride = stride;
+    out->suffix_bound = decode ? 1 : bound;
+}
+
+void cuda_plan_pad_q_starts(const int32_t *q_starts, int32_t num_seqs, int32_t num_tokens,
+                            int32_t padded_seqs, int32_t padded_tokens, int32_t *out)
+{
+    for (int32_t i = 0; i <= padded_seqs; i++) {
+        if (i <= num_seqs) out[i] = q_starts[i];
+        else if (i == padded_seqs) out[i] = padded_tokens;
+        else out[i] = num_tokens + (i - num_seqs) < padded_tokens ? num_tokens + (i - num_seqs)
+                                                                  : padded_tokens;
+    }
 }

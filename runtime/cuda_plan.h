@@ -157,4 +157,33 @@ int32_t cuda_plan_graph_buckets(int32_t max_bs, int32_t *out, int32_t cap);
  * by (batch bucket, stride), so the stride takes few values. */
 int32_t cuda_plan_stride_bucket(int32_t max_pages, int32_t limit);
 
+/* What the device runs for a step of T rows, B sequences (the longest suffix
+ * max_suffix rows, the longest page-table row used_pages):
+ *
+ *   graph level 0           eager, unpadded
+ *   decode step, level >= 1 a graph of `bucket` sequences of one row each
+ *   mixed step,  level 2,   a graph of `tokens` rows (a power of two >= 16) and
+ *   T <= mixed_max_tokens   `seqs` sequences; padding rows belong to padding
+ *                           sequences (so seqs > B whenever tokens > T), and
+ *                           the prefill grid covers `suffix_bound` rows per
+ *                           sequence, padding ones included
+ *
+ * Falls back to eager (graph = 0, the batch's own sizes) when a bucket would
+ * pass max_seqs, max_tokens or max_stride. */
+typedef struct cuda_step_shape {
+    int graph;
+    int32_t tokens, seqs, stride, suffix_bound;
+} cuda_step_shape;
+
+void cuda_plan_step_shape(int graph_level, int decode, int32_t num_tokens, int32_t num_seqs,
+                          int32_t max_suffix, int32_t used_pages, int32_t max_tokens,
+                          int32_t max_seqs, int32_t max_stride, int32_t mixed_max_tokens,
+                          cuda_step_shape *out);
+
+/* q_starts of the padded step: the batch's B+1 offsets, then one padding row
+ * per padding sequence while rows remain, the last padding sequence taking
+ * the rest; out (Bp+1) ends at Tp. Padding sequences may have no row. */
+void cuda_plan_pad_q_starts(const int32_t *q_starts, int32_t num_seqs, int32_t num_tokens,
+                            int32_t padded_seqs, int32_t padded_tokens, int32_t *out);
+
 #endif

@@ -27,6 +27,9 @@ struct engine {
     scheduler sched;
     bool modelled_clock; /* sim: the clock is modelled, not wall time */
     bool overlap;
+    bool async;          /* overlap through the backend's submit/collect */
+    bool submitted;      /* async: plans[cur] is submitted, not yet collected */
+    bool started;        /* engine_step has run */
 
     eng_req **reqs;
     int64_t num_reqs, reqs_cap;
@@ -146,6 +149,8 @@ rkv_status engine_create_with_backend(const engine_config *cfg_in, backend *b, e
     e->be = b;
     e->modelled_clock = !strcmp(b->ops->name, "sim");
     e->overlap = !strcmp(cfg.schedule, "overlap");
+    /* collect() returns no logits, so keep_logits stays on forward(). */
+    e->async = e->overlap && b->ops->submit && b->ops->collect && !cfg.keep_logits;
     rkv_status st = page_pool_init(&e->pool, (int32_t)b->num_pages, b->page_size);
     if (st) {
         engine_destroy(e);
@@ -167,6 +172,8 @@ rkv_status engine_create_with_backend(const engine_config *cfg_in, backend *b, e
          * free what they are given at once. */
         .insert_unfinished = strcmp(kind, "none") && strcmp(kind, "hash-nocache"),
     };
+    /* Waiting a step pays only where the prefix will be found in the cache. */
+    if (sc.insert_unfinished) sc.dedup_tokens = b->page_size > 32 ? b->page_size : 32;
     if ((st = scheduler_init(&e->sched, &sc, e->cache, &e->pool))) {
         engine_destroy(e);
         return fail(st, err, errlen, "engine: scheduler");
@@ -188,6 +195,11 @@ rkv_status engine_create(const engine_config *cfg, engine **out, char *err, size
 void engine_destroy(engine *e)
 {
     if (!e) return;
+    if (e->submitted) {
+        /* A step still on the device writes into pages: wait for it first. */
+        double t;
+        e->be->ops->collect(e->be, e->out_tokens[e->cur], &t);
+    }
     if (e->sched.pool) scheduler_destroy(&e->sched);
     if (e->cache) cache_destroy(e->cache);
     page_pool_destroy(&e->pool);
@@ -480,7 +492,8 @@ static rkv_status launch(engine *e, int k, double *prep_cpu, double *step_second
     *prep_cpu = cpu_now() - c0;
     e->sched_cpu += *prep_cpu;
     *step_seconds = 0;
-    st = e->be->ops->forward(e->be, &b, e->out_tokens[k], logits, step_seconds);
+    if (e->async) st = e->be->ops->submit(e->be, &b);
+    else st = e->be->ops->forward(e->be, &b, e->out_tokens[k], logits, step_seconds);
     if (st) {
         snprintf(err, errlen, "engine: %s backend step failed: %s", e->be->ops->name,
                  rkv_status_str(st));
@@ -491,6 +504,33 @@ static rkv_status launch(engine *e, int k, double *prep_cpu, double *step_second
     if (b.num_tokens > e->max_step_tokens) e->max_step_tokens = b.num_tokens;
     e->model_seconds += *step_seconds;
     return RKV_OK;
+}
+
+/* async: wait for the submitted step plans[cur]; its tokens land in out_tokens[cur]. */
+static rkv_status collect(engine *e, char *err, size_t errlen)
+{
+    double step_s = 0;
+    rkv_status st = e->be->ops->collect(e->be, e->out_tokens[e->cur], &step_s);
+    e->submitted = false;
+    if (st) {
+        snprintf(err, errlen, "engine: %s backend step failed: %s", e->be->ops->name,
+                 rkv_status_str(st));
+        return st;
+    }
+    e->model_seconds += step_s;
+    return RKV_OK;
+}
+
+/* The sampled tokens of plans[k] into their requests' pending slots, before
+ * the commit proper, so that the next step's batch can read them. */
+static void fill_pending(engine *e, int k)
+{
+    const sched_plan *plan = &e->plans[k];
+    for (int32_t i = 0; i < plan->n; i++) {
+        sched_req *r = plan->e[i].r;
+        if (plan->e[i].sample && r->state == REQ_RUNNING)
+            r->tokens[r->prompt_len + plan->e[i].sample_index] = e->out_tokens[k][i];
+    }
 }
 
 /* Commit plans[k]; first tokens and finishes are stamped at time t. */
@@ -529,6 +569,12 @@ rkv_status engine_step(engine *e, bool *done, char *err, size_t errlen)
 {
     rkv_status st;
     *done = false;
+    if (!e->started) {
+        /* Wall clocks start with the first step, not at creation: loading a
+         * trace is not serving time. */
+        e->started = true;
+        e->wall_start = wall_now();
+    }
     if ((st = admit_arrivals(e, now(e)))) return st;
     if (!e->inflight && scheduler_idle(&e->sched)) {
         if ((st = check_accounting(e, err, errlen))) return st;
@@ -552,7 +598,38 @@ rkv_status engine_step(engine *e, bool *done, char *err, size_t errlen)
     double c0 = cpu_now(), step_s = 0, t_done = 0;
     bool had_inflight = e->inflight;
     int k = had_inflight ? e->cur ^ 1 : e->cur;
-    if (had_inflight) {
+    if (had_inflight && e->async) {
+        /* Overlap on the device: plan step n+1 while step n runs, collect n,
+         * fill its tokens into n+1's rows and submit n+1 at once; commit n
+         * (finishes, inserts) then runs beside n+1. A request that stops in
+         * step n computes one wasted row in n+1, ignored at its commit; its
+         * pages are only reused by steps queued after n+1 on the device. */
+        st = scheduler_schedule(&e->sched, &e->plans[k], false, err, errlen);
+        if (st == RKV_OK) st = collect(e, err, errlen);
+        if (st) return st;
+        e->sched_cpu += cpu_now() - c0;
+        if (e->plans[k].n > 0) {
+            double prep = 0;
+            int prev = e->cur;
+            fill_pending(e, prev);
+            if ((st = launch(e, k, &prep, &step_s, err, errlen))) return st;
+            e->cur = k;
+            e->submitted = true;
+            double c1 = cpu_now();
+            if ((st = commit(e, prev, now(e), err, errlen))) return st;
+            e->sched_cpu += cpu_now() - c1;
+#ifndef NDEBUG
+            if ((st = check_accounting(e, err, errlen))) return st;
+#endif
+            return RKV_OK;
+        }
+        double c1 = cpu_now();
+        if ((st = commit(e, e->cur, now(e), err, errlen))) return st;
+        e->inflight = false;
+        if ((st = scheduler_schedule(&e->sched, &e->plans[k], true, err, errlen))) return st;
+        e->sched_cpu += cpu_now() - c1;
+        c0 = cpu_now();
+    } else if (had_inflight) {
         /* Overlap: plan step n+1 with step n's tokens pending, then commit n. */
         st = scheduler_schedule(&e->sched, &e->plans[k], false, err, errlen);
         if (st) return st;
@@ -593,6 +670,7 @@ rkv_status engine_step(engine *e, bool *done, char *err, size_t errlen)
     }
     if (e->overlap) {
         e->inflight = true;
+        e->submitted = e->async;
         e->inflight_end = now(e) + step_s;
     } else {
         if (e->modelled_clock) e->clock += step_s;

@@ -12,17 +12,6 @@
 #include "attention.h"
 #include "safetensors.h"
 
-static rkv_status fail(rkv_status st, char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return st;
-}
-
 /* ---- weight layout --------------------------------------------------------
  * Every tensor is a slice of one fp32 allocation. layout() walks the tensors
  * in a fixed order; with base NULL it only counts floats. The same walk names
@@ -182,7 +171,7 @@ rkv_status model_create(const model_config *cfg, const char *weights_path, uint6
         char d[256];
         model_config_describe(cfg, d, sizeof d);
         model_destroy(m);
-        return fail(RKV_ENOMEM, err, errlen,
+        return rkv_fail(RKV_ENOMEM, err, errlen,
                     "model %s: fp32 weights need %.1f GiB, more than this machine's memory "
                     "(%.1f GiB); large presets are meant for the sim backend", d,
                     (double)n * 4.0 / (1 << 30), phys / (1 << 30));
@@ -190,7 +179,7 @@ rkv_status model_create(const model_config *cfg, const char *weights_path, uint6
     m->weights = aligned_alloc(64, ((n ? n : 1) * sizeof(float) + 63) & ~(size_t)63);
     if (!m->weights) {
         model_destroy(m);
-        return fail(RKV_ENOMEM, err, errlen, "model: cannot allocate %.1f MiB of weights",
+        return rkv_fail(RKV_ENOMEM, err, errlen, "model: cannot allocate %.1f MiB of weights",
                     (double)n * 4.0 / (1 << 20));
     }
     m->weights_floats = n;
@@ -357,46 +346,46 @@ static rkv_status check_batch(const model *m, const kv_cache *kv, const fwd_batc
 {
     const int32_t B = b->num_seqs, T = b->num_tokens, P = kv->page_size;
     if (B < 0 || T < 0 || !b->q_starts || (B > 0 && (!b->prefix_lens || !b->sample_rows)))
-        return fail(RKV_EINVAL, err, errlen, "forward: num_seqs/num_tokens/arrays invalid");
+        return rkv_fail(RKV_EINVAL, err, errlen, "forward: num_seqs/num_tokens/arrays invalid");
     if (b->q_starts[0] != 0 || b->q_starts[B] != T)
-        return fail(RKV_EINVAL, err, errlen,
+        return rkv_fail(RKV_EINVAL, err, errlen,
                     "forward: q_starts must run from 0 to num_tokens (%d), got %d..%d", T,
                     b->q_starts[0], b->q_starts[B]);
     if (T > 0 && (!b->token_ids || !b->positions || !b->slot_mapping))
-        return fail(RKV_EINVAL, err, errlen, "forward: token_ids/positions/slot_mapping NULL");
+        return rkv_fail(RKV_EINVAL, err, errlen, "forward: token_ids/positions/slot_mapping NULL");
     for (int32_t t = 0; t < T; t++) {
         if (b->token_ids[t] < 0 || b->token_ids[t] >= m->cfg.vocab_size)
-            return fail(RKV_ERANGE, err, errlen, "forward: token_ids[%d] = %d outside [0, %d)", t,
+            return rkv_fail(RKV_ERANGE, err, errlen, "forward: token_ids[%d] = %d outside [0, %d)", t,
                         b->token_ids[t], m->cfg.vocab_size);
         if (b->positions[t] < 0 || b->positions[t] >= m->cfg.max_position)
-            return fail(RKV_ERANGE, err, errlen, "forward: positions[%d] = %d outside [0, %d)",
+            return rkv_fail(RKV_ERANGE, err, errlen, "forward: positions[%d] = %d outside [0, %d)",
                         t, b->positions[t], m->cfg.max_position);
         if (b->slot_mapping[t] < 0 || (int64_t)b->slot_mapping[t] >= (int64_t)kv->num_pages * P)
-            return fail(RKV_ERANGE, err, errlen,
+            return rkv_fail(RKV_ERANGE, err, errlen,
                         "forward: slot_mapping[%d] = %d outside [0, %lld)", t,
                         b->slot_mapping[t], (long long)kv->num_pages * P);
     }
     for (int32_t i = 0; i < B; i++) {
         int32_t s0 = b->q_starts[i], s1 = b->q_starts[i + 1], p = b->prefix_lens[i];
         if (s1 < s0)
-            return fail(RKV_EINVAL, err, errlen, "forward: q_starts not ascending at seq %d", i);
+            return rkv_fail(RKV_EINVAL, err, errlen, "forward: q_starts not ascending at seq %d", i);
         if (p < 0)
-            return fail(RKV_EINVAL, err, errlen, "forward: prefix_lens[%d] = %d < 0", i, p);
+            return rkv_fail(RKV_EINVAL, err, errlen, "forward: prefix_lens[%d] = %d < 0", i, p);
         int32_t np = (p + P - 1) / P;
         if (np > b->max_pages || (np > 0 && !b->page_table))
-            return fail(RKV_EINVAL, err, errlen,
+            return rkv_fail(RKV_EINVAL, err, errlen,
                         "forward: seq %d needs %d prefix pages, max_pages is %d", i, np,
                         b->max_pages);
         for (int32_t j = 0; j < np; j++) {
             int32_t pg = b->page_table[(size_t)i * b->max_pages + j];
             if (pg < 0 || pg >= kv->num_pages)
-                return fail(RKV_ERANGE, err, errlen,
+                return rkv_fail(RKV_ERANGE, err, errlen,
                             "forward: page_table[%d][%d] = %d outside [0, %d)", i, j, pg,
                             kv->num_pages);
         }
         int32_t r = b->sample_rows[i];
         if (r != -1 && (r < s0 || r >= s1))
-            return fail(RKV_EINVAL, err, errlen,
+            return rkv_fail(RKV_EINVAL, err, errlen,
                         "forward: sample_rows[%d] = %d not among the sequence's rows [%d, %d)",
                         i, r, s0, s1);
     }
@@ -440,7 +429,7 @@ static rkv_status split_rows(const kv_cache *kv, const fwd_batch *b, attn_batch 
 {
     const int32_t T = b->num_tokens, P = kv->page_size, MP = b->max_pages;
     int32_t *buf = malloc(sizeof(int32_t) * ((size_t)2 * T + 1 + (size_t)T * (size_t)MP));
-    if (!buf) return fail(RKV_ENOMEM, err, errlen, "forward: batch-invariant page tables");
+    if (!buf) return rkv_fail(RKV_ENOMEM, err, errlen, "forward: batch-invariant page tables");
     int32_t *qs = buf, *pl = qs + T + 1, *pt = pl + T;
     for (int32_t i = 0; i < b->num_seqs; i++) {
         const int32_t *row_pt = b->page_table + (size_t)i * MP;
@@ -449,7 +438,7 @@ static rkv_status split_rows(const kv_cache *kv, const fwd_batch *b, attn_batch 
             if (p / P >= MP ||
                 (int64_t)row_pt[p / P] * P + p % P != (int64_t)b->slot_mapping[r]) {
                 free(buf);
-                return fail(RKV_EINVAL, err, errlen,
+                return rkv_fail(RKV_EINVAL, err, errlen,
                             "forward: batch-invariant mode needs page_table[%d] to hold the "
                             "slot of row %d (slot_mapping %d)", i, r, b->slot_mapping[r]);
             }
@@ -494,7 +483,7 @@ rkv_status model_forward(model *m, kv_cache *kv, const fwd_batch *b, float *logi
     size_t sz_x = (size_t)T * C, sz_q = (size_t)T * QD, sz_k = (size_t)T * KD;
     size_t sz_f = (size_t)T * F, sz_r = (size_t)T * half;
     float *ws = workspace(m, 2 * sz_x + 2 * sz_q + 2 * sz_k + 2 * sz_f + 2 * sz_r);
-    if (!ws) return fail(RKV_ENOMEM, err, errlen, "forward: workspace for %d tokens", T);
+    if (!ws) return rkv_fail(RKV_ENOMEM, err, errlen, "forward: workspace for %d tokens", T);
     float *x = ws;            /* (T, C) residual stream */
     float *h = x + sz_x;      /* (T, C) normed input of a block */
     float *q = h + sz_x;      /* (T, Hq, D) */
@@ -530,7 +519,7 @@ rkv_status model_forward(model *m, kv_cache *kv, const fwd_batch *b, float *logi
                         .page_size = kv->page_size, .scale = 1.0f / sqrtf((float)D)};
     attn_batch ab = {.num_seqs = B, .max_pages = b->max_pages, .q_starts = b->q_starts,
                      .prefix_lens = b->prefix_lens, .page_table = b->page_table,
-                     .max_suffix = 0};
+                     .max_suffix = 0, .num_pages = kv->num_pages};
     int32_t *rows = NULL;
     if (m->batch_invariant && (st = split_rows(kv, b, &ab, &rows, err, errlen))) {
         free(seq_lens);
@@ -549,16 +538,16 @@ rkv_status model_forward(model *m, kv_cache *kv, const fwd_batch *b, float *logi
         rope(k, T, Hkv, D, cosb, sinb);
         /* The prefix is read from pages, the suffix from k/v: storing first is
          * safe because the suffix's slots are not prefix slots. */
-        int rc = attn_store_kv_cpu(&shape, T, b->slot_mapping, k, v, kc, vc);
+        int rc = attn_store_kv_cpu(&shape, T, kv->num_pages, b->slot_mapping, k, v, kc, vc);
         if (rc == ATTN_OK && seq_lens)
-            rc = attn_decode_cpu(&shape, B, seq_lens, b->page_table, b->max_pages, q, kc, vc,
-                                 att, NULL, 0, m->num_threads);
+            rc = attn_decode_cpu(&shape, B, seq_lens, b->page_table, b->max_pages,
+                                 kv->num_pages, q, kc, vc, att, NULL, 0, m->num_threads);
         else if (rc == ATTN_OK)
             rc = attn_prefill_cpu(&shape, &ab, q, k, v, kc, vc, att, NULL, m->num_threads);
         if (rc != ATTN_OK) {
             free(seq_lens);
             free(rows);
-            return fail(rc == ATTN_ENOMEM ? RKV_ENOMEM : RKV_EINVAL, err, errlen,
+            return rkv_fail(rc == ATTN_ENOMEM ? RKV_ENOMEM : RKV_EINVAL, err, errlen,
                         "forward: layer %d attention: %s", l, attn_strerror(rc));
         }
         /* x += att Wo^T (beta = 1 accumulates into the residual) */

@@ -9,17 +9,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-static rkv_status fail(rkv_status st, char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return st;
-}
-
 /* Real shapes from the published config.json files. The default is ours: a
  * model that runs a few hundred tokens per second per core, with head_dim 64
  * so it exercises the same attention path as Qwen2.5-0.5B. */
@@ -77,7 +66,7 @@ rkv_status model_config_preset(const char *name, model_config *out, char *err, s
         strncat(known, i ? ", " : "", sizeof known - strlen(known) - 1);
         strncat(known, preset_names[i], sizeof known - strlen(known) - 1);
     }
-    return fail(RKV_EINVAL, err, errlen, "unknown model preset '%s' (known: %s, or a config.json path)",
+    return rkv_fail(RKV_EINVAL, err, errlen, "unknown model preset '%s' (known: %s, or a config.json path)",
                 name, known);
 }
 
@@ -91,22 +80,22 @@ rkv_status model_config_check(const model_config *c, char *err, size_t errlen)
     };
     for (size_t i = 0; i < sizeof pos / sizeof pos[0]; i++)
         if (pos[i].v < 1)
-            return fail(RKV_EINVAL, err, errlen, "model %s: %s must be >= 1 (got %lld)", c->name,
+            return rkv_fail(RKV_EINVAL, err, errlen, "model %s: %s must be >= 1 (got %lld)", c->name,
                         pos[i].field, (long long)pos[i].v);
     if (c->num_heads % c->num_kv_heads)
-        return fail(RKV_EINVAL, err, errlen,
+        return rkv_fail(RKV_EINVAL, err, errlen,
                     "model %s: num_attention_heads (%d) is not a multiple of "
                     "num_key_value_heads (%d)", c->name, c->num_heads, c->num_kv_heads);
     if (c->head_dim != 64 && c->head_dim != 128)
-        return fail(RKV_EINVAL, err, errlen,
+        return rkv_fail(RKV_EINVAL, err, errlen,
                     "model %s: head_dim %d not supported (attention supports 64 and 128)",
                     c->name, c->head_dim);
     if (!(c->rope_theta > 0) || !isfinite(c->rope_theta))
-        return fail(RKV_EINVAL, err, errlen, "model %s: rope_theta must be > 0", c->name);
+        return rkv_fail(RKV_EINVAL, err, errlen, "model %s: rope_theta must be > 0", c->name);
     if (!(c->rms_eps > 0) || !isfinite(c->rms_eps))
-        return fail(RKV_EINVAL, err, errlen, "model %s: rms_norm_eps must be > 0", c->name);
+        return rkv_fail(RKV_EINVAL, err, errlen, "model %s: rms_norm_eps must be > 0", c->name);
     if (c->eos_token_id >= c->vocab_size)
-        return fail(RKV_EINVAL, err, errlen, "model %s: eos_token_id %d outside the vocabulary",
+        return rkv_fail(RKV_EINVAL, err, errlen, "model %s: eos_token_id %d outside the vocabulary",
                     c->name, c->eos_token_id);
     return RKV_OK;
 }
@@ -121,15 +110,15 @@ static rkv_status get_int(json_t *root, const char *path, const char *field, int
     json_t *v = json_object_get(root, field);
     if (!v || json_is_null(v)) {
         if (!have_def)
-            return fail(RKV_EPARSE, err, errlen, "%s: missing field '%s'", path, field);
+            return rkv_fail(RKV_EPARSE, err, errlen, "%s: missing field '%s'", path, field);
         *out = (int32_t)def;
         return RKV_OK;
     }
     if (!json_is_integer(v))
-        return fail(RKV_EPARSE, err, errlen, "%s: field '%s' must be an integer", path, field);
+        return rkv_fail(RKV_EPARSE, err, errlen, "%s: field '%s' must be an integer", path, field);
     json_int_t x = json_integer_value(v);
     if (x < lo || x > hi)
-        return fail(RKV_ENOTSUP, err, errlen, "%s: field '%s' = %lld outside [%lld, %lld]", path,
+        return rkv_fail(RKV_ENOTSUP, err, errlen, "%s: field '%s' = %lld outside [%lld, %lld]", path,
                     field, (long long)x, (long long)lo, (long long)hi);
     *out = (int32_t)x;
     return RKV_OK;
@@ -144,10 +133,10 @@ static rkv_status get_num(json_t *obj, const char *path, const char *field, doub
         return RKV_OK;
     }
     if (!json_is_number(v))
-        return fail(RKV_EPARSE, err, errlen, "%s: field '%s' must be a number", path, field);
+        return rkv_fail(RKV_EPARSE, err, errlen, "%s: field '%s' must be a number", path, field);
     *out = json_number_value(v);
     if (!(*out > 0) || !isfinite(*out))
-        return fail(RKV_ENOTSUP, err, errlen, "%s: field '%s' must be > 0", path, field);
+        return rkv_fail(RKV_ENOTSUP, err, errlen, "%s: field '%s' must be > 0", path, field);
     return RKV_OK;
 }
 
@@ -160,7 +149,7 @@ static rkv_status get_bool(json_t *root, const char *path, const char *field, in
         return RKV_OK;
     }
     if (!json_is_boolean(v))
-        return fail(RKV_EPARSE, err, errlen, "%s: field '%s' must be true or false", path, field);
+        return rkv_fail(RKV_EPARSE, err, errlen, "%s: field '%s' must be true or false", path, field);
     *out = json_is_true(v);
     return RKV_OK;
 }
@@ -172,16 +161,16 @@ static rkv_status parse_config(json_t *root, const char *path, model_config *c, 
 {
     rkv_status st;
     if (!json_is_object(root))
-        return fail(RKV_EPARSE, err, errlen, "%s: top level is not a JSON object", path);
+        return rkv_fail(RKV_EPARSE, err, errlen, "%s: top level is not a JSON object", path);
 
     json_t *mt = json_object_get(root, "model_type");
     if (!json_is_string(mt))
-        return fail(RKV_EPARSE, err, errlen, "%s: missing field 'model_type' (a string)", path);
+        return rkv_fail(RKV_EPARSE, err, errlen, "%s: missing field 'model_type' (a string)", path);
     const char *type = json_string_value(mt);
     if (!strcmp(type, "llama")) c->arch = MODEL_ARCH_LLAMA;
     else if (!strcmp(type, "qwen2")) c->arch = MODEL_ARCH_QWEN2;
     else
-        return fail(RKV_ENOTSUP, err, errlen,
+        return rkv_fail(RKV_ENOTSUP, err, errlen,
                     "%s: field 'model_type' = \"%s\" not supported (llama, qwen2)", path, type);
     c->qkv_bias = c->arch == MODEL_ARCH_QWEN2;
 
@@ -199,14 +188,14 @@ static rkv_status parse_config(json_t *root, const char *path, model_config *c, 
                       &c->num_kv_heads, err, errlen)))
         return st;
     if (c->num_heads % c->num_kv_heads)
-        return fail(RKV_ENOTSUP, err, errlen,
+        return rkv_fail(RKV_ENOTSUP, err, errlen,
                     "%s: field 'num_key_value_heads' = %d does not divide "
                     "num_attention_heads = %d", path, c->num_kv_heads, c->num_heads);
     int32_t def_hd = c->hidden_size / c->num_heads;
     if ((st = get_int(root, path, "head_dim", 1, def_hd, 1, big, &c->head_dim, err, errlen)))
         return st;
     if (c->head_dim != 64 && c->head_dim != 128)
-        return fail(RKV_ENOTSUP, err, errlen,
+        return rkv_fail(RKV_ENOTSUP, err, errlen,
                     "%s: field 'head_dim' = %d (hidden_size / num_attention_heads when absent) "
                     "not supported: attention supports 64 and 128", path, c->head_dim);
     if ((st = get_int(root, path, "max_position_embeddings", 1,
@@ -223,12 +212,12 @@ static rkv_status parse_config(json_t *root, const char *path, model_config *c, 
         json_t *rs = json_object_get(root, scaling_fields[i]);
         if (!rs || json_is_null(rs)) continue;
         if (!json_is_object(rs))
-            return fail(RKV_EPARSE, err, errlen, "%s: field '%s' must be an object or null", path,
+            return rkv_fail(RKV_EPARSE, err, errlen, "%s: field '%s' must be an object or null", path,
                         scaling_fields[i]);
         json_t *rt = json_object_get(rs, "rope_type");
         if (!rt) rt = json_object_get(rs, "type");
         if (rt && !(json_is_string(rt) && !strcmp(json_string_value(rt), "default")))
-            return fail(RKV_ENOTSUP, err, errlen,
+            return rkv_fail(RKV_ENOTSUP, err, errlen,
                         "%s: field '%s' asks for RoPE scaling \"%s\"; only plain RoPE is "
                         "supported", path, scaling_fields[i],
                         json_is_string(rt) ? json_string_value(rt) : "?");
@@ -242,13 +231,13 @@ static rkv_status parse_config(json_t *root, const char *path, model_config *c, 
 
     json_t *act = json_object_get(root, "hidden_act");
     if (act && !(json_is_string(act) && !strcmp(json_string_value(act), "silu")))
-        return fail(RKV_ENOTSUP, err, errlen, "%s: field 'hidden_act' must be \"silu\"", path);
+        return rkv_fail(RKV_ENOTSUP, err, errlen, "%s: field 'hidden_act' must be \"silu\"", path);
     int flag;
     const char *off_fields[] = {"attention_bias", "mlp_bias", "use_sliding_window"};
     for (int i = 0; i < 3; i++) {
         if ((st = get_bool(root, path, off_fields[i], 0, &flag, err, errlen))) return st;
         if (flag)
-            return fail(RKV_ENOTSUP, err, errlen, "%s: field '%s' = true is not supported", path,
+            return rkv_fail(RKV_ENOTSUP, err, errlen, "%s: field '%s' = true is not supported", path,
                         off_fields[i]);
     }
 
@@ -268,12 +257,12 @@ rkv_status model_config_from_json(const char *path, model_config *out, char *err
     model_config c;
     memset(&c, 0, sizeof c);
     FILE *f = fopen(path, "rb");
-    if (!f) return fail(RKV_EIO, err, errlen, "%s: cannot open: %s", path, strerror(errno));
+    if (!f) return rkv_fail(RKV_EIO, err, errlen, "%s: cannot open: %s", path, strerror(errno));
     json_error_t je;
     json_t *root = json_loadf(f, 0, &je);
     fclose(f);
     if (!root)
-        return fail(RKV_EPARSE, err, errlen, "%s:%d: bad JSON: %s", path, je.line, je.text);
+        return rkv_fail(RKV_EPARSE, err, errlen, "%s:%d: bad JSON: %s", path, je.line, je.text);
     rkv_status st = parse_config(root, path, &c, err, errlen);
     json_decref(root);
     if (st) return st;
@@ -295,13 +284,13 @@ rkv_status model_config_load(const char *name_or_path, model_config *out, char *
             char p[4096];
             int n = snprintf(p, sizeof p, "%s/config.json", name_or_path);
             if (n < 0 || (size_t)n >= sizeof p)
-                return fail(RKV_EINVAL, err, errlen, "%s: path too long", name_or_path);
+                return rkv_fail(RKV_EINVAL, err, errlen, "%s: path too long", name_or_path);
             return model_config_from_json(p, out, err, errlen);
         }
         return model_config_from_json(name_or_path, out, err, errlen);
     }
     if (strchr(name_or_path, '/') || strstr(name_or_path, ".json"))
-        return fail(RKV_EIO, err, errlen, "%s: no such file or directory", name_or_path);
+        return rkv_fail(RKV_EIO, err, errlen, "%s: no such file or directory", name_or_path);
     return model_config_preset(name_or_path, out, err, errlen);
 }
 

@@ -28,17 +28,6 @@ struct safetensors {
     json_t *headers; /* array of parsed headers: they own the name/dtype strings */
 };
 
-static rkv_status fail(rkv_status st, char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return st;
-}
-
 /* Element sizes of the dtypes safetensors defines; only F32/F16/BF16 can be
  * read, the others are sized so a checkpoint carrying them still opens. */
 static int dtype_bytes(const char *d)
@@ -57,12 +46,12 @@ static rkv_status map_file(const char *path, st_file *f, char *err, size_t errle
 {
     memset(f, 0, sizeof *f);
     int fd = open(path, O_RDONLY);
-    if (fd < 0) return fail(RKV_EIO, err, errlen, "%s: cannot open: %s", path, strerror(errno));
+    if (fd < 0) return rkv_fail(RKV_EIO, err, errlen, "%s: cannot open: %s", path, strerror(errno));
     struct stat sb;
     if (fstat(fd, &sb) < 0) {
         int e = errno;
         close(fd);
-        return fail(RKV_EIO, err, errlen, "%s: cannot stat: %s", path, strerror(e));
+        return rkv_fail(RKV_EIO, err, errlen, "%s: cannot stat: %s", path, strerror(e));
     }
     f->path = strdup(path);
     f->size = (size_t)sb.st_size;
@@ -78,7 +67,7 @@ static rkv_status map_file(const char *path, st_file *f, char *err, size_t errle
             free(f->path);
             f->path = NULL;
             close(fd);
-            return fail(RKV_EIO, err, errlen, "%s: mmap failed: %s", path, strerror(e));
+            return rkv_fail(RKV_EIO, err, errlen, "%s: mmap failed: %s", path, strerror(e));
         }
     }
     close(fd);
@@ -104,21 +93,21 @@ static rkv_status parse_header(safetensors *st, int fi, char *err, size_t errlen
 {
     const st_file *f = &st->files[fi];
     if (f->size < 8)
-        return fail(RKV_EPARSE, err, errlen, "%s: truncated: %zu bytes, no header length",
+        return rkv_fail(RKV_EPARSE, err, errlen, "%s: truncated: %zu bytes, no header length",
                     f->path, f->size);
     uint64_t n = 0;
     const unsigned char *p = f->map;
     for (int i = 7; i >= 0; i--) n = (n << 8) | p[i];
     if (n > f->size - 8)
-        return fail(RKV_EPARSE, err, errlen,
+        return rkv_fail(RKV_EPARSE, err, errlen,
                     "%s: truncated or bad header: header length %llu exceeds the file "
                     "(%zu bytes)", f->path, (unsigned long long)n, f->size);
     json_error_t je;
     json_t *h = json_loadb((const char *)p + 8, (size_t)n, 0, &je);
-    if (!h) return fail(RKV_EPARSE, err, errlen, "%s: bad header JSON: %s", f->path, je.text);
+    if (!h) return rkv_fail(RKV_EPARSE, err, errlen, "%s: bad header JSON: %s", f->path, je.text);
     if (!json_is_object(h)) {
         json_decref(h);
-        return fail(RKV_EPARSE, err, errlen, "%s: header is not a JSON object", f->path);
+        return rkv_fail(RKV_EPARSE, err, errlen, "%s: header is not a JSON object", f->path);
     }
     json_array_append_new(st->headers, h); /* keeps the strings alive */
     const unsigned char *data = p + 8 + n;
@@ -136,16 +125,16 @@ static rkv_status parse_header(safetensors *st, int fi, char *err, size_t errlen
                *off = json_object_get(v, "data_offsets");
         if (!json_is_object(v) || !json_is_string(dt) || !json_is_array(sh) ||
             !json_is_array(off) || json_array_size(off) != 2)
-            return fail(RKV_EPARSE, err, errlen,
+            return rkv_fail(RKV_EPARSE, err, errlen,
                         "%s: tensor '%s': header entry needs dtype, shape and "
                         "data_offsets [begin, end]", f->path, name);
         t.dtype = json_string_value(dt);
         t.elem_bytes = dtype_bytes(t.dtype);
         if (!t.elem_bytes)
-            return fail(RKV_EPARSE, err, errlen, "%s: tensor '%s': unknown dtype \"%s\"", f->path,
+            return rkv_fail(RKV_EPARSE, err, errlen, "%s: tensor '%s': unknown dtype \"%s\"", f->path,
                         name, t.dtype);
         if (json_array_size(sh) > ST_MAX_DIMS)
-            return fail(RKV_EPARSE, err, errlen, "%s: tensor '%s': more than %d dimensions",
+            return rkv_fail(RKV_EPARSE, err, errlen, "%s: tensor '%s': more than %d dimensions",
                         f->path, name, ST_MAX_DIMS);
         t.ndim = (int)json_array_size(sh);
         t.numel = 1;
@@ -153,23 +142,23 @@ static rkv_status parse_header(safetensors *st, int fi, char *err, size_t errlen
             json_t *x = json_array_get(sh, (size_t)d);
             if (!json_is_integer(x) || json_integer_value(x) < 0 ||
                 json_integer_value(x) > (INT64_MAX >> 4) / (t.numel ? t.numel : 1))
-                return fail(RKV_EPARSE, err, errlen, "%s: tensor '%s': bad shape", f->path, name);
+                return rkv_fail(RKV_EPARSE, err, errlen, "%s: tensor '%s': bad shape", f->path, name);
             t.shape[d] = json_integer_value(x);
             t.numel *= t.shape[d];
         }
         json_t *b = json_array_get(off, 0), *e = json_array_get(off, 1);
         if (!json_is_integer(b) || !json_is_integer(e) || json_integer_value(b) < 0 ||
             json_integer_value(e) < json_integer_value(b))
-            return fail(RKV_EPARSE, err, errlen, "%s: tensor '%s': bad data_offsets", f->path,
+            return rkv_fail(RKV_EPARSE, err, errlen, "%s: tensor '%s': bad data_offsets", f->path,
                         name);
         uint64_t begin = (uint64_t)json_integer_value(b), end = (uint64_t)json_integer_value(e);
         if (end - begin != (uint64_t)t.numel * (uint64_t)t.elem_bytes)
-            return fail(RKV_EPARSE, err, errlen,
+            return rkv_fail(RKV_EPARSE, err, errlen,
                         "%s: tensor '%s': data_offsets span %llu bytes, dtype %s x shape needs "
                         "%llu", f->path, name, (unsigned long long)(end - begin), t.dtype,
                         (unsigned long long)t.numel * (unsigned long long)t.elem_bytes);
         if (end > data_size)
-            return fail(RKV_EPARSE, err, errlen,
+            return rkv_fail(RKV_EPARSE, err, errlen,
                         "%s: truncated: tensor '%s' ends at data byte %llu, the file has %llu",
                         f->path, name, (unsigned long long)end, (unsigned long long)data_size);
         t.data = data + begin;
@@ -196,11 +185,11 @@ static rkv_status open_index(safetensors *st, const char *dir, const char *index
 {
     json_error_t je;
     json_t *root = json_load_file(index, 0, &je);
-    if (!root) return fail(RKV_EPARSE, err, errlen, "%s:%d: bad JSON: %s", index, je.line, je.text);
+    if (!root) return rkv_fail(RKV_EPARSE, err, errlen, "%s:%d: bad JSON: %s", index, je.line, je.text);
     json_t *wm = json_object_get(root, "weight_map");
     rkv_status s = RKV_OK;
     if (!json_is_object(wm)) {
-        s = fail(RKV_EPARSE, err, errlen, "%s: missing object 'weight_map'", index);
+        s = rkv_fail(RKV_EPARSE, err, errlen, "%s: missing object 'weight_map'", index);
         goto out;
     }
     json_t *seen = json_object();
@@ -208,7 +197,7 @@ static rkv_status open_index(safetensors *st, const char *dir, const char *index
     json_t *v;
     json_object_foreach(wm, tname, v) {
         if (!json_is_string(v)) {
-            s = fail(RKV_EPARSE, err, errlen, "%s: weight_map entry '%s' is not a file name",
+            s = rkv_fail(RKV_EPARSE, err, errlen, "%s: weight_map entry '%s' is not a file name",
                      index, tname);
             break;
         }
@@ -222,7 +211,7 @@ static rkv_status open_index(safetensors *st, const char *dir, const char *index
     if (!s) { /* every mapped name must exist in its shard */
         json_object_foreach(wm, tname, v) {
             if (!safetensors_find(st, tname)) {
-                s = fail(RKV_EPARSE, err, errlen, "%s: tensor '%s' listed in weight_map is not in "
+                s = rkv_fail(RKV_EPARSE, err, errlen, "%s: tensor '%s' listed in weight_map is not in "
                          "shard %s", index, tname, json_string_value(v));
                 break;
             }
@@ -248,7 +237,7 @@ rkv_status safetensors_open(const char *path, safetensors **out, char *err, size
     rkv_status s;
     struct stat sb;
     if (stat(path, &sb) < 0) {
-        s = fail(RKV_EIO, err, errlen, "%s: %s", path, strerror(errno));
+        s = rkv_fail(RKV_EIO, err, errlen, "%s: %s", path, strerror(errno));
     } else if (S_ISDIR(sb.st_mode)) {
         char p[PATH_MAX];
         snprintf(p, sizeof p, "%s/model.safetensors.index.json", path);
@@ -259,7 +248,7 @@ rkv_status safetensors_open(const char *path, safetensors **out, char *err, size
             if (access(p, R_OK) == 0)
                 s = add_file(st, p, err, errlen);
             else
-                s = fail(RKV_EIO, err, errlen,
+                s = rkv_fail(RKV_EIO, err, errlen,
                          "%s: neither model.safetensors nor model.safetensors.index.json found",
                          path);
         }
@@ -364,7 +353,7 @@ rkv_status safetensors_read_f32(const safetensors *st, const char *name, int ndi
                                 const int64_t *shape, float *dst, char *err, size_t errlen)
 {
     const st_tensor *t = safetensors_find(st, name);
-    if (!t) return fail(RKV_EINVAL, err, errlen, "%s: missing tensor '%s'", st->root, name);
+    if (!t) return rkv_fail(RKV_EINVAL, err, errlen, "%s: missing tensor '%s'", st->root, name);
     int same = t->ndim == ndim;
     for (int d = 0; same && d < ndim; d++) same = t->shape[d] == shape[d];
     if (!same) {
@@ -375,7 +364,7 @@ rkv_status safetensors_read_f32(const safetensors *st, const char *name, int ndi
         for (int d = 0; d < t->ndim; d++)
             snprintf(got + strlen(got), sizeof got - strlen(got), "%s%lld", d ? ", " : "",
                      (long long)t->shape[d]);
-        return fail(RKV_EINVAL, err, errlen,
+        return rkv_fail(RKV_EINVAL, err, errlen,
                     "%s: tensor '%s' has shape [%s], the config needs [%s]",
                     st->files[t->file].path, name, got, want);
     }
@@ -389,7 +378,7 @@ rkv_status safetensors_read_f32(const safetensors *st, const char *name, int ndi
             dst[i] = bf ? st_bf16_to_f32(h) : st_f16_to_f32(h);
         }
     } else {
-        return fail(RKV_ENOTSUP, err, errlen,
+        return rkv_fail(RKV_ENOTSUP, err, errlen,
                     "%s: tensor '%s' has dtype %s; only F32, F16 and BF16 are supported",
                     st->files[t->file].path, name, t->dtype);
     }

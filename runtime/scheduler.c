@@ -6,13 +6,6 @@
 #include <string.h>
 
 #define SCHED_DEFAULT_QUEUE_LIMIT 128
-/* lpm's in-batch prefix check (after SGLang's schedule policy): a waiting
- * request that shares at least this many tokens beyond its cached prefix with
- * a request admitted in the same step waits a step, so the shared tokens are
- * computed once and it matches them next step. (SGLang checks only requests
- * with at most 32 tokens cached; checking all of them also keeps a deeper
- * branch from recomputing its parent's uncached part.) */
-#define SCHED_IN_BATCH_DEPRIORITIZE 32
 
 rkv_status sched_policy_parse(const char *name, sched_policy *out)
 {
@@ -346,19 +339,21 @@ void sched_plan_compact(sched_plan *plan)
 
 /* ---- one step ------------------------------------------------------------ */
 
-/* True when r's tokens beyond its cached match share at least
- * SCHED_IN_BATCH_DEPRIORITIZE tokens with a request admitted in this plan. */
-static bool shares_with_admitted(const scheduler *s, const sched_plan *plan, const sched_req *r)
+/* In-batch prefix sharing (SGLang's in-batch prefix caching check): would r
+ * compute at least dedup_tokens tokens beyond its cached prefix that a request
+ * admitted in this same step computes too? Then r waits one step: the other's
+ * prefill is inserted into the cache at the end of this step, and r finds it
+ * there. Cheap: the window just past r's match is compared first. */
+static bool shares_with_admitted(const scheduler *s, const sched_plan *plan, const sched_req *r,
+                                 int32_t matched)
 {
-    int32_t from = r->match.len;
-    int64_t first = s->admit_counter - plan->num_admitted; /* admitted in this step */
-    for (int32_t i = 0; i < plan->n; i++) {
+    int32_t w = s->cfg.dedup_tokens;
+    if (w <= 0 || plan->num_admitted == 0 || r->n_tokens - 1 < matched + w) return false;
+    for (int32_t i = plan->n - plan->num_admitted; i < plan->n; i++) {
         const sched_req *a = plan->e[i].r;
-        if (a == r || a->admit_seq < first || a->ns != r->ns) continue;
-        int32_t n = r->n_tokens - 1 < a->n_tokens ? r->n_tokens - 1 : a->n_tokens;
-        int32_t j = 0;
-        while (j < n && r->tokens[j] == a->tokens[j]) j++;
-        if (j - from >= SCHED_IN_BATCH_DEPRIORITIZE) return true;
+        if (a->ns != r->ns || a->n_tokens < matched + w) continue;
+        if (memcmp(a->tokens + matched, r->tokens + matched, sizeof(int32_t) * (size_t)w)) continue;
+        if (!memcmp(a->tokens, r->tokens, sizeof(int32_t) * (size_t)matched)) return true;
     }
     return false;
 }
@@ -430,17 +425,12 @@ rkv_status scheduler_schedule(scheduler *s, sched_plan *plan, bool allow_preempt
         int32_t n = s->num_waiting;
         if ((st = grow((void **)&s->order, &s->scratch_cap, n, sizeof(int32_t)))) return st;
         if ((st = scheduler_policy_order(s, s->order))) return st;
-        bool lpm = s->cfg.policy == SCHED_LPM && n <= s->cfg.lpm_queue_limit;
         bool *taken = calloc((size_t)n, 1);
         if (!taken) return RKV_ENOMEM;
         for (int32_t k = 0; k < n; k++) {
             if (budget <= 0 || s->num_running >= s->cfg.max_running) break;
             sched_req *r = s->waiting[s->order[k]];
             st = cache_match_prefix(s->cache, r->tokens, r->n_tokens - 1, r->ns, &r->match);
-            if (st == RKV_OK && lpm && shares_with_admitted(s, plan, r)) {
-                r->match.len = r->match.num_pages = 0;
-                continue;
-            }
             if (st == RKV_OK) st = cache_lock(s->cache, &r->match);
             if (st) {
                 free(taken);
@@ -449,6 +439,12 @@ rkv_status scheduler_schedule(scheduler *s, sched_plan *plan, bool allow_preempt
             }
             r->locked = true;
             int32_t matched = r->match.len;
+            if (shares_with_admitted(s, plan, r, matched)) {
+                cache_unlock(s->cache, &r->match);
+                r->locked = false;
+                r->match.len = r->match.num_pages = 0;
+                continue;
+            }
             int32_t rows = r->n_tokens - matched;
             if (rows > budget) rows = budget;
             int32_t total = page_pool_pages_for(s->pool, matched + rows);
@@ -468,7 +464,8 @@ rkv_status scheduler_schedule(scheduler *s, sched_plan *plan, bool allow_preempt
                 free(taken);
                 return st;
             }
-            memcpy(r->pages, r->match.pages, sizeof(int32_t) * (size_t)r->match.num_pages);
+            if (r->match.num_pages > 0)
+                memcpy(r->pages, r->match.pages, sizeof(int32_t) * (size_t)r->match.num_pages);
             r->num_cache_pages = r->match.num_pages;
             r->num_pages = total;
             r->kv_sched = r->kv_done = matched;

@@ -22,7 +22,9 @@
  *      recomputed later); preempting itself when it is the newest.
  *   3) waiting request: match all tokens but the last, lock, allocate pages
  *      for the first chunk; pages short after eviction stops admission (new
- *      requests never preempt running ones).
+ *      requests never preempt running ones). One that shares dedup_tokens or
+ *      more uncached tokens with a request admitted in the same step waits a
+ *      step, to find them in the cache instead of computing them twice.
  * A row set that reaches the end of the tokens samples one new token: its
  * slot is appended as "pending" at plan time and filled by scheduler_commit().
  *
@@ -118,6 +120,9 @@ typedef struct scheduler_config {
     int32_t lpm_queue_limit;        /* lpm/dfs-weight fall back to fcfs above; <= 0: 128 */
     uint64_t seed;                  /* random policy */
     bool insert_unfinished;         /* insert prefilled pages before finish */
+    int32_t dedup_tokens;           /* a waiting request sharing at least this many
+                                       uncached tokens with one admitted in the same step
+                                       waits a step (0: off; needs insert_unfinished) */
 } scheduler_config;
 
 typedef struct scheduler {

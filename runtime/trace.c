@@ -34,15 +34,6 @@ void trace_request_free(trace_request *r)
     memset(r, 0, sizeof *r);
 }
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || !errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
 rkv_status trace_open(const char *path, const trace_options *opt, trace_reader **out,
                       char *err, size_t errlen)
 {
@@ -50,7 +41,7 @@ rkv_status trace_open(const char *path, const trace_options *opt, trace_reader *
     trace_options o = {TRACE_FORMAT_AUTO, TRACE_TOKENS_BLOCK, 0};
     if (opt) o = *opt;
     if (o.tokens == TRACE_TOKENS_VOCAB && o.vocab_size < 1) {
-        set_err(err, errlen, "%s: vocabulary size must be >= 1 (got %d)", path, o.vocab_size);
+        rkv_set_err(err, errlen, "%s: vocabulary size must be >= 1 (got %d)", path, o.vocab_size);
         return RKV_EINVAL;
     }
     trace_reader *r = calloc(1, sizeof *r);
@@ -63,7 +54,7 @@ rkv_status trace_open(const char *path, const trace_options *opt, trace_reader *
     } else {
         r->f = fopen(path, "r");
         if (!r->f) {
-            set_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+            rkv_set_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
             free(r->path);
             free(r);
             return RKV_EIO;
@@ -123,7 +114,7 @@ static const char *json_type_name(const json_t *v)
     do {                                                                 \
         char msg_[256];                                                  \
         snprintf(msg_, sizeof msg_, __VA_ARGS__);                        \
-        set_err(err, errlen, "%s:%" PRId64 ": %s", r->path, r->line, msg_); \
+        rkv_set_err(err, errlen, "%s:%" PRId64 ": %s", r->path, r->line, msg_); \
         return RKV_EPARSE;                                               \
     } while (0)
 
@@ -321,7 +312,7 @@ rkv_status trace_next(trace_reader *r, trace_request *q, bool *eof, char *err, s
         len = getline(&r->buf, &r->buf_cap, r->f);
         if (len < 0) {
             if (ferror(r->f)) {
-                set_err(err, errlen, "%s:%" PRId64 ": read error: %s", r->path, r->line + 1,
+                rkv_set_err(err, errlen, "%s:%" PRId64 ": read error: %s", r->path, r->line + 1,
                         strerror(errno ? errno : EIO));
                 return RKV_EIO;
             }

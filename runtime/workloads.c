@@ -49,6 +49,7 @@ typedef struct seq {
 
 static rkv_status seq_put(seq *s, const int32_t *t, int32_t n)
 {
+    if (n == 0) return RKV_OK; /* t may be NULL (an empty shared prefix) */
     if (s->n + n > s->cap) {
         int32_t nc = s->cap ? s->cap : 64;
         while (nc < s->n + n) nc *= 2;

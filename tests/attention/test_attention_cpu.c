@@ -121,7 +121,7 @@ static void problem_make(problem *p, rng *r, attn_shape s, int B, const int *pre
     fill_random(r, p->v_new, p->T * row);
     p->b = (attn_batch){.num_seqs = B, .max_pages = max_pages, .q_starts = p->q_starts,
                         .prefix_lens = p->prefix_lens, .page_table = p->page_table,
-                        .max_suffix = max_suffix};
+                        .max_suffix = max_suffix, .num_pages = (int32_t)p->NP};
 }
 
 static void problem_free(problem *p)
@@ -416,9 +416,10 @@ START_TEST(test_rows_bitwise_invariant)
     }
     qs1[T] = T;
     attn_batch whole = {.num_seqs = B, .max_pages = c.b.max_pages, .q_starts = qs,
-                        .prefix_lens = pre, .page_table = c.page_table};
+                        .prefix_lens = pre, .page_table = c.page_table,
+                        .num_pages = c.b.num_pages};
     attn_batch rows = {.num_seqs = T, .max_pages = c.b.max_pages, .q_starts = qs1,
-                       .prefix_lens = pre1, .page_table = pt1};
+                       .prefix_lens = pre1, .page_table = pt1, .num_pages = c.b.num_pages};
     const int64_t n = (int64_t)T * Hq * D;
     float *oa = falloc(n, NAN), *ob = falloc(n, NAN), *oc = falloc(n, NAN);
     float *la = falloc((int64_t)T * Hq, NAN), *lb = falloc((int64_t)T * Hq, NAN);
@@ -427,8 +428,8 @@ START_TEST(test_rows_bitwise_invariant)
                      ATTN_OK);
     ck_assert_int_eq(attn_prefill_cpu(&c.s, &rows, q, kn, vn, c.k_cache, c.v_cache, ob, lb, 3),
                      ATTN_OK);
-    ck_assert_int_eq(attn_decode_cpu(&c.s, T, lens1, pt1, c.b.max_pages, q, c.k_cache, c.v_cache,
-                                     oc, lc, 1, 2), ATTN_OK);
+    ck_assert_int_eq(attn_decode_cpu(&c.s, T, lens1, pt1, c.b.max_pages, c.b.num_pages, q,
+                                     c.k_cache, c.v_cache, oc, lc, 1, 2), ATTN_OK);
     ck_assert_msg(memcmp(oa, ob, sizeof(float) * (size_t)n) == 0 &&
                       memcmp(la, lb, sizeof(float) * (size_t)(T * Hq)) == 0,
                   "%s D=%d: prefill per row differs from prefill per sequence (seed %llu)",
@@ -475,8 +476,8 @@ START_TEST(test_merge_prefix_and_suffix_states)
     }
     float *op = falloc(n, NAN), *lp = falloc(nl, NAN), *os = falloc(n, NAN), *ls = falloc(nl, NAN);
     float *om = falloc(n, NAN), *lm = falloc(nl, NAN);
-    ck_assert_int_eq(attn_decode_cpu(&p.s, sl, lens, table, p.b.max_pages, p.q, p.k_cache,
-                                     p.v_cache, op, lp, 2, 2), ATTN_OK);
+    ck_assert_int_eq(attn_decode_cpu(&p.s, sl, lens, table, p.b.max_pages, p.b.num_pages, p.q,
+                                     p.k_cache, p.v_cache, op, lp, 2, 2), ATTN_OK);
     int32_t qs[2] = {0, sl}, zero = 0;
     attn_batch bs = {.num_seqs = 1, .q_starts = qs, .prefix_lens = &zero};
     ck_assert_int_eq(attn_prefill_cpu(&p.s, &bs, p.q, p.k_new, p.v_new, NULL, NULL, os, ls, 2),
@@ -520,17 +521,18 @@ START_TEST(test_merge_two_halves)
     memcpy(table, p.page_table, sizeof(int32_t) * (size_t)p.b.max_pages);
     ck_assert_int_ge(table[(len - 1) / P], 0); /* the last token's page holds prefix too */
     int32_t slot = table[(len - 1) / P] * P + (len - 1) % P;
-    ck_assert_int_eq(attn_store_kv_cpu(&p.s, 1, &slot, p.k_new, p.v_new, p.k_cache, p.v_cache),
-                     ATTN_OK);
+    ck_assert_int_eq(attn_store_kv_cpu(&p.s, 1, p.b.num_pages, &slot, p.k_new, p.v_new, p.k_cache,
+                                       p.v_cache), ATTN_OK);
     const int64_t n = (int64_t)Hq * D;
     float *oa = falloc(n, NAN), *la = falloc(Hq, NAN), *ob = falloc(n, NAN), *lb = falloc(Hq, NAN);
     float *ow = falloc(n, NAN), *lw = falloc(Hq, NAN);
     int32_t l1 = half, l2 = len - half, lw_len = len;
-    ck_assert_int_eq(attn_decode_cpu(&p.s, 1, &l1, table, p.b.max_pages, p.q, p.k_cache, p.v_cache,
-                                     oa, la, 1, 1), ATTN_OK);
-    ck_assert_int_eq(attn_decode_cpu(&p.s, 1, &l2, table + half / P, p.b.max_pages - half / P,
+    const int32_t NP = p.b.num_pages;
+    ck_assert_int_eq(attn_decode_cpu(&p.s, 1, &l1, table, p.b.max_pages, NP, p.q, p.k_cache,
+                                     p.v_cache, oa, la, 1, 1), ATTN_OK);
+    ck_assert_int_eq(attn_decode_cpu(&p.s, 1, &l2, table + half / P, p.b.max_pages - half / P, NP,
                                      p.q, p.k_cache, p.v_cache, ob, lb, 3, 2), ATTN_OK);
-    ck_assert_int_eq(attn_decode_cpu(&p.s, 1, &lw_len, table, p.b.max_pages, p.q, p.k_cache,
+    ck_assert_int_eq(attn_decode_cpu(&p.s, 1, &lw_len, table, p.b.max_pages, NP, p.q, p.k_cache,
                                      p.v_cache, ow, lw, 1, 1), ATTN_OK);
     attn_merge_cpu(Hq, D, oa, la, ob, lb, oa, la);
     double e = rel_err_f(oa, ow, n), el = rel_err_f(la, lw, Hq);
@@ -633,7 +635,8 @@ START_TEST(test_decode_splits)
         for (int i = 0; i < B; i++)
             if (slots[i] >= 0) tslots[nt++] = slots[i];
         ck_assert_int_eq(nt, p.T);
-        ck_assert_int_eq(attn_store_kv_cpu(&p.s, nt, tslots, p.k_new, p.v_new, p.k_cache,
+        const int32_t NP = (int32_t)(p.NP + B); /* the grown pool */
+        ck_assert_int_eq(attn_store_kv_cpu(&p.s, nt, NP, tslots, p.k_new, p.v_new, p.k_cache,
                                            p.v_cache), ATTN_OK);
 
         double *ref = malloc(sizeof(double) * (size_t)(p.T * Hq * D));
@@ -648,9 +651,9 @@ START_TEST(test_decode_splits)
             const int64_t n = (int64_t)B * Hq * D;
             float *o = falloc(n, NAN), *l = falloc((int64_t)B * Hq, NAN);
             float *o2 = falloc(n, NAN), *l2 = falloc((int64_t)B * Hq, NAN);
-            ck_assert_int_eq(attn_decode_cpu(&p.s, B, seq_lens, table, mp, qd, p.k_cache,
+            ck_assert_int_eq(attn_decode_cpu(&p.s, B, seq_lens, table, mp, NP, qd, p.k_cache,
                                              p.v_cache, o, l, splits[si], 1), ATTN_OK);
-            ck_assert_int_eq(attn_decode_cpu(&p.s, B, seq_lens, table, mp, qd, p.k_cache,
+            ck_assert_int_eq(attn_decode_cpu(&p.s, B, seq_lens, table, mp, NP, qd, p.k_cache,
                                              p.v_cache, o2, l2, splits[si], 3), ATTN_OK);
             ck_assert_msg(memcmp(o, o2, sizeof(float) * (size_t)n) == 0 &&
                               memcmp(l, l2, sizeof(float) * (size_t)(B * Hq)) == 0,
@@ -712,7 +715,7 @@ START_TEST(test_store_kv_round_trip)
         perm[j] = t;
     }
     for (int t = 0; t < T; t++) slot[t] = t == 4 ? -1 : perm[t];
-    ck_assert_int_eq(attn_store_kv_cpu(&s, T, slot, kn, vn, kc, vc), ATTN_OK);
+    ck_assert_int_eq(attn_store_kv_cpu(&s, T, NP, slot, kn, vn, kc, vc), ATTN_OK);
     for (int sl = 0; sl < NP * P; sl++) {
         int src = -1;
         for (int t = 0; t < T; t++)
@@ -724,17 +727,17 @@ START_TEST(test_store_kv_round_trip)
                           "slot %d elem %lld (seed %llu)", sl, (long long)x, g_seed);
         }
     }
-    ck_assert_int_eq(attn_store_kv_cpu(&s, 0, NULL, NULL, NULL, NULL, NULL), ATTN_OK);
+    ck_assert_int_eq(attn_store_kv_cpu(&s, 0, 0, NULL, NULL, NULL, NULL, NULL), ATTN_OK);
 
     /* Store a sequence's first 10 tokens into its pages, then attend. */
     int32_t table[3] = {5, 0, 3}, seq_slot[10];
     for (int t = 0; t < 10; t++) seq_slot[t] = table[t / P] * P + t % P;
-    ck_assert_int_eq(attn_store_kv_cpu(&s, 10, seq_slot, kn, vn, kc, vc), ATTN_OK);
+    ck_assert_int_eq(attn_store_kv_cpu(&s, 10, NP, seq_slot, kn, vn, kc, vc), ATTN_OK);
     float *q = falloc(3 * 4 * D, 0);
     fill_random(&r, q, 3 * 4 * D);
     int32_t qs_a[2] = {0, 3}, pre_a = 10, qs_b[2] = {0, 13}, pre_b = 0;
     attn_batch ba = {.num_seqs = 1, .max_pages = 3, .q_starts = qs_a, .prefix_lens = &pre_a,
-                     .page_table = table};
+                     .page_table = table, .num_pages = NP};
     attn_batch bb = {.num_seqs = 1, .q_starts = qs_b, .prefix_lens = &pre_b};
     float *qb = falloc(13 * 4 * D, 0);
     memcpy(qb + 10 * 4 * D, q, sizeof(float) * 3 * 4 * D);
@@ -833,7 +836,7 @@ START_TEST(test_bad_arguments)
     float out[2 * 4 * D], lse[8];
     int32_t qs[2] = {0, 2}, pre[1] = {5}, table[2] = {1, 2};
     attn_batch b = {.num_seqs = 1, .max_pages = 2, .q_starts = qs, .prefix_lens = pre,
-                    .page_table = table};
+                    .page_table = table, .num_pages = 4};
 #define PREFILL(sh, bt) \
     attn_prefill_cpu((sh), (bt), q, kv, kv, cache, cache, out, lse, 1)
     for (int i = 0; i < 2 * 4 * D; i++) out[i] = NAN;
@@ -913,41 +916,147 @@ START_TEST(test_bad_arguments)
 
     /* Decode. */
     int32_t lens[1] = {5}, lens_neg[1] = {-1}, lens_long[1] = {9};
-    ck_assert_int_eq(attn_decode_cpu(&ok, 1, lens, table, 2, q, cache, cache, out, lse, 0, 1),
-                     ATTN_OK);
-    ck_assert_int_eq(attn_decode_cpu(&ok, 1, lens_neg, table, 2, q, cache, cache, out, lse, 0, 1),
-                     ATTN_EARG);
-    ck_assert_int_eq(attn_decode_cpu(&ok, 1, lens_long, table, 2, q, cache, cache, out, lse, 0, 1),
-                     ATTN_EARG);
-    ck_assert_int_eq(attn_decode_cpu(&ok, 1, lens, table_neg, 2, q, cache, cache, out, lse, 0, 1),
-                     ATTN_EARG);
-    ck_assert_int_eq(attn_decode_cpu(&ok, -1, lens, table, 2, q, cache, cache, out, lse, 0, 1),
-                     ATTN_EARG);
-    ck_assert_int_eq(attn_decode_cpu(&ok, 1, NULL, table, 2, q, cache, cache, out, lse, 0, 1),
-                     ATTN_EARG);
-    ck_assert_int_eq(attn_decode_cpu(&ok, 1, lens, NULL, 2, q, cache, cache, out, lse, 0, 1),
-                     ATTN_EARG);
-    ck_assert_int_eq(attn_decode_cpu(&ok, 1, lens, table, 2, q, NULL, cache, out, lse, 0, 1),
-                     ATTN_EARG);
-    ck_assert_int_eq(attn_decode_cpu(&ok, 1, lens, table, 2, NULL, cache, cache, out, lse, 0, 1),
-                     ATTN_EARG);
+#define DECODE(sh, n, ln, tb, qq, kc) \
+    attn_decode_cpu((sh), (n), (ln), (tb), 2, 4, (qq), (kc), cache, out, lse, 0, 1)
+    ck_assert_int_eq(DECODE(&ok, 1, lens, table, q, cache), ATTN_OK);
+    ck_assert_int_eq(DECODE(&ok, 1, lens_neg, table, q, cache), ATTN_EARG);
+    ck_assert_int_eq(DECODE(&ok, 1, lens_long, table, q, cache), ATTN_EARG);
+    ck_assert_int_eq(DECODE(&ok, 1, lens, table_neg, q, cache), ATTN_EARG);
+    ck_assert_int_eq(DECODE(&ok, -1, lens, table, q, cache), ATTN_EARG);
+    ck_assert_int_eq(DECODE(&ok, 1, NULL, table, q, cache), ATTN_EARG);
+    ck_assert_int_eq(DECODE(&ok, 1, lens, NULL, q, cache), ATTN_EARG);
+    ck_assert_int_eq(DECODE(&ok, 1, lens, table, q, NULL), ATTN_EARG);
+    ck_assert_int_eq(DECODE(&ok, 1, lens, table, NULL, cache), ATTN_EARG);
     sh = ok;
     sh.page_size = 300;
-    ck_assert_int_eq(attn_decode_cpu(&sh, 1, lens, table, 2, q, cache, cache, out, lse, 0, 1),
-                     ATTN_EPAGESIZE);
+    ck_assert_int_eq(DECODE(&sh, 1, lens, table, q, cache), ATTN_EPAGESIZE);
+#undef DECODE
 
     /* Store. */
     int32_t slots[2] = {0, 3};
-    ck_assert_int_eq(attn_store_kv_cpu(&ok, -1, slots, kv, kv, cache, cache), ATTN_EARG);
-    ck_assert_int_eq(attn_store_kv_cpu(&ok, 2, NULL, kv, kv, cache, cache), ATTN_EARG);
-    ck_assert_int_eq(attn_store_kv_cpu(&ok, 2, slots, kv, kv, NULL, cache), ATTN_EARG);
+    ck_assert_int_eq(attn_store_kv_cpu(&ok, -1, 4, slots, kv, kv, cache, cache), ATTN_EARG);
+    ck_assert_int_eq(attn_store_kv_cpu(&ok, 2, 4, NULL, kv, kv, cache, cache), ATTN_EARG);
+    ck_assert_int_eq(attn_store_kv_cpu(&ok, 2, 4, slots, kv, kv, NULL, cache), ATTN_EARG);
     sh = ok;
     sh.head_dim = 0;
-    ck_assert_int_eq(attn_store_kv_cpu(&sh, 2, slots, kv, kv, cache, cache), ATTN_EHEADDIM);
+    ck_assert_int_eq(attn_store_kv_cpu(&sh, 2, 4, slots, kv, kv, cache, cache), ATTN_EHEADDIM);
 
     for (int c = ATTN_ENOTSUP; c <= ATTN_OK; c++) ck_assert_ptr_nonnull(attn_strerror(c));
     ck_assert_str_ne(attn_strerror(ATTN_EHEADDIM), attn_strerror(ATTN_EARG));
 #undef PREFILL
+}
+END_TEST
+
+/* ---- page ids and slots outside the pool ---------------------------------- */
+
+/* A page id >= num_pages among the pages one sequence of a batch reads, or a
+ * slot past num_pages * P, is rejected before anything is read or written;
+ * the same value past the pages a sequence reads is never looked at. */
+START_TEST(test_pool_bounds)
+{
+    rng r = rng_for(13);
+    const int P = 16, Hq = 8, Hkv = 2, D = 64, B = 3;
+    const int pre[3] = {5, 2 * P + 7, 20}, suf[3] = {3, 4, 2};
+    problem p;
+    problem_make(&p, &r, shape_of(Hq, Hkv, D, P), B, pre, suf);
+    const int32_t NP = p.b.num_pages, MP = p.b.max_pages;
+    const int64_t n = p.T * Hq * D, row = (int64_t)Hkv * D, pool = (int64_t)NP * P * row;
+    float *out = falloc(n, NAN), *lse = falloc(p.T * Hq, NAN);
+    double *ref = malloc(sizeof(double) * (size_t)n);
+    ck_assert_int_eq(attn_prefill_cpu(&p.s, &p.b, p.q, p.k_new, p.v_new, p.k_cache, p.v_cache,
+                                      out, lse, 2), ATTN_OK);
+
+    /* Prefill: each page sequence 1 reads set to NP (one past the pool). */
+    for (int k = 0; k < (pre[1] + P - 1) / P; k++) {
+        int32_t *e = &p.page_table[1 * MP + k], keep = *e;
+        *e = NP;
+        for (int64_t i = 0; i < n; i++) out[i] = NAN;
+        ck_assert_int_eq(attn_prefill_cpu(&p.s, &p.b, p.q, p.k_new, p.v_new, p.k_cache,
+                                          p.v_cache, out, lse, 2), ATTN_EARG);
+        for (int64_t i = 0; i < n; i++)
+            ck_assert_msg(isnan(out[i]), "page %d: out[%lld] written", k, (long long)i);
+        ck_assert_int_eq(attn_prefill_ref(&p.s, &p.b, p.q, p.k_new, p.v_new, p.k_cache,
+                                          p.v_cache, ref, NULL), ATTN_EARG);
+        *e = INT32_MAX;
+        ck_assert_int_eq(attn_prefill_cpu(&p.s, &p.b, p.q, p.k_new, p.v_new, p.k_cache,
+                                          p.v_cache, out, lse, 2), ATTN_EARG);
+        *e = keep;
+    }
+    /* Past sequence 1's last page the entry is never read. */
+    ck_assert_int_lt((pre[1] + P - 1) / P, MP);
+    p.page_table[1 * MP + MP - 1] = NP;
+    ck_assert_int_eq(attn_prefill_cpu(&p.s, &p.b, p.q, p.k_new, p.v_new, p.k_cache, p.v_cache,
+                                      out, lse, 2), ATTN_OK);
+    /* The pool's size itself: too small for the ids, none, negative. */
+    attn_batch bad = p.b;
+    int32_t largest = 0;
+    for (int i = 0; i < B; i++)
+        for (int k = 0; k < (pre[i] + P - 1) / P; k++)
+            if (p.page_table[i * MP + k] > largest) largest = p.page_table[i * MP + k];
+    bad.num_pages = largest;
+    ck_assert_int_eq(attn_prefill_cpu(&p.s, &bad, p.q, p.k_new, p.v_new, p.k_cache, p.v_cache,
+                                      out, lse, 2), ATTN_EARG);
+    bad.num_pages = largest + 1;
+    ck_assert_int_eq(attn_prefill_cpu(&p.s, &bad, p.q, p.k_new, p.v_new, p.k_cache, p.v_cache,
+                                      out, lse, 2), ATTN_OK);
+    bad.num_pages = 0;
+    ck_assert_int_eq(attn_prefill_cpu(&p.s, &bad, p.q, p.k_new, p.v_new, p.k_cache, p.v_cache,
+                                      out, lse, 2), ATTN_EARG);
+    int32_t zeros[3] = {0, 0, 0};
+    bad.prefix_lens = zeros; /* no prefix: no page read, an empty pool is fine */
+    ck_assert_int_eq(attn_prefill_cpu(&p.s, &bad, p.q, p.k_new, p.v_new, NULL, NULL, out, lse,
+                                      2), ATTN_OK);
+    bad.num_pages = -1;
+    ck_assert_int_eq(attn_prefill_cpu(&p.s, &bad, p.q, p.k_new, p.v_new, NULL, NULL, out, lse,
+                                      2), ATTN_EARG);
+
+    /* Decode: the context of sequence 2 on a page id NP. */
+    int32_t lens[3] = {pre[0], pre[1], pre[2]};
+    float *od = falloc((int64_t)B * Hq * D, NAN);
+    ck_assert_int_eq(attn_decode_cpu(&p.s, B, lens, p.page_table, MP, NP, p.q, p.k_cache,
+                                     p.v_cache, od, NULL, 0, 2), ATTN_OK);
+    int32_t keep = p.page_table[2 * MP + 1];
+    p.page_table[2 * MP + 1] = NP;
+    for (int64_t i = 0; i < (int64_t)B * Hq * D; i++) od[i] = NAN;
+    ck_assert_int_eq(attn_decode_cpu(&p.s, B, lens, p.page_table, MP, NP, p.q, p.k_cache,
+                                     p.v_cache, od, NULL, 3, 2), ATTN_EARG);
+    for (int64_t i = 0; i < (int64_t)B * Hq * D; i++) ck_assert(isnan(od[i]));
+    p.page_table[2 * MP + 1] = keep;
+    ck_assert_int_eq(attn_decode_cpu(&p.s, B, lens, p.page_table, MP, -1, p.q, p.k_cache,
+                                     p.v_cache, od, NULL, 0, 2), ATTN_EARG);
+
+    /* Store: the last token's slot one past the pool, so a store that wrote
+     * while it checked would already have changed the cache. */
+    float *kc = malloc(sizeof(float) * (size_t)pool), *vc = malloc(sizeof(float) * (size_t)pool);
+    memcpy(kc, p.k_cache, sizeof(float) * (size_t)pool);
+    memcpy(vc, p.v_cache, sizeof(float) * (size_t)pool);
+    int32_t *slots = malloc(sizeof(int32_t) * (size_t)p.T);
+    for (int t = 0; t < p.T; t++) slots[t] = rng_int(&r, NP * P);
+    slots[1] = -1; /* skipped, not an error */
+    slots[p.T - 1] = NP * P;
+    ck_assert_int_eq(attn_store_kv_cpu(&p.s, (int32_t)p.T, NP, slots, p.k_new, p.v_new,
+                                       p.k_cache, p.v_cache), ATTN_EARG);
+    ck_assert(memcmp(kc, p.k_cache, sizeof(float) * (size_t)pool) == 0);
+    ck_assert(memcmp(vc, p.v_cache, sizeof(float) * (size_t)pool) == 0);
+    slots[p.T - 1] = INT32_MAX;
+    ck_assert_int_eq(attn_store_kv_cpu(&p.s, (int32_t)p.T, NP, slots, p.k_new, p.v_new,
+                                       p.k_cache, p.v_cache), ATTN_EARG);
+    ck_assert(memcmp(kc, p.k_cache, sizeof(float) * (size_t)pool) == 0);
+    ck_assert_int_eq(attn_store_kv_cpu(&p.s, (int32_t)p.T, -1, slots, p.k_new, p.v_new,
+                                       p.k_cache, p.v_cache), ATTN_EARG);
+    slots[p.T - 1] = NP * P - 1; /* the pool's last slot is in */
+    ck_assert_int_eq(attn_store_kv_cpu(&p.s, (int32_t)p.T, NP, slots, p.k_new, p.v_new,
+                                       p.k_cache, p.v_cache), ATTN_OK);
+    ck_assert(memcmp(p.k_cache + (int64_t)(NP * P - 1) * row, p.k_new + (p.T - 1) * row,
+                     sizeof(float) * (size_t)row) == 0);
+    free(kc);
+    free(vc);
+    free(slots);
+    free(od);
+    free(out);
+    free(lse);
+    free(ref);
+    problem_free(&p);
 }
 END_TEST
 
@@ -970,6 +1079,7 @@ static Suite *attention_suite(void)
     tcase_add_test(tc, test_store_kv_round_trip);
     tcase_add_test(tc, test_team_concurrent_and_fork);
     tcase_add_test(tc, test_bad_arguments);
+    tcase_add_test(tc, test_pool_bounds);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -222,7 +222,7 @@ static int run_prefill_case(attn_dtype dt, int D, int P, int G, uint64_t seed)
     CUDA_OK(cudaMalloc(&dlse, (size_t)T * HQ * 4));
     CUDA_OK(cudaMemset(dout, 0xff, (size_t)T * HQ * D * 2)); /* poison: NaN */
     CUDA_OK(cudaMemset(dlse, 0xff, (size_t)T * HQ * 4));
-    attn_batch b = {B, max_pages, dqs, dpl, dpt, max_suffix};
+    attn_batch b = {B, max_pages, dqs, dpl, dpt, max_suffix, NP};
     int rc = attn_prefill_cuda(&s, &b, dt, dq, dkn, dvn, dkc, dvc, dout, dlse, NULL);
     ck_assert_msg(rc == 0, "attn_prefill_cuda returned %d", rc);
     CUDA_OK(cudaDeviceSynchronize());
@@ -230,7 +230,8 @@ static int run_prefill_case(attn_dtype dt, int D, int P, int G, uint64_t seed)
     std::vector<float> lse = dev_download(dlse, (size_t)T * HQ);
 
     /* The CPU reference (double accumulation) on the same rounded inputs. */
-    attn_batch hb = {B, max_pages, q_starts.data(), plen32.data(), table.data(), max_suffix};
+    attn_batch hb = {B, max_pages, q_starts.data(), plen32.data(), table.data(), max_suffix,
+                     NP};
     std::vector<double> ref_o((size_t)T * HQ * D), ref_l((size_t)T * HQ);
     rc = attn_prefill_ref(&s, &hb, q.val.data(), kn.val.data(), vn.val.data(), kc.val.data(),
                           vc.val.data(), ref_o.data(), ref_l.data());
@@ -309,7 +310,7 @@ START_TEST(test_prefill_split_equals_whole)
     CUDA_OK(cudaMalloc(&dout_s, (size_t)S * HQ * D * 2));
     CUDA_OK(cudaMemset(dout_w, 0xff, (size_t)L * HQ * D * 2));
     CUDA_OK(cudaMemset(dout_s, 0xff, (size_t)S * HQ * D * 2));
-    attn_batch bw = {1, 1, dqs_w, dz, dt_w, L};
+    attn_batch bw = {1, 1, dqs_w, dz, dt_w, L, 1};
     ck_assert_int_eq(attn_prefill_cuda(&s, &bw, dt, dq, dk, dv, dk, dv, dout_w, NULL, NULL), 0);
     /* Split: the first PFX tokens are pages 0.. of a cache laid out in order
      * (token pos = slot pos), the last S the suffix. */
@@ -318,7 +319,8 @@ START_TEST(test_prefill_split_equals_whole)
         table[i] = (int32_t)i;
     int32_t *dqs_s = dev_upload(qs_split), *dpl = dev_upload(pl), *dtab = dev_upload(table);
     const size_t off_q = (size_t)PFX * HQ * D, off_kv = (size_t)PFX * HKV * D;
-    attn_batch bs = {1, (int32_t)table.size(), dqs_s, dpl, dtab, S};
+    /* The pool: the whole pages of k/v (L tokens). */
+    attn_batch bs = {1, (int32_t)table.size(), dqs_s, dpl, dtab, S, L / P};
     ck_assert_int_eq(attn_prefill_cuda(&s, &bs, dt, dq + off_q, dk + off_kv, dv + off_kv, dk, dv,
                                        dout_s, NULL, NULL),
                      0);
@@ -392,8 +394,8 @@ static int run_decode_case(attn_dtype dt, int D, int P, int G, int max_splits, b
         CUDA_OK(cudaMalloc(&ws, wb));
         CUDA_OK(cudaMemset(ws, 0xff, wb));
     }
-    int rc = attn_decode_cuda(&s, dt, B, dlen, dpt, max_pages, max_len, dq, dkc, dvc, dout, dlse,
-                              ws, max_splits, NULL);
+    int rc = attn_decode_cuda(&s, dt, B, dlen, dpt, max_pages, NP, max_len, dq, dkc, dvc, dout,
+                              dlse, ws, max_splits, NULL);
     ck_assert_msg(rc == 0, "attn_decode_cuda returned %d", rc);
     CUDA_OK(cudaDeviceSynchronize());
     std::vector<uint16_t> out = dev_download(dout, (size_t)B * HQ * D);
@@ -565,7 +567,7 @@ START_TEST(test_store_kv)
     uint16_t *dkn = dev_upload(kn.bits), *dvn = dev_upload(vn.bits);
     uint16_t *dkc = dev_upload(kc.bits), *dvc = dev_upload(vc.bits);
     int32_t *dsl = dev_upload(slots);
-    ck_assert_int_eq(attn_store_kv_cuda(&s, dt, T, dsl, dkn, dvn, dkc, dvc, NULL), 0);
+    ck_assert_int_eq(attn_store_kv_cuda(&s, dt, T, NP, dsl, dkn, dvn, dkc, dvc, NULL), 0);
     CUDA_OK(cudaDeviceSynchronize());
     std::vector<uint16_t> k2 = dev_download(dkc, nslot * row), v2 = dev_download(dvc, nslot * row);
     std::vector<int> from(nslot, -1);
@@ -586,6 +588,172 @@ START_TEST(test_store_kv)
 }
 END_TEST
 
+/* ---- page ids and slots outside the pool ---------------------------------- */
+
+/* Relative Frobenius error of 16-bit device output against a reference;
+ * *bad counts non-finite values. */
+template <typename R>
+static double rel_err_bits(const std::vector<uint16_t> &got, const R *ref, attn_dtype dt,
+                           int *bad)
+{
+    double num = 0, den = 0;
+    for (size_t i = 0; i < got.size(); i++) {
+        double g = from_bits(got[i], dt), e = (double)ref[i];
+        if (!isfinite(g) || !isfinite(e))
+            (*bad)++;
+        num += (g - e) * (g - e);
+        den += e * e;
+    }
+    return sqrt(num / (den > 0 ? den : 1));
+}
+
+/* The pool of NP pages sits between GUARD pages of NaN on each side. A page id
+ * outside [0, NP) must read as zeros (a guard page read would put NaN into the
+ * output), a slot past the pool must not be written (the guards keep their
+ * bits), and attn_cuda_check_error reports each once, then ATTN_OK. The host
+ * reference maps every bad id to an extra page of zeros, page NP. */
+START_TEST(test_pool_bounds)
+{
+    attn_dtype dt = DTS[_i / 2];
+    const int D = DIMS[_i % 2], P = 16, HQ = 8, HKV = 2, NP = 12, GUARD = 4;
+    rng r(g_seed + 7000 + _i);
+    attn_shape s = {HQ, HKV, D, P, (float)(1.0 / sqrt((double)D))};
+    const size_t row = (size_t)HKV * D, page = (size_t)P * row;
+    const size_t all = (size_t)(NP + 2 * GUARD) * page;
+    htensor kc, vc; /* host pool: NP pages, then the zero page */
+    kc.fill_random((size_t)(NP + 1) * page, r, dt);
+    vc.fill_random((size_t)(NP + 1) * page, r, dt);
+    for (size_t e = (size_t)NP * page; e < (size_t)(NP + 1) * page; e++) {
+        kc.bits[e] = vc.bits[e] = to_bits(0.f, dt);
+        kc.val[e] = vc.val[e] = 0.f;
+    }
+    std::vector<uint16_t> k_all(all, NAN_BITS), v_all(all, NAN_BITS);
+    memcpy(&k_all[GUARD * page], kc.bits.data(), NP * page * sizeof(uint16_t));
+    memcpy(&v_all[GUARD * page], vc.bits.data(), NP * page * sizeof(uint16_t));
+    uint16_t *dk_all = dev_upload(k_all), *dv_all = dev_upload(v_all);
+    uint16_t *dkc = dk_all + GUARD * page, *dvc = dv_all + GUARD * page;
+    /* Every earlier test used good ids only: nothing is recorded. */
+    ck_assert_int_eq(attn_cuda_check_error(NULL), ATTN_OK);
+    std::vector<int> perm(NP);
+    for (int i = 0; i < NP; i++)
+        perm[i] = i;
+    for (int i = NP - 1; i > 0; i--) {
+        int j = r.below(i + 1), t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+
+    /* Prefill: sequence 1's second page is one past the pool. */
+    {
+        const int B = 2, MP = 4;
+        std::vector<int32_t> qs = {0, 5, 25}, pre = {2 * P + 3, 3 * P + 1};
+        std::vector<int32_t> table = {perm[0], perm[1], perm[2], -1,
+                                      perm[3], NP,      perm[4], perm[5]};
+        const int T = qs[B];
+        htensor q, kn, vn;
+        q.fill_random((size_t)T * HQ * D, r, dt);
+        kn.fill_random((size_t)T * row, r, dt);
+        vn.fill_random((size_t)T * row, r, dt);
+        uint16_t *dq = dev_upload(q.bits), *dkn = dev_upload(kn.bits), *dvn = dev_upload(vn.bits);
+        int32_t *dqs = dev_upload(qs), *dpre = dev_upload(pre), *dpt = dev_upload(table);
+        uint16_t *dout;
+        CUDA_OK(cudaMalloc(&dout, (size_t)T * HQ * D * 2));
+        CUDA_OK(cudaMemset(dout, 0xff, (size_t)T * HQ * D * 2));
+        attn_batch b = {B, MP, dqs, dpre, dpt, 20, NP};
+        ck_assert_int_eq(attn_prefill_cuda(&s, &b, dt, dq, dkn, dvn, dkc, dvc, dout, NULL, NULL),
+                         ATTN_OK);
+        ck_assert_int_eq(attn_cuda_check_error(NULL), ATTN_EARG);
+        ck_assert_int_eq(attn_cuda_check_error(NULL), ATTN_OK); /* cleared */
+        attn_batch hb = {B, MP, qs.data(), pre.data(), table.data(), 20, NP + 1};
+        std::vector<double> ref((size_t)T * HQ * D);
+        ck_assert_int_eq(attn_prefill_ref(&s, &hb, q.val.data(), kn.val.data(), vn.val.data(),
+                                          kc.val.data(), vc.val.data(), ref.data(), NULL),
+                         ATTN_OK);
+        int bad = 0;
+        double e = rel_err_bits(dev_download(dout, (size_t)T * HQ * D), ref.data(), dt, &bad);
+        printf("pool_bounds prefill %s D=%d rel_err=%.3e nonfinite=%d\n", dt_name(dt), D, e, bad);
+        ck_assert_msg(bad == 0 && e <= dt_tol(dt), "prefill with a bad page id: err %.3e, %d "
+                      "non-finite (seed %llu)", e, bad, (unsigned long long)g_seed);
+        cudaFree(dq), cudaFree(dkn), cudaFree(dvn), cudaFree(dqs), cudaFree(dpre), cudaFree(dpt);
+        cudaFree(dout);
+    }
+
+    /* Decode: sequence 1 has a page -1, sequence 2 one at the far guard's end. */
+    {
+        const int B = 3, MP = 4;
+        std::vector<int32_t> lens = {40, 3 * P + 5, 7};
+        std::vector<int32_t> table = {perm[6], perm[7],  perm[8], -1,      /* seq 0 */
+                                      perm[9], perm[10], -1,      perm[11], /* seq 1 */
+                                      NP + GUARD - 1, -1, -1,     -1};      /* seq 2 */
+        std::vector<int32_t> host_table = table;
+        host_table[1 * MP + 2] = NP;
+        host_table[2 * MP + 0] = NP;
+        htensor q;
+        q.fill_random((size_t)B * HQ * D, r, dt);
+        uint16_t *dq = dev_upload(q.bits), *dout;
+        int32_t *dlen = dev_upload(lens), *dpt = dev_upload(table);
+        CUDA_OK(cudaMalloc(&dout, (size_t)B * HQ * D * 2));
+        CUDA_OK(cudaMemset(dout, 0xff, (size_t)B * HQ * D * 2));
+        ck_assert_int_eq(attn_decode_cuda(&s, dt, B, dlen, dpt, MP, NP, 3 * P + 5, dq, dkc, dvc,
+                                          dout, NULL, NULL, 3, NULL),
+                         ATTN_OK);
+        ck_assert_int_eq(attn_cuda_check_error(NULL), ATTN_EARG);
+        ck_assert_int_eq(attn_cuda_check_error(NULL), ATTN_OK);
+        std::vector<float> ref((size_t)B * HQ * D);
+        ck_assert_int_eq(attn_decode_cpu(&s, B, lens.data(), host_table.data(), MP, NP + 1,
+                                         q.val.data(), kc.val.data(), vc.val.data(), ref.data(),
+                                         NULL, 0, 1),
+                         ATTN_OK);
+        int bad = 0;
+        double e = rel_err_bits(dev_download(dout, (size_t)B * HQ * D), ref.data(), dt, &bad);
+        printf("pool_bounds decode %s D=%d rel_err=%.3e nonfinite=%d\n", dt_name(dt), D, e, bad);
+        ck_assert_msg(bad == 0 && e <= dt_tol(dt), "decode with bad page ids: err %.3e, %d "
+                      "non-finite (seed %llu)", e, bad, (unsigned long long)g_seed);
+        cudaFree(dq), cudaFree(dlen), cudaFree(dpt), cudaFree(dout);
+    }
+
+    /* Store: two slots past the pool (into the guard after it) are skipped. */
+    {
+        const int T = 10;
+        htensor kn, vn;
+        kn.fill_random((size_t)T * row, r, dt);
+        vn.fill_random((size_t)T * row, r, dt);
+        std::vector<int32_t> slots(T);
+        for (int t = 0; t < T; t++)
+            slots[t] = perm[t] * P + t % P; /* distinct pages, so distinct slots */
+        slots[3] = NP * P;
+        slots[6] = NP * P + P + 5;
+        slots[8] = -1;
+        uint16_t *dkn = dev_upload(kn.bits), *dvn = dev_upload(vn.bits);
+        int32_t *dsl = dev_upload(slots);
+        ck_assert_int_eq(attn_store_kv_cuda(&s, dt, T, NP, dsl, dkn, dvn, dkc, dvc, NULL),
+                         ATTN_OK);
+        ck_assert_int_eq(attn_cuda_check_error(NULL), ATTN_EARG);
+        ck_assert_int_eq(attn_cuda_check_error(NULL), ATTN_OK);
+        std::vector<uint16_t> k2 = dev_download(dk_all, all), v2 = dev_download(dv_all, all);
+        /* Expected: the guards as they were, the pool with the good tokens. */
+        for (int t = 0; t < T; t++)
+            if (slots[t] >= 0 && slots[t] < NP * P)
+                for (size_t e = 0; e < row; e++) {
+                    k_all[GUARD * page + slots[t] * row + e] = kn.bits[t * row + e];
+                    v_all[GUARD * page + slots[t] * row + e] = vn.bits[t * row + e];
+                }
+        size_t wrong = 0, guard_hit = 0;
+        for (size_t e = 0; e < all; e++) {
+            bool diff = k2[e] != k_all[e] || v2[e] != v_all[e];
+            wrong += diff;
+            guard_hit += diff && (e < GUARD * page || e >= (GUARD + NP) * page);
+        }
+        printf("pool_bounds store %s D=%d wrong=%zu in_guards=%zu\n", dt_name(dt), D, wrong,
+               guard_hit);
+        ck_assert_msg(wrong == 0, "store: %zu elements differ, %zu of them in the guards", wrong,
+                      guard_hit);
+        cudaFree(dkn), cudaFree(dvn), cudaFree(dsl);
+    }
+    cudaFree(dk_all), cudaFree(dv_all);
+}
+END_TEST
+
 /* ---- bad arguments --------------------------------------------------------- */
 
 START_TEST(test_bad_args)
@@ -594,7 +762,7 @@ START_TEST(test_bad_args)
      * non-NULL pointers are enough. */
     void *p = (void *)0x1000;
     const int32_t *ip = (const int32_t *)p;
-    attn_batch b = {1, 1, ip, ip, ip, 4};
+    attn_batch b = {1, 1, ip, ip, ip, 4, 1};
     attn_shape ok = {8, 2, 128, 16, 0.1f};
     attn_shape hd = ok, ps0 = ok, ps257 = ok, hh = ok, h0 = ok;
     hd.head_dim = 96;
@@ -611,8 +779,9 @@ START_TEST(test_bad_args)
                  {&h0, ATTN_EHEADS, "0 kv heads"}};
     for (auto &c : cases) {
         int r1 = attn_prefill_cuda(c.s, &b, ATTN_BF16, p, p, p, p, p, p, NULL, NULL);
-        int r2 = attn_decode_cuda(c.s, ATTN_BF16, 1, ip, ip, 1, 4, p, p, p, p, NULL, NULL, 0, NULL);
-        int r3 = attn_store_kv_cuda(c.s, ATTN_FP16, 1, ip, p, p, p, p, NULL);
+        int r2 =
+            attn_decode_cuda(c.s, ATTN_BF16, 1, ip, ip, 1, 1, 4, p, p, p, p, NULL, NULL, 0, NULL);
+        int r3 = attn_store_kv_cuda(c.s, ATTN_FP16, 1, 1, ip, p, p, p, p, NULL);
         printf("bad_args %s: prefill %d decode %d store %d (want %d)\n", c.name, r1, r2, r3,
                c.want);
         ck_assert_int_eq(r1, c.want);
@@ -630,14 +799,22 @@ START_TEST(test_bad_args)
                      ATTN_EARG);
     ck_assert_int_eq(attn_prefill_cuda(&ok, &b, (attn_dtype)7, p, p, p, p, p, p, NULL, NULL),
                      ATTN_EARG);
+    neg = b;
+    neg.num_pages = -1;
+    ck_assert_int_eq(attn_prefill_cuda(&ok, &neg, ATTN_BF16, p, p, p, p, p, p, NULL, NULL),
+                     ATTN_EARG);
     ck_assert_int_eq(
-        attn_decode_cuda(&ok, ATTN_BF16, 1, ip, ip, 1, 17, p, p, p, p, NULL, NULL, 0, NULL),
+        attn_decode_cuda(&ok, ATTN_BF16, 1, ip, ip, 1, 1, 17, p, p, p, p, NULL, NULL, 0, NULL),
         ATTN_EARG); /* 17 tokens do not fit 1 page of 16 */
     ck_assert_int_eq(
-        attn_decode_cuda(&ok, ATTN_BF16, -2, ip, ip, 1, 4, p, p, p, p, NULL, NULL, 0, NULL),
+        attn_decode_cuda(&ok, ATTN_BF16, -2, ip, ip, 1, 1, 4, p, p, p, p, NULL, NULL, 0, NULL),
         ATTN_EARG);
-    ck_assert_int_eq(attn_store_kv_cuda(&ok, ATTN_BF16, -1, ip, p, p, p, p, NULL), ATTN_EARG);
-    ck_assert_int_eq(attn_store_kv_cuda(&ok, ATTN_BF16, 3, NULL, p, p, p, p, NULL), ATTN_EARG);
+    ck_assert_int_eq(
+        attn_decode_cuda(&ok, ATTN_BF16, 1, ip, ip, 1, -1, 4, p, p, p, p, NULL, NULL, 0, NULL),
+        ATTN_EARG); /* a negative pool */
+    ck_assert_int_eq(attn_store_kv_cuda(&ok, ATTN_BF16, -1, 1, ip, p, p, p, p, NULL), ATTN_EARG);
+    ck_assert_int_eq(attn_store_kv_cuda(&ok, ATTN_BF16, 3, 1, NULL, p, p, p, p, NULL), ATTN_EARG);
+    ck_assert_int_eq(attn_store_kv_cuda(&ok, ATTN_BF16, 3, -1, ip, p, p, p, p, NULL), ATTN_EARG);
     ck_assert_int_eq(attn_merge_cuda(ATTN_BF16, 4, 96, p, (float *)p, p, (float *)p, p,
                                      (float *)p, NULL),
                      ATTN_EHEADDIM);
@@ -676,6 +853,7 @@ int main(void)
     tcase_add_loop_test(tc, test_decode_grid, 0, 4);
     tcase_add_loop_test(tc, test_merge, 0, 4);
     tcase_add_loop_test(tc, test_store_kv, 0, 4);
+    tcase_add_loop_test(tc, test_pool_bounds, 0, 4);
     tcase_add_test(tc, test_bad_args);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

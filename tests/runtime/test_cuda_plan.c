@@ -301,6 +301,82 @@ START_TEST(stride_buckets)
 }
 END_TEST
 
+START_TEST(step_shapes_and_padding)
+{
+    unsigned seed = 77123;
+    srand(seed);
+    const int32_t max_tokens = 8192, max_seqs = 256, max_stride = 2048, mixed_max = 256;
+    int graphs[3] = {0, 0, 0};
+    for (int it = 0; it < 4000; it++) {
+        const int level = rand() % 3, decode = rand() % 2;
+        int32_t B = 1 + rand() % 300, T = decode ? B : B + rand() % (rand() % 2 ? 64 : 600);
+        if (T > max_tokens) T = max_tokens;
+        if (B > T) B = T;
+        /* A random partition of T rows into B sequences of >= 1 row. */
+        int32_t qs[1024];
+        qs[0] = 0;
+        int32_t left = T - B, max_suffix = 0;
+        for (int32_t i = 0; i < B; i++) {
+            int32_t extra = i == B - 1 ? left : (left ? rand() % (left + 1) : 0);
+            left -= extra;
+            qs[i + 1] = qs[i] + 1 + extra;
+            if (1 + extra > max_suffix) max_suffix = 1 + extra;
+        }
+        const int32_t used = 1 + rand() % 2100;
+        cuda_step_shape sh;
+        cuda_plan_step_shape(level, decode, T, B, max_suffix, used, max_tokens, max_seqs,
+                             max_stride, mixed_max, &sh);
+        if (!sh.graph) {
+            /* Eager: the batch as it is. */
+            ck_assert(sh.tokens == T && sh.seqs == B && sh.stride == used);
+            ck_assert_msg(level == 0 || B > max_seqs || used > max_stride || (!decode && level < 2) ||
+                              (!decode && T > mixed_max) || (!decode && B + 1 > max_seqs),
+                          "seed %u it %d: level %d decode %d T %d B %d used %d refused", seed, it,
+                          level, decode, T, B, used);
+            continue;
+        }
+        graphs[level]++;
+        ck_assert_int_ge(level, decode ? 1 : 2);
+        ck_assert(sh.tokens >= T && sh.seqs >= B && sh.stride >= used);
+        ck_assert(sh.tokens <= max_tokens && sh.seqs <= max_seqs && sh.stride <= max_stride);
+        ck_assert_int_le(sh.seqs, sh.tokens);
+        if (decode) {
+            ck_assert_int_eq(sh.tokens, sh.seqs);
+            ck_assert_int_eq(sh.suffix_bound, 1);
+        } else {
+            ck_assert_int_ge(sh.tokens, 16);
+            ck_assert_int_eq(sh.tokens & (sh.tokens - 1), 0);
+            ck_assert_int_lt(sh.tokens, 2 * (T > 16 ? T : 16));
+            if (sh.tokens > T) ck_assert_int_gt(sh.seqs, B); /* someone owns the padding */
+            ck_assert(sh.suffix_bound >= max_suffix && sh.suffix_bound <= sh.tokens);
+        }
+        /* The padded q_starts: the batch's, then padding sequences to Tp. */
+        int32_t pq[1024];
+        cuda_plan_pad_q_starts(qs, B, T, sh.seqs, sh.tokens, pq);
+        /* (Plain loops, one assertion: Check's per-assertion cost adds up.) */
+        int same = 1, bad_pad = -1;
+        for (int32_t i = 0; i <= B; i++) same &= pq[i] == qs[i];
+        for (int32_t i = B; i < sh.seqs; i++)
+            if (pq[i] > pq[i + 1] || pq[i + 1] - pq[i] > sh.suffix_bound) bad_pad = i;
+        ck_assert_msg(same && pq[sh.seqs] == sh.tokens && bad_pad < 0,
+                      "seed %u it %d: padded q_starts wrong (padding sequence %d, bound %d)",
+                      seed, it, bad_pad, sh.suffix_bound);
+    }
+    ck_assert_int_eq(graphs[0], 0);
+    ck_assert_int_gt(graphs[1], 50); /* decode graphs at level 1 */
+    ck_assert_int_gt(graphs[2], 50);
+    /* Level 1 never captures a mixed step; level 2 stops at the mixed limit. */
+    cuda_step_shape sh;
+    cuda_plan_step_shape(1, 0, 40, 8, 10, 4, max_tokens, max_seqs, max_stride, mixed_max, &sh);
+    ck_assert_int_eq(sh.graph, 0);
+    cuda_plan_step_shape(2, 0, 257, 8, 200, 4, max_tokens, max_seqs, max_stride, mixed_max, &sh);
+    ck_assert_int_eq(sh.graph, 0);
+    cuda_plan_step_shape(2, 0, 40, 8, 10, 4, max_tokens, max_seqs, max_stride, mixed_max, &sh);
+    ck_assert(sh.graph && sh.tokens == 64 && sh.seqs == 16 && sh.stride == 4);
+    ck_assert_int_eq(sh.suffix_bound, 32); /* 24 padding rows in one sequence at most */
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cuda_plan");
@@ -313,6 +389,7 @@ int main(void)
     tcase_add_test(tc, step_layout_packs_every_input);
     tcase_add_test(tc, graph_buckets);
     tcase_add_test(tc, stride_buckets);
+    tcase_add_test(tc, step_shapes_and_padding);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -478,6 +478,143 @@ START_TEST(test_add_rejects_bad_requests)
 }
 END_TEST
 
+/* A backend with submit/collect around sim: submit copies the batch (as a GPU
+ * backend packs it into pinned memory) and the step runs only at collect, as
+ * a device would run it later. The engine's overlap path must give the same
+ * outputs as sync, stop tokens and preemption included. */
+typedef struct async_sim {
+    backend base;
+    backend *inner;
+    bool pending;
+    fwd_batch fb;
+    int32_t *buf;
+    sampling_params *sp;
+} async_sim;
+
+static int32_t *copy_into(int32_t **dst, const int32_t *src, size_t n)
+{
+    int32_t *d = *dst;
+    memcpy(d, src, n * sizeof(int32_t));
+    *dst += n;
+    return d;
+}
+
+static rkv_status as_submit(backend *bb, const fwd_batch *f)
+{
+    async_sim *a = (async_sim *)bb;
+    if (a->pending) return RKV_EINVAL;
+    size_t B = (size_t)f->num_seqs, T = (size_t)f->num_tokens;
+    free(a->buf);
+    free(a->sp);
+    a->buf = malloc(sizeof(int32_t) * (4 * T + 5 * B + 1 + B * (size_t)f->max_pages));
+    a->sp = malloc(sizeof(sampling_params) * (B + 1));
+    int32_t *p = a->buf;
+    a->fb = *f;
+    a->fb.token_ids = copy_into(&p, f->token_ids, T);
+    a->fb.positions = copy_into(&p, f->positions, T);
+    a->fb.slot_mapping = copy_into(&p, f->slot_mapping, T);
+    a->fb.q_starts = copy_into(&p, f->q_starts, B + 1);
+    a->fb.prefix_lens = copy_into(&p, f->prefix_lens, B);
+    a->fb.sample_rows = copy_into(&p, f->sample_rows, B);
+    a->fb.sample_steps = copy_into(&p, f->sample_steps, B);
+    a->fb.page_table = copy_into(&p, f->page_table, B * (size_t)f->max_pages);
+    memcpy(a->sp, f->sampling, sizeof(sampling_params) * B);
+    a->fb.sampling = a->sp;
+    a->pending = true;
+    return RKV_OK;
+}
+
+static rkv_status as_collect(backend *bb, int32_t *out_tokens, double *step_seconds)
+{
+    async_sim *a = (async_sim *)bb;
+    if (!a->pending) return RKV_EINVAL;
+    a->pending = false;
+    return a->inner->ops->forward(a->inner, &a->fb, out_tokens, NULL, step_seconds);
+}
+
+static rkv_status as_forward(backend *bb, const fwd_batch *f, int32_t *out, float *logits,
+                             double *step_seconds)
+{
+    async_sim *a = (async_sim *)bb;
+    if (a->pending) return RKV_EINVAL;
+    return a->inner->ops->forward(a->inner, f, out, logits, step_seconds);
+}
+
+static void as_destroy(backend *bb)
+{
+    async_sim *a = (async_sim *)bb;
+    backend_destroy(a->inner);
+    free(a->buf);
+    free(a->sp);
+    free(a);
+}
+
+static const backend_ops async_sim_ops = {
+    .name = "async-sim", .forward = as_forward, .submit = as_submit, .collect = as_collect,
+    .destroy = as_destroy,
+};
+
+static void run_async(const run_opts *ro, const workload *w, run_out *o)
+{
+    backend_config bc = {.page_size = ro->page_size, .num_pages = ro->num_pages};
+    async_sim *a = calloc(1, sizeof *a);
+    char err[512] = "";
+    ck_assert_int_eq(backend_create("sim", &bc, &a->inner, err, sizeof err), RKV_OK);
+    a->base = *a->inner;
+    a->base.ops = &async_sim_ops;
+    engine_config c;
+    engine_config_default(&c);
+    c.cache_cfg.kind = ro->kind;
+    c.policy = ro->policy;
+    c.schedule = ro->schedule;
+    c.max_num_batched_tokens = ro->budget;
+    c.max_running = ro->max_running;
+    c.offline = true;
+    engine *e;
+    ck_assert_msg(engine_create_with_backend(&c, &a->base, &e, err, sizeof err) == RKV_OK, "%s",
+                  err);
+    for (int64_t i = 0; i < w->n; i++) {
+        engine_request er = {.tokens = w->reqs[i].tokens, .n_tokens = w->reqs[i].n_tokens,
+                             .max_tokens = w->reqs[i].max_tokens, .stop_token = ro->stop_token,
+                             .sampling = {.top_p = 1}};
+        int64_t id;
+        ck_assert_int_eq(engine_add(e, &er, &id, err, sizeof err), RKV_OK);
+    }
+    ck_assert_msg(engine_run(e, err, sizeof err) == RKV_OK, "%s", err);
+    collect(e, w->n, o);
+    engine_destroy(e);
+}
+
+START_TEST(test_submit_collect_overlap)
+{
+    workload w;
+    gen(&w, "few-shot", 12, 8, 12, 12, 41);
+    run_opts ro = defaults("sim");
+    ro.kind = "radix";
+    run_out ref, o;
+    ro.budget = 9;
+    run_workload(&ro, &w, &ref);
+    ro.stop_token = ref.ids[1][3];
+    out_free(&ref);
+    run_workload(&ro, &w, &ref); /* sync, with a stop token */
+    const char *kinds[] = {"radix", "hash", "none"};
+    for (int k = 0; k < 3; k++) {
+        ro.kind = kinds[k];
+        ro.schedule = "overlap";
+        ro.num_pages = 2048;
+        run_async(&ro, &w, &o);
+        assert_same(&ref, &o, "submit/collect overlap", 0);
+        out_free(&o);
+        ro.num_pages = 30;
+        run_async(&ro, &w, &o);
+        assert_same(&ref, &o, "submit/collect overlap, small pool", 0);
+        out_free(&o);
+    }
+    out_free(&ref);
+    workload_free(&w);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("engine");
@@ -489,6 +626,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_budget_and_too_large);
     tcase_add_test(tc, test_stop_token_overlap_equals_sync);
     tcase_add_test(tc, test_sim_caching_invisible);
+    tcase_add_test(tc, test_submit_collect_overlap);
     suite_add_tcase(s, tc);
     TCase *cpu = tcase_create("cpu");
     tcase_set_timeout(cpu, 240);

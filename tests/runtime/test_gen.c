@@ -316,6 +316,11 @@ START_TEST(test_commands)
     ck_assert_int_eq(run_cmd(cmd_run, (const char *[]){"run", "--trace", trace, "--page-size", "0", NULL}), 2);
     ck_assert_int_eq(run_cmd(cmd_run, (const char *[]){"run", "--trace", trace, "--policy", "lifo", NULL}), 2);
     ck_assert_int_eq(run_cmd(cmd_run, (const char *[]){"run", "--trace", trace, "--cache", "lru", NULL}), 2);
+    ck_assert_int_eq(run_cmd(cmd_run, (const char *[]){"run", "--trace", trace, "--model", "gpt-5", NULL}), 2);
+    ck_assert_int_eq(run_cmd(cmd_run, (const char *[]){"run", "--trace", trace, "--gpu", "v100", NULL}), 2);
+    ck_assert_int_eq(run_cmd(cmd_run, (const char *[]){"run", "--trace", trace, "--gpu", "h100,eff=2", NULL}), 2);
+    ck_assert_int_eq(run_cmd(cmd_run, (const char *[]){"run", "--trace", trace, "--max-running", "-1", NULL}), 2);
+    ck_assert_int_eq(run_cmd(cmd_run, (const char *[]){"run", "--trace", trace, "--offline=yes", NULL}), 2);
     ck_assert_int_eq(run_cmd(cmd_run, (const char *[]){"run", "--trace", tmp_path("missing"), "--backend", "sim",
                              "--no-progress", NULL}), 1);
     ck_assert_int_eq(run_cmd(cmd_run, (const char *[]){"run", "--trace", trace, "--backend", "sim",

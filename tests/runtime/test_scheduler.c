@@ -28,7 +28,8 @@ static void fx_init(fixture *f, const char *kind, int32_t pages, int32_t P, sche
     ck_assert_int_eq(cache_create(&cc, &f->pool, &f->c, err, sizeof err), RKV_OK);
     scheduler_config sc = {.policy = pol, .max_num_batched_tokens = budget,
                            .max_running = max_running, .lpm_queue_limit = queue_limit,
-                           .seed = seed, .insert_unfinished = strcmp(kind, "none") != 0};
+                           .seed = seed, .insert_unfinished = strcmp(kind, "none") != 0,
+                           .dedup_tokens = strcmp(kind, "none") ? 8 : 0};
     ck_assert_int_eq(scheduler_init(&f->s, &sc, f->c, &f->pool), RKV_OK);
 }
 
@@ -139,45 +140,6 @@ START_TEST(test_policy_lpm_admits_longest_first)
     ck_assert_int_eq(scheduler_check(&f.s, err, sizeof err), RKV_OK);
     sched_plan_free(&plan);
     fx_free(&f);
-}
-END_TEST
-
-/* lpm computes a prefix shared by two waiting requests once: the second waits
- * a step (it shares 40 uncached tokens with one admitted in the same step) and
- * then matches them; fcfs admits both at once and computes them twice. */
-START_TEST(test_policy_lpm_in_batch_prefix)
-{
-    for (int pol = 0; pol < 2; pol++) {
-        fixture f;
-        fx_init(&f, "radix", 64, 4, pol ? SCHED_LPM : SCHED_FCFS, 256, 8, 128, 1);
-        int32_t t[48];
-        seq(t, 40, 1);
-        seq(t + 40, 4, 100);
-        fx_req(&f, t, 44, 4); /* A */
-        seq(t + 40, 4, 200);
-        fx_req(&f, t, 44, 4); /* B: A's first 40 tokens, then its own */
-        seq(t, 8, 500);
-        fx_req(&f, t, 8, 4);  /* C: unrelated */
-        sched_plan plan = {0};
-        char err[256];
-        int32_t tok[8] = {7, 7, 7, 7, 7, 7, 7, 7};
-        ck_assert_int_eq(scheduler_schedule(&f.s, &plan, true, err, sizeof err), RKV_OK);
-        ck_assert_int_eq(plan.num_admitted, pol ? 2 : 3);
-        for (int32_t i = 0; i < plan.n; i++)
-            ck_assert(!pol || plan.e[i].r != f.reqs[1]);
-        ck_assert_int_eq(scheduler_commit(&f.s, &plan, tok, err, sizeof err), RKV_OK);
-        ck_assert_int_eq(scheduler_check(&f.s, err, sizeof err), RKV_OK);
-        if (pol) {
-            ck_assert_int_eq(scheduler_schedule(&f.s, &plan, true, err, sizeof err), RKV_OK);
-            ck_assert_int_eq(plan.num_admitted, 1);
-            ck_assert_int_eq(f.reqs[1]->cached_tokens, 40);
-            ck_assert_int_eq(scheduler_commit(&f.s, &plan, tok, err, sizeof err), RKV_OK);
-        } else {
-            ck_assert_int_eq(f.reqs[1]->cached_tokens, 0);
-        }
-        sched_plan_free(&plan);
-        fx_free(&f);
-    }
 }
 END_TEST
 
@@ -353,6 +315,38 @@ START_TEST(test_chunked_prefill_and_decode_mix)
 }
 END_TEST
 
+START_TEST(test_in_batch_dedup)
+{
+    fixture f;
+    fx_init(&f, "radix", 64, 4, SCHED_FCFS, 256, 8, 128, 1);
+    f.s.cfg.dedup_tokens = 8;
+    int32_t t[40];
+    seq(t, 40, 500);
+    fx_req(&f, t, 40, 3);
+    fx_req(&f, t, 40, 3);       /* the same prompt: waits a step */
+    seq(t, 40, 900);
+    fx_req(&f, t, 40, 3);       /* unrelated: admitted at once */
+    sched_plan plan = {0};
+    char err[256];
+    int32_t tok[8] = {1, 2, 3};
+    ck_assert_int_eq(scheduler_schedule(&f.s, &plan, true, err, sizeof err), RKV_OK);
+    ck_assert_int_eq(plan.n, 2);
+    ck_assert_ptr_eq(plan.e[0].r, f.reqs[0]);
+    ck_assert_ptr_eq(plan.e[1].r, f.reqs[2]);
+    ck_assert_int_eq(f.s.num_waiting, 1);
+    ck_assert(!f.reqs[1]->locked);
+    ck_assert_int_eq(scheduler_commit(&f.s, &plan, tok, err, sizeof err), RKV_OK);
+    ck_assert_int_eq(scheduler_schedule(&f.s, &plan, true, err, sizeof err), RKV_OK);
+    ck_assert_int_eq(plan.n, 3);
+    ck_assert_ptr_eq(plan.e[2].r, f.reqs[1]);
+    ck_assert_int_eq(f.reqs[1]->cached_tokens, 36);
+    ck_assert_int_eq(plan.e[2].rows, 4);
+    ck_assert_int_eq(scheduler_check(&f.s, err, sizeof err), RKV_OK);
+    sched_plan_free(&plan);
+    fx_free(&f);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("scheduler");
@@ -360,10 +354,10 @@ static Suite *suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_policy_fcfs_and_lpm);
     tcase_add_test(tc, test_policy_lpm_admits_longest_first);
-    tcase_add_test(tc, test_policy_lpm_in_batch_prefix);
     tcase_add_test(tc, test_policy_dfs_weight);
     tcase_add_test(tc, test_policy_random_seeded);
     tcase_add_test(tc, test_chunked_prefill_and_decode_mix);
+    tcase_add_test(tc, test_in_batch_dedup);
     tcase_add_test(tc, test_random_small_pool);
     suite_add_tcase(s, tc);
     return s;
