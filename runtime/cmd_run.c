@@ -142,8 +142,8 @@ static int parse_run(int argc, char **argv, run_opts *o)
         static const char *const value_opts[] = {
             "--trace", "--out", "--backend", "--model", "--weights", "--cache", "--evict-policy",
             "--hash", "--policy", "--schedule", "--page-size", "--max-batched-tokens",
-            "--max-running", "--num-pages", "--kv-tokens", "--max-tokens", "--gpu", "--threads",
-            "--seed", NULL};
+            "--max-running", "--lpm-queue-limit", "--num-pages", "--kv-tokens", "--max-tokens",
+            "--gpu", "--threads", "--seed", NULL};
         int known = 0;
         while (value_opts[known] && strcmp(value_opts[known], name)) known++;
         if (!value_opts[known]) {
