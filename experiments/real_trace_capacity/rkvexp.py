@@ -1,4 +1,4 @@
-"""Helpers shared by the real_trace_capacity, eviction_policy, page_size and
+"""Code shared by the real_trace_capacity, eviction_policy, page_size and
 sglang_ablations experiments: finding the binary and the Mooncake traces,
 provenance of result rows, a progress bar, a tiny Mooncake-format trace.
 
