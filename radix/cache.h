@@ -108,6 +108,7 @@ struct cache {
     page_pool *pool;
     int32_t page_size;
     cache_stats stats;
+    int64_t pinned_tokens; /* locked for the cache's life (cache_pin.h); kinds leave it alone */
 };
 
 /* Create a cache of the named kind over pool (the pool outlives the cache).
@@ -133,7 +134,12 @@ static inline rkv_status cache_unlock(cache *c, const cache_match *m) { return c
 /* Evict unlocked entries until at least n_tokens are freed or nothing is left;
  * returns the tokens freed (pages go back to the pool). */
 static inline int64_t cache_evict(cache *c, int64_t n_tokens) { return c->ops->evict(c, n_tokens); }
-static inline void cache_get_sizes(const cache *c, cache_sizes *out) { c->ops->sizes(c, out); }
+/* pinned_tokens comes from the common header (cache_pin.h), not the kind. */
+static inline void cache_get_sizes(const cache *c, cache_sizes *out)
+{
+    c->ops->sizes(c, out);
+    out->pinned_tokens = c->pinned_tokens;
+}
 static inline void cache_dump(const cache *c, FILE *f, cache_dump_format fmt) { c->ops->dump(c, f, fmt); }
 /* Kind's own consistency + the pool invariant (cached pages = evictable +
  * protected). */

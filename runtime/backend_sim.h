@@ -1,20 +1,22 @@
-/* backend_sim.h - the `sim` backend: no model, a roofline clock.
+/* backend_sim.h - the `sim` backend: no model, a clock calibrated on a GPU.
  *
- * Each step is charged what a roofline model of a GPU says for the preset's
- * shapes (see SIM_COST_MODEL.md next to this file):
+ * Each step is charged what a per-kernel model of a GPU says for the preset's
+ * shapes, calibrated against the cuda backend on an H100 (SIM_COST_MODEL.md
+ * next to this file has the equations, each parameter's source and the
+ * errors). For a step of T rows over B sequences (sequence i: p_i cached, s_i
+ * new rows):
  *
- *   gemm_flops = 2 * linear_params * T  +  2 * C * V * S      (T rows, S sampled)
- *   attn_flops = 4 * Hq * D * L * sum_i (s_i * p_i + s_i * (s_i + 1) / 2)
- *   bytes      = 2 * params (bf16 weights, read once per step)
- *              + kv_bytes_per_token * (sum_i (p_i + s_i)  read  +  T  written)
- *   step       = max(flops / (peak * eff_compute), bytes / (bw * eff_memory)) + overhead
+ *   gemm(M,N,K) = max(2MNK / (peak eff_gemm), gemm_latency + 2NK / (bw eff_weight))
+ *   t_gemm = L (gemm(T,qkv,C) + gemm(T,C,qd) + gemm(T,2F,C) + gemm(T,C,F)) + gemm(B,V,C)
+ *   t_attn = L max(kv_layer sum(p_i+s_i) / (bw eff_kv),
+ *                  4 qd sum(s_i p_i + s_i(s_i+1)/2) / (peak eff_attn min(1, Hq tiles / SMs)))
+ *            (the second term only for steps with a suffix longer than one row)
+ *   t_act  = L T act_bytes_per_row / (bw eff_act)
+ *   step   = t_gemm + t_attn + t_act + kernels (kernel + launch if not a graph) + overhead
  *
- * Profiles (bf16 dense peak, HBM bandwidth, memory):
- *   h100  790 TFLOP/s (measured), 3.0 TB/s (measured), 80 GB
- *   h200  790 TFLOP/s, 4.3 TB/s, 141 GB
- *   a100  312 TFLOP/s, 2.0 TB/s (datasheet), 80 GB
- *   a10g  125 TFLOP/s, 0.6 TB/s (datasheet), 24 GB
- * The profile string may carry overrides: "h100,eff=0.8,mem_eff=0.85,overhead_ms=1.5".
+ * The profile string may carry overrides, e.g. "h100,eff=0.9,kernel_us=4,graphs=0"
+ * (keys: eff, mem_eff, attn_eff, kv_eff, act_eff, gemm_us, kernel_us, launch_us,
+ * overhead_ms, graphs).
  *
  * Outputs: the backend keeps, per KV slot, a hash chained over the tokens up
  * to it (what a real model's K/V depend on). A sampled token is a mix of the
@@ -32,16 +34,24 @@
 
 typedef struct sim_profile {
     char name[16];
-    double peak_flops;   /* FLOP/s, bf16 dense */
-    double bandwidth;    /* bytes/s */
+    double peak_flops;     /* FLOP/s, bf16 dense GEMM ceiling */
+    double bandwidth;      /* bytes/s, device copy ceiling */
     double memory_bytes;
-    double eff_compute;  /* fraction of peak reached */
-    double eff_memory;
-    double overhead_s;   /* fixed per step; < 0: from the layer count */
+    int sms;               /* streaming multiprocessors */
+    double eff_gemm;       /* fraction of peak reached by large GEMMs */
+    double eff_weight;     /* fraction of bandwidth streaming weights in skinny GEMMs */
+    double eff_attn;       /* fraction of peak reached by the prefill attention kernel */
+    double eff_kv;         /* fraction of bandwidth reading K/V in attention */
+    double eff_act;        /* fraction of bandwidth in the small elementwise kernels */
+    double gemm_latency_s; /* fixed time of one GEMM (launch, fill, tail) */
+    double kernel_s;       /* floor of one small kernel, also inside a graph */
+    double launch_s;       /* extra per kernel when a step is launched without a graph */
+    double overhead_s;     /* fixed per step */
+    int graphs;            /* 0: no graphs; 1: decode-only steps; 2: also mixed steps <= 256 rows */
 } sim_profile;
 
 /* Parse "h100" | "h200" | "a100" | "a10g" with optional ",key=value"
- * overrides (eff, mem_eff, overhead_ms). NULL: h100. */
+ * overrides (see above). NULL: h100. */
 rkv_status sim_profile_parse(const char *spec, sim_profile *out, char *err, size_t errlen);
 
 /* Modelled seconds of one step (exposed for tests and bench). */

@@ -12,8 +12,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "backend_sim.h"
+#include "cache_tier.h"
 #include "progress.h"
 #include "radix_tree.h"
+#include "tier_opts.h"
 
 extern char **environ;
 
@@ -25,6 +28,7 @@ typedef struct sim_req {
     int32_t pages_cap;
     int32_t matched;
     int32_t need;       /* pages to allocate: ceil((n - matched) / P) */
+    int32_t tier_hits;  /* tokens of the match loaded from a spill tier */
     bool locked;
     bool served;        /* matched, allocated and inserted */
     const char *error;  /* static message, NULL when served */
@@ -410,6 +414,17 @@ static rkv_status check_step(sim *s, int64_t step, char *err, size_t errlen)
     return RKV_OK;
 }
 
+/* The sim backend's roofline for one request's prefill: pre cached tokens,
+ * s new ones, the last sampled. */
+static double prefill_seconds(const sim *s, int32_t pre, int32_t n)
+{
+    if (n < 1) n = 1;
+    int32_t q_starts[2] = {0, n}, prefix = pre, sample = n - 1;
+    fwd_batch b = {.num_seqs = 1, .num_tokens = n, .q_starts = q_starts, .prefix_lens = &prefix,
+                   .sample_rows = &sample};
+    return sim_step_seconds(s->opt->model, s->opt->gpu, &b);
+}
+
 static rkv_status run_step(sim *s, char *err, size_t errlen)
 {
     cache *c = s->c;
@@ -438,6 +453,8 @@ static rkv_status run_step(sim *s, char *err, size_t errlen)
             continue;
         }
         if ((st = req_reserve_pages(r, total)) != RKV_OK) return st;
+        const tier_stats *ts = cache_tier_get_stats(c);
+        uint64_t th0 = ts ? ts->host_hit_tokens + ts->disk_hit_tokens : 0;
         if ((st = cache_match_prefix(c, r->q.tokens, n - 1, ns, &r->m)) != RKV_OK) {
             rkv_set_err(err, errlen, "step %" PRId64 ": match failed: %s", step, rkv_status_str(st));
             return st;
@@ -448,6 +465,7 @@ static rkv_status run_step(sim *s, char *err, size_t errlen)
         }
         r->locked = true;
         r->matched = r->m.len;
+        r->tier_hits = ts ? (int32_t)(ts->host_hit_tokens + ts->disk_hit_tokens - th0) : 0;
         r->need = total - r->m.num_pages;
         need += r->need;
     }
@@ -534,6 +552,14 @@ static rkv_status run_step(sim *s, char *err, size_t errlen)
         s->sum->prompt_tokens += r->q.n_tokens;
         s->sum->matched_tokens += r->matched;
         s->sum->new_tokens += r->q.n_tokens - r->matched;
+        if (s->opt->model && s->opt->gpu) {
+            int32_t nw = r->q.n_tokens - r->matched;
+            double with = prefill_seconds(s, r->matched, nw);
+            s->sum->prefill_seconds += with;
+            if (r->tier_hits)
+                s->sum->recompute_seconds +=
+                    prefill_seconds(s, r->matched - r->tier_hits, r->tier_hits + nw) - with;
+        }
     }
     if (shortfall > 0 && !s->opt->summary_only) {
         fprintf(s->out, "{\"type\":\"step\",\"step\":%" PRId64, step);
@@ -603,7 +629,7 @@ rkv_status cache_sim_run(cache *c, const cache_sim_options *opt, trace_reader *t
     s.opt = opt;
     s.out = out;
     s.sum = sum;
-    s.rt = cache_radix_tree(c);
+    s.rt = cache_radix_tree(cache_tier_inner(c)); /* under a spill tier too */
     if (s.rt) radix_tree_set_evict_cb(s.rt, on_evict, &s);
     rkv_status st = RKV_OK;
     if (!s.rt && !opt->summary_only) {
@@ -670,12 +696,30 @@ void cache_sim_print_summary(FILE *out, const cache_sim_options *opt, const cach
             opt->capacity, c->page_size, c->pool->num_pages, sum->requests, sum->errors, sum->steps,
             sum->prompt_tokens, sum->matched_tokens, sum->new_tokens, hit, sum->evicted_tokens,
             sum->evicted_nodes, sum->evict_calls, c->stats.hash_computations, sum->seconds);
-    /* The cache at the end of the replay: its size and how many operations
-     * built it (page-size and overhead studies divide the time by these). */
+    billing_prices def;
+    billing_prices_default(&def);
+    const billing_prices *pr = opt->prices ? opt->prices : &def;
+    billing b;
+    billing_compute(pr, sum->prompt_tokens, sum->matched_tokens, &b);
+    billing_print_json(out, pr, &b);
     cache_sizes sz;
     cache_get_sizes(c, &sz);
+    fprintf(out, ",\"pinned_tokens\":%" PRId64, sz.pinned_tokens);
+    /* The cache at the end of the replay: its size and how many operations
+     * built it (page-size and overhead studies divide the time by these). */
     fprintf(out, ",\"nodes\":%" PRId64 ",\"cached_tokens\":%" PRId64 ",\"splits\":%" PRIu64
-            ",\"match_calls\":%" PRIu64 ",\"insert_calls\":%" PRIu64 "}",
+            ",\"match_calls\":%" PRIu64 ",\"insert_calls\":%" PRIu64,
             sz.num_nodes, sz.evictable_tokens + sz.protected_tokens, c->stats.splits,
             c->stats.match_calls, c->stats.insert_calls);
+    const tier_stats *ts = cache_tier_get_stats(c);
+    if (ts && opt->tier)
+        tier_print_json(out, opt->tier, ts, sum->prompt_tokens, sum->matched_tokens);
+    if (opt->model && opt->gpu) {
+        fprintf(out, ",\"model\":\"%s\",\"gpu\":\"%s\",\"prefill_seconds\":%.6f", opt->model->name,
+                opt->gpu->name, sum->prefill_seconds);
+        if (ts)
+            fprintf(out, ",\"recompute_seconds_tier_hits\":%.6f,\"tier_seconds_saved\":%.6f",
+                    sum->recompute_seconds, sum->recompute_seconds - ts->load_seconds);
+    }
+    fputc('}', out);
 }

@@ -12,6 +12,9 @@
  *   5. unlock every match
  *
  * A request needing more pages than the pool holds is reported and skipped.
+ * Under a spill tier (cache_tier.h) a match in step 1 may itself allocate
+ * pages and evict to load kept pages back; the step's one eviction of step 2
+ * then covers only what is still short.
  *
  * Output, JSON Lines on `out`:
  *   {"type":"request","id":..,"step":..,"matched":..,"new":..}   (or "error":"...")
@@ -31,6 +34,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "billing.h"
 #include "cache.h"
 #include "trace.h"
 
@@ -44,6 +48,13 @@ typedef struct cache_sim_options {
     bool progress;          /* progress bar on stderr (long runs only) */
     bool summary_only;      /* no request/step lines (capacity sweeps) */
     uint64_t ns;            /* namespace of every request */
+    const billing_prices *prices; /* summary's input-token bill; NULL: the defaults */
+    /* Time model (optional): each served request's prefill, alone, as the sim
+     * backend's roofline prices it; with a spill tier (cache_tier.h) also what
+     * recomputing its tier hits would have cost. NULL: no times. */
+    const struct model_config *model;
+    const struct sim_profile *gpu;
+    const struct tier_opts *tier;   /* for the summary's tier fields; NULL: none */
 } cache_sim_options;
 
 typedef struct cache_sim_summary {
@@ -57,6 +68,12 @@ typedef struct cache_sim_summary {
     int64_t evicted_nodes;  /* nodes (tree kinds) or blocks */
     int64_t evict_calls;
     double seconds;
+    /* With a time model: sum over served requests of the prefill with its match
+     * (pre = matched, s = new), and of recomputing its tier hits instead:
+     * prefill(pre = matched - tier hits, s = tier hits + new) - prefill(pre =
+     * matched, s = new). */
+    double prefill_seconds;
+    double recompute_seconds;
 } cache_sim_summary;
 
 /* Replays the whole trace. Returns RKV_OK when the trace was read to its end
@@ -66,7 +83,10 @@ typedef struct cache_sim_summary {
 rkv_status cache_sim_run(cache *c, const cache_sim_options *opt, trace_reader *tr, FILE *out,
                          cache_sim_summary *sum, char *err, size_t errlen);
 
-/* The summary as one JSON line (without a trailing newline). */
+/* The summary as one JSON line (without a trailing newline). It bills the
+ * served requests' prompt tokens (billing.h): matched tokens at the cached
+ * price, the rest at the uncached one. "pinned_tokens" are the tokens pinned
+ * for the whole replay (cache_pin.h; they count among the pool's pages). */
 void cache_sim_print_summary(FILE *out, const cache_sim_options *opt, const cache *c,
                              const cache_sim_summary *sum);
 

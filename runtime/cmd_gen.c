@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "commands.h"
 #include "model_config.h"
 #include "workloads.h"
@@ -39,34 +40,6 @@ static void usage_gen(FILE *f)
         "  --seed N          (1)         --vocab V (from --model, default 4096)\n"
         "  --model PRESET    take the vocabulary size from a model preset or config.json\n"
         "  --out FILE        instead of stdout\n");
-}
-
-static int gen_int(const char *opt, const char *v, int64_t lo, int64_t hi, int64_t *out)
-{
-    char *end;
-    errno = 0;
-    long long x = v ? strtoll(v, &end, 10) : 0;
-    if (!v || errno || end == v || *end || x < lo || x > hi) {
-        fprintf(stderr, "radixkv gen: %s: expected an integer in [%" PRId64 ", %" PRId64 "], got '%s'\n",
-                opt, lo, hi, v ? v : "");
-        return 2;
-    }
-    *out = x;
-    return 0;
-}
-
-static int gen_double(const char *opt, const char *v, double lo, double hi, double *out)
-{
-    char *end;
-    errno = 0;
-    double x = v ? strtod(v, &end) : 0;
-    if (!v || errno || end == v || *end || !(x >= lo && x <= hi)) {
-        fprintf(stderr, "radixkv gen: %s: expected a number in [%g, %g], got '%s'\n", opt, lo, hi,
-                v ? v : "");
-        return 2;
-    }
-    *out = x;
-    return 0;
 }
 
 int cmd_gen(int argc, char **argv)
@@ -117,23 +90,23 @@ int cmd_gen(int argc, char **argv)
         const int64_t BIG = 1 << 24;
         if (!strcmp(name, "--out")) out_path = v;
         else if (!strcmp(name, "--model")) model = v;
-        else if (!strcmp(name, "--num")) { rc = gen_int(name, v, 1, BIG, &x); c.num = (int32_t)x; }
-        else if (!strcmp(name, "--prompt-len")) { rc = gen_int(name, v, 1, BIG, &x); c.prompt_len = (int32_t)x; }
-        else if (!strcmp(name, "--output-len")) { rc = gen_int(name, v, 1, BIG, &x); c.output_len = (int32_t)x; }
-        else if (!strcmp(name, "--turns")) { rc = gen_int(name, v, 1, BIG, &x); c.turns = (int32_t)x; }
-        else if (!strcmp(name, "--shared-len")) { rc = gen_int(name, v, 1, BIG, &x); c.shared_len = (int32_t)x; }
-        else if (!strcmp(name, "--branching")) { rc = gen_int(name, v, 1, BIG, &x); c.branching = (int32_t)x; }
-        else if (!strcmp(name, "--depth")) { rc = gen_int(name, v, 0, 32, &x); c.depth = (int32_t)x; }
-        else if (!strcmp(name, "--examples")) { rc = gen_int(name, v, 1, BIG, &x); c.examples = (int32_t)x; }
-        else if (!strcmp(name, "--shots")) { rc = gen_int(name, v, 0, BIG, &x); c.shots = (int32_t)x; }
-        else if (!strcmp(name, "--seed")) { rc = gen_int(name, v, 0, INT64_MAX, &x); c.seed = (uint64_t)x; }
+        else if (!strcmp(name, "--num")) { rc = cli_int("gen", name, v, 1, BIG, &x); c.num = (int32_t)x; }
+        else if (!strcmp(name, "--prompt-len")) { rc = cli_int("gen", name, v, 1, BIG, &x); c.prompt_len = (int32_t)x; }
+        else if (!strcmp(name, "--output-len")) { rc = cli_int("gen", name, v, 1, BIG, &x); c.output_len = (int32_t)x; }
+        else if (!strcmp(name, "--turns")) { rc = cli_int("gen", name, v, 1, BIG, &x); c.turns = (int32_t)x; }
+        else if (!strcmp(name, "--shared-len")) { rc = cli_int("gen", name, v, 1, BIG, &x); c.shared_len = (int32_t)x; }
+        else if (!strcmp(name, "--branching")) { rc = cli_int("gen", name, v, 1, BIG, &x); c.branching = (int32_t)x; }
+        else if (!strcmp(name, "--depth")) { rc = cli_int("gen", name, v, 0, 32, &x); c.depth = (int32_t)x; }
+        else if (!strcmp(name, "--examples")) { rc = cli_int("gen", name, v, 1, BIG, &x); c.examples = (int32_t)x; }
+        else if (!strcmp(name, "--shots")) { rc = cli_int("gen", name, v, 0, BIG, &x); c.shots = (int32_t)x; }
+        else if (!strcmp(name, "--seed")) { rc = cli_int("gen", name, v, 0, INT64_MAX, &x); c.seed = (uint64_t)x; }
         else if (!strcmp(name, "--vocab")) {
-            rc = gen_int(name, v, 1, INT32_MAX, &x);
+            rc = cli_int("gen", name, v, 1, INT32_MAX, &x);
             c.vocab_size = (int32_t)x;
             have_vocab = true;
-        } else if (!strcmp(name, "--hit-rate")) rc = gen_double(name, v, 0, 1, &c.hit_rate);
-        else if (!strcmp(name, "--rate")) rc = gen_double(name, v, 0, 1e9, &c.rate);
-        else if (!strcmp(name, "--think-time")) rc = gen_double(name, v, 0, 1e9, &c.think_s);
+        } else if (!strcmp(name, "--hit-rate")) rc = cli_double("gen", name, v, 0, 1, &c.hit_rate);
+        else if (!strcmp(name, "--rate")) rc = cli_double("gen", name, v, 0, 1e9, &c.rate);
+        else if (!strcmp(name, "--think-time")) rc = cli_double("gen", name, v, 0, 1e9, &c.think_s);
         else {
             fprintf(stderr, "radixkv gen: unknown option %s (see radixkv gen --help)\n", name);
             return 2;

@@ -13,10 +13,16 @@
 #include <string.h>
 
 #include "backend_sim.h"
+#include "billing.h"
 #include "cache.h"
+#include "cache_tier.h"
 #include "commands.h"
+#include "cli.h"
 #include "engine.h"
 #include "model_config.h"
+#include "pin_file.h"
+#include "router.h"
+#include "tier_opts.h"
 #include "progress.h"
 #include "trace.h"
 
@@ -26,9 +32,17 @@ typedef struct run_opts {
     engine_config ec;
     const char *trace;
     const char *out;
+    const char *pin;
     int64_t kv_tokens;
     int32_t default_max_tokens;
     bool progress;
+    billing_prices prices;
+    tier_opts tier;
+    int32_t replicas;
+    const char *router;
+    int32_t router_threshold;
+    int64_t router_tokens;
+    double router_cache_threshold;
 } run_opts;
 
 static void usage_run(FILE *f)
@@ -58,33 +72,36 @@ static void usage_run(FILE *f)
         "  --num-pages N           KV pages (default: the backend decides)\n"
         "  --kv-tokens N           KV capacity in tokens (ceil(N / P) pages)\n"
         "  --max-tokens N          output length for lines without max_tokens (default 16)\n"
-        "  --gpu PROFILE           sim: h100 (default) | h200 | a100 | a10g [,eff=X,mem_eff=X,overhead_ms=X]\n"
+        "  --gpu PROFILE           sim: h100 (default) | h200 | a100 | a10g [,key=X ...]\n"
         "  --threads N             cpu: threads (default: all cores)\n"
         "  --seed N                weights, policy random, default sampling seeds (default 0)\n"
         "  --offline               ignore arrival times: everything at t = 0\n"
         "  --fixed-clock           sim: leave measured CPU time out of the clock (repeatable)\n"
         "  --out FILE              write the JSON Lines there instead of stdout\n"
-        "  --no-progress           no progress bar\n");
+        "  --no-progress           no progress bar\n"
+        "  --pin FILE              pin static prefixes for the engine's life: JSON Lines of\n"
+        "                          {\"tokens\": [...]} or [...], each cut down to whole pages\n"
+        "  --price-cached X        price per million cached input tokens (default 0.1)\n"
+        "  --price-uncached X      price per million uncached input tokens (default 1)\n"
+        "  --replicas N            N engines (data parallel) on one clock behind a router\n"
+        "  --router NAME           round-robin (default) | least-load | cache-aware\n"
+        "  --router-threshold N    cache-aware: load gap (requests) that forces least-load (8)\n"
+        "  --router-tokens N       cache-aware: capacity of each approximate tree (default:\n"
+        "                          the replica's KV tokens)\n"
+        "  --router-cache-threshold X  cache-aware: below this matched share of the prompt,\n"
+        "                          route to the replica with the smallest tree (0.5)\n"
+    );
+    tier_opts_usage(f, 23);
+    fprintf(f,
+        "\n"
+        "The summary bills each request's prompt tokens: those matched in the cache at its\n"
+        "first admission at the cached price, the rest at the uncached one.\n");
 }
 
 static int bad(const char *opt, const char *v, const char *why)
 {
     fprintf(stderr, "radixkv run: %s: %s '%s'\n", opt, why, v ? v : "");
     return 2;
-}
-
-static int parse_int(const char *opt, const char *v, int64_t lo, int64_t hi, int64_t *out)
-{
-    char *end;
-    errno = 0;
-    long long x = v ? strtoll(v, &end, 10) : 0;
-    if (!v || errno || end == v || *end || x < lo || x > hi) {
-        fprintf(stderr, "radixkv run: %s: expected an integer in [%" PRId64 ", %" PRId64 "], got '%s'\n",
-                opt, lo, hi, v ? v : "");
-        return 2;
-    }
-    *out = x;
-    return 0;
 }
 
 static int choice(const char *opt, const char *v, const char *const *names)
@@ -109,6 +126,12 @@ static int parse_run(int argc, char **argv, run_opts *o)
     engine_config_default(&o->ec);
     o->default_max_tokens = 16;
     o->progress = true;
+    o->replicas = 1;
+    o->router_threshold = 8;
+    o->router_cache_threshold = 0.5;
+    billing_prices_default(&o->prices);
+    tier_opts_init(&o->tier);
+    char tbad[256];
     for (int i = 1; i < argc; i++) {
         char name[64];
         const char *a = argv[i], *val = NULL;
@@ -143,7 +166,10 @@ static int parse_run(int argc, char **argv, run_opts *o)
             "--trace", "--out", "--backend", "--model", "--weights", "--cache", "--evict-policy",
             "--hash", "--policy", "--schedule", "--page-size", "--max-batched-tokens",
             "--max-running", "--lpm-queue-limit", "--num-pages", "--kv-tokens", "--max-tokens",
-            "--gpu", "--threads", "--seed", NULL};
+            "--gpu", "--threads", "--seed", "--pin", "--price-cached", "--price-uncached",
+            "--replicas", "--router", "--router-threshold", "--router-cache-threshold",
+            "--router-tokens", "--tier-host", "--tier-disk", "--tier-dir", "--tier-policy",
+            "--host-bw", "--disk-bw", "--tier-fail-disk-after", NULL};
         int known = 0;
         while (value_opts[known] && strcmp(value_opts[known], name)) known++;
         if (!value_opts[known]) {
@@ -154,6 +180,7 @@ static int parse_run(int argc, char **argv, run_opts *o)
         NEED(v);
         if (FLAG("--trace")) o->trace = v;
         else if (FLAG("--out")) o->out = v;
+        else if (FLAG("--pin")) o->pin = v;
         else if (FLAG("--backend")) {
             if ((rc = choice(name, v, backend_names))) return rc;
             o->ec.backend = v;
@@ -175,34 +202,57 @@ static int parse_run(int argc, char **argv, run_opts *o)
             if ((rc = choice(name, v, schedule_names))) return rc;
             o->ec.schedule = v;
         } else if (FLAG("--page-size")) {
-            if ((rc = parse_int(name, v, 1, 1 << 16, &x))) return rc;
+            if ((rc = cli_int("run", name, v, 1, 1 << 16, &x))) return rc;
             o->ec.backend_cfg.page_size = (int32_t)x;
         } else if (FLAG("--max-batched-tokens")) {
-            if ((rc = parse_int(name, v, 1, INT32_MAX / 4, &x))) return rc;
+            if ((rc = cli_int("run", name, v, 1, INT32_MAX / 4, &x))) return rc;
             o->ec.max_num_batched_tokens = (int32_t)x;
         } else if (FLAG("--max-running")) {
-            if ((rc = parse_int(name, v, 1, 1 << 20, &x))) return rc;
+            if ((rc = cli_int("run", name, v, 1, 1 << 20, &x))) return rc;
             o->ec.max_running = (int32_t)x;
         } else if (FLAG("--lpm-queue-limit")) {
-            if ((rc = parse_int(name, v, 1, INT32_MAX, &x))) return rc;
+            if ((rc = cli_int("run", name, v, 1, INT32_MAX, &x))) return rc;
             o->ec.lpm_queue_limit = (int32_t)x;
         } else if (FLAG("--num-pages")) {
-            if ((rc = parse_int(name, v, 1, INT32_MAX, &x))) return rc;
+            if ((rc = cli_int("run", name, v, 1, INT32_MAX, &x))) return rc;
             o->ec.backend_cfg.num_pages = x;
         } else if (FLAG("--kv-tokens")) {
-            if ((rc = parse_int(name, v, 1, INT64_MAX / 2, &x))) return rc;
+            if ((rc = cli_int("run", name, v, 1, INT64_MAX / 2, &x))) return rc;
             o->kv_tokens = x;
         } else if (FLAG("--max-tokens")) {
-            if ((rc = parse_int(name, v, 1, 1 << 24, &x))) return rc;
+            if ((rc = cli_int("run", name, v, 1, 1 << 24, &x))) return rc;
             o->default_max_tokens = (int32_t)x;
+        } else if (FLAG("--replicas")) {
+            if ((rc = cli_int("run", name, v, 1, 1024, &x))) return rc;
+            o->replicas = (int32_t)x;
+        } else if (FLAG("--router")) {
+            if ((rc = choice(name, v, router_names))) return rc;
+            o->router = v;
+        } else if (FLAG("--router-threshold")) {
+            if ((rc = cli_int("run", name, v, 0, INT32_MAX, &x))) return rc;
+            o->router_threshold = (int32_t)x;
+        } else if (FLAG("--router-cache-threshold")) {
+            if ((rc = cli_double("run", name, v, 0, 1, &o->router_cache_threshold))) return rc;
+        } else if (FLAG("--router-tokens")) {
+            if ((rc = cli_int("run", name, v, 1, INT64_MAX / 2, &x))) return rc;
+            o->router_tokens = x;
+        } else if (FLAG("--price-cached") || FLAG("--price-uncached")) {
+            double *dst = FLAG("--price-cached") ? &o->prices.cached : &o->prices.uncached;
+            if (billing_parse_price(v, dst) != RKV_OK)
+                return bad(name, v, "expected a price >= 0 per million tokens, got");
         } else if (FLAG("--gpu")) o->ec.backend_cfg.gpu_profile = v;
         else if (FLAG("--threads")) {
-            if ((rc = parse_int(name, v, 0, 1024, &x))) return rc;
+            if ((rc = cli_int("run", name, v, 0, 1024, &x))) return rc;
             o->ec.backend_cfg.num_threads = (int)x;
         } else if (FLAG("--seed")) {
-            if ((rc = parse_int(name, v, 0, INT64_MAX, &x))) return rc;
+            if ((rc = cli_int("run", name, v, 0, INT64_MAX, &x))) return rc;
             o->ec.seed = (uint64_t)x;
             o->ec.backend_cfg.seed = (uint64_t)x;
+        } else if (tier_opts_parse(&o->tier, name, v, tbad, sizeof tbad)) {
+            if (tbad[0]) {
+                fprintf(stderr, "radixkv run: %s\n", tbad);
+                return 2;
+            }
         } else {
             fprintf(stderr, "radixkv run: unknown option %s (see radixkv run --help)\n", name);
             return 2;
@@ -236,6 +286,14 @@ static int parse_run(int argc, char **argv, run_opts *o)
         if ((o->kv_tokens + P - 1) / P > INT32_MAX)
             return bad("--kv-tokens", "", "too many pages for");
         o->ec.backend_cfg.num_pages = (o->kv_tokens + P - 1) / P;
+    }
+    tier_opts_finish(&o->tier, o->ec.backend_cfg.page_size);
+    if (o->tier.on) {
+        o->ec.tier = &o->tier.cfg;
+        /* sim moves stand-in bytes: the time model charges the model's K/V. */
+        if (o->ec.backend && !strcmp(o->ec.backend, "sim"))
+            o->tier.cfg.modelled_page_bytes =
+                (double)model_config_kv_bytes_per_token(&mc, 2) * o->ec.backend_cfg.page_size;
     }
     return -1;
 }
@@ -370,6 +428,14 @@ static double pct(const double *v, int64_t n, double p)
     return v[k - 1];
 }
 
+/* Pins are unlocked before the cache goes, so the kinds see balanced locks. */
+static void run_teardown(engine *e, cache_pins *pins)
+{
+    cache_pins_release(engine_cache(e), pins);
+    cache_pins_free(pins);
+    engine_destroy(e);
+}
+
 int cmd_run(int argc, char **argv)
 {
     run_opts o;
@@ -378,6 +444,25 @@ int cmd_run(int argc, char **argv)
     if (rc >= 0) return rc;
 
     char err[512] = "";
+    if (o.replicas > 1 || o.router) {
+        replicas_config rcfg = {
+            .engine = &o.ec, .replicas = o.replicas, .balance_threshold = o.router_threshold,
+            .cache_threshold = o.router_cache_threshold,
+            .approx_tokens = o.router_tokens, .trace = o.trace,
+            .default_max_tokens = o.default_max_tokens, .prices = &o.prices, .pin = o.pin,
+            .progress = o.progress,
+        };
+        router_kind_parse(o.router ? o.router : "round-robin", &rcfg.router);
+        FILE *rout = stdout;
+        if (o.out && !(rout = fopen(o.out, "w"))) {
+            fprintf(stderr, "radixkv run: --out: cannot write '%s': %s\n", o.out, strerror(errno));
+            return 1;
+        }
+        rkv_status rst = replicas_run(&rcfg, rout, err, sizeof err);
+        if (rst) fprintf(stderr, "radixkv run: %s\n", err);
+        int wrc = rout != stdout ? fclose(rout) : fflush(stdout);
+        return rst ? (rst == RKV_EINVAL || rst == RKV_ENOTSUP ? 2 : 1) : (wrc ? 1 : 0);
+    }
     engine *e = NULL;
     rkv_status st = engine_create(&o.ec, &e, err, sizeof err);
     if (st) {
@@ -388,18 +473,41 @@ int cmd_run(int argc, char **argv)
     fprintf(stderr, "radixkv run: %s; cache %s, policy %s, schedule %s\n", be->description,
             o.ec.cache_cfg.kind ? o.ec.cache_cfg.kind : "radix", o.ec.policy, o.ec.schedule);
 
+    /* Pins first: their KV is computed (a prefill through the backend, before
+     * the engine's clock starts) and cached before any request arrives. */
+    cache_pins pins;
+    cache_pins_init(&pins);
+    if (o.pin) {
+        pin_file_stats ps;
+        if ((st = pin_file_apply(engine_cache(e), be, o.pin, be->vocab_size, &pins, &ps, err,
+                                 sizeof err))) {
+            fprintf(stderr, "radixkv run: --pin %s\n", err);
+            cache_pins_release(engine_cache(e), &pins);
+            cache_pins_free(&pins);
+            engine_destroy(e);
+            return st == RKV_EIO || st == RKV_ENOMEM ? 1 : 2;
+        }
+        cache_sizes sz;
+        cache_get_sizes(engine_cache(e), &sz);
+        fprintf(stderr, "radixkv run: pinned %lld prefixes, %lld tokens", (long long)ps.prefixes,
+                (long long)sz.pinned_tokens);
+        if (ps.cut_tokens)
+            fprintf(stderr, " (%lld tokens of partial last pages not pinned)", (long long)ps.cut_tokens);
+        fputc('\n', stderr);
+    }
+
     run_ids ids = {0};
     if ((st = run_load_trace(e, o.trace, o.default_max_tokens, &ids, err, sizeof err))) {
         fprintf(stderr, "radixkv run: %s\n", err);
         run_ids_free(&ids);
-        engine_destroy(e);
+        run_teardown(e, &pins);
         return 1;
     }
     FILE *out = stdout;
     if (o.out && !(out = fopen(o.out, "w"))) {
         fprintf(stderr, "radixkv run: --out: cannot write '%s': %s\n", o.out, strerror(errno));
         run_ids_free(&ids);
-        engine_destroy(e);
+        run_teardown(e, &pins);
         return 1;
     }
     run_ctx ctx = {.out = out, .ids = &ids};
@@ -418,7 +526,7 @@ int cmd_run(int argc, char **argv)
         fprintf(stderr, "radixkv run: %s\n", err);
         if (out != stdout) fclose(out);
         run_ids_free(&ids);
-        engine_destroy(e);
+        run_teardown(e, &pins);
         return 1;
     }
 
@@ -450,7 +558,7 @@ int cmd_run(int argc, char **argv)
             "\"cached_tokens\":%lld,\"output_tokens\":%lld,\"hit_rate\":%.6f,"
             "\"ttft_p50\":%.6f,\"ttft_p99\":%.6f,\"tpot_p50\":%.6f,\"tpot_p99\":%.6f,"
             "\"preemptions\":%lld,\"steps\":%lld,\"max_step_tokens\":%lld,"
-            "\"sched_cpu_ms_per_step\":%.6f,\"model_seconds\":%.6f,\"num_pages\":%lld}\n",
+            "\"sched_cpu_ms_per_step\":%.6f,\"model_seconds\":%.6f,\"num_pages\":%lld",
             be->ops->name, o.ec.cache_cfg.kind ? o.ec.cache_cfg.kind : "radix", o.ec.policy,
             o.ec.schedule, (long long)s.num_requests, (long long)s.num_errors, span,
             (double)(s.num_finished - s.num_errors) / span, (double)s.output_tokens / span,
@@ -458,22 +566,45 @@ int cmd_run(int argc, char **argv)
             hit, p50_ttft, p99_ttft, p50_tpot, p99_tpot, (long long)s.preemptions,
             (long long)s.steps, (long long)s.max_step_tokens, sched_ms, s.model_seconds,
             (long long)s.num_pages);
+    billing bill;
+    billing_compute(&o.prices, s.prompt_tokens, s.cached_tokens, &bill);
+    billing_print_json(out, &o.prices, &bill);
+    cache_sizes csz;
+    cache_get_sizes(engine_cache(e), &csz);
+    fprintf(out, ",\"pinned_tokens\":%lld", (long long)csz.pinned_tokens);
+    const tier_stats *ts = cache_tier_get_stats(engine_cache(e));
+    tier_print_json(out, &o.tier, ts, s.prompt_tokens, s.cached_tokens);
+    fputs("}\n", out);
     fprintf(stderr,
             "  requests        %lld (%lld errors) in %.3f s%s\n"
             "  throughput      %.2f requests/s, %.1f output tokens/s\n"
             "  hit rate        %.1f %% (%lld of %lld prompt tokens cached)\n"
             "  TTFT            p50 %.2f ms, p99 %.2f ms\n"
             "  TPOT            p50 %.2f ms, p99 %.2f ms\n"
-            "  steps           %lld, preemptions %lld, scheduler CPU %.3f ms/step\n",
+            "  steps           %lld, preemptions %lld, scheduler CPU %.3f ms/step\n"
+            "  input bill      %.6g (%.6g without a cache, %.1f %% saved)\n",
             (long long)s.num_requests, (long long)s.num_errors, span,
             be->ops->name && !strcmp(be->ops->name, "sim") ? " (modelled)" : "",
             (double)(s.num_finished - s.num_errors) / span, (double)s.output_tokens / span,
             hit * 100, (long long)s.cached_tokens, (long long)s.prompt_tokens, p50_ttft * 1e3,
             p99_ttft * 1e3, p50_tpot * 1e3, p99_tpot * 1e3, (long long)s.steps,
-            (long long)s.preemptions, sched_ms);
+            (long long)s.preemptions, sched_ms, bill.cost, bill.cost_no_cache, bill.saving * 100);
+    if (ts) {
+        fprintf(stderr, "  spill tier      %llu host + %llu disk tokens loaded back, %llu pages spilled"
+                ", %.3f ms loading\n", (unsigned long long)ts->host_hit_tokens,
+                (unsigned long long)ts->disk_hit_tokens, (unsigned long long)ts->spilled_pages,
+                ts->load_seconds * 1e3);
+        if (cache_tier_last_error(engine_cache(e)))
+            fprintf(stderr, "radixkv run: warning: %llu spills failed (plain evictions); first: %s\n",
+                    (unsigned long long)ts->spill_failures, cache_tier_last_error(engine_cache(e)));
+    }
     free(ttft);
     free(tpot);
     int status = 0;
+    if (o.pin && cache_pins_check(engine_cache(e), &pins, err, sizeof err)) {
+        fprintf(stderr, "radixkv run: %s\n", err);
+        status = 1;
+    }
     if (out != stdout) {
         if (fclose(out)) {
             fprintf(stderr, "radixkv run: --out: write to '%s' failed\n", o.out);
@@ -483,6 +614,6 @@ int cmd_run(int argc, char **argv)
         status = 1;
     }
     run_ids_free(&ids);
-    engine_destroy(e);
+    run_teardown(e, &pins);
     return status;
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cache_tier.h"
 #include "page_pool.h"
 #include "scheduler.h"
 
@@ -110,6 +111,34 @@ static rkv_status fail(rkv_status st, char *err, size_t errlen, const char *msg)
     return st;
 }
 
+/* The spill tier moves pages through the backend. */
+static rkv_status tier_read(void *ctx, int32_t page, void *dst)
+{
+    backend *b = ctx;
+    return b->ops->read_page(b, page, dst);
+}
+
+static rkv_status tier_write(void *ctx, int32_t page, const void *src)
+{
+    backend *b = ctx;
+    return b->ops->write_page(b, page, src);
+}
+
+static rkv_status wrap_tier(engine *e, const tier_config *tc, char *err, size_t errlen)
+{
+    backend *b = e->be;
+    tier_mover mv = {b, 0, tier_read, tier_write};
+    if (!b->ops->page_bytes || !b->ops->read_page || !b->ops->write_page
+        || b->ops->page_bytes(b, &mv.page_bytes) != RKV_OK) {
+        snprintf(err, errlen, "engine: the %s backend cannot move KV pages to a spill tier", b->ops->name);
+        return RKV_ENOTSUP;
+    }
+    cache *w = NULL;
+    rkv_status st = cache_tier_wrap(e->cache, tc, &mv, &w, err, errlen);
+    if (st == RKV_OK) e->cache = w;
+    return st;
+}
+
 rkv_status engine_create_with_backend(const engine_config *cfg_in, backend *b, engine **out,
                                       char *err, size_t errlen)
 {
@@ -157,6 +186,7 @@ rkv_status engine_create_with_backend(const engine_config *cfg_in, backend *b, e
         return fail(st, err, errlen, "engine: page pool");
     }
     st = cache_create(&cfg.cache_cfg, &e->pool, &e->cache, err, errlen);
+    if (st == RKV_OK && cfg.tier) st = wrap_tier(e, cfg.tier, err, errlen);
     if (st) {
         engine_destroy(e);
         return st;
@@ -645,6 +675,9 @@ rkv_status engine_step(engine *e, bool *done, char *err, size_t errlen)
     }
     double cpu = cpu_now() - c0;
     e->sched_cpu += cpu;
+    /* Pages loaded back from a spill tier while scheduling (modelled time). */
+    double tier_s = cache_tier_take_seconds(e->cache);
+    if (e->modelled_clock) e->clock += tier_s;
     if (e->plans[k].n == 0) {
         if (e->modelled_clock) {
             double t = e->clock + (e->cfg.fixed_clock ? 0 : cpu);

@@ -55,6 +55,9 @@ typedef struct engine_config {
     bool fixed_clock;               /* sim: leave measured CPU time out of the clock, so
                                        timings are repeatable (tests) */
     bool keep_logits;               /* keep each output's logits (V floats; tests) */
+    const struct tier_config *tier; /* spill tier under the cache (cache_tier.h); NULL: none.
+                                       K/V bytes move through the backend's read_page /
+                                       write_page; on sim, load time joins the clock */
 } engine_config;
 
 /* Defaults as documented above (backend cpu, cache radix, page size 16). */

@@ -18,8 +18,14 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "billing.h"
 #include "cache.h"
 #include "cache_sim.h"
+#include "backend_sim.h"
+#include "cache_tier.h"
+#include "model_config.h"
+#include "pin_file.h"
+#include "tier_opts.h"
 #include "rkv_config.h"
 #include "commands.h"
 #include "trace.h"
@@ -99,6 +105,19 @@ static const char *opt_choice(opt_iter *it, const char *const *names)
     exit(2);
 }
 
+/* A price per million tokens (billing.h). */
+static double opt_price(opt_iter *it)
+{
+    const char *v = opt_value(it);
+    double x;
+    if (billing_parse_price(v, &x) != RKV_OK) {
+        fprintf(stderr, "radixkv %s: %s: expected a price >= 0 per million tokens, got '%s'\n",
+                it->cmd, it->name, v);
+        exit(2);
+    }
+    return x;
+}
+
 static void opt_unknown(const opt_iter *it)
 {
     fprintf(stderr, "radixkv %s: unknown option %s (see radixkv %s --help)\n", it->cmd, it->name,
@@ -133,11 +152,22 @@ static void usage_cache_sim(FILE *f)
         "  --check             full consistency check of the cache after every step\n"
         "  --no-progress       never draw the progress bar\n"
         "  --summary-only      print only the summary line (sweeps over long traces)\n"
+        "  --pin FILE          pin static prefixes for the whole replay: JSON Lines of\n"
+        "                      {\"tokens\": [...]} or [...]; each cut down to whole pages\n"
+        "  --price-cached X    price per million cached input tokens (default 0.1)\n"
+        "  --price-uncached X  price per million uncached input tokens (default 1)\n"
+        "  --model PRESET      time model: price each request's prefill (and, with a tier,\n"
+        "                      recomputing its tier hits) by the sim backend's roofline;\n"
+        "                      a tier page then costs the model's K/V bytes to move\n"
+        "  --gpu PROFILE       GPU of the time model: h100 (default) | h200 | a100 | a10g\n");
+    tier_opts_usage(f, 19);
+    fprintf(f,
         "\n"
         "Output: {\"type\":\"request\",\"id\",\"step\",\"matched\",\"new\"} per request (or\n"
         "\"error\" for a request that can never fit), {\"type\":\"step\",\"step\",\"evicted\"} per\n"
         "step that evicted (each evicted node's own edge tokens, in eviction order), and\n"
-        "one {\"type\":\"summary\",...} line.\n");
+        "one {\"type\":\"summary\",...} line, which also bills the prompt tokens: matched\n"
+        "ones at the cached price, the rest at the uncached one (\"cost\", \"cost_no_cache\").\n");
 }
 
 static int cmd_cache_sim(int argc, char **argv)
@@ -146,8 +176,15 @@ static int cmd_cache_sim(int argc, char **argv)
     cache_config cfg = {NULL, NULL, NULL};
     cache_sim_options o = {0};
     o.progress = true;
+    billing_prices prices;
+    billing_prices_default(&prices);
+    o.prices = &prices;
     int64_t page_size = -1;
-    const char *trace = NULL, *out_path = NULL;
+    const char *trace = NULL, *out_path = NULL, *pin_path = NULL, *model_name = NULL;
+    const char *gpu_name = NULL;
+    tier_opts topt;
+    tier_opts_init(&topt);
+    char bad[256];
     o.capacity = -1;
     int k;
     while ((k = opt_next(&it)) != 0) {
@@ -180,6 +217,22 @@ static int cmd_cache_sim(int argc, char **argv)
             o.progress = false;
         } else if (opt_is(&it, "--summary-only")) {
             o.summary_only = true;
+        } else if (opt_is(&it, "--pin")) {
+            pin_path = opt_value(&it);
+        } else if (opt_is(&it, "--model")) {
+            model_name = opt_value(&it);
+        } else if (opt_is(&it, "--gpu")) {
+            gpu_name = opt_value(&it);
+        } else if (!strncmp(it.name, "--tier-", 7) || opt_is(&it, "--host-bw") || opt_is(&it, "--disk-bw")) {
+            if (!tier_opts_parse(&topt, it.name, opt_value(&it), bad, sizeof bad)) opt_unknown(&it);
+            if (bad[0]) {
+                fprintf(stderr, "radixkv cache-sim: %s\n", bad);
+                return 2;
+            }
+        } else if (opt_is(&it, "--price-cached")) {
+            prices.cached = opt_price(&it);
+        } else if (opt_is(&it, "--price-uncached")) {
+            prices.uncached = opt_price(&it);
         } else if (!strcmp(it.name, "-")) {
             trace = it.name;
         } else {
@@ -205,6 +258,23 @@ static int cmd_cache_sim(int argc, char **argv)
     o.hash_fn = hash_kind ? (cfg.hash_fn ? cfg.hash_fn : "xxh3") : NULL;
 
     char err[512] = "";
+    model_config model;
+    sim_profile gpu;
+    if (model_name || gpu_name) {
+        if (model_config_load(model_name, &model, err, sizeof err) != RKV_OK) {
+            fprintf(stderr, "radixkv cache-sim: --model: %s\n", err);
+            return 2;
+        }
+        if (sim_profile_parse(gpu_name, &gpu, err, sizeof err) != RKV_OK) {
+            fprintf(stderr, "radixkv cache-sim: --gpu: %s\n", err);
+            return 2;
+        }
+        o.model = &model;
+        o.gpu = &gpu;
+    }
+    tier_opts_finish(&topt, (int32_t)page_size);
+    if (o.model) topt.cfg.modelled_page_bytes = (double)model_config_kv_bytes_per_token(&model, 2) * (double)page_size;
+    if (topt.on) o.tier = &topt;
     page_pool pool;
     if (page_pool_init(&pool, (int32_t)pages, (int32_t)page_size) != RKV_OK) {
         fprintf(stderr, "radixkv cache-sim: cannot allocate %" PRId64 " pages\n", pages);
@@ -217,9 +287,39 @@ static int cmd_cache_sim(int argc, char **argv)
         page_pool_destroy(&pool);
         return 2;
     }
+    if (topt.on) {
+        /* No K/V bytes here: the tier keeps keys and tokens, the time model the bytes. */
+        cache *w = NULL;
+        if ((st = cache_tier_wrap(c, &topt.cfg, NULL, &w, err, sizeof err)) != RKV_OK) {
+            fprintf(stderr, "radixkv cache-sim: %s\n", err);
+            cache_destroy(c);
+            page_pool_destroy(&pool);
+            return st == RKV_EIO || st == RKV_ENOMEM ? 1 : 2;
+        }
+        c = w;
+    }
+    cache_pins pins;
+    cache_pins_init(&pins);
+    if (pin_path) {
+        pin_file_stats ps;
+        if ((st = pin_file_apply(c, NULL, pin_path, 0, &pins, &ps, err, sizeof err)) != RKV_OK) {
+            fprintf(stderr, "radixkv cache-sim: --pin %s\n", err);
+            cache_pins_release(c, &pins);
+            cache_pins_free(&pins);
+            cache_destroy(c);
+            page_pool_destroy(&pool);
+            return st == RKV_EIO || st == RKV_ENOMEM ? 1 : 2;
+        }
+        if (ps.cut_tokens)
+            fprintf(stderr, "radixkv cache-sim: --pin %s: %" PRId64 " tokens of partial last pages"
+                    " not pinned (prefixes are cut to whole pages of %" PRId64 ")\n", pin_path,
+                    ps.cut_tokens, page_size);
+    }
     trace_reader *tr = NULL;
     if ((st = trace_open(trace, NULL, &tr, err, sizeof err)) != RKV_OK) {
         fprintf(stderr, "radixkv cache-sim: %s\n", err);
+        cache_pins_release(c, &pins);
+        cache_pins_free(&pins);
         cache_destroy(c);
         page_pool_destroy(&pool);
         return 1;
@@ -228,6 +328,8 @@ static int cmd_cache_sim(int argc, char **argv)
     if (out_path && !(out = fopen(out_path, "w"))) {
         fprintf(stderr, "radixkv cache-sim: --out %s: %s\n", out_path, strerror(errno));
         trace_close(tr);
+        cache_pins_release(c, &pins);
+        cache_pins_free(&pins);
         cache_destroy(c);
         page_pool_destroy(&pool);
         return 1;
@@ -250,6 +352,12 @@ static int cmd_cache_sim(int argc, char **argv)
         rc = 1;
     }
     trace_close(tr);
+    if (pin_path && cache_pins_check(c, &pins, err, sizeof err) != RKV_OK) {
+        fprintf(stderr, "radixkv cache-sim: %s\n", err);
+        rc = 1;
+    }
+    cache_pins_release(c, &pins);
+    cache_pins_free(&pins);
     cache_destroy(c);
     page_pool_destroy(&pool);
     return rc;

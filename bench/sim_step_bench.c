@@ -1,0 +1,107 @@
+/* sim_step_bench.c - the sim backend's modelled time of single steps, JSON Lines.
+ *
+ * usage: sim_step_bench [--model PRESET] [--gpu PROFILE] [--page-size P]
+ *                       --step NAME:B:PREFIX:ROWS [--step ...]
+ *
+ * Each --step is B sequences, each with PREFIX tokens already in KV pages and
+ * ROWS new rows, the last of which samples (the shapes of bench/
+ * cuda_backend_bench.c: prefill 1:0:1024, cached prefix 1:960:64, decode
+ * B:1023:1). The step goes through sim_step_seconds(), the function the sim
+ * backend charges each engine step with, so the figure is exactly what a
+ * `radixkv run --backend sim` step of that shape costs. One line per step:
+ *
+ *   {"bench":"sim_step","name","model","gpu","batch","prefix","rows","ms"}
+ *
+ * No timing of this machine is involved: the output is a pure function of the
+ * arguments (experiments/sim_calibration compares it with the GPU's figures).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend_sim.h"
+#include "model_config.h"
+
+static int usage(const char *msg)
+{
+    fprintf(stderr,
+            "sim_step_bench: %s\nusage: sim_step_bench [--model PRESET] [--gpu PROFILE] "
+            "[--page-size P] --step NAME:B:PREFIX:ROWS [--step ...]\n",
+            msg);
+    return 2;
+}
+
+/* Seconds of one step of b sequences at (prefix, rows); the page table is
+ * laid out per sequence (its values do not enter the cost). */
+static double step_seconds(const model_config *m, const sim_profile *p, int page, int b,
+                           int prefix, int rows)
+{
+    const int T = b * rows, mp = (prefix + rows + page - 1) / page;
+    int32_t *qs = malloc(sizeof(int32_t) * (size_t)(b + 1));
+    int32_t *pl = malloc(sizeof(int32_t) * (size_t)b);
+    int32_t *sr = malloc(sizeof(int32_t) * (size_t)b);
+    int32_t *pt = malloc(sizeof(int32_t) * (size_t)b * (size_t)mp);
+    if (!qs || !pl || !sr || !pt) {
+        fprintf(stderr, "sim_step_bench: out of memory for a batch of %d sequences\n", b);
+        exit(1);
+    }
+    for (int i = 0; i < b; i++) {
+        qs[i] = i * rows;
+        pl[i] = prefix;
+        sr[i] = i * rows + rows - 1;
+        for (int j = 0; j < mp; j++) pt[(size_t)i * mp + j] = i * mp + j;
+    }
+    qs[b] = T;
+    fwd_batch fb = {.num_seqs = b, .num_tokens = T, .q_starts = qs, .prefix_lens = pl,
+                    .page_table = pt, .max_pages = mp, .sample_rows = sr};
+    double s = sim_step_seconds(m, p, &fb);
+    free(qs);
+    free(pl);
+    free(sr);
+    free(pt);
+    return s;
+}
+
+int main(int argc, char **argv)
+{
+    const char *model = "qwen2.5-3b", *gpu = "h100";
+    int page = 16, nsteps = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--model") && i + 1 < argc) model = argv[++i];
+        else if (!strcmp(argv[i], "--gpu") && i + 1 < argc) gpu = argv[++i];
+        else if (!strcmp(argv[i], "--page-size") && i + 1 < argc) page = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--step") && i + 1 < argc) { i++; nsteps++; }
+        else return usage("unknown or incomplete option");
+    }
+    if (page < 1) return usage("--page-size must be >= 1");
+    if (!nsteps) return usage("no --step given");
+    char err[256];
+    model_config m;
+    sim_profile p;
+    if (model_config_load(model, &m, err, sizeof err) != RKV_OK ||
+        sim_profile_parse(gpu, &p, err, sizeof err) != RKV_OK) {
+        fprintf(stderr, "sim_step_bench: %s\n", err);
+        return 2;
+    }
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--step")) {
+            i++;
+            continue;
+        }
+        const char *spec = argv[++i];
+        char name[64];
+        int b, prefix, rows, used = 0;
+        if (sscanf(spec, "%63[^:]:%d:%d:%d%n", name, &b, &prefix, &rows, &used) != 4 ||
+            spec[used] || b < 1 || prefix < 0 || rows < 1 || prefix + rows > m.max_position) {
+            fprintf(stderr, "sim_step_bench: --step '%s': want NAME:B:PREFIX:ROWS with B >= 1, "
+                            "PREFIX >= 0, ROWS >= 1, PREFIX + ROWS <= %d\n",
+                    spec, (int)m.max_position);
+            return 2;
+        }
+        printf("{\"bench\":\"sim_step\",\"name\":\"%s\",\"model\":\"%s\",\"gpu\":\"%s\","
+               "\"batch\":%d,\"prefix\":%d,\"rows\":%d,\"ms\":%.6f}\n",
+               name, model, gpu, b, prefix, rows,
+               1e3 * step_seconds(&m, &p, page, b, prefix, rows));
+    }
+    return 0;
+}

@@ -1,0 +1,100 @@
+/* tier_opts.c - see tier_opts.h. */
+#include "tier_opts.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+void tier_opts_init(tier_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    tier_config_default(&o->cfg);
+}
+
+static bool parse_i64(const char *v, int64_t lo, int64_t *out)
+{
+    char *end;
+    errno = 0;
+    long long x = v ? strtoll(v, &end, 10) : 0;
+    if (!v || errno || end == v || *end || x < lo) return false;
+    *out = x;
+    return true;
+}
+
+int tier_opts_parse(tier_opts *o, const char *name, const char *v, char *bad, size_t badlen)
+{
+    bad[0] = 0;
+    int64_t x;
+    if (!strcmp(name, "--tier-host") || !strcmp(name, "--tier-disk")) {
+        if (!parse_i64(v, 0, &x) || x > ((int64_t)1 << 40))
+            snprintf(bad, badlen, "%s: expected tokens in [0, 2^40], got '%s'", name, v ? v : "");
+        else if (name[7] == 'h') o->host_tokens = x;
+        else o->disk_tokens = x;
+        o->on = true;
+    } else if (!strcmp(name, "--tier-dir")) {
+        o->cfg.disk_dir = v;
+    } else if (!strcmp(name, "--tier-policy")) {
+        if (v && !strcmp(v, "write-back")) o->cfg.write_through = false;
+        else if (v && !strcmp(v, "write-through")) o->cfg.write_through = true;
+        else snprintf(bad, badlen, "%s: unknown value '%s' (one of: write-back write-through)", name, v ? v : "");
+    } else if (!strcmp(name, "--host-bw") || !strcmp(name, "--disk-bw")) {
+        char *end;
+        double g = v ? strtod(v, &end) : 0;
+        if (!v || end == v || *end || !isfinite(g) || g <= 0)
+            snprintf(bad, badlen, "%s: expected GB/s > 0, got '%s'", name, v ? v : "");
+        else if (name[2] == 'h') o->cfg.host_bw = g * 1e9;
+        else o->cfg.disk_bw = g * 1e9;
+    } else if (!strcmp(name, "--tier-fail-disk-after")) {
+        if (!parse_i64(v, 0, &x)) snprintf(bad, badlen, "%s: expected an integer >= 0, got '%s'", name, v ? v : "");
+        else o->cfg.fail_disk_writes_after = x;
+    } else {
+        return 0;
+    }
+    return 1;
+}
+
+void tier_opts_finish(tier_opts *o, int32_t P)
+{
+    o->cfg.host_pages = (o->host_tokens + P - 1) / P;
+    o->cfg.disk_pages = (o->disk_tokens + P - 1) / P;
+}
+
+void tier_opts_usage(FILE *f, int w)
+{
+    fprintf(f,
+        "  %-*s host-memory spill tier: evicted pages kept there, loaded back on a hit\n"
+        "  %-*s disk tier below it (0: none)\n"
+        "  %-*s one file per page under DIR (needed when K/V bytes move)\n"
+        "  %-*s write-back (default: spill on evict) | write-through (copy on insert)\n"
+        "  %-*s host <-> GPU bandwidth of the time model, GB/s (default 50)\n"
+        "  %-*s disk <-> host bandwidth of the time model, GB/s (default 3)\n"
+        "  %-*s fault injection: the disk is full after N page writes\n",
+        w, "--tier-host TOKENS", w, "--tier-disk TOKENS", w, "--tier-dir DIR", w, "--tier-policy P",
+        w, "--host-bw GBPS", w, "--disk-bw GBPS", w, "--tier-fail-disk-after N");
+}
+
+void tier_print_json(FILE *f, const tier_opts *o, const tier_stats *s, int64_t prompt_tokens,
+                     int64_t matched_tokens)
+{
+    if (!s) return;
+    double pt = prompt_tokens > 0 ? (double)prompt_tokens : 1;
+    int64_t tier_hits = (int64_t)(s->host_hit_tokens + s->disk_hit_tokens);
+    /* run counts tier hits at every match (a preempted request's re-match, lpm's
+     * look-ahead) but cached tokens at first admission: keep the split >= 0. */
+    if (tier_hits > matched_tokens) tier_hits = matched_tokens;
+    fprintf(f, ",\"tier_policy\":\"%s\",\"tier_host_pages\":%" PRId64 ",\"tier_disk_pages\":%" PRId64
+            ",\"gpu_hit_tokens\":%" PRId64 ",\"host_hit_tokens\":%" PRIu64 ",\"disk_hit_tokens\":%" PRIu64
+            ",\"gpu_hit_rate\":%.6f,\"host_hit_rate\":%.6f,\"disk_hit_rate\":%.6f"
+            ",\"tier_spilled_pages\":%" PRIu64 ",\"tier_demoted_pages\":%" PRIu64
+            ",\"tier_dropped_pages\":%" PRIu64 ",\"tier_spill_failures\":%" PRIu64
+            ",\"tier_bytes_loaded\":%.0f,\"tier_bytes_spilled\":%.0f"
+            ",\"tier_load_seconds\":%.6f,\"tier_spill_seconds\":%.6f",
+            o->cfg.write_through ? "write-through" : "write-back", o->cfg.host_pages, o->cfg.disk_pages,
+            matched_tokens - tier_hits, s->host_hit_tokens, s->disk_hit_tokens,
+            (double)(matched_tokens - tier_hits) / pt, (double)s->host_hit_tokens / pt,
+            (double)s->disk_hit_tokens / pt, s->spilled_pages, s->demoted_pages, s->dropped_pages,
+            s->spill_failures, s->bytes_from_host, s->bytes_to_host + s->bytes_to_disk,
+            s->load_seconds, s->spill_seconds);
+}

@@ -1,0 +1,45 @@
+/* tier_opts.h - the spill-tier options shared by `radixkv run` and
+ * `radixkv cache-sim` (cache_tier.h), and the tier's summary fields.
+ *
+ *   --tier-host TOKENS        host-memory tier capacity (ceil(TOKENS / P) pages)
+ *   --tier-disk TOKENS        disk tier capacity (0: none)
+ *   --tier-dir DIR            one file per page under DIR (needed when bytes move)
+ *   --tier-policy P           write-back (default) | write-through
+ *   --host-bw GBPS            host <-> GPU bandwidth for the time model (default 50)
+ *   --disk-bw GBPS            disk <-> host bandwidth (default 3)
+ *   --tier-fail-disk-after N  fault injection: the disk is full after N page writes
+ */
+#ifndef RKV_TIER_OPTS_H
+#define RKV_TIER_OPTS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "cache_tier.h"
+
+typedef struct tier_opts {
+    bool on;                /* any --tier-host / --tier-disk given */
+    int64_t host_tokens, disk_tokens;
+    tier_config cfg;        /* pages filled in by tier_opts_finish */
+} tier_opts;
+
+void tier_opts_init(tier_opts *o);
+/* 1: name was a tier option (value consumed, *bad set to a message on a bad
+ * value); 0: not a tier option. */
+int tier_opts_parse(tier_opts *o, const char *name, const char *value, char *bad, size_t badlen);
+/* Capacities from tokens to pages of P tokens. */
+void tier_opts_finish(tier_opts *o, int32_t page_size);
+/* Help lines for the options above. */
+void tier_opts_usage(FILE *f, int width);
+/* Summary fields with leading commas: "tier_policy", per tier hit tokens and
+ * rates over prompt_tokens, pages spilled/dropped, failures, bytes moved,
+ * modelled load/spill seconds. Nothing when s is NULL. gpu_hit_tokens =
+ * matched - tier hits: exact in cache-sim; in run, tier hits are counted at
+ * every match (re-matches after preemption, lpm's look-ahead) while matched
+ * tokens are counted at first admission, so the split is approximate there
+ * (kept >= 0). */
+void tier_print_json(FILE *f, const tier_opts *o, const tier_stats *s, int64_t prompt_tokens,
+                     int64_t matched_tokens);
+
+#endif
