@@ -16,6 +16,14 @@ static const cache_ops radix_ops;
 
 static inline radix_tree *tree_of(const cache *c) { return ((const cache_radix *)c)->tree; }
 
+/* cache_stats.splits mirrors the tree's count (match and insert split nodes). */
+static void sync_splits(cache *c)
+{
+    radix_tree_sizes sz;
+    radix_tree_get_sizes(tree_of(c), &sz);
+    c->stats.splits = sz.splits;
+}
+
 static rkv_status radix_match(cache *c, const int32_t *tokens, int32_t n, uint64_t ns,
                               cache_match *out)
 {
@@ -28,6 +36,7 @@ static rkv_status radix_match(cache *c, const int32_t *tokens, int32_t n, uint64
     int32_t len = 0, node = 0;
     st = radix_tree_match(tree_of(c), tokens, n, ns, out->pages, &len, &node);
     c->stats.match_calls++;
+    sync_splits(c);
     if (st != RKV_OK) return st;
     out->len = len;
     out->num_pages = len / c->page_size;
@@ -41,6 +50,7 @@ static rkv_status radix_insert(cache *c, const int32_t *tokens, int32_t n, const
 {
     rkv_status st = radix_tree_insert(tree_of(c), tokens, n, pages, ns, prefix_len);
     c->stats.insert_calls++;
+    sync_splits(c);
     if (st == RKV_OK) {
         int32_t whole = n - n % c->page_size;
         c->stats.inserted_tokens += (uint64_t)(whole - *prefix_len);

@@ -705,6 +705,12 @@ void cache_sim_print_summary(FILE *out, const cache_sim_options *opt, const cach
     cache_sizes sz;
     cache_get_sizes(c, &sz);
     fprintf(out, ",\"pinned_tokens\":%" PRId64, sz.pinned_tokens);
+    /* The cache at the end of the replay: its size and how many operations
+     * built it (page-size and overhead studies divide the time by these). */
+    fprintf(out, ",\"nodes\":%" PRId64 ",\"cached_tokens\":%" PRId64 ",\"splits\":%" PRIu64
+            ",\"match_calls\":%" PRIu64 ",\"insert_calls\":%" PRIu64,
+            sz.num_nodes, sz.evictable_tokens + sz.protected_tokens, c->stats.splits,
+            c->stats.match_calls, c->stats.insert_calls);
     const tier_stats *ts = cache_tier_get_stats(c);
     if (ts && opt->tier)
         tier_print_json(out, opt->tier, ts, sum->prompt_tokens, sum->matched_tokens);

@@ -68,6 +68,7 @@ static void usage_run(FILE *f)
         "  --page-size P           tokens per KV page (default 16)\n"
         "  --max-batched-tokens N  token budget per step (default 8192)\n"
         "  --max-running N         running requests at most (default 256)\n"
+        "  --lpm-queue-limit N     lpm/dfs-weight act as fcfs above N waiting (default 128)\n"
         "  --num-pages N           KV pages (default: the backend decides)\n"
         "  --kv-tokens N           KV capacity in tokens (ceil(N / P) pages)\n"
         "  --max-tokens N          output length for lines without max_tokens (default 16)\n"
@@ -164,11 +165,11 @@ static int parse_run(int argc, char **argv, run_opts *o)
         static const char *const value_opts[] = {
             "--trace", "--out", "--backend", "--model", "--weights", "--cache", "--evict-policy",
             "--hash", "--policy", "--schedule", "--page-size", "--max-batched-tokens",
-            "--max-running", "--num-pages", "--kv-tokens", "--max-tokens", "--gpu", "--threads",
-            "--seed", "--pin", "--price-cached", "--price-uncached", "--replicas", "--router",
-            "--router-threshold", "--router-cache-threshold", "--router-tokens", "--tier-host",
-            "--tier-disk", "--tier-dir", "--tier-policy", "--host-bw", "--disk-bw",
-            "--tier-fail-disk-after", NULL};
+            "--max-running", "--lpm-queue-limit", "--num-pages", "--kv-tokens", "--max-tokens",
+            "--gpu", "--threads", "--seed", "--pin", "--price-cached", "--price-uncached",
+            "--replicas", "--router", "--router-threshold", "--router-cache-threshold",
+            "--router-tokens", "--tier-host", "--tier-disk", "--tier-dir", "--tier-policy",
+            "--host-bw", "--disk-bw", "--tier-fail-disk-after", NULL};
         int known = 0;
         while (value_opts[known] && strcmp(value_opts[known], name)) known++;
         if (!value_opts[known]) {
@@ -209,6 +210,9 @@ static int parse_run(int argc, char **argv, run_opts *o)
         } else if (FLAG("--max-running")) {
             if ((rc = cli_int("run", name, v, 1, 1 << 20, &x))) return rc;
             o->ec.max_running = (int32_t)x;
+        } else if (FLAG("--lpm-queue-limit")) {
+            if ((rc = cli_int("run", name, v, 1, INT32_MAX, &x))) return rc;
+            o->ec.lpm_queue_limit = (int32_t)x;
         } else if (FLAG("--num-pages")) {
             if ((rc = cli_int("run", name, v, 1, INT32_MAX, &x))) return rc;
             o->ec.backend_cfg.num_pages = x;

@@ -34,6 +34,13 @@ for name in hit_rate_sweep long_prefill overhead; do
     experiments/$name/run --notebook
   fi
 done
+# Experiments II: re-draw from their results where they exist (the Mooncake
+# ones need the traces, so they are not run from here).
+for name in real_trace_capacity eviction_policy page_size sglang_ablations; do
+  if [[ -f experiments/$name/results/$name.jsonl ]]; then
+    notebooks/run.sh "$name"
+  fi
+done
 mkdir -p paper/generated
 shopt -s nullglob
 for f in notebooks/figures/*.pdf notebooks/figures/*.png notebooks/figures/*.tex; do cp "$f" paper/generated/; done

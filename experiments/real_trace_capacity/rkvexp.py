@@ -1,0 +1,332 @@
+"""Code shared by the real_trace_capacity, eviction_policy, page_size and
+sglang_ablations experiments: finding the binary and the Mooncake traces,
+provenance of result rows, a progress bar, a tiny Mooncake-format trace.
+
+The other three experiments import this file through their own folder's
+parent (sys.path); it stays small on purpose and only uses the standard library.
+"""
+import datetime
+import json
+import math
+import os
+import random
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+BLOCK = 512  # tokens per Mooncake hash id
+
+MOONCAKE_TRACES = {"conversation": "conversation_trace.jsonl",
+                   "synthetic": "synthetic_trace.jsonl"}
+MOONCAKE_HELP = ("the FAST25-release/traces/ folder of github.com/kvcache-ai/Mooncake; "
+                 "pass --mooncake-dir or set RKV_MOONCAKE_DIR")
+
+
+def fail(name, msg, code=1):
+    print(f"{name}: {msg}", file=sys.stderr)
+    sys.exit(code)
+
+
+def default_radixkv():
+    """$RADIXKV, else the release build (the default build checks the engine's
+    page accounting every step, which dominates engine run times), else build/."""
+    if os.environ.get("RADIXKV"):
+        return os.environ["RADIXKV"]
+    for b in ("build-release", "build"):
+        p = os.path.join(ROOT, b, "runtime", "radixkv")
+        if os.access(p, os.X_OK):
+            return p
+    return os.path.join(ROOT, "build", "runtime", "radixkv")
+
+
+def default_mooncake_dir():
+    return os.environ.get("RKV_MOONCAKE_DIR",
+                          os.path.join(ROOT, "..", "shared", "data", "mooncake"))
+
+
+def check_binary(name, path):
+    if not os.access(path, os.X_OK):
+        fail(name, f"{path}: no radixkv binary (build first, or pass --radixkv)")
+
+
+def git_commit():
+    try:
+        out = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short=12", "HEAD"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "-uno"],
+                               capture_output=True, text=True).stdout.strip()
+        return out + ("-dirty" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+class Rows:
+    """JSON Lines writer: every row carries the experiment, its scale and
+    configuration, seed, backend, model preset, git commit and date."""
+
+    def __init__(self, path, experiment):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        self.f = open(path, "w")
+        self.experiment = experiment
+        self.commit = git_commit()
+        self.date = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+    def write(self, config, metrics, seed=0, backend="cache-sim", model=None):
+        # Keys as in experiments/common.py (experiment, scale, commit, date).
+        row = {"experiment": self.experiment, "scale": config.get("scale"), "config": config,
+               "seed": seed, "backend": backend, "model": model, "commit": self.commit,
+               "date": self.date}
+        row.update(metrics)
+        self.f.write(json.dumps(row) + "\n")
+        self.f.flush()
+        return row
+
+    def close(self):
+        self.f.close()
+
+
+class Progress:
+    """A one-line progress bar on stderr (silent when stderr is no terminal
+    unless forced)."""
+
+    def __init__(self, name, total, enabled=None):
+        self.name, self.total, self.done = name, max(total, 1), 0
+        self.t0 = time.time()
+        self.enabled = sys.stderr.isatty() if enabled is None else enabled
+
+    def step(self, label=""):
+        self.done += 1
+        if not self.enabled:
+            return
+        frac = self.done / self.total
+        bar = "#" * int(30 * frac)
+        sys.stderr.write(f"\r{self.name} [{bar:<30}] {self.done}/{self.total} "
+                         f"{time.time() - self.t0:6.1f}s {label[:40]:<40}")
+        if self.done >= self.total:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+
+
+def run_json(cmd, name):
+    """Runs a radixkv command and returns its JSON Lines output (a list)."""
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        fail(name, f"command failed ({p.returncode}): {' '.join(cmd)}\n{p.stderr[-2000:]}")
+    return [json.loads(line) for line in p.stdout.splitlines() if line.strip()]
+
+
+def summary_of(lines):
+    for rec in lines:
+        if rec.get("type") == "summary":
+            return rec
+    raise ValueError("no summary line")
+
+
+def read_mooncake(path, max_requests=None):
+    """[(input_length, hash_ids)] of a Mooncake trace; checks the block count."""
+    reqs = []
+    with open(path) as f:
+        for lineno, line in enumerate(f, 1):
+            if max_requests is not None and len(reqs) >= max_requests:
+                break
+            if not line.strip():
+                continue
+            r = json.loads(line)
+            n, ids = r["input_length"], r["hash_ids"]
+            if len(ids) != math.ceil(n / BLOCK):
+                raise ValueError(f"{path}:{lineno}: {len(ids)} hash ids for {n} tokens")
+            reqs.append((n, ids))
+    return reqs
+
+
+def write_mooncake(path, reqs):
+    with open(path, "w") as f:
+        for i, (n, ids) in enumerate(reqs):
+            f.write(json.dumps({"timestamp": i * 100, "input_length": n,
+                                "output_length": 16, "hash_ids": ids}) + "\n")
+
+
+def synth_mooncake(seed, sessions=40, turns=6, system_prompts=3, max_blocks=12):
+    """A tiny conversation-like trace in Mooncake format: sessions share one of
+    a few system prompts and grow turn by turn (each turn's prompt is the
+    previous prompt plus new blocks); sessions interleave, some return late.
+    Ids are prefix-chained like the real traces: a fresh id per new block."""
+    rng = random.Random(seed)
+    next_id = [0]
+
+    def fresh(k):
+        ids = list(range(next_id[0], next_id[0] + k))
+        next_id[0] += k
+        return ids
+
+    systems = [fresh(rng.randint(1, 3)) for _ in range(system_prompts)]
+    live = []
+    for s in range(sessions):
+        live.append({"ids": list(systems[rng.randrange(system_prompts)]), "left": turns})
+    reqs = []
+    while live:
+        sess = live[rng.randrange(min(len(live), 8))]  # a window of active sessions
+        room = max_blocks - len(sess["ids"])
+        if room <= 0:
+            sess["left"] = 0
+        else:
+            sess["ids"] = sess["ids"] + fresh(rng.randint(1, min(3, room)))
+            n = (len(sess["ids"]) - 1) * BLOCK + rng.randint(1, BLOCK)
+            reqs.append((n, list(sess["ids"])))
+            # A partial last block is not reusable: the next turn starts a new id there.
+            if n % BLOCK:
+                sess["ids"] = sess["ids"][:-1]
+            sess["left"] -= 1
+        if sess["left"] <= 0:
+            live.remove(sess)
+    return reqs
+
+
+def unique_blocks(reqs):
+    """(distinct ids, distinct ids of full blocks) of a Mooncake request list."""
+    every, full = set(), set()
+    for n, ids in reqs:
+        every.update(ids)
+        full.update(ids[:n // BLOCK])
+    return len(every), len(full)
+
+
+def log_space(lo, hi, points):
+    """points integers from lo to hi (both included), log-spaced, distinct."""
+    if points <= 1 or hi <= lo:
+        return [hi]
+    out = []
+    for k in range(points):
+        v = int(round(math.exp(math.log(lo) + (math.log(hi) - math.log(lo)) * k / (points - 1))))
+        if not out or v > out[-1]:
+            out.append(v)
+    return out
+
+
+def run_notebook(name, results):
+    """Executes notebooks/<name>.ipynb on `results` (env RKV_RESULTS); 77 when
+    /usr/bin/python3 lacks matplotlib or nbconvert."""
+    probe = subprocess.run(["/usr/bin/python3", "-c", "import matplotlib, nbconvert"],
+                           capture_output=True)
+    if probe.returncode != 0:
+        print(f"{name}: skip the notebook: /usr/bin/python3 lacks matplotlib or nbconvert "
+              "(scripts/deps.sh installs them)", file=sys.stderr)
+        return 77
+    env = dict(os.environ, RKV_ROOT=ROOT, RKV_RESULTS=os.path.abspath(results))
+    return subprocess.run([os.path.join(ROOT, "notebooks", "run.sh"), name], env=env).returncode
+
+
+def run_sim(radixkv, trace, model, name, extra=(), gpu="h100"):
+    """`radixkv run --backend sim` on a trace; returns the summary with the mean
+    TTFT and latency of the requests added (the summary gives percentiles)."""
+    cmd = [radixkv, "run", "--backend", "sim", "--model", model, "--gpu", gpu,
+           "--trace", trace, "--no-progress"] + list(extra)
+    w0 = time.perf_counter()
+    lines = run_json(cmd, name)
+    wall = time.perf_counter() - w0
+    s = summary_of(lines)
+    done = [r for r in lines if r.get("type") == "request" and "error" not in r]
+    s["ttft_mean"] = sum(r["ttft"] for r in done) / len(done) if done else None
+    s["latency_mean"] = sum(r["latency"] for r in done) / len(done) if done else None
+    s["wall_seconds"] = wall
+    return s
+
+
+def gen_trace(radixkv, args, path, name):
+    """`radixkv gen ARGS --out path`."""
+    cmd = [radixkv, "gen"] + [str(x) for x in args] + ["--out", path]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        fail(name, f"command failed ({p.returncode}): {' '.join(cmd)}\n{p.stderr[-2000:]}")
+    return path
+
+
+def head_lines(src, dst, n):
+    """Copies the first n lines of src to dst (all of them when n is None)."""
+    with open(src) as f, open(dst, "w") as g:
+        for i, line in enumerate(f):
+            if n is not None and i >= n:
+                break
+            g.write(line)
+    return dst
+
+
+def mooncake_path(name, cfg_trace, mooncake_dir, synthetic, tmpdir, seed=7):
+    """The path of a Mooncake trace, or of the generated stand-in with
+    --synthetic; exits 77 when the real trace is missing."""
+    if synthetic:
+        path = os.path.join(tmpdir, f"generated_{cfg_trace}.jsonl")
+        if not os.path.exists(path):
+            write_mooncake(path, synth_mooncake(seed))
+        return path
+    path = os.path.join(mooncake_dir, MOONCAKE_TRACES[cfg_trace])
+    if not os.path.exists(path):
+        fail(name, f"skip: {path} is missing ({MOONCAKE_HELP})", 77)
+    return path
+
+
+def trace_stats(path):
+    """(requests, longest prompt + output) of a JSON Lines or Mooncake trace."""
+    n = longest = 0
+    with open(path) as f:
+        for line in f:
+            if not line.strip():
+                continue
+            r = json.loads(line)
+            if "hash_ids" in r:
+                total = r["input_length"] + r.get("output_length", 16)
+            else:
+                total = len(r["tokens"]) + r.get("max_tokens", 16)
+            n += 1
+            longest = max(longest, total)
+    return n, longest
+
+
+def cache_sim(radixkv, trace, cache, capacity, page_size, name, policy=None):
+    """The summary of one `radixkv cache-sim --summary-only` replay, with the
+    wall time of the process added."""
+    cmd = [radixkv, "cache-sim", "--cache", cache, "--capacity", str(int(capacity)),
+           "--page-size", str(page_size), "--summary-only", "--no-progress", trace]
+    if policy:
+        cmd[4:4] = ["--policy", policy]
+    w0 = time.perf_counter()
+    s = summary_of(run_json(cmd, name))
+    s["wall_seconds"] = time.perf_counter() - w0
+    return s
+
+
+def working_set(radixkv, trace, page_size, name):
+    """Tokens a cache of unlimited size computes on the trace (prompt tokens
+    minus matched tokens under radix): the capacity at which nothing is evicted,
+    up to partial pages."""
+    s = cache_sim(radixkv, trace, "radix", prompt_tokens(trace) + page_size, page_size, name)
+    return s["new_tokens"]
+
+
+def prompt_tokens(path):
+    """Σ prompt tokens of a JSON Lines or Mooncake trace."""
+    total = 0
+    with open(path) as f:
+        for line in f:
+            if line.strip():
+                r = json.loads(line)
+                total += r["input_length"] if "hash_ids" in r else len(r["tokens"])
+    return total
+
+
+def run_engine(radixkv, trace, be, name, extra=()):
+    """`radixkv run` on a real backend (cpu): like run_sim, with its threads."""
+    opts = ["--threads", str(be["threads"])] if be.get("threads") else []
+    cmd = [radixkv, "run", "--backend", be["backend"], "--model", be["model"],
+           "--trace", trace, "--no-progress"] + opts + list(extra)
+    w0 = time.perf_counter()
+    lines = run_json(cmd, name)
+    wall = time.perf_counter() - w0
+    s = summary_of(lines)
+    done = [r for r in lines if r.get("type") == "request" and "error" not in r]
+    s["ttft_mean"] = sum(r["ttft"] for r in done) / len(done) if done else None
+    s["latency_mean"] = sum(r["latency"] for r in done) / len(done) if done else None
+    s["wall_seconds"] = wall
+    return s
