@@ -34,9 +34,9 @@ for name in hit_rate_sweep long_prefill overhead; do
     experiments/$name/run --notebook
   fi
 done
-# Experiments II: re-draw from their results where they exist (the Mooncake
-# ones need the traces, so they are not run from here).
-for name in real_trace_capacity eviction_policy page_size sglang_ablations; do
+# tiered_capacity, routing and Experiments II: re-draw from their results where
+# they exist (the Mooncake ones need the traces, so they are not run from here).
+for name in tiered_capacity routing real_trace_capacity eviction_policy page_size sglang_ablations; do
   if [[ -f experiments/$name/results/$name.jsonl ]]; then
     notebooks/run.sh "$name"
   fi
