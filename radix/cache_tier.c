@@ -506,7 +506,7 @@ static rkv_status tier_match(cache *c, const int32_t *tokens, int32_t n, uint64_
 
     /* 4: hand them to the kind, then match again for one ordinary handle. */
     int32_t prefix = 0;
-    memcpy(t->pages, out->pages, sizeof(int32_t) * (size_t)L);
+    if (L) memcpy(t->pages, out->pages, sizeof(int32_t) * (size_t)L);
     if (loaded > 0)
         st = cache_insert(t->inner, tokens, (L + loaded) * P, t->pages, ns, &prefix);
     if (st == RKV_OK && loaded > 0) {

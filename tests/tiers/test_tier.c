@@ -70,7 +70,7 @@ static int32_t request(cache *c, fake_kv *kv, const int32_t *tokens, int32_t n, 
         return -1;
     }
     int32_t pages[PAGES];
-    memcpy(pages, m->pages, sizeof(int32_t) * (size_t)m->num_pages);
+    if (m->num_pages) memcpy(pages, m->pages, sizeof(int32_t) * (size_t)m->num_pages);
     ck_assert_int_eq(page_pool_alloc(c->pool, need, pages + m->num_pages), RKV_OK);
     for (int32_t k = m->num_pages; k < nb; k++) expected(tokens, k, kv->b[pages[k]]);
     int32_t prefix = 0;
