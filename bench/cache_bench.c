@@ -21,6 +21,7 @@
 #include <time.h>
 
 #include "block_hash.h"
+#include "bench_replay.h"
 #include "cache.h"
 
 typedef struct opts {
@@ -29,10 +30,7 @@ typedef struct opts {
     unsigned seed;
 } opts;
 
-typedef struct phase_ns {
-    double match, insert, evict;
-    int64_t match_tokens, insert_tokens, evict_tokens, matched;
-} phase_ns;
+typedef replay_cost phase_ns;
 
 static double now_ns(void)
 {
@@ -124,34 +122,7 @@ static int replay(const opts *o, const int32_t *trace, const char *kind, int32_t
     int rc = pages ? 0 : -1;
     for (int32_t r = 0; r < o->requests && rc == 0; r++) {
         const int32_t *t = trace + (size_t)r * (size_t)o->len;
-        double t0 = now_ns();
-        rkv_status st = cache_match_prefix(c, t, o->len - 1, 0, &m);
-        out->match += now_ns() - t0;
-        out->match_tokens += o->len - 1;
-        out->matched += m.len;
-        if (st == RKV_OK) st = cache_lock(c, &m);
-        int32_t need = nb - m.num_pages, fr = page_pool_num_free(&pool);
-        if (st == RKV_OK && need > fr) {
-            t0 = now_ns();
-            out->evict_tokens += cache_evict(c, (int64_t)(need - fr) * P);
-            out->evict += now_ns() - t0;
-        }
-        if (st == RKV_OK && need <= page_pool_num_free(&pool)) {
-            if (m.num_pages) memcpy(pages, m.pages, sizeof *pages * (size_t)m.num_pages);
-            st = page_pool_alloc(&pool, need, pages + m.num_pages);
-            int32_t prefix = 0;
-            t0 = now_ns();
-            if (st == RKV_OK) st = cache_insert(c, t, o->len, pages, 0, &prefix);
-            out->insert += now_ns() - t0;
-            out->insert_tokens += o->len;
-            /* The caller frees what the cache did not take: the duplicates,
-             * and for kinds that keep nothing whatever is still in flight. */
-            if (st == RKV_OK && prefix / P > m.num_pages)
-                st = page_pool_free(&pool, pages + m.num_pages, prefix / P - m.num_pages);
-            for (int32_t i = m.num_pages; st == RKV_OK && i < nb; i++)
-                if (pool.state[pages[i]] == PAGE_INFLIGHT) st = page_pool_free(&pool, &pages[i], 1);
-        }
-        if (st == RKV_OK) st = cache_unlock(c, &m);
+        rkv_status st = bench_replay_request(c, &pool, t, o->len, &m, pages, out);
         if (st != RKV_OK) {
             fprintf(stderr, "cache_bench: %s, request %d: %s\n", kind, r, rkv_status_str(st));
             rc = -1;
@@ -189,17 +160,17 @@ static int bench_kinds(const opts *o, const int32_t *trace)
             phase_ns p;
             if (replay(o, trace, kinds[k], (int32_t)np, &p) != 0) return -1;
             if (rep == 0) best[k] = p;
-            if (p.match < best[k].match) best[k].match = p.match;
-            if (p.insert < best[k].insert) best[k].insert = p.insert;
-            if (p.evict < best[k].evict) best[k].evict = p.evict;
+            if (p.match_ns < best[k].match_ns) best[k].match_ns = p.match_ns;
+            if (p.insert_ns < best[k].insert_ns) best[k].insert_ns = p.insert_ns;
+            if (p.evict_ns < best[k].evict_ns) best[k].evict_ns = p.evict_ns;
         }
         fprintf(stderr, "cache_bench: %s done\n", kinds[k]);
     }
     const phase_ns *b = &best[0];
     for (int k = 0; k < NK; k++) {
         const phase_ns *p = &best[k];
-        double mt = per(p->match, p->match_tokens), it = per(p->insert, p->insert_tokens),
-               et = per(p->evict, p->evict_tokens);
+        double mt = per(p->match_ns, p->match_tokens), it = per(p->insert_ns, p->insert_tokens),
+               et = per(p->evict_ns, p->evict_tokens);
         printf("{\"bench\":\"cache_kind\",\"kind\":\"%s\",\"baseline\":\"radix\",\"requests\":%d,"
                "\"len\":%d,\"page_size\":%d,\"pool_pages\":%lld,\"hit_rate\":%.4f,"
                "\"match_ns_per_token\":%.3f,\"insert_ns_per_token\":%.3f,"
@@ -207,9 +178,9 @@ static int bench_kinds(const opts *o, const int32_t *trace)
                "\"match_ratio\":%.3f,\"insert_ratio\":%.3f,\"evict_ratio\":%.3f}\n",
                kinds[k], o->requests, o->len, o->page_size, (long long)np,
                per((double)p->matched, p->match_tokens), mt, it, et,
-               (long long)p->evict_tokens, ratio(mt, per(b->match, b->match_tokens)),
-               ratio(it, per(b->insert, b->insert_tokens)),
-               ratio(et, per(b->evict, b->evict_tokens)));
+               (long long)p->evict_tokens, ratio(mt, per(b->match_ns, b->match_tokens)),
+               ratio(it, per(b->insert_ns, b->insert_tokens)),
+               ratio(et, per(b->evict_ns, b->evict_tokens)));
     }
     return 0;
 }

@@ -40,6 +40,7 @@
 #endif
 
 #include "block_hash.h"
+#include "bench_replay.h"
 #include "cache.h"
 
 typedef struct opts {
@@ -52,8 +53,7 @@ typedef struct opts {
 } opts;
 
 typedef struct phase {
-    double match_ns, insert_ns, evict_ns;
-    int64_t match_tokens, insert_tokens, evict_tokens, matched;
+    replay_cost cost; /* first member: phase and replay_cost share the timings */
     int64_t heap_bytes, cached_tokens, nodes;
     uint64_t hash_computations;
 } phase;
@@ -198,34 +198,7 @@ static int replay(const opts *o, const int32_t *trace, const char *kind, int32_t
     int64_t heap_extra = heap_live() - heap_m;
     for (int32_t r = 0; r < o->requests && rc == 0; r++) {
         const int32_t *t = trace + (size_t)r * (size_t)o->len;
-        double t0 = now_ns();
-        rkv_status st = cache_match_prefix(c, t, o->len - 1, 0, &m);
-        out->match_ns += now_ns() - t0;
-        out->match_tokens += o->len - 1;
-        out->matched += m.len;
-        if (st == RKV_OK) st = cache_lock(c, &m);
-        int32_t need = nb - m.num_pages, fr = page_pool_num_free(&pool);
-        if (st == RKV_OK && need > fr) {
-            t0 = now_ns();
-            out->evict_tokens += cache_evict(c, (int64_t)(need - fr) * P);
-            out->evict_ns += now_ns() - t0;
-        }
-        if (st == RKV_OK && need <= page_pool_num_free(&pool)) {
-            if (m.num_pages) memcpy(pages, m.pages, sizeof *pages * (size_t)m.num_pages);
-            st = page_pool_alloc(&pool, need, pages + m.num_pages);
-            int32_t prefix = 0;
-            t0 = now_ns();
-            if (st == RKV_OK) st = cache_insert(c, t, o->len, pages, 0, &prefix);
-            out->insert_ns += now_ns() - t0;
-            out->insert_tokens += o->len;
-            /* Free what the cache did not take: duplicates, and whatever is
-             * still in flight (the partial last page, or all of it for none). */
-            if (st == RKV_OK && prefix / P > m.num_pages)
-                st = page_pool_free(&pool, pages + m.num_pages, prefix / P - m.num_pages);
-            for (int32_t i = m.num_pages; st == RKV_OK && i < nb; i++)
-                if (pool.state[pages[i]] == PAGE_INFLIGHT) st = page_pool_free(&pool, &pages[i], 1);
-        }
-        if (st == RKV_OK) st = cache_unlock(c, &m);
+        rkv_status st = bench_replay_request(c, &pool, t, o->len, &m, pages, &out->cost);
         if (st != RKV_OK) {
             fprintf(stderr, "overhead_bench: %s, request %d: %s\n", kind, r, rkv_status_str(st));
             rc = -1;
@@ -277,31 +250,31 @@ static int bench_kinds(const opts *o, const int32_t *trace)
                 break;
             }
             if (rep == 0) best = p;
-            if (p.match_ns < best.match_ns) best.match_ns = p.match_ns;
-            if (p.insert_ns < best.insert_ns) best.insert_ns = p.insert_ns;
-            if (p.evict_ns < best.evict_ns) best.evict_ns = p.evict_ns;
+            if (p.cost.match_ns < best.cost.match_ns) best.cost.match_ns = p.cost.match_ns;
+            if (p.cost.insert_ns < best.cost.insert_ns) best.cost.insert_ns = p.cost.insert_ns;
+            if (p.cost.evict_ns < best.cost.evict_ns) best.cost.evict_ns = p.cost.evict_ns;
         }
         if (rc) break;
         if (!strcmp(k, "radix")) {
             base = best;
             have_base = true;
         }
-        double mt = per(best.match_ns, best.match_tokens), it = per(best.insert_ns, best.insert_tokens),
-               et = per(best.evict_ns, best.evict_tokens);
+        double mt = per(best.cost.match_ns, best.cost.match_tokens), it = per(best.cost.insert_ns, best.cost.insert_tokens),
+               et = per(best.cost.evict_ns, best.cost.evict_tokens);
         printf("{\"bench\":\"overhead_kind\",\"kind\":\"%s\",\"baseline\":\"radix\",\"len\":%d,"
                "\"requests\":%d,\"page_size\":%d,\"share\":%.4f,\"groups\":%d,\"pool_pages\":%lld,"
                "\"reps\":%d,\"hit_rate\":%.6f,\"match_ns_per_token\":%.4f,"
                "\"insert_ns_per_token\":%.4f",
                k, o->len, o->requests, o->page_size, o->share, o->groups, (long long)np, o->reps,
-               per((double)best.matched, best.match_tokens), mt, it);
-        num_or_null("evict_ns_per_token", et, best.evict_tokens > 0);
+               per((double)best.cost.matched, best.cost.match_tokens), mt, it);
+        num_or_null("evict_ns_per_token", et, best.cost.evict_tokens > 0);
         printf(",\"evicted_tokens\":%lld,\"cached_tokens\":%lld,\"nodes\":%lld,\"heap_bytes\":%lld,"
                "\"hash_computations\":%llu",
-               (long long)best.evict_tokens, (long long)best.cached_tokens, (long long)best.nodes,
+               (long long)best.cost.evict_tokens, (long long)best.cached_tokens, (long long)best.nodes,
                (long long)best.heap_bytes, (unsigned long long)best.hash_computations);
         num_or_null("bytes_per_cached_token", per((double)best.heap_bytes, best.cached_tokens),
                     best.cached_tokens > 0);
-        double bm = per(base.match_ns, base.match_tokens), bi = per(base.insert_ns, base.insert_tokens);
+        double bm = per(base.cost.match_ns, base.cost.match_tokens), bi = per(base.cost.insert_ns, base.cost.insert_tokens);
         num_or_null("match_ratio", bm > 0 ? mt / bm : 0, have_base && bm > 0);
         num_or_null("insert_ratio", bi > 0 ? it / bi : 0, have_base && bi > 0);
         printf("}\n");

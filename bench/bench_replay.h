@@ -1,0 +1,66 @@
+/* bench_replay.h - one request through a cache, as the simulator and the engine
+ * drive it, with each operation timed. Shared by cache_bench and overhead_bench
+ * so both measure the same sequence of calls.
+ *
+ *   match(all tokens but the last) + lock -> evict the shortfall -> alloc the
+ *   new pages (the partial last page included, as the simulator counts them) -> insert(all whole pages) -> free what the cache did not take
+ *   (duplicates; the partial last page; everything for kinds that keep nothing)
+ *   -> unlock
+ */
+#ifndef RKV_BENCH_REPLAY_H
+#define RKV_BENCH_REPLAY_H
+
+#include <string.h>
+#include <time.h>
+
+#include "cache.h"
+
+typedef struct replay_cost {
+    double match_ns, insert_ns, evict_ns;
+    int64_t match_tokens, insert_tokens, evict_tokens, matched;
+} replay_cost;
+
+static inline double bench_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+/* tokens[0..len); pages: room for len / P + 1 ids; m: a reusable match. Requests
+ * that do not fit after eviction are matched and unlocked but not inserted. */
+static inline rkv_status bench_replay_request(cache *c, page_pool *pool, const int32_t *t,
+                                              int32_t len, cache_match *m, int32_t *pages,
+                                              replay_cost *out)
+{
+    const int32_t P = pool->page_size, nb = (len + P - 1) / P;
+    double t0 = bench_now_ns();
+    rkv_status st = cache_match_prefix(c, t, len - 1, 0, m);
+    out->match_ns += bench_now_ns() - t0;
+    out->match_tokens += len - 1;
+    out->matched += m->len;
+    if (st == RKV_OK) st = cache_lock(c, m);
+    int32_t need = nb - m->num_pages, fr = page_pool_num_free(pool);
+    if (st == RKV_OK && need > fr) {
+        t0 = bench_now_ns();
+        out->evict_tokens += cache_evict(c, (int64_t)(need - fr) * P);
+        out->evict_ns += bench_now_ns() - t0;
+    }
+    if (st == RKV_OK && need <= page_pool_num_free(pool)) {
+        if (m->num_pages) memcpy(pages, m->pages, sizeof *pages * (size_t)m->num_pages);
+        st = page_pool_alloc(pool, need, pages + m->num_pages);
+        int32_t prefix = 0;
+        t0 = bench_now_ns();
+        if (st == RKV_OK) st = cache_insert(c, t, len, pages, 0, &prefix);
+        out->insert_ns += bench_now_ns() - t0;
+        out->insert_tokens += len;
+        if (st == RKV_OK && prefix / P > m->num_pages)
+            st = page_pool_free(pool, pages + m->num_pages, prefix / P - m->num_pages);
+        for (int32_t i = m->num_pages; st == RKV_OK && i < nb; i++)
+            if (pool->state[pages[i]] == PAGE_INFLIGHT) st = page_pool_free(pool, &pages[i], 1);
+    }
+    if (st == RKV_OK) st = cache_unlock(c, m);
+    return st;
+}
+
+#endif
