@@ -32,13 +32,6 @@ typedef struct opts {
 
 typedef replay_cost phase_ns;
 
-static double now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
-
 static int parse_opts(int argc, char **argv, opts *o)
 {
     *o = (opts){.requests = 2000, .len = 1024, .page_size = 16, .groups = 16, .reps = 3,
@@ -76,28 +69,10 @@ static int parse_opts(int argc, char **argv, opts *o)
     return 0;
 }
 
-static uint64_t rng_next(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 /* (requests, len) token ids. */
 static int32_t *make_trace(const opts *o)
 {
-    int32_t *t = malloc(sizeof *t * (size_t)o->requests * (size_t)o->len);
-    if (!t) return NULL;
-    uint64_t s = o->seed;
-    int32_t half = o->len / 2;
-    for (int32_t r = 0; r < o->requests; r++) {
-        int32_t *row = t + (size_t)r * (size_t)o->len;
-        uint64_t gs = 1000003ull * (uint64_t)(r % o->groups + 1);
-        for (int32_t j = 0; j < half; j++) row[j] = (int32_t)(rng_next(&gs) % 32000);
-        for (int32_t j = half; j < o->len; j++) row[j] = (int32_t)(rng_next(&s) % 32000);
-    }
-    return t;
+    return bench_make_trace(o->requests, o->len, o->len / 2, o->groups, o->seed, 0);
 }
 
 /* One replay of the trace through a fresh cache of `kind`. */
@@ -200,7 +175,7 @@ static int bench_hash_fns(const opts *o, const int32_t *trace)
         ns[f] = 0;
         uint64_t sink = 0;
         for (int rep = 0; rep < o->reps; rep++) {
-            double t0 = now_ns();
+            double t0 = bench_now_ns();
             for (int32_t r = 0; r < o->requests; r++) {
                 const int32_t *t = trace + (size_t)r * (size_t)o->len;
                 block_hash d = block_hash_root;
@@ -208,7 +183,7 @@ static int bench_hash_fns(const opts *o, const int32_t *trace)
                     block_hasher_hash(&h, &d, 0, t + i, o->page_size, &d);
                 sink ^= d.lo;
             }
-            double el = now_ns() - t0;
+            double el = bench_now_ns() - t0;
             if (rep == 0 || el < ns[f]) ns[f] = el;
         }
         block_hasher_destroy(&h);

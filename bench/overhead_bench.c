@@ -58,13 +58,6 @@ typedef struct phase {
     uint64_t hash_computations;
 } phase;
 
-static double now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
-
 /* Live heap bytes allocated by this thread (jemalloc) or the process (glibc). */
 static int64_t heap_live(void)
 {
@@ -138,28 +131,10 @@ static int parse_opts(int argc, char **argv, opts *o)
     return 0;
 }
 
-static uint64_t rng_next(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 /* (requests, len) token ids. */
 static int32_t *make_trace(const opts *o)
 {
-    int32_t *t = malloc(sizeof *t * (size_t)o->requests * (size_t)o->len);
-    if (!t) return NULL;
-    uint64_t s = o->seed;
-    int32_t shared = (int32_t)(o->share * o->len + 1e-9);
-    for (int32_t r = 0; r < o->requests; r++) {
-        int32_t *row = t + (size_t)r * (size_t)o->len;
-        uint64_t gs = 1000003ull * (uint64_t)(r % o->groups + 1) + o->seed;
-        for (int32_t j = 0; j < shared; j++) row[j] = (int32_t)(rng_next(&gs) % 32000);
-        for (int32_t j = shared; j < o->len; j++) row[j] = (int32_t)(rng_next(&s) % 32000);
-    }
-    return t;
+    return bench_make_trace(o->requests, o->len, (int32_t)(o->share * o->len + 1e-9), o->groups, o->seed, o->seed);
 }
 
 static int64_t distinct_pages(const opts *o)
@@ -301,14 +276,14 @@ static int bench_hash_fns(const opts *o, const int32_t *trace)
         }
         uint64_t sink = 0;
         for (int rep = 0; rep < o->reps; rep++) {
-            double t0 = now_ns();
+            double t0 = bench_now_ns();
             for (int32_t r = 0; r < o->requests; r++) {
                 const int32_t *t = trace + (size_t)r * (size_t)o->len;
                 block_hash d = block_hash_root;
                 for (int32_t i = 0; i + P <= o->len; i += P) block_hasher_hash(&h, &d, 0, t + i, P, &d);
                 sink ^= d.lo;
             }
-            double el = now_ns() - t0;
+            double el = bench_now_ns() - t0;
             if (rep == 0 || el < ns[f]) ns[f] = el;
         }
         block_hasher_destroy(&h);
