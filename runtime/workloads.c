@@ -137,7 +137,7 @@ static rkv_status gen_multi_turn(gen *g)
 {
     const workload_config *c = g->c;
     rkv_status st = RKV_OK;
-    seq sys = {0}, s = {0};
+    seq sys = {0};
     TRY(seq_random(&sys, &g->r, c->vocab_size, c->shared_len));
     /* Turn-major order, so a trace replayed in order sees each turn after
      * the previous turn of its session. */
@@ -168,7 +168,6 @@ static rkv_status gen_multi_turn(gen *g)
     free(start);
 out:
     free(sys.t);
-    free(s.t);
     return st;
 }
 
