@@ -111,9 +111,10 @@ int attn_store_kv_cpu(const attn_shape *s, int32_t num_tokens, int32_t num_pages
                       float *k_cache, float *v_cache);
 
 /* Merge two partial states of `rows` rows of D (rows = tokens * heads) into
- * out/lse_out (which may alias o1/lse1). */
-void attn_merge_cpu(int64_t rows, int32_t head_dim, const float *o1, const float *lse1,
-                    const float *o2, const float *lse2, float *out, float *lse_out);
+ * out/lse_out (which may alias o1/lse1). ATTN_EARG for rows < 0, D < 1 or a
+ * NULL array (rows > 0). */
+int attn_merge_cpu(int64_t rows, int32_t head_dim, const float *o1, const float *lse1,
+                   const float *o2, const float *lse2, float *out, float *lse_out);
 
 /* ---- reference, double precision (tests only) -------------------------- */
 

@@ -103,10 +103,11 @@ int attn_batch_check_host(const char *fn, const attn_shape *s, const attn_batch 
     if (b->num_seqs > 0 && !b->prefix_lens) return ATTN_FAIL(ATTN_EARG, fn, "prefix_lens is NULL");
     int prefix = 0;
     for (int32_t i = 0; i < b->num_seqs; i++) {
-        int32_t len = b->q_starts[i + 1] - b->q_starts[i];
+        /* Order first: the difference of a decreasing pair can overflow int32. */
         if (b->q_starts[i + 1] < b->q_starts[i])
             return ATTN_FAIL(ATTN_EARG, fn, "q_starts[%d] = %d < q_starts[%d] = %d", (int)i + 1,
                              (int)b->q_starts[i + 1], (int)i, (int)b->q_starts[i]);
+        int32_t len = b->q_starts[i + 1] - b->q_starts[i];
         if (b->max_suffix > 0 && len > b->max_suffix)
             return ATTN_FAIL(ATTN_EARG, fn, "sequence %d has %d new tokens > max_suffix = %d",
                              (int)i, (int)len, (int)b->max_suffix);

@@ -902,7 +902,8 @@ int attn_decode_cpu(const attn_shape *s, int32_t num_seqs, const int32_t *seq_le
             memcpy(o, part_o + (base[i] * Hq + h) * D, sizeof(float) * (size_t)D);
             for (int32_t c = 1; c < splits[i]; c++) {
                 const int64_t prow = (base[i] + c) * Hq + h;
-                attn_merge_cpu(1, (int32_t)D, o, &l, part_o + prow * D, &part_lse[prow], o, &l);
+                /* Arguments built here, all valid: the status is always ATTN_OK. */
+                (void)attn_merge_cpu(1, (int32_t)D, o, &l, part_o + prow * D, &part_lse[prow], o, &l);
             }
             if (lse) lse[row] = l;
         }
@@ -939,9 +940,14 @@ int attn_store_kv_cpu(const attn_shape *s, int32_t num_tokens, int32_t num_pages
     return ATTN_OK;
 }
 
-void attn_merge_cpu(int64_t rows, int32_t head_dim, const float *o1, const float *lse1,
-                    const float *o2, const float *lse2, float *out, float *lse_out)
+int attn_merge_cpu(int64_t rows, int32_t head_dim, const float *o1, const float *lse1,
+                   const float *o2, const float *lse2, float *out, float *lse_out)
 {
+    static const char fn[] = "attn_merge_cpu";
+    if (rows < 0 || head_dim < 1)
+        return ATTN_FAIL(ATTN_EARG, fn, "rows = %lld, head_dim = %d", (long long)rows, (int)head_dim);
+    if (rows > 0 && (!o1 || !lse1 || !o2 || !lse2 || !out || !lse_out))
+        return ATTN_FAIL(ATTN_EARG, fn, "o1, lse1, o2, lse2, out or lse_out is NULL");
     const int64_t D = head_dim;
     for (int64_t r = 0; r < rows; r++) {
         float w1, w2;
@@ -958,4 +964,5 @@ void attn_merge_cpu(int64_t rows, int32_t head_dim, const float *o1, const float
             for (int64_t d = 0; d < D; d++) o[d] = a[d] * w1 + b[d] * w2;
         lse_out[r] = l;
     }
+    return ATTN_OK;
 }

@@ -655,10 +655,11 @@ rkv_status cache_tier_wrap(cache *inner, const tier_config *cfg, const tier_move
     if (!t->ent || !t->ent_toks || !t->bucket || !t->host_slots || !t->disk_slots
         || (pb && cfg->host_pages && !t->host_buf) || !t->scratch || !t->meta_k || !t->meta_valid
         || !t->meta_toks || !t->hbuf || reserve(t, 64) != RKV_OK) {
+        /* The count is read before the tier goes; inner survives: the caller keeps it. */
+        const long long entries = (long long)t->num_entries;
         t->inner = NULL;
-        cache_destroy(&t->base); /* inner survives: the caller keeps it */
-        return fail(RKV_ENOMEM, err, errlen, "tier: out of host memory for %lld entries",
-                    (long long)t->num_entries);
+        cache_destroy(&t->base);
+        return fail(RKV_ENOMEM, err, errlen, "tier: out of host memory for %lld entries", entries);
     }
     for (uint64_t i = 0; i < nb; i++) t->bucket[i] = -1;
     for (int tier = 0; tier < 3; tier++) t->lists[tier] = (tier_list){-1, -1, 0};
@@ -671,9 +672,18 @@ rkv_status cache_tier_wrap(cache *inner, const tier_config *cfg, const tier_move
     t->host_free = cfg->host_pages;
     t->disk_free = cfg->disk_pages;
 
-    /* A directory we cannot write fails now, not at the first spill. */
+    /* A directory we cannot write fails now, not at the first spill; a missing
+     * one (its parent existing) is made, as --dump-dir is. */
     if (cfg->disk_pages > 0 && cfg->disk_dir) {
         char path[4096];
+        if (mkdir(cfg->disk_dir, 0777) != 0 && errno != EEXIST) {
+            int e = errno;
+            t->inner = NULL;
+            t->cfg.disk_dir = NULL;
+            cache_destroy(&t->base);
+            return fail(RKV_EIO, err, errlen, "tier directory %s cannot be written (nor created): %s",
+                        cfg->disk_dir, strerror(e));
+        }
         snprintf(path, sizeof path, "%s/rkv-%ld-%d-probe", cfg->disk_dir, (long)getpid(), t->instance);
         int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
         bool ok = fd >= 0 && write(fd, "x", 1) == 1;

@@ -405,9 +405,17 @@ static rkv_status check_step(sim *s, int64_t step, char *err, size_t errlen)
         return RKV_ECORRUPT;
     }
     if (s->opt->check) {
-        char msg[512];
-        if (cache_check(s->c, msg, sizeof msg) != RKV_OK || page_pool_check(p, msg, sizeof msg) != RKV_OK) {
-            rkv_set_err(err, errlen, "after step %" PRId64 ": %s", step, msg);
+        /* A check may fail without writing a message: never print stale bytes. */
+        char msg[512] = "";
+        rkv_status cst = cache_check(s->c, msg, sizeof msg);
+        const char *who = "cache check";
+        if (cst == RKV_OK) {
+            cst = page_pool_check(p, msg, sizeof msg);
+            who = "page pool check";
+        }
+        if (cst != RKV_OK) {
+            rkv_set_err(err, errlen, "after step %" PRId64 ": %s failed: %s", step, who,
+                        msg[0] ? msg : rkv_status_str(cst));
             return RKV_ECORRUPT;
         }
     }
@@ -661,7 +669,19 @@ rkv_status cache_sim_run(cache *c, const cache_sim_options *opt, trace_reader *t
         if ((st = grow_reqs(&s, s.n_reqs + 1)) != RKV_OK) goto done;
         sim_req *next = &s.reqs[s.n_reqs];
         bool eof = false;
-        if ((st = trace_next(tr, &next->q, &eof, err, errlen)) != RKV_OK) goto done;
+        if ((st = trace_next(tr, &next->q, &eof, err, errlen)) != RKV_OK) {
+            /* The requests read before the bad line were accepted: replay and
+             * print them (as the step they were gathering) before failing. */
+            if (s.n_reqs > 0 && (st == RKV_EPARSE || st == RKV_ERANGE)) {
+                char serr[512] = "";
+                rkv_status st2 = run_step(&s, serr, sizeof serr);
+                if (st2 != RKV_OK) {
+                    rkv_set_err(err, errlen, "%s", serr[0] ? serr : rkv_status_str(st2));
+                    st = st2;
+                }
+            }
+            goto done;
+        }
         if (!eof && (s.n_reqs == 0 || next->q.step == s.reqs[0].q.step)) {
             s.n_reqs++;
             continue;

@@ -283,8 +283,12 @@ static int parse_run(int argc, char **argv, run_opts *o)
             return 2;
         }
         int64_t P = o->ec.backend_cfg.page_size;
-        if ((o->kv_tokens + P - 1) / P > INT32_MAX)
-            return bad("--kv-tokens", "", "too many pages for");
+        if ((o->kv_tokens + P - 1) / P > INT32_MAX) {
+            fprintf(stderr, "radixkv run: --kv-tokens %lld with --page-size %lld gives %lld pages"
+                    " (at most %d)\n", (long long)o->kv_tokens, (long long)P,
+                    (long long)((o->kv_tokens + P - 1) / P), INT32_MAX);
+            return 2;
+        }
         o->ec.backend_cfg.num_pages = (o->kv_tokens + P - 1) / P;
     }
     tier_opts_finish(&o->tier, o->ec.backend_cfg.page_size);
@@ -534,6 +538,18 @@ int cmd_run(int argc, char **argv)
     engine_get_stats(e, &s);
     double *ttft = malloc(sizeof(double) * (size_t)(ids.n + 1));
     double *tpot = malloc(sizeof(double) * (size_t)(ids.n + 1));
+    if (!ttft || !tpot) {
+        /* Without them the summary's times would be zeros that look measured. */
+        fprintf(stderr, "radixkv run: out of host memory for the summary's latency percentiles"
+                " (%lld requests); no summary written\n", (long long)ids.n);
+        free(ttft);
+        free(tpot);
+        if (out != stdout) fclose(out);
+        else fflush(stdout);
+        run_ids_free(&ids);
+        run_teardown(e, &pins);
+        return 1;
+    }
     int64_t nt = 0, np = 0;
     double t_end = 0;
     for (int64_t i = 0; ttft && tpot && i < ids.n; i++) {
@@ -601,6 +617,11 @@ int cmd_run(int argc, char **argv)
     free(ttft);
     free(tpot);
     int status = 0;
+    if (s.num_requests > 0 && s.num_errors == s.num_requests) {
+        fprintf(stderr, "radixkv run: every request failed (%lld of %lld); see their error lines\n",
+                (long long)s.num_errors, (long long)s.num_requests);
+        status = 1;
+    }
     if (o.pin && cache_pins_check(engine_cache(e), &pins, err, sizeof err)) {
         fprintf(stderr, "radixkv run: %s\n", err);
         status = 1;

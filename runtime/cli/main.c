@@ -23,6 +23,7 @@
 #include "cache_sim.h"
 #include "backend_sim.h"
 #include "cache_tier.h"
+#include "host_mem.h"
 #include "model_config.h"
 #include "pin_file.h"
 #include "tier_opts.h"
@@ -275,6 +276,18 @@ static int cmd_cache_sim(int argc, char **argv)
     tier_opts_finish(&topt, (int32_t)page_size);
     if (o.model) topt.cfg.modelled_page_bytes = (double)model_config_kv_bytes_per_token(&model, 2) * (double)page_size;
     if (topt.on) o.tier = &topt;
+    {
+        /* What start-up fills for every page: the pool's free list and states,
+         * and for kinds without an eviction log the page-token table. */
+        uint64_t per_page = 5 + (strcmp(cfg.kind, "radix") && !o.summary_only ? 4 * (uint64_t)page_size : 0);
+        char what[128];
+        snprintf(what, sizeof what, "--capacity %" PRId64 " (%" PRId64 " pages of %" PRId64 ")",
+                 o.capacity, pages, page_size);
+        if (host_mem_check(what, per_page * (uint64_t)pages, err, sizeof err) != RKV_OK) {
+            fprintf(stderr, "radixkv cache-sim: %s\n", err);
+            return 2;
+        }
+    }
     page_pool pool;
     if (page_pool_init(&pool, (int32_t)pages, (int32_t)page_size) != RKV_OK) {
         fprintf(stderr, "radixkv cache-sim: cannot allocate %" PRId64 " pages\n", pages);
@@ -343,6 +356,10 @@ static int cmd_cache_sim(int argc, char **argv)
     if (st == RKV_OK) {
         cache_sim_print_summary(out, &o, c, &sum);
         fputc('\n', out);
+        const tier_stats *ts = cache_tier_get_stats(c);
+        if (ts && cache_tier_last_error(c))
+            fprintf(stderr, "radixkv cache-sim: warning: %llu spills failed (plain evictions); first: %s\n",
+                    (unsigned long long)ts->spill_failures, cache_tier_last_error(c));
     } else {
         fprintf(stderr, "radixkv cache-sim: %s\n", err[0] ? err : rkv_status_str(st));
         rc = 1;

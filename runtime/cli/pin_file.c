@@ -5,8 +5,10 @@
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "backend.h"
+#include "trace.h"
 
 enum { PIN_CHUNK = 2048 };
 
@@ -56,6 +58,13 @@ rkv_status pin_file_apply(cache *c, backend *be, const char *path, int32_t vocab
         snprintf(err, errlen, "%s: cannot read: %s", path, strerror(errno));
         return RKV_EIO;
     }
+    /* fopen takes a directory; say so instead of a bare read error later. */
+    struct stat sb;
+    if (fstat(fileno(f), &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        snprintf(err, errlen, "%s: cannot read: %s", path, strerror(EISDIR));
+        fclose(f);
+        return RKV_EIO;
+    }
     char *line = NULL;
     size_t cap = 0;
     int32_t *toks = NULL;
@@ -63,9 +72,11 @@ rkv_status pin_file_apply(cache *c, backend *be, const char *path, int32_t vocab
     rkv_status st = RKV_OK;
     int64_t lineno = 0;
     const int64_t hi = vocab_size > 0 ? vocab_size : INT32_MAX;
-    while (getline(&line, &cap, f) >= 0) {
+    ssize_t len;
+    while ((errno = 0, len = getline(&line, &cap, f)) >= 0) {
         lineno++;
-        const char *s = line + strspn(line, " \t\r\n");
+        const char *s = line + (lineno == 1 ? trace_bom_len(line, (size_t)len) : 0);
+        s += strspn(s, " \t\r\n");
         if (!*s) continue;
         json_error_t je;
         json_t *v = json_loads(s, JSON_DISABLE_EOF_CHECK | JSON_DECODE_ANY, &je);
@@ -119,7 +130,8 @@ rkv_status pin_file_apply(cache *c, backend *be, const char *path, int32_t vocab
         stats->cut_tokens += (int64_t)n % c->page_size;
     }
     if (st == RKV_OK && ferror(f)) {
-        snprintf(err, errlen, "%s: read error", path);
+        snprintf(err, errlen, "%s:%lld: read error: %s", path, (long long)lineno + 1,
+                 strerror(errno ? errno : EIO));
         st = RKV_EIO;
     }
     free(line);

@@ -220,6 +220,7 @@ static rkv_status parse_jsonl(trace_reader *r, json_t *o, trace_request *q, char
     q->step = q->has_step ? x : q->index;
     x = -1;
     if ((st = opt_int(r, o, "max_tokens", INT32_MAX, &x, err, errlen)) != RKV_OK) return st;
+    if (x == 0) FAIL("\"max_tokens\" must be >= 1 (got 0)");
     q->max_tokens = (int32_t)x;
     x = -1;
     if ((st = opt_int(r, o, "top_k", INT32_MAX, &x, err, errlen)) != RKV_OK) return st;
@@ -244,6 +245,9 @@ static rkv_status parse_mooncake(trace_reader *r, json_t *o, trace_request *q, c
     if ((st = opt_int(r, o, "input_length", INT32_MAX, &in_len, err, errlen)) != RKV_OK) return st;
     if ((st = opt_int(r, o, "output_length", INT32_MAX, &out_len, err, errlen)) != RKV_OK) return st;
     if (in_len < 1) FAIL("\"input_length\" must be >= 1");
+    /* run cannot serve a request that produces nothing; cache-sim refuses it too,
+     * so both commands accept the same traces. */
+    if (out_len < 1) FAIL("\"output_length\" must be >= 1 (got %lld)", (long long)out_len);
     json_t *ids = json_object_get(o, "hash_ids");
     if (!json_is_array(ids)) FAIL("\"hash_ids\" must be an array of integers, got %s",
                                   json_type_name(ids));
@@ -260,8 +264,9 @@ static rkv_status parse_mooncake(trace_reader *r, json_t *o, trace_request *q, c
         if (!json_is_integer(h)) FAIL("hash id %zu is not an integer (%s)", i, json_type_name(h));
         json_int_t v = json_integer_value(h);
         if (v < 0) FAIL("hash id %zu is negative (%lld)", i, (long long)v);
+        /* Compared before any multiplication: h * 512 overflows int64 from 2^54. */
         if (r->opt.tokens == TRACE_TOKENS_BLOCK
-            && trace_block_token(v, TRACE_MOONCAKE_BLOCK - 1) > INT32_MAX)
+            && v > ((json_int_t)INT32_MAX - (TRACE_MOONCAKE_BLOCK - 1)) / TRACE_MOONCAKE_BLOCK)
             FAIL("hash id %zu is too large for block tokens (%lld)", i, (long long)v);
         q->hash_ids[i] = v;
     }
@@ -321,6 +326,10 @@ rkv_status trace_next(trace_reader *r, trace_request *q, bool *eof, char *err, s
         }
         r->line++;
         r->offset += len;
+        if (r->line == 1 && trace_bom_len(r->buf, (size_t)len)) {
+            len -= 3;
+            memmove(r->buf, r->buf + 3, (size_t)len + 1);
+        }
         if (!blank(r->buf, len)) break;
     }
     json_error_t je;

@@ -101,6 +101,14 @@ int64_t trace_reader_size(const trace_reader *r);
 const char *trace_reader_path(const trace_reader *r);
 void trace_close(trace_reader *r);
 
+/* 3 when s starts with a UTF-8 byte-order mark (editors on Windows write
+ * one), else 0: the first line of a trace or pin file skips it. */
+static inline size_t trace_bom_len(const char *s, size_t n)
+{
+    return n >= 3 && (unsigned char)s[0] == 0xEF && (unsigned char)s[1] == 0xBB
+        && (unsigned char)s[2] == 0xBF ? 3 : 0;
+}
+
 /* Token j of Mooncake block h under each scheme. */
 static inline int64_t trace_block_token(int64_t h, int32_t j)
 {

@@ -576,7 +576,7 @@ START_TEST(test_merge_empty_states)
     attn_merge_cpu(1, 4, o1, l1, o3, l3, out, lo);
     for (int d = 0; d < 4; d++) ck_assert(fabsf(out[d] - 2.0f) < 1e-6f);
     ck_assert(fabsf(lo[0] - (0.75f + logf(2.0f))) < 1e-6f);
-    attn_merge_cpu(0, 4, NULL, NULL, NULL, NULL, NULL, NULL); /* nothing to do */
+    ck_assert_int_eq(attn_merge_cpu(0, 4, NULL, NULL, NULL, NULL, NULL, NULL), ATTN_OK);
 }
 END_TEST
 
@@ -828,6 +828,37 @@ END_TEST
 /* ---- bad arguments ------------------------------------------------------------ */
 
 /* Every rejected argument returns its code before any output is written. */
+/* Regression (issue 21, defect 8): attn_merge_cpu returned void and read
+ * through NULL arguments; it now returns an error code like every entry point. */
+START_TEST(test_regress_merge_bad_arguments)
+{
+    const float o[4] = {1, 2, 3, 4}, l[1] = {0};
+    float out[4], lo[1];
+    ck_assert_int_eq(attn_merge_cpu(1, 4, o, l, o, l, out, lo), ATTN_OK);
+    ck_assert_int_eq(attn_merge_cpu(1, 4, NULL, l, o, l, out, lo), ATTN_EARG);
+    ck_assert_int_eq(attn_merge_cpu(1, 4, o, l, o, NULL, out, lo), ATTN_EARG);
+    ck_assert_int_eq(attn_merge_cpu(1, 4, o, l, o, l, out, NULL), ATTN_EARG);
+    ck_assert_int_eq(attn_merge_cpu(-1, 4, o, l, o, l, out, lo), ATTN_EARG);
+    ck_assert_int_eq(attn_merge_cpu(1, 0, o, l, o, l, out, lo), ATTN_EARG);
+}
+END_TEST
+
+/* Regression (issue 21, defect 8): the q_starts difference was taken before
+ * checking order, so a decreasing pair overflowed int32 (UBSan) in the check. */
+START_TEST(test_regress_q_starts_overflow)
+{
+    enum { D = 64 };
+    attn_shape sh = shape_of(4, 2, D, 4);
+    float buf[4 * D] = {0}, out[4 * D], lse[4];
+    int32_t qs[3] = {0, INT32_MAX, -2}, pre[2] = {0, 0};
+    attn_batch b = {.num_seqs = 2, .q_starts = qs, .prefix_lens = pre, .num_pages = 1};
+    ck_assert_int_eq(attn_prefill_cpu(&sh, &b, buf, buf, buf, buf, buf, out, lse, 1), ATTN_EARG);
+    int32_t qs2[3] = {0, 1, INT32_MIN};
+    b.q_starts = qs2;
+    ck_assert_int_eq(attn_prefill_cpu(&sh, &b, buf, buf, buf, buf, buf, out, lse, 1), ATTN_EARG);
+}
+END_TEST
+
 START_TEST(test_bad_arguments)
 {
     enum { D = 64 };
@@ -1079,6 +1110,8 @@ static Suite *attention_suite(void)
     tcase_add_test(tc, test_store_kv_round_trip);
     tcase_add_test(tc, test_team_concurrent_and_fork);
     tcase_add_test(tc, test_bad_arguments);
+    tcase_add_test(tc, test_regress_merge_bad_arguments);
+    tcase_add_test(tc, test_regress_q_starts_overflow);
     tcase_add_test(tc, test_pool_bounds);
     suite_add_tcase(s, tc);
     return s;

@@ -250,6 +250,71 @@ START_TEST(test_malformed_trace_stops)
 }
 END_TEST
 
+/* Regression (issue 21, defect 6): with two good lines and a bad third, the
+ * second request was lost (a step is replayed only when the next line is read). */
+START_TEST(test_regress_last_request_before_bad_line)
+{
+    sim_out o;
+    run_sim("radix", "lru", 10, 1,
+            "{\"id\": 0, \"tokens\": [1, 2]}\n{\"id\": 1, \"tokens\": [1, 3]}\n{\"id\": 2, \"tokens\": x}\n",
+            &o);
+    ck_assert_int_eq(o.st, RKV_EPARSE);
+    ck_assert_msg(strstr(o.err, ":3: bad JSON") != NULL, "%s", o.err);
+    ck_assert_int_eq(o.n, 2);
+    ck_assert_int_eq(json_integer_value(json_object_get(o.lines[1], "id")), 1);
+    ck_assert_int_eq(json_integer_value(json_object_get(o.lines[1], "matched")), 1);
+    ck_assert_int_eq(o.free_pages + 3, o.num_pages); /* [1, 2] and the 3 after 1: all cached */
+    free_out(&o);
+}
+END_TEST
+
+/* A kind whose check fails without writing a message. */
+static rkv_status silent_check(const cache *c, char *err, size_t errlen)
+{
+    (void)c;
+    (void)err;
+    (void)errlen;
+    return RKV_ECORRUPT;
+}
+
+/* Regression (issue 21, defect 5): a check that failed without a message made
+ * cache-sim print its uninitialised buffer ("after step 2: <garbage>"). */
+START_TEST(test_regress_silent_check_message)
+{
+    char path[] = "/tmp/rkv_sim_XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    const char *text = "{\"id\": 0, \"tokens\": [1, 2]}\n";
+    ck_assert_int_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+    page_pool pool;
+    ck_assert_int_eq(page_pool_init(&pool, 8, 1), RKV_OK);
+    cache_config cfg = {"radix", NULL, NULL};
+    cache *c;
+    char err[512];
+    ck_assert_int_eq(cache_create(&cfg, &pool, &c, err, sizeof err), RKV_OK);
+    cache_ops ops = *c->ops;
+    ops.check = silent_check;
+    const cache_ops *real = c->ops;
+    c->ops = &ops;
+    trace_reader *tr;
+    ck_assert_int_eq(trace_open(path, NULL, &tr, err, sizeof err), RKV_OK);
+    FILE *out = fopen("/dev/null", "w");
+    cache_sim_options opt = {.kind = "radix", .capacity = 8, .check = true};
+    cache_sim_summary sum;
+    memset(err, 'Z', sizeof err); /* what an uninitialised buffer might hold */
+    err[sizeof err - 1] = 0;
+    ck_assert_int_eq(cache_sim_run(c, &opt, tr, out, &sum, err, sizeof err), RKV_ECORRUPT);
+    ck_assert_str_eq(err, "after step 0: cache check failed: invariant violated");
+    fclose(out);
+    trace_close(tr);
+    c->ops = real;
+    cache_destroy(c);
+    page_pool_destroy(&pool);
+    unlink(path);
+}
+END_TEST
+
 /* A seeded random trace with the full check after every step: nothing leaks,
  * and every request's matched + new adds up. */
 START_TEST(test_random_invariants)
@@ -293,6 +358,8 @@ int main(void)
     tcase_add_test(tc, test_kind_none);
     tcase_add_test(tc, test_hash_evicted_blocks);
     tcase_add_test(tc, test_malformed_trace_stops);
+    tcase_add_test(tc, test_regress_last_request_before_bad_line);
+    tcase_add_test(tc, test_regress_silent_check_message);
     tcase_add_loop_test(tc, test_random_invariants, 0, 6);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

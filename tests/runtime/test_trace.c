@@ -243,6 +243,82 @@ START_TEST(test_mooncake_malformed)
 }
 END_TEST
 
+/* Regression (issue 21, defect 2): hash ids of 2^54 and above overflowed
+ * h * 512 inside the range check; 2^55 wrapped to block 0's tokens and
+ * 2^63 - 1 gave negative token ids (and a UBSan report). */
+START_TEST(test_regress_mooncake_hash_overflow)
+{
+    static const char *const ids[] = {"4194303", "18014398509481984", "36028797018963968",
+                                      "9223372036854775807"};
+    for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) {
+        char text[256];
+        snprintf(text, sizeof text,
+                 "{\"timestamp\": 0, \"input_length\": 600, \"output_length\": 1, "
+                 "\"hash_ids\": [1, %s]}\n", ids[i]);
+        char *path = write_tmp(text);
+        char err[512] = "";
+        int n = -1;
+        rkv_status st = read_all(path, NULL, &n, err, sizeof err);
+        if (i == 0) {
+            /* The largest id whose tokens stay below 2^31. */
+            ck_assert_int_eq(st, RKV_OK);
+            ck_assert_int_eq(n, 1);
+        } else {
+            ck_assert_int_eq(st, RKV_EPARSE);
+            ck_assert_int_eq(n, 0);
+            ck_assert_msg(strstr(err, ":1: hash id 1 is too large") != NULL, "%s", err);
+        }
+        unlink(path);
+        free(path);
+    }
+}
+END_TEST
+
+/* Regression (issue 21, defect 7): a UTF-8 byte-order mark before the first
+ * line was "bad JSON". */
+START_TEST(test_regress_utf8_bom)
+{
+    char *path = write_tmp("\xEF\xBB\xBF{\"id\": 1, \"tokens\": [5, 6]}\n{\"id\": 2, \"tokens\": [7]}\n");
+    char err[256] = "";
+    int n = -1;
+    ck_assert_msg(read_all(path, NULL, &n, err, sizeof err) == RKV_OK, "%s", err);
+    ck_assert_int_eq(n, 2);
+    unlink(path);
+    free(path);
+    /* Only at the start of the file: elsewhere it is still malformed. */
+    path = write_tmp("{\"id\": 1, \"tokens\": [5]}\n\xEF\xBB\xBF{\"id\": 2, \"tokens\": [7]}\n");
+    ck_assert_int_eq(read_all(path, NULL, &n, err, sizeof err), RKV_EPARSE);
+    ck_assert_int_eq(n, 1);
+    ck_assert_msg(strstr(err, ":2: bad JSON") != NULL, "%s", err);
+    unlink(path);
+    free(path);
+}
+END_TEST
+
+/* Regression (issue 21, defect 7): Mooncake output_length 0 (and JSON Lines
+ * max_tokens 0) passed cache-sim but failed run; the reader now refuses it for
+ * both, naming the line. */
+START_TEST(test_regress_zero_output_length)
+{
+    static const char *const lines[] = {
+        "{\"timestamp\": 0, \"input_length\": 10, \"output_length\": 0, \"hash_ids\": [0]}",
+        "{\"id\": 0, \"tokens\": [1], \"max_tokens\": 0}",
+    };
+    static const char *const reason[] = {"\"output_length\" must be >= 1", "\"max_tokens\" must be >= 1"};
+    for (int i = 0; i < 2; i++) {
+        char text[256];
+        snprintf(text, sizeof text, "%s\n", lines[i]);
+        char *path = write_tmp(text);
+        char err[512] = "";
+        int n = -1;
+        ck_assert_int_eq(read_all(path, NULL, &n, err, sizeof err), RKV_EPARSE);
+        ck_assert_msg(strstr(err, ":1: ") && strstr(err, reason[i]), "%s", err);
+        unlink(path);
+        free(path);
+    }
+}
+END_TEST
+
 START_TEST(test_vocab_token_spread)
 {
     /* The fold the mix replaces: with V a multiple of 512, (h*512 + j) mod V
@@ -267,6 +343,9 @@ int main(void)
     tcase_add_loop_test(tc, test_mooncake_malformed, 0,
                         (int)(sizeof bad_mooncake / sizeof bad_mooncake[0]));
     tcase_add_test(tc, test_vocab_token_spread);
+    tcase_add_test(tc, test_regress_mooncake_hash_overflow);
+    tcase_add_test(tc, test_regress_utf8_bom);
+    tcase_add_test(tc, test_regress_zero_output_length);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
