@@ -14,6 +14,7 @@
 
 #include "backend_sim.h"
 #include "cache_tier.h"
+#include "interrupt.h"
 #include "progress.h"
 #include "radix_tree.h"
 #include "tier_opts.h"
@@ -689,6 +690,10 @@ rkv_status cache_sim_run(cache *c, const cache_sim_options *opt, trace_reader *t
         if (s.n_reqs > 0 && (st = run_step(&s, err, errlen)) != RKV_OK) goto done;
         progress_update(&bar, trace_reader_offset(tr));
         if (eof) break;
+        if (interrupt_pending()) {
+            sum->interrupted = true;
+            break;
+        }
         sim_req tmp = s.reqs[0];
         s.reqs[0] = s.reqs[s.n_reqs];
         s.reqs[s.n_reqs] = tmp;
@@ -741,5 +746,6 @@ void cache_sim_print_summary(FILE *out, const cache_sim_options *opt, const cach
             fprintf(out, ",\"recompute_seconds_tier_hits\":%.6f,\"tier_seconds_saved\":%.6f",
                     sum->recompute_seconds, sum->recompute_seconds - ts->load_seconds);
     }
+    if (sum->interrupted) fputs(",\"interrupted\":true", out);
     fputc('}', out);
 }

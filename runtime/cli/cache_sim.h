@@ -74,6 +74,9 @@ typedef struct cache_sim_summary {
      * matched, s = new). */
     double prefill_seconds;
     double recompute_seconds;
+    /* SIGINT/SIGTERM (interrupt.h) stopped the replay after a whole step; the
+     * summary says "interrupted": true. */
+    bool interrupted;
 } cache_sim_summary;
 
 /* Replays the whole trace. Returns RKV_OK when the trace was read to its end

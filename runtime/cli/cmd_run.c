@@ -19,6 +19,7 @@
 #include "commands.h"
 #include "cli.h"
 #include "engine.h"
+#include "interrupt.h"
 #include "model_config.h"
 #include "pin_file.h"
 #include "router.h"
@@ -446,6 +447,7 @@ int cmd_run(int argc, char **argv)
     memset(&o, 0, sizeof o);
     int rc = parse_run(argc, argv, &o);
     if (rc >= 0) return rc;
+    interrupt_install();
 
     char err[512] = "";
     if (o.replicas > 1 || o.router) {
@@ -507,9 +509,11 @@ int cmd_run(int argc, char **argv)
         run_teardown(e, &pins);
         return 1;
     }
-    FILE *out = stdout;
-    if (o.out && !(out = fopen(o.out, "w"))) {
-        fprintf(stderr, "radixkv run: --out: cannot write '%s': %s\n", o.out, strerror(errno));
+    FILE *raw = stdout, *out = NULL;
+    if ((o.out && !(raw = fopen(o.out, "w"))) || !(out = interrupt_stream(raw))) {
+        fprintf(stderr, "radixkv run: --out: cannot write '%s': %s\n", o.out ? o.out : "-",
+                raw ? "out of host memory for the output stream" : strerror(errno));
+        if (raw && raw != stdout) fclose(raw);
         run_ids_free(&ids);
         run_teardown(e, &pins);
         return 1;
@@ -524,11 +528,15 @@ int cmd_run(int argc, char **argv)
         engine_result_get(e, i, &r);
         if (r.finished) on_finish(&ctx, e, i);
     }
-    st = engine_run(e, err, sizeof err);
+    /* engine_run, step by step, so that a signal stops it between steps. */
+    bool done = false, interrupted = false;
+    while (!done && !(interrupted = interrupt_pending()) && !(st = engine_step(e, &done, err, sizeof err)))
+        ;
+    if (!st && done) st = engine_check(e, err, sizeof err);
     progress_finish(&ctx.prog);
     if (st) {
         fprintf(stderr, "radixkv run: %s\n", err);
-        if (out != stdout) fclose(out);
+        fclose(out);
         run_ids_free(&ids);
         run_teardown(e, &pins);
         return 1;
@@ -544,8 +552,7 @@ int cmd_run(int argc, char **argv)
                 " (%lld requests); no summary written\n", (long long)ids.n);
         free(ttft);
         free(tpot);
-        if (out != stdout) fclose(out);
-        else fflush(stdout);
+        fclose(out);
         run_ids_free(&ids);
         run_teardown(e, &pins);
         return 1;
@@ -590,6 +597,7 @@ int cmd_run(int argc, char **argv)
     fprintf(out, ",\"pinned_tokens\":%lld", (long long)csz.pinned_tokens);
     const tier_stats *ts = cache_tier_get_stats(engine_cache(e));
     tier_print_json(out, &o.tier, ts, s.prompt_tokens, s.cached_tokens);
+    if (interrupted) fputs(",\"interrupted\":true", out);
     fputs("}\n", out);
     fprintf(stderr,
             "  requests        %lld (%lld errors) in %.3f s%s\n"
@@ -617,7 +625,11 @@ int cmd_run(int argc, char **argv)
     free(ttft);
     free(tpot);
     int status = 0;
-    if (s.num_requests > 0 && s.num_errors == s.num_requests) {
+    if (interrupted) {
+        fprintf(stderr, "radixkv run: interrupted after %lld steps (%lld of %lld requests finished)\n",
+                (long long)s.steps, (long long)s.num_finished, (long long)s.num_requests);
+        status = interrupt_exit_status();
+    } else if (s.num_requests > 0 && s.num_errors == s.num_requests) {
         fprintf(stderr, "radixkv run: every request failed (%lld of %lld); see their error lines\n",
                 (long long)s.num_errors, (long long)s.num_requests);
         status = 1;
@@ -626,12 +638,8 @@ int cmd_run(int argc, char **argv)
         fprintf(stderr, "radixkv run: %s\n", err);
         status = 1;
     }
-    if (out != stdout) {
-        if (fclose(out)) {
-            fprintf(stderr, "radixkv run: --out: write to '%s' failed\n", o.out);
-            status = 1;
-        }
-    } else if (fflush(stdout)) {
+    if (fclose(out)) {
+        fprintf(stderr, "radixkv run: writing the output to '%s' failed\n", o.out ? o.out : "-");
         status = 1;
     }
     run_ids_free(&ids);

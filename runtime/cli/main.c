@@ -24,6 +24,7 @@
 #include "backend_sim.h"
 #include "cache_tier.h"
 #include "host_mem.h"
+#include "interrupt.h"
 #include "model_config.h"
 #include "pin_file.h"
 #include "tier_opts.h"
@@ -173,6 +174,7 @@ static void usage_cache_sim(FILE *f)
 
 static int cmd_cache_sim(int argc, char **argv)
 {
+    interrupt_install();
     opt_iter it = {.argc = argc, .i = 0, .argv = argv, .cmd = "cache-sim"};
     cache_config cfg = {NULL, NULL, NULL};
     cache_sim_options o = {0};
@@ -337,9 +339,11 @@ static int cmd_cache_sim(int argc, char **argv)
         page_pool_destroy(&pool);
         return 1;
     }
-    FILE *out = stdout;
-    if (out_path && !(out = fopen(out_path, "w"))) {
-        fprintf(stderr, "radixkv cache-sim: --out %s: %s\n", out_path, strerror(errno));
+    FILE *raw = stdout, *out = NULL;
+    if ((out_path && !(raw = fopen(out_path, "w"))) || !(out = interrupt_stream(raw))) {
+        fprintf(stderr, "radixkv cache-sim: --out %s: %s\n", out_path ? out_path : "-",
+                raw ? "out of host memory for the output stream" : strerror(errno));
+        if (raw && raw != stdout) fclose(raw);
         trace_close(tr);
         cache_pins_release(c, &pins);
         cache_pins_free(&pins);
@@ -364,7 +368,12 @@ static int cmd_cache_sim(int argc, char **argv)
         fprintf(stderr, "radixkv cache-sim: %s\n", err[0] ? err : rkv_status_str(st));
         rc = 1;
     }
-    if (fflush(out) != 0 || (out != stdout && fclose(out) != 0)) {
+    if (sum.interrupted) {
+        fprintf(stderr, "radixkv cache-sim: interrupted after step %" PRId64 " (%" PRId64 " requests)\n",
+                sum.steps, sum.requests);
+        rc = interrupt_exit_status();
+    }
+    if (fclose(out) != 0) {
         fprintf(stderr, "radixkv cache-sim: writing the output failed: %s\n", strerror(errno));
         rc = 1;
     }

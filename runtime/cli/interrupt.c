@@ -1,0 +1,107 @@
+/* interrupt.c - see interrupt.h. */
+#include "interrupt.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static volatile sig_atomic_t pending;
+
+static void on_signal(int sig)
+{
+    if (pending) _exit(128 + sig);
+    pending = sig;
+}
+
+void interrupt_install(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+int interrupt_pending(void) { return pending; }
+
+int interrupt_exit_status(void) { return pending ? 128 + pending : 0; }
+
+/* The whole-line writer: stdio hands it whatever it flushes; it writes up to
+ * the last newline and keeps the rest. */
+typedef struct line_out {
+    FILE *f;
+    int fd;
+    char *tail;
+    size_t n, cap;
+} line_out;
+
+static int write_all(int fd, const char *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            return -1;
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+static ssize_t line_write(void *cookie, const char *buf, size_t size)
+{
+    line_out *o = cookie;
+    const size_t total = size;
+    const char *nl = memrchr(buf, '\n', size);
+    if (nl) {
+        size_t head = (size_t)(nl - buf) + 1;
+        /* The kept partial line first, then the new whole lines. */
+        if ((o->n && write_all(o->fd, o->tail, o->n)) || write_all(o->fd, buf, head)) return -1;
+        o->n = 0;
+        buf += head;
+        size -= head;
+    }
+    if (o->n + size > o->cap) {
+        size_t nc = o->cap ? o->cap : 4096;
+        while (nc < o->n + size) nc *= 2;
+        char *t = realloc(o->tail, nc);
+        if (!t) {
+            errno = ENOMEM;
+            return -1;
+        }
+        o->tail = t;
+        o->cap = nc;
+    }
+    if (size) memcpy(o->tail + o->n, buf, size);
+    o->n += size;
+    return (ssize_t)total;
+}
+
+static int line_close(void *cookie)
+{
+    line_out *o = cookie;
+    /* A last line without its newline is written as it is: nothing is lost. */
+    int rc = o->n ? write_all(o->fd, o->tail, o->n) : 0;
+    if (fclose(o->f) != 0) rc = -1;
+    free(o->tail);
+    free(o);
+    return rc;
+}
+
+FILE *interrupt_stream(FILE *f)
+{
+    line_out *o = calloc(1, sizeof *o);
+    if (!o) return NULL;
+    fflush(f);
+    o->f = f;
+    o->fd = fileno(f);
+    cookie_io_functions_t io = {.write = line_write, .close = line_close};
+    FILE *w = fopencookie(o, "w", io);
+    if (!w) free(o);
+    return w;
+}

@@ -1,0 +1,30 @@
+/* interrupt.h - SIGINT / SIGTERM for the long commands (cache-sim, run), and
+ * output that a signal can never cut inside a line.
+ *
+ *   first signal   a flag: the command finishes its current step, writes its
+ *                  complete lines and a summary with "interrupted": true,
+ *                  tears down (a spill tier removes its files) and exits
+ *                  128 + signal (130 for SIGINT, 143 for SIGTERM)
+ *   second signal  _exit(128 + signal) at once
+ *
+ * interrupt_stream(f) puts f behind a writer that passes only whole lines to
+ * the file descriptor and keeps a trailing partial line until its newline
+ * comes: whatever ends the process (the second signal, SIGKILL), the output
+ * ends at a line boundary. Ownership: the returned FILE replaces f; fclose it
+ * (that closes f too).
+ */
+#ifndef RKV_INTERRUPT_H
+#define RKV_INTERRUPT_H
+
+#include <stdio.h>
+
+/* Installs the handlers (once per process). */
+void interrupt_install(void);
+/* The first signal received (SIGINT or SIGTERM), 0 when none. */
+int interrupt_pending(void);
+/* The exit status for a pending signal: 128 + signal. */
+int interrupt_exit_status(void);
+/* f behind a whole-line writer (see above); NULL when out of memory. */
+FILE *interrupt_stream(FILE *f);
+
+#endif

@@ -1,0 +1,112 @@
+#!/usr/bin/env python3
+"""SIGINT / SIGTERM (issue 21): the command finishes its step, writes whole
+lines and a summary with "interrupted": true, removes the tier's files and
+exits 130 / 143; a second signal exits at once, and even then the output ends
+at a line boundary. Every wait is bounded.
+
+Usage: test_signals.py RADIXKV
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+EXE = sys.argv[1]
+failures = 0
+
+
+def check(cond, what):
+    global failures
+    if not cond:
+        failures += 1
+        print("FAIL:", what, file=sys.stderr)
+
+
+def interrupt(args, sigs, out_path, wait_lines=1, gap=0.0):
+    """Starts radixkv writing to out_path, waits (at most 60 s) for wait_lines
+    lines there, sends the signals, returns (exit status, stderr)."""
+    with open(out_path, "w") as out:
+        p = subprocess.Popen([EXE] + args, stdout=out, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and p.poll() is None:
+            with open(out_path) as f:
+                if f.read().count("\n") >= wait_lines:
+                    break
+            time.sleep(0.02)
+        for s in sigs:
+            if p.poll() is None:
+                p.send_signal(s)
+            time.sleep(gap)
+        try:
+            _, err = p.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            _, err = p.communicate()
+            err += "\n(killed: did not stop within 120 s)"
+    return p.returncode, err
+
+
+def lines_of(path):
+    with open(path) as f:
+        text = f.read()
+    ok = text == "" or text.endswith("\n")
+    out = []
+    for l in text.splitlines():
+        try:
+            out.append(json.loads(l))
+        except ValueError:
+            ok = False
+    return ok, out
+
+
+with tempfile.TemporaryDirectory() as tmp:
+    big = os.path.join(tmp, "big.jsonl")
+    with open(big, "w") as f:
+        for i in range(300000):
+            f.write(json.dumps({"id": i, "tokens": [i % 97, (i * 7) % 1013, i % 5000, i]}) + "\n")
+    sim = ["cache-sim", "--cache", "radix", "--capacity", "200", "--page-size", "1", "--tier-host", "100",
+           "--no-progress", big]
+    for sig, code in [(signal.SIGINT, 130), (signal.SIGTERM, 143)]:
+        out = os.path.join(tmp, "sim.jsonl")
+        rc, err = interrupt(sim, [sig], out, wait_lines=100)
+        whole, lines = lines_of(out)
+        reqs = [l for l in lines if l["type"] == "request"]
+        summ = lines[-1] if lines else {}
+        check(rc == code and whole and summ.get("type") == "summary" and summ.get("interrupted") is True
+              and summ["requests"] == len(reqs) and 0 < len(reqs) < 300000 and "interrupted after" in err,
+              f"cache-sim {sig.name}: exit {rc}, {len(reqs)} requests, summary {str(summ)[:120]}, {err.strip()[-200:]}")
+    # A second signal: out at once, still only whole lines.
+    out = os.path.join(tmp, "sim2.jsonl")
+    rc, err = interrupt(sim, [signal.SIGINT, signal.SIGINT], out, wait_lines=100)
+    whole, lines = lines_of(out)
+    check(rc in (130,) and whole, f"cache-sim, two SIGINTs: exit {rc}, whole lines {whole}")
+
+    # run: cpu backend, pins, a disk tier with files; SIGTERM after the first request.
+    trace = os.path.join(tmp, "run.jsonl")
+    with open(trace, "w") as f:
+        for i in range(400):
+            f.write(json.dumps({"id": i, "tokens": [1, 2, 3, 4, 5, 6, 7, 8] + [100 + i, 200 + i], "max_tokens": 4}) + "\n")
+    pin = os.path.join(tmp, "pin.jsonl")
+    with open(pin, "w") as f:
+        f.write("[1, 2, 3, 4]\n")
+    tdir = os.path.join(tmp, "tier")
+    run = ["run", "--no-progress", "--threads", "1", "--trace", trace, "--pin", pin, "--kv-tokens", "64",
+           "--page-size", "2", "--max-running", "2", "--tier-host", "8", "--tier-disk", "64", "--tier-dir", tdir]
+    out = os.path.join(tmp, "run.jsonl.out")
+    rc, err = interrupt(run, [signal.SIGTERM], out, wait_lines=3)
+    whole, lines = lines_of(out)
+    summ = lines[-1] if lines else {}
+    check(rc == 143 and whole and summ.get("type") == "summary" and summ.get("interrupted") is True
+          and len(lines) - 1 < 400 and os.path.isdir(tdir) and os.listdir(tdir) == [],
+          f"run SIGTERM: exit {rc}, {len(lines)} lines, summary {str(summ)[:120]}, tier files "
+          f"{os.listdir(tdir)[:3] if os.path.isdir(tdir) else None}, {err.strip()[-300:]}")
+    out = os.path.join(tmp, "run2.jsonl.out")
+    rc, err = interrupt(run, [signal.SIGINT, signal.SIGINT], out, wait_lines=3)
+    whole, _ = lines_of(out)
+    check(rc == 130 and whole, f"run, two SIGINTs: exit {rc}, whole lines {whole}")
+
+print(f"{failures} check(s) failed" if failures else "signals end runs cleanly", file=sys.stderr)
+sys.exit(1 if failures else 0)
