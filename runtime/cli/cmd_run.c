@@ -303,6 +303,12 @@ static int parse_run(int argc, char **argv, run_opts *o)
     return -1;
 }
 
+/* "radixkv run: WHAT: MESSAGE", the status's name when a layer left no message. */
+static void report(const char *what, rkv_status st, const char *err)
+{
+    fprintf(stderr, "radixkv run: %s%s%s\n", what, what[0] ? ": " : "", err[0] ? err : rkv_status_str(st));
+}
+
 /* ---- trace --------------------------------------------------------------- */
 
 void run_ids_free(run_ids *ids)
@@ -472,7 +478,7 @@ int cmd_run(int argc, char **argv)
     engine *e = NULL;
     rkv_status st = engine_create(&o.ec, &e, err, sizeof err);
     if (st) {
-        fprintf(stderr, "radixkv run: %s\n", err);
+        report("starting the engine", st, err);
         return st == RKV_EINVAL || st == RKV_ENOTSUP ? 2 : 1;
     }
     backend *be = engine_backend(e);
@@ -504,7 +510,7 @@ int cmd_run(int argc, char **argv)
 
     run_ids ids = {0};
     if ((st = run_load_trace(e, o.trace, o.default_max_tokens, &ids, err, sizeof err))) {
-        fprintf(stderr, "radixkv run: %s\n", err);
+        report("", st, err);
         run_ids_free(&ids);
         run_teardown(e, &pins);
         return 1;
@@ -528,6 +534,7 @@ int cmd_run(int argc, char **argv)
         engine_result_get(e, i, &r);
         if (r.finished) on_finish(&ctx, e, i);
     }
+    err[0] = '\0';
     /* engine_run, step by step, so that a signal stops it between steps. */
     bool done = false, interrupted = false;
     while (!done && !(interrupted = interrupt_pending()) && !(st = engine_step(e, &done, err, sizeof err)))
@@ -535,7 +542,11 @@ int cmd_run(int argc, char **argv)
     if (!st && done) st = engine_check(e, err, sizeof err);
     progress_finish(&ctx.prog);
     if (st) {
-        fprintf(stderr, "radixkv run: %s\n", err);
+        engine_stats es;
+        engine_get_stats(e, &es);
+        char what[64];
+        snprintf(what, sizeof what, "step %lld", (long long)es.steps);
+        report(what, st, err);
         fclose(out);
         run_ids_free(&ids);
         run_teardown(e, &pins);

@@ -292,7 +292,7 @@ static int cmd_cache_sim(int argc, char **argv)
     }
     page_pool pool;
     if (page_pool_init(&pool, (int32_t)pages, (int32_t)page_size) != RKV_OK) {
-        fprintf(stderr, "radixkv cache-sim: cannot allocate %" PRId64 " pages\n", pages);
+        fprintf(stderr, "radixkv cache-sim: cannot allocate %" PRId64 " pages: out of host memory\n", pages);
         return 1;
     }
     cache *c = NULL;

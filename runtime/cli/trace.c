@@ -45,10 +45,12 @@ rkv_status trace_open(const char *path, const trace_options *opt, trace_reader *
         return RKV_EINVAL;
     }
     trace_reader *r = calloc(1, sizeof *r);
-    if (!r) return RKV_ENOMEM;
     bool is_stdin = strcmp(path, "-") == 0;
-    r->path = strdup(is_stdin ? "<stdin>" : path);
-    if (!r->path) { free(r); return RKV_ENOMEM; }
+    if (r) r->path = strdup(is_stdin ? "<stdin>" : path);
+    if (!r || !r->path) {
+        free(r);
+        return rkv_fail(RKV_ENOMEM, err, errlen, "%s: out of host memory for the trace reader", path);
+    }
     if (is_stdin) {
         r->f = stdin;
     } else {
@@ -354,6 +356,8 @@ rkv_status trace_next(trace_reader *r, trace_request *q, bool *eof, char *err, s
     if (r->format == TRACE_FORMAT_MOONCAKE) st = parse_mooncake(r, o, q, err, errlen);
     else st = parse_jsonl(r, o, q, err, errlen);
     json_decref(o);
+    if (st == RKV_ENOMEM)
+        rkv_set_err(err, errlen, "%s:%" PRId64 ": out of host memory for the request", r->path, r->line);
     if (st != RKV_OK) return st;
     r->index++;
     return RKV_OK;

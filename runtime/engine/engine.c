@@ -182,8 +182,10 @@ rkv_status engine_create_with_backend(const engine_config *cfg_in, backend *b, e
     e->async = e->overlap && b->ops->submit && b->ops->collect && !cfg.keep_logits;
     rkv_status st = page_pool_init(&e->pool, (int32_t)b->num_pages, b->page_size);
     if (st) {
+        const long long pages = (long long)b->num_pages; /* read before the backend goes */
         engine_destroy(e);
-        return fail(st, err, errlen, "engine: page pool");
+        return rkv_fail(st, err, errlen, "engine: page pool of %lld pages: %s", pages,
+                        rkv_status_str(st));
     }
     st = cache_create(&cfg.cache_cfg, &e->pool, &e->cache, err, errlen);
     if (st == RKV_OK && cfg.tier) st = wrap_tier(e, cfg.tier, err, errlen);

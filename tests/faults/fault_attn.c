@@ -33,7 +33,7 @@ static int call(int which, float *out, float *lse)
     switch (which) {
     case 0: return attn_prefill_cpu(&shape, &b, q, knew, vnew, kc, vc, out, lse, 1);
     case 1: return attn_decode_cpu(&shape, B, seq_lens, table, 3, NP, q, kc, vc, out, lse, 3, 1);
-    default: return attn_merge_cpu(T * HQ, D, q, lse, q + D, lse, out, lse);
+    default: return attn_merge_cpu(T * HQ - 1, D, q, lse, q + D, lse, out, lse);
     }
 }
 
@@ -48,7 +48,8 @@ int main(void)
     int points = 0, survived = 0, bad = 0;
     static float ref[T * HQ * D], out[T * HQ * D], rlse[T * HQ], lse[T * HQ];
     for (int w = 0; w < 3; w++) {
-        for (int i = 0; i < T * HQ; i++) rlse[i] = lse[i] = 0.25f * (float)i;
+        for (int i = 0; i < T * HQ; i++) rlse[i] = 0.25f * (float)i;
+        memset(ref, 0, sizeof ref);
         fault_alloc_arm(0);
         if (call(w, ref, rlse) != ATTN_OK) {
             fprintf(stderr, "%s: fails without injection\n", names[w]);

@@ -99,7 +99,7 @@ def scenario(name, args, tmp, tier_dir=None):
             types = ["<not JSON>"]
         msg = [l for l in err.splitlines() if l.startswith("radixkv")]
         ok = ("summary" not in types and "<not JSON>" not in types and msg
-              and any("memory" in l for l in msg) and rc in (1, 2))
+              and any("memory" in l or "cannot allocate" in l for l in msg) and rc in (1, 2))
         check(ok, f"{what}: exit {rc}, not a clean out-of-memory error: {msg[-2:]} {types[-2:]}")
         clean += bool(ok)
     print(f"{name}: {total} allocation points, {len(pts)} tried, {clean} clean errors, "

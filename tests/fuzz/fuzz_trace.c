@@ -1,0 +1,41 @@
+/* fuzz_trace.c - trace lines (JSON Lines and Mooncake: the format is decided
+ * by the first request, so one target covers both; the corpus seeds each).
+ * Every request read must satisfy trace.h's promises; a failure must name
+ * file:line. Also read as Mooncake with vocabulary tokens (run's reading). */
+#include <assert.h>
+
+#include "fuzz_util.h"
+#include "trace.h"
+
+static void read_all(const char *path, const trace_options *opt)
+{
+    trace_reader *r;
+    char err[512] = "";
+    if (trace_open(path, opt, &r, err, sizeof err) != RKV_OK) abort();
+    trace_request q;
+    trace_request_init(&q);
+    bool eof = false;
+    rkv_status st;
+    int64_t n = 0;
+    while ((st = trace_next(r, &q, &eof, err, sizeof err)) == RKV_OK && !eof) {
+        if (q.n_tokens < 1 || !q.id_json) abort();
+        for (int32_t i = 0; i < q.n_tokens; i++)
+            if (q.tokens[i] < 0) abort();
+        if (opt && opt->tokens == TRACE_TOKENS_VOCAB)
+            for (int32_t i = 0; i < q.n_tokens; i++)
+                if (q.tokens[i] >= opt->vocab_size) abort();
+        if (q.max_tokens == 0 || q.index != n++) abort();
+    }
+    if (st != RKV_OK && st != RKV_ENOMEM && !strstr(err, path)) abort();
+    trace_request_free(&q);
+    trace_close(r);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    const char *path = fuzz_file(data, size, "trace.jsonl");
+    read_all(path, NULL);
+    trace_options vocab = {TRACE_FORMAT_AUTO, TRACE_TOKENS_VOCAB, 1000};
+    read_all(path, &vocab);
+    return 0;
+}

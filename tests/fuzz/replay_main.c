@@ -1,0 +1,63 @@
+/* replay_main.c - a main() for the fuzz targets in builds without libFuzzer:
+ * runs each file named on the command line (or each file of each directory)
+ * through LLVMFuzzerTestOneInput once, so the corpus is a regression suite in
+ * the ordinary and sanitizer builds. */
+#include <dirent.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static int replay_file(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "%s: cannot open\n", path);
+        return 1;
+    }
+    uint8_t *buf = NULL;
+    size_t n = 0, cap = 0;
+    for (;;) {
+        if (n == cap) {
+            cap = cap ? 2 * cap : 4096;
+            uint8_t *b = realloc(buf, cap);
+            if (!b) abort();
+            buf = b;
+        }
+        size_t r = fread(buf + n, 1, cap - n, f);
+        if (r == 0) break;
+        n += r;
+    }
+    fclose(f);
+    LLVMFuzzerTestOneInput(buf, n);
+    free(buf);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    int bad = 0, files = 0;
+    for (int i = 1; i < argc; i++) {
+        struct stat sb;
+        if (stat(argv[i], &sb) == 0 && S_ISDIR(sb.st_mode)) {
+            DIR *d = opendir(argv[i]);
+            struct dirent *e;
+            while (d && (e = readdir(d))) {
+                if (e->d_name[0] == '.') continue;
+                char p[4096];
+                snprintf(p, sizeof p, "%s/%s", argv[i], e->d_name);
+                bad += replay_file(p);
+                files++;
+            }
+            if (d) closedir(d);
+        } else {
+            bad += replay_file(argv[i]);
+            files++;
+        }
+    }
+    printf("replayed %d inputs\n", files);
+    return bad || files == 0;
+}
