@@ -367,6 +367,9 @@ static int cmd_cache_sim(int argc, char **argv)
     } else {
         fprintf(stderr, "radixkv cache-sim: %s\n", err[0] ? err : rkv_status_str(st));
         rc = 1;
+        /* A failure leaves the cache consistent (the fault-injection loop checks it). */
+        if (cache_check(c, err, sizeof err) != RKV_OK)
+            fprintf(stderr, "radixkv cache-sim: after that error the cache fails its check: %s\n", err);
     }
     if (sum.interrupted) {
         fprintf(stderr, "radixkv cache-sim: interrupted after step %" PRId64 " (%" PRId64 " requests)\n",

@@ -11,6 +11,8 @@ Each point must either
   - absorb the failure: exit 0 with the same output as the run without one
     (timings aside);
 and never give a sanitizer report (leaks included: run with detect_leaks=1).
+After an error the commands run the cache's own check on what remains; it
+must pass.
 
 Needs a build with -Dfault_injection=true (radix/fault_alloc.h); otherwise 77.
 Usage: test_alloc_faults.py RADIXKV FAULT_ATTN [--max-points N]
@@ -98,6 +100,7 @@ def scenario(name, args, tmp, tier_dir=None):
         except ValueError:
             types = ["<not JSON>"]
         msg = [l for l in err.splitlines() if l.startswith("radixkv")]
+        check(not any("fails its check" in l for l in msg), f"{what}: the cache is inconsistent after the error: {msg[-1:]}")
         ok = ("summary" not in types and "<not JSON>" not in types and msg
               and any("memory" in l or "cannot allocate" in l for l in msg) and rc in (1, 2))
         check(ok, f"{what}: exit {rc}, not a clean out-of-memory error: {msg[-2:]} {types[-2:]}")

@@ -1,7 +1,8 @@
-/* fuzz_trace.c - trace lines (JSON Lines and Mooncake: the format is decided
- * by the first request, so one target covers both; the corpus seeds each).
- * Every request read must satisfy trace.h's promises; a failure must name
- * file:line. Also read as Mooncake with vocabulary tokens (run's reading). */
+/* fuzz_trace.c - trace files, built twice: fuzz_trace_jsonl (FUZZ_FORMAT =
+ * TRACE_FORMAT_JSONL) and fuzz_trace_mooncake (TRACE_FORMAT_MOONCAKE); each
+ * input is also read with the format left to the first request. Every
+ * request read must satisfy trace.h's promises, a failure must name the file;
+ * read with block tokens (cache-sim) and vocabulary tokens (run). */
 #include <assert.h>
 
 #include "fuzz_util.h"
@@ -21,7 +22,9 @@ static void read_all(const char *path, const trace_options *opt)
         if (q.n_tokens < 1 || !q.id_json) abort();
         for (int32_t i = 0; i < q.n_tokens; i++)
             if (q.tokens[i] < 0) abort();
-        if (opt && opt->tokens == TRACE_TOKENS_VOCAB)
+        /* Vocabulary ids are made for Mooncake blocks only; JSON Lines tokens
+         * are the caller's (run checks them against the model). */
+        if (opt && opt->tokens == TRACE_TOKENS_VOCAB && trace_reader_format(r) == TRACE_FORMAT_MOONCAKE)
             for (int32_t i = 0; i < q.n_tokens; i++)
                 if (q.tokens[i] >= opt->vocab_size) abort();
         if (q.max_tokens == 0 || q.index != n++) abort();
@@ -34,8 +37,10 @@ static void read_all(const char *path, const trace_options *opt)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     const char *path = fuzz_file(data, size, "trace.jsonl");
-    read_all(path, NULL);
-    trace_options vocab = {TRACE_FORMAT_AUTO, TRACE_TOKENS_VOCAB, 1000};
+    trace_options block = {FUZZ_FORMAT, TRACE_TOKENS_BLOCK, 0};
+    trace_options vocab = {FUZZ_FORMAT, TRACE_TOKENS_VOCAB, 1000};
+    read_all(path, &block);
     read_all(path, &vocab);
+    read_all(path, NULL);
     return 0;
 }

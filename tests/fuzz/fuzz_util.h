@@ -22,9 +22,10 @@ static inline const char *fuzz_file(const uint8_t *data, size_t size, const char
 {
     char *path = fuzz_path;
     if (!path[0]) {
+        /* Memory-backed when there is one: the file is rewritten per input. */
         const char *tmp = getenv("TMPDIR");
-        snprintf(path, sizeof fuzz_path, "%s/rkv-fuzz-%ld-%s", tmp && *tmp ? tmp : "/tmp",
-                 (long)getpid(), name);
+        if (!tmp || !*tmp) tmp = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
+        snprintf(path, sizeof fuzz_path, "%s/rkv-fuzz-%ld-%s", tmp, (long)getpid(), name);
         atexit(fuzz_file_remove);
     }
     FILE *f = fopen(path, "wb");

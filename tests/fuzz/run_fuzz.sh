@@ -7,5 +7,6 @@
 set -euo pipefail
 target=$1 seeds=$2 work=$3
 mkdir -p "$work/corpus"
-exec "$target" -max_total_time="${RKV_FUZZ_SECONDS:-30}" -timeout=10 -rss_limit_mb=2048 \
+# -error_exitcode: libFuzzer's default, 77, would read as a skip to meson.
+exec "$target" -max_total_time="${RKV_FUZZ_SECONDS:-30}" -timeout=10 -rss_limit_mb=2048 -error_exitcode=1 \
   -print_final_stats=1 -artifact_prefix="$work/" "$work/corpus" "$seeds"
