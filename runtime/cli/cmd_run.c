@@ -453,7 +453,6 @@ int cmd_run(int argc, char **argv)
     memset(&o, 0, sizeof o);
     int rc = parse_run(argc, argv, &o);
     if (rc >= 0) return rc;
-    interrupt_install();
 
     char err[512] = "";
     if (o.replicas > 1 || o.router) {
@@ -475,6 +474,9 @@ int cmd_run(int argc, char **argv)
         int wrc = rout != stdout ? fclose(rout) : fflush(stdout);
         return rst ? (rst == RKV_EINVAL || rst == RKV_ENOTSUP ? 2 : 1) : (wrc ? 1 : 0);
     }
+    /* Single engine only: the replicas' router runs its own loop, which a
+     * signal still ends the default way. */
+    interrupt_install();
     engine *e = NULL;
     rkv_status st = engine_create(&o.ec, &e, err, sizeof err);
     if (st) {
