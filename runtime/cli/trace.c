@@ -270,6 +270,11 @@ static rkv_status parse_mooncake(trace_reader *r, json_t *o, trace_request *q, c
         if (r->opt.tokens == TRACE_TOKENS_BLOCK
             && v > ((json_int_t)INT32_MAX - (TRACE_MOONCAKE_BLOCK - 1)) / TRACE_MOONCAKE_BLOCK)
             FAIL("hash id %zu is too large for block tokens (%lld)", i, (long long)v);
+        /* Vocabulary tokens mix the key h * 512 + j, kept within int64 (h < 2^54):
+         * from 2^55 on it would wrap onto smaller ids' blocks (2^55 onto block 0)
+         * and fake cache hits. */
+        if (v > (json_int_t)((INT64_MAX - (TRACE_MOONCAKE_BLOCK - 1)) / TRACE_MOONCAKE_BLOCK))
+            FAIL("hash id %zu is too large (%lld >= 2^54)", i, (long long)v);
         q->hash_ids[i] = v;
     }
     q->n_hash_ids = (int32_t)n;

@@ -268,6 +268,11 @@ START_TEST(test_regress_mooncake_hash_overflow)
             ck_assert_int_eq(n, 0);
             ck_assert_msg(strstr(err, ":1: hash id 1 is too large") != NULL, "%s", err);
         }
+        /* Vocabulary tokens (run): up to 2^54 - 1; beyond, the mix key wraps. */
+        trace_options vocab = {TRACE_FORMAT_AUTO, TRACE_TOKENS_VOCAB, 1000};
+        st = read_all(path, &vocab, &n, err, sizeof err);
+        ck_assert_int_eq(st, i == 0 ? RKV_OK : RKV_EPARSE);
+        if (i > 0) ck_assert_msg(strstr(err, ":1: hash id 1 is too large (") != NULL, "%s", err);
         unlink(path);
         free(path);
     }
