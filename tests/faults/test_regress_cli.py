@@ -18,7 +18,10 @@ failures = 0
 def run(args, env=None, timeout=60):
     e = dict(os.environ)
     e.update(env or {})
-    p = subprocess.run([EXE] + args, capture_output=True, text=True, env=e, timeout=timeout)
+    try:
+        p = subprocess.run([EXE] + args, capture_output=True, text=True, env=e, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return -1, "", f"(still running after {timeout} s)"
     return p.returncode, p.stdout, p.stderr
 
 
