@@ -541,7 +541,9 @@ int cmd_run(int argc, char **argv)
     bool done = false, interrupted = false;
     while (!done && !(interrupted = interrupt_pending()) && !(st = engine_step(e, &done, err, sizeof err)))
         ;
-    if (!st && done) st = engine_check(e, err, sizeof err);
+    char msg[400] = "";
+    if (!st && done && (st = engine_check(e, msg, sizeof msg)))
+        snprintf(err, sizeof err, "engine: page accounting broken: %s", msg[0] ? msg : rkv_status_str(st));
     progress_finish(&ctx.prog);
     if (st) {
         engine_stats es;
