@@ -11,7 +11,8 @@ import sys
 import tempfile
 import time
 
-EXE, SANITIZE = sys.argv[1], sys.argv[2]
+EXE = sys.argv[1]
+SANITIZE = " ".join(sys.argv[2:])  # a string or, in newer meson, a list
 failures = 0
 
 
