@@ -212,6 +212,20 @@ int attn_store_kv_cuda(const attn_shape *s, attn_dtype dt, int32_t num_tokens,
  * by all streams: call it where no other stream's kernels are in flight if a
  * report must name only this stream's work. */
 int attn_cuda_check_error(void *stream);
+/* The same record without a stream sync, for engines that overlap steps:
+ * attn_cuda_error_capture enqueues on stream a copy of the record into rec
+ * (host memory; pinned, or the copy is synchronous) and a reset of it; once
+ * the stream has passed that point (an event, a sync), attn_cuda_error_report
+ * returns ATTN_OK or, after printing what was seen with context in front,
+ * ATTN_EARG. attn_cuda_error_first gives the first bad value of each kind
+ * (prefill page id, decode page id, store slot; -1 where none). */
+typedef struct attn_cuda_error_record {
+    unsigned int word[4]; /* bit mask of kinds, then the first value of each */
+} attn_cuda_error_record;
+int attn_cuda_error_capture(attn_cuda_error_record *rec, void *stream);
+int attn_cuda_error_report(const attn_cuda_error_record *rec, const char *context);
+void attn_cuda_error_first(const attn_cuda_error_record *rec, int32_t *prefill_page,
+                           int32_t *decode_page, int32_t *store_slot);
 /* Level 1 of cascade attention on the GPU (see attn_prefill_shared_cpu): the
  * prefill kernel with the suffix keys and the mask switched off, so a group's
  * stacked queries form the query tiles and its shared pages are read once per

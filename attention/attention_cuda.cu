@@ -377,29 +377,54 @@ extern "C" int attn_decode_cuda(const attn_shape *s, attn_dtype dt, int32_t num_
 
 /* ---- the record of bad page ids ---------------------------------------- */
 
-extern "C" int attn_cuda_check_error(void *stream)
+static_assert(sizeof(attn_cuda_error_record) == sizeof(attn_bad_page_word),
+              "the host record mirrors the device word");
+
+extern "C" int attn_cuda_error_capture(attn_cuda_error_record *rec, void *stream)
 {
-    const char *where = "attn_cuda_check_error";
+    const char *where = "attn_cuda_error_capture";
+    ATTN_REQUIRE(rec != NULL, where);
+    cudaStream_t st = (cudaStream_t)stream;
+    void *dev = NULL;
+    ATTN_CUDA_CHECK(cudaGetSymbolAddress(&dev, attn_bad_page_word));
+    /* On the stream, after its kernels: no device-wide sync needed. */
+    ATTN_CUDA_CHECK(cudaMemcpyAsync(rec->word, dev, sizeof rec->word, cudaMemcpyDeviceToHost, st));
+    ATTN_CUDA_CHECK(cudaMemsetAsync(dev, 0, sizeof rec->word, st));
+    return ATTN_OK;
+}
+
+extern "C" void attn_cuda_error_first(const attn_cuda_error_record *rec, int32_t *prefill_page,
+                                      int32_t *decode_page, int32_t *store_slot)
+{
+    int32_t *dst[ATTN_BAD_KINDS] = {prefill_page, decode_page, store_slot};
+    for (int k = 0; k < ATTN_BAD_KINDS; k++)
+        if (dst[k])
+            *dst[k] = rec && (rec->word[0] & (1u << k)) ? (int32_t)rec->word[1 + k] : -1;
+}
+
+extern "C" int attn_cuda_error_report(const attn_cuda_error_record *rec, const char *context)
+{
     /* What each kind did with the value instead of touching memory. */
     static const char *const kind_name[ATTN_BAD_KINDS] = {
         "attn_prefill_cuda read zeros for page id", "attn_decode_cuda read zeros for page id",
         "attn_store_kv_cuda skipped slot"};
-    cudaStream_t st = (cudaStream_t)stream;
-    unsigned int word[1 + ATTN_BAD_KINDS];
-    void *dev = NULL;
-    ATTN_CUDA_CHECK(cudaGetSymbolAddress(&dev, attn_bad_page_word));
-    /* On the stream, after its kernels: no device-wide sync needed. */
-    ATTN_CUDA_CHECK(cudaMemcpyAsync(word, dev, sizeof(word), cudaMemcpyDeviceToHost, st));
-    ATTN_CUDA_CHECK(cudaStreamSynchronize(st));
-    if (!word[0])
+    if (!rec || !rec->word[0])
         return ATTN_OK;
     for (int k = 0; k < ATTN_BAD_KINDS; k++)
-        if (word[0] & (1u << k))
-            fprintf(stderr, "%s (%s:%d): bad argument: %s %d, outside the pool (the first "
-                    "seen)\n", where, __FILE__, __LINE__, kind_name[k], (int)word[1 + k]);
-    ATTN_CUDA_CHECK(cudaMemsetAsync(dev, 0, sizeof(word), st));
-    ATTN_CUDA_CHECK(cudaStreamSynchronize(st));
+        if (rec->word[0] & (1u << k))
+            fprintf(stderr, "%s: bad argument: %s %d, outside the pool (the first seen)\n",
+                    context ? context : "attention", kind_name[k], (int)rec->word[1 + k]);
     return ATTN_EARG;
+}
+
+extern "C" int attn_cuda_check_error(void *stream)
+{
+    attn_cuda_error_record rec;
+    int rc = attn_cuda_error_capture(&rec, stream);
+    if (rc)
+        return rc;
+    ATTN_CUDA_CHECK(cudaStreamSynchronize((cudaStream_t)stream));
+    return attn_cuda_error_report(&rec, "attn_cuda_check_error");
 }
 
 /* ---- store and merge ---------------------------------------------------- */
