@@ -684,7 +684,7 @@ static rkv_status submit_ex(cuda_backend *b, const fwd_batch *f, int want_logits
         CU(cudaMemcpyAsync(b->h_logits[slot], b->d_act + b->ap.logits, logit_bytes,
                            cudaMemcpyDeviceToHost, b->stream));
     /* The kernels' pool-bounds record, copied out without a sync: collect reads it. */
-    AT(attn_cuda_error_capture(&b->h_err[slot], b->stream));
+    AT(attn_cuda_error_capture(b->h_err[slot], b->stream));
     pd->layout = l;
     CU(cudaEventRecord(b->ev_done[slot], b->stream));
     b->npend++;
@@ -697,9 +697,9 @@ static rkv_status submit_ex(cuda_backend *b, const fwd_batch *f, int want_logits
 static rkv_status check_bounds(cuda_backend *b, int slot)
 {
     const pending *pd = &b->pend[slot];
-    if (attn_cuda_error_report(&b->h_err[slot], "cuda step") == ATTN_OK) return RKV_OK;
+    if (attn_cuda_error_report(b->h_err[slot], "cuda step") == ATTN_OK) return RKV_OK;
     int32_t bad[3];
-    attn_cuda_error_first(&b->h_err[slot], &bad[0], &bad[1], &bad[2]);
+    attn_cuda_error_first(b->h_err[slot], &bad[0], &bad[1], &bad[2]);
     const int32_t page = bad[0] >= 0 ? bad[0] : bad[1];
     const cuda_step_layout *l = &pd->layout;
     const int32_t *pt = (const int32_t *)(b->h_in[slot] + l->page_table);
