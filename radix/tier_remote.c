@@ -58,6 +58,27 @@ int tier_remote_parse_url(const char *url, char *host, size_t hostlen, int *port
     return 0;
 }
 
+void tier_remote_stats_add(tier_remote_stats *sum, const tier_remote_stats *s)
+{
+    sum->hit_pages += s->hit_pages;
+    sum->hit_tokens += s->hit_tokens;
+    sum->lookups += s->lookups;
+    sum->misses += s->misses;
+    sum->corrupt_values += s->corrupt_values;
+    sum->stored_pages += s->stored_pages;
+    sum->skipped_pages += s->skipped_pages;
+    sum->deleted_pages += s->deleted_pages;
+    sum->dropped_pages += s->dropped_pages;
+    sum->failed_lookups += s->failed_lookups;
+    sum->reconnects += s->reconnects;
+    sum->bytes_loaded += s->bytes_loaded;
+    sum->bytes_stored += s->bytes_stored;
+    sum->load_seconds += s->load_seconds;
+    sum->store_seconds += s->store_seconds;
+    sum->indexed += s->indexed;
+    sum->down = sum->down || s->down;
+}
+
 #if RKV_HAVE_HIREDIS
 
 #include <hiredis/hiredis.h>
@@ -160,9 +181,10 @@ static void index_clear(tier_remote *r);
 static void go_down(tier_remote *r, bool loading)
 {
     char why[256];
-    snprintf(why, sizeof why, "%s", r->c && r->c->err ? r->c->errstr : "no reply");
+    snprintf(why, sizeof why, "%s", r->c && r->c->err ? r->c->errstr : "unreachable");
     if (r->c) redisFree(r->c);
     r->c = NULL;
+    if (!loading) r->st.dropped_pages += (uint64_t)r->queued; /* sent, never confirmed */
     r->queued = 0;
     r->st.down = true;
     r->next_retry = mono_now() + 1.0;

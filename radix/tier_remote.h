@@ -120,6 +120,8 @@ const void *tier_remote_page(const tier_remote *r, int32_t i);
 double tier_remote_take_loaded(tier_remote *r, int32_t used);
 
 bool tier_remote_write_back(const tier_remote *r);
+/* sum += s, counter by counter (replicas' totals); down and indexed: or, sum. */
+void tier_remote_stats_add(tier_remote_stats *sum, const tier_remote_stats *s);
 const tier_remote_stats *tier_remote_get_stats(const tier_remote *r);
 
 /* Parses redis://HOST:PORT[/DB] into host (hostlen bytes), port and db. 0 on
