@@ -50,28 +50,25 @@ class Server:
              "--appendonly", "no", "--dir", self.tmp, "--daemonize", "no"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         for _ in range(500):  # at most 5 s
-            if self.clients() is not None:
+            if self.dbsize() is not None:
                 return
             time.sleep(0.01)
         raise SystemExit(f"redis-server on port {self.port} did not answer")
 
-    def clients(self):
-        """Connected clients (INFO over RESP), None when nothing answers."""
+    def dbsize(self):
+        """Keys on the server, None when nothing answers."""
         try:
             with socket.create_connection(("127.0.0.1", self.port), timeout=1) as s:
-                s.sendall(b"*2\r\n$4\r\nINFO\r\n$7\r\nclients\r\n")
+                s.sendall(b"*1\r\n$6\r\nDBSIZE\r\n")
                 data = b""
-                while b"connected_clients" not in data or not data.endswith(b"\r\n"):
-                    chunk = s.recv(4096)
+                while not data.endswith(b"\r\n"):
+                    chunk = s.recv(64)
                     if not chunk:
-                        break
+                        return None
                     data += chunk
-            for line in data.decode(errors="replace").splitlines():
-                if line.startswith("connected_clients:"):
-                    return int(line.split(":")[1]) - 1  # this connection
-        except OSError:
+            return int(data[1:].strip()) if data.startswith(b":") else None
+        except (OSError, ValueError):
             return None
-        return None
 
     def stop(self):
         if self.proc:
@@ -156,13 +153,16 @@ def main():
               "another namespace shares nothing")
 
         # 4. The server goes away mid-run (once the engine is connected).
+        sv.stop()
+        sv.start()  # empty: its first key means the engine is running
         long_trace = trace_file(tmp, 24)
         want, _ = outputs(run(["--trace", long_trace])[1])
         p = subprocess.Popen([EXE] + BASE + ["--trace", long_trace, "--num-pages", "24", "--tier-remote",
-                                             sv.url, "--tier-remote-ns", "kill", "--tier-remote-timeout", "200"],
+                                             sv.url, "--tier-remote-ns", "kill", "--tier-remote-timeout", "200",
+                                             "--tier-remote-policy", "write-through"],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        for _ in range(1000):  # at most 10 s until the engine connects
-            if (sv.clients() or 0) > 0 or p.poll() is not None:
+        for _ in range(2000):  # at most 20 s until the engine has stored pages
+            if (sv.dbsize() or 0) > 0 or p.poll() is not None:
                 break
             time.sleep(0.01)
         sv.stop()
