@@ -462,6 +462,12 @@ int32_t tier_remote_fetch(tier_remote *r, const uint64_t *keys, const int32_t *t
             } else if (!miss) {
                 if (accept(r, rep, tokens + (int64_t)at * r->P, r->got + (size_t)at * r->page_bytes)) {
                     r->got_n = at + 1;
+                    const uint64_t *kk = keys + 2 * (int64_t)at;
+                    int32_t e = index_find(r, kk[0], kk[1]);
+                    if (e >= 0) { /* ours and read again: keep it young */
+                        index_unlink(r, e);
+                        index_push(r, e);
+                    }
                 } else {
                     miss = true;
                     r->st.corrupt_values++;

@@ -31,9 +31,11 @@
  * of pages sends its GETs a batch at a time and stops at the first miss.
  *
  * Index. Each engine keeps an LRU index of the keys it stored (capacity:
- * cfg.pages). A page already in it is not stored again; when the index is
- * full its oldest key is deleted on the server, so one engine's share stays
- * bounded. The server may drop any key earlier (maxmemory): a miss.
+ * cfg.pages), touched when it stores or loads one of them again. A page
+ * already in it is not stored again; when the index is full its least
+ * recently used key is deleted on the server, so one engine's share stays
+ * bounded (another engine that loaded that page then misses it). The server
+ * may drop any key earlier (maxmemory): a miss.
  *
  * Faults. Open fails with a message naming the URL when the server cannot be
  * reached. After an I/O error or timeout mid-run the tier is down: lookups
