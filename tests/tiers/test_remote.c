@@ -145,8 +145,9 @@ static void expected(const int32_t *tokens, int32_t k, uint8_t out[PB])
 /* An engine: its own pool, KV memory and tier wrapper over a kind. */
 typedef struct eng { page_pool pool; fake_kv kv; cache *c; } eng;
 
-static void eng_open(eng *e, const char *kind, const server *sv, const char *ns, uint64_t model,
-                     bool write_back, int64_t host_pages, int64_t remote_pages)
+static void eng_open_tiers(eng *e, const char *kind, const server *sv, const char *ns, uint64_t model,
+                           bool write_back, int64_t host_pages, int64_t disk_pages, const char *disk_dir,
+                           int64_t remote_pages)
 {
     memset(e, 0, sizeof *e);
     ck_assert_int_eq(page_pool_init(&e->pool, PAGES, P), RKV_OK);
@@ -154,6 +155,8 @@ static void eng_open(eng *e, const char *kind, const server *sv, const char *ns,
     tier_config tc;
     tier_config_default(&tc);
     tc.host_pages = host_pages;
+    tc.disk_pages = disk_pages;
+    tc.disk_dir = disk_dir;
     tc.remote.url = sv->url;
     tc.remote.ns = ns;
     tc.remote.model_id = model;
@@ -163,6 +166,12 @@ static void eng_open(eng *e, const char *kind, const server *sv, const char *ns,
     tier_mover mv = {&e->kv, PB, kv_read, kv_write};
     char err[256] = "";
     ck_assert_msg(cache_tier_wrap(inner, &tc, &mv, &e->c, err, sizeof err) == RKV_OK, "%s", err);
+}
+
+static void eng_open(eng *e, const char *kind, const server *sv, const char *ns, uint64_t model,
+                     bool write_back, int64_t host_pages, int64_t remote_pages)
+{
+    eng_open_tiers(e, kind, sv, ns, model, write_back, host_pages, 0, NULL, remote_pages);
 }
 
 /* No page leaks: everything evicted, every page is free again. */
@@ -226,16 +235,22 @@ static const char *const kinds[] = {"radix", "hash", "trie"};
 
 /* ------------------------------------------------------------ tests */
 
-/* Loop: kind (3) x write-through / write-back (2). One engine; 12 documents
- * revisited at random through a pool of 24 pages: most come back from the
- * server, holding exactly their bytes. */
+/* Loop: kind (3) x where pages reach the server (4): write-through; write-back
+ * straight from the KV memory (no local tier); write-back from a small host
+ * tier's LRU end; write-back from a disk tier's LRU end. One engine; 12
+ * documents revisited at random through a pool of 24 pages: most come back
+ * from the server, holding exactly their bytes. */
 START_TEST(test_remote_reloads_the_stored_bytes)
 {
     server sv = {0};
     server_start(&sv);
     srand(4200u + (unsigned)_i);
+    int variant = _i / 3;
+    char dir[] = "/tmp/rkv-remote-disk-XXXXXX";
+    if (variant == 3) ck_assert_ptr_nonnull(mkdtemp(dir));
     eng e;
-    eng_open(&e, kinds[_i % 3], &sv, NULL, 1, _i / 3, 0, 0);
+    eng_open_tiers(&e, kinds[_i % 3], &sv, NULL, 1, variant > 0, variant == 2 ? 4 : variant == 3 ? 2 : 0,
+                   variant == 3 ? 3 : 0, variant == 3 ? dir : NULL, 0);
     int32_t toks[MAXTOK];
     int32_t q = 1 << 20;
     for (int step = 0; step < 120; step++) {
@@ -247,7 +262,10 @@ START_TEST(test_remote_reloads_the_stored_bytes)
     ck_assert_msg(s->hit_pages > 20, "only %llu pages loaded from the server", (unsigned long long)s->hit_pages);
     ck_assert_uint_eq(s->corrupt_values, 0);
     ck_assert(!s->down);
+    const tier_stats *ts = cache_tier_get_stats(e.c);
+    if (variant >= 2) ck_assert_uint_gt(ts->host_hit_pages + ts->disk_hit_pages, 0);
     eng_close(&e);
+    if (variant == 3) ck_assert_int_eq(rmdir(dir), 0); /* the tier removed its files */
     server_stop(&sv);
 }
 END_TEST
@@ -421,7 +439,7 @@ int main(void)
     Suite *s = suite_create("remote");
     TCase *tc = tcase_create("remote");
     tcase_set_timeout(tc, 60);
-    tcase_add_loop_test(tc, test_remote_reloads_the_stored_bytes, 0, 6);
+    tcase_add_loop_test(tc, test_remote_reloads_the_stored_bytes, 0, 12);
     tcase_add_loop_test(tc, test_remote_shared_and_namespaces, 0, 3);
     tcase_add_loop_test(tc, test_remote_server_killed_and_restarted, 0, 2);
     tcase_add_loop_test(tc, test_remote_server_evicts, 0, 1);
