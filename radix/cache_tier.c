@@ -475,6 +475,7 @@ static rkv_status tier_match(cache *c, const int32_t *tokens, int32_t n, uint64_
     cache_tier *t = tier_of(c);
     const int32_t P = t->P;
     page_pool *pool = c->pool;
+    int32_t remote_used = 0; /* pages loaded from the server */
     rkv_status st = cache_match_prefix(t->inner, tokens, n, ns, out);
     c->stats.match_calls++;
     if (st != RKV_OK || n < 0) goto done;
@@ -550,12 +551,7 @@ static rkv_status tier_match(cache *c, const int32_t *tokens, int32_t n, uint64_
         t->st.load_seconds += secs;
         t->pending_load += secs;
     }
-    if (loaded > local) {
-        double secs = tier_remote_take_loaded(t->remote, loaded - local)
-                      + (double)(loaded - local) * page_cost_bytes(t) / host_bw(t);
-        t->st.load_seconds += secs;
-        t->pending_load += secs;
-    }
+    if (loaded > local) remote_used = loaded - local;
     if (loaded < run) page_pool_free(pool, t->pages + L + loaded, run - loaded);
 
     /* 4: hand them to the kind, then match again for one ordinary handle. */
@@ -578,6 +574,12 @@ static rkv_status tier_match(cache *c, const int32_t *tokens, int32_t n, uint64_
     if (st == RKV_OK) st = us;
     if (st == RKV_OK) st = cache_match_prefix(t->inner, tokens, n, ns, out);
 done:
+    if (t->remote) { /* a lookup costs its round trips, hit or miss */
+        double secs = tier_remote_take_loaded(t->remote, remote_used)
+                      + (double)remote_used * page_cost_bytes(t) / host_bw(t);
+        t->st.load_seconds += secs;
+        t->pending_load += secs;
+    }
     if (st == RKV_OK) c->stats.matched_tokens += (uint64_t)out->len;
     mirror_stats(t);
     return st;

@@ -487,7 +487,7 @@ const void *tier_remote_page(const tier_remote *r, int32_t i)
 
 double tier_remote_take_loaded(tier_remote *r, int32_t used)
 {
-    if (used <= 0) return 0;
+    if (used < 0) used = 0;
     if (used > r->got_n) used = r->got_n;
     double s = latency_of(r) * r->got_batches + (double)used * r->page_cost / bw_of(r);
     r->st.hit_pages += (uint64_t)used;

@@ -117,8 +117,9 @@ void tier_remote_flush(tier_remote *r);
  * tier_remote_page(r, i) until the next call of fetch. */
 int32_t tier_remote_fetch(tier_remote *r, const uint64_t *keys, const int32_t *tokens, int32_t n);
 const void *tier_remote_page(const tier_remote *r, int32_t i);
-/* The caller used the first `used` pages of the last fetch: counts them as
- * hits and returns their modelled load seconds (round trips included). */
+/* The caller used the first `used` pages (0 too) of the last fetch: counts
+ * them as hits and returns the modelled seconds: the fetch's round trips
+ * (charged once, hit or miss) plus the used pages' bytes. */
 double tier_remote_take_loaded(tier_remote *r, int32_t used);
 
 bool tier_remote_write_back(const tier_remote *r);
