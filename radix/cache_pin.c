@@ -2,6 +2,7 @@
  * kind keeps its own rules (a split under a pin inherits its lock count in the
  * tree kinds; a locked block leaves the free queue in the hash kind). */
 #include "cache_pin.h"
+#include "cache_client.h"
 #include "cache_tier.h"
 
 #include <stdarg.h>
@@ -52,13 +53,21 @@ rkv_status cache_pin(cache *c, cache_pins *p, const int32_t *tokens, int32_t n, 
         p->cap = nc;
     }
 
-    /* 1: what is cached already (an earlier pin's prefix), held while we make room. */
+    /* 1: what is cached already (an earlier pin's prefix), held while we
+     * reserve pages for the rest, evicting unpinned entries if the pool is full. */
     cache_match mm;
     cache_match_init(&mm);
     int32_t *pages = malloc(sizeof *pages * (size_t)np);
     rkv_status st = pages ? cache_match_reserve(&mm, np) : RKV_ENOMEM;
-    if (st == RKV_OK) st = cache_match_prefix(c, tokens, whole, ns, &mm);
-    if (st == RKV_OK) st = cache_lock(c, &mm);
+    if (st == RKV_OK) st = cache_client_admit(c, tokens, whole, ns, np, &mm, pages, NULL);
+    if (st == RKV_ENOSPC) {
+        int32_t held = (int32_t)(c->pinned_tokens / P), need = np - mm.num_pages;
+        free(pages);
+        cache_match_free(&mm);
+        return fail(RKV_ENOSPC, err, errlen,
+                    "pin: a prefix of %d tokens needs %d more pages, only %d are free (pool %d pages, "
+                    "%d pinned already)", whole, need, page_pool_num_free(pool), pool->num_pages, held);
+    }
     if (st != RKV_OK) {
         free(pages);
         cache_match_free(&mm);
@@ -66,40 +75,21 @@ rkv_status cache_pin(cache *c, cache_pins *p, const int32_t *tokens, int32_t n, 
     }
     int32_t need = np - mm.num_pages;
 
-    /* 2: pages for the rest, evicting unpinned entries if the pool is full. */
-    if (need > page_pool_num_free(pool))
-        cache_evict(c, (int64_t)(need - page_pool_num_free(pool)) * P);
-    if (need > page_pool_num_free(pool)) {
-        int32_t held = (int32_t)(c->pinned_tokens / P);
-        cache_unlock(c, &mm);
-        free(pages);
-        cache_match_free(&mm);
-        return fail(RKV_ENOSPC, err, errlen,
-                    "pin: a prefix of %d tokens needs %d more pages, only %d are free (pool %d pages, "
-                    "%d pinned already)", whole, need, page_pool_num_free(pool), pool->num_pages, held);
-    }
-    if (mm.num_pages) memcpy(pages, mm.pages, sizeof *pages * (size_t)mm.num_pages);
-    st = page_pool_alloc(pool, need, pages + mm.num_pages);
-    bool allocated = st == RKV_OK;
+    /* 2: the prefix's K/V into the new pages, then insert; whatever the
+     * cache did not adopt goes back to the pool. */
     rkv_status fill_st = RKV_OK;
-    if (st == RKV_OK && need > 0 && p->fill)
-        st = fill_st = p->fill(p->fill_ctx, tokens, whole, pages, mm.len);
-
-    /* 3: insert; whatever the cache did not adopt is ours to free. */
-    int32_t prefix = 0;
-    if (st == RKV_OK) st = cache_insert(c, tokens, whole, pages, ns, &prefix);
-    int32_t nf = 0;
-    for (int32_t k = mm.num_pages; k < np && allocated; k++)
-        if (pool->state[pages[k]] == PAGE_INFLIGHT) pages[mm.num_pages + nf++] = pages[k];
-    if (nf) page_pool_free(pool, pages + mm.num_pages, nf);
-    cache_unlock(c, &mm);
+    if (need > 0 && p->fill) st = fill_st = p->fill(p->fill_ctx, tokens, whole, pages, mm.len);
+    /* Pages never committed (the fill failed) are freed by release. */
+    bool filled = st == RKV_OK;
+    if (filled) st = cache_client_commit(c, tokens, whole, ns, pages, mm.num_pages, np, NULL);
+    cache_client_release(c, &mm, pages + mm.num_pages, filled ? 0 : need);
     free(pages);
     cache_match_free(&mm);
     if (fill_st != RKV_OK)
         return fail(st, err, errlen, "pin: computing the prefix's KV failed: %s", rkv_status_str(st));
     if (st != RKV_OK) return fail(st, err, errlen, "pin: insert failed: %s", rkv_status_str(st));
 
-    /* 4: match the whole prefix again and keep its lock for the cache's life. */
+    /* 3: match the whole prefix again and keep its lock for the cache's life. */
     cache_sizes before, after;
     cache_get_sizes(c, &before);
     cache_match *m = &p->m[p->n];

@@ -9,6 +9,7 @@
  *   host full: host tail --demote--> disk (disk full: disk tail dropped)
  */
 #include "cache_tier.h"
+#include "cache_client.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -460,7 +461,7 @@ static rkv_status tier_match(cache *c, const int32_t *tokens, int32_t n, uint64_
 
     /* 2: room for them, the match locked so that eviction spares it. */
     if ((st = cache_lock(t->inner, out)) != RKV_OK) goto done;
-    if (run > page_pool_num_free(pool)) tier_evict(c, (int64_t)(run - page_pool_num_free(pool)) * P);
+    (void)cache_client_make_room(c, run, NULL); /* spills; short: a shorter run below */
     int32_t got = 0;
     for (; got < run && got < page_pool_num_free(pool); got++) /* still kept after the spills? */
         if (map_find(t, t->keys + 2 * (L + got), tokens + (int64_t)(L + got) * P) < 0) break;
@@ -508,7 +509,8 @@ static rkv_status tier_match(cache *c, const int32_t *tokens, int32_t n, uint64_
     int32_t prefix = 0;
     if (L) memcpy(t->pages, out->pages, sizeof(int32_t) * (size_t)L);
     if (loaded > 0)
-        st = cache_insert(t->inner, tokens, (L + loaded) * P, t->pages, ns, &prefix);
+        st = cache_client_commit(t->inner, tokens, (L + loaded) * P, ns, t->pages, L, L + loaded,
+                                 &prefix);
     if (st == RKV_OK && loaded > 0) {
         for (int32_t k = L; k < L + loaded; k++) { /* pages are ours from here */
             int32_t pg = t->pages[k];
@@ -518,8 +520,6 @@ static rkv_status tier_match(cache *c, const int32_t *tokens, int32_t n, uint64_
             t->meta_valid[pg] = 1;
         }
     }
-    for (int32_t k = L; k < L + loaded; k++)
-        if (pool->state[t->pages[k]] == PAGE_INFLIGHT) page_pool_free(pool, &t->pages[k], 1);
     rkv_status us = cache_unlock(t->inner, out);
     if (st == RKV_OK) st = us;
     if (st == RKV_OK) st = cache_match_prefix(t->inner, tokens, n, ns, out);

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "backend_sim.h"
+#include "cache_client.h"
 #include "cache_tier.h"
 #include "progress.h"
 #include "radix_tree.h"
@@ -455,12 +456,9 @@ static rkv_status run_step(sim *s, char *err, size_t errlen)
         if ((st = req_reserve_pages(r, total)) != RKV_OK) return st;
         const tier_stats *ts = cache_tier_get_stats(c);
         uint64_t th0 = ts ? ts->host_hit_tokens + ts->disk_hit_tokens : 0;
-        if ((st = cache_match_prefix(c, r->q.tokens, n - 1, ns, &r->m)) != RKV_OK) {
-            rkv_set_err(err, errlen, "step %" PRId64 ": match failed: %s", step, rkv_status_str(st));
-            return st;
-        }
-        if ((st = cache_lock(c, &r->m)) != RKV_OK) {
-            rkv_set_err(err, errlen, "step %" PRId64 ": lock failed: %s", step, rkv_status_str(st));
+        if ((st = cache_client_match(c, r->q.tokens, n - 1, ns, &r->m)) != RKV_OK) {
+            rkv_set_err(err, errlen, "step %" PRId64 ": match/lock failed: %s", step,
+                        rkv_status_str(st));
             return st;
         }
         r->locked = true;
@@ -474,7 +472,9 @@ static rkv_status run_step(sim *s, char *err, size_t errlen)
     int64_t shortfall = need - pool->num_free;
     if (shortfall > 0) {
         int32_t free0 = pool->num_free;
-        int64_t freed = cache_evict(c, shortfall * P);
+        int64_t freed = 0;
+        /* Still short (locked entries): step 3 sorts out who gets pages. */
+        (void)cache_client_make_room(c, need, &freed);
         /* Without an eviction log, the pages pushed on the pool's free stack
          * are the evicted blocks, in the order the kind freed them. */
         for (int32_t k = free0; s->page_toks && k < pool->num_free; k++) {
@@ -489,7 +489,8 @@ static rkv_status run_step(sim *s, char *err, size_t errlen)
         s->sum->evicted_nodes += s->rt ? s->n_ev : pool->num_free - free0;
     }
 
-    /* 3: pages in trace order while they fit; the rest give up their locks. */
+    /* 3: pages in trace order while they fit; the rest give up their locks.
+     * Room was made once for the whole step: no second eviction here. */
     bool fits = true;
     for (int32_t i = 0; i < s->n_reqs; i++) {
         sim_req *r = &s->reqs[i];
@@ -497,7 +498,7 @@ static rkv_status run_step(sim *s, char *err, size_t errlen)
         if (fits && page_pool_alloc(pool, r->need, r->pages + r->m.num_pages) == RKV_OK) continue;
         fits = false;
         r->error = "locked pages leave no room for this request in its step";
-        if ((st = cache_unlock(c, &r->m)) != RKV_OK) return st;
+        if ((st = cache_client_release(c, &r->m, NULL, 0)) != RKV_OK) return st;
         r->locked = false;
     }
 
@@ -508,24 +509,20 @@ static rkv_status run_step(sim *s, char *err, size_t errlen)
         int32_t n = r->q.n_tokens;
         int32_t mp = r->m.num_pages, total = mp + r->need;
         if (mp) memcpy(r->pages, r->m.pages, sizeof(int32_t) * (size_t)mp);
-        int32_t prefix = 0;
-        if ((st = cache_insert(c, r->q.tokens, n, r->pages, ns, &prefix)) != RKV_OK) {
+        /* The cache frees what it did not adopt: pages an earlier request of
+         * this step cached first, the partial last page, all for kind none. */
+        if ((st = cache_client_commit(c, r->q.tokens, n, ns, r->pages, mp, total, NULL))
+            != RKV_OK) {
             rkv_set_err(err, errlen, "step %" PRId64 ": insert of request %s failed: %s", step,
                     r->q.id_json, rkv_status_str(st));
             return st;
         }
-        /* Whatever of our pages the cache did not adopt stays ours to free:
-         * those an earlier request of this step cached first (the cache keeps
-         * its own), the partial last page, and all of them for kind none. */
-        int32_t nf = 0;
-        for (int32_t k = mp; k < total; k++) {
+        for (int32_t k = mp; s->page_toks && k < total; k++) {
             int32_t pg = r->pages[k];
-            if (pool->state[pg] == PAGE_INFLIGHT) r->pages[mp + nf++] = pg;
-            else if (s->page_toks)
+            if (pool->state[pg] == PAGE_CACHED)
                 memcpy(s->page_toks + (int64_t)pg * P, r->q.tokens + (int64_t)k * P,
                        sizeof(int32_t) * (size_t)P);
         }
-        if (nf && (st = page_pool_free(pool, r->pages + mp, nf)) != RKV_OK) return st;
         r->served = true;
     }
 
@@ -533,7 +530,7 @@ static rkv_status run_step(sim *s, char *err, size_t errlen)
     for (int32_t i = 0; i < s->n_reqs; i++) {
         sim_req *r = &s->reqs[i];
         if (!r->locked) continue;
-        if ((st = cache_unlock(c, &r->m)) != RKV_OK) {
+        if ((st = cache_client_release(c, &r->m, NULL, 0)) != RKV_OK) {
             rkv_set_err(err, errlen, "step %" PRId64 ": unlock failed: %s", step, rkv_status_str(st));
             return st;
         }

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cache.h"
+#include "cache_client.h"
 #include "cache_pin.h"
 #include "page_pool.h"
 #include "pin_file.h"
@@ -104,28 +105,19 @@ static rkv_status approx_insert(approx *a, const int32_t *tokens, int32_t n)
     int32_t nb = n / P;
     if (nb < 1) return RKV_OK;
     if (nb > a->pool.num_pages) nb = a->pool.num_pages;
+    int32_t *pages = malloc(sizeof(int32_t) * (size_t)nb);
+    if (!pages) return RKV_ENOMEM;
     cache_match m;
     cache_match_init(&m);
-    rkv_status st = cache_match_prefix(a->c, tokens, nb * P, 0, &m);
-    if (st == RKV_OK) st = cache_lock(a->c, &m);
-    if (st != RKV_OK) {
-        cache_match_free(&m);
-        return st;
+    /* A tree too full of locked entries just forgets this prompt. */
+    rkv_status st = cache_client_admit(a->c, tokens, nb * P, 0, nb, &m, pages, NULL);
+    if (st == RKV_OK) {
+        st = cache_client_commit(a->c, tokens, nb * P, 0, pages, m.num_pages, nb, NULL);
+        rkv_status us = cache_client_release(a->c, &m, NULL, 0);
+        if (st == RKV_OK) st = us;
+    } else if (st == RKV_ENOSPC) {
+        st = RKV_OK;
     }
-    int32_t need = nb - m.num_pages;
-    if (need > page_pool_num_free(&a->pool))
-        cache_evict(a->c, (int64_t)(need - page_pool_num_free(&a->pool)) * P);
-    int32_t *pages = malloc(sizeof(int32_t) * (size_t)nb);
-    if (!pages) st = RKV_ENOMEM;
-    if (st == RKV_OK && need <= page_pool_num_free(&a->pool)) {
-        memcpy(pages, m.pages, sizeof(int32_t) * (size_t)m.num_pages);
-        st = page_pool_alloc(&a->pool, need, pages + m.num_pages);
-        int32_t prefix = 0;
-        if (st == RKV_OK) st = cache_insert(a->c, tokens, nb * P, pages, 0, &prefix);
-        for (int32_t k = m.num_pages; k < nb; k++)
-            if (a->pool.state[pages[k]] == PAGE_INFLIGHT) page_pool_free(&a->pool, &pages[k], 1);
-    }
-    cache_unlock(a->c, &m);
     cache_match_free(&m);
     free(pages);
     return st;

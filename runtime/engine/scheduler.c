@@ -1,6 +1,8 @@
 /* scheduler.c - see scheduler.h. */
 #include "scheduler.h"
 
+#include "cache_client.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,21 +62,13 @@ rkv_status scheduler_init(scheduler *s, const scheduler_config *cfg, cache *c, p
     return RKV_OK;
 }
 
-static rkv_status free_pages(scheduler *s, const int32_t *pages, int32_t n)
-{
-    if (n <= 0) return RKV_OK;
-    return page_pool_free(s->pool, pages, n);
-}
-
 /* Give back everything r holds: its own pages to the pool, its match unlocked. */
 static rkv_status req_release(scheduler *s, sched_req *r)
 {
-    rkv_status st = free_pages(s, r->pages + r->num_cache_pages, r->num_pages - r->num_cache_pages);
-    if (r->locked) {
-        rkv_status st2 = cache_unlock(s->cache, &r->match);
-        if (st == RKV_OK) st = st2;
-        r->locked = false;
-    }
+    rkv_status st = cache_client_release(s->cache, r->locked ? &r->match : NULL,
+                                         r->pages + r->num_cache_pages,
+                                         r->num_pages - r->num_cache_pages);
+    r->locked = false;
     r->match.len = r->match.num_pages = 0;
     r->match.handle = NULL;
     r->num_pages = r->num_cache_pages = 0;
@@ -90,7 +84,6 @@ void scheduler_destroy(scheduler *s)
     free(s->finished);
     free(s->order);
     free(s->keys);
-    free(s->free_buf);
     memset(s, 0, sizeof *s);
 }
 
@@ -257,16 +250,6 @@ rkv_status scheduler_policy_order(scheduler *s, int32_t *out)
 
 /* ---- pages -------------------------------------------------------------- */
 
-/* Allocate n pages to out, evicting from the cache on a shortage. */
-static rkv_status alloc_evicting(scheduler *s, int32_t n, int32_t *out)
-{
-    if (n <= 0) return RKV_OK;
-    if (page_pool_alloc(s->pool, n, out) == RKV_OK) return RKV_OK;
-    int32_t shortfall = n - page_pool_num_free(s->pool);
-    cache_evict(s->cache, (int64_t)shortfall * s->pool->page_size);
-    return page_pool_alloc(s->pool, n, out);
-}
-
 static rkv_status ensure_page_cap(sched_req *r, int32_t n)
 {
     return grow((void **)&r->pages, &r->page_cap, n, sizeof(int32_t));
@@ -385,7 +368,7 @@ rkv_status scheduler_schedule(scheduler *s, sched_plan *plan, bool allow_preempt
         int32_t need = page_pool_pages_for(s->pool, r->kv_sched + rows) - r->num_pages;
         if (need > 0) {
             if ((st = ensure_page_cap(r, r->num_pages + need))) return st;
-            st = alloc_evicting(s, need, r->pages + r->num_pages);
+            st = cache_client_reserve(s->cache, need, r->pages + r->num_pages, NULL);
             if (st == RKV_ENOSPC && !allow_preempt) {
                 stop = true;
                 break;
@@ -395,7 +378,7 @@ rkv_status scheduler_schedule(scheduler *s, sched_plan *plan, bool allow_preempt
                 sched_req *v = s->running[s->num_running - 1];
                 decodes_behind -= v->n_tokens - v->kv_sched == 1;
                 if ((st = preempt(s, s->num_running - 1))) return st;
-                st = alloc_evicting(s, need, r->pages + r->num_pages);
+                st = cache_client_reserve(s->cache, need, r->pages + r->num_pages, NULL);
             }
             if (st == RKV_ENOSPC) {
                 bool alone = s->num_running == 1;
@@ -430,8 +413,7 @@ rkv_status scheduler_schedule(scheduler *s, sched_plan *plan, bool allow_preempt
         for (int32_t k = 0; k < n; k++) {
             if (budget <= 0 || s->num_running >= s->cfg.max_running) break;
             sched_req *r = s->waiting[s->order[k]];
-            st = cache_match_prefix(s->cache, r->tokens, r->n_tokens - 1, r->ns, &r->match);
-            if (st == RKV_OK) st = cache_lock(s->cache, &r->match);
+            st = cache_client_match(s->cache, r->tokens, r->n_tokens - 1, r->ns, &r->match);
             if (st) {
                 free(taken);
                 snprintf(err, errlen, "scheduler: cache match/lock failed: %s", rkv_status_str(st));
@@ -440,9 +422,8 @@ rkv_status scheduler_schedule(scheduler *s, sched_plan *plan, bool allow_preempt
             r->locked = true;
             int32_t matched = r->match.len;
             if (shares_with_admitted(s, plan, r, matched)) {
-                cache_unlock(s->cache, &r->match);
+                cache_client_release(s->cache, &r->match, NULL, 0);
                 r->locked = false;
-                r->match.len = r->match.num_pages = 0;
                 continue;
             }
             int32_t rows = r->n_tokens - matched;
@@ -453,11 +434,10 @@ rkv_status scheduler_schedule(scheduler *s, sched_plan *plan, bool allow_preempt
                 return st;
             }
             int32_t need = total - r->match.num_pages;
-            st = alloc_evicting(s, need, r->pages + r->match.num_pages);
+            st = cache_client_reserve(s->cache, need, r->pages + r->match.num_pages, NULL);
             if (st == RKV_ENOSPC) {
-                cache_unlock(s->cache, &r->match);
+                cache_client_release(s->cache, &r->match, NULL, 0);
                 r->locked = false;
-                r->match.len = r->match.num_pages = 0;
                 break;
             }
             if (st) {
@@ -510,34 +490,27 @@ static rkv_status req_insert(scheduler *s, sched_req *r, bool final, char *err, 
     int32_t nfull = r->kv_done / P;
     rkv_status st;
     if (nfull > r->num_cache_pages) {
-        int32_t prefix_len = 0;
-        st = cache_insert(s->cache, r->tokens, nfull * P, r->pages, r->ns, &prefix_len);
+        /* Whatever the cache did not adopt goes back to the pool: duplicates
+         * of what was cached meanwhile, or every page for kinds that keep
+         * nothing (none). */
+        st = cache_client_commit(s->cache, r->tokens, nfull * P, r->ns, r->pages,
+                                 r->num_cache_pages, nfull, NULL);
         if (st) {
             snprintf(err, errlen, "scheduler: cache insert of request %lld failed: %s",
                      (long long)r->id, rkv_status_str(st));
             return st;
         }
-        /* Whatever the cache did not adopt is still ours: duplicates of what
-         * was cached meanwhile (below prefix_len), or, for kinds that keep
-         * nothing (none), every page. Kinds that drop pages themselves
-         * (hash-nocache) leave them FREE. The pool's state tells which. */
-        int32_t nfree = 0;
-        if ((st = grow((void **)&s->free_buf, &s->free_cap, nfull, sizeof(int32_t)))) return st;
-        for (int32_t k = r->num_cache_pages; k < nfull; k++)
-            if (s->pool->state[r->pages[k]] == PAGE_INFLIGHT) s->free_buf[nfree++] = r->pages[k];
-        (void)prefix_len;
-        if ((st = free_pages(s, s->free_buf, nfree))) return st;
         if (!final) {
             cache_match m2;
             cache_match_init(&m2);
-            st = cache_match_prefix(s->cache, r->tokens, nfull * P, r->ns, &m2);
+            st = cache_client_match(s->cache, r->tokens, nfull * P, r->ns, &m2);
             if (st == RKV_OK && m2.len != nfull * P) {
                 snprintf(err, errlen,
                          "scheduler: request %lld: %d tokens just inserted, match finds %d",
                          (long long)r->id, nfull * P, m2.len);
+                cache_unlock(s->cache, &m2);
                 st = RKV_ECORRUPT;
             }
-            if (st == RKV_OK) st = cache_lock(s->cache, &m2);
             if (st == RKV_OK && r->locked) st = cache_unlock(s->cache, &r->match);
             if (st) {
                 cache_match_free(&m2);

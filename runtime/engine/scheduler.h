@@ -138,7 +138,6 @@ typedef struct scheduler {
     uint64_t num_steps;
     /* scratch */
     int32_t *order; int32_t *keys; int32_t scratch_cap;
-    int32_t *free_buf; int32_t free_cap;
 } scheduler;
 
 /* Parse "fcfs" | "lpm" | "dfs-weight" | "random". */
