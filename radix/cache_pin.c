@@ -3,7 +3,6 @@
  * tree kinds; a locked block leaves the free queue in the hash kind). */
 #include "cache_pin.h"
 #include "cache_client.h"
-#include "cache_tier.h"
 
 #include <stdarg.h>
 #include <stdlib.h>
@@ -18,12 +17,6 @@ static rkv_status fail(rkv_status st, char *err, size_t errlen, const char *fmt,
         va_end(ap);
     }
     return st;
-}
-
-static bool never_reuses(cache *c)
-{
-    c = cache_tier_inner(c); /* under a spill tier: the kind's own rule */
-    return !strcmp(c->ops->name, "none") || !strcmp(c->ops->name, "hash-nocache");
 }
 
 void cache_pins_init(cache_pins *p) { memset(p, 0, sizeof *p); }
@@ -99,7 +92,7 @@ rkv_status cache_pin(cache *c, cache_pins *p, const int32_t *tokens, int32_t n, 
         cache_match_free(m);
         return fail(st, err, errlen, "pin: lock failed: %s", rkv_status_str(st));
     }
-    if (m->len != whole && !never_reuses(c)) {
+    if (m->len != whole && cache_can(c, CACHE_CAP_REUSE)) {
         cache_unlock(c, m);
         cache_match_free(m);
         return fail(RKV_ECORRUPT, err, errlen, "pin: cache %s matched %d of the %d tokens just inserted",

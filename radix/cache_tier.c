@@ -9,6 +9,7 @@
  *   host full: host tail --demote--> disk (disk full: disk tail dropped)
  */
 #include "cache_tier.h"
+#include "block_hash.h"
 #include "cache_client.h"
 
 #include <errno.h>
@@ -19,7 +20,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 enum { T_FREE = 0, T_HOST = 1, T_DISK = 2 };
 
@@ -66,7 +66,7 @@ typedef struct cache_tier {
     int32_t *run;       /* (cap) entries of a load run */
     int32_t *pages;     /* (cap) */
     int32_t cap;
-    uint8_t *hbuf;      /* 16 + 4P */
+    block_hasher hasher; /* xxh3: the same chained block digests as the hash kind */
 } cache_tier;
 
 static const cache_ops tier_ops;
@@ -107,19 +107,15 @@ static void note_error(cache_tier *t, const char *fmt, ...)
 
 /* ---------------------------------------------------------------- keys */
 
-static void key_start(uint64_t ns, uint64_t k[2])
+/* A page's key is its chained block digest (block_hash.h): it stands for the
+ * whole prefix up to and including the page, in namespace ns. */
+static void key_next(cache_tier *t, const uint64_t prev[2], uint64_t ns, const int32_t *toks,
+                     uint64_t out[2])
 {
-    k[0] = ns ^ 0x6a09e667f3bcc908ull;
-    k[1] = 0xbb67ae8584caa73bull;
-}
-
-static void key_next(cache_tier *t, const uint64_t prev[2], const int32_t *toks, uint64_t out[2])
-{
-    memcpy(t->hbuf, prev, 16);
-    memcpy(t->hbuf + 16, toks, sizeof(int32_t) * (size_t)t->P);
-    XXH128_hash_t d = XXH3_128bits(t->hbuf, 16 + sizeof(int32_t) * (size_t)t->P);
-    out[0] = d.low64;
-    out[1] = d.high64;
+    block_hash parent = {prev[0], prev[1]}, h;
+    block_hasher_hash(&t->hasher, &parent, ns, toks, t->P, &h);
+    out[0] = h.lo;
+    out[1] = h.hi;
 }
 
 static rkv_status reserve(cache_tier *t, int32_t n)
@@ -145,11 +141,10 @@ static rkv_status chain_keys(cache_tier *t, const int32_t *tokens, int32_t np, u
 {
     rkv_status st = reserve(t, np + 1);
     if (st != RKV_OK) return st;
-    uint64_t k[2];
-    key_start(ns, k);
-    for (int32_t i = 0; i < np; i++) {
-        key_next(t, i ? t->keys + 2 * (i - 1) : k, tokens + (int64_t)i * t->P, t->keys + 2 * i);
-    }
+    const uint64_t root[2] = {block_hash_root.lo, block_hash_root.hi};
+    for (int32_t i = 0; i < np; i++)
+        key_next(t, i ? t->keys + 2 * (i - 1) : root, ns, tokens + (int64_t)i * t->P,
+                 t->keys + 2 * i);
     return RKV_OK;
 }
 
@@ -596,8 +591,24 @@ static void tier_destroy(cache *c)
     free(t->keys);
     free(t->run);
     free(t->pages);
-    free(t->hbuf);
+    block_hasher_destroy(&t->hasher);
     free(t);
+}
+
+/* The node hooks are the kind's: the tier keeps pages, not nodes. */
+static bool tier_set_evict_hook(cache *c, cache_node_fn fn, void *ctx)
+{
+    return cache_set_evict_hook(tier_of(c)->inner, fn, ctx);
+}
+
+static bool tier_visit(const cache *c, cache_node_fn fn, void *ctx)
+{
+    return cache_visit(((const cache_tier *)c)->inner, fn, ctx);
+}
+
+static bool tier_clock(const cache *c, uint64_t *out)
+{
+    return cache_clock(((const cache_tier *)c)->inner, out);
 }
 
 static const cache_ops tier_ops = {
@@ -611,6 +622,9 @@ static const cache_ops tier_ops = {
     .check = tier_check,
     .dump = tier_dump,
     .destroy = tier_destroy,
+    .set_evict_hook = tier_set_evict_hook,
+    .visit = tier_visit,
+    .clock = tier_clock,
 };
 
 rkv_status cache_tier_wrap(cache *inner, const tier_config *cfg, const tier_mover *mover,
@@ -636,6 +650,7 @@ rkv_status cache_tier_wrap(cache *inner, const tier_config *cfg, const tier_move
     t->base.ops = &tier_ops;
     t->base.pool = inner->pool;
     t->base.page_size = inner->page_size;
+    t->base.caps = inner->caps; /* a spill tier changes where pages live, not what a match finds */
     t->num_entries = cfg->host_pages + cfg->disk_pages;
     const int64_t E = t->num_entries > 0 ? t->num_entries : 1, NP = inner->pool->num_pages + 1;
     uint64_t nb = 16;
@@ -651,10 +666,10 @@ rkv_status cache_tier_wrap(cache *inner, const tier_config *cfg, const tier_move
     t->meta_k = malloc(sizeof(uint64_t) * 2 * (size_t)NP);
     t->meta_valid = calloc((size_t)NP, 1);
     t->meta_toks = malloc(sizeof(int32_t) * (size_t)NP * (size_t)t->P);
-    t->hbuf = malloc(16 + sizeof(int32_t) * (size_t)t->P);
+    bool hashed = block_hasher_init(&t->hasher, "xxh3", t->P, NULL, 0) == RKV_OK;
     if (!t->ent || !t->ent_toks || !t->bucket || !t->host_slots || !t->disk_slots
         || (pb && cfg->host_pages && !t->host_buf) || !t->scratch || !t->meta_k || !t->meta_valid
-        || !t->meta_toks || !t->hbuf || reserve(t, 64) != RKV_OK) {
+        || !t->meta_toks || !hashed || reserve(t, 64) != RKV_OK) {
         t->inner = NULL;
         cache_destroy(&t->base); /* inner survives: the caller keeps it */
         return fail(RKV_ENOMEM, err, errlen, "tier: out of host memory for %lld entries",

@@ -804,7 +804,7 @@ static void op_destroy(backend *bb)
 
 static const backend_ops cuda_ops = {
     "cuda", op_forward, op_submit, op_collect, op_page_bytes, op_read_page, op_write_page,
-    op_destroy,
+    op_destroy, 0,
 };
 
 /* ---- creation ------------------------------------------------------------------ */

@@ -280,6 +280,7 @@ static const backend_ops sim_ops = {
     .read_page = sim_read_page,
     .write_page = sim_write_page,
     .destroy = sim_destroy,
+    .caps = BACKEND_CAP_MODELLED_TIME,
 };
 
 rkv_status backend_sim_create(const backend_config *cfg, backend **out, char *err, size_t errlen)

@@ -16,7 +16,6 @@
 #include "cache_client.h"
 #include "cache_tier.h"
 #include "progress.h"
-#include "radix_tree.h"
 #include "tier_opts.h"
 
 extern char **environ;
@@ -54,7 +53,8 @@ typedef struct sim_node {
 typedef struct sim {
     cache *c;
     page_pool *pool;
-    radix_tree *rt;     /* non-NULL for kind radix: eviction log and pictures */
+    bool node_log;      /* the kind reports evicted nodes (cache_set_evict_hook) */
+    bool node_view;     /* the kind shows its nodes and clock: our own pictures */
     const cache_sim_options *opt;
     FILE *out;
     int32_t P;
@@ -76,7 +76,8 @@ typedef struct sim {
 
     /* Kinds without an eviction log (hash, trie, none): the tokens of every
      * page the cache adopted, (num_pages * P), so that an eviction can be
-     * listed from the pages it returned to the pool. NULL for radix. */
+     * listed from the pages it returned to the pool. NULL for kinds with a
+     * node log (cache_set_evict_hook). */
     int32_t *page_toks;
 
     bool have_dot;      /* graphviz found: SVGs too */
@@ -107,7 +108,7 @@ static bool push_tokens(int32_t **arr, int64_t *n, int64_t *cap, const int32_t *
     return true;
 }
 
-static void on_evict(void *ctx, const radix_node_info *node)
+static void on_evict(void *ctx, const cache_node_info *node)
 {
     sim *s = ctx;
     if (s->n_ev == s->ev_cap) {
@@ -125,7 +126,7 @@ static void on_evict(void *ctx, const radix_node_info *node)
     s->ev[s->n_ev++] = (sim_evicted){node->id, node->parent_id, off, node->len};
 }
 
-static void on_visit(void *ctx, const radix_node_info *node)
+static void on_visit(void *ctx, const cache_node_info *node)
 {
     sim *s = ctx;
     if (s->n_nodes == s->nodes_cap) {
@@ -184,7 +185,9 @@ static const char *node_state(const sim *s, const sim_node *n, uint64_t c1)
  * visit lists parents before children, so one pass per request suffices. */
 static rkv_status mark_matched(sim *s)
 {
-    int32_t slots = radix_tree_slots(s->rt);
+    int32_t slots = 0;
+    for (int32_t i = 0; i < s->n_nodes; i++)
+        if (s->nodes[i].slot >= slots) slots = s->nodes[i].slot + 1;
     int32_t *idx = malloc(sizeof(int32_t) * (size_t)(slots > 0 ? slots : 1));
     uint8_t *on = malloc((size_t)(slots > 0 ? slots : 1));
     if (!idx || !on) { free(idx); free(on); return RKV_ENOMEM; }
@@ -263,25 +266,26 @@ static rkv_status write_dumps(sim *s, const char *name, int64_t step, char *err,
     if (!path) return RKV_ENOMEM;
     rkv_status st = RKV_OK;
     uint64_t c1 = 0;
-    if (s->rt) {
+    if (s->node_view) {
         s->n_nodes = 0;
         s->n_node_toks = 0;
-        radix_tree_visit(s->rt, on_visit, s);
+        cache_visit(s->c, on_visit, s);
         if (s->nodes_oom || (step >= 0 && mark_matched(s) != RKV_OK)) {
             free(path);
             return RKV_ENOMEM;
         }
-        c1 = radix_tree_clock(s->rt);
+        cache_clock(s->c, &c1);
     }
 
-    /* JSON: our own picture of the step for radix; the kind's dump otherwise. */
+    /* JSON: our own picture of the step where the kind shows its nodes; the
+     * kind's dump otherwise. */
     snprintf(path, plen, "%s/%s.json", dir, name);
     FILE *f = fopen(path, "w");
     if (!f) goto io_fail;
-    if (s->rt) {
-        fprintf(f, "{\"step\":%" PRId64 ",\"kind\":\"radix\",\"page_size\":%d,"
+    if (s->node_view) {
+        fprintf(f, "{\"step\":%" PRId64 ",\"kind\":\"%s\",\"page_size\":%d,"
                 "\"clock\":[%" PRIu64 ",%" PRIu64 "],\"requests\":[",
-                step, s->P, s->clock0, c1);
+                step, s->opt->kind ? s->opt->kind : "radix", s->P, s->clock0, c1);
         int first = 1;
         for (int32_t i = 0; i < s->n_reqs && step >= 0; i++) {
             sim_req *r = &s->reqs[i];
@@ -317,7 +321,7 @@ static rkv_status write_dumps(sim *s, const char *name, int64_t step, char *err,
     snprintf(path, plen, "%s/%s.dot", dir, name);
     f = fopen(path, "w");
     if (!f) goto io_fail;
-    if (s->rt) {
+    if (s->node_view) {
         fprintf(f, "digraph step_%" PRId64 " {\n  node [shape=box, style=\"rounded,filled\", "
                 "fontname=\"Helvetica\", fontsize=10];\n  label=\"%s\";\n", step < 0 ? 0 : step, name);
         for (int32_t i = 0; i < s->n_nodes; i++) {
@@ -436,7 +440,8 @@ static rkv_status run_step(sim *s, char *err, size_t errlen)
     rkv_status st;
     s->n_ev = 0;
     s->n_ev_toks = 0;
-    s->clock0 = s->rt ? radix_tree_clock(s->rt) : 0;
+    s->clock0 = 0;
+    cache_clock(c, &s->clock0);
 
     /* 1: match all but the last token, lock, in trace order. */
     int64_t need = 0;
@@ -479,14 +484,14 @@ static rkv_status run_step(sim *s, char *err, size_t errlen)
          * are the evicted blocks, in the order the kind freed them. */
         for (int32_t k = free0; s->page_toks && k < pool->num_free; k++) {
             int32_t pg = pool->free_stack[k];
-            on_evict(s, &(radix_node_info){.id = (uint64_t)pg, .len = P,
+            on_evict(s, &(cache_node_info){.id = (uint64_t)pg, .len = P,
                                            .tokens = s->page_toks + (int64_t)pg * P});
         }
         if (s->ev_oom) return RKV_ENOMEM;
         s->sum->evicted_tokens += freed;
         s->sum->evict_calls++;
         /* Nodes from the tree's log; blocks (pages) for the other kinds. */
-        s->sum->evicted_nodes += s->rt ? s->n_ev : pool->num_free - free0;
+        s->sum->evicted_nodes += s->node_log ? s->n_ev : pool->num_free - free0;
     }
 
     /* 3: pages in trace order while they fit; the rest give up their locks.
@@ -560,7 +565,7 @@ static rkv_status run_step(sim *s, char *err, size_t errlen)
     }
     if (shortfall > 0 && !s->opt->summary_only) {
         fprintf(s->out, "{\"type\":\"step\",\"step\":%" PRId64, step);
-        if (s->rt || s->page_toks) {
+        if (s->node_log || s->page_toks) {
             fputs(",\"evicted\":[", s->out);
             for (int32_t i = 0; i < s->n_ev; i++) {
                 if (i) fputc(',', s->out);
@@ -610,7 +615,7 @@ static void sim_free(sim *s)
     free(s->nodes);
     free(s->node_toks);
     free(s->page_toks);
-    if (s->rt) radix_tree_set_evict_cb(s->rt, NULL, NULL);
+    if (s->node_log) cache_set_evict_hook(s->c, NULL, NULL);
 }
 
 rkv_status cache_sim_run(cache *c, const cache_sim_options *opt, trace_reader *tr, FILE *out,
@@ -626,10 +631,11 @@ rkv_status cache_sim_run(cache *c, const cache_sim_options *opt, trace_reader *t
     s.opt = opt;
     s.out = out;
     s.sum = sum;
-    s.rt = cache_radix_tree(cache_tier_inner(c)); /* under a spill tier too */
-    if (s.rt) radix_tree_set_evict_cb(s.rt, on_evict, &s);
+    /* Under a spill tier too: the tier hands the hooks to its kind. */
+    s.node_log = cache_set_evict_hook(c, on_evict, &s);
+    s.node_view = cache_clock(c, &s.clock0);
     rkv_status st = RKV_OK;
-    if (!s.rt && !opt->summary_only) {
+    if (!s.node_log && !opt->summary_only) {
         /* calloc: the OS commits only the pages of it the replay touches. */
         s.page_toks = calloc((size_t)s.pool->num_pages * (size_t)s.P + 1, sizeof(int32_t));
         if (!s.page_toks) {

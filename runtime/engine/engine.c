@@ -176,7 +176,7 @@ rkv_status engine_create_with_backend(const engine_config *cfg_in, backend *b, e
     }
     e->cfg = cfg;
     e->be = b;
-    e->modelled_clock = !strcmp(b->ops->name, "sim");
+    e->modelled_clock = (b->ops->caps & BACKEND_CAP_MODELLED_TIME) != 0;
     e->overlap = !strcmp(cfg.schedule, "overlap");
     /* collect() returns no logits, so keep_logits stays on forward(). */
     e->async = e->overlap && b->ops->submit && b->ops->collect && !cfg.keep_logits;
