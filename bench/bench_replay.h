@@ -18,6 +18,7 @@
 
 #include "cache.h"
 #include "cache_client.h"
+#include "rkv_core.h"
 
 typedef struct replay_cost {
     double match_ns, insert_ns, evict_ns;
@@ -29,15 +30,6 @@ static inline double bench_now_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
-
-/* splitmix64 */
-static inline uint64_t bench_rng_next(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
 }
 
 /* A (requests, len) trace of token ids below 32000: request r's first `shared`
@@ -52,8 +44,8 @@ static inline int32_t *bench_make_trace(int32_t requests, int32_t len, int32_t s
     for (int32_t r = 0; r < requests; r++) {
         int32_t *row = t + (size_t)r * (size_t)len;
         uint64_t gs = 1000003ull * (uint64_t)(r % groups + 1) + group_salt;
-        for (int32_t j = 0; j < shared; j++) row[j] = (int32_t)(bench_rng_next(&gs) % 32000);
-        for (int32_t j = shared; j < len; j++) row[j] = (int32_t)(bench_rng_next(&s) % 32000);
+        for (int32_t j = 0; j < shared; j++) row[j] = (int32_t)(rkv_splitmix64_next(&gs) % 32000);
+        for (int32_t j = shared; j < len; j++) row[j] = (int32_t)(rkv_splitmix64_next(&s) % 32000);
     }
     return t;
 }

@@ -8,17 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static rkv_status fail(rkv_status st, char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return st;
-}
-
 void cache_pins_init(cache_pins *p) { memset(p, 0, sizeof *p); }
 
 rkv_status cache_pin(cache *c, cache_pins *p, const int32_t *tokens, int32_t n, uint64_t ns,
@@ -27,21 +16,21 @@ rkv_status cache_pin(cache *c, cache_pins *p, const int32_t *tokens, int32_t n, 
     const int32_t P = c->page_size;
     page_pool *pool = c->pool;
     if (pinned_len) *pinned_len = 0;
-    if (n < 0 || (n > 0 && !tokens)) return fail(RKV_EINVAL, err, errlen, "pin: bad token array");
+    if (n < 0 || (n > 0 && !tokens)) return rkv_fail(RKV_EINVAL, err, errlen, "pin: bad token array");
     int32_t whole = n - n % P;
     if (whole < P)
-        return fail(RKV_EINVAL, err, errlen,
+        return rkv_fail(RKV_EINVAL, err, errlen,
                     "pin: a prefix of %d tokens is shorter than one page (%d tokens): nothing to pin",
                     n, P);
     int32_t np = whole / P;
     if (np > pool->num_pages)
-        return fail(RKV_ENOSPC, err, errlen,
+        return rkv_fail(RKV_ENOSPC, err, errlen,
                     "pin: a prefix of %d tokens needs %d pages, the whole pool holds %d", whole, np,
                     pool->num_pages);
     if (p->n == p->cap) {
         int32_t nc = p->cap ? 2 * p->cap : 8;
         cache_match *a = realloc(p->m, sizeof *a * (size_t)nc);
-        if (!a) return fail(RKV_ENOMEM, err, errlen, "pin: out of host memory");
+        if (!a) return rkv_fail(RKV_ENOMEM, err, errlen, "pin: out of host memory");
         p->m = a;
         p->cap = nc;
     }
@@ -57,14 +46,14 @@ rkv_status cache_pin(cache *c, cache_pins *p, const int32_t *tokens, int32_t n, 
         int32_t held = (int32_t)(c->pinned_tokens / P), need = np - mm.num_pages;
         free(pages);
         cache_match_free(&mm);
-        return fail(RKV_ENOSPC, err, errlen,
+        return rkv_fail(RKV_ENOSPC, err, errlen,
                     "pin: a prefix of %d tokens needs %d more pages, only %d are free (pool %d pages, "
                     "%d pinned already)", whole, need, page_pool_num_free(pool), pool->num_pages, held);
     }
     if (st != RKV_OK) {
         free(pages);
         cache_match_free(&mm);
-        return fail(st, err, errlen, "pin: match failed: %s", rkv_status_str(st));
+        return rkv_fail(st, err, errlen, "pin: match failed: %s", rkv_status_str(st));
     }
     int32_t need = np - mm.num_pages;
 
@@ -79,8 +68,8 @@ rkv_status cache_pin(cache *c, cache_pins *p, const int32_t *tokens, int32_t n, 
     free(pages);
     cache_match_free(&mm);
     if (fill_st != RKV_OK)
-        return fail(st, err, errlen, "pin: computing the prefix's KV failed: %s", rkv_status_str(st));
-    if (st != RKV_OK) return fail(st, err, errlen, "pin: insert failed: %s", rkv_status_str(st));
+        return rkv_fail(st, err, errlen, "pin: computing the prefix's KV failed: %s", rkv_status_str(st));
+    if (st != RKV_OK) return rkv_fail(st, err, errlen, "pin: insert failed: %s", rkv_status_str(st));
 
     /* 3: match the whole prefix again and keep its lock for the cache's life. */
     cache_sizes before, after;
@@ -90,12 +79,12 @@ rkv_status cache_pin(cache *c, cache_pins *p, const int32_t *tokens, int32_t n, 
     if ((st = cache_match_prefix(c, tokens, whole, ns, m)) == RKV_OK) st = cache_lock(c, m);
     if (st != RKV_OK) {
         cache_match_free(m);
-        return fail(st, err, errlen, "pin: lock failed: %s", rkv_status_str(st));
+        return rkv_fail(st, err, errlen, "pin: lock failed: %s", rkv_status_str(st));
     }
     if (m->len != whole && cache_can(c, CACHE_CAP_REUSE)) {
         cache_unlock(c, m);
         cache_match_free(m);
-        return fail(RKV_ECORRUPT, err, errlen, "pin: cache %s matched %d of the %d tokens just inserted",
+        return rkv_fail(RKV_ECORRUPT, err, errlen, "pin: cache %s matched %d of the %d tokens just inserted",
                     c->ops->name, m->len, whole);
     }
     p->n++;
@@ -110,12 +99,12 @@ rkv_status cache_pins_check(cache *c, const cache_pins *p, char *err, size_t err
     cache_sizes sz;
     cache_get_sizes(c, &sz);
     if (sz.pinned_tokens > sz.protected_tokens || sz.pinned_tokens < 0)
-        return fail(RKV_ECORRUPT, err, errlen, "pins: %lld pinned tokens but only %lld protected",
+        return rkv_fail(RKV_ECORRUPT, err, errlen, "pins: %lld pinned tokens but only %lld protected",
                     (long long)sz.pinned_tokens, (long long)sz.protected_tokens);
     for (int32_t i = 0; i < p->n && !p->released; i++)
         for (int32_t k = 0; k < p->m[i].num_pages; k++)
             if (c->pool->state[p->m[i].pages[k]] != PAGE_CACHED)
-                return fail(RKV_ECORRUPT, err, errlen, "pins: page %d of pin %d is no longer cached",
+                return rkv_fail(RKV_ECORRUPT, err, errlen, "pins: page %d of pin %d is no longer cached",
                             p->m[i].pages[k], i);
     return RKV_OK;
 }

@@ -77,17 +77,6 @@ void tier_config_default(tier_config *c)
     c->fail_disk_writes_after = -1;
 }
 
-static rkv_status fail(rkv_status st, char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return st;
-}
-
 static double page_cost_bytes(const cache_tier *t)
 {
     return t->cfg.modelled_page_bytes > 0 ? t->cfg.modelled_page_bytes : (double)t->mv.page_bytes;
@@ -543,19 +532,19 @@ static rkv_status tier_check(const cache *c, char *err, size_t errlen)
         int32_t prev = -1;
         for (int32_t e = t->lists[tier].head; e >= 0; prev = e, e = t->ent[e].next) {
             if (t->ent[e].tier != tier || t->ent[e].prev != prev || ++seen[tier] > t->num_entries)
-                return fail(RKV_ECORRUPT, err, errlen, "tier: list %d broken at entry %d", tier, e);
+                return rkv_fail(RKV_ECORRUPT, err, errlen, "tier: list %d broken at entry %d", tier, e);
             if (tier != T_FREE
                 && map_find(t, (uint64_t[2]){t->ent[e].k0, t->ent[e].k1}, t->ent_toks + (int64_t)e * t->P) != e)
-                return fail(RKV_ECORRUPT, err, errlen, "tier: entry %d not found by its key", e);
+                return rkv_fail(RKV_ECORRUPT, err, errlen, "tier: entry %d not found by its key", e);
         }
         if (seen[tier] != t->lists[tier].n || prev != t->lists[tier].tail)
-            return fail(RKV_ECORRUPT, err, errlen, "tier: list %d counts %lld, holds %lld", tier,
+            return rkv_fail(RKV_ECORRUPT, err, errlen, "tier: list %d counts %lld, holds %lld", tier,
                         (long long)t->lists[tier].n, (long long)seen[tier]);
     }
     if (seen[0] + seen[1] + seen[2] != t->num_entries || seen[T_HOST] > t->cfg.host_pages
         || seen[T_DISK] > t->cfg.disk_pages || seen[T_HOST] + t->host_free != t->cfg.host_pages
         || seen[T_DISK] + t->disk_free != t->cfg.disk_pages)
-        return fail(RKV_ECORRUPT, err, errlen, "tier: host %lld + %lld free / %lld, disk %lld + %lld free / %lld",
+        return rkv_fail(RKV_ECORRUPT, err, errlen, "tier: host %lld + %lld free / %lld, disk %lld + %lld free / %lld",
                     (long long)seen[T_HOST], (long long)t->host_free, (long long)t->cfg.host_pages,
                     (long long)seen[T_DISK], (long long)t->disk_free, (long long)t->cfg.disk_pages);
     return RKV_OK;
@@ -632,16 +621,16 @@ rkv_status cache_tier_wrap(cache *inner, const tier_config *cfg, const tier_move
 {
     static int instances;
     *out = NULL;
-    if (!inner || !cfg) return fail(RKV_EINVAL, err, errlen, "tier: no cache or configuration");
+    if (!inner || !cfg) return rkv_fail(RKV_EINVAL, err, errlen, "tier: no cache or configuration");
     if (cfg->host_pages < 0 || cfg->disk_pages < 0 || cfg->host_pages + cfg->disk_pages > INT32_MAX / 2)
-        return fail(RKV_EINVAL, err, errlen, "tier: capacities must be in [0, %d] pages", INT32_MAX / 2);
+        return rkv_fail(RKV_EINVAL, err, errlen, "tier: capacities must be in [0, %d] pages", INT32_MAX / 2);
     if (cfg->host_bw < 0 || cfg->disk_bw < 0 || cfg->modelled_page_bytes < 0)
-        return fail(RKV_EINVAL, err, errlen, "tier: bandwidths and page bytes must be >= 0");
+        return rkv_fail(RKV_EINVAL, err, errlen, "tier: bandwidths and page bytes must be >= 0");
     size_t pb = mover && mover->read_page && mover->write_page ? mover->page_bytes : 0;
     if (cfg->disk_pages > 0 && pb > 0 && !cfg->disk_dir)
-        return fail(RKV_EINVAL, err, errlen, "tier: a disk tier that holds data needs a directory");
+        return rkv_fail(RKV_EINVAL, err, errlen, "tier: a disk tier that holds data needs a directory");
     cache_tier *t = calloc(1, sizeof *t);
-    if (!t) return fail(RKV_ENOMEM, err, errlen, "tier: out of host memory");
+    if (!t) return rkv_fail(RKV_ENOMEM, err, errlen, "tier: out of host memory");
     t->cfg = *cfg;
     if (mover && pb) t->mv = *mover;
     t->instance = instances++;
@@ -672,7 +661,7 @@ rkv_status cache_tier_wrap(cache *inner, const tier_config *cfg, const tier_move
         || !t->meta_toks || !hashed || reserve(t, 64) != RKV_OK) {
         t->inner = NULL;
         cache_destroy(&t->base); /* inner survives: the caller keeps it */
-        return fail(RKV_ENOMEM, err, errlen, "tier: out of host memory for %lld entries",
+        return rkv_fail(RKV_ENOMEM, err, errlen, "tier: out of host memory for %lld entries",
                     (long long)t->num_entries);
     }
     for (uint64_t i = 0; i < nb; i++) t->bucket[i] = -1;
@@ -699,7 +688,7 @@ rkv_status cache_tier_wrap(cache *inner, const tier_config *cfg, const tier_move
             t->inner = NULL;
             t->cfg.disk_dir = NULL;
             cache_destroy(&t->base);
-            return fail(RKV_EIO, err, errlen, "tier directory %s cannot be written: %s",
+            return rkv_fail(RKV_EIO, err, errlen, "tier directory %s cannot be written: %s",
                         cfg->disk_dir, strerror(e));
         }
     }

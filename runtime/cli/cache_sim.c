@@ -14,6 +14,7 @@
 
 #include "backend_sim.h"
 #include "cache_client.h"
+#include "rkv_core.h"
 #include "cache_tier.h"
 #include "progress.h"
 #include "tier_opts.h"
@@ -95,14 +96,7 @@ static double now_s(void)
 /* Append n tokens to a growable int32 array; false when out of memory. */
 static bool push_tokens(int32_t **arr, int64_t *n, int64_t *cap, const int32_t *t, int32_t k)
 {
-    if (*n + k > *cap) {
-        int64_t nc = *cap ? *cap : 1024;
-        while (nc < *n + k) nc *= 2;
-        int32_t *a = realloc(*arr, sizeof(int32_t) * (size_t)nc);
-        if (!a) return false;
-        *arr = a;
-        *cap = nc;
-    }
+    if (rkv_grow((void **)arr, cap, *n + k, sizeof(int32_t)) != RKV_OK) return false;
     if (k) memcpy(*arr + *n, t, sizeof(int32_t) * (size_t)k);
     *n += k;
     return true;

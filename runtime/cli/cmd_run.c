@@ -25,6 +25,7 @@
 #include "tier_opts.h"
 #include "progress.h"
 #include "trace.h"
+#include "rkv_core.h"
 
 /* ---- options ------------------------------------------------------------ */
 
@@ -377,18 +378,6 @@ typedef struct run_ctx {
     int64_t done;
 } run_ctx;
 
-static void json_string(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\') fprintf(f, "\\%c", ch);
-        else if (ch < 0x20) fprintf(f, "\\u%04x", ch);
-        else fputc(ch, f);
-    }
-    fputc('"', f);
-}
-
 static void on_finish(void *vctx, engine *e, int64_t id)
 {
     run_ctx *c = vctx;
@@ -398,7 +387,7 @@ static void on_finish(void *vctx, engine *e, int64_t id)
     fprintf(f, "{\"type\":\"request\",\"id\":%s", id < c->ids->n ? c->ids->id_json[id] : "null");
     if (r.error) {
         fprintf(f, ",\"error\":");
-        json_string(f, r.error);
+        rkv_json_string(f, r.error);
         fprintf(f, ",\"prompt_tokens\":%d}\n", r.prompt_tokens);
     } else {
         fprintf(f,
@@ -410,22 +399,6 @@ static void on_finish(void *vctx, engine *e, int64_t id)
         fputs("]}\n", f);
     }
     progress_update(&c->prog, ++c->done);
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* Nearest-rank percentile of sorted v (n > 0). */
-static double pct(const double *v, int64_t n, double p)
-{
-    if (n == 0) return 0;
-    int64_t k = (int64_t)ceil(p / 100.0 * (double)n);
-    if (k < 1) k = 1;
-    if (k > n) k = n;
-    return v[k - 1];
 }
 
 /* Pins are unlocked before the cache goes, so the kinds see balanced locks. */
@@ -544,13 +517,13 @@ int cmd_run(int argc, char **argv)
         if (r.num_output > 1) tpot[np++] = r.tpot;
         if (r.finish_time > t_end) t_end = r.finish_time;
     }
-    if (ttft) qsort(ttft, (size_t)nt, sizeof(double), cmp_double);
-    if (tpot) qsort(tpot, (size_t)np, sizeof(double), cmp_double);
+    if (ttft) qsort(ttft, (size_t)nt, sizeof(double), rkv_cmp_double);
+    if (tpot) qsort(tpot, (size_t)np, sizeof(double), rkv_cmp_double);
     double span = t_end > 0 ? t_end : 1e-9;
     double hit = s.prompt_tokens ? (double)s.cached_tokens / (double)s.prompt_tokens : 0;
     double sched_ms = s.steps ? s.sched_cpu_seconds / (double)s.steps * 1e3 : 0;
-    double p50_ttft = ttft ? pct(ttft, nt, 50) : 0, p99_ttft = ttft ? pct(ttft, nt, 99) : 0;
-    double p50_tpot = tpot ? pct(tpot, np, 50) : 0, p99_tpot = tpot ? pct(tpot, np, 99) : 0;
+    double p50_ttft = ttft ? rkv_percentile(ttft, nt, 50) : 0, p99_ttft = ttft ? rkv_percentile(ttft, nt, 99) : 0;
+    double p50_tpot = tpot ? rkv_percentile(tpot, np, 50) : 0, p99_tpot = tpot ? rkv_percentile(tpot, np, 99) : 0;
     fprintf(out,
             "{\"type\":\"summary\",\"backend\":\"%s\",\"cache\":\"%s\",\"policy\":\"%s\","
             "\"schedule\":\"%s\",\"requests\":%lld,\"errors\":%lld,\"duration\":%.6f,"

@@ -11,6 +11,7 @@
 #include "engine_clock.h"
 #include "page_pool.h"
 #include "scheduler.h"
+#include "rkv_core.h"
 
 typedef struct eng_req {
     sched_req s;
@@ -86,12 +87,6 @@ void engine_config_default(engine_config *c)
 
 static double now(const engine *e) { return engine_clock_now(&e->clock); }
 
-static rkv_status fail(rkv_status st, char *err, size_t errlen, const char *msg)
-{
-    snprintf(err, errlen, "%s", msg);
-    return st;
-}
-
 /* The spill tier moves pages through the backend. */
 static rkv_status tier_read(void *ctx, int32_t page, void *dst)
 {
@@ -165,7 +160,7 @@ rkv_status engine_create_with_backend(const engine_config *cfg_in, backend *b, e
     rkv_status st = page_pool_init(&e->pool, (int32_t)b->num_pages, b->page_size);
     if (st) {
         engine_destroy(e);
-        return fail(st, err, errlen, "engine: page pool");
+        return rkv_fail(st, err, errlen, "engine: page pool");
     }
     st = cache_create(&cfg.cache_cfg, &e->pool, &e->cache, err, errlen);
     if (st == RKV_OK && cfg.tier) st = wrap_tier(e, cfg.tier, err, errlen);
@@ -187,7 +182,7 @@ rkv_status engine_create_with_backend(const engine_config *cfg_in, backend *b, e
     if (sc.insert_unfinished) sc.dedup_tokens = b->page_size > 32 ? b->page_size : 32;
     if ((st = scheduler_init(&e->sched, &sc, e->cache, &e->pool))) {
         engine_destroy(e);
-        return fail(st, err, errlen, "engine: scheduler");
+        return rkv_fail(st, err, errlen, "engine: scheduler");
     }
     engine_clock_start(&e->clock);
     *out = e;
@@ -253,39 +248,6 @@ rkv_status engine_check(const engine *e, char *err, size_t errlen)
     return scheduler_check(&e->sched, err, errlen);
 }
 
-static rkv_status grow64(void **p, int64_t *cap, int64_t need, size_t elem)
-{
-    if (need <= *cap) return RKV_OK;
-    int64_t nc = *cap ? *cap : 16;
-    while (nc < need) nc *= 2;
-    void *q = realloc(*p, (size_t)nc * elem);
-    if (!q) return RKV_ENOMEM;
-    *p = q;
-    *cap = nc;
-    return RKV_OK;
-}
-
-static rkv_status grow32(void **p, int32_t *cap, int64_t need, size_t elem)
-{
-    if (need <= *cap) return RKV_OK;
-    if (need > INT32_MAX / 2) return RKV_ENOMEM;
-    int32_t nc = *cap ? *cap : 16;
-    while (nc < need) nc *= 2;
-    void *q = realloc(*p, (size_t)nc * elem);
-    if (!q) return RKV_ENOMEM;
-    *p = q;
-    *cap = nc;
-    return RKV_OK;
-}
-
-static uint64_t mix64(uint64_t x)
-{
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
-
 /* Record a finished request: timings, counters, the callback. */
 static void finish_record(engine *e, eng_req *q, double t)
 {
@@ -313,7 +275,7 @@ rkv_status engine_add(engine *e, const engine_request *req, int64_t *id, char *e
                       size_t errlen)
 {
     if (!req->tokens || req->n_tokens < 1)
-        return fail(RKV_EINVAL, err, errlen, "request has no prompt tokens");
+        return rkv_fail(RKV_EINVAL, err, errlen, "request has no prompt tokens");
     if (req->max_tokens < 1) {
         snprintf(err, errlen, "max_tokens %d must be >= 1", req->max_tokens);
         return RKV_EINVAL;
@@ -330,8 +292,8 @@ rkv_status engine_add(engine *e, const engine_request *req, int64_t *id, char *e
         }
     }
     if (!(req->sampling.temperature >= 0) || !(req->sampling.top_p > 0))
-        return fail(RKV_EINVAL, err, errlen, "temperature must be >= 0 and top_p > 0");
-    rkv_status st = grow64((void **)&e->reqs, &e->reqs_cap, e->num_reqs + 1, sizeof(void *));
+        return rkv_fail(RKV_EINVAL, err, errlen, "temperature must be >= 0 and top_p > 0");
+    rkv_status st = rkv_grow((void **)&e->reqs, &e->reqs_cap, e->num_reqs + 1, sizeof(void *));
     if (st) return st;
     eng_req *q = calloc(1, sizeof *q);
     if (!q) return RKV_ENOMEM;
@@ -359,7 +321,7 @@ rkv_status engine_add(engine *e, const engine_request *req, int64_t *id, char *e
     r->ns = req->ns;
     r->sampling = req->sampling;
     r->id = e->num_reqs;
-    if (r->sampling.seed == 0) r->sampling.seed = mix64(e->cfg.seed ^ mix64((uint64_t)r->id + 1));
+    if (r->sampling.seed == 0) r->sampling.seed = rkv_splitmix64(e->cfg.seed ^ rkv_splitmix64((uint64_t)r->id + 1));
     r->state = REQ_FUTURE;
     q->arrival = e->cfg.offline ? 0 : req->arrival;
     q->first_token_time = -1;
@@ -381,7 +343,7 @@ rkv_status engine_add(engine *e, const engine_request *req, int64_t *id, char *e
         st = scheduler_fail(&e->sched, r, msg);
     } else {
         /* Insert into the arrival-sorted future list, after equal arrivals. */
-        st = grow64((void **)&e->future, &e->future_cap, e->num_future + 1, sizeof(int64_t));
+        st = rkv_grow((void **)&e->future, &e->future_cap, e->num_future + 1, sizeof(int64_t));
         if (st) return st;
         int64_t lo = e->future_head, hi = e->num_future;
         while (lo < hi) {
@@ -440,7 +402,7 @@ static rkv_status build_batch(engine *e, const sched_plan *plan, fwd_batch *b)
             return RKV_ENOMEM;
         e->seq_cap = nc;
     }
-    if ((st = grow64((void **)&e->page_table, &e->pt_cap, (int64_t)B * maxp, sizeof(int32_t))))
+    if ((st = rkv_grow((void **)&e->page_table, &e->pt_cap, (int64_t)B * maxp, sizeof(int32_t))))
         return st;
     int32_t row = 0;
     for (int32_t i = 0; i < B; i++) {
@@ -490,14 +452,14 @@ static rkv_status launch(engine *e, int k, double *prep_cpu, double *step_second
     double c0 = cpu_now();
     rkv_status st = build_batch(e, plan, &b);
     if (st == RKV_OK)
-        st = grow32((void **)&e->out_tokens[k], &e->out_cap[k], plan->n + 1, sizeof(int32_t));
-    if (st) return fail(st, err, errlen, "engine: out of host memory building a batch");
+        st = rkv_grow32((void **)&e->out_tokens[k], &e->out_cap[k], plan->n + 1, sizeof(int32_t));
+    if (st) return rkv_fail(st, err, errlen, "engine: out of host memory building a batch");
     for (int32_t i = 0; i < plan->n; i++) e->out_tokens[k][i] = -1;
     float *logits = NULL;
     if (e->cfg.keep_logits) {
-        st = grow64((void **)&e->out_logits[k], &e->logits_cap[k],
+        st = rkv_grow((void **)&e->out_logits[k], &e->logits_cap[k],
                     (int64_t)(plan->n + 1) * e->be->vocab_size, sizeof(float));
-        if (st) return fail(st, err, errlen, "engine: out of host memory for logits");
+        if (st) return rkv_fail(st, err, errlen, "engine: out of host memory for logits");
         logits = e->out_logits[k];
     }
     *prep_cpu = cpu_now() - c0;

@@ -12,6 +12,7 @@
 #include "pin_file.h"
 #include "progress.h"
 #include "trace.h"
+#include "rkv_core.h"
 
 const char *const router_names[] = {"round-robin", "least-load", "cache-aware", NULL};
 
@@ -77,7 +78,9 @@ static void on_finish(void *vctx, engine *e, int64_t eid)
     fprintf(f, "{\"type\":\"request\",\"id\":%s,\"replica\":%d", q->id_json, fc->i);
     if (q->predicted >= 0) fprintf(f, ",\"predicted\":%d", q->predicted);
     if (res.error) {
-        fprintf(f, ",\"error\":\"%s\",\"prompt_tokens\":%d}\n", res.error, res.prompt_tokens);
+        fputs(",\"error\":", f);
+        rkv_json_string(f, res.error);
+        fprintf(f, ",\"prompt_tokens\":%d}\n", res.prompt_tokens);
     } else {
         fprintf(f, ",\"ttft\":%.6f,\"latency\":%.6f,\"prompt_tokens\":%d,\"cached_tokens\":%d,"
                 "\"output_tokens\":%d,\"output_ids\":[", res.ttft, res.latency, res.prompt_tokens,
@@ -269,21 +272,6 @@ static int cmp_arrival(const void *a, const void *b, void *ctx)
     return (i > j) - (i < j);
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double pct(const double *v, int64_t n, double p)
-{
-    if (n == 0) return 0;
-    int64_t k = (int64_t)ceil(p / 100.0 * (double)n);
-    if (k < 1) k = 1;
-    if (k > n) k = n;
-    return v[k - 1];
-}
-
 static void summary(driver *d)
 {
     const replicas_config *rc = d->rc;
@@ -310,7 +298,7 @@ static void summary(driver *d)
             over += q->predicted > res.cached_tokens;
         }
     }
-    if (ttft) qsort(ttft, (size_t)nt, sizeof(double), cmp_double);
+    if (ttft) qsort(ttft, (size_t)nt, sizeof(double), rkv_cmp_double);
     double span = t_end > 0 ? t_end : 1e-9;
     double hit = prompt ? (double)cached / (double)prompt : 0;
     FILE *f = d->out;
@@ -321,8 +309,8 @@ static void summary(driver *d)
             rc->replicas, router_names[rc->router],
             rc->engine->cache_cfg.kind ? rc->engine->cache_cfg.kind : "radix", (long long)d->n,
             (long long)errors, span, (double)(d->n - errors) / span, (double)outputs / span,
-            (long long)prompt, (long long)cached, hit, ttft ? pct(ttft, nt, 50) : 0,
-            ttft ? pct(ttft, nt, 99) : 0);
+            (long long)prompt, (long long)cached, hit, ttft ? rkv_percentile(ttft, nt, 50) : 0,
+            ttft ? rkv_percentile(ttft, nt, 99) : 0);
     for (int32_t i = 0; i < rc->replicas; i++) fprintf(f, i ? ",%lld" : "%lld", (long long)d->r[i].routed);
     fputs("],\"per_replica_hit_rate\":[", f);
     for (int32_t i = 0; i < rc->replicas; i++) {
@@ -345,7 +333,7 @@ static void summary(driver *d)
     fprintf(stderr, "  replicas        %d, router %s\n  requests        %lld (%lld errors) in %.3f s\n"
             "  hit rate        %.1f %%, TTFT p50 %.2f ms, p99 %.2f ms\n", rc->replicas,
             router_names[rc->router], (long long)d->n, (long long)errors, span, 100 * hit,
-            ttft ? 1e3 * pct(ttft, nt, 50) : 0, ttft ? 1e3 * pct(ttft, nt, 99) : 0);
+            ttft ? 1e3 * rkv_percentile(ttft, nt, 50) : 0, ttft ? 1e3 * rkv_percentile(ttft, nt, 99) : 0);
     if (npred)
         fprintf(stderr, "  router error    %.1f %% of prompt tokens mispredicted, %.1f %% of requests over\n",
                 pred_prompt > 0 ? 100 * abs_err / pred_prompt : 0, 100.0 * (double)over / (double)npred);

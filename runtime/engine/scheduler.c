@@ -2,10 +2,12 @@
 #include "scheduler.h"
 
 #include "cache_client.h"
+#include "rkv_core.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "rkv_core.h"
 
 #define SCHED_DEFAULT_QUEUE_LIMIT 128
 
@@ -28,26 +30,6 @@ const char *sched_policy_name(sched_policy p)
     case SCHED_RANDOM: return "random";
     }
     return "?";
-}
-
-static uint64_t splitmix64(uint64_t *x)
-{
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-static rkv_status grow(void **p, int32_t *cap, int32_t need, size_t elem)
-{
-    if (need <= *cap) return RKV_OK;
-    int32_t nc = *cap ? *cap : 8;
-    while (nc < need) nc *= 2;
-    void *q = realloc(*p, (size_t)nc * elem);
-    if (!q) return RKV_ENOMEM;
-    *p = q;
-    *cap = nc;
-    return RKV_OK;
 }
 
 rkv_status scheduler_init(scheduler *s, const scheduler_config *cfg, cache *c, page_pool *pool)
@@ -98,7 +80,7 @@ void sched_req_free(sched_req *r)
 
 rkv_status scheduler_add(scheduler *s, sched_req *r)
 {
-    rkv_status st = grow((void **)&s->waiting, &s->waiting_cap, s->num_waiting + 1, sizeof(void *));
+    rkv_status st = rkv_grow32((void **)&s->waiting, &s->waiting_cap, s->num_waiting + 1, sizeof(void *));
     if (st) return st;
     s->waiting[s->num_waiting++] = r;
     r->state = REQ_WAITING;
@@ -107,7 +89,7 @@ rkv_status scheduler_add(scheduler *s, sched_req *r)
 
 static rkv_status push_finished(scheduler *s, sched_req *r)
 {
-    rkv_status st = grow((void **)&s->finished, &s->finished_cap, s->num_finished + 1,
+    rkv_status st = rkv_grow32((void **)&s->finished, &s->finished_cap, s->num_finished + 1,
                          sizeof(void *));
     if (st) return st;
     s->finished[s->num_finished++] = r;
@@ -207,7 +189,7 @@ rkv_status scheduler_policy_order(scheduler *s, int32_t *out)
     if (p == SCHED_FCFS) return RKV_OK;
     if (p == SCHED_RANDOM) {
         for (int32_t i = n - 1; i > 0; i--) {
-            int32_t j = (int32_t)(splitmix64(&s->rng) % (uint64_t)(i + 1));
+            int32_t j = (int32_t)(rkv_splitmix64_next(&s->rng) % (uint64_t)(i + 1));
             int32_t t = out[i];
             out[i] = out[j];
             out[j] = t;
@@ -252,7 +234,7 @@ rkv_status scheduler_policy_order(scheduler *s, int32_t *out)
 
 static rkv_status ensure_page_cap(sched_req *r, int32_t n)
 {
-    return grow((void **)&r->pages, &r->page_cap, n, sizeof(int32_t));
+    return rkv_grow32((void **)&r->pages, &r->page_cap, n, sizeof(int32_t));
 }
 
 static void running_remove_at(scheduler *s, int32_t i)
@@ -267,7 +249,7 @@ static rkv_status preempt(scheduler *s, int32_t i)
     sched_req *r = s->running[i];
     rkv_status st = req_release(s, r);
     running_remove_at(s, i);
-    rkv_status st2 = grow((void **)&s->waiting, &s->waiting_cap, s->num_waiting + 1, sizeof(void *));
+    rkv_status st2 = rkv_grow32((void **)&s->waiting, &s->waiting_cap, s->num_waiting + 1, sizeof(void *));
     if (st2) return st2;
     memmove(s->waiting + 1, s->waiting, sizeof(void *) * (size_t)s->num_waiting);
     s->waiting[0] = r;
@@ -280,7 +262,7 @@ static rkv_status preempt(scheduler *s, int32_t i)
 
 static rkv_status plan_push(sched_plan *plan, sched_req *r, int32_t start, int32_t rows)
 {
-    rkv_status st = grow((void **)&plan->e, &plan->cap, plan->n + 1, sizeof(sched_entry));
+    rkv_status st = rkv_grow32((void **)&plan->e, &plan->cap, plan->n + 1, sizeof(sched_entry));
     if (st) return st;
     sched_entry *e = &plan->e[plan->n++];
     e->r = r;
@@ -291,7 +273,7 @@ static rkv_status plan_push(sched_plan *plan, sched_req *r, int32_t start, int32
     r->kv_sched = start + rows;
     if (r->kv_sched == r->n_tokens) {
         /* The last row samples: reserve the slot of the output being sampled. */
-        st = grow((void **)&r->tokens, &r->cap, r->n_tokens + 1, sizeof(int32_t));
+        st = rkv_grow32((void **)&r->tokens, &r->cap, r->n_tokens + 1, sizeof(int32_t));
         if (st) return st;
         r->tokens[r->n_tokens++] = -1;
         e->sample = true;
@@ -406,7 +388,7 @@ rkv_status scheduler_schedule(scheduler *s, sched_plan *plan, bool allow_preempt
     /* 3: admissions in policy order. */
     if (!stop && budget > 0 && s->num_waiting > 0 && s->num_running < s->cfg.max_running) {
         int32_t n = s->num_waiting;
-        if ((st = grow((void **)&s->order, &s->scratch_cap, n, sizeof(int32_t)))) return st;
+        if ((st = rkv_grow32((void **)&s->order, &s->scratch_cap, n, sizeof(int32_t)))) return st;
         if ((st = scheduler_policy_order(s, s->order))) return st;
         bool *taken = calloc((size_t)n, 1);
         if (!taken) return RKV_ENOMEM;
@@ -455,7 +437,7 @@ rkv_status scheduler_schedule(scheduler *s, sched_plan *plan, bool allow_preempt
             }
             r->admit_seq = s->admit_counter++;
             r->state = REQ_RUNNING;
-            if ((st = grow((void **)&s->running, &s->running_cap, s->num_running + 1,
+            if ((st = rkv_grow32((void **)&s->running, &s->running_cap, s->num_running + 1,
                            sizeof(void *)))) {
                 free(taken);
                 return st;
