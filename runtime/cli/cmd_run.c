@@ -14,6 +14,7 @@
 
 #include "backend_sim.h"
 #include "billing.h"
+#include "block_hash.h"
 #include "cache.h"
 #include "cache_tier.h"
 #include "commands.h"
@@ -64,7 +65,7 @@ static void usage_run(FILE *f)
         "  --cache KIND            radix (default) | hash | hash-nocache | trie | none\n"
         "  --evict-policy NAME     lru (default) | lfu | fifo\n"
         "  --hash NAME             xxh3 (default) | sha256 | md5\n"
-        "  --policy NAME           fcfs (default) | lpm | dfs-weight | random\n"
+        "  --sched-policy NAME     fcfs (default) | lpm | dfs-weight | random\n"
         "  --schedule MODE         sync (default) | overlap\n"
         "  --page-size P           tokens per KV page (default 16)\n"
         "  --max-batched-tokens N  token budget per step (default 8192)\n"
@@ -105,162 +106,91 @@ static int bad(const char *opt, const char *v, const char *why)
     return 2;
 }
 
-static int choice(const char *opt, const char *v, const char *const *names)
-{
-    for (int i = 0; names[i]; i++)
-        if (v && !strcmp(v, names[i])) return 0;
-    fprintf(stderr, "radixkv run: %s: unknown value '%s' (one of:", opt, v ? v : "");
-    for (int i = 0; names[i]; i++) fprintf(stderr, " %s", names[i]);
-    fprintf(stderr, ")\n");
-    return 2;
-}
-
 static const char *const backend_names[] = {"cpu", "sim", "cuda", NULL};
 static const char *const policy_names[] = {"fcfs", "lpm", "dfs-weight", "random", NULL};
 static const char *const schedule_names[] = {"sync", "overlap", NULL};
 static const char *const evict_names[] = {"lru", "lfu", "fifo", NULL};
-static const char *const hash_names[] = {"xxh3", "sha256", "md5", NULL};
 
 /* Returns -1 to go on, else an exit status. */
 static int parse_run(int argc, char **argv, run_opts *o)
 {
     engine_config_default(&o->ec);
-    o->default_max_tokens = 16;
     o->progress = true;
-    o->replicas = 1;
-    o->router_threshold = 8;
     o->router_cache_threshold = 0.5;
     billing_prices_default(&o->prices);
     tier_opts_init(&o->tier);
-    char tbad[256];
-    for (int i = 1; i < argc; i++) {
-        char name[64];
-        const char *a = argv[i], *val = NULL;
-        const char *eq = strchr(a, '=');
-        if (a[0] == '-' && a[1] == '-' && eq && (size_t)(eq - a) < sizeof name) {
-            memcpy(name, a, (size_t)(eq - a));
-            name[eq - a] = 0;
-            val = eq + 1;
-        } else {
-            snprintf(name, sizeof name, "%s", a);
-        }
-#define FLAG(s) (!strcmp(name, s))
-#define VALUE() (val ? val : (i + 1 < argc ? argv[++i] : NULL))
-#define NEED(v) do { if (!(v)) { fprintf(stderr, "radixkv run: %s needs a value\n", name); return 2; } } while (0)
-        int64_t x;
-        int rc;
-        if (FLAG("--help") || FLAG("-h")) {
-            usage_run(stdout);
-            return 0;
-        } else if (FLAG("--offline") || FLAG("--fixed-clock") || FLAG("--no-progress")) {
-            if (val) return bad(name, val, "takes no value, got");
-            if (FLAG("--offline")) o->ec.offline = true;
-            else if (FLAG("--fixed-clock")) o->ec.fixed_clock = true;
-            else o->progress = false;
-            continue;
-        }
-        if (strncmp(name, "--", 2)) {
-            fprintf(stderr, "radixkv run: unexpected argument '%s' (the trace goes after --trace)\n", a);
-            return 2;
-        }
-        static const char *const value_opts[] = {
-            "--trace", "--out", "--backend", "--model", "--weights", "--cache", "--evict-policy",
-            "--hash", "--policy", "--schedule", "--page-size", "--max-batched-tokens",
-            "--max-running", "--lpm-queue-limit", "--num-pages", "--kv-tokens", "--max-tokens",
-            "--gpu", "--threads", "--seed", "--pin", "--price-cached", "--price-uncached",
-            "--replicas", "--router", "--router-threshold", "--router-cache-threshold",
-            "--router-tokens", "--tier-host", "--tier-disk", "--tier-dir", "--tier-policy",
-            "--host-bw", "--disk-bw", "--tier-fail-disk-after", NULL};
-        int known = 0;
-        while (value_opts[known] && strcmp(value_opts[known], name)) known++;
-        if (!value_opts[known]) {
-            fprintf(stderr, "radixkv run: unknown option %s (see radixkv run --help)\n", name);
-            return 2;
-        }
-        const char *v = VALUE();
-        NEED(v);
-        if (FLAG("--trace")) o->trace = v;
-        else if (FLAG("--out")) o->out = v;
-        else if (FLAG("--pin")) o->pin = v;
-        else if (FLAG("--backend")) {
-            if ((rc = choice(name, v, backend_names))) return rc;
-            o->ec.backend = v;
-        } else if (FLAG("--model")) o->ec.backend_cfg.model = v;
-        else if (FLAG("--weights")) o->ec.backend_cfg.weights = v;
-        else if (FLAG("--cache")) {
-            if ((rc = choice(name, v, cache_kind_names))) return rc;
-            o->ec.cache_cfg.kind = v;
-        } else if (FLAG("--evict-policy")) {
-            if ((rc = choice(name, v, evict_names))) return rc;
-            o->ec.cache_cfg.policy = v;
-        } else if (FLAG("--hash")) {
-            if ((rc = choice(name, v, hash_names))) return rc;
-            o->ec.cache_cfg.hash_fn = v;
-        } else if (FLAG("--policy")) {
-            if ((rc = choice(name, v, policy_names))) return rc;
-            o->ec.policy = v;
-        } else if (FLAG("--schedule")) {
-            if ((rc = choice(name, v, schedule_names))) return rc;
-            o->ec.schedule = v;
-        } else if (FLAG("--page-size")) {
-            if ((rc = cli_int("run", name, v, 1, 1 << 16, &x))) return rc;
-            o->ec.backend_cfg.page_size = (int32_t)x;
-        } else if (FLAG("--max-batched-tokens")) {
-            if ((rc = cli_int("run", name, v, 1, INT32_MAX / 4, &x))) return rc;
-            o->ec.max_num_batched_tokens = (int32_t)x;
-        } else if (FLAG("--max-running")) {
-            if ((rc = cli_int("run", name, v, 1, 1 << 20, &x))) return rc;
-            o->ec.max_running = (int32_t)x;
-        } else if (FLAG("--lpm-queue-limit")) {
-            if ((rc = cli_int("run", name, v, 1, INT32_MAX, &x))) return rc;
-            o->ec.lpm_queue_limit = (int32_t)x;
-        } else if (FLAG("--num-pages")) {
-            if ((rc = cli_int("run", name, v, 1, INT32_MAX, &x))) return rc;
-            o->ec.backend_cfg.num_pages = x;
-        } else if (FLAG("--kv-tokens")) {
-            if ((rc = cli_int("run", name, v, 1, INT64_MAX / 2, &x))) return rc;
-            o->kv_tokens = x;
-        } else if (FLAG("--max-tokens")) {
-            if ((rc = cli_int("run", name, v, 1, 1 << 24, &x))) return rc;
-            o->default_max_tokens = (int32_t)x;
-        } else if (FLAG("--replicas")) {
-            if ((rc = cli_int("run", name, v, 1, 1024, &x))) return rc;
-            o->replicas = (int32_t)x;
-        } else if (FLAG("--router")) {
-            if ((rc = choice(name, v, router_names))) return rc;
-            o->router = v;
-        } else if (FLAG("--router-threshold")) {
-            if ((rc = cli_int("run", name, v, 0, INT32_MAX, &x))) return rc;
-            o->router_threshold = (int32_t)x;
-        } else if (FLAG("--router-cache-threshold")) {
-            if ((rc = cli_double("run", name, v, 0, 1, &o->router_cache_threshold))) return rc;
-        } else if (FLAG("--router-tokens")) {
-            if ((rc = cli_int("run", name, v, 1, INT64_MAX / 2, &x))) return rc;
-            o->router_tokens = x;
-        } else if (FLAG("--price-cached") || FLAG("--price-uncached")) {
-            double *dst = FLAG("--price-cached") ? &o->prices.cached : &o->prices.uncached;
-            if (billing_parse_price(v, dst) != RKV_OK)
-                return bad(name, v, "expected a price >= 0 per million tokens, got");
-        } else if (FLAG("--gpu")) o->ec.backend_cfg.gpu_profile = v;
-        else if (FLAG("--threads")) {
-            if ((rc = cli_int("run", name, v, 0, 1024, &x))) return rc;
-            o->ec.backend_cfg.num_threads = (int)x;
-        } else if (FLAG("--seed")) {
-            if ((rc = cli_int("run", name, v, 0, INT64_MAX, &x))) return rc;
-            o->ec.seed = (uint64_t)x;
-            o->ec.backend_cfg.seed = (uint64_t)x;
-        } else if (tier_opts_parse(&o->tier, name, v, tbad, sizeof tbad)) {
-            if (tbad[0]) {
-                fprintf(stderr, "radixkv run: %s\n", tbad);
-                return 2;
-            }
-        } else {
-            fprintf(stderr, "radixkv run: unknown option %s (see radixkv run --help)\n", name);
-            return 2;
-        }
-#undef FLAG
-#undef VALUE
-#undef NEED
+    /* Integers land in int64_t first, then in their narrower fields. */
+    int64_t page_size = o->ec.backend_cfg.page_size, batched = o->ec.max_num_batched_tokens;
+    int64_t running = o->ec.max_running, queue_limit = o->ec.lpm_queue_limit, num_pages = 0;
+    int64_t max_tokens = 16, replicas = 1, router_threshold = 8, threads = 0, seed = 0;
+    bool no_progress = false;
+    cli_opt opts[48 + TIER_OPTS_CLI] = {
+        CLI_STR_OPT("--trace", &o->trace),
+        CLI_STR_OPT("--out", &o->out),
+        CLI_STR_OPT("--pin", &o->pin),
+        CLI_CHOICE_OPT("--backend", &o->ec.backend, backend_names),
+        CLI_STR_OPT("--model", &o->ec.backend_cfg.model),
+        CLI_STR_OPT("--weights", &o->ec.backend_cfg.weights),
+        CLI_CHOICE_OPT("--cache", &o->ec.cache_cfg.kind, cache_kind_names),
+        CLI_CHOICE_OPT("--evict-policy", &o->ec.cache_cfg.policy, evict_names),
+        CLI_CHOICE_OPT("--hash", &o->ec.cache_cfg.hash_fn, block_hash_fn_names),
+        CLI_CHOICE_OPT("--sched-policy", &o->ec.policy, policy_names),
+        CLI_CHOICE_OPT("--schedule", &o->ec.schedule, schedule_names),
+        CLI_INT_OPT("--page-size", &page_size, 1, 1 << 16),
+        CLI_INT_OPT("--max-batched-tokens", &batched, 1, INT32_MAX / 4),
+        CLI_INT_OPT("--max-running", &running, 1, 1 << 20),
+        CLI_INT_OPT("--lpm-queue-limit", &queue_limit, 1, INT32_MAX),
+        CLI_INT_OPT("--num-pages", &num_pages, 1, INT32_MAX),
+        CLI_INT_OPT("--kv-tokens", &o->kv_tokens, 1, INT64_MAX / 2),
+        CLI_INT_OPT("--max-tokens", &max_tokens, 1, 1 << 24),
+        CLI_STR_OPT("--gpu", &o->ec.backend_cfg.gpu_profile),
+        CLI_INT_OPT("--threads", &threads, 0, 1024),
+        CLI_INT_OPT("--seed", &seed, 0, INT64_MAX),
+        CLI_FLAG_OPT("--offline", &o->ec.offline),
+        CLI_FLAG_OPT("--fixed-clock", &o->ec.fixed_clock),
+        CLI_FLAG_OPT("--no-progress", &no_progress),
+        CLI_CUSTOM_OPT("--price-cached", billing_parse_price_opt, &o->prices.cached),
+        CLI_CUSTOM_OPT("--price-uncached", billing_parse_price_opt, &o->prices.uncached),
+        CLI_INT_OPT("--replicas", &replicas, 1, 1024),
+        CLI_CHOICE_OPT("--router", &o->router, router_names),
+        CLI_INT_OPT("--router-threshold", &router_threshold, 0, INT32_MAX),
+        CLI_DOUBLE_OPT("--router-cache-threshold", &o->router_cache_threshold, 0, 1),
+        CLI_INT_OPT("--router-tokens", &o->router_tokens, 1, INT64_MAX / 2),
+        CLI_RENAMED("--policy", "--sched-policy"),
+    };
+    int nopts = 0;
+    while (opts[nopts].name) nopts++;
+    tier_opts_cli(&o->tier, opts, &nopts);
+    char perr[512];
+    cli_args a;
+    if (cli_parse("radixkv run", opts, argc, argv, &a, perr, sizeof perr)) {
+        fprintf(stderr, "radixkv run: %s\n", perr);
+        return 2;
+    }
+    if (a.help) {
+        usage_run(stdout);
+        return 0;
+    }
+    if (a.npos) {
+        fprintf(stderr, "radixkv run: unexpected argument '%s' (the trace goes after --trace)\n",
+                a.pos[0]);
+        return 2;
+    }
+    o->ec.backend_cfg.page_size = (int32_t)page_size;
+    o->ec.max_num_batched_tokens = (int32_t)batched;
+    o->ec.max_running = (int32_t)running;
+    o->ec.lpm_queue_limit = (int32_t)queue_limit;
+    o->ec.backend_cfg.num_pages = num_pages;
+    o->default_max_tokens = (int32_t)max_tokens;
+    o->replicas = (int32_t)replicas;
+    o->router_threshold = (int32_t)router_threshold;
+    o->ec.backend_cfg.num_threads = (int)threads;
+    o->ec.seed = o->ec.backend_cfg.seed = (uint64_t)seed;
+    o->progress = !no_progress;
+    const char *kind = o->ec.cache_cfg.kind ? o->ec.cache_cfg.kind : "radix";
+    if (o->ec.cache_cfg.hash_fn && strncmp(kind, "hash", 4)) {
+        fprintf(stderr, "radixkv run: --hash applies to the hash kinds, not --cache %s\n", kind);
+        return 2;
     }
     if (!o->trace) {
         fprintf(stderr, "radixkv run: --trace FILE is required (see radixkv run --help)\n");

@@ -1,0 +1,243 @@
+/* cmd_cache_sim.c - `radixkv cache-sim`: replay a trace through one cache
+ * kind without a model (cache_sim.h does the replay; this file is its command
+ * line: options, the pool and cache, pins, a spill tier, the output). */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend_sim.h"
+#include "billing.h"
+#include "block_hash.h"
+#include "cache.h"
+#include "cache_sim.h"
+#include "cache_tier.h"
+#include "cli.h"
+#include "commands.h"
+#include "model_config.h"
+#include "pin_file.h"
+#include "tier_opts.h"
+#include "trace.h"
+
+static const char *const policy_names[] = {"lru", "lfu", "fifo", NULL};
+
+static void usage_cache_sim(FILE *f)
+{
+    fprintf(f,
+        "usage: radixkv cache-sim --cache KIND --capacity TOKENS --page-size P [options] TRACE\n"
+        "\n"
+        "Replays a request trace through one prefix-cache kind, without a model.\n"
+        "TRACE is JSON Lines ({\"id\", \"tokens\", \"step\"?} per line) or a Mooncake trace\n"
+        "({\"timestamp\", \"input_length\", \"output_length\", \"hash_ids\"}); '-' reads stdin.\n"
+        "\n"
+        "  --cache KIND        ");
+    for (int i = 0; cache_kind_names[i]; i++) fprintf(f, "%s%s", i ? " | " : "", cache_kind_names[i]);
+    fprintf(f,
+        "\n"
+        "  --capacity TOKENS   cache size in tokens (floor(TOKENS / P) pages)\n"
+        "  --page-size P       tokens per page\n"
+        "  --evict-policy NAME eviction for tree kinds: lru (default) | lfu | fifo\n"
+        "  --hash NAME         block hash for hash kinds: xxh3 (default) | sha256 | md5\n"
+        "  --dump-dir DIR      the tree after every step as JSON and DOT (SVG with graphviz)\n"
+        "  --out FILE          write the JSON Lines there instead of stdout\n"
+        "  --check             full consistency check of the cache after every step\n"
+        "  --no-progress       never draw the progress bar\n"
+        "  --summary-only      print only the summary line (sweeps over long traces)\n"
+        "  --pin FILE          pin static prefixes for the whole replay: JSON Lines of\n"
+        "                      {\"tokens\": [...]} or [...]; each cut down to whole pages\n"
+        "  --price-cached X    price per million cached input tokens (default 0.1)\n"
+        "  --price-uncached X  price per million uncached input tokens (default 1)\n"
+        "  --model PRESET      time model: price each request's prefill (and, with a tier,\n"
+        "                      recomputing its tier hits) by the sim backend's roofline;\n"
+        "                      a tier page then costs the model's K/V bytes to move\n"
+        "  --gpu PROFILE       GPU of the time model: h100 (default) | h200 | a100 | a10g\n");
+    tier_opts_usage(f, 19);
+    fprintf(f,
+        "\n"
+        "Output: {\"type\":\"request\",\"id\",\"step\",\"matched\",\"new\"} per request (or\n"
+        "\"error\" for a request that can never fit), {\"type\":\"step\",\"step\",\"evicted\"} per\n"
+        "step that evicted (each evicted node's own edge tokens, in eviction order), and\n"
+        "one {\"type\":\"summary\",...} line, which also bills the prompt tokens: matched\n"
+        "ones at the cached price, the rest at the uncached one (\"cost\", \"cost_no_cache\").\n");
+}
+
+int cmd_cache_sim(int argc, char **argv)
+{
+    cache_config cfg = {NULL, NULL, NULL};
+    cache_sim_options o = {0};
+    billing_prices prices;
+    billing_prices_default(&prices);
+    o.prices = &prices;
+    int64_t page_size = -1;
+    const char *out_path = NULL, *pin_path = NULL, *model_name = NULL, *gpu_name = NULL;
+    bool no_progress = false;
+    tier_opts topt;
+    tier_opts_init(&topt);
+    o.capacity = -1;
+    cli_opt opts[32 + TIER_OPTS_CLI] = {
+        CLI_CHOICE_OPT("--cache", &cfg.kind, cache_kind_names),
+        CLI_INT_OPT("--capacity", &o.capacity, 1, INT64_MAX / 2),
+        CLI_INT_OPT("--page-size", &page_size, 1, 1 << 20),
+        CLI_CHOICE_OPT("--evict-policy", &cfg.policy, policy_names),
+        CLI_CHOICE_OPT("--hash", &cfg.hash_fn, block_hash_fn_names),
+        CLI_STR_OPT("--dump-dir", &o.dump_dir),
+        CLI_STR_OPT("--out", &out_path),
+        CLI_FLAG_OPT("--check", &o.check),
+        CLI_FLAG_OPT("--no-progress", &no_progress),
+        CLI_FLAG_OPT("--summary-only", &o.summary_only),
+        CLI_STR_OPT("--pin", &pin_path),
+        CLI_STR_OPT("--model", &model_name),
+        CLI_STR_OPT("--gpu", &gpu_name),
+        CLI_CUSTOM_OPT("--price-cached", billing_parse_price_opt, &prices.cached),
+        CLI_CUSTOM_OPT("--price-uncached", billing_parse_price_opt, &prices.uncached),
+        CLI_RENAMED("--policy", "--evict-policy"),
+    };
+    int nopts = 0;
+    while (opts[nopts].name) nopts++;
+    tier_opts_cli(&topt, opts, &nopts);
+    char err[512] = "";
+    cli_args a;
+    if (cli_parse("radixkv cache-sim", opts, argc, argv, &a, err, sizeof err)) {
+        fprintf(stderr, "radixkv cache-sim: %s\n", err);
+        return 2;
+    }
+    if (a.help) {
+        usage_cache_sim(stdout);
+        return 0;
+    }
+    if (a.npos > 1) {
+        fprintf(stderr, "radixkv cache-sim: more than one TRACE ('%s', '%s')\n", a.pos[0], a.pos[1]);
+        return 2;
+    }
+    const char *trace = a.npos ? a.pos[0] : NULL;
+    o.progress = !no_progress;
+    const char *missing = !cfg.kind ? "--cache" : o.capacity < 0 ? "--capacity"
+                        : page_size < 0 ? "--page-size" : !trace ? "TRACE" : NULL;
+    if (missing) {
+        fprintf(stderr, "radixkv cache-sim: %s is required (see radixkv cache-sim --help)\n", missing);
+        return 2;
+    }
+    int64_t pages = o.capacity / page_size;
+    if (pages < 1 || pages > INT32_MAX) {
+        fprintf(stderr, "radixkv cache-sim: --capacity %" PRId64 " with --page-size %" PRId64
+                " gives %" PRId64 " pages (need 1 .. %d)\n", o.capacity, page_size, pages, INT32_MAX);
+        return 2;
+    }
+    o.kind = cfg.kind;
+    bool tree_kind = !strcmp(cfg.kind, "radix") || !strcmp(cfg.kind, "trie");
+    bool hash_kind = !strncmp(cfg.kind, "hash", 4);
+    if (cfg.hash_fn && !hash_kind) {
+        fprintf(stderr, "radixkv cache-sim: --hash applies to the hash kinds, not --cache %s\n",
+                cfg.kind);
+        return 2;
+    }
+    o.policy = tree_kind ? (cfg.policy ? cfg.policy : "lru") : NULL;
+    o.hash_fn = hash_kind ? (cfg.hash_fn ? cfg.hash_fn : "xxh3") : NULL;
+
+    model_config model;
+    sim_profile gpu;
+    if (model_name || gpu_name) {
+        if (model_config_load(model_name, &model, err, sizeof err) != RKV_OK) {
+            fprintf(stderr, "radixkv cache-sim: --model: %s\n", err);
+            return 2;
+        }
+        if (sim_profile_parse(gpu_name, &gpu, err, sizeof err) != RKV_OK) {
+            fprintf(stderr, "radixkv cache-sim: --gpu: %s\n", err);
+            return 2;
+        }
+        o.model = &model;
+        o.gpu = &gpu;
+    }
+    tier_opts_finish(&topt, (int32_t)page_size);
+    if (o.model) topt.cfg.modelled_page_bytes = (double)model_config_kv_bytes_per_token(&model, 2) * (double)page_size;
+    if (topt.on) o.tier = &topt;
+    page_pool pool;
+    if (page_pool_init(&pool, (int32_t)pages, (int32_t)page_size) != RKV_OK) {
+        fprintf(stderr, "radixkv cache-sim: cannot allocate %" PRId64 " pages\n", pages);
+        return 1;
+    }
+    cache *c = NULL;
+    rkv_status st = cache_create(&cfg, &pool, &c, err, sizeof err);
+    if (st != RKV_OK) {
+        fprintf(stderr, "radixkv cache-sim: %s\n", err[0] ? err : rkv_status_str(st));
+        page_pool_destroy(&pool);
+        return 2;
+    }
+    if (topt.on) {
+        /* No K/V bytes here: the tier keeps keys and tokens, the time model the bytes. */
+        cache *w = NULL;
+        if ((st = cache_tier_wrap(c, &topt.cfg, NULL, &w, err, sizeof err)) != RKV_OK) {
+            fprintf(stderr, "radixkv cache-sim: %s\n", err);
+            cache_destroy(c);
+            page_pool_destroy(&pool);
+            return st == RKV_EIO || st == RKV_ENOMEM ? 1 : 2;
+        }
+        c = w;
+    }
+    cache_pins pins;
+    cache_pins_init(&pins);
+    if (pin_path) {
+        pin_file_stats ps;
+        if ((st = pin_file_apply(c, NULL, pin_path, 0, &pins, &ps, err, sizeof err)) != RKV_OK) {
+            fprintf(stderr, "radixkv cache-sim: --pin %s\n", err);
+            cache_pins_release(c, &pins);
+            cache_pins_free(&pins);
+            cache_destroy(c);
+            page_pool_destroy(&pool);
+            return st == RKV_EIO || st == RKV_ENOMEM ? 1 : 2;
+        }
+        if (ps.cut_tokens)
+            fprintf(stderr, "radixkv cache-sim: --pin %s: %" PRId64 " tokens of partial last pages"
+                    " not pinned (prefixes are cut to whole pages of %" PRId64 ")\n", pin_path,
+                    ps.cut_tokens, page_size);
+    }
+    trace_reader *tr = NULL;
+    if ((st = trace_open(trace, NULL, &tr, err, sizeof err)) != RKV_OK) {
+        fprintf(stderr, "radixkv cache-sim: %s\n", err);
+        cache_pins_release(c, &pins);
+        cache_pins_free(&pins);
+        cache_destroy(c);
+        page_pool_destroy(&pool);
+        return 1;
+    }
+    FILE *out = stdout;
+    if (out_path && !(out = fopen(out_path, "w"))) {
+        fprintf(stderr, "radixkv cache-sim: --out %s: %s\n", out_path, strerror(errno));
+        trace_close(tr);
+        cache_pins_release(c, &pins);
+        cache_pins_free(&pins);
+        cache_destroy(c);
+        page_pool_destroy(&pool);
+        return 1;
+    }
+    /* Big output buffer: one line per request adds up on long traces. */
+    static char obuf[1 << 16];
+    setvbuf(out, obuf, _IOFBF, sizeof obuf);
+    cache_sim_summary sum;
+    st = cache_sim_run(c, &o, tr, out, &sum, err, sizeof err);
+    int rc = 0;
+    if (st == RKV_OK) {
+        cache_sim_print_summary(out, &o, c, &sum);
+        fputc('\n', out);
+    } else {
+        fprintf(stderr, "radixkv cache-sim: %s\n", err[0] ? err : rkv_status_str(st));
+        rc = 1;
+    }
+    if (fflush(out) != 0 || (out != stdout && fclose(out) != 0)) {
+        fprintf(stderr, "radixkv cache-sim: writing the output failed: %s\n", strerror(errno));
+        rc = 1;
+    }
+    trace_close(tr);
+    if (pin_path && cache_pins_check(c, &pins, err, sizeof err) != RKV_OK) {
+        fprintf(stderr, "radixkv cache-sim: %s\n", err);
+        rc = 1;
+    }
+    cache_pins_release(c, &pins);
+    cache_pins_free(&pins);
+    cache_destroy(c);
+    page_pool_destroy(&pool);
+    return rc;
+}
