@@ -103,7 +103,7 @@ int cli_parse(const char *prog, cli_opt *opts, int argc, char **argv, cli_args *
         /* 2: refusals that do not depend on the value. */
         if (o->kind == CLI_RENAMED)
             return refuse(err, errlen, "%s was renamed: use %s", o->name, o->renamed_to);
-        if (o->seen) return refuse(err, errlen, "%s given twice", o->name);
+        if (o->seen && !o->repeat) return refuse(err, errlen, "%s given twice", o->name);
         o->seen = true;
         if (o->kind == CLI_FLAG) {
             if (eq) return refuse(err, errlen, "%s takes no value, got '%s'", o->name, eq + 1);

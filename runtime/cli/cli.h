@@ -52,6 +52,7 @@ typedef struct cli_opt {
     int (*parse)(void *ctx, const char *name, const char *value, char *err, size_t errlen);
     void *ctx;
     const char *renamed_to;
+    bool repeat;      /* may be given more than once (a custom option that collects) */
     bool seen;        /* set by cli_parse: the option was given */
 } cli_opt;
 
@@ -61,6 +62,7 @@ typedef struct cli_opt {
 #define CLI_DOUBLE_OPT(n, d, l, h) {.name = (n), .kind = CLI_DOUBLE, .dst = (d), .dlo = (l), .dhi = (h)}
 #define CLI_CHOICE_OPT(n, d, c) {.name = (n), .kind = CLI_CHOICE, .dst = (d), .choices = (c)}
 #define CLI_CUSTOM_OPT(n, f, c) {.name = (n), .kind = CLI_CUSTOM, .parse = (f), .ctx = (c)}
+#define CLI_REPEATED_OPT(n, f, c) {.name = (n), .kind = CLI_CUSTOM, .parse = (f), .ctx = (c), .repeat = true}
 #define CLI_RENAMED(old, now) {.name = (old), .kind = CLI_RENAMED, .renamed_to = (now)}
 #define CLI_END {.name = NULL}
 
