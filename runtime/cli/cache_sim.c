@@ -424,21 +424,13 @@ static double prefill_seconds(const sim *s, int32_t pre, int32_t n)
     return sim_step_seconds(s->opt->model, s->opt->gpu, &b);
 }
 
-static rkv_status run_step(sim *s, char *err, size_t errlen)
+/* 1: match all but the last token and lock, in trace order; *need = the
+ * pages the step's requests ask for. */
+static rkv_status step_match(sim *s, int64_t step, int64_t *need, char *err, size_t errlen)
 {
-    cache *c = s->c;
-    page_pool *pool = s->pool;
     const int32_t P = s->P;
-    const uint64_t ns = s->opt->ns;
-    int64_t step = s->reqs[0].q.step;
     rkv_status st;
-    s->n_ev = 0;
-    s->n_ev_toks = 0;
-    s->clock0 = 0;
-    cache_clock(c, &s->clock0);
-
-    /* 1: match all but the last token, lock, in trace order. */
-    int64_t need = 0;
+    *need = 0;
     for (int32_t i = 0; i < s->n_reqs; i++) {
         sim_req *r = &s->reqs[i];
         int32_t n = r->q.n_tokens;
@@ -448,14 +440,14 @@ static rkv_status run_step(sim *s, char *err, size_t errlen)
         r->error = NULL;
         r->matched = 0;
         r->need = 0;
-        if (total > pool->num_pages) {
+        if (total > s->pool->num_pages) {
             r->error = "request needs more pages than the whole cache holds";
             continue;
         }
         if ((st = req_reserve_pages(r, total)) != RKV_OK) return st;
-        const tier_stats *ts = cache_tier_get_stats(c);
+        const tier_stats *ts = cache_tier_get_stats(s->c);
         uint64_t th0 = ts ? ts->host_hit_tokens + ts->disk_hit_tokens : 0;
-        if ((st = cache_client_match(c, r->q.tokens, n - 1, ns, &r->m)) != RKV_OK) {
+        if ((st = cache_client_match(s->c, r->q.tokens, n - 1, s->opt->ns, &r->m)) != RKV_OK) {
             rkv_set_err(err, errlen, "step %" PRId64 ": match/lock failed: %s", step,
                         rkv_status_str(st));
             return st;
@@ -464,79 +456,96 @@ static rkv_status run_step(sim *s, char *err, size_t errlen)
         r->matched = r->m.len;
         r->tier_hits = ts ? (int32_t)(ts->host_hit_tokens + ts->disk_hit_tokens - th0) : 0;
         r->need = total - r->m.num_pages;
-        need += r->need;
+        *need += r->need;
     }
+    return RKV_OK;
+}
 
-    /* 2: one eviction for the whole step's shortfall. */
-    int64_t shortfall = need - pool->num_free;
-    if (shortfall > 0) {
-        int32_t free0 = pool->num_free;
-        int64_t freed = 0;
-        /* Still short (locked entries): step 3 sorts out who gets pages. */
-        (void)cache_client_make_room(c, need, &freed);
-        /* Without an eviction log, the pages pushed on the pool's free stack
-         * are the evicted blocks, in the order the kind freed them. */
-        for (int32_t k = free0; s->page_toks && k < pool->num_free; k++) {
-            int32_t pg = pool->free_stack[k];
-            on_evict(s, &(cache_node_info){.id = (uint64_t)pg, .len = P,
-                                           .tokens = s->page_toks + (int64_t)pg * P});
-        }
-        if (s->ev_oom) return RKV_ENOMEM;
-        s->sum->evicted_tokens += freed;
-        s->sum->evict_calls++;
-        /* Nodes from the tree's log; blocks (pages) for the other kinds. */
-        s->sum->evicted_nodes += s->node_log ? s->n_ev : pool->num_free - free0;
+/* 2: one eviction for the whole step's shortfall (need - free pages > 0). */
+static rkv_status step_evict(sim *s, int64_t need)
+{
+    page_pool *pool = s->pool;
+    const int32_t P = s->P;
+    int32_t free0 = pool->num_free;
+    int64_t freed = 0;
+    /* Still short (locked entries): step 3 sorts out who gets pages. */
+    (void)cache_client_make_room(s->c, need, &freed);
+    /* Without an eviction log, the pages pushed on the pool's free stack
+     * are the evicted blocks, in the order the kind freed them. */
+    for (int32_t k = free0; s->page_toks && k < pool->num_free; k++) {
+        int32_t pg = pool->free_stack[k];
+        on_evict(s, &(cache_node_info){.id = (uint64_t)pg, .len = P,
+                                       .tokens = s->page_toks + (int64_t)pg * P});
     }
+    if (s->ev_oom) return RKV_ENOMEM;
+    s->sum->evicted_tokens += freed;
+    s->sum->evict_calls++;
+    /* Nodes from the kind's log; blocks (pages) for the other kinds. */
+    s->sum->evicted_nodes += s->node_log ? s->n_ev : pool->num_free - free0;
+    return RKV_OK;
+}
 
-    /* 3: pages in trace order while they fit; the rest give up their locks.
-     * Room was made once for the whole step: no second eviction here. */
+/* 3: pages in trace order while they fit; the rest give up their locks.
+ * Room was made once for the whole step: no second eviction here. */
+static rkv_status step_allocate(sim *s)
+{
     bool fits = true;
     for (int32_t i = 0; i < s->n_reqs; i++) {
         sim_req *r = &s->reqs[i];
         if (!r->locked) continue;
-        if (fits && page_pool_alloc(pool, r->need, r->pages + r->m.num_pages) == RKV_OK) continue;
+        if (fits && page_pool_alloc(s->pool, r->need, r->pages + r->m.num_pages) == RKV_OK)
+            continue;
         fits = false;
         r->error = "locked pages leave no room for this request in its step";
-        if ((st = cache_client_release(c, &r->m, NULL, 0)) != RKV_OK) return st;
+        rkv_status st = cache_client_release(s->c, &r->m, NULL, 0);
+        if (st != RKV_OK) return st;
         r->locked = false;
     }
+    return RKV_OK;
+}
 
-    /* 4: insert in trace order; free duplicates and the partial last page. */
+/* 4: insert in trace order (the cache frees what it did not adopt: pages an
+ * earlier request of this step cached first, the partial last page, all for
+ * kind none); 5: unlock. */
+static rkv_status step_commit(sim *s, int64_t step, char *err, size_t errlen)
+{
+    const int32_t P = s->P;
+    rkv_status st;
     for (int32_t i = 0; i < s->n_reqs; i++) {
         sim_req *r = &s->reqs[i];
         if (!r->locked) continue;
         int32_t n = r->q.n_tokens;
         int32_t mp = r->m.num_pages, total = mp + r->need;
         if (mp) memcpy(r->pages, r->m.pages, sizeof(int32_t) * (size_t)mp);
-        /* The cache frees what it did not adopt: pages an earlier request of
-         * this step cached first, the partial last page, all for kind none. */
-        if ((st = cache_client_commit(c, r->q.tokens, n, ns, r->pages, mp, total, NULL))
-            != RKV_OK) {
+        if ((st = cache_client_commit(s->c, r->q.tokens, n, s->opt->ns, r->pages, mp, total,
+                                      NULL)) != RKV_OK) {
             rkv_set_err(err, errlen, "step %" PRId64 ": insert of request %s failed: %s", step,
                     r->q.id_json, rkv_status_str(st));
             return st;
         }
         for (int32_t k = mp; s->page_toks && k < total; k++) {
             int32_t pg = r->pages[k];
-            if (pool->state[pg] == PAGE_CACHED)
+            if (s->pool->state[pg] == PAGE_CACHED)
                 memcpy(s->page_toks + (int64_t)pg * P, r->q.tokens + (int64_t)k * P,
                        sizeof(int32_t) * (size_t)P);
         }
         r->served = true;
     }
-
-    /* 5: unlock. */
     for (int32_t i = 0; i < s->n_reqs; i++) {
         sim_req *r = &s->reqs[i];
         if (!r->locked) continue;
-        if ((st = cache_client_release(c, &r->m, NULL, 0)) != RKV_OK) {
+        if ((st = cache_client_release(s->c, &r->m, NULL, 0)) != RKV_OK) {
             rkv_set_err(err, errlen, "step %" PRId64 ": unlock failed: %s", step, rkv_status_str(st));
             return st;
         }
         r->locked = false;
     }
+    return RKV_OK;
+}
 
-    /* Output and counts. */
+/* The step's request lines and counts, and its eviction line. */
+static void step_report(sim *s, int64_t step, bool evicted)
+{
     for (int32_t i = 0; i < s->n_reqs; i++) {
         sim_req *r = &s->reqs[i];
         if (!s->opt->summary_only) print_request(s, r);
@@ -557,7 +566,7 @@ static rkv_status run_step(sim *s, char *err, size_t errlen)
                     prefill_seconds(s, r->matched - r->tier_hits, r->tier_hits + nw) - with;
         }
     }
-    if (shortfall > 0 && !s->opt->summary_only) {
+    if (evicted && !s->opt->summary_only) {
         fprintf(s->out, "{\"type\":\"step\",\"step\":%" PRId64, step);
         if (s->node_log || s->page_toks) {
             fputs(",\"evicted\":[", s->out);
@@ -569,6 +578,23 @@ static rkv_status run_step(sim *s, char *err, size_t errlen)
         }
         fputs("}\n", s->out);
     }
+}
+
+/* One step, as cache_sim.h numbers it. */
+static rkv_status run_step(sim *s, char *err, size_t errlen)
+{
+    int64_t step = s->reqs[0].q.step, need = 0;
+    rkv_status st;
+    s->n_ev = 0;
+    s->n_ev_toks = 0;
+    s->clock0 = 0;
+    cache_clock(s->c, &s->clock0);
+    if ((st = step_match(s, step, &need, err, errlen)) != RKV_OK) return st;
+    bool evicts = need - s->pool->num_free > 0;
+    if (evicts && (st = step_evict(s, need)) != RKV_OK) return st;
+    if ((st = step_allocate(s)) != RKV_OK) return st;
+    if ((st = step_commit(s, step, err, errlen)) != RKV_OK) return st;
+    step_report(s, step, evicts);
     s->sum->steps++;
     if ((st = check_step(s, step, err, errlen)) != RKV_OK) return st;
     if (s->opt->dump_dir) {

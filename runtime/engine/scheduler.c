@@ -323,19 +323,54 @@ static bool shares_with_admitted(const scheduler *s, const sched_plan *plan, con
     return false;
 }
 
-rkv_status scheduler_schedule(scheduler *s, sched_plan *plan, bool allow_preempt, char *err,
-                              size_t errlen)
+/* 2: pages for running request i's next rows; on a shortage preempt the
+ * newest running requests, then i itself. *stop: no more planning this step
+ * (a shortage while planning in flight, or i preempted). */
+static rkv_status reserve_or_preempt(scheduler *s, int32_t i, int32_t need, bool allow_preempt,
+                                     int32_t *decodes_behind, bool *stop)
 {
-    plan->n = plan->num_tokens = plan->num_prefill_rows = plan->num_admitted = 0;
-    int32_t budget = s->cfg.max_num_batched_tokens;
-    rkv_status st;
-    bool stop = false;
+    sched_req *r = s->running[i];
+    rkv_status st = ensure_page_cap(r, r->num_pages + need);
+    if (st) return st;
+    st = cache_client_reserve(s->cache, need, r->pages + r->num_pages, NULL);
+    if (st == RKV_ENOSPC && !allow_preempt) {
+        *stop = true;
+        return RKV_OK;
+    }
+    while (st == RKV_ENOSPC && s->num_running - 1 > i) {
+        sched_req *v = s->running[s->num_running - 1];
+        *decodes_behind -= v->n_tokens - v->kv_sched == 1;
+        if ((st = preempt(s, s->num_running - 1))) return st;
+        st = cache_client_reserve(s->cache, need, r->pages + r->num_pages, NULL);
+    }
+    if (st == RKV_ENOSPC) {
+        bool alone = s->num_running == 1;
+        if ((st = preempt(s, i))) return st;
+        if (alone) {
+            /* Nothing else holds pages: it can never fit. add() rejects
+             * such requests, so this is a safety net, not a path. */
+            memmove(s->waiting, s->waiting + 1, sizeof(void *) * (size_t)(s->num_waiting - 1));
+            s->num_waiting--;
+            if ((st = scheduler_fail(s, r, "request does not fit the page pool"))) return st;
+        }
+        *stop = true;
+        return RKV_OK;
+    }
+    if (st) return st;
+    r->num_pages += need;
+    return RKV_OK;
+}
 
-    /* 1: running requests, oldest first. decodes_behind[i] = decodes after i. */
+/* 1: running requests, oldest first, each its next chunk under the budget;
+ * a prefill chunk leaves one row for each decode behind it. */
+static rkv_status schedule_running(scheduler *s, sched_plan *plan, bool allow_preempt,
+                                   int32_t *budget, bool *stop)
+{
+    rkv_status st;
     int32_t decodes_behind = 0;
     for (int32_t i = 0; i < s->num_running; i++)
         decodes_behind += s->running[i]->n_tokens - s->running[i]->kv_sched == 1;
-    for (int32_t i = 0; i < s->num_running && budget > 0;) {
+    for (int32_t i = 0; i < s->num_running && *budget > 0;) {
         sched_req *r = s->running[i];
         int32_t remaining = r->n_tokens - r->kv_sched;
         if (remaining == 1) decodes_behind--;
@@ -344,119 +379,116 @@ rkv_status scheduler_schedule(scheduler *s, sched_plan *plan, bool allow_preempt
             i++;
             continue;
         }
-        int32_t rows = remaining < budget ? remaining : budget;
-        if (remaining > 1 && budget - decodes_behind >= 1 && rows > budget - decodes_behind)
-            rows = budget - decodes_behind;
+        int32_t rows = remaining < *budget ? remaining : *budget;
+        if (remaining > 1 && *budget - decodes_behind >= 1 && rows > *budget - decodes_behind)
+            rows = *budget - decodes_behind;
         int32_t need = page_pool_pages_for(s->pool, r->kv_sched + rows) - r->num_pages;
         if (need > 0) {
-            if ((st = ensure_page_cap(r, r->num_pages + need))) return st;
-            st = cache_client_reserve(s->cache, need, r->pages + r->num_pages, NULL);
-            if (st == RKV_ENOSPC && !allow_preempt) {
-                stop = true;
-                break;
-            }
-            /* 2: preempt the newest running requests, then r itself. */
-            while (st == RKV_ENOSPC && s->num_running - 1 > i) {
-                sched_req *v = s->running[s->num_running - 1];
-                decodes_behind -= v->n_tokens - v->kv_sched == 1;
-                if ((st = preempt(s, s->num_running - 1))) return st;
-                st = cache_client_reserve(s->cache, need, r->pages + r->num_pages, NULL);
-            }
-            if (st == RKV_ENOSPC) {
-                bool alone = s->num_running == 1;
-                if ((st = preempt(s, i))) return st;
-                if (alone) {
-                    /* Nothing else holds pages: it can never fit. add() rejects
-                     * such requests, so this is a safety net, not a path. */
-                    memmove(s->waiting, s->waiting + 1,
-                            sizeof(void *) * (size_t)(s->num_waiting - 1));
-                    s->num_waiting--;
-                    if ((st = scheduler_fail(s, r, "request does not fit the page pool")))
-                        return st;
-                }
-                stop = true;
-                break;
-            }
-            if (st) return st;
-            r->num_pages += need;
+            if ((st = reserve_or_preempt(s, i, need, allow_preempt, &decodes_behind, stop)))
+                return st;
+            if (*stop) return RKV_OK;
         }
         if ((st = plan_push(plan, r, r->kv_sched, rows))) return st;
-        budget -= rows;
+        *budget -= rows;
         i++;
     }
+    return RKV_OK;
+}
 
-    /* 3: admissions in policy order. */
-    if (!stop && budget > 0 && s->num_waiting > 0 && s->num_running < s->cfg.max_running) {
-        int32_t n = s->num_waiting;
-        if ((st = rkv_grow32((void **)&s->order, &s->scratch_cap, n, sizeof(int32_t)))) return st;
-        if ((st = scheduler_policy_order(s, s->order))) return st;
-        bool *taken = calloc((size_t)n, 1);
-        if (!taken) return RKV_ENOMEM;
-        for (int32_t k = 0; k < n; k++) {
-            if (budget <= 0 || s->num_running >= s->cfg.max_running) break;
-            sched_req *r = s->waiting[s->order[k]];
-            st = cache_client_match(s->cache, r->tokens, r->n_tokens - 1, r->ns, &r->match);
-            if (st) {
-                free(taken);
-                snprintf(err, errlen, "scheduler: cache match/lock failed: %s", rkv_status_str(st));
-                return st;
-            }
-            r->locked = true;
-            int32_t matched = r->match.len;
-            if (shares_with_admitted(s, plan, r, matched)) {
-                cache_client_release(s->cache, &r->match, NULL, 0);
-                r->locked = false;
-                continue;
-            }
-            int32_t rows = r->n_tokens - matched;
-            if (rows > budget) rows = budget;
-            int32_t total = page_pool_pages_for(s->pool, matched + rows);
-            if ((st = ensure_page_cap(r, total))) {
-                free(taken);
-                return st;
-            }
-            int32_t need = total - r->match.num_pages;
-            st = cache_client_reserve(s->cache, need, r->pages + r->match.num_pages, NULL);
-            if (st == RKV_ENOSPC) {
-                cache_client_release(s->cache, &r->match, NULL, 0);
-                r->locked = false;
-                break;
-            }
-            if (st) {
-                free(taken);
-                return st;
-            }
-            if (r->match.num_pages > 0)
-                memcpy(r->pages, r->match.pages, sizeof(int32_t) * (size_t)r->match.num_pages);
-            r->num_cache_pages = r->match.num_pages;
-            r->num_pages = total;
-            r->kv_sched = r->kv_done = matched;
-            if (!r->admitted_once) {
-                r->cached_tokens = matched;
-                r->admitted_once = true;
-            }
-            r->admit_seq = s->admit_counter++;
-            r->state = REQ_RUNNING;
-            if ((st = rkv_grow32((void **)&s->running, &s->running_cap, s->num_running + 1,
-                           sizeof(void *)))) {
-                free(taken);
-                return st;
-            }
-            s->running[s->num_running++] = r;
-            taken[s->order[k]] = true;
-            if ((st = plan_push(plan, r, matched, rows))) {
-                free(taken);
-                return st;
-            }
-            plan->num_admitted++;
-            budget -= rows;
-        }
+/* Admit waiting request r: match and lock its cached prefix, pages for its
+ * first chunk. *admitted false with RKV_OK: it waits (in-batch sharing, or
+ * *full: no pages even after eviction, which ends admission this step). */
+static rkv_status admit(scheduler *s, sched_plan *plan, sched_req *r, int32_t budget,
+                        int32_t *rows_out, bool *admitted, bool *full, char *err, size_t errlen)
+{
+    *admitted = *full = false;
+    rkv_status st = cache_client_match(s->cache, r->tokens, r->n_tokens - 1, r->ns, &r->match);
+    if (st) {
+        snprintf(err, errlen, "scheduler: cache match/lock failed: %s", rkv_status_str(st));
+        return st;
+    }
+    r->locked = true;
+    int32_t matched = r->match.len;
+    if (shares_with_admitted(s, plan, r, matched)) {
+        cache_client_release(s->cache, &r->match, NULL, 0);
+        r->locked = false;
+        return RKV_OK;
+    }
+    int32_t rows = r->n_tokens - matched;
+    if (rows > budget) rows = budget;
+    int32_t total = page_pool_pages_for(s->pool, matched + rows);
+    if ((st = ensure_page_cap(r, total))) return st;
+    int32_t need = total - r->match.num_pages;
+    st = cache_client_reserve(s->cache, need, r->pages + r->match.num_pages, NULL);
+    if (st == RKV_ENOSPC) {
+        cache_client_release(s->cache, &r->match, NULL, 0);
+        r->locked = false;
+        *full = true;
+        return RKV_OK;
+    }
+    if (st) return st;
+    if (r->match.num_pages > 0)
+        memcpy(r->pages, r->match.pages, sizeof(int32_t) * (size_t)r->match.num_pages);
+    r->num_cache_pages = r->match.num_pages;
+    r->num_pages = total;
+    r->kv_sched = r->kv_done = matched;
+    if (!r->admitted_once) {
+        r->cached_tokens = matched;
+        r->admitted_once = true;
+    }
+    r->admit_seq = s->admit_counter++;
+    r->state = REQ_RUNNING;
+    if ((st = rkv_grow32((void **)&s->running, &s->running_cap, s->num_running + 1,
+                         sizeof(void *))))
+        return st;
+    s->running[s->num_running++] = r;
+    *rows_out = rows;
+    *admitted = true;
+    return plan_push(plan, r, matched, rows);
+}
+
+/* 3: admissions in policy order while budget, running slots and pages last. */
+static rkv_status schedule_waiting(scheduler *s, sched_plan *plan, int32_t *budget, char *err,
+                                   size_t errlen)
+{
+    int32_t n = s->num_waiting;
+    rkv_status st = rkv_grow32((void **)&s->order, &s->scratch_cap, n, sizeof(int32_t));
+    if (st || (st = scheduler_policy_order(s, s->order))) return st;
+    bool *taken = calloc((size_t)n, 1);
+    if (!taken) return RKV_ENOMEM;
+    for (int32_t k = 0; k < n; k++) {
+        if (*budget <= 0 || s->num_running >= s->cfg.max_running) break;
+        int32_t rows = 0;
+        bool admitted = false, full = false;
+        st = admit(s, plan, s->waiting[s->order[k]], *budget, &rows, &admitted, &full, err,
+                   errlen);
+        if (st || full) break;
+        if (!admitted) continue;
+        taken[s->order[k]] = true;
+        plan->num_admitted++;
+        *budget -= rows;
+    }
+    if (st == RKV_OK) {
         int32_t m = 0;
         for (int32_t i = 0; i < n; i++)
             if (!taken[i]) s->waiting[m++] = s->waiting[i];
         s->num_waiting = m;
-        free(taken);
     }
+    free(taken);
+    return st;
+}
+
+rkv_status scheduler_schedule(scheduler *s, sched_plan *plan, bool allow_preempt, char *err,
+                              size_t errlen)
+{
+    plan->n = plan->num_tokens = plan->num_prefill_rows = plan->num_admitted = 0;
+    int32_t budget = s->cfg.max_num_batched_tokens;
+    bool stop = false;
+    rkv_status st = schedule_running(s, plan, allow_preempt, &budget, &stop);
+    if (st) return st;
+    if (!stop && budget > 0 && s->num_waiting > 0 && s->num_running < s->cfg.max_running
+        && (st = schedule_waiting(s, plan, &budget, err, errlen)))
+        return st;
     s->num_steps++;
     return RKV_OK;
 }
