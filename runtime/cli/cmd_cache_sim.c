@@ -64,40 +64,52 @@ static void usage_cache_sim(FILE *f)
         "ones at the cached price, the rest at the uncached one (\"cost\", \"cost_no_cache\").\n");
 }
 
-int cmd_cache_sim(int argc, char **argv)
-{
-    cache_config cfg = {NULL, NULL, NULL};
-    cache_sim_options o = {0};
+/* The command's state: what the options say, then what they built. */
+typedef struct sim_cmd {
+    cache_config cfg;
+    cache_sim_options o;
     billing_prices prices;
-    billing_prices_default(&prices);
-    o.prices = &prices;
-    int64_t page_size = -1;
-    const char *out_path = NULL, *pin_path = NULL, *model_name = NULL, *gpu_name = NULL;
-    bool no_progress = false;
+    int64_t page_size, pages;
+    const char *trace, *out_path, *pin_path, *model_name, *gpu_name;
     tier_opts topt;
-    tier_opts_init(&topt);
-    o.capacity = -1;
+    model_config model;
+    sim_profile gpu;
+    page_pool pool;
+    cache *c;
+    cache_pins pins;
+} sim_cmd;
+
+/* Options into m; -1 to go on, else the exit status. */
+static int parse_cache_sim(int argc, char **argv, sim_cmd *m)
+{
+    cache_sim_options *o = &m->o;
+    billing_prices_default(&m->prices);
+    o->prices = &m->prices;
+    m->page_size = -1;
+    o->capacity = -1;
+    bool no_progress = false;
+    tier_opts_init(&m->topt);
     cli_opt opts[32 + TIER_OPTS_CLI] = {
-        CLI_CHOICE_OPT("--cache", &cfg.kind, cache_kind_names),
-        CLI_INT_OPT("--capacity", &o.capacity, 1, INT64_MAX / 2),
-        CLI_INT_OPT("--page-size", &page_size, 1, 1 << 20),
-        CLI_CHOICE_OPT("--evict-policy", &cfg.policy, policy_names),
-        CLI_CHOICE_OPT("--hash", &cfg.hash_fn, block_hash_fn_names),
-        CLI_STR_OPT("--dump-dir", &o.dump_dir),
-        CLI_STR_OPT("--out", &out_path),
-        CLI_FLAG_OPT("--check", &o.check),
+        CLI_CHOICE_OPT("--cache", &m->cfg.kind, cache_kind_names),
+        CLI_INT_OPT("--capacity", &o->capacity, 1, INT64_MAX / 2),
+        CLI_INT_OPT("--page-size", &m->page_size, 1, 1 << 20),
+        CLI_CHOICE_OPT("--evict-policy", &m->cfg.policy, policy_names),
+        CLI_CHOICE_OPT("--hash", &m->cfg.hash_fn, block_hash_fn_names),
+        CLI_STR_OPT("--dump-dir", &o->dump_dir),
+        CLI_STR_OPT("--out", &m->out_path),
+        CLI_FLAG_OPT("--check", &o->check),
         CLI_FLAG_OPT("--no-progress", &no_progress),
-        CLI_FLAG_OPT("--summary-only", &o.summary_only),
-        CLI_STR_OPT("--pin", &pin_path),
-        CLI_STR_OPT("--model", &model_name),
-        CLI_STR_OPT("--gpu", &gpu_name),
-        CLI_CUSTOM_OPT("--price-cached", billing_parse_price_opt, &prices.cached),
-        CLI_CUSTOM_OPT("--price-uncached", billing_parse_price_opt, &prices.uncached),
+        CLI_FLAG_OPT("--summary-only", &o->summary_only),
+        CLI_STR_OPT("--pin", &m->pin_path),
+        CLI_STR_OPT("--model", &m->model_name),
+        CLI_STR_OPT("--gpu", &m->gpu_name),
+        CLI_CUSTOM_OPT("--price-cached", billing_parse_price_opt, &m->prices.cached),
+        CLI_CUSTOM_OPT("--price-uncached", billing_parse_price_opt, &m->prices.uncached),
         CLI_RENAMED("--policy", "--evict-policy"),
     };
     int nopts = 0;
     while (opts[nopts].name) nopts++;
-    tier_opts_cli(&topt, opts, &nopts);
+    tier_opts_cli(&m->topt, opts, &nopts);
     char err[512] = "";
     cli_args a;
     if (cli_parse("radixkv cache-sim", opts, argc, argv, &a, err, sizeof err)) {
@@ -112,115 +124,127 @@ int cmd_cache_sim(int argc, char **argv)
         fprintf(stderr, "radixkv cache-sim: more than one TRACE ('%s', '%s')\n", a.pos[0], a.pos[1]);
         return 2;
     }
-    const char *trace = a.npos ? a.pos[0] : NULL;
-    o.progress = !no_progress;
-    const char *missing = !cfg.kind ? "--cache" : o.capacity < 0 ? "--capacity"
-                        : page_size < 0 ? "--page-size" : !trace ? "TRACE" : NULL;
+    m->trace = a.npos ? a.pos[0] : NULL;
+    o->progress = !no_progress;
+    const char *missing = !m->cfg.kind ? "--cache" : o->capacity < 0 ? "--capacity"
+                        : m->page_size < 0 ? "--page-size" : !m->trace ? "TRACE" : NULL;
     if (missing) {
         fprintf(stderr, "radixkv cache-sim: %s is required (see radixkv cache-sim --help)\n", missing);
         return 2;
     }
-    int64_t pages = o.capacity / page_size;
-    if (pages < 1 || pages > INT32_MAX) {
+    m->pages = o->capacity / m->page_size;
+    if (m->pages < 1 || m->pages > INT32_MAX) {
         fprintf(stderr, "radixkv cache-sim: --capacity %" PRId64 " with --page-size %" PRId64
-                " gives %" PRId64 " pages (need 1 .. %d)\n", o.capacity, page_size, pages, INT32_MAX);
+                " gives %" PRId64 " pages (need 1 .. %d)\n", o->capacity, m->page_size, m->pages,
+                INT32_MAX);
         return 2;
     }
-    o.kind = cfg.kind;
-    bool tree_kind = !strcmp(cfg.kind, "radix") || !strcmp(cfg.kind, "trie");
-    bool hash_kind = !strncmp(cfg.kind, "hash", 4);
-    if (cfg.hash_fn && !hash_kind) {
+    o->kind = m->cfg.kind;
+    bool tree_kind = !strcmp(m->cfg.kind, "radix") || !strcmp(m->cfg.kind, "trie");
+    bool hash_kind = !strncmp(m->cfg.kind, "hash", 4);
+    if (m->cfg.hash_fn && !hash_kind) {
         fprintf(stderr, "radixkv cache-sim: --hash applies to the hash kinds, not --cache %s\n",
-                cfg.kind);
+                m->cfg.kind);
         return 2;
     }
-    o.policy = tree_kind ? (cfg.policy ? cfg.policy : "lru") : NULL;
-    o.hash_fn = hash_kind ? (cfg.hash_fn ? cfg.hash_fn : "xxh3") : NULL;
-
-    model_config model;
-    sim_profile gpu;
-    if (model_name || gpu_name) {
-        if (model_config_load(model_name, &model, err, sizeof err) != RKV_OK) {
+    o->policy = tree_kind ? (m->cfg.policy ? m->cfg.policy : "lru") : NULL;
+    o->hash_fn = hash_kind ? (m->cfg.hash_fn ? m->cfg.hash_fn : "xxh3") : NULL;
+    if (m->model_name || m->gpu_name) {
+        if (model_config_load(m->model_name, &m->model, err, sizeof err) != RKV_OK) {
             fprintf(stderr, "radixkv cache-sim: --model: %s\n", err);
             return 2;
         }
-        if (sim_profile_parse(gpu_name, &gpu, err, sizeof err) != RKV_OK) {
+        if (sim_profile_parse(m->gpu_name, &m->gpu, err, sizeof err) != RKV_OK) {
             fprintf(stderr, "radixkv cache-sim: --gpu: %s\n", err);
             return 2;
         }
-        o.model = &model;
-        o.gpu = &gpu;
+        o->model = &m->model;
+        o->gpu = &m->gpu;
     }
-    tier_opts_finish(&topt, (int32_t)page_size);
-    if (o.model) topt.cfg.modelled_page_bytes = (double)model_config_kv_bytes_per_token(&model, 2) * (double)page_size;
-    if (topt.on) o.tier = &topt;
-    page_pool pool;
-    if (page_pool_init(&pool, (int32_t)pages, (int32_t)page_size) != RKV_OK) {
-        fprintf(stderr, "radixkv cache-sim: cannot allocate %" PRId64 " pages\n", pages);
+    tier_opts_finish(&m->topt, (int32_t)m->page_size);
+    if (o->model)
+        m->topt.cfg.modelled_page_bytes =
+            (double)model_config_kv_bytes_per_token(&m->model, 2) * (double)m->page_size;
+    if (m->topt.on) o->tier = &m->topt;
+    return -1;
+}
+
+/* Unlock the pins, then destroy the cache and the pool (each if built). */
+static void teardown(sim_cmd *m)
+{
+    if (m->c) {
+        cache_pins_release(m->c, &m->pins);
+        cache_pins_free(&m->pins);
+        cache_destroy(m->c);
+    }
+    page_pool_destroy(&m->pool);
+}
+
+/* The pool, the cache (under a spill tier if asked) and the pins; -1 to go
+ * on, else the exit status (what was built is torn down). */
+static int build_cache(sim_cmd *m)
+{
+    char err[512] = "";
+    cache_pins_init(&m->pins);
+    if (page_pool_init(&m->pool, (int32_t)m->pages, (int32_t)m->page_size) != RKV_OK) {
+        fprintf(stderr, "radixkv cache-sim: cannot allocate %" PRId64 " pages\n", m->pages);
         return 1;
     }
-    cache *c = NULL;
-    rkv_status st = cache_create(&cfg, &pool, &c, err, sizeof err);
+    rkv_status st = cache_create(&m->cfg, &m->pool, &m->c, err, sizeof err);
     if (st != RKV_OK) {
         fprintf(stderr, "radixkv cache-sim: %s\n", err[0] ? err : rkv_status_str(st));
-        page_pool_destroy(&pool);
+        teardown(m);
         return 2;
     }
-    if (topt.on) {
+    if (m->topt.on) {
         /* No K/V bytes here: the tier keeps keys and tokens, the time model the bytes. */
         cache *w = NULL;
-        if ((st = cache_tier_wrap(c, &topt.cfg, NULL, &w, err, sizeof err)) != RKV_OK) {
+        if ((st = cache_tier_wrap(m->c, &m->topt.cfg, NULL, &w, err, sizeof err)) != RKV_OK) {
             fprintf(stderr, "radixkv cache-sim: %s\n", err);
-            cache_destroy(c);
-            page_pool_destroy(&pool);
+            teardown(m);
             return st == RKV_EIO || st == RKV_ENOMEM ? 1 : 2;
         }
-        c = w;
+        m->c = w;
     }
-    cache_pins pins;
-    cache_pins_init(&pins);
-    if (pin_path) {
-        pin_file_stats ps;
-        if ((st = pin_file_apply(c, NULL, pin_path, 0, &pins, &ps, err, sizeof err)) != RKV_OK) {
-            fprintf(stderr, "radixkv cache-sim: --pin %s\n", err);
-            cache_pins_release(c, &pins);
-            cache_pins_free(&pins);
-            cache_destroy(c);
-            page_pool_destroy(&pool);
-            return st == RKV_EIO || st == RKV_ENOMEM ? 1 : 2;
-        }
-        if (ps.cut_tokens)
-            fprintf(stderr, "radixkv cache-sim: --pin %s: %" PRId64 " tokens of partial last pages"
-                    " not pinned (prefixes are cut to whole pages of %" PRId64 ")\n", pin_path,
-                    ps.cut_tokens, page_size);
+    if (!m->pin_path) return -1;
+    pin_file_stats ps;
+    if ((st = pin_file_apply(m->c, NULL, m->pin_path, 0, &m->pins, &ps, err, sizeof err))
+        != RKV_OK) {
+        fprintf(stderr, "radixkv cache-sim: --pin %s\n", err);
+        teardown(m);
+        return st == RKV_EIO || st == RKV_ENOMEM ? 1 : 2;
     }
+    if (ps.cut_tokens)
+        fprintf(stderr, "radixkv cache-sim: --pin %s: %" PRId64 " tokens of partial last pages"
+                " not pinned (prefixes are cut to whole pages of %" PRId64 ")\n", m->pin_path,
+                ps.cut_tokens, m->page_size);
+    return -1;
+}
+
+/* The replay and its output; the exit status. */
+static int replay(sim_cmd *m)
+{
+    char err[512] = "";
     trace_reader *tr = NULL;
-    if ((st = trace_open(trace, NULL, &tr, err, sizeof err)) != RKV_OK) {
+    rkv_status st = trace_open(m->trace, NULL, &tr, err, sizeof err);
+    if (st != RKV_OK) {
         fprintf(stderr, "radixkv cache-sim: %s\n", err);
-        cache_pins_release(c, &pins);
-        cache_pins_free(&pins);
-        cache_destroy(c);
-        page_pool_destroy(&pool);
         return 1;
     }
     FILE *out = stdout;
-    if (out_path && !(out = fopen(out_path, "w"))) {
-        fprintf(stderr, "radixkv cache-sim: --out %s: %s\n", out_path, strerror(errno));
+    if (m->out_path && !(out = fopen(m->out_path, "w"))) {
+        fprintf(stderr, "radixkv cache-sim: --out %s: %s\n", m->out_path, strerror(errno));
         trace_close(tr);
-        cache_pins_release(c, &pins);
-        cache_pins_free(&pins);
-        cache_destroy(c);
-        page_pool_destroy(&pool);
         return 1;
     }
     /* Big output buffer: one line per request adds up on long traces. */
     static char obuf[1 << 16];
     setvbuf(out, obuf, _IOFBF, sizeof obuf);
     cache_sim_summary sum;
-    st = cache_sim_run(c, &o, tr, out, &sum, err, sizeof err);
+    st = cache_sim_run(m->c, &m->o, tr, out, &sum, err, sizeof err);
     int rc = 0;
     if (st == RKV_OK) {
-        cache_sim_print_summary(out, &o, c, &sum);
+        cache_sim_print_summary(out, &m->o, m->c, &sum);
         fputc('\n', out);
     } else {
         fprintf(stderr, "radixkv cache-sim: %s\n", err[0] ? err : rkv_status_str(st));
@@ -231,13 +255,21 @@ int cmd_cache_sim(int argc, char **argv)
         rc = 1;
     }
     trace_close(tr);
-    if (pin_path && cache_pins_check(c, &pins, err, sizeof err) != RKV_OK) {
+    if (m->pin_path && cache_pins_check(m->c, &m->pins, err, sizeof err) != RKV_OK) {
         fprintf(stderr, "radixkv cache-sim: %s\n", err);
         rc = 1;
     }
-    cache_pins_release(c, &pins);
-    cache_pins_free(&pins);
-    cache_destroy(c);
-    page_pool_destroy(&pool);
+    return rc;
+}
+
+int cmd_cache_sim(int argc, char **argv)
+{
+    sim_cmd m;
+    memset(&m, 0, sizeof m);
+    int rc = parse_cache_sim(argc, argv, &m);
+    if (rc >= 0) return rc;
+    if ((rc = build_cache(&m)) >= 0) return rc;
+    rc = replay(&m);
+    teardown(&m);
     return rc;
 }
