@@ -339,33 +339,139 @@ static void run_teardown(engine *e, cache_pins *pins)
     engine_destroy(e);
 }
 
+/* --replicas / --router: N engines behind a router (router.h). */
+static int run_replicas(const run_opts *o)
+{
+    char err[512] = "";
+    replicas_config rcfg = {
+        .engine = &o->ec, .replicas = o->replicas, .balance_threshold = o->router_threshold,
+        .cache_threshold = o->router_cache_threshold,
+        .approx_tokens = o->router_tokens, .trace = o->trace,
+        .default_max_tokens = o->default_max_tokens, .prices = &o->prices, .pin = o->pin,
+        .progress = o->progress,
+    };
+    router_kind_parse(o->router ? o->router : "round-robin", &rcfg.router);
+    FILE *rout = stdout;
+    if (o->out && !(rout = fopen(o->out, "w"))) {
+        fprintf(stderr, "radixkv run: --out: cannot write '%s': %s\n", o->out, strerror(errno));
+        return 1;
+    }
+    rkv_status rst = replicas_run(&rcfg, rout, err, sizeof err);
+    if (rst) fprintf(stderr, "radixkv run: %s\n", err);
+    int wrc = rout != stdout ? fclose(rout) : fflush(stdout);
+    return rst ? (rst == RKV_EINVAL || rst == RKV_ENOTSUP ? 2 : 1) : (wrc ? 1 : 0);
+}
+
+/* Pins first: their KV is computed (a prefill through the backend, before the
+ * engine's clock starts) and cached before any request arrives. -1 to go on,
+ * else the exit status. */
+static int apply_pins(engine *e, const run_opts *o, cache_pins *pins)
+{
+    if (!o->pin) return -1;
+    char err[512] = "";
+    backend *be = engine_backend(e);
+    pin_file_stats ps;
+    rkv_status st = pin_file_apply(engine_cache(e), be, o->pin, be->vocab_size, pins, &ps, err,
+                                   sizeof err);
+    if (st) {
+        fprintf(stderr, "radixkv run: --pin %s\n", err);
+        return st == RKV_EIO || st == RKV_ENOMEM ? 1 : 2;
+    }
+    cache_sizes sz;
+    cache_get_sizes(engine_cache(e), &sz);
+    fprintf(stderr, "radixkv run: pinned %lld prefixes, %lld tokens", (long long)ps.prefixes,
+            (long long)sz.pinned_tokens);
+    if (ps.cut_tokens)
+        fprintf(stderr, " (%lld tokens of partial last pages not pinned)", (long long)ps.cut_tokens);
+    fputc('\n', stderr);
+    return -1;
+}
+
+/* The summary line on out and the table on stderr. */
+static void print_summary(engine *e, const run_opts *o, const run_ids *ids, FILE *out)
+{
+    backend *be = engine_backend(e);
+    engine_stats s;
+    engine_get_stats(e, &s);
+    double *ttft = malloc(sizeof(double) * (size_t)(ids->n + 1));
+    double *tpot = malloc(sizeof(double) * (size_t)(ids->n + 1));
+    int64_t nt = 0, np = 0;
+    double t_end = 0;
+    for (int64_t i = 0; ttft && tpot && i < ids->n; i++) {
+        engine_result r;
+        engine_result_get(e, i, &r);
+        if (r.error) continue;
+        ttft[nt++] = r.ttft;
+        if (r.num_output > 1) tpot[np++] = r.tpot;
+        if (r.finish_time > t_end) t_end = r.finish_time;
+    }
+    if (ttft) qsort(ttft, (size_t)nt, sizeof(double), rkv_cmp_double);
+    if (tpot) qsort(tpot, (size_t)np, sizeof(double), rkv_cmp_double);
+    double span = t_end > 0 ? t_end : 1e-9;
+    double hit = s.prompt_tokens ? (double)s.cached_tokens / (double)s.prompt_tokens : 0;
+    double sched_ms = s.steps ? s.sched_cpu_seconds / (double)s.steps * 1e3 : 0;
+    double p50_ttft = ttft ? rkv_percentile(ttft, nt, 50) : 0, p99_ttft = ttft ? rkv_percentile(ttft, nt, 99) : 0;
+    double p50_tpot = tpot ? rkv_percentile(tpot, np, 50) : 0, p99_tpot = tpot ? rkv_percentile(tpot, np, 99) : 0;
+    fprintf(out,
+            "{\"type\":\"summary\",\"backend\":\"%s\",\"cache\":\"%s\",\"policy\":\"%s\","
+            "\"schedule\":\"%s\",\"requests\":%lld,\"errors\":%lld,\"duration\":%.6f,"
+            "\"requests_per_s\":%.6f,\"output_tokens_per_s\":%.6f,\"prompt_tokens\":%lld,"
+            "\"cached_tokens\":%lld,\"output_tokens\":%lld,\"hit_rate\":%.6f,"
+            "\"ttft_p50\":%.6f,\"ttft_p99\":%.6f,\"tpot_p50\":%.6f,\"tpot_p99\":%.6f,"
+            "\"preemptions\":%lld,\"steps\":%lld,\"max_step_tokens\":%lld,"
+            "\"sched_cpu_ms_per_step\":%.6f,\"model_seconds\":%.6f,\"num_pages\":%lld",
+            be->ops->name, o->ec.cache_cfg.kind ? o->ec.cache_cfg.kind : "radix", o->ec.policy,
+            o->ec.schedule, (long long)s.num_requests, (long long)s.num_errors, span,
+            (double)(s.num_finished - s.num_errors) / span, (double)s.output_tokens / span,
+            (long long)s.prompt_tokens, (long long)s.cached_tokens, (long long)s.output_tokens,
+            hit, p50_ttft, p99_ttft, p50_tpot, p99_tpot, (long long)s.preemptions,
+            (long long)s.steps, (long long)s.max_step_tokens, sched_ms, s.model_seconds,
+            (long long)s.num_pages);
+    billing bill;
+    billing_compute(&o->prices, s.prompt_tokens, s.cached_tokens, &bill);
+    billing_print_json(out, &o->prices, &bill);
+    cache_sizes csz;
+    cache_get_sizes(engine_cache(e), &csz);
+    fprintf(out, ",\"pinned_tokens\":%lld", (long long)csz.pinned_tokens);
+    const tier_stats *ts = cache_tier_get_stats(engine_cache(e));
+    tier_print_json(out, &o->tier, ts, s.prompt_tokens, s.cached_tokens);
+    fputs("}\n", out);
+    fprintf(stderr,
+            "  requests        %lld (%lld errors) in %.3f s%s\n"
+            "  throughput      %.2f requests/s, %.1f output tokens/s\n"
+            "  hit rate        %.1f %% (%lld of %lld prompt tokens cached)\n"
+            "  TTFT            p50 %.2f ms, p99 %.2f ms\n"
+            "  TPOT            p50 %.2f ms, p99 %.2f ms\n"
+            "  steps           %lld, preemptions %lld, scheduler CPU %.3f ms/step\n"
+            "  input bill      %.6g (%.6g without a cache, %.1f %% saved)\n",
+            (long long)s.num_requests, (long long)s.num_errors, span,
+            (be->ops->caps & BACKEND_CAP_MODELLED_TIME) ? " (modelled)" : "",
+            (double)(s.num_finished - s.num_errors) / span, (double)s.output_tokens / span,
+            hit * 100, (long long)s.cached_tokens, (long long)s.prompt_tokens, p50_ttft * 1e3,
+            p99_ttft * 1e3, p50_tpot * 1e3, p99_tpot * 1e3, (long long)s.steps,
+            (long long)s.preemptions, sched_ms, bill.cost, bill.cost_no_cache, bill.saving * 100);
+    if (ts) {
+        fprintf(stderr, "  spill tier      %llu host + %llu disk tokens loaded back, %llu pages spilled"
+                ", %.3f ms loading\n", (unsigned long long)ts->host_hit_tokens,
+                (unsigned long long)ts->disk_hit_tokens, (unsigned long long)ts->spilled_pages,
+                ts->load_seconds * 1e3);
+        if (cache_tier_last_error(engine_cache(e)))
+            fprintf(stderr, "radixkv run: warning: %llu spills failed (plain evictions); first: %s\n",
+                    (unsigned long long)ts->spill_failures, cache_tier_last_error(engine_cache(e)));
+    }
+    free(ttft);
+    free(tpot);
+}
+
 int cmd_run(int argc, char **argv)
 {
     run_opts o;
     memset(&o, 0, sizeof o);
     int rc = parse_run(argc, argv, &o);
     if (rc >= 0) return rc;
+    if (o.replicas > 1 || o.router) return run_replicas(&o);
 
     char err[512] = "";
-    if (o.replicas > 1 || o.router) {
-        replicas_config rcfg = {
-            .engine = &o.ec, .replicas = o.replicas, .balance_threshold = o.router_threshold,
-            .cache_threshold = o.router_cache_threshold,
-            .approx_tokens = o.router_tokens, .trace = o.trace,
-            .default_max_tokens = o.default_max_tokens, .prices = &o.prices, .pin = o.pin,
-            .progress = o.progress,
-        };
-        router_kind_parse(o.router ? o.router : "round-robin", &rcfg.router);
-        FILE *rout = stdout;
-        if (o.out && !(rout = fopen(o.out, "w"))) {
-            fprintf(stderr, "radixkv run: --out: cannot write '%s': %s\n", o.out, strerror(errno));
-            return 1;
-        }
-        rkv_status rst = replicas_run(&rcfg, rout, err, sizeof err);
-        if (rst) fprintf(stderr, "radixkv run: %s\n", err);
-        int wrc = rout != stdout ? fclose(rout) : fflush(stdout);
-        return rst ? (rst == RKV_EINVAL || rst == RKV_ENOTSUP ? 2 : 1) : (wrc ? 1 : 0);
-    }
     engine *e = NULL;
     rkv_status st = engine_create(&o.ec, &e, err, sizeof err);
     if (st) {
@@ -375,30 +481,12 @@ int cmd_run(int argc, char **argv)
     backend *be = engine_backend(e);
     fprintf(stderr, "radixkv run: %s; cache %s, policy %s, schedule %s\n", be->description,
             o.ec.cache_cfg.kind ? o.ec.cache_cfg.kind : "radix", o.ec.policy, o.ec.schedule);
-
-    /* Pins first: their KV is computed (a prefill through the backend, before
-     * the engine's clock starts) and cached before any request arrives. */
     cache_pins pins;
     cache_pins_init(&pins);
-    if (o.pin) {
-        pin_file_stats ps;
-        if ((st = pin_file_apply(engine_cache(e), be, o.pin, be->vocab_size, &pins, &ps, err,
-                                 sizeof err))) {
-            fprintf(stderr, "radixkv run: --pin %s\n", err);
-            cache_pins_release(engine_cache(e), &pins);
-            cache_pins_free(&pins);
-            engine_destroy(e);
-            return st == RKV_EIO || st == RKV_ENOMEM ? 1 : 2;
-        }
-        cache_sizes sz;
-        cache_get_sizes(engine_cache(e), &sz);
-        fprintf(stderr, "radixkv run: pinned %lld prefixes, %lld tokens", (long long)ps.prefixes,
-                (long long)sz.pinned_tokens);
-        if (ps.cut_tokens)
-            fprintf(stderr, " (%lld tokens of partial last pages not pinned)", (long long)ps.cut_tokens);
-        fputc('\n', stderr);
+    if ((rc = apply_pins(e, &o, &pins)) >= 0) {
+        run_teardown(e, &pins);
+        return rc;
     }
-
     run_ids ids = {0};
     if ((st = run_load_trace(e, o.trace, o.default_max_tokens, &ids, err, sizeof err))) {
         fprintf(stderr, "radixkv run: %s\n", err);
@@ -433,76 +521,7 @@ int cmd_run(int argc, char **argv)
         return 1;
     }
 
-    engine_stats s;
-    engine_get_stats(e, &s);
-    double *ttft = malloc(sizeof(double) * (size_t)(ids.n + 1));
-    double *tpot = malloc(sizeof(double) * (size_t)(ids.n + 1));
-    int64_t nt = 0, np = 0;
-    double t_end = 0;
-    for (int64_t i = 0; ttft && tpot && i < ids.n; i++) {
-        engine_result r;
-        engine_result_get(e, i, &r);
-        if (r.error) continue;
-        ttft[nt++] = r.ttft;
-        if (r.num_output > 1) tpot[np++] = r.tpot;
-        if (r.finish_time > t_end) t_end = r.finish_time;
-    }
-    if (ttft) qsort(ttft, (size_t)nt, sizeof(double), rkv_cmp_double);
-    if (tpot) qsort(tpot, (size_t)np, sizeof(double), rkv_cmp_double);
-    double span = t_end > 0 ? t_end : 1e-9;
-    double hit = s.prompt_tokens ? (double)s.cached_tokens / (double)s.prompt_tokens : 0;
-    double sched_ms = s.steps ? s.sched_cpu_seconds / (double)s.steps * 1e3 : 0;
-    double p50_ttft = ttft ? rkv_percentile(ttft, nt, 50) : 0, p99_ttft = ttft ? rkv_percentile(ttft, nt, 99) : 0;
-    double p50_tpot = tpot ? rkv_percentile(tpot, np, 50) : 0, p99_tpot = tpot ? rkv_percentile(tpot, np, 99) : 0;
-    fprintf(out,
-            "{\"type\":\"summary\",\"backend\":\"%s\",\"cache\":\"%s\",\"policy\":\"%s\","
-            "\"schedule\":\"%s\",\"requests\":%lld,\"errors\":%lld,\"duration\":%.6f,"
-            "\"requests_per_s\":%.6f,\"output_tokens_per_s\":%.6f,\"prompt_tokens\":%lld,"
-            "\"cached_tokens\":%lld,\"output_tokens\":%lld,\"hit_rate\":%.6f,"
-            "\"ttft_p50\":%.6f,\"ttft_p99\":%.6f,\"tpot_p50\":%.6f,\"tpot_p99\":%.6f,"
-            "\"preemptions\":%lld,\"steps\":%lld,\"max_step_tokens\":%lld,"
-            "\"sched_cpu_ms_per_step\":%.6f,\"model_seconds\":%.6f,\"num_pages\":%lld",
-            be->ops->name, o.ec.cache_cfg.kind ? o.ec.cache_cfg.kind : "radix", o.ec.policy,
-            o.ec.schedule, (long long)s.num_requests, (long long)s.num_errors, span,
-            (double)(s.num_finished - s.num_errors) / span, (double)s.output_tokens / span,
-            (long long)s.prompt_tokens, (long long)s.cached_tokens, (long long)s.output_tokens,
-            hit, p50_ttft, p99_ttft, p50_tpot, p99_tpot, (long long)s.preemptions,
-            (long long)s.steps, (long long)s.max_step_tokens, sched_ms, s.model_seconds,
-            (long long)s.num_pages);
-    billing bill;
-    billing_compute(&o.prices, s.prompt_tokens, s.cached_tokens, &bill);
-    billing_print_json(out, &o.prices, &bill);
-    cache_sizes csz;
-    cache_get_sizes(engine_cache(e), &csz);
-    fprintf(out, ",\"pinned_tokens\":%lld", (long long)csz.pinned_tokens);
-    const tier_stats *ts = cache_tier_get_stats(engine_cache(e));
-    tier_print_json(out, &o.tier, ts, s.prompt_tokens, s.cached_tokens);
-    fputs("}\n", out);
-    fprintf(stderr,
-            "  requests        %lld (%lld errors) in %.3f s%s\n"
-            "  throughput      %.2f requests/s, %.1f output tokens/s\n"
-            "  hit rate        %.1f %% (%lld of %lld prompt tokens cached)\n"
-            "  TTFT            p50 %.2f ms, p99 %.2f ms\n"
-            "  TPOT            p50 %.2f ms, p99 %.2f ms\n"
-            "  steps           %lld, preemptions %lld, scheduler CPU %.3f ms/step\n"
-            "  input bill      %.6g (%.6g without a cache, %.1f %% saved)\n",
-            (long long)s.num_requests, (long long)s.num_errors, span,
-            be->ops->name && !strcmp(be->ops->name, "sim") ? " (modelled)" : "",
-            (double)(s.num_finished - s.num_errors) / span, (double)s.output_tokens / span,
-            hit * 100, (long long)s.cached_tokens, (long long)s.prompt_tokens, p50_ttft * 1e3,
-            p99_ttft * 1e3, p50_tpot * 1e3, p99_tpot * 1e3, (long long)s.steps,
-            (long long)s.preemptions, sched_ms, bill.cost, bill.cost_no_cache, bill.saving * 100);
-    if (ts) {
-        fprintf(stderr, "  spill tier      %llu host + %llu disk tokens loaded back, %llu pages spilled"
-                ", %.3f ms loading\n", (unsigned long long)ts->host_hit_tokens,
-                (unsigned long long)ts->disk_hit_tokens, (unsigned long long)ts->spilled_pages,
-                ts->load_seconds * 1e3);
-        if (cache_tier_last_error(engine_cache(e)))
-            fprintf(stderr, "radixkv run: warning: %llu spills failed (plain evictions); first: %s\n",
-                    (unsigned long long)ts->spill_failures, cache_tier_last_error(engine_cache(e)));
-    }
-    free(ttft);
-    free(tpot);
+    print_summary(e, &o, &ids, out);
     int status = 0;
     if (o.pin && cache_pins_check(engine_cache(e), &pins, err, sizeof err)) {
         fprintf(stderr, "radixkv run: %s\n", err);
