@@ -487,30 +487,12 @@ static void hash_destroy(cache *c)
 }
 
 static const cache_ops hash_ops = {
-    .name = "hash",
-    .match = hash_match,
-    .insert = hash_insert,
-    .lock = hash_lock,
-    .unlock = hash_unlock,
-    .evict = hash_evict,
-    .sizes = hash_sizes,
-    .check = hash_check,
-    .dump = hash_dump,
-    .destroy = hash_destroy,
-    .caps = CACHE_CAP_REUSE,
+    "hash", hash_match, hash_insert, hash_lock, hash_unlock, hash_evict, hash_sizes, hash_check,
+    hash_dump, hash_destroy, NULL, NULL, NULL, CACHE_CAP_REUSE,
 };
 static const cache_ops nocache_ops = {
-    .name = "hash-nocache",
-    .match = hash_match,
-    .insert = hash_insert,
-    .lock = hash_lock,
-    .unlock = hash_unlock,
-    .evict = hash_evict,
-    .sizes = hash_sizes,
-    .check = hash_check,
-    .dump = hash_dump,
-    .destroy = hash_destroy,
-    .caps = 0,
+    "hash-nocache", hash_match, hash_insert, hash_lock, hash_unlock, hash_evict, hash_sizes,
+    hash_check, hash_dump, hash_destroy, NULL, NULL, NULL, 0,
 };
 
 rkv_status cache_hash_create(const cache_config *cfg, page_pool *pool, bool nocache,

@@ -125,3 +125,17 @@ bool cli_given(const cli_opt *opts, const char *name)
         if (!strcmp(o->name, name)) return o->seen;
     return false;
 }
+
+int cli_command(const char *cmd, cli_opt *opts, int argc, char **argv, cli_args *a,
+                void (*usage)(FILE *f))
+{
+    char prog[64], err[512];
+    snprintf(prog, sizeof prog, "radixkv %s", cmd);
+    if (cli_parse(prog, opts, argc, argv, a, err, sizeof err)) {
+        fprintf(stderr, "%s: %s\n", prog, err);
+        return 2;
+    }
+    if (!a->help) return -1;
+    usage(stdout);
+    return 0;
+}

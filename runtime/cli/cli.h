@@ -30,6 +30,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 typedef enum cli_kind {
     CLI_END_KIND = 0, /* end of the table */
@@ -80,6 +81,12 @@ typedef struct cli_args {
  * a->help set. More positionals than CLI_MAX_POSITIONALS is an error. */
 int cli_parse(const char *prog, cli_opt *opts, int argc, char **argv, cli_args *a, char *err,
               size_t errlen);
+
+/* cli_parse for a radixkv command (cmd: "run", "cache-sim", ...): prints
+ * "radixkv CMD: <error>" to stderr, or the usage to stdout on --help.
+ * Returns -1 to go on, else the exit status (2: bad usage, 0: help). */
+int cli_command(const char *cmd, cli_opt *opts, int argc, char **argv, cli_args *a,
+                void (*usage)(FILE *f));
 
 /* Was the option named `name` given? (false for a name not in the table) */
 bool cli_given(const cli_opt *opts, const char *name);

@@ -112,14 +112,8 @@ static int parse_cache_sim(int argc, char **argv, sim_cmd *m)
     tier_opts_cli(&m->topt, opts, &nopts);
     char err[512] = "";
     cli_args a;
-    if (cli_parse("radixkv cache-sim", opts, argc, argv, &a, err, sizeof err)) {
-        fprintf(stderr, "radixkv cache-sim: %s\n", err);
-        return 2;
-    }
-    if (a.help) {
-        usage_cache_sim(stdout);
-        return 0;
-    }
+    int rc = cli_command("cache-sim", opts, argc, argv, &a, usage_cache_sim);
+    if (rc >= 0) return rc;
     if (a.npos > 1) {
         fprintf(stderr, "radixkv cache-sim: more than one TRACE ('%s', '%s')\n", a.pos[0], a.pos[1]);
         return 2;

@@ -72,14 +72,8 @@ int cmd_gen(int argc, char **argv)
     };
     char err[512];
     cli_args a;
-    if (cli_parse("radixkv gen", opts, argc, argv, &a, err, sizeof err)) {
-        fprintf(stderr, "radixkv gen: %s\n", err);
-        return 2;
-    }
-    if (a.help) {
-        usage_gen(stdout);
-        return 0;
-    }
+    int rc = cli_command("gen", opts, argc, argv, &a, usage_gen);
+    if (rc >= 0) return rc;
     if (a.npos == 0) {
         fprintf(stderr, "radixkv gen: KIND is required (see radixkv gen --help)\n");
         return 2;

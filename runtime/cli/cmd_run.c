@@ -161,16 +161,9 @@ static int parse_run(int argc, char **argv, run_opts *o)
     int nopts = 0;
     while (opts[nopts].name) nopts++;
     tier_opts_cli(&o->tier, opts, &nopts);
-    char perr[512];
     cli_args a;
-    if (cli_parse("radixkv run", opts, argc, argv, &a, perr, sizeof perr)) {
-        fprintf(stderr, "radixkv run: %s\n", perr);
-        return 2;
-    }
-    if (a.help) {
-        usage_run(stdout);
-        return 0;
-    }
+    int rc = cli_command("run", opts, argc, argv, &a, usage_run);
+    if (rc >= 0) return rc;
     if (a.npos) {
         fprintf(stderr, "radixkv run: unexpected argument '%s' (the trace goes after --trace)\n",
                 a.pos[0]);

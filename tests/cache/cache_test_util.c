@@ -28,3 +28,12 @@ cache *tu_create(const char *kind, const char *hash_fn, page_pool *pool)
     ck_assert_msg(st == RKV_OK, "cache_create(%s): %s", kind, err);
     return c;
 }
+
+int tu_run_suite(Suite *s)
+{
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

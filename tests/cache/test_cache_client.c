@@ -172,9 +172,5 @@ int main(void)
     tcase_add_loop_test(tc, reserve_evicts_the_shortfall_and_stops_at_locks, 0, n);
     tcase_add_loop_test(tc, node_hooks_report_evictions_through_a_tier, 0, n);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return tu_run_suite(s);
 }

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cache_test_util.h"
 #include "rkv_core.h"
 
 /* The reference sequence of splitmix64 from state 0: the cpu and cuda
@@ -73,9 +74,5 @@ int main(void)
     tcase_add_test(tc, percentile_is_nearest_rank);
     tcase_add_test(tc, json_string_escapes);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return tu_run_suite(s);
 }
