@@ -24,6 +24,9 @@
  *   request inserted the same tokens meanwhile), the caller frees its own pages
  *   in [matched/P, prefix_len/P): the cache keeps exactly one owner per page.
  *
+ * Callers do not write this protocol out themselves: cache_client.h is its
+ * one implementation (admit, commit, release).
+ *
  * Namespaces: match and insert take a 64-bit namespace (salt); 0 is the default
  * tenant. Identical tokens under different namespaces never share pages.
  *

@@ -340,6 +340,87 @@ static void summary(driver *d)
     free(ttft);
 }
 
+/* Replica i: its engine (reporting to on_finish through fc), its pins, and
+ * for the cache-aware router its approximate tree. */
+static rkv_status replica_open(driver *d, int32_t i, fin_ctx *fc, char *err, size_t errlen)
+{
+    const replicas_config *rc = d->rc;
+    replica *rp = &d->r[i];
+    rkv_status st = engine_create(rc->engine, &rp->e, err, errlen);
+    if (st) return st;
+    *fc = (fin_ctx){d, i};
+    engine_on_finish(rp->e, on_finish, fc);
+    cache_pins_init(&rp->pins);
+    if (rc->pin) {
+        pin_file_stats ps;
+        backend *pb = engine_backend(rp->e);
+        char why[400];
+        if ((st = pin_file_apply(engine_cache(rp->e), pb, rc->pin, pb->vocab_size, &rp->pins, &ps,
+                                 why, sizeof why))) {
+            snprintf(err, errlen, "--pin %s", why);
+            return st;
+        }
+    }
+    if (rc->router != ROUTER_CACHE_AWARE) return RKV_OK;
+    backend *be = engine_backend(rp->e);
+    int64_t pages = rc->approx_tokens > 0 ? (rc->approx_tokens + be->page_size - 1) / be->page_size
+                                          : be->num_pages;
+    if (pages > INT32_MAX) pages = INT32_MAX;
+    if ((st = page_pool_init(&rp->a.pool, (int32_t)pages, be->page_size)) != RKV_OK
+        || (st = cache_create(NULL, &rp->a.pool, &rp->a.c, err, errlen)) != RKV_OK)
+        snprintf(err, errlen, "router: approximate tree of replica %d: %s", i, rkv_status_str(st));
+    return st;
+}
+
+/* Every request in arrival order (order[]): the clock advances to its
+ * arrival, the router picks a replica, the replica's engine takes it. */
+static rkv_status dispatch(driver *d, const int64_t *order, char *err, size_t errlen)
+{
+    rkv_status st = RKV_OK;
+    for (int64_t j = 0; j < d->n && st == RKV_OK; j++) {
+        rreq *q = &d->reqs[order[j]];
+        if ((st = advance(d, q->arrival, err, errlen))) break;
+        int32_t i = route(d, q, j);
+        replica *rp = &d->r[i];
+        if ((st = rkv_grow((void **)&rp->req_of, &rp->req_cap, rp->routed + 1,
+                           sizeof *rp->req_of)))
+            break;
+        rp->req_of[rp->routed] = order[j];
+        engine_request er = {.tokens = q->tokens, .n_tokens = q->n, .max_tokens = q->max_tokens,
+                             .stop_token = -1, .sampling = q->sampling, .arrival = q->arrival};
+        q->replica = i;
+        rp->outstanding++;
+        rp->routed++;
+        char why[256];
+        if ((st = engine_add(rp->e, &er, &q->eid, why, sizeof why))) {
+            snprintf(err, errlen, "%s: request %s: %s", d->rc->trace, q->id_json, why);
+            break;
+        }
+        rp->busy = true;
+    }
+    if (st == RKV_OK) st = advance(d, -1, err, errlen);
+    return st;
+}
+
+static void driver_free(driver *d)
+{
+    for (int32_t i = 0; d->r && i < d->rc->replicas; i++) {
+        replica *rp = &d->r[i];
+        if (rp->e) cache_pins_release(engine_cache(rp->e), &rp->pins);
+        cache_pins_free(&rp->pins);
+        engine_destroy(rp->e);
+        if (rp->a.c) cache_destroy(rp->a.c);
+        if (rp->a.pool.state) page_pool_destroy(&rp->a.pool);
+        free(rp->req_of);
+    }
+    for (int64_t k = 0; k < d->n; k++) {
+        free(d->reqs[k].tokens);
+        free(d->reqs[k].id_json);
+    }
+    free(d->reqs);
+    free(d->r);
+}
+
 rkv_status replicas_run(const replicas_config *rc, FILE *out, char *err, size_t errlen)
 {
     if (rc->replicas < 1) {
@@ -355,32 +436,8 @@ rkv_status replicas_run(const replicas_config *rc, FILE *out, char *err, size_t 
         st = RKV_ENOMEM;
         goto done;
     }
-    for (int32_t i = 0; i < rc->replicas && st == RKV_OK; i++) {
-        if ((st = engine_create(rc->engine, &d.r[i].e, err, errlen))) break;
-        fc[i] = (fin_ctx){&d, i};
-        engine_on_finish(d.r[i].e, on_finish, &fc[i]);
-        cache_pins_init(&d.r[i].pins);
-        if (rc->pin) {
-            pin_file_stats ps;
-            backend *pb = engine_backend(d.r[i].e);
-            char why[400];
-            if ((st = pin_file_apply(engine_cache(d.r[i].e), pb, rc->pin, pb->vocab_size, &d.r[i].pins,
-                                     &ps, why, sizeof why))) {
-                snprintf(err, errlen, "--pin %s", why);
-                break;
-            }
-        }
-        if (rc->router != ROUTER_CACHE_AWARE) continue;
-        backend *be = engine_backend(d.r[i].e);
-        int64_t pages = rc->approx_tokens > 0 ? (rc->approx_tokens + be->page_size - 1) / be->page_size
-                                              : be->num_pages;
-        if (pages > INT32_MAX) pages = INT32_MAX;
-        if ((st = page_pool_init(&d.r[i].a.pool, (int32_t)pages, be->page_size)) != RKV_OK
-            || (st = cache_create(NULL, &d.r[i].a.pool, &d.r[i].a.c, err, errlen)) != RKV_OK) {
-            snprintf(err, errlen, "router: approximate tree of replica %d: %s", i, rkv_status_str(st));
-            break;
-        }
-    }
+    for (int32_t i = 0; i < rc->replicas && st == RKV_OK; i++)
+        st = replica_open(&d, i, &fc[i], err, errlen);
     if (st) goto done;
     fprintf(stderr, "radixkv run: %d replicas of %s; router %s\n", rc->replicas,
             engine_backend(d.r[0].e)->description, router_names[rc->router]);
@@ -393,32 +450,7 @@ rkv_status replicas_run(const replicas_config *rc, FILE *out, char *err, size_t 
     for (int64_t k = 0; k < d.n; k++) order[k] = k;
     qsort_r(order, (size_t)d.n, sizeof *order, cmp_arrival, d.reqs);
     progress_start(&d.prog, "run", "requests", d.n, rc->progress);
-    for (int64_t j = 0; j < d.n && st == RKV_OK; j++) {
-        rreq *q = &d.reqs[order[j]];
-        if ((st = advance(&d, q->arrival, err, errlen))) break;
-        int32_t i = route(&d, q, j);
-        replica *rp = &d.r[i];
-        if (rp->routed == rp->req_cap) {
-            int64_t nc = rp->req_cap ? 2 * rp->req_cap : 64;
-            int64_t *a = realloc(rp->req_of, sizeof *a * (size_t)nc);
-            if (!a) { st = RKV_ENOMEM; break; }
-            rp->req_of = a;
-            rp->req_cap = nc;
-        }
-        rp->req_of[rp->routed] = order[j];
-        engine_request er = {.tokens = q->tokens, .n_tokens = q->n, .max_tokens = q->max_tokens,
-                             .stop_token = -1, .sampling = q->sampling, .arrival = q->arrival};
-        q->replica = i;
-        rp->outstanding++;
-        rp->routed++;
-        char why[256];
-        if ((st = engine_add(rp->e, &er, &q->eid, why, sizeof why))) {
-            snprintf(err, errlen, "%s: request %s: %s", rc->trace, q->id_json, why);
-            break;
-        }
-        rp->busy = true;
-    }
-    if (st == RKV_OK) st = advance(&d, -1, err, errlen);
+    st = dispatch(&d, order, err, errlen);
     progress_finish(&d.prog);
     for (int32_t i = 0; st == RKV_OK && i < rc->replicas; i++) {
         char why[400];
@@ -427,20 +459,7 @@ rkv_status replicas_run(const replicas_config *rc, FILE *out, char *err, size_t 
     if (st == RKV_OK) summary(&d);
 done:
     if (st == RKV_ENOMEM && !err[0]) snprintf(err, errlen, "replicas: out of host memory");
-    for (int32_t i = 0; d.r && i < rc->replicas; i++) {
-        if (d.r[i].e) cache_pins_release(engine_cache(d.r[i].e), &d.r[i].pins);
-        cache_pins_free(&d.r[i].pins);
-        engine_destroy(d.r[i].e);
-        if (d.r[i].a.c) cache_destroy(d.r[i].a.c);
-        if (d.r[i].a.pool.state) page_pool_destroy(&d.r[i].a.pool);
-        free(d.r[i].req_of);
-    }
-    for (int64_t k = 0; k < d.n; k++) {
-        free(d.reqs[k].tokens);
-        free(d.reqs[k].id_json);
-    }
-    free(d.reqs);
-    free(d.r);
+    driver_free(&d);
     free(fc);
     free(order);
     return st;
