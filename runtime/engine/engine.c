@@ -271,45 +271,45 @@ static void drain_finished(engine *e, double t)
     e->sched.num_finished = 0;
 }
 
-rkv_status engine_add(engine *e, const engine_request *req, int64_t *id, char *err,
-                      size_t errlen)
+/* A request the engine can take at all: tokens in the vocabulary, sane
+ * sampling and arrival. The message in err names the field. */
+static rkv_status check_request(const engine *e, const engine_request *req, char *err,
+                                size_t errlen)
 {
     if (!req->tokens || req->n_tokens < 1)
         return rkv_fail(RKV_EINVAL, err, errlen, "request has no prompt tokens");
-    if (req->max_tokens < 1) {
-        snprintf(err, errlen, "max_tokens %d must be >= 1", req->max_tokens);
-        return RKV_EINVAL;
-    }
-    if (!(req->arrival >= 0) || isinf(req->arrival)) {
-        snprintf(err, errlen, "arrival %g must be a finite number >= 0", req->arrival);
-        return RKV_EINVAL;
-    }
-    for (int32_t i = 0; i < req->n_tokens; i++) {
-        if (req->tokens[i] < 0 || req->tokens[i] >= e->be->vocab_size) {
-            snprintf(err, errlen, "token %d (%d) is outside the vocabulary [0, %d)", i,
-                     req->tokens[i], e->be->vocab_size);
-            return RKV_ERANGE;
-        }
-    }
+    if (req->max_tokens < 1)
+        return rkv_fail(RKV_EINVAL, err, errlen, "max_tokens %d must be >= 1", req->max_tokens);
+    if (!(req->arrival >= 0) || isinf(req->arrival))
+        return rkv_fail(RKV_EINVAL, err, errlen, "arrival %g must be a finite number >= 0",
+                        req->arrival);
+    for (int32_t i = 0; i < req->n_tokens; i++)
+        if (req->tokens[i] < 0 || req->tokens[i] >= e->be->vocab_size)
+            return rkv_fail(RKV_ERANGE, err, errlen,
+                            "token %d (%d) is outside the vocabulary [0, %d)", i, req->tokens[i],
+                            e->be->vocab_size);
     if (!(req->sampling.temperature >= 0) || !(req->sampling.top_p > 0))
         return rkv_fail(RKV_EINVAL, err, errlen, "temperature must be >= 0 and top_p > 0");
-    rkv_status st = rkv_grow((void **)&e->reqs, &e->reqs_cap, e->num_reqs + 1, sizeof(void *));
-    if (st) return st;
+    return RKV_OK;
+}
+
+/* A new request struct for req, id e->num_reqs (room for prompt, outputs and
+ * one pending slot; logits with keep_logits). */
+static rkv_status eng_req_new(engine *e, const engine_request *req, eng_req **out)
+{
     eng_req *q = calloc(1, sizeof *q);
     if (!q) return RKV_ENOMEM;
     sched_req *r = &q->s;
     int64_t total = (int64_t)req->n_tokens + req->max_tokens;
     r->tokens = malloc(sizeof(int32_t) * (size_t)(total + 1));
     r->out_ids = malloc(sizeof(int32_t) * (size_t)req->max_tokens);
-    if (!r->tokens || !r->out_ids) {
-        sched_req_free(r);
-        free(q);
-        return RKV_ENOMEM;
-    }
     cache_match_init(&r->match);
-    if (e->cfg.keep_logits &&
-        !(q->logits = malloc(sizeof(float) * (size_t)req->max_tokens * (size_t)e->be->vocab_size))) {
+    if (!r->tokens || !r->out_ids
+        || (e->cfg.keep_logits
+            && !(q->logits = malloc(sizeof(float) * (size_t)req->max_tokens
+                                    * (size_t)e->be->vocab_size)))) {
         sched_req_free(r);
+        free(q->logits);
         free(q);
         return RKV_ENOMEM;
     }
@@ -321,42 +321,60 @@ rkv_status engine_add(engine *e, const engine_request *req, int64_t *id, char *e
     r->ns = req->ns;
     r->sampling = req->sampling;
     r->id = e->num_reqs;
-    if (r->sampling.seed == 0) r->sampling.seed = rkv_splitmix64(e->cfg.seed ^ rkv_splitmix64((uint64_t)r->id + 1));
+    if (r->sampling.seed == 0)
+        r->sampling.seed = rkv_splitmix64(e->cfg.seed ^ rkv_splitmix64((uint64_t)r->id + 1));
     r->state = REQ_FUTURE;
     q->arrival = e->cfg.offline ? 0 : req->arrival;
     q->first_token_time = -1;
+    *out = q;
+    return RKV_OK;
+}
+
+/* Into the arrival-sorted future list, after equal arrivals. */
+static rkv_status future_insert(engine *e, const eng_req *q)
+{
+    rkv_status st = rkv_grow((void **)&e->future, &e->future_cap, e->num_future + 1,
+                             sizeof(int64_t));
+    if (st) return st;
+    int64_t lo = e->future_head, hi = e->num_future;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (e->reqs[e->future[mid]]->arrival <= q->arrival) lo = mid + 1;
+        else hi = mid;
+    }
+    memmove(e->future + lo + 1, e->future + lo, sizeof(int64_t) * (size_t)(e->num_future - lo));
+    e->future[lo] = q->s.id;
+    e->num_future++;
+    return RKV_OK;
+}
+
+rkv_status engine_add(engine *e, const engine_request *req, int64_t *id, char *err,
+                      size_t errlen)
+{
+    rkv_status st = check_request(e, req, err, errlen);
+    if (st) return st;
+    if ((st = rkv_grow((void **)&e->reqs, &e->reqs_cap, e->num_reqs + 1, sizeof(void *))))
+        return st;
+    eng_req *q = NULL;
+    if ((st = eng_req_new(e, req, &q))) return st;
     e->reqs[e->num_reqs++] = q;
-    *id = r->id;
+    *id = q->s.id;
 
     /* Never fits: the K/V of prompt + outputs - 1 tokens (the last output is
      * never fed back) must fit the whole pool, and the model's context. */
-    int64_t kv = total - 1;
+    int64_t total = (int64_t)req->n_tokens + req->max_tokens, kv = total - 1;
     int64_t pages = (kv + e->pool.page_size - 1) / e->pool.page_size;
     char msg[160];
     if (total > e->be->max_context) {
         snprintf(msg, sizeof msg, "prompt + max_tokens = %lld tokens exceeds the model's context of %d",
                  (long long)total, e->be->max_context);
-        st = scheduler_fail(&e->sched, r, msg);
     } else if (pages > e->pool.num_pages) {
         snprintf(msg, sizeof msg, "needs %lld KV pages, the pool has %d", (long long)pages,
                  e->pool.num_pages);
-        st = scheduler_fail(&e->sched, r, msg);
     } else {
-        /* Insert into the arrival-sorted future list, after equal arrivals. */
-        st = rkv_grow((void **)&e->future, &e->future_cap, e->num_future + 1, sizeof(int64_t));
-        if (st) return st;
-        int64_t lo = e->future_head, hi = e->num_future;
-        while (lo < hi) {
-            int64_t mid = lo + (hi - lo) / 2;
-            if (e->reqs[e->future[mid]]->arrival <= q->arrival) lo = mid + 1;
-            else hi = mid;
-        }
-        memmove(e->future + lo + 1, e->future + lo, sizeof(int64_t) * (size_t)(e->num_future - lo));
-        e->future[lo] = r->id;
-        e->num_future++;
-        return RKV_OK;
+        return future_insert(e, q);
     }
-    if (st) return st;
+    if ((st = scheduler_fail(&e->sched, &q->s, msg))) return st;
     q->first_token_time = q->arrival;
     drain_finished(e, q->arrival);
     return RKV_OK;
