@@ -79,6 +79,8 @@ typedef struct sim_cmd {
     cache_pins pins;
 } sim_cmd;
 
+static int check_cache_sim(sim_cmd *m);
+
 /* Options into m; -1 to go on, else the exit status. */
 static int parse_cache_sim(int argc, char **argv, sim_cmd *m)
 {
@@ -110,7 +112,6 @@ static int parse_cache_sim(int argc, char **argv, sim_cmd *m)
     int nopts = 0;
     while (opts[nopts].name) nopts++;
     tier_opts_cli(&m->topt, opts, &nopts);
-    char err[512] = "";
     cli_args a;
     int rc = cli_command("cache-sim", opts, argc, argv, &a, usage_cache_sim);
     if (rc >= 0) return rc;
@@ -120,6 +121,15 @@ static int parse_cache_sim(int argc, char **argv, sim_cmd *m)
     }
     m->trace = a.npos ? a.pos[0] : NULL;
     o->progress = !no_progress;
+    return check_cache_sim(m);
+}
+
+/* What the options mean together; the time model. -1 to go on, else the
+ * exit status. */
+static int check_cache_sim(sim_cmd *m)
+{
+    cache_sim_options *o = &m->o;
+    char err[512] = "";
     const char *missing = !m->cfg.kind ? "--cache" : o->capacity < 0 ? "--capacity"
                         : m->page_size < 0 ? "--page-size" : !m->trace ? "TRACE" : NULL;
     if (missing) {

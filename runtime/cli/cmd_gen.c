@@ -42,17 +42,18 @@ static void usage_gen(FILE *f)
         "  --out FILE        instead of stdout\n");
 }
 
-int cmd_gen(int argc, char **argv)
+/* Options into c and *out_path; -1 to go on, else the exit status. */
+static int parse_gen(int argc, char **argv, workload_config *cp, const char **out_path)
 {
     workload_config c;
     workload_config_default(&c);
-    const char *out_path = NULL, *model = NULL;
+    const char *model = NULL;
     const int64_t BIG = 1 << 24;
     int64_t num = c.num, prompt_len = c.prompt_len, output_len = c.output_len, turns = c.turns;
     int64_t shared_len = c.shared_len, branching = c.branching, depth = c.depth;
     int64_t examples = c.examples, shots = c.shots, seed = (int64_t)c.seed, vocab = c.vocab_size;
     cli_opt opts[] = {
-        CLI_STR_OPT("--out", &out_path),
+        CLI_STR_OPT("--out", out_path),
         CLI_STR_OPT("--model", &model),
         CLI_INT_OPT("--num", &num, 1, BIG),
         CLI_INT_OPT("--prompt-len", &prompt_len, 1, BIG),
@@ -115,6 +116,17 @@ int cmd_gen(int argc, char **argv)
         }
         c.vocab_size = mc.vocab_size;
     }
+    *cp = c;
+    return -1;
+}
+
+int cmd_gen(int argc, char **argv)
+{
+    workload_config c;
+    const char *out_path = NULL;
+    int rc = parse_gen(argc, argv, &c, &out_path);
+    if (rc >= 0) return rc;
+    char err[512];
     workload w;
     rkv_status st = workload_generate(&c, &w, err, sizeof err);
     if (st) {

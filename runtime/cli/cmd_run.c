@@ -111,6 +111,8 @@ static const char *const policy_names[] = {"fcfs", "lpm", "dfs-weight", "random"
 static const char *const schedule_names[] = {"sync", "overlap", NULL};
 static const char *const evict_names[] = {"lru", "lfu", "fifo", NULL};
 
+static int check_run(run_opts *o);
+
 /* Returns -1 to go on, else an exit status. */
 static int parse_run(int argc, char **argv, run_opts *o)
 {
@@ -180,6 +182,13 @@ static int parse_run(int argc, char **argv, run_opts *o)
     o->ec.backend_cfg.num_threads = (int)threads;
     o->ec.seed = o->ec.backend_cfg.seed = (uint64_t)seed;
     o->progress = !no_progress;
+    return check_run(o);
+}
+
+/* What the options mean together, and values the backend would reject later,
+ * named by their option now. -1 to go on, else the exit status. */
+static int check_run(run_opts *o)
+{
     const char *kind = o->ec.cache_cfg.kind ? o->ec.cache_cfg.kind : "radix";
     if (o->ec.cache_cfg.hash_fn && strncmp(kind, "hash", 4)) {
         fprintf(stderr, "radixkv run: --hash applies to the hash kinds, not --cache %s\n", kind);
@@ -189,7 +198,6 @@ static int parse_run(int argc, char **argv, run_opts *o)
         fprintf(stderr, "radixkv run: --trace FILE is required (see radixkv run --help)\n");
         return 2;
     }
-    /* Values the backend would reject later, named by their option now. */
     char err[512];
     model_config mc;
     if (model_config_load(o->ec.backend_cfg.model, &mc, err, sizeof err)) {

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Golden outputs: `radixkv cache-sim` and `radixkv run --backend sim` on fixed
-traces must print exactly what they printed when the expected files were made.
+traces (and `radixkv gen`, which made them) must print exactly what they printed
+when the expected files were made.
 
 This guards refactors that promise "behaviour unchanged": every case below is
 run, its stdout (and, for cases with a dump, every JSON and DOT file of the dump
@@ -100,6 +101,13 @@ CASES = [
     ("run_replicas_least_load", RUN + ["--replicas", "3", "--router", "least-load",
                                        "--kv-tokens", "256", "--evict-policy", "lfu",
                                        "--trace", t("multi_turn.jsonl")], False),
+    # The traces above came from these commands (gen: seeded workloads).
+    ("gen_multi_turn", ["gen", "multi-turn", "--num", "6", "--turns", "3", "--prompt-len", "24",
+                        "--output-len", "6", "--shared-len", "40", "--seed", "3", "--rate", "50",
+                        "--vocab", "500"], False),
+    ("gen_tree_of_thought", ["gen", "tree-of-thought", "--num", "3", "--prompt-len", "30",
+                             "--branching", "2", "--depth", "2", "--shared-len", "12", "--seed",
+                             "5", "--vocab", "500"], False),
     ("run_mooncake_overlap", RUN + ["--schedule", "overlap", "--page-size", "64",
                                     "--kv-tokens", "4096", "--max-tokens", "4",
                                     "--trace", t("mooncake.jsonl")], False),
