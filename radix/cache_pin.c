@@ -10,31 +10,13 @@
 
 void cache_pins_init(cache_pins *p) { memset(p, 0, sizeof *p); }
 
-rkv_status cache_pin(cache *c, cache_pins *p, const int32_t *tokens, int32_t n, uint64_t ns,
-                     int32_t *pinned_len, char *err, size_t errlen)
+/* Steps 1 and 2: tokens[0..whole) into the cache, its K/V computed by
+ * p->fill in the pages it did not hold yet. Nothing stays locked. */
+static rkv_status pin_store(cache *c, cache_pins *p, const int32_t *tokens, int32_t whole,
+                            uint64_t ns, char *err, size_t errlen)
 {
-    const int32_t P = c->page_size;
+    const int32_t P = c->page_size, np = whole / P;
     page_pool *pool = c->pool;
-    if (pinned_len) *pinned_len = 0;
-    if (n < 0 || (n > 0 && !tokens)) return rkv_fail(RKV_EINVAL, err, errlen, "pin: bad token array");
-    int32_t whole = n - n % P;
-    if (whole < P)
-        return rkv_fail(RKV_EINVAL, err, errlen,
-                    "pin: a prefix of %d tokens is shorter than one page (%d tokens): nothing to pin",
-                    n, P);
-    int32_t np = whole / P;
-    if (np > pool->num_pages)
-        return rkv_fail(RKV_ENOSPC, err, errlen,
-                    "pin: a prefix of %d tokens needs %d pages, the whole pool holds %d", whole, np,
-                    pool->num_pages);
-    if (p->n == p->cap) {
-        int32_t nc = p->cap ? 2 * p->cap : 8;
-        cache_match *a = realloc(p->m, sizeof *a * (size_t)nc);
-        if (!a) return rkv_fail(RKV_ENOMEM, err, errlen, "pin: out of host memory");
-        p->m = a;
-        p->cap = nc;
-    }
-
     /* 1: what is cached already (an earlier pin's prefix), held while we
      * reserve pages for the rest, evicting unpinned entries if the pool is full. */
     cache_match mm;
@@ -42,21 +24,18 @@ rkv_status cache_pin(cache *c, cache_pins *p, const int32_t *tokens, int32_t n, 
     int32_t *pages = malloc(sizeof *pages * (size_t)np);
     rkv_status st = pages ? cache_match_reserve(&mm, np) : RKV_ENOMEM;
     if (st == RKV_OK) st = cache_client_admit(c, tokens, whole, ns, np, &mm, pages, NULL);
-    if (st == RKV_ENOSPC) {
-        int32_t held = (int32_t)(c->pinned_tokens / P), need = np - mm.num_pages;
-        free(pages);
-        cache_match_free(&mm);
-        return rkv_fail(RKV_ENOSPC, err, errlen,
-                    "pin: a prefix of %d tokens needs %d more pages, only %d are free (pool %d pages, "
-                    "%d pinned already)", whole, need, page_pool_num_free(pool), pool->num_pages, held);
-    }
-    if (st != RKV_OK) {
-        free(pages);
-        cache_match_free(&mm);
-        return rkv_fail(st, err, errlen, "pin: match failed: %s", rkv_status_str(st));
-    }
     int32_t need = np - mm.num_pages;
-
+    if (st != RKV_OK) {
+        int32_t held = (int32_t)(c->pinned_tokens / P);
+        free(pages);
+        cache_match_free(&mm);
+        if (st != RKV_ENOSPC)
+            return rkv_fail(st, err, errlen, "pin: match failed: %s", rkv_status_str(st));
+        return rkv_fail(RKV_ENOSPC, err, errlen,
+                        "pin: a prefix of %d tokens needs %d more pages, only %d are free (pool %d "
+                        "pages, %d pinned already)", whole, need, page_pool_num_free(pool),
+                        pool->num_pages, held);
+    }
     /* 2: the prefix's K/V into the new pages, then insert; whatever the
      * cache did not adopt goes back to the pool. */
     rkv_status fill_st = RKV_OK;
@@ -68,24 +47,52 @@ rkv_status cache_pin(cache *c, cache_pins *p, const int32_t *tokens, int32_t n, 
     free(pages);
     cache_match_free(&mm);
     if (fill_st != RKV_OK)
-        return rkv_fail(st, err, errlen, "pin: computing the prefix's KV failed: %s", rkv_status_str(st));
+        return rkv_fail(st, err, errlen, "pin: computing the prefix's KV failed: %s",
+                        rkv_status_str(st));
     if (st != RKV_OK) return rkv_fail(st, err, errlen, "pin: insert failed: %s", rkv_status_str(st));
+    return RKV_OK;
+}
+
+rkv_status cache_pin(cache *c, cache_pins *p, const int32_t *tokens, int32_t n, uint64_t ns,
+                     int32_t *pinned_len, char *err, size_t errlen)
+{
+    const int32_t P = c->page_size;
+    if (pinned_len) *pinned_len = 0;
+    if (n < 0 || (n > 0 && !tokens)) return rkv_fail(RKV_EINVAL, err, errlen, "pin: bad token array");
+    int32_t whole = n - n % P;
+    if (whole < P)
+        return rkv_fail(RKV_EINVAL, err, errlen,
+                        "pin: a prefix of %d tokens is shorter than one page (%d tokens): nothing "
+                        "to pin", n, P);
+    if (whole / P > c->pool->num_pages)
+        return rkv_fail(RKV_ENOSPC, err, errlen,
+                        "pin: a prefix of %d tokens needs %d pages, the whole pool holds %d", whole,
+                        whole / P, c->pool->num_pages);
+    if (p->n == p->cap) {
+        int32_t nc = p->cap ? 2 * p->cap : 8;
+        cache_match *a = realloc(p->m, sizeof *a * (size_t)nc);
+        if (!a) return rkv_fail(RKV_ENOMEM, err, errlen, "pin: out of host memory");
+        p->m = a;
+        p->cap = nc;
+    }
+    rkv_status st = pin_store(c, p, tokens, whole, ns, err, errlen);
+    if (st != RKV_OK) return st;
 
     /* 3: match the whole prefix again and keep its lock for the cache's life. */
     cache_sizes before, after;
     cache_get_sizes(c, &before);
     cache_match *m = &p->m[p->n];
     cache_match_init(m);
-    if ((st = cache_match_prefix(c, tokens, whole, ns, m)) == RKV_OK) st = cache_lock(c, m);
-    if (st != RKV_OK) {
+    if ((st = cache_client_match(c, tokens, whole, ns, m)) != RKV_OK) {
         cache_match_free(m);
         return rkv_fail(st, err, errlen, "pin: lock failed: %s", rkv_status_str(st));
     }
     if (m->len != whole && cache_can(c, CACHE_CAP_REUSE)) {
         cache_unlock(c, m);
         cache_match_free(m);
-        return rkv_fail(RKV_ECORRUPT, err, errlen, "pin: cache %s matched %d of the %d tokens just inserted",
-                    c->ops->name, m->len, whole);
+        return rkv_fail(RKV_ECORRUPT, err, errlen,
+                        "pin: cache %s matched %d of the %d tokens just inserted", c->ops->name,
+                        m->len, whole);
     }
     p->n++;
     cache_get_sizes(c, &after);
