@@ -200,6 +200,12 @@ static int build_cache(sim_cmd *m)
         teardown(m);
         return 2;
     }
+    if (m->cfg.policy && !cache_can(m->c, CACHE_CAP_REUSE)) {
+        fprintf(stderr, "radixkv cache-sim: --evict-policy does not apply to --cache %s (it never "
+                "reuses a page, so it never chooses one to evict)\n", m->cfg.kind);
+        teardown(m);
+        return 2;
+    }
     if (m->topt.on) {
         /* No K/V bytes here: the tier keeps keys and tokens, the time model the bytes. */
         cache *w = NULL;

@@ -479,6 +479,12 @@ int cmd_run(int argc, char **argv)
         fprintf(stderr, "radixkv run: %s\n", err);
         return st == RKV_EINVAL || st == RKV_ENOTSUP ? 2 : 1;
     }
+    if (o.ec.cache_cfg.policy && !cache_can(engine_cache(e), CACHE_CAP_REUSE)) {
+        fprintf(stderr, "radixkv run: --evict-policy does not apply to --cache %s (it never "
+                "reuses a page, so it never chooses one to evict)\n", o.ec.cache_cfg.kind);
+        engine_destroy(e);
+        return 2;
+    }
     backend *be = engine_backend(e);
     fprintf(stderr, "radixkv run: %s; cache %s, policy %s, schedule %s\n", be->description,
             o.ec.cache_cfg.kind ? o.ec.cache_cfg.kind : "radix", o.ec.policy, o.ec.schedule);

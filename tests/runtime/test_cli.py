@@ -58,6 +58,10 @@ for args, name in [
     (["run", "--trace", "-", "--hash", "md5"], "--hash applies to the hash kinds"),
     (["run", "--trace", "-", "--seed", "1", "--seed=2"], "--seed given twice"),
     (["gen", "sweep", "--num", "2", "--num", "3"], "--num given twice"),
+    (["cache-sim", "--cache", "none", "--evict-policy", "lru", "--capacity", "10", "--page-size",
+      "1", "-"], "--evict-policy does not apply to --cache none"),
+    (["run", "--backend", "sim", "--trace", "-", "--cache", "hash-nocache", "--evict-policy",
+      "lru"], "--evict-policy does not apply to --cache hash-nocache"),
 ]:
     rc, out, err = run(args, TRACE)
     check(rc != 0 and name in err and out == "", f"{args}: fails naming {name} ({err.strip()})")
