@@ -4,7 +4,6 @@
 #include "cache_pin.h"
 #include "cache_client.h"
 
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 

@@ -4,7 +4,6 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <spawn.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
