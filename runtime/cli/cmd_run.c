@@ -340,6 +340,26 @@ static void run_teardown(engine *e, cache_pins *pins)
     engine_destroy(e);
 }
 
+/* Run every request to its end, one JSON line each on out as it finishes. */
+static rkv_status serve(engine *e, const run_opts *o, run_ids *ids, FILE *out, char *err,
+                        size_t errlen)
+{
+    run_ctx ctx = {.out = out, .ids = ids};
+    progress_start(&ctx.prog, "run", "requests", ids->n, o->progress);
+    engine_on_finish(e, on_finish, &ctx);
+    /* Requests that failed at add time (never fit) were reported before the
+     * callback existed: report them now. */
+    for (int64_t i = 0; i < ids->n; i++) {
+        engine_result r;
+        engine_result_get(e, i, &r);
+        if (r.finished) on_finish(&ctx, e, i);
+    }
+    rkv_status st = engine_run(e, err, errlen);
+    progress_finish(&ctx.prog);
+    engine_on_finish(e, NULL, NULL); /* ctx ends here */
+    return st;
+}
+
 /* --replicas / --router: N engines behind a router (router.h). */
 static int run_replicas(const run_opts *o)
 {
@@ -508,19 +528,7 @@ int cmd_run(int argc, char **argv)
         run_teardown(e, &pins);
         return 1;
     }
-    run_ctx ctx = {.out = out, .ids = &ids};
-    progress_start(&ctx.prog, "run", "requests", ids.n, o.progress);
-    engine_on_finish(e, on_finish, &ctx);
-    /* Requests that failed at add time (never fit) were reported before the
-     * callback existed: report them now. */
-    for (int64_t i = 0; i < ids.n; i++) {
-        engine_result r;
-        engine_result_get(e, i, &r);
-        if (r.finished) on_finish(&ctx, e, i);
-    }
-    st = engine_run(e, err, sizeof err);
-    progress_finish(&ctx.prog);
-    if (st) {
+    if ((st = serve(e, &o, &ids, out, err, sizeof err))) {
         fprintf(stderr, "radixkv run: %s\n", err);
         if (out != stdout) fclose(out);
         run_ids_free(&ids);
