@@ -21,7 +21,8 @@
  *   commit   insert(tokens, 6, pages) adopts p12 (CACHED); p13 stays
  *            INFLIGHT, so commit frees it. Had another sequence inserted
  *            t4 t5 first, p12 would be freed too: one owner per page.
- *   release  unlock(m): p9, p4 (and p12) become evictable again.
+ *   release  unlock(m): p9, p4 become evictable again (p12, adopted but
+ *            never locked by m, already was).
  *
  * Ownership: the caller owns the cache_match and the page table; the cache
  * owns every page it adopted (state CACHED); a page still INFLIGHT after
