@@ -31,18 +31,13 @@
 #include "engine.h"
 #include "workloads.h"
 #include "cli.h"
+#include "rkv_core.h"
 
 static double wall(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
 }
 
 typedef struct opts {
@@ -110,11 +105,13 @@ static int run_once(const opts *o, const char *kind, const workload *w, double *
     return 0;
 }
 
-int main(int argc, char **argv)
+/* Options into *op; 0, or 2 after a message. o->caches point into static
+ * storage (the lists are split in place). */
+static int parse_opts(int argc, char **argv, opts *op)
 {
     opts o = {.backend = "cpu", .schedule = "sync", .num = 32, .prompt_len = 1000,
               .output_len = 24, .repeat = 3, .threads = 0};
-    char rates_buf[256] = "0,1", caches_buf[256] = "none,hash,radix";
+    static char rates_buf[256] = "0,1", caches_buf[256] = "none,hash,radix";
     const char *rates_arg = NULL, *caches_arg = NULL;
     int64_t num = o.num, prompt_len = o.prompt_len, output_len = o.output_len, repeat = o.repeat;
     int64_t threads = 0;
@@ -164,6 +161,14 @@ int main(int argc, char **argv)
         fprintf(stderr, "sweep_bench: positive sizes, and `none` first in --caches (the baseline)\n");
         return 2;
     }
+    *op = o;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    opts o;
+    if (parse_opts(argc, argv, &o)) return 2;
     for (int h = 0; h < o.nrates; h++) {
         workload_config wc;
         workload_config_default(&wc);
@@ -184,7 +189,7 @@ int main(int argc, char **argv)
                 if (run_once(&o, o.caches[k], &w, &rps[k][r], &hit[k], &sched[k], &step[k])) return 1;
         double med[8];
         for (int k = 0; k < o.ncaches; k++) {
-            qsort(rps[k], (size_t)o.repeat, sizeof(double), cmp_double);
+            qsort(rps[k], (size_t)o.repeat, sizeof(double), rkv_cmp_double);
             med[k] = rps[k][o.repeat / 2];
         }
         for (int k = 0; k < o.ncaches; k++)
