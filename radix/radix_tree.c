@@ -11,7 +11,7 @@
  *
  *   children, by number (rt_node.kind):
  *     0    none; the union holds the leaf's heap position instead
- *     1    kids.s.one = the child's slot (its first page is read from the child)
+ *     1    kids.one = the child's slot (its first page is read from the child)
  *     >=2  kids.tab = a table of { key, child } entries, key = first token
  *          (P = 1) or a hash of the first page; tab[0] = {capacity, count}:
  *            capacity 2 or 4   searched linearly (most inner nodes have 2-3
@@ -19,8 +19,8 @@
  *            capacity >= 8     open addressing, linear probing, grown at 3/4
  *                              load, shrunk below 1/8, backward-shift deletion
  *
- *   heap[]  4-ary min-heap of candidate slots (unlocked leaves) in policy
- *           order; each candidate's kids.s.heap_pos is its index.
+ *   heap[]  4-ary min-heap of (eviction key, slot) entries, at most one per
+ *           node, kept lazily: see "candidate heap" below.
  */
 #include "radix_tree.h"
 
@@ -38,29 +38,34 @@ typedef struct rt_slot {
     int32_t child; /* -1: empty */
 } rt_slot;
 
-/* 48 bytes. The children union is tagged by `kind`; a leaf (kind 0) uses it
- * for its heap position, since only leaves are ever candidates. */
+/* 48 bytes. The children union is tagged by `kind`. */
 enum { KIDS_NONE = 0, KIDS_ONE = 1, KIDS_TAB = 2 };
-#define HITS_MAX ((1u << 30) - 1)
+#define HITS_MAX ((1u << 29) - 1)
 
 typedef struct rt_node {
     int32_t *edge;  /* (len + len/P) tokens then pages; NULL when len == 0 */
     uint64_t id;    /* clock << 2 | k, see radix_tree.h */
     uint64_t time;
     union {
-        rt_slot *tab;     /* KIDS_TAB: tab[0] = {capacity, count} */
-        struct {
-            int32_t one;      /* KIDS_ONE: the child's slot */
-            int32_t heap_pos; /* KIDS_NONE: index in the heap, -1 if not in it */
-        } s;
+        rt_slot *tab; /* KIDS_TAB: tab[0] = {capacity, count} */
+        int32_t one;  /* KIDS_ONE: the child's slot */
     } kids;
     int32_t len;      /* -1 marks a free slot */
     int32_t parent;   /* free slots chain through parent */
     int32_t lock;
-    uint32_t hits : 30; /* saturates at HITS_MAX */
-    uint32_t kind : 2;  /* KIDS_* */
+    uint32_t hits : 29;  /* saturates at HITS_MAX */
+    uint32_t queued : 1; /* has an entry in the heap (maybe stale) */
+    uint32_t kind : 2;   /* KIDS_* */
 } rt_node;
 _Static_assert(sizeof(rt_node) == 48, "rt_node grew: host bytes per token depend on it");
+
+/* A heap entry: the eviction key of node `slot` when it was queued. */
+typedef struct rt_entry {
+    uint64_t key;
+    uint32_t tie;
+    int32_t slot;
+} rt_entry;
+_Static_assert(sizeof(rt_entry) == 16, "four heap entries per cache line");
 
 struct radix_tree {
     page_pool *pool;
@@ -76,8 +81,9 @@ struct radix_tree {
     int64_t bytes;
     uint64_t splits, evictions;
     uint64_t heap_steps; /* levels moved by sift-up/down, to show O(log n) */
-    int32_t *heap;
+    rt_entry *heap, *heap_base; /* heap = heap_base + HEAP_PAD */
     int32_t heap_n, heap_cap;
+    int64_t num_cands; /* unlocked leaves */
     /* namespaces other than 0, in creation order, with a hash index */
     uint64_t *ns_val;
     int32_t *ns_slot;
@@ -217,7 +223,6 @@ static int32_t node_new(radix_tree *t, int32_t len)
     x->edge = edge;
     x->len = len;
     x->parent = -1;
-    x->kids.s.heap_pos = -1; /* kind KIDS_NONE */
     return s;
 }
 
@@ -228,20 +233,55 @@ static inline int32_t nkids(const rt_node *x)
     return x->kind == KIDS_TAB ? x->kids.tab[0].child : (int32_t)x->kind;
 }
 
-static inline int32_t heap_pos(const rt_node *x)
+static inline bool is_candidate(const rt_node *x)
 {
-    return x->kind == KIDS_NONE ? x->kids.s.heap_pos : -1;
+    return !is_special(x) && x->kind == KIDS_NONE && x->lock == 0;
 }
-
 
 /* ---- candidate heap ---------------------------------------------------- */
 
-/* A 4-ary heap: half the levels of a binary one, and the four children of a
- * level are loaded together (their nodes are prefetched), so a sift costs
- * about half the cache misses on a large tree. */
-enum { HEAP_D = 4 };
+/* A 4-ary min-heap of entries that carry their eviction key inline, so a
+ * sift reads and writes only the heap array (the four children of a level sit
+ * in one 64-byte line: the array starts 3 entries before a line, see
+ * heap_reserve()). Upkeep is lazy:
+ *
+ *   - touch() only writes the node's time and hits; its entry keeps the old,
+ *     smaller key ("stale");
+ *   - a node that stops being a candidate (locked, got a child) keeps its
+ *     entry too;
+ *   - eviction pops the smallest entry and compares it with the node: a
+ *     current key on a candidate is evicted; a stale key on a candidate is
+ *     replaced by the current one and sifted down; an entry of a node that is
+ *     no candidate any more is dropped.
+ *
+ * Keys only grow while a node lives (time and hits never go back, ids never
+ * change), so every candidate's entry is a lower bound of its key and the
+ * first current entry popped is the true minimum: the eviction order is
+ * exactly the eager one. Each node has at most one entry (rt_node.queued),
+ * so the heap never holds more entries than slots. */
+enum { HEAP_D = 4, HEAP_PAD = 3 };
 
-/* true when a is evicted before b */
+/* The eviction key of a node under a policy, as (key, tie): entries compare
+ * key first, then tie, then (both equal: ids past 2^32, i.e. 2^30 calls) the
+ * nodes' ids, which never change. Exact for lru and fifo at any clock; lfu
+ * orders by time exactly while the clock is below 2^34.
+ *   lru   key = time,                                       tie = id (saturated to 32 bits)
+ *   lfu   key = hits << 34 | time (time saturated to 34 bits), tie = id
+ *   fifo  key = id,                                         tie = 0 */
+static inline rt_entry evict_key(radix_policy policy, const rt_node *x, int32_t s)
+{
+    uint32_t tie = x->id > UINT32_MAX ? UINT32_MAX : (uint32_t)x->id;
+    uint64_t time34 = x->time >= (1ull << 34) ? (1ull << 34) - 1 : x->time;
+    switch (policy) {
+    case RADIX_LFU: return (rt_entry){(uint64_t)x->hits << 34 | time34, tie, s};
+    case RADIX_LRU: return (rt_entry){x->time, tie, s};
+    case RADIX_FIFO: break;
+    }
+    return (rt_entry){x->id, 0, s};
+}
+
+/* true when node a is evicted before node b (the full order; ties go to the
+ * node created first) */
 static inline bool before(const radix_tree *t, const rt_node *a, const rt_node *b)
 {
     switch (t->policy) {
@@ -257,98 +297,117 @@ static inline bool before(const radix_tree *t, const rt_node *a, const rt_node *
     return a->id < b->id;
 }
 
-static inline void heap_set(radix_tree *t, int32_t i, int32_t s)
+static inline bool entry_before(const radix_tree *t, const rt_entry *a, const rt_entry *b)
 {
-    t->heap[i] = s;
-    N(t, s)->kids.s.heap_pos = i; /* candidates are leaves */
+    if (a->key != b->key) return a->key < b->key;
+    if (a->tie != b->tie) return a->tie < b->tie;
+    return N(t, a->slot)->id < N(t, b->slot)->id;
+}
+
+static inline bool entry_current(const rt_entry *e, const rt_entry *now)
+{
+    return e->key == now->key && e->tie == now->tie;
 }
 
 static void heap_up(radix_tree *t, int32_t i)
 {
-    int32_t s = t->heap[i];
-    rt_node *x = N(t, s);
+    rt_entry *h = t->heap, e = h[i];
     while (i > 0) {
         int32_t p = (i - 1) / HEAP_D;
-        if (!before(t, x, N(t, t->heap[p]))) break;
-        heap_set(t, i, t->heap[p]);
+        if (!entry_before(t, &e, &h[p])) break;
+        h[i] = h[p];
         i = p;
         t->heap_steps++;
     }
-    heap_set(t, i, s);
+    h[i] = e;
 }
 
 static void heap_down(radix_tree *t, int32_t i)
 {
-    int32_t s = t->heap[i];
-    rt_node *x = N(t, s);
+    rt_entry *h = t->heap, e = h[i];
     for (;;) {
-        int32_t l = HEAP_D * i + 1, best = i;
+        int32_t l = HEAP_D * i + 1, best = -1;
+        if (l >= t->heap_n) break;
         int32_t end = l + HEAP_D < t->heap_n ? l + HEAP_D : t->heap_n;
-        rt_node *bx = x;
+        const rt_entry *be = &e;
         for (int32_t c = l; c < end; c++)
-            __builtin_prefetch(N(t, t->heap[c]));
-        for (int32_t c = l; c < end; c++)
-            if (before(t, N(t, t->heap[c]), bx)) best = c, bx = N(t, t->heap[c]);
-        if (best == i) break;
-        heap_set(t, i, t->heap[best]);
+            if (entry_before(t, &h[c], be)) best = c, be = &h[c];
+        if (best < 0) break;
+        h[i] = h[best];
         i = best;
         t->heap_steps++;
     }
-    heap_set(t, i, s);
+    h[i] = e;
 }
 
-/* The heap holds at most one entry per slot, so it is grown to the slot count
- * before a node can enter it: pushes never fail. */
+/* Room for n entries. Growth by a quarter keeps the slack small (the heap is
+ * part of every cached token's host bytes); pushes never fail once reserved. */
 static bool heap_reserve(radix_tree *t, int32_t n)
 {
     if (n <= t->heap_cap) return true;
     int32_t nc = t->heap_cap ? t->heap_cap : 64;
-    while (nc < n) nc *= 2;
-    int32_t *h = realloc(t->heap, sizeof *h * (size_t)nc);
-    if (!h) return false;
-    t->bytes += (int64_t)(sizeof *h * (size_t)(nc - t->heap_cap));
-    t->heap = h;
+    while (nc < n) nc += nc / 4;
+    size_t bytes = sizeof(rt_entry) * (size_t)(nc + HEAP_PAD);
+    /* 64-byte aligned base + HEAP_PAD entries: children 4i+1..4i+4 of entry i
+     * land at 4(i+1)..4(i+1)+3 from the base, one line. */
+    rt_entry *base = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+    if (!base) return false;
+    if (t->heap_n) memcpy(base + HEAP_PAD, t->heap, sizeof(rt_entry) * (size_t)t->heap_n);
+    free(t->heap_base);
+    t->bytes += (int64_t)(sizeof(rt_entry) * (size_t)(nc - t->heap_cap));
+    t->heap_base = base;
+    t->heap = base + HEAP_PAD;
     t->heap_cap = nc;
     return true;
 }
 
 static void heap_push(radix_tree *t, int32_t s)
 {
-    heap_set(t, t->heap_n++, s);
+    rt_node *x = N(t, s);
+    x->queued = 1;
+    t->heap[t->heap_n++] = evict_key(t->policy, x, s);
     heap_up(t, t->heap_n - 1);
 }
 
-static void heap_remove(radix_tree *t, int32_t s)
+/* A node became a candidate: give it an entry unless it still has one (that
+ * one is fixed when it reaches the top). */
+static void cand_enter(radix_tree *t, int32_t s)
 {
-    int32_t i = N(t, s)->kids.s.heap_pos;
-    N(t, s)->kids.s.heap_pos = -1;
-    int32_t last = t->heap[--t->heap_n];
-    if (i == t->heap_n) return;
-    heap_set(t, i, last);
-    heap_up(t, i);
-    heap_down(t, N(t, last)->kids.s.heap_pos);
+    t->num_cands++;
+    if (!N(t, s)->queued) heap_push(t, s);
 }
 
-/* A node enters or leaves the candidate set as its leaf/lock state says. */
-static void heap_sync(radix_tree *t, int32_t s)
+/* Pop entries until the top is a candidate with its current key; returns its
+ * slot (its entry removed) or -1 when no candidate is left. */
+static int32_t heap_pop_min(radix_tree *t)
 {
-    rt_node *x = N(t, s);
-    bool cand = !is_special(x) && x->kind == KIDS_NONE && x->lock == 0;
-    if (cand && x->kids.s.heap_pos < 0) heap_push(t, s);
-    else if (!cand && heap_pos(x) >= 0) heap_remove(t, s);
+    while (t->heap_n > 0) {
+        rt_entry *top = &t->heap[0];
+        int32_t s = top->slot;
+        rt_node *x = N(t, s);
+        if (is_candidate(x)) {
+            rt_entry now = evict_key(t->policy, x, s);
+            if (!entry_current(top, &now)) { /* stale: re-sort with the key it has now */
+                *top = now;
+                heap_down(t, 0);
+                continue;
+            }
+        }
+        x->queued = 0;
+        t->heap[0] = t->heap[--t->heap_n];
+        if (t->heap_n > 0) heap_down(t, 0);
+        if (is_candidate(x)) return s;
+    }
+    return -1;
 }
 
-/* The call entering a node: new time, one more hit, heap key moved. */
-static void touch(radix_tree *t, int32_t s, uint64_t now)
+/* The call entering a node: new time, one more hit. Its heap entry, if any,
+ * is left stale (see the heap above). */
+static inline void touch(radix_tree *t, int32_t s, uint64_t now)
 {
     rt_node *x = N(t, s);
     x->time = now;
     if (x->hits != HITS_MAX) x->hits++;
-    int32_t i = heap_pos(x);
-    if (i >= 0) { /* a later time or more hits: it can only move down */
-        heap_up(t, i);
-        heap_down(t, N(t, s)->kids.s.heap_pos);
-    }
 }
 
 /* ---- child tables ------------------------------------------------------ */
@@ -366,7 +425,7 @@ static int32_t child_find(const radix_tree *t, const rt_node *x, const int32_t *
 {
     if (x->kind == KIDS_NONE) return -1;
     if (x->kind == KIDS_ONE)
-        return page_eq(N(t, x->kids.s.one)->edge, tok, t->P) ? x->kids.s.one : -1;
+        return page_eq(N(t, x->kids.one)->edge, tok, t->P) ? x->kids.one : -1;
     const rt_slot *e = x->kids.tab + 1;
     uint32_t cap = tab_cap(x->kids.tab), key = page_key(tok, t->P);
     if (cap <= 4) {
@@ -444,12 +503,12 @@ static bool child_reserve(radix_tree *t, rt_node *x)
 static void child_add(radix_tree *t, rt_node *x, int32_t c)
 {
     if (x->kind == KIDS_NONE) {
-        x->kids.s.one = c;
+        x->kids.one = c;
         x->kind = KIDS_ONE;
     } else if (x->kind == KIDS_ONE) {
         rt_slot *tab = t->spare;
         t->spare = NULL;
-        tab_put(tab, child_key(t, x->kids.s.one), x->kids.s.one);
+        tab_put(tab, child_key(t, x->kids.one), x->kids.one);
         tab_put(tab, child_key(t, c), c);
         tab[0].child = 2;
         x->kids.tab = tab;
@@ -476,8 +535,7 @@ static void child_remove(radix_tree *t, rt_node *x, int32_t c)
 {
     if (x->kind == KIDS_ONE) {
         x->kind = KIDS_NONE;
-        x->kids.s.one = 0;
-        x->kids.s.heap_pos = -1;
+        x->kids.one = 0;
         return;
     }
     rt_slot *tab = x->kids.tab, *e = tab + 1;
@@ -504,7 +562,7 @@ static void child_remove(radix_tree *t, rt_node *x, int32_t c)
         for (uint32_t k = 0; k < cap; k++)
             if (e[k].child >= 0) only = e[k].child;
         tab_free(t, tab);
-        x->kids.s.one = only;
+        x->kids.one = only;
         x->kind = KIDS_ONE;
     } else if (cap > 8 && (uint32_t)n * 8 < cap) {
         tab_resize(t, x, cap / 2); /* optional: on failure the big table stays */
@@ -514,7 +572,7 @@ static void child_remove(radix_tree *t, rt_node *x, int32_t c)
 /* Point x's entry for old (same first page) at neu. */
 static void child_replace(radix_tree *t, rt_node *x, int32_t old, int32_t neu)
 {
-    if (x->kind == KIDS_ONE) x->kids.s.one = neu;
+    if (x->kind == KIDS_ONE) x->kids.one = neu;
     else x->kids.tab[1 + tab_index(t, x->kids.tab, old)].child = neu;
 }
 
@@ -574,7 +632,6 @@ static int32_t ns_create(radix_tree *t, uint64_t ns, uint64_t now)
         for (int32_t i = 0; i < t->ns_idx_cap; i++) t->ns_idx[i] = -1;
         for (int32_t k = 0; k < t->ns_n; k++) ns_index_put(t, k);
     }
-    if (!heap_reserve(t, t->num_slots + 1)) return -1;
     int32_t s = node_new(t, 0);
     if (s < 0) return -1;
     rt_node *x = N(t, s);
@@ -641,7 +698,7 @@ void radix_tree_destroy(radix_tree *t)
     }
     for (int32_t c = 0; c < t->num_chunks; c++) free(t->chunks[c]);
     free(t->chunks);
-    free(t->heap);
+    free(t->heap_base);
     free(t->ns_val);
     free(t->ns_slot);
     free(t->ns_idx);
@@ -669,7 +726,7 @@ void radix_tree_set_evict_cb(radix_tree *t, radix_node_fn fn, void *ctx)
 static int32_t split(radix_tree *t, int32_t cs, int32_t k, uint64_t now)
 {
     int32_t P = t->P;
-    if (!heap_reserve(t, t->num_slots + 1)) return -1;
+    if (!heap_reserve(t, (int32_t)t->num_nodes + 1)) return -1;
     rt_node *c = N(t, cs);
     int32_t rest = c->len - k;
     int32_t *suf = rt_alloc(t, edge_bytes(rest, P));
@@ -694,7 +751,7 @@ static int32_t split(radix_tree *t, int32_t cs, int32_t k, uint64_t now)
     pre->hits = c->hits;
     pre->lock = c->lock;
     pre->kind = KIDS_ONE;
-    pre->kids.s.one = cs;
+    pre->kids.one = cs;
     /* 3: c becomes the suffix. */
     rt_free(t, c->edge, edge_bytes(c->len, P));
     c->edge = suf;
@@ -790,7 +847,8 @@ rkv_status radix_tree_insert(radix_tree *t, const int32_t *tokens, int32_t n,
      * adopt the pages (the only step that checks the caller's input), then
      * link. */
     int32_t len = n - pos;
-    if (!heap_reserve(t, t->num_slots + 1) || !child_reserve(t, N(t, at))) return RKV_ENOMEM;
+    if (!heap_reserve(t, (int32_t)t->num_nodes + 1) || !child_reserve(t, N(t, at)))
+        return RKV_ENOMEM;
     int32_t ls = node_new(t, len);
     if (ls < 0) return RKV_ENOMEM;
     rt_node *leaf = N(t, ls);
@@ -806,11 +864,11 @@ rkv_status radix_tree_insert(radix_tree *t, const int32_t *tokens, int32_t n,
     leaf->time = now;
     leaf->hits = 1;
     leaf->parent = at;
-    if (heap_pos(N(t, at)) >= 0) heap_remove(t, at); /* no leaf any more */
+    if (is_candidate(N(t, at))) t->num_cands--; /* no leaf any more; its entry goes lazily */
     child_add(t, N(t, at), ls);
     t->num_nodes++;
     t->evictable += len;
-    heap_sync(t, ls);
+    cand_enter(t, ls);
     return RKV_OK;
 }
 
@@ -829,7 +887,7 @@ rkv_status radix_tree_lock(radix_tree *t, int32_t node)
         if (x->lock++ == 0) {
             t->evictable -= x->len;
             t->protect += x->len;
-            if (heap_pos(x) >= 0) heap_remove(t, s);
+            if (x->kind == KIDS_NONE) t->num_cands--; /* its entry goes lazily */
         }
     }
     return RKV_OK;
@@ -845,7 +903,7 @@ rkv_status radix_tree_unlock(radix_tree *t, int32_t node)
         if (--x->lock == 0) {
             t->protect -= x->len;
             t->evictable += x->len;
-            heap_sync(t, s);
+            if (x->kind == KIDS_NONE) cand_enter(t, s);
         }
     }
     return RKV_OK;
@@ -882,10 +940,11 @@ static uint64_t node_ns(const radix_tree *t, int32_t s)
 int64_t radix_tree_evict(radix_tree *t, int64_t n_tokens)
 {
     int64_t freed = 0;
-    while (freed < n_tokens && t->heap_n > 0) {
-        int32_t s = t->heap[0];
-        heap_remove(t, s);
+    while (freed < n_tokens) {
+        int32_t s = heap_pop_min(t);
+        if (s < 0) break;
         rt_node *x = N(t, s);
+        t->num_cands--;
         if (t->evict_cb) {
             radix_node_info in;
             node_info(t, s, node_ns(t, s), &in);
@@ -900,7 +959,7 @@ int64_t radix_tree_evict(radix_tree *t, int64_t n_tokens)
         child_remove(t, N(t, ps), s);
         rt_free(t, x->edge, edge_bytes(x->len, t->P));
         slot_free(t, s);
-        heap_sync(t, ps); /* a childless, unlocked parent is a candidate now */
+        if (is_candidate(N(t, ps))) cand_enter(t, ps); /* a childless, unlocked parent */
     }
     return freed;
 }
@@ -912,7 +971,7 @@ void radix_tree_get_sizes(const radix_tree *t, radix_tree_sizes *out)
     out->evictable_tokens = t->evictable;
     out->protected_tokens = t->protect;
     out->num_nodes = t->num_nodes;
-    out->num_candidates = t->heap_n;
+    out->num_candidates = t->num_cands;
     out->host_bytes = t->bytes;
     out->splits = t->splits;
     out->evictions = t->evictions;
@@ -933,7 +992,7 @@ static int cmp_id(const void *a, const void *b, void *ctx)
 static void children_sorted(const radix_tree *t, const rt_node *x, int32_t *out)
 {
     if (x->kind == KIDS_ONE) {
-        out[0] = x->kids.s.one;
+        out[0] = x->kids.one;
     } else if (x->kind == KIDS_TAB) {
         int32_t k = 0;
         for (uint32_t i = 1; i <= tab_cap(x->kids.tab); i++)
@@ -996,7 +1055,7 @@ rkv_status radix_tree_check(const radix_tree *t, char *err, size_t errlen)
     if (!stack || !seen || !pg) FAIL("out of host memory");
 
     const rt_node *root = N(t, RT_ROOT);
-    if (root->len != 0 || root->parent != -1 || root->lock != 0 || heap_pos(root) >= 0)
+    if (root->len != 0 || root->parent != -1 || root->lock != 0 || root->queued)
         FAIL("root slot is not a root (len %d parent %d lock %d)", root->len, root->parent,
              root->lock);
     int32_t sp = 0;
@@ -1049,21 +1108,18 @@ rkv_status radix_tree_check(const radix_tree *t, char *err, size_t errlen)
         } else if (x->lock != 0) {
             FAIL("root/namespace node slot %d has lock %d", s, x->lock);
         }
-        bool cand = !is_special(x) && x->kind == KIDS_NONE && x->lock == 0;
-        int32_t hp = heap_pos(x);
-        if (cand != (hp >= 0))
-            FAIL("node %llu candidate=%d but heap position %d", (unsigned long long)id, cand, hp);
-        if (cand) {
-            cands++;
-            if (hp >= t->heap_n || t->heap[hp] != s)
-                FAIL("node %llu heap position %d stale", (unsigned long long)id, hp);
-        }
+        bool cand = is_candidate(x);
+        if (cand && !x->queued)
+            FAIL("node %llu is a candidate without a heap entry", (unsigned long long)id);
+        if (is_special(x) && x->queued)
+            FAIL("root/namespace node slot %d has a heap entry", s);
+        cands += cand;
         /* children: parent links, table occupancy, lock counts */
         int64_t child_locks = 0;
         int32_t count = 0;
         int32_t nk = nkids(x);
         if (x->kind == KIDS_ONE) {
-            int32_t c = x->kids.s.one;
+            int32_t c = x->kids.one;
             if (!slot_valid(t, c)) FAIL("node %llu has a dead child slot %d", (unsigned long long)id, c);
             stack[sp++] = c;
             count = 1;
@@ -1107,10 +1163,23 @@ rkv_status radix_tree_check(const radix_tree *t, char *err, size_t errlen)
         FAIL("sizes: counted evictable %lld protected %lld nodes %lld, kept %lld %lld %lld",
              (long long)evictable, (long long)protect, (long long)nodes, (long long)t->evictable,
              (long long)t->protect, (long long)t->num_nodes);
-    if (cands != t->heap_n) FAIL("%lld candidates but heap holds %d", (long long)cands, t->heap_n);
-    for (int32_t i = 1; i < t->heap_n; i++)
-        if (before(t, N(t, t->heap[i]), N(t, t->heap[(i - 1) / HEAP_D])))
+    if (cands != t->num_cands)
+        FAIL("%lld candidates but %lld counted", (long long)cands, (long long)t->num_cands);
+    /* heap: one entry per queued node, each a lower bound of its node's key */
+    memset(seen, 0, (size_t)ns_total);
+    for (int32_t i = 0; i < t->heap_n; i++) {
+        const rt_entry *e = &t->heap[i];
+        if (!slot_valid(t, e->slot) || !N(t, e->slot)->queued || seen[e->slot])
+            FAIL("heap entry %d names slot %d (dead, not queued or twice)", i, e->slot);
+        seen[e->slot] = 1;
+        rt_entry now = evict_key(t->policy, N(t, e->slot), e->slot);
+        if (entry_before(t, &now, e)) FAIL("heap entry %d has a key above its node's", i);
+        if (i > 0 && entry_before(t, e, &t->heap[(i - 1) / HEAP_D]))
             FAIL("heap order broken at %d", i);
+    }
+    for (int32_t s = 0; s < t->num_slots; s++)
+        if (N(t, s)->len >= 0 && N(t, s)->queued && !seen[s])
+            FAIL("node slot %d is queued without a heap entry", s);
     if ((evictable + protect) / P != pages || pages != t->pool->num_cached)
         FAIL("pool holds %d cached pages, tree %lld (evictable %lld + protected %lld tokens, P=%d)",
              t->pool->num_cached, (long long)pages, (long long)evictable, (long long)protect, P);

@@ -39,8 +39,9 @@
  * "smaller id".
  *
  * Eviction: candidates are the unlocked leaves (not the root or namespace
- * nodes), kept in a 4-ary heap with a position index, so each evicted leaf
- * costs O(log n) and nothing is ever rebuilt. Order by policy:
+ * nodes), kept in a 4-ary heap of entries carrying their keys, fixed lazily
+ * at eviction time (a match only writes the node's time and hits), so each
+ * evicted leaf costs O(log n) and nothing is ever rebuilt. Order by policy:
  *   lru   oldest time, then smaller id
  *   lfu   fewest hits, then oldest time, then smaller id
  *   fifo  smaller id (created first)
@@ -88,7 +89,7 @@ typedef struct radix_node_info {
     int32_t lock;        /* handles at or below this node */
     uint64_t time;       /* clock of the last call that entered it */
     uint64_t created;    /* clock of the call that created it (id >> 2) */
-    uint64_t hits;       /* calls that entered it (lfu) */
+    uint64_t hits;       /* calls that entered it (lfu); saturates at 2^29 - 1 */
     int32_t num_children;
     const int32_t *tokens; /* (len) this node's own edge tokens */
     const int32_t *pages;  /* (len / P) page ids */
