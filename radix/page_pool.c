@@ -125,6 +125,23 @@ rkv_status page_pool_free(page_pool *p, const int32_t *pages, int32_t n)
     return RKV_OK;
 }
 
+rkv_status page_pool_free_run(page_pool *p, int32_t first, int32_t count)
+{
+    if (count < 0 || first < 0 || count > p->num_pages - first) return RKV_EINVAL;
+    for (int32_t i = 0; i < count; i++) {
+        uint8_t s = p->state[first + i];
+        if (s != PAGE_INFLIGHT && s != PAGE_CACHED) return RKV_EINVAL;
+    }
+    /* last page pushed first: the run's first page ends on top */
+    for (int32_t i = count - 1; i >= 0; i--) {
+        int32_t pg = first + i;
+        count_move(p, p->state[pg], -1);
+        p->state[pg] = PAGE_FREE;
+        p->free_stack[p->num_free++] = pg;
+    }
+    return RKV_OK;
+}
+
 static rkv_status move_pages(page_pool *p, const int32_t *pages, int32_t n, uint8_t from,
                              uint8_t to)
 {

@@ -1,13 +1,14 @@
 /* radix_tree.c - see radix_tree.h.
  *
- * Storage, chosen to keep a cached token near 8 bytes of host memory at P = 1
- * (4 for the token, 4 for its page id) plus a share of one small node:
+ * Storage, chosen to keep a cached token under 8 bytes of host memory at P = 1
+ * (4 for the token, a share of its node's page runs) plus a share of one
+ * small node:
  *
  *   chunks[]  --> [rt_node x 1024][rt_node x 1024] ...   node "slot" s is
  *                  chunk s >> 10, entry s & 1023; int32 slots, not pointers
  *
- *   rt_node.edge --> [ t0 t1 ... t(len-1) | p0 ... p(len/P - 1) ]
- *                      edge tokens          page ids (one array)
+ *   rt_node.edge --> [ t0 t1 ... t(len-1) | page runs ]
+ *                      edge tokens          (one array; see "page runs")
  *
  *   children, by number (rt_node.kind):
  *     0    none; the union holds the leaf's heap position instead
@@ -91,6 +92,10 @@ struct radix_tree {
     int32_t *ns_idx; /* (ns_idx_cap) index into ns_val, -1 empty */
     int32_t ns_idx_cap;
     rt_slot *spare; /* an empty 4-entry child table, see child_reserve() */
+    radix_page_run *runs_tmp; /* scratch for split() */
+    int32_t runs_tmp_cap;
+    int32_t *info_pages; /* scratch: an evicted node's page ids for the callback */
+    int32_t info_cap;
     radix_node_fn evict_cb;
     void *evict_ctx;
 };
@@ -102,10 +107,139 @@ static inline rt_node *N(const radix_tree *t, int32_t s)
     return &t->chunks[s >> RT_CHUNK_BITS][s & (RT_CHUNK - 1)];
 }
 
-static inline int32_t *node_pages(const radix_tree *t, const rt_node *x)
+/* ---- page runs ---------------------------------------------------------
+ *
+ * A node's page ids follow its tokens in the same allocation, as runs of
+ * consecutive ids (the pool hands out runs when it can):
+ *
+ *   [ t0 .. t(len-1) | f ]                     one run: pages f .. f + len/P - 1
+ *   [ t0 .. t(len-1) | -r  f1 c1  f2 c2 .. ]   r >= 2 runs of c_i pages from f_i
+ *
+ * Runs are maximal (a run never continues the one before it), so a node's
+ * encoding is unique; at P = 1 a cached token costs its token id plus a share
+ * of one word per node instead of a page id of its own. */
+
+static inline int32_t *node_area(const rt_node *x) { return x->edge + x->len; }
+
+static inline int32_t area_nruns(const int32_t *area) { return area[0] >= 0 ? 1 : -area[0]; }
+
+static inline int32_t area_words(int32_t nruns) { return nruns == 1 ? 1 : 1 + 2 * nruns; }
+
+/* Run i of an area of np pages. */
+static inline radix_page_run area_run(const int32_t *area, int32_t i, int32_t np)
 {
-    (void)t;
-    return x->edge + x->len;
+    if (area[0] >= 0) return (radix_page_run){area[0], np};
+    return (radix_page_run){area[1 + 2 * i], area[2 + 2 * i]};
+}
+
+/* Runs of pages[0..n) when consecutive ids are merged. */
+static int32_t flat_nruns(const int32_t *pages, int32_t n)
+{
+    int32_t r = n > 0;
+    for (int32_t i = 1; i < n; i++) r += pages[i] != pages[i - 1] + 1;
+    return r;
+}
+
+/* Append run (f, c) to runs[0..*nr), merging with the last one when it
+ * continues it. */
+static inline void runs_push(radix_page_run *runs, int32_t *nr, int32_t f, int32_t c)
+{
+    if (*nr > 0 && runs[*nr - 1].first + runs[*nr - 1].count == f) runs[*nr - 1].count += c;
+    else runs[(*nr)++] = (radix_page_run){f, c};
+}
+
+/* Write the area of nr runs given by run(i) for i < nr. */
+static void area_write(int32_t *area, const radix_page_run *runs, int32_t nr)
+{
+    if (nr == 1) {
+        area[0] = runs[0].first;
+        return;
+    }
+    area[0] = -nr;
+    for (int32_t i = 0; i < nr; i++) {
+        area[1 + 2 * i] = runs[i].first;
+        area[2 + 2 * i] = runs[i].count;
+    }
+}
+
+/* The area of pages[0..n), which form nr runs (flat_nruns). */
+static void area_from_flat(int32_t *area, const int32_t *pages, int32_t n, int32_t nr)
+{
+    if (nr == 1) {
+        area[0] = pages[0];
+        return;
+    }
+    area[0] = -nr;
+    int32_t k = 0;
+    for (int32_t i = 0; i < n; i++) {
+        if (i > 0 && pages[i] == pages[i - 1] + 1) {
+            area[2 + 2 * (k - 1)]++;
+            continue;
+        }
+        area[1 + 2 * k] = pages[i];
+        area[2 + 2 * k] = 1;
+        k++;
+    }
+}
+
+/* The runs of pages [a, b) of an area of np pages, into runs[] (room for
+ * the area's run count); returns how many. */
+static int32_t area_slice(const int32_t *area, int32_t np, int32_t a, int32_t b,
+                          radix_page_run *runs)
+{
+    int32_t nr = 0, pos = 0, n = area_nruns(area);
+    for (int32_t i = 0; i < n && pos < b; i++) {
+        radix_page_run r = area_run(area, i, np);
+        int32_t lo = a > pos ? a : pos, hi = b < pos + r.count ? b : pos + r.count;
+        if (lo < hi) runs[nr++] = (radix_page_run){r.first + (lo - pos), hi - lo};
+        pos += r.count;
+    }
+    return nr;
+}
+
+static inline size_t edge_bytes_nr(int32_t len, int32_t nruns)
+{
+    return sizeof(int32_t) * (size_t)(len + area_words(nruns));
+}
+
+/* Bytes of x's edge allocation (tokens and page runs). */
+static inline size_t node_edge_bytes(const rt_node *x)
+{
+    return x->len > 0 ? edge_bytes_nr(x->len, area_nruns(node_area(x))) : 0;
+}
+
+/* x's page ids one by one into out (room for len / P). */
+static void node_pages_expand(const rt_node *x, int32_t P, int32_t *out)
+{
+    const int32_t *area = node_area(x);
+    int32_t np = x->len / P, n = area_nruns(area), o = 0;
+    for (int32_t i = 0; i < n; i++) {
+        radix_page_run r = area_run(area, i, np);
+        for (int32_t j = 0; j < r.count; j++) out[o++] = r.first + j;
+    }
+}
+
+/* Free x's pages back to the pool, run by run. */
+static void node_pages_free(radix_tree *t, const rt_node *x)
+{
+    const int32_t *area = node_area(x);
+    int32_t np = x->len / t->P, n = area_nruns(area);
+    for (int32_t i = 0; i < n; i++) {
+        radix_page_run r = area_run(area, i, np);
+        page_pool_free_run(t->pool, r.first, r.count);
+    }
+}
+
+int32_t radix_page_runs_expand(const radix_page_run *runs, int32_t nruns, int32_t *pages_out)
+{
+    int32_t o = 0;
+    for (int32_t i = 0; i < nruns; i++) {
+        int32_t f = runs[i].first, c = runs[i].count;
+        int32_t *dst = pages_out + o;
+        for (int32_t j = 0; j < c; j++) dst[j] = f + j;
+        o += c;
+    }
+    return o;
 }
 
 static void *rt_alloc(radix_tree *t, size_t n)
@@ -122,10 +256,6 @@ static void rt_free(radix_tree *t, void *p, size_t n)
     free(p);
 }
 
-static inline size_t edge_bytes(int32_t len, int32_t P)
-{
-    return sizeof(int32_t) * (size_t)(len + len / P);
-}
 
 static inline uint32_t mix32(uint32_t x)
 {
@@ -205,17 +335,18 @@ static void slot_free(radix_tree *t, int32_t s)
     t->free_head = s;
 }
 
-/* A fresh node; edge allocated for len tokens (none for len 0). */
-static int32_t node_new(radix_tree *t, int32_t len)
+/* A fresh node; edge allocated for len tokens and nruns page runs (none for
+ * len 0). */
+static int32_t node_new(radix_tree *t, int32_t len, int32_t nruns)
 {
     int32_t *edge = NULL;
     if (len > 0) {
-        edge = rt_alloc(t, edge_bytes(len, t->P));
+        edge = rt_alloc(t, edge_bytes_nr(len, nruns));
         if (!edge) return -1;
     }
     int32_t s = slot_alloc(t);
     if (s < 0) {
-        rt_free(t, edge, edge_bytes(len, t->P));
+        if (edge) rt_free(t, edge, edge_bytes_nr(len, nruns));
         return -1;
     }
     rt_node *x = N(t, s);
@@ -632,7 +763,7 @@ static int32_t ns_create(radix_tree *t, uint64_t ns, uint64_t now)
         for (int32_t i = 0; i < t->ns_idx_cap; i++) t->ns_idx[i] = -1;
         for (int32_t k = 0; k < t->ns_n; k++) ns_index_put(t, k);
     }
-    int32_t s = node_new(t, 0);
+    int32_t s = node_new(t, 0, 0);
     if (s < 0) return -1;
     rt_node *x = N(t, s);
     x->id = now << 2 | 0;
@@ -678,7 +809,7 @@ rkv_status radix_tree_create(page_pool *pool, radix_policy policy, radix_tree **
     t->P = pool->page_size;
     t->policy = policy;
     t->free_head = -1;
-    if (node_new(t, 0) != RT_ROOT || !heap_reserve(t, 64)) {
+    if (node_new(t, 0, 0) != RT_ROOT || !heap_reserve(t, 64)) {
         radix_tree_destroy(t);
         return RKV_ENOMEM;
     }
@@ -692,7 +823,7 @@ void radix_tree_destroy(radix_tree *t)
     for (int32_t s = 0; s < t->num_slots; s++) {
         rt_node *x = N(t, s);
         if (x->len < 0) continue;
-        if (x->len > 0) page_pool_free(t->pool, node_pages(t, x), x->len / t->P);
+        if (x->len > 0) node_pages_free(t, x);
         free(x->edge);
         if (x->kind == KIDS_TAB) free(x->kids.tab);
     }
@@ -703,6 +834,8 @@ void radix_tree_destroy(radix_tree *t)
     free(t->ns_slot);
     free(t->ns_idx);
     free(t->spare);
+    free(t->runs_tmp);
+    free(t->info_pages);
     free(t);
 }
 
@@ -713,6 +846,19 @@ void radix_tree_set_evict_cb(radix_tree *t, radix_node_fn fn, void *ctx)
 }
 
 /* ---- split -------------------------------------------------------------- */
+
+static bool runs_tmp_reserve(radix_tree *t, int32_t n)
+{
+    if (n <= t->runs_tmp_cap) return true;
+    int32_t nc = t->runs_tmp_cap ? t->runs_tmp_cap : 16;
+    while (nc < n) nc *= 2;
+    radix_page_run *r = rt_alloc(t, sizeof *r * (size_t)nc);
+    if (!r) return false;
+    rt_free(t, t->runs_tmp, sizeof *r * (size_t)t->runs_tmp_cap);
+    t->runs_tmp = r;
+    t->runs_tmp_cap = nc;
+    return true;
+}
 
 /* Split node c after k tokens (0 < k < len, k % P == 0):
  *
@@ -728,21 +874,26 @@ static int32_t split(radix_tree *t, int32_t cs, int32_t k, uint64_t now)
     int32_t P = t->P;
     if (!heap_reserve(t, (int32_t)t->num_nodes + 1)) return -1;
     rt_node *c = N(t, cs);
-    int32_t rest = c->len - k;
-    int32_t *suf = rt_alloc(t, edge_bytes(rest, P));
+    int32_t rest = c->len - k, np = c->len / P;
+    size_t old_bytes = node_edge_bytes(c);
+    /* 1: the runs of each part (a run across the cut goes to both halves) */
+    if (!runs_tmp_reserve(t, area_nruns(node_area(c)) + 1)) return -1;
+    radix_page_run *tmp = t->runs_tmp;
+    int32_t npre = area_slice(node_area(c), np, 0, k / P, tmp);
+    int32_t nsuf = area_slice(node_area(c), np, k / P, np, tmp + npre);
+    int32_t *suf = rt_alloc(t, edge_bytes_nr(rest, nsuf));
     if (!suf) return -1;
-    int32_t ps = node_new(t, k); /* may move nothing: chunks are stable */
+    int32_t ps = node_new(t, k, npre); /* may move nothing: chunks are stable */
     if (ps < 0) {
-        rt_free(t, suf, edge_bytes(rest, P));
+        rt_free(t, suf, edge_bytes_nr(rest, nsuf));
         return -1;
     }
     c = N(t, cs);
     rt_node *pre = N(t, ps);
-    const int32_t *old_pages = node_pages(t, c);
     memcpy(pre->edge, c->edge, sizeof(int32_t) * (size_t)k);
-    memcpy(pre->edge + k, old_pages, sizeof(int32_t) * (size_t)(k / P));
+    area_write(pre->edge + k, tmp, npre);
     memcpy(suf, c->edge + k, sizeof(int32_t) * (size_t)rest);
-    memcpy(suf + rest, old_pages + k / P, sizeof(int32_t) * (size_t)(rest / P));
+    area_write(suf + rest, tmp + npre, nsuf);
     /* 2: hang pre where c was. */
     child_replace(t, N(t, c->parent), cs, ps);
     pre->parent = c->parent;
@@ -753,7 +904,7 @@ static int32_t split(radix_tree *t, int32_t cs, int32_t k, uint64_t now)
     pre->kind = KIDS_ONE;
     pre->kids.one = cs;
     /* 3: c becomes the suffix. */
-    rt_free(t, c->edge, edge_bytes(c->len, P));
+    rt_free(t, c->edge, old_bytes);
     c->edge = suf;
     c->len = rest;
     c->parent = ps;
@@ -764,11 +915,33 @@ static int32_t split(radix_tree *t, int32_t cs, int32_t k, uint64_t now)
 
 /* ---- match / insert ---------------------------------------------------- */
 
+/* Where a match puts its page ids: one per page, merged runs, or both. */
+typedef struct page_sink {
+    int32_t *flat;
+    radix_page_run *runs;
+    int32_t nflat, nruns;
+} page_sink;
+
+static void sink_node(page_sink *o, const rt_node *x, int32_t P)
+{
+    const int32_t *area = node_area(x);
+    int32_t np = x->len / P, n = area_nruns(area);
+    for (int32_t i = 0; i < n; i++) {
+        radix_page_run r = area_run(area, i, np);
+        if (o->runs) runs_push(o->runs, &o->nruns, r.first, r.count);
+        if (o->flat) {
+            int32_t *dst = o->flat + o->nflat;
+            for (int32_t j = 0; j < r.count; j++) dst[j] = r.first + j;
+        }
+        o->nflat += r.count;
+    }
+}
+
 /* Walk from node at tokens[pos..n), entering and splitting as the contract
  * says. Returns the last node of the matched path (-1 on ENOMEM) and the
- * matched length in *pos; copies pages when pages_out is set. */
+ * matched length in *pos; hands each whole node's pages to out when set. */
 static int32_t walk(radix_tree *t, int32_t node, const int32_t *tokens, int32_t n, int32_t *pos,
-                    int32_t *pages_out, uint64_t now)
+                    page_sink *out, uint64_t now)
 {
     int32_t P = t->P;
     int32_t p = *pos;
@@ -787,12 +960,12 @@ static int32_t walk(radix_tree *t, int32_t node, const int32_t *tokens, int32_t 
             }
             touch(t, ps, now);
             touch(t, cs, now);
-            if (pages_out) memcpy(pages_out + p / P, N(t, ps)->edge + k, sizeof(int32_t) * (size_t)(k / P));
+            if (out) sink_node(out, N(t, ps), P);
             *pos = p + k;
             return ps;
         }
         touch(t, cs, now);
-        if (pages_out) memcpy(pages_out + p / P, c->edge + c->len, sizeof(int32_t) * (size_t)(k / P));
+        if (out) sink_node(out, c, P);
         p += k;
         node = cs;
     }
@@ -800,8 +973,8 @@ static int32_t walk(radix_tree *t, int32_t node, const int32_t *tokens, int32_t 
     return node;
 }
 
-rkv_status radix_tree_match(radix_tree *t, const int32_t *tokens, int32_t n, uint64_t ns,
-                            int32_t *pages_out, int32_t *len, int32_t *node)
+static rkv_status match_into(radix_tree *t, const int32_t *tokens, int32_t n, uint64_t ns,
+                             page_sink *out, int32_t *len, int32_t *node)
 {
     *len = 0;
     *node = RT_ROOT;
@@ -813,11 +986,28 @@ rkv_status radix_tree_match(radix_tree *t, const int32_t *tokens, int32_t n, uin
     if (start < 0) return RKV_OK;
     if (start != RT_ROOT) touch(t, start, now);
     int32_t pos = 0;
-    int32_t end = walk(t, start, tokens, n, &pos, pages_out, now);
+    int32_t end = walk(t, start, tokens, n, &pos, out, now);
     if (end < 0) return RKV_ENOMEM;
     *len = pos;
     *node = end;
     return RKV_OK;
+}
+
+rkv_status radix_tree_match(radix_tree *t, const int32_t *tokens, int32_t n, uint64_t ns,
+                            int32_t *pages_out, int32_t *len, int32_t *node)
+{
+    page_sink out = {pages_out, NULL, 0, 0};
+    return match_into(t, tokens, n, ns, pages_out ? &out : NULL, len, node);
+}
+
+rkv_status radix_tree_match_runs(radix_tree *t, const int32_t *tokens, int32_t n, uint64_t ns,
+                                 radix_page_run *runs_out, int32_t *num_runs, int32_t *len,
+                                 int32_t *node)
+{
+    page_sink out = {NULL, runs_out, 0, 0};
+    rkv_status st = match_into(t, tokens, n, ns, &out, len, node);
+    *num_runs = st == RKV_OK ? out.nruns : 0;
+    return st;
 }
 
 rkv_status radix_tree_insert(radix_tree *t, const int32_t *tokens, int32_t n,
@@ -849,17 +1039,19 @@ rkv_status radix_tree_insert(radix_tree *t, const int32_t *tokens, int32_t n,
     int32_t len = n - pos;
     if (!heap_reserve(t, (int32_t)t->num_nodes + 1) || !child_reserve(t, N(t, at)))
         return RKV_ENOMEM;
-    int32_t ls = node_new(t, len);
+    const int32_t *own = pages + pos / P;
+    int32_t nr = flat_nruns(own, len / P);
+    int32_t ls = node_new(t, len, nr);
     if (ls < 0) return RKV_ENOMEM;
     rt_node *leaf = N(t, ls);
-    if (page_pool_adopt(t->pool, pages + pos / P, len / P) != RKV_OK) {
-        rt_free(t, leaf->edge, edge_bytes(len, P));
+    if (page_pool_adopt(t->pool, own, len / P) != RKV_OK) {
+        rt_free(t, leaf->edge, edge_bytes_nr(len, nr));
         slot_free(t, ls);
         *prefix_len = pos;
         return RKV_EINVAL;
     }
     memcpy(leaf->edge, tokens + pos, sizeof(int32_t) * (size_t)len);
-    memcpy(leaf->edge + len, pages + pos / P, sizeof(int32_t) * (size_t)(len / P));
+    area_from_flat(leaf->edge + len, own, len / P, nr);
     leaf->id = now << 2 | 2;
     leaf->time = now;
     leaf->hits = 1;
@@ -909,7 +1101,10 @@ rkv_status radix_tree_unlock(radix_tree *t, int32_t node)
     return RKV_OK;
 }
 
-static void node_info(const radix_tree *t, int32_t s, uint64_t ns, radix_node_info *in)
+/* pages: room for the node's len / P page ids (expanded from its runs), or
+ * NULL to leave in->pages NULL. */
+static void node_info(const radix_tree *t, int32_t s, uint64_t ns, int32_t *pages,
+                      radix_node_info *in)
 {
     const rt_node *x = N(t, s);
     in->id = x->id;
@@ -924,7 +1119,11 @@ static void node_info(const radix_tree *t, int32_t s, uint64_t ns, radix_node_in
     in->hits = x->hits;
     in->num_children = nkids(x);
     in->tokens = x->edge;
-    in->pages = x->len > 0 ? x->edge + x->len : NULL;
+    in->pages = NULL;
+    if (x->len > 0 && pages) {
+        node_pages_expand(x, t->P, pages);
+        in->pages = pages;
+    }
 }
 
 /* Namespace of a node: that of the namespace node on its path. */
@@ -947,17 +1146,26 @@ int64_t radix_tree_evict(radix_tree *t, int64_t n_tokens)
         t->num_cands--;
         if (t->evict_cb) {
             radix_node_info in;
-            node_info(t, s, node_ns(t, s), &in);
+            int32_t np = x->len / t->P;
+            if (np > t->info_cap) {
+                int32_t *p = rt_alloc(t, sizeof *p * (size_t)np);
+                if (p) {
+                    rt_free(t, t->info_pages, sizeof *p * (size_t)t->info_cap);
+                    t->info_pages = p;
+                    t->info_cap = np;
+                }
+            }
+            node_info(t, s, node_ns(t, s), np <= t->info_cap ? t->info_pages : NULL, &in);
             t->evict_cb(t->evict_ctx, &in);
         }
-        page_pool_free(t->pool, node_pages(t, x), x->len / t->P);
+        node_pages_free(t, x);
         freed += x->len;
         t->evictable -= x->len;
         t->num_nodes--;
         t->evictions++;
         int32_t ps = x->parent;
         child_remove(t, N(t, ps), s);
-        rt_free(t, x->edge, edge_bytes(x->len, t->P));
+        rt_free(t, x->edge, node_edge_bytes(x));
         slot_free(t, s);
         if (is_candidate(N(t, ps))) cand_enter(t, ps); /* a childless, unlocked parent */
     }
@@ -1007,7 +1215,11 @@ void radix_tree_visit(const radix_tree *t, radix_node_fn fn, void *ctx)
     int32_t *stack = malloc(sizeof(int32_t) * (size_t)(t->num_slots + 1));
     uint64_t *nss = malloc(sizeof(uint64_t) * (size_t)(t->num_slots + 1));
     int32_t *kids = malloc(sizeof(int32_t) * (size_t)(t->num_slots + 1));
-    if (!stack || !nss || !kids) goto out;
+    int32_t maxp = 1;
+    for (int32_t s = 0; s < t->num_slots; s++)
+        if (N(t, s)->len / t->P > maxp) maxp = N(t, s)->len / t->P;
+    int32_t *pages = malloc(sizeof(int32_t) * (size_t)maxp); /* one node's ids, expanded */
+    if (!stack || !nss || !kids || !pages) goto out;
     int32_t sp = 0;
     /* Namespace nodes after namespace 0, in creation order: push reversed. */
     for (int32_t k = t->ns_n - 1; k >= 0; k--) {
@@ -1021,7 +1233,7 @@ void radix_tree_visit(const radix_tree *t, radix_node_fn fn, void *ctx)
         int32_t s = stack[sp];
         uint64_t ns = nss[sp];
         radix_node_info in;
-        node_info(t, s, ns, &in);
+        node_info(t, s, ns, pages, &in);
         fn(ctx, &in);
         const rt_node *x = N(t, s);
         children_sorted(t, x, kids);
@@ -1034,6 +1246,7 @@ out:
     free(stack);
     free(nss);
     free(kids);
+    free(pages);
 }
 
 #define FAIL(...)                                                   \
@@ -1093,9 +1306,23 @@ rkv_status radix_tree_check(const radix_tree *t, char *err, size_t errlen)
             if (x->lock == 0) evictable += x->len;
             else protect += x->len;
             nodes++;
-            const int32_t *pp = x->edge + x->len;
-            for (int32_t i = 0; i < x->len / P; i++) {
-                int32_t g = pp[i];
+            const int32_t *area = node_area(x);
+            int32_t nr = area_nruns(area), np = x->len / P, sum = 0;
+            if (area[0] < 0 && nr < 2)
+                FAIL("node %llu has a run list of %d runs", (unsigned long long)id, nr);
+            for (int32_t i = 0; i < nr; i++) {
+                radix_page_run r = area_run(area, i, np), q = i ? area_run(area, i - 1, np) : r;
+                if (r.count < 1 || (i > 0 && q.first + q.count == r.first))
+                    FAIL("node %llu run %d (%d, %d) empty or not maximal", (unsigned long long)id,
+                         i, r.first, r.count);
+                sum += r.count;
+            }
+            if (sum != np)
+                FAIL("node %llu runs cover %d pages, length says %d", (unsigned long long)id, sum, np);
+            for (int32_t i = 0, k = 0, pos = 0; i < np; i++) {
+                radix_page_run r = area_run(area, k, np);
+                int32_t g = r.first + (i - pos);
+                if (i + 1 == pos + r.count) pos += r.count, k++;
                 if (g < 0 || g >= t->pool->num_pages)
                     FAIL("node %llu holds page id %d out of range", (unsigned long long)id, g);
                 if (pg[g]) FAIL("page %d owned twice (node %llu)", g, (unsigned long long)id);

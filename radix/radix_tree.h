@@ -6,7 +6,8 @@
  * prefix; evict() and destroy() free pages back to the pool. The pool must
  * outlive the tree. Token and page arrays passed in are only read.
  *
- * Shape (P = 1; each node holds its edge tokens and one page per P tokens):
+ * Shape (P = 1; each node holds its edge tokens and its pages, one per P
+ * tokens, stored as runs of consecutive ids):
  *
  *   insert "ABCDE", insert "ABXY", match "ABC":
  *
@@ -109,6 +110,24 @@ void radix_tree_destroy(radix_tree *t);
  * RKV_ENOMEM leaves the tree as it was before the split. */
 rkv_status radix_tree_match(radix_tree *t, const int32_t *tokens, int32_t n, uint64_t ns,
                             int32_t *pages_out, int32_t *len, int32_t *node);
+
+/* A run of consecutive page ids: first, first + 1, .., first + count - 1. */
+typedef struct radix_page_run {
+    int32_t first;
+    int32_t count;
+} radix_page_run;
+
+/* radix_tree_match(), with the matched page ids as runs: runs_out (room for
+ * n / P runs) gets *num_runs maximal runs (consecutive across nodes merged),
+ * in token order. The tree stores pages as runs, so this costs one write per
+ * run instead of one per page. */
+rkv_status radix_tree_match_runs(radix_tree *t, const int32_t *tokens, int32_t n, uint64_t ns,
+                                 radix_page_run *runs_out, int32_t *num_runs, int32_t *len,
+                                 int32_t *node);
+
+/* The page ids of runs[0..nruns) one by one into pages_out (room for the sum
+ * of counts), for callers that need a flat page table. Returns the count. */
+int32_t radix_page_runs_expand(const radix_page_run *runs, int32_t nruns, int32_t *pages_out);
 
 /* Store tokens[0..n) (cut to whole pages) with pages[0..n/P) in namespace ns.
  * *prefix_len = tokens already cached; pages[prefix_len/P .. n/P) are adopted
