@@ -14,6 +14,9 @@
  *                            in full again and again without page ids;
  *                            baseline memcmp of the same tokens
  *   match_cached_100k        the same, copying one page id per token (P = 1)
+ *   match_cached_100k_runs   the same, the page ids returned as page runs
+ *   match_cached_100k_runs_expanded  runs, then expanded to a flat page table
+ *                            by radix_page_runs_expand()
  *   match_cached_100k_chain  the same prompt split into 100 nodes
  *   match_cached_100k_p16    one node at page size 16 (the engine's default):
  *                            the compare alone, page ids are 1/16 of the copy
@@ -145,7 +148,7 @@ static uint64_t mix64(uint64_t z)
     return z ^ (z >> 31);
 }
 
-static uint64_t rng_state;
+static uint64_t rng_state, bench_seed;
 static uint64_t rnd64(void) { return mix64(rng_state++); }
 static int32_t rnd_below(int32_t n) { return (int32_t)(rnd64() % (uint64_t)n); }
 static int32_t rnd_token(void) { return 1000 + rnd_below(31000); }
@@ -193,14 +196,23 @@ static void insert_fresh(radix_tree *t, page_pool *pool, const int32_t *tok, int
 
 /* ---- scenario 1: a long, fully cached prompt ------------------------------ */
 
-/* What a match hands back: nothing, or one page id per page in a flat table. */
-typedef enum long_mode { LONG_NOPAGES, LONG_FLAT } long_mode;
+/* What a match hands back: nothing, one page id per page in a flat table,
+ * page runs, or page runs expanded to a flat table by the helper. */
+typedef enum long_mode { LONG_NOPAGES, LONG_FLAT, LONG_RUNS, LONG_RUNS_EXPANDED } long_mode;
+
+static radix_page_run long_runs[100000];
 
 static int32_t long_match(radix_tree *t, const int32_t *tok, int32_t n, long_mode mode,
                           int32_t *pages)
 {
-    int32_t len = 0, node = 0;
-    radix_tree_match(t, tok, n, 0, mode == LONG_NOPAGES ? NULL : pages, &len, &node);
+    int32_t len = 0, node = 0, nruns = 0;
+    if (mode == LONG_RUNS || mode == LONG_RUNS_EXPANDED) {
+        radix_tree_match_runs(t, tok, n, 0, long_runs, &nruns, &len, &node);
+        if (mode == LONG_RUNS_EXPANDED) radix_page_runs_expand(long_runs, nruns, pages);
+        else sink += long_runs[0].count;
+    } else {
+        radix_tree_match(t, tok, n, 0, mode == LONG_NOPAGES ? NULL : pages, &len, &node);
+    }
     return len;
 }
 
@@ -750,12 +762,17 @@ static void bench_shared_prompt_tree(double scale)
 {
     sp_tree g;
     int32_t nsys = (int32_t)(SP_SYS * scale + 0.5);
+    /* its own seed, so the tree is the same whatever ran before it */
+    uint64_t saved = rng_state;
+    rng_state = mix64(bench_seed ^ 0x5a5a5a5aULL);
     sp_make(&g, nsys < 1 ? 1 : nsys);
+    rng_state = saved;
     size_t room = (size_t)SP_BATCH * (size_t)g.maxlen;
     sp_batch b = {0, xmalloc(sizeof(int32_t) * room), xmalloc(sizeof(int32_t) * room),
                   xmalloc(sizeof(int32_t) * room), {0}, {0}, {0}};
     uint8_t *seen = xmalloc((size_t)g.nseg);
-    sp_op ins = {0}, mat = {0}, part = {0}, ev = {0};
+    sp_op ins = {0}, mat = {0}, mruns = {0}, part = {0}, ev = {0};
+    radix_page_run *runs = xmalloc(sizeof(radix_page_run) * (size_t)g.maxlen);
     int64_t nodes = 0, leaves = 0, cached = 0, heap_delta = -1, host = 0, evicted_calls = 0;
     for (int round = 0; round < REPEATS; round++) {
         page_pool pool;
@@ -802,7 +819,7 @@ static void bench_shared_prompt_tree(double scale)
         }
 
         /* match with page ids, then partial match, batch by batch */
-        stopwatch mop = {0, 0}, pop = {0, 0};
+        stopwatch mop = {0, 0}, rop = {0, 0}, pop = {0, 0};
         base = (stopwatch){0, 0};
         for (int32_t first = 0; first < g.nreq; first += SP_BATCH) {
             sp_fill(&g, &b, first, NULL, NULL);
@@ -812,6 +829,14 @@ static void bench_shared_prompt_tree(double scale)
                 radix_tree_match(t, b.tok + (size_t)k * g.maxlen, b.len[k], 0,
                                  b.pages + (size_t)k * g.maxlen, &got[k], &node);
             sw_stop(&mop, t0);
+            t0 = sw_start();
+            for (int32_t k = 0; k < b.count; k++) {
+                int32_t nruns = 0;
+                radix_tree_match_runs(t, b.tok + (size_t)k * g.maxlen, b.len[k], 0, runs, &nruns,
+                                      &got[k], &node);
+                sink += nruns;
+            }
+            sw_stop(&rop, t0);
             for (int32_t k = 0; k < b.count; k++) {
                 if (got[k] != b.len[k]) {
                     fprintf(stderr, "radix_bench: matched %d of %d tokens\n", got[k], b.len[k]);
@@ -837,6 +862,7 @@ static void bench_shared_prompt_tree(double scale)
             sp_memcmp(&b, g.maxlen, &base);
         }
         sp_record(&mat, mop, base, g.nreq);
+        sp_record(&mruns, rop, base, g.nreq);
         sp_record(&part, pop, base, g.nreq);
 
         /* evict: one node per call until the tree is empty */
@@ -866,6 +892,7 @@ static void bench_shared_prompt_tree(double scale)
              heap_delta >= 0 ? (double)heap_delta / (double)cached : -1.0);
     sp_print("insert", &g, nodes, leaves, cached, &ins, "request", extra);
     sp_print("match", &g, nodes, leaves, cached, &mat, "request", ",\"page_ids\":\"flat\"");
+    sp_print("match_runs", &g, nodes, leaves, cached, &mruns, "request", ",\"page_ids\":\"runs\"");
     sp_print("partial_match", &g, nodes, leaves, cached, &part, "request", "");
     snprintf(extra, sizeof extra, ",\"evictions\":%lld", (long long)evicted_calls);
     sp_print("evict", &g, nodes, leaves, cached, &ev, "eviction", extra);
@@ -874,6 +901,7 @@ static void bench_shared_prompt_tree(double scale)
     free(b.copy);
     free(b.pages);
     free(seen);
+    free(runs);
     free(g.tok);
     free(g.seg);
     free(g.req);
@@ -974,8 +1002,11 @@ int main(int argc, char **argv)
             return 2;
         }
     }
+    bench_seed = rng_state;
     bench_long_match("match_cached_100k_nopages", 0, 1, LONG_NOPAGES, scale);
     bench_long_match("match_cached_100k", 0, 1, LONG_FLAT, scale);
+    bench_long_match("match_cached_100k_runs", 0, 1, LONG_RUNS, scale);
+    bench_long_match("match_cached_100k_runs_expanded", 0, 1, LONG_RUNS_EXPANDED, scale);
     bench_long_match("match_cached_100k_chain", 1, 1, LONG_FLAT, scale);
     bench_long_match("match_cached_100k_p16", 0, 16, LONG_FLAT, scale);
     bench_shared_prompt_tree(scale);

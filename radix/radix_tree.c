@@ -11,13 +11,14 @@
  *                      edge tokens          (one array; see "page runs")
  *
  *   children, by number (rt_node.kind):
- *     0    none; the union holds the leaf's heap position instead
+ *     0    none
  *     1    kids.one = the child's slot (its first page is read from the child)
  *     >=2  kids.tab = a table of { key, child } entries, key = first token
  *          (P = 1) or a hash of the first page; tab[0] = {capacity, count}:
- *            capacity 2 or 4   searched linearly (most inner nodes have 2-3
- *                              children; a hash would waste half the room)
- *            capacity >= 8     open addressing, linear probing, grown at 3/4
+ *            capacity 2, 4, 8  searched linearly, filled up (most inner nodes
+ *                              have 2-7 children; a hash would waste room, and
+ *                              8 keys are one cache line)
+ *            capacity >= 16    open addressing, linear probing, grown at 3/4
  *                              load, shrunk below 1/8, backward-shift deletion
  *
  *   heap[]  4-ary min-heap of (eviction key, slot) entries, at most one per
@@ -544,7 +545,8 @@ static inline void touch(radix_tree *t, int32_t s, uint64_t now)
 /* ---- child tables ------------------------------------------------------ */
 
 static inline uint32_t tab_cap(const rt_slot *tab) { return tab[0].key; }
-static inline bool tab_linear(const rt_slot *tab) { return tab[0].key <= 4; }
+enum { TAB_LINEAR_MAX = 8 }; /* tables up to this capacity are searched linearly */
+static inline bool tab_linear(const rt_slot *tab) { return tab[0].key <= TAB_LINEAR_MAX; }
 
 static inline uint32_t child_key(const radix_tree *t, int32_t c)
 {
@@ -559,7 +561,7 @@ static int32_t child_find(const radix_tree *t, const rt_node *x, const int32_t *
         return page_eq(N(t, x->kids.one)->edge, tok, t->P) ? x->kids.one : -1;
     const rt_slot *e = x->kids.tab + 1;
     uint32_t cap = tab_cap(x->kids.tab), key = page_key(tok, t->P);
-    if (cap <= 4) {
+    if (cap <= TAB_LINEAR_MAX) {
         for (uint32_t i = 0; i < cap; i++)
             if (e[i].child >= 0 && e[i].key == key &&
                 (t->P == 1 || page_eq(N(t, e[i].child)->edge, tok, t->P)))
@@ -625,7 +627,7 @@ static bool child_reserve(radix_tree *t, rt_node *x)
         return t->spare != NULL;
     }
     uint32_t cap = tab_cap(x->kids.tab), n = (uint32_t)nkids(x) + 1;
-    if (cap <= 4 ? n <= cap : n * 4 <= cap * 3) return true;
+    if (cap <= TAB_LINEAR_MAX ? n <= cap : n * 4 <= cap * 3) return true;
     return tab_resize(t, x, cap * 2);
 }
 
@@ -695,7 +697,7 @@ static void child_remove(radix_tree *t, rt_node *x, int32_t c)
         tab_free(t, tab);
         x->kids.one = only;
         x->kind = KIDS_ONE;
-    } else if (cap > 8 && (uint32_t)n * 8 < cap) {
+    } else if (cap > 2 * TAB_LINEAR_MAX && (uint32_t)n * 8 < cap) {
         tab_resize(t, x, cap / 2); /* optional: on failure the big table stays */
     }
 }
@@ -1352,7 +1354,7 @@ rkv_status radix_tree_check(const radix_tree *t, char *err, size_t errlen)
             count = 1;
         } else if (x->kind == KIDS_TAB) {
             uint32_t cap = tab_cap(x->kids.tab);
-            bool fits = cap <= 4 ? (uint32_t)nk <= cap : (uint32_t)nk * 4 <= cap * 3;
+            bool fits = cap <= TAB_LINEAR_MAX ? (uint32_t)nk <= cap : (uint32_t)nk * 4 <= cap * 3;
             if (nk < 2 || cap < 2 || (cap & (cap - 1)) || !fits)
                 FAIL("node %llu child table capacity %u for %d children", (unsigned long long)id,
                      cap, nk);
