@@ -15,9 +15,9 @@
  *     1    kids.one = the child's slot (its first page is read from the child)
  *     >=2  kids.tab = a table of { key, child } entries, key = first token
  *          (P = 1) or a hash of the first page; tab[0] = {capacity, count}:
- *            capacity 2, 4, 8  searched linearly, filled up (most inner nodes
- *                              have 2-7 children; a hash would waste room, and
- *                              8 keys are one cache line)
+ *            capacity 2 .. 8   searched linearly, grown one entry at a time
+ *                              (most inner nodes have 2-7 children: a hash
+ *                              would waste room; 8 entries are one cache line)
  *            capacity >= 16    open addressing, linear probing, grown at 3/4
  *                              load, shrunk below 1/8, backward-shift deletion
  *
@@ -28,6 +28,9 @@
 
 #include <stdlib.h>
 #include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "cache.h"
 
@@ -283,10 +286,34 @@ static inline bool page_eq(const int32_t *a, const int32_t *b, int32_t P)
     return P == 1 ? a[0] == b[0] : memcmp(a, b, sizeof(int32_t) * (size_t)P) == 0;
 }
 
+/* Common prefix of a[i..n) and b[i..n), from i, four tokens per compare
+ * (SSE2 on x86-64, else two per 64-bit word): short edges (most are 12-28
+ * tokens) and the last block of a long one. */
+static inline int32_t common_prefix_short(const int32_t *a, const int32_t *b, int32_t i, int32_t n)
+{
+#if defined(__SSE2__)
+    for (; i + 4 <= n; i += 4) {
+        __m128i x = _mm_loadu_si128((const __m128i *)(const void *)(a + i));
+        __m128i y = _mm_loadu_si128((const __m128i *)(const void *)(b + i));
+        unsigned ne = ~(unsigned)_mm_movemask_epi8(_mm_cmpeq_epi32(x, y)) & 0xffffu;
+        if (ne) return i + __builtin_ctz(ne) / 4;
+    }
+#elif __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    for (; i + 2 <= n; i += 2) {
+        uint64_t x, y;
+        memcpy(&x, a + i, sizeof x);
+        memcpy(&y, b + i, sizeof y);
+        if (x != y) return i + (__builtin_ctzll(x ^ y) >= 32);
+    }
+#endif
+    while (i < n && a[i] == b[i]) i++;
+    return i;
+}
+
 /* Length of the common prefix of a and b, at most n. Chunks that grow while
  * they match go through memcmp (libc's vector code), so a long cached edge
  * costs a few calls at memory speed; a mismatching chunk is searched again in
- * blocks of CMP_BLOCK, the last block token by token. */
+ * blocks of CMP_BLOCK, the last block four tokens at a time. */
 enum { CMP_BLOCK = 64, CMP_MAX_CHUNK = 8192 };
 static inline int32_t common_prefix(const int32_t *a, const int32_t *b, int32_t n)
 {
@@ -298,8 +325,7 @@ static inline int32_t common_prefix(const int32_t *a, const int32_t *b, int32_t 
     }
     for (; i + CMP_BLOCK <= n; i += CMP_BLOCK)
         if (memcmp(a + i, b + i, sizeof(int32_t) * CMP_BLOCK)) break;
-    while (i < n && a[i] == b[i]) i++;
-    return i;
+    return common_prefix_short(a, b, i, n < i + CMP_BLOCK ? n : i + CMP_BLOCK);
 }
 
 /* ---- node slots ------------------------------------------------------- */
@@ -581,8 +607,12 @@ static void tab_put(rt_slot *tab, uint32_t key, int32_t child)
 {
     rt_slot *e = tab + 1;
     uint32_t cap = tab_cap(tab), mask = cap - 1;
-    uint32_t i = tab_linear(tab) ? 0 : mix32(key) & mask;
-    while (e[i].child >= 0) i = (i + 1) & mask;
+    uint32_t i = 0;
+    if (tab_linear(tab)) { /* any capacity: the first hole */
+        while (e[i].child >= 0) i++;
+    } else {
+        for (i = mix32(key) & mask; e[i].child >= 0; i = (i + 1) & mask) {}
+    }
     e[i].key = key;
     e[i].child = child;
 }
@@ -628,7 +658,9 @@ static bool child_reserve(radix_tree *t, rt_node *x)
     }
     uint32_t cap = tab_cap(x->kids.tab), n = (uint32_t)nkids(x) + 1;
     if (cap <= TAB_LINEAR_MAX ? n <= cap : n * 4 <= cap * 3) return true;
-    return tab_resize(t, x, cap * 2);
+    /* linear tables grow one entry at a time (a node's children fill them
+     * exactly); past TAB_LINEAR_MAX they double as hash tables */
+    return tab_resize(t, x, cap < TAB_LINEAR_MAX ? cap + 1 : cap * 2);
 }
 
 /* Add child c under x; child_reserve(x) must have succeeded, and x must not
@@ -656,9 +688,12 @@ static void child_add(radix_tree *t, rt_node *x, int32_t c)
 static uint32_t tab_index(const radix_tree *t, const rt_slot *tab, int32_t c)
 {
     const rt_slot *e = tab + 1;
-    uint32_t mask = tab_cap(tab) - 1;
-    uint32_t i = tab_linear(tab) ? 0 : mix32(child_key(t, c)) & mask;
-    while (e[i].child != c) i = (i + 1) & mask;
+    uint32_t mask = tab_cap(tab) - 1, i = 0;
+    if (tab_linear(tab)) {
+        while (e[i].child != c) i++;
+    } else {
+        for (i = mix32(child_key(t, c)) & mask; e[i].child != c; i = (i + 1) & mask) {}
+    }
     return i;
 }
 
@@ -1355,7 +1390,8 @@ rkv_status radix_tree_check(const radix_tree *t, char *err, size_t errlen)
         } else if (x->kind == KIDS_TAB) {
             uint32_t cap = tab_cap(x->kids.tab);
             bool fits = cap <= TAB_LINEAR_MAX ? (uint32_t)nk <= cap : (uint32_t)nk * 4 <= cap * 3;
-            if (nk < 2 || cap < 2 || (cap & (cap - 1)) || !fits)
+            bool pow2 = (cap & (cap - 1)) == 0;
+            if (nk < 2 || cap < 2 || (cap > TAB_LINEAR_MAX && !pow2) || !fits)
                 FAIL("node %llu child table capacity %u for %d children", (unsigned long long)id,
                      cap, nk);
             for (uint32_t i = 1; i <= cap; i++) {
