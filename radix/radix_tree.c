@@ -488,6 +488,10 @@ static void heap_down(radix_tree *t, int32_t i)
         if (l >= t->heap_n) break;
         int32_t end = l + HEAP_D < t->heap_n ? l + HEAP_D : t->heap_n;
         const rt_entry *be = &e;
+        /* the next level's line is one of these four children's: ask for all
+         * four while this level is compared (a large heap misses below the
+         * top levels) */
+        for (int32_t c = l; c < end; c++) __builtin_prefetch(&h[HEAP_D * c + 1]);
         for (int32_t c = l; c < end; c++)
             if (entry_before(t, &h[c], be)) best = c, be = &h[c];
         if (best < 0) break;
@@ -553,7 +557,11 @@ static int32_t heap_pop_min(radix_tree *t)
         }
         x->queued = 0;
         t->heap[0] = t->heap[--t->heap_n];
-        if (t->heap_n > 0) heap_down(t, 0);
+        if (t->heap_n > 0) {
+            heap_down(t, 0);
+            /* the next eviction starts by reading the new top's node */
+            __builtin_prefetch(N(t, t->heap[0].slot));
+        }
         if (is_candidate(x)) return s;
     }
     return -1;
