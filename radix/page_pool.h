@@ -39,12 +39,13 @@ rkv_status page_pool_init(page_pool *p, int32_t num_pages, int32_t page_size);
 void page_pool_destroy(page_pool *p);
 
 /* Allocate n pages, all or nothing: on RKV_ENOSPC nothing changes. The pages
- * become INFLIGHT and are written to out[0..n), from the top of the free
- * stack. Lowest-numbered pages are handed out first on a fresh pool, so runs
- * are repeatable, and consecutive ids come out as runs (caches store runs in
- * a few words) wherever the stack holds them in order: on a fresh pool and
- * after page_pool_free_run(); otherwise the pages are scattered ids, which
- * are as valid, only costlier to store. */
+ * become INFLIGHT and are written to out[0..n): the top n of the free stack.
+ * Lowest-numbered pages are handed out first on a fresh pool, so runs are
+ * repeatable. Consecutive ids come out as ascending runs (caches store runs in
+ * a few words) wherever the stack holds them together: on a fresh pool, and
+ * where a run was freed (its pages popped last first are handed out in
+ * ascending order); otherwise the pages are scattered ids, as valid, only
+ * costlier to store. */
 rkv_status page_pool_alloc(page_pool *p, int32_t n, int32_t *out);
 
 /* Return pages (INFLIGHT or CACHED) to the free stack. A page id out of range
@@ -52,9 +53,9 @@ rkv_status page_pool_alloc(page_pool *p, int32_t n, int32_t *out);
 rkv_status page_pool_free(page_pool *p, const int32_t *pages, int32_t n);
 
 /* Return the run of pages first .. first + count - 1 (INFLIGHT or CACHED),
- * pushed so that the next allocation of as many pages hands the same run out
- * again in ascending order: a cache that frees whole runs (the radix tree
- * evicting a node) keeps the pool handing out runs. Checked like free. */
+ * exactly as page_pool_free() of that list would, without the list: the next
+ * allocation of as many pages hands the same run out again. Checked like
+ * free. */
 rkv_status page_pool_free_run(page_pool *p, int32_t first, int32_t count);
 
 /* INFLIGHT -> CACHED (a cache takes ownership on insert). Checked like free. */
