@@ -136,11 +136,12 @@ static inline radix_page_run area_run(const int32_t *area, int32_t i, int32_t np
     return (radix_page_run){area[1 + 2 * i], area[2 + 2 * i]};
 }
 
-/* Runs of pages[0..n) when consecutive ids are merged. */
+/* Runs of pages[0..n) when consecutive ids are merged (in 64 bits: the ids
+ * are the caller's and not yet checked). */
 static int32_t flat_nruns(const int32_t *pages, int32_t n)
 {
     int32_t r = n > 0;
-    for (int32_t i = 1; i < n; i++) r += pages[i] != pages[i - 1] + 1;
+    for (int32_t i = 1; i < n; i++) r += (int64_t)pages[i] != (int64_t)pages[i - 1] + 1;
     return r;
 }
 
@@ -152,7 +153,7 @@ static inline void runs_push(radix_page_run *runs, int32_t *nr, int32_t f, int32
     else runs[(*nr)++] = (radix_page_run){f, c};
 }
 
-/* Write the area of nr runs given by run(i) for i < nr. */
+/* Write the area of runs[0..nr). */
 static void area_write(int32_t *area, const radix_page_run *runs, int32_t nr)
 {
     if (nr == 1) {
@@ -436,23 +437,6 @@ static inline rt_entry evict_key(radix_policy policy, const rt_node *x, int32_t 
     case RADIX_FIFO: break;
     }
     return (rt_entry){x->id, 0, s};
-}
-
-/* true when node a is evicted before node b (the full order; ties go to the
- * node created first) */
-static inline bool before(const radix_tree *t, const rt_node *a, const rt_node *b)
-{
-    switch (t->policy) {
-    case RADIX_LFU:
-        if (a->hits != b->hits) return a->hits < b->hits;
-        /* fall through */
-    case RADIX_LRU:
-        if (a->time != b->time) return a->time < b->time;
-        /* fall through */
-    case RADIX_FIFO:
-        break;
-    }
-    return a->id < b->id;
 }
 
 static inline bool entry_before(const radix_tree *t, const rt_entry *a, const rt_entry *b)
