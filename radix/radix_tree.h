@@ -42,7 +42,8 @@
  * Eviction: candidates are the unlocked leaves (not the root or namespace
  * nodes), kept in a 4-ary heap of entries carrying their keys, fixed lazily
  * at eviction time (a match only writes the node's time and hits), so each
- * evicted leaf costs O(log n) and nothing is ever rebuilt. Order by policy:
+ * evicted leaf costs O(log n) amortized and nothing is ever rebuilt. Order
+ * by policy (radix_tree.c: evict_key()):
  *   lru   oldest time, then smaller id
  *   lfu   fewest hits, then oldest time, then smaller id
  *   fifo  smaller id (created first)
@@ -93,7 +94,9 @@ typedef struct radix_node_info {
     uint64_t hits;       /* calls that entered it (lfu); saturates at 2^29 - 1 */
     int32_t num_children;
     const int32_t *tokens; /* (len) this node's own edge tokens */
-    const int32_t *pages;  /* (len / P) page ids */
+    const int32_t *pages;  /* (len / P) page ids, expanded from the node's runs;
+                              NULL for root / namespace nodes, or when host
+                              memory for the expansion ran out */
 } radix_node_info;
 
 typedef void (*radix_node_fn)(void *ctx, const radix_node_info *node);
