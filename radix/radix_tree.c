@@ -12,7 +12,7 @@
  *
  *   children, by number (rt_node.kind):
  *     0    none
- *     1    kids.one = the child's slot (its first page is read from the child)
+ *     1    kids.one = the child's slot, kids.one_key its key (as in a table)
  *     >=2  kids.tab = a table of { key, child } entries, key = first token
  *          (P = 1) or a hash of the first page; tab[0] = {capacity, count}:
  *            capacity 2 .. 8   searched linearly, grown one entry at a time
@@ -53,7 +53,11 @@ typedef struct rt_node {
     uint64_t time;
     union {
         rt_slot *tab; /* KIDS_TAB: tab[0] = {capacity, count} */
-        int32_t one;  /* KIDS_ONE: the child's slot */
+        struct {
+            int32_t one;      /* KIDS_ONE: the child's slot */
+            uint32_t one_key; /* and its key (see child tables), so a lookup
+                                 at P = 1 that misses never reads the child */
+        };
     } kids;
     int32_t len;      /* -1 marks a free slot */
     int32_t parent;   /* free slots chain through parent */
@@ -600,8 +604,10 @@ static inline uint32_t child_key(const radix_tree *t, int32_t c)
 static int32_t child_find(const radix_tree *t, const rt_node *x, const int32_t *tok)
 {
     if (x->kind == KIDS_NONE) return -1;
-    if (x->kind == KIDS_ONE)
+    if (x->kind == KIDS_ONE) {
+        if (t->P == 1) return x->kids.one_key == (uint32_t)tok[0] ? x->kids.one : -1;
         return page_eq(N(t, x->kids.one)->edge, tok, t->P) ? x->kids.one : -1;
+    }
     const rt_slot *e = x->kids.tab + 1;
     uint32_t cap = tab_cap(x->kids.tab), key = page_key(tok, t->P);
     if (cap <= TAB_LINEAR_MAX) {
@@ -686,6 +692,7 @@ static void child_add(radix_tree *t, rt_node *x, int32_t c)
 {
     if (x->kind == KIDS_NONE) {
         x->kids.one = c;
+        x->kids.one_key = child_key(t, c);
         x->kind = KIDS_ONE;
     } else if (x->kind == KIDS_ONE) {
         rt_slot *tab = t->spare;
@@ -744,10 +751,12 @@ static void child_remove(radix_tree *t, rt_node *x, int32_t c)
     int32_t n = --tab[0].child;
     if (n == 1) {
         int32_t only = -1;
+        uint32_t key = 0;
         for (uint32_t k = 0; k < cap; k++)
-            if (e[k].child >= 0) only = e[k].child;
+            if (e[k].child >= 0) only = e[k].child, key = e[k].key;
         tab_free(t, tab);
         x->kids.one = only;
+        x->kids.one_key = key;
         x->kind = KIDS_ONE;
     } else if (cap > 2 * TAB_LINEAR_MAX && (uint32_t)n * 8 < cap) {
         tab_resize(t, x, cap / 2); /* optional: on failure the big table stays */
@@ -957,6 +966,7 @@ static int32_t split(radix_tree *t, int32_t cs, int32_t k, uint64_t now)
     pre->lock = c->lock;
     pre->kind = KIDS_ONE;
     pre->kids.one = cs;
+    pre->kids.one_key = page_key(suf, P);
     /* 3: c becomes the suffix. */
     rt_free(t, c->edge, old_bytes);
     c->edge = suf;
@@ -1399,6 +1409,9 @@ rkv_status radix_tree_check(const radix_tree *t, char *err, size_t errlen)
         if (x->kind == KIDS_ONE) {
             int32_t c = x->kids.one;
             if (!slot_valid(t, c)) FAIL("node %llu has a dead child slot %d", (unsigned long long)id, c);
+            if (x->kids.one_key != child_key(t, c))
+                FAIL("node %llu only child's key %u is not its first page's", (unsigned long long)id,
+                     x->kids.one_key);
             stack[sp++] = c;
             count = 1;
         } else if (x->kind == KIDS_TAB) {
