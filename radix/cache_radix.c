@@ -12,6 +12,8 @@ typedef struct cache_radix {
     radix_tree *tree;
     cache_node_fn evict_fn; /* cache.h's eviction hook, fed by the tree's callback */
     void *evict_ctx;
+    radix_page_run *runs; /* (runs_cap) a match's page runs before expansion */
+    int32_t runs_cap;
 } cache_radix;
 
 static const cache_ops radix_ops;
@@ -35,11 +37,21 @@ static rkv_status radix_match(cache *c, const int32_t *tokens, int32_t n, uint64
     if (n < 0) return RKV_EINVAL;
     rkv_status st = cache_match_reserve(out, n / c->page_size);
     if (st != RKV_OK) return st;
-    int32_t len = 0, node = 0;
-    st = radix_tree_match(tree_of(c), tokens, n, ns, out->pages, &len, &node);
+    cache_radix *cr = (cache_radix *)c;
+    if (n / c->page_size > cr->runs_cap) {
+        int32_t cap = n / c->page_size;
+        radix_page_run *r = realloc(cr->runs, sizeof *r * (size_t)cap);
+        if (!r) return RKV_ENOMEM;
+        cr->runs = r;
+        cr->runs_cap = cap;
+    }
+    int32_t len = 0, node = 0, nruns = 0;
+    st = radix_tree_match_runs(tree_of(c), tokens, n, ns, cr->runs, &nruns, &len, &node);
     c->stats.match_calls++;
     sync_splits(c);
     if (st != RKV_OK) return st;
+    /* cache.h hands callers a flat page table */
+    radix_page_runs_expand(cr->runs, nruns, out->pages);
     out->len = len;
     out->num_pages = len / c->page_size;
     out->handle = (void *)(intptr_t)node;
@@ -107,6 +119,7 @@ static void radix_dump(const cache *c, FILE *f, cache_dump_format fmt)
 static void radix_destroy(cache *c)
 {
     radix_tree_destroy(tree_of(c));
+    free(((cache_radix *)c)->runs);
     free(c);
 }
 
