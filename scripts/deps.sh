@@ -3,7 +3,7 @@
 # Usage: scripts/deps.sh [--with-docs]   (--with-docs adds TeX for the paper)
 set -euo pipefail
 pkgs=(meson ninja-build pkg-config gcc check libjemalloc-dev libopenblas-dev
-      libxxhash-dev libssl-dev libjansson-dev graphviz python3 python3-matplotlib
+      libxxhash-dev libssl-dev libjansson-dev libmicrohttpd-dev graphviz python3 python3-matplotlib
       python3-nbconvert python3-ipykernel python3-venv)
 if [[ "${1:-}" == "--with-docs" ]]; then
   pkgs+=(latexmk texlive-latex-base texlive-latex-recommended texlive-latex-extra)

@@ -28,22 +28,6 @@
 
 /* ---- options ------------------------------------------------------------ */
 
-typedef struct run_opts {
-    engine_config ec;
-    const char *trace;
-    const char *out;
-    const char *pin;
-    int64_t kv_tokens;
-    int32_t default_max_tokens;
-    bool progress;
-    billing_prices prices;
-    tier_opts tier;
-    int32_t replicas;
-    const char *router;
-    int32_t router_threshold;
-    int64_t router_tokens;
-    double router_cache_threshold;
-} run_opts;
 
 static void usage_run(FILE *f)
 {
@@ -120,8 +104,7 @@ static const char *const schedule_names[] = {"sync", "overlap", NULL};
 static const char *const evict_names[] = {"lru", "lfu", "fifo", NULL};
 static const char *const hash_names[] = {"xxh3", "sha256", "md5", NULL};
 
-/* Returns -1 to go on, else an exit status. */
-static int parse_run(int argc, char **argv, run_opts *o)
+int run_parse_options(int argc, char **argv, run_opts *o, bool need_trace)
 {
     engine_config_default(&o->ec);
     o->default_max_tokens = 16;
@@ -261,7 +244,7 @@ static int parse_run(int argc, char **argv, run_opts *o)
 #undef VALUE
 #undef NEED
     }
-    if (!o->trace) {
+    if (!o->trace && need_trace) {
         fprintf(stderr, "radixkv run: --trace FILE is required (see radixkv run --help)\n");
         return 2;
     }
@@ -440,7 +423,7 @@ int cmd_run(int argc, char **argv)
 {
     run_opts o;
     memset(&o, 0, sizeof o);
-    int rc = parse_run(argc, argv, &o);
+    int rc = run_parse_options(argc, argv, &o, true);
     if (rc >= 0) return rc;
 
     char err[512] = "";
