@@ -621,13 +621,17 @@ static enum MHD_Result handle_get(serve *s, struct MHD_Connection *c, const char
 
 static enum MHD_Result handle_completion(serve *s, struct MHD_Connection *c, conn_ctx *cc)
 {
-    if (cc->too_big)
-        return send_error(c, 413, NULL, "the body is larger than %u bytes", MAX_BODY);
     json_error_t jerr;
-    json_t *req = json_loadb(cc->body ? cc->body : "", cc->len, JSON_REJECT_DUPLICATES, &jerr);
-    if (!req)
+    json_t *req = cc->too_big ? NULL
+                : json_loadb(cc->body ? cc->body : "", cc->len, JSON_REJECT_DUPLICATES, &jerr);
+    if (!req) {
+        pthread_mutex_lock(&s->mu);
+        s->m.requests_rejected++;
+        pthread_mutex_unlock(&s->mu);
+        if (cc->too_big) return send_error(c, 413, NULL, "the body is larger than %u bytes", MAX_BODY);
         return send_error(c, 400, NULL, "malformed JSON at line %d, column %d: %s", jerr.line,
                           jerr.column, jerr.text);
+    }
     serve_job *j = calloc(1, sizeof *j);
     if (!j) {
         json_decref(req);

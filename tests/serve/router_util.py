@@ -1,0 +1,67 @@
+"""sglang-router (PyPI package sglang_router) on 127.0.0.1 and a free port, in
+front of radixkv serve replicas; used by the router test and experiment."""
+import http.client
+import json
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+HOST = "127.0.0.1"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind((HOST, 0))
+        return s.getsockname()[1]
+
+
+class Router:
+    def __init__(self, workers, policy, timeout=60):
+        self.port = free_port()
+        self.log = tempfile.TemporaryFile(mode="w+")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "sglang_router.launch_router", "--host", HOST, "--port",
+             str(self.port), "--policy", policy, "--worker-urls", *workers, "--log-level", "warn",
+             "--disable-retries", "--disable-circuit-breaker"],
+            stdout=self.log, stderr=self.log)
+        deadline = time.time() + timeout
+        while True:
+            try:
+                c = http.client.HTTPConnection(HOST, self.port, timeout=5)
+                c.request("GET", "/v1/models")
+                r = c.getresponse()
+                body = r.read()
+                c.close()
+                if r.status == 200 and json.loads(body).get("data"):
+                    break
+            except (OSError, ValueError):
+                pass
+            if self.proc.poll() is not None or time.time() > deadline:
+                self.log.seek(0)
+                raise RuntimeError("router did not start: " + self.log.read()[-2000:])
+            time.sleep(0.2)
+
+    def post(self, body, timeout=120):
+        c = http.client.HTTPConnection(HOST, self.port, timeout=timeout)
+        try:
+            c.request("POST", "/v1/completions", body=json.dumps(body),
+                      headers={"Content-Type": "application/json"})
+            r = c.getresponse()
+            text = r.read().decode()
+            try:
+                return r.status, json.loads(text)
+            except ValueError:
+                return r.status, text
+        finally:
+            c.close()
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=30)
