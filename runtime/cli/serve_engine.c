@@ -224,11 +224,14 @@ static void publish_locked(serve *s)
         }
         if (r.finished) {
             q->cached_tokens = r.cached_tokens;
-            engine_forget(s->e, q->eid);
             s->active[i] = s->active[s->n_active - 1];
             s->active_job[i] = s->active_job[s->n_active - 1];
             s->n_active--;
+            /* seq_finish copies r.error and may free the job: forget after,
+             * by the id saved here. */
+            int64_t eid = q->eid;
             seq_finish_locked(s, j, q, r.error);
+            engine_forget(s->e, eid);
             continue;
         }
         if (k > 0 && j->stream) serve_http_resume_locked(s, j);

@@ -13,7 +13,7 @@ import time
 sys.path.insert(0, __import__("os").path.dirname(__file__))
 from serve_util import HOST, Server, check, run_reference  # noqa: E402
 
-RADIXKV = sys.argv[1]
+RADIXKV = sys.argv[1] if len(sys.argv) > 1 else None
 ENGINE = ["--page-size", "4", "--num-pages", "64", "--max-running", "4"]
 
 
