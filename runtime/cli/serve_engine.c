@@ -317,17 +317,13 @@ static void *engine_main(void *arg)
             pthread_cond_broadcast(&s->drained);
             continue;
         }
-        publish_locked(s);
-        if (s->n_active == 0) {
-            char msg[512];
-            s->m.accounting_ok = engine_check(s->e, msg, sizeof msg) == RKV_OK;
-            if (!s->m.accounting_ok) snprintf(s->fatal, sizeof s->fatal, "%s", msg);
-        }
-        snapshot_locked(s);
-        /* sim: wait until wall time reaches the modelled clock, so clients
-         * see modelled latencies and arrivals land on the same clock. */
+        /* sim: tokens come out when the modelled clock says the step ends:
+         * wait until wall time reaches it, so clients see modelled latencies
+         * and arrivals land on the same clock. */
         if (s->paced) {
-            double target = s->t0 + s->m.es.clock;
+            engine_stats es;
+            engine_get_stats(s->e, &es);
+            double target = s->t0 + es.clock;
             while (!s->stop && serve_wall() < target) {
                 struct timespec until;
                 clock_gettime(CLOCK_REALTIME, &until);
@@ -339,6 +335,13 @@ static void *engine_main(void *arg)
                 pthread_cond_timedwait(&s->wake, &s->mu, &until);
             }
         }
+        publish_locked(s);
+        if (s->n_active == 0) {
+            char msg[512];
+            s->m.accounting_ok = engine_check(s->e, msg, sizeof msg) == RKV_OK;
+            if (!s->m.accounting_ok) snprintf(s->fatal, sizeof s->fatal, "%s", msg);
+        }
+        snapshot_locked(s);
     }
     pthread_mutex_unlock(&s->mu);
     return NULL;
