@@ -24,7 +24,10 @@ class Router:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "sglang_router.launch_router", "--host", HOST, "--port",
              str(self.port), "--policy", policy, "--worker-urls", *workers, "--log-level", "warn",
-             "--disable-retries", "--disable-circuit-breaker"],
+             "--disable-retries", "--disable-circuit-breaker",
+             # its metrics exporter too: loopback, and a port of its own so
+             # routers started side by side do not collide
+             "--prometheus-host", HOST, "--prometheus-port", str(free_port())],
             stdout=self.log, stderr=self.log)
         deadline = time.time() + timeout
         while True:
