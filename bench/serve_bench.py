@@ -11,6 +11,8 @@ with wall time, so both measure the same schedule). Reported per configuration
 
   run_rps, served_rps, ratio = served_rps / run_rps
   overhead_us = (served span - run span) / requests: the server's cost per request
+  overhead_cpu_us = (server CPU - run CPU) / requests: the same in CPU time, which
+      a loaded machine disturbs less than wall time
   cpu_s of each process (user + system, from the kernel), beside the wall spans
   hit rates of both (they must agree: the same cache sees the same prompts)
 
@@ -135,6 +137,7 @@ def report(a, backend, h, engine, trace, reqs, clients):
                 n = len(reqs)
                 ratio = [n / s / (n / r) for r, s in zip(rows["run_s"], rows["served_s"])]
                 over = [(s - r) / n * 1e6 for r, s in zip(rows["run_s"], rows["served_s"])]
+                over_cpu = [(s - r) / n * 1e6 for r, s in zip(rows["run_cpu"], rows["served_cpu"])]
                 print(json.dumps({
                     "bench": "serve", "backend": backend, "clients": clients,
                     "hit_rate_target": h, "requests": n,
@@ -143,6 +146,7 @@ def report(a, backend, h, engine, trace, reqs, clients):
                     "served_rps": med([n / x for x in rows["served_s"]]),
                     "ratio_served_over_run": med(ratio),
                     "overhead_us_per_request": med(over),
+                    "overhead_cpu_us_per_request": med(over_cpu),
                     "run_span_s": med(rows["run_s"]), "served_span_s": med(rows["served_s"]),
                     "run_cpu_s": med(rows["run_cpu"]), "served_cpu_s": med(rows["served_cpu"]),
                     "run_hit_rate": med(rows["run_hit"]), "served_hit_rate": med(rows["served_hit"]),

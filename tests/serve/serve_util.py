@@ -103,9 +103,9 @@ class Server:
                 raise AssertionError(f"server not idle after {timeout} s: {m}")
             time.sleep(0.05)
 
-    def stop(self, timeout=60):
-        """SIGTERM; returns (exit status, summary dict)."""
-        self.proc.send_signal(signal.SIGTERM)
+    def stop(self, timeout=60, sig=signal.SIGTERM):
+        """SIGTERM (or sig); returns (exit status, summary dict)."""
+        self.proc.send_signal(sig)
         out, _ = self.proc.communicate(timeout=timeout)
         summary = None
         for line in out.splitlines():

@@ -194,7 +194,31 @@ def drain(s):
     check(summary["pages_inflight"] == 0 and summary["requests_failed"] == 0, f"summary {summary}")
 
 
+def command_line():
+    # Bad options fail at once (exit 2) naming the option; a taken port too.
+    import subprocess
+    cases = [(["--trace", "t.jsonl"], "--trace is an option of run only"),
+             (["--replicas", "2"], "--replicas is an option of run only"),
+             (["--tokenizer", "bpe"], "--tokenizer: unknown value 'bpe'"),
+             (["--port", "70000"], "--port: expected an integer in [0, 65535]"),
+             (["--host", "localhost"], "--host: 'localhost' is not a numeric address"),
+             (["--page-size", "0"], "--page-size"),
+             (["--bogus"], "unknown option --bogus")]
+    for args, msg in cases:
+        p = subprocess.run([RADIXKV, "serve", *args], capture_output=True, text=True, timeout=60)
+        check(p.returncode == 2 and msg in p.stderr, f"serve {args}: {p.returncode} {p.stderr}")
+    s = Server(RADIXKV)
+    try:
+        p = subprocess.run([RADIXKV, "serve", "--host", HOST, "--port", str(s.port)],
+                           capture_output=True, text=True, timeout=60)
+        check(p.returncode != 0 and f"cannot listen on {HOST} port {s.port}" in p.stderr,
+              f"taken port: {p.returncode} {p.stderr}")
+    finally:
+        s.kill()
+
+
 def main():
+    command_line()
     s = Server(RADIXKV, "--model-name", "tiny", *ENGINE)
     try:
         endpoints(s)

@@ -3,9 +3,10 @@
 groups sharing a prefix. None is lost, duplicated or mixed up (each stream's
 tokens equal `radixkv run`'s greedy outputs for its own prompt), cached tokens
 are reported, and after the drain every page is free or cached, the page
-accounting holds and the server exits 0.
+accounting holds and the server exits 0 on SIGINT.
 Usage: test_serve_load.py PATH/TO/radixkv"""
 import os
+import signal
 import sys
 import threading
 
@@ -43,7 +44,7 @@ def main():
             t.join(timeout=240)
         check(not any(t.is_alive() for t in threads), "a stream did not finish within 240 s")
         m = s.wait_idle()
-        rc, summary = s.stop()
+        rc, summary = s.stop(sig=signal.SIGINT)
     finally:
         s.kill()
     ref = run_reference(RADIXKV, [(p, MAX_TOKENS) for p in ps], *ENGINE)
