@@ -37,6 +37,10 @@ typedef struct serve_config {
     const run_opts *run;       /* engine options, as `radixkv run` parsed them */
 } serve_config;
 
+/* A stream silent this long (queued, no token yet) writes an SSE comment, so
+ * a client that went away is noticed and its request cancelled. */
+#define SERVE_KEEPALIVE_SECONDS 1.0
+
 /* Latency histogram with fixed upper bounds (seconds), Prometheus style. */
 #define SERVE_HIST_BUCKETS 14
 typedef struct serve_hist {
@@ -93,6 +97,9 @@ struct serve_job {
     char *sse;
     size_t sse_len, sse_cap, sse_off;
     bool sse_final;            /* [DONE] written to sse */
+    double t_written;          /* wall time the stream last wrote (keep-alive) */
+    bool keepalive;            /* woken to write an SSE comment: a client that
+                                  went away while queued is noticed */
 };
 
 typedef struct serve serve;

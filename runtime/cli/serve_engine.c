@@ -234,7 +234,12 @@ static void publish_locked(serve *s)
             engine_forget(s->e, eid);
             continue;
         }
-        if (k > 0 && j->stream) serve_http_resume_locked(s, j);
+        if (k > 0 && j->stream) {
+            serve_http_resume_locked(s, j);
+        } else if (j->stream && j->suspended && t - j->t_written > SERVE_KEEPALIVE_SECONDS) {
+            j->keepalive = true;
+            serve_http_resume_locked(s, j);
+        }
         i++;
     }
 }

@@ -522,8 +522,11 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
         j->sse_off = j->sse_len = 0;
         sse_fill(s, j);
     }
+    if (j->sse_off == j->sse_len && j->keepalive && !j->sse_final) sse_append(j, ": keep-alive\n\n");
+    j->keepalive = false;
     ssize_t n;
     if (j->sse_len > j->sse_off) {
+        j->t_written = serve_wall();
         n = (ssize_t)(j->sse_len - j->sse_off < max ? j->sse_len - j->sse_off : max);
         memcpy(buf, j->sse + j->sse_off, (size_t)n);
         j->sse_off += (size_t)n;
@@ -661,7 +664,7 @@ static enum MHD_Result handle_completion(serve *s, struct MHD_Connection *c, con
     static uint64_t counter;
     snprintf(j->id, sizeof j->id, "cmpl-%d-%llu", (int)getpid(), (unsigned long long)++counter);
     j->created = (int64_t)time(NULL);
-    j->t_recv = serve_wall();
+    j->t_recv = j->t_written = serve_wall();
     j->conn = c;
     serve_submit_locked(s, j);
     s->http_jobs++;

@@ -68,7 +68,7 @@ class Server:
             events, done = [], False
             for raw in r.read().decode().split("\n\n"):
                 raw = raw.strip()
-                if not raw:
+                if not raw or raw.startswith(":"):  # SSE comments: keep-alives
                     continue
                 assert raw.startswith("data: "), raw
                 payload = raw[len("data: "):]

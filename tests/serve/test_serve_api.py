@@ -164,6 +164,25 @@ def queue_and_disconnect(radixkv):
         check(m['radixkv:kv_pages{state="free"}'] + m['radixkv:kv_pages{state="cached"}'] == 512,
               f"pages lost: {m}")
         check(m["radixkv:page_accounting_ok"] == 1, f"accounting: {m}")
+        # A client that goes away while its request is still queued (no token
+        # written yet) is noticed by the stream's keep-alive and cancelled.
+        running = open_stream(s.port, {"prompt": [5] * 8, "max_tokens": 3000, "temperature": 0})
+        queued = socket.create_connection((HOST, s.port), timeout=60)
+        data = json.dumps({"prompt": [6] * 8, "max_tokens": 5, "stream": True}).encode()
+        queued.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                       b"application/json\r\nContent-Length: %d\r\n\r\n" % len(data) + data)
+        deadline = time.time() + 60
+        while s.metrics()["radixkv:num_requests_waiting"] < 1:
+            check(time.time() < deadline, "second request never queued")
+            time.sleep(0.02)
+        queued.close()
+        while s.metrics()['radixkv:requests_total{outcome="cancelled"}'] < 3:
+            check(time.time() < deadline, "a queued request whose client left was not cancelled")
+            time.sleep(0.05)
+        check(s.metrics()["radixkv:num_requests_running"] == 1, "the running stream stopped")
+        running.close()
+        m = s.wait_idle()
+        check(m['radixkv:requests_total{outcome="cancelled"}'] == 4, f"cancelled: {m}")
         # The server still serves.
         st, r, _ = s.post({"prompt": [7, 8, 9], "max_tokens": 2})
         check(st == 200 and len(r["choices"][0]["token_ids"]) == 2, f"after disconnect: {st} {r}")
