@@ -268,8 +268,27 @@ def overlap():
         s.kill()
 
 
+def pinned():
+    # run's --pin works for serve too: the first request already finds the prefix.
+    import tempfile
+    with tempfile.TemporaryDirectory() as d:
+        pin = __import__("os").path.join(d, "pin.jsonl")
+        with open(pin, "w") as f:
+            f.write(json.dumps({"tokens": list(range(1, 33))}) + "\n")
+        s = Server(RADIXKV, "--pin", pin, "--page-size", "16")
+        try:
+            st, r, _ = s.post({"prompt": list(range(1, 41)), "max_tokens": 2})
+            check(st == 200 and r["usage"]["prompt_tokens_details"]["cached_tokens"] == 32,
+                  f"pinned prefix: {st} {r}")
+            rc, summary = s.stop()
+            check(rc == 0 and summary["pages_cached"] == 2, f"exit {rc}: {summary}")
+        finally:
+            s.kill()
+
+
 def main():
     command_line()
+    pinned()
     overlap()
     s = Server(RADIXKV, "--model-name", "tiny", *ENGINE)
     try:
