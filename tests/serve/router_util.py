@@ -1,7 +1,12 @@
-"""sglang-router (PyPI package sglang_router) on 127.0.0.1 and a free port, in
-front of radixkv serve replicas; used by the router test and experiment."""
+"""An existing router on 127.0.0.1 and a free port in front of radixkv serve
+replicas; used by the router test and experiment. Kinds:
+  sglang  sglang-router (PyPI sglang-router): text prompts only
+  vllm    vllm-router (PyPI vllm-router): forwards token-id prompts too
+"""
 import http.client
 import json
+import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -17,18 +22,36 @@ def free_port():
         return s.getsockname()[1]
 
 
+def vllm_router_binary():
+    """The vllm-router executable beside this interpreter, else on PATH, else None."""
+    here = os.path.join(os.path.dirname(sys.executable), "vllm-router")
+    return here if os.access(here, os.X_OK) else shutil.which("vllm-router")
+
+
+def available(kind):
+    if kind == "vllm":
+        return vllm_router_binary() is not None
+    try:
+        __import__("sglang_router")
+        return True
+    except ImportError:
+        return False
+
+
 class Router:
-    def __init__(self, workers, policy, timeout=60):
+    def __init__(self, workers, policy, timeout=60, kind="sglang"):
         self.port = free_port()
         self.log = tempfile.TemporaryFile(mode="w+")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "sglang_router.launch_router", "--host", HOST, "--port",
-             str(self.port), "--policy", policy, "--worker-urls", *workers, "--log-level", "warn",
-             "--disable-retries", "--disable-circuit-breaker",
-             # its metrics exporter too: loopback, and a port of its own so
-             # routers started side by side do not collide
-             "--prometheus-host", HOST, "--prometheus-port", str(free_port())],
-            stdout=self.log, stderr=self.log)
+        if kind == "vllm":
+            cmd = [vllm_router_binary(), "--log-level", "warning"]
+        else:
+            cmd = [sys.executable, "-m", "sglang_router.launch_router", "--log-level", "warn"]
+        # Its metrics exporter too: loopback, and a port of its own so routers
+        # started side by side do not collide.
+        cmd += ["--host", HOST, "--port", str(self.port), "--policy", policy, "--worker-urls",
+                *workers, "--disable-retries", "--disable-circuit-breaker",
+                "--prometheus-host", HOST, "--prometheus-port", str(free_port())]
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=self.log)
         deadline = time.time() + timeout
         while True:
             try:
