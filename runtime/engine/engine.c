@@ -460,6 +460,15 @@ static rkv_status admit_arrivals(engine *e, double t)
         if (st) return st;
         e->future_head++;
     }
+    /* Drop the admitted prefix once it is most of the list, so a server
+     * that adds requests for days keeps the list at its backlog's size
+     * (amortized: each index moves at most once per halving). */
+    if (e->future_head >= 64 && e->future_head * 2 >= e->num_future) {
+        memmove(e->future, e->future + e->future_head,
+                sizeof(int64_t) * (size_t)(e->num_future - e->future_head));
+        e->num_future -= e->future_head;
+        e->future_head = 0;
+    }
     return RKV_OK;
 }
 
