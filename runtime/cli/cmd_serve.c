@@ -53,6 +53,8 @@ static void usage_serve(FILE *f)
         "                          503 with Retry-After (default 1024)\n"
         "  --drain-timeout S       on SIGINT/SIGTERM, seconds to finish in-flight requests\n"
         "                          before cancelling them (default 30)\n"
+        "  --keepalive S           a stream with nothing to send for S seconds writes an SSE\n"
+        "                          comment, so a client gone while queued is noticed (default 1)\n"
         "\n"
         "Engine options: those of `radixkv run` (see radixkv run --help) but --trace, --out,\n"
         "--replicas and --router*; --max-tokens is the default for requests without max_tokens.\n"
@@ -66,6 +68,7 @@ static int parse_serve(int argc, char **argv, serve_config *sc, char **rest, int
     sc->port = 8000;
     sc->max_queue = 1024;
     sc->drain_seconds = 30;
+    sc->keepalive_seconds = 1;
     *nrest = 0;
     rest[(*nrest)++] = "run";
     for (int i = 1; i < argc; i++) {
@@ -80,7 +83,7 @@ static int parse_serve(int argc, char **argv, serve_config *sc, char **rest, int
             snprintf(name, sizeof name, "%s", a);
         }
         static const char *const own[] = {"--host", "--port", "--model-name", "--tokenizer",
-                                          "--max-queue", "--drain-timeout", NULL};
+                                          "--max-queue", "--drain-timeout", "--keepalive", NULL};
         int k = 0;
         while (own[k] && strcmp(own[k], name)) k++;
         if (!strcmp(name, "--help") || !strcmp(name, "-h")) {
@@ -108,6 +111,8 @@ static int parse_serve(int argc, char **argv, serve_config *sc, char **rest, int
             sc->max_queue = x;
         } else if (!strcmp(name, "--drain-timeout")) {
             if ((rc = cli_double("serve", name, v, 0, 86400, &sc->drain_seconds))) return rc;
+        } else if (!strcmp(name, "--keepalive")) {
+            if ((rc = cli_double("serve", name, v, 0.01, 3600, &sc->keepalive_seconds))) return rc;
         } else if (!strcmp(v, "ids") || !strcmp(v, "none")) {
             sc->text_ids = !strcmp(v, "ids");
         } else {

@@ -33,13 +33,12 @@ typedef struct serve_config {
     bool text_ids;             /* --tokenizer ids: text is decimal ids */
     int64_t max_queue;         /* outstanding prompts above max_running: 503 */
     double drain_seconds;      /* SIGINT/SIGTERM: finish in-flight work this long */
+    double keepalive_seconds;  /* a stream silent this long (queued, no token yet)
+                                  writes an SSE comment, so a client that went
+                                  away is noticed and its request cancelled */
     int32_t default_max_tokens;
     const run_opts *run;       /* engine options, as `radixkv run` parsed them */
 } serve_config;
-
-/* A stream silent this long (queued, no token yet) writes an SSE comment, so
- * a client that went away is noticed and its request cancelled. */
-#define SERVE_KEEPALIVE_SECONDS 1.0
 
 /* Latency histogram with fixed upper bounds (seconds), Prometheus style. */
 #define SERVE_HIST_BUCKETS 14

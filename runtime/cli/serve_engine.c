@@ -236,7 +236,7 @@ static void publish_locked(serve *s)
         }
         if (k > 0 && j->stream) {
             serve_http_resume_locked(s, j);
-        } else if (j->stream && j->suspended && t - j->t_written > SERVE_KEEPALIVE_SECONDS) {
+        } else if (j->stream && j->suspended && t - j->t_written > s->cfg.keepalive_seconds) {
             j->keepalive = true;
             serve_http_resume_locked(s, j);
         }

@@ -148,7 +148,7 @@ def open_stream(port, body):
 def queue_and_disconnect(radixkv):
     # One running, one waiting at most: a third prompt is refused with 503 + Retry-After.
     s = Server(radixkv, "--model-name", "tiny", "--page-size", "16", "--num-pages", "512",
-               "--max-running", "1", "--max-queue", "1")
+               "--max-running", "1", "--max-queue", "1", "--keepalive", "0.1")
     try:
         sock = open_stream(s.port, {"prompt": [[5] * 8, [6] * 8], "max_tokens": 3000,
                                     "temperature": 0})
@@ -166,7 +166,7 @@ def queue_and_disconnect(radixkv):
         check(m["radixkv:page_accounting_ok"] == 1, f"accounting: {m}")
         # A client that goes away while its request is still queued (no token
         # written yet) is noticed by the stream's keep-alive and cancelled.
-        running = open_stream(s.port, {"prompt": [5] * 8, "max_tokens": 3000, "temperature": 0})
+        running = open_stream(s.port, {"prompt": [5] * 8, "max_tokens": 8000, "temperature": 0})
         queued = socket.create_connection((HOST, s.port), timeout=60)
         data = json.dumps({"prompt": [6] * 8, "max_tokens": 5, "stream": True}).encode()
         queued.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
@@ -220,6 +220,7 @@ def command_line():
              (["--replicas", "2"], "--replicas is an option of run only"),
              (["--tokenizer", "bpe"], "--tokenizer: unknown value 'bpe'"),
              (["--port", "70000"], "--port: expected an integer in [0, 65535]"),
+             (["--keepalive", "0"], "--keepalive: expected a number in [0.01, 3600]"),
              (["--host", "localhost"], "--host: 'localhost' is not a numeric address"),
              (["--page-size", "0"], "--page-size"),
              (["--bogus"], "unknown option --bogus")]
