@@ -2,17 +2,40 @@
  * JSON object per scenario on stdout (JSON Lines); every scenario carries a
  * baseline measured in the same run and the ratio against it.
  *
+ * Timing: every figure is measured REPEATS times and reported as
+ * {"median", "min", "max"}; each sample carries the thread's CPU time
+ * (CLOCK_THREAD_CPUTIME_ID) beside the wall clock, and ratios are taken from
+ * CPU time, sample by sample, so a loaded machine (other jobs stealing the
+ * core) shows as a gap between wall and CPU figures instead of a false
+ * slowdown. Ratios are throughput ratios: baseline time / measured time.
+ *
  * Scenarios:
- *   match_cached_100k        a 100k-token prompt cached as one node, matched
- *                            in full again and again; baseline memcmp of the
- *                            same tokens (target >= 1 G tokens/s)
+ *   match_cached_100k_nopages a 100k-token prompt cached as one node, matched
+ *                            in full again and again without page ids;
+ *                            baseline memcmp of the same tokens
+ *   match_cached_100k        the same, copying one page id per token (P = 1)
+ *   match_cached_100k_runs   the same, the page ids returned as page runs
+ *   match_cached_100k_runs_expanded  runs, then expanded to a flat page table
+ *                            by radix_page_runs_expand()
  *   match_cached_100k_chain  the same prompt split into 100 nodes
  *   match_cached_100k_p16    one node at page size 16 (the engine's default):
  *                            the compare alone, page ids are 1/16 of the copy
+ *   shared_prompt_tree       8 system prompts x 2048 tokens, each followed by
+ *                            three levels of continuations (fan-out 32, 32,
+ *                            then 3-7; segments of 12-28 tokens; vocabulary
+ *                            128,256; seeded): one request per leaf (~2.1k
+ *                            tokens), inserted in a shuffled order into an
+ *                            empty tree, then matched with page ids, then
+ *                            matched partially (its last segment replaced by
+ *                            one never seen: the match ends at a node
+ *                            boundary), then every node evicted one per call.
+ *                            Per-request figures; baseline memcmp of each
+ *                            request's tokens; host bytes per cached token
  *   shared_prompts_insert    requests that share 64 system prompts and earlier
  *                            conversations (~1M cached tokens, ~50k nodes),
- *                            each one match + lock + alloc + insert + unlock;
- *                            baseline memcmp over the same tokens
+ *                            each one match + lock + alloc + insert + unlock
+ *                            through cache.h; baseline memcmp over the same
+ *                            tokens
  *   shared_prompts_match     every request matched again, fully cached
  *   evict_pressure           the same requests with a pool of a quarter of the
  *                            tokens, evicting on every shortage; baseline: one
@@ -20,8 +43,8 @@
  *                            rebuild per eviction costs), ratio = that time /
  *                            time per evicted leaf
  *   evict_scaling            evict all leaves one by one from flat trees of 8k
- *                            and 128k leaves; ratio of the cost per leaf (O(log n)
- *                            keeps it near 1, a rebuild would make it ~16)
+ *                            and 128k leaves; growth of the cost per leaf
+ *                            (O(log n) with few cache misses keeps it near 1)
  *
  * Usage: radix_bench [--scale S] [--seed N]   (S multiplies the sizes, default 1)
  */
@@ -54,11 +77,67 @@ static int64_t allocated_bytes(void)
     return -1;
 }
 
-static double now_s(void)
+enum { REPEATS = 5 };
+
+static double clock_s(clockid_t id)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(id, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Wall and thread CPU time side by side: a start point, or an accumulated span. */
+typedef struct stopwatch {
+    double wall, cpu;
+} stopwatch;
+
+static stopwatch sw_start(void)
+{
+    return (stopwatch){clock_s(CLOCK_MONOTONIC), clock_s(CLOCK_THREAD_CPUTIME_ID)};
+}
+
+static void sw_stop(stopwatch *acc, stopwatch t0)
+{
+    stopwatch t1 = sw_start();
+    acc->wall += t1.wall - t0.wall;
+    acc->cpu += t1.cpu - t0.cpu;
+}
+
+/* One figure over the repeats. */
+typedef struct series {
+    int n;
+    double v[REPEATS];
+} series;
+
+static void series_add(series *s, double v)
+{
+    if (s->n < REPEATS) s->v[s->n++] = v;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double series_median(const series *s)
+{
+    if (!s->n) return 0;
+    double v[REPEATS];
+    memcpy(v, s->v, sizeof(double) * (size_t)s->n);
+    qsort(v, (size_t)s->n, sizeof *v, cmp_double);
+    return s->n % 2 ? v[s->n / 2] : 0.5 * (v[s->n / 2 - 1] + v[s->n / 2]);
+}
+
+/* ,"key":{"median":m,"min":a,"max":b} */
+static void put_range(const char *key, const series *s)
+{
+    double lo = s->n ? s->v[0] : 0, hi = lo;
+    for (int i = 1; i < s->n; i++) {
+        if (s->v[i] < lo) lo = s->v[i];
+        if (s->v[i] > hi) hi = s->v[i];
+    }
+    printf(",\"%s\":{\"median\":%.4g,\"min\":%.4g,\"max\":%.4g}", key, series_median(s), lo, hi);
 }
 
 static uint64_t mix64(uint64_t z)
@@ -69,7 +148,7 @@ static uint64_t mix64(uint64_t z)
     return z ^ (z >> 31);
 }
 
-static uint64_t rng_state;
+static uint64_t rng_state, bench_seed;
 static uint64_t rnd64(void) { return mix64(rng_state++); }
 static int32_t rnd_below(int32_t n) { return (int32_t)(rnd64() % (uint64_t)n); }
 static int32_t rnd_token(void) { return 1000 + rnd_below(31000); }
@@ -117,10 +196,30 @@ static void insert_fresh(radix_tree *t, page_pool *pool, const int32_t *tok, int
 
 /* ---- scenario 1: a long, fully cached prompt ------------------------------ */
 
-static void bench_long_match(int chain, int32_t P, double scale)
+/* What a match hands back: nothing, one page id per page in a flat table,
+ * page runs, or page runs expanded to a flat table by the helper. */
+typedef enum long_mode { LONG_NOPAGES, LONG_FLAT, LONG_RUNS, LONG_RUNS_EXPANDED } long_mode;
+
+static radix_page_run long_runs[100000];
+
+static int32_t long_match(radix_tree *t, const int32_t *tok, int32_t n, long_mode mode,
+                          int32_t *pages)
+{
+    int32_t len = 0, node = 0, nruns = 0;
+    if (mode == LONG_RUNS || mode == LONG_RUNS_EXPANDED) {
+        radix_tree_match_runs(t, tok, n, 0, long_runs, &nruns, &len, &node);
+        if (mode == LONG_RUNS_EXPANDED) radix_page_runs_expand(long_runs, nruns, pages);
+        else sink += long_runs[0].count;
+    } else {
+        radix_tree_match(t, tok, n, 0, mode == LONG_NOPAGES ? NULL : pages, &len, &node);
+    }
+    return len;
+}
+
+static void bench_long_match(const char *name, int chain, int32_t P, long_mode mode, double scale)
 {
     const int32_t n = 100000;
-    int reps = (int)(200 * scale) + 1;
+    int reps = (int)(400 * scale) + 1;
     page_pool pool;
     radix_tree *t;
     rkv_status st = page_pool_init(&pool, n / P, P);
@@ -135,40 +234,43 @@ static void bench_long_match(int chain, int32_t P, double scale)
     if (chain) /* matches ending every 1000 tokens split it into 100 nodes */
         for (int32_t k = 1000; k < n; k += 1000) radix_tree_match(t, tok, k, 0, pages, &len, &node);
     /* warm up both */
-    radix_tree_match(t, copy, n, 0, pages, &len, &node);
+    long_match(t, copy, n, mode, pages);
     sink += memcmp(tok, copy, sizeof(int32_t) * n);
 
-    /* best of three rounds each, alternating, against noise from other jobs */
-    double t_tree = 1e30, t_base = 1e30;
-    for (int round = 0; round < 3; round++) {
-        double t0 = now_s();
+    /* tree and baseline alternate, so both see the same load */
+    series tree_cpu = {0}, tree_wall = {0}, base_cpu = {0}, ratio = {0};
+    for (int round = 0; round < REPEATS; round++) {
+        stopwatch a = {0, 0}, b = {0, 0}, t0 = sw_start();
         for (int r = 0; r < reps; r++) {
-            radix_tree_match(t, copy, n, 0, pages, &len, &node);
+            len = long_match(t, copy, n, mode, pages);
             if (len != n) {
                 fprintf(stderr, "radix_bench: matched %d of %d tokens\n", len, n);
                 exit(1);
             }
         }
-        double dt = now_s() - t0;
-        if (dt < t_tree) t_tree = dt;
-        t0 = now_s();
+        sw_stop(&a, t0);
+        t0 = sw_start();
         for (int r = 0; r < reps; r++) {
             copy[r % 7] ^= 0; /* keep the loop from being hoisted */
             sink += memcmp(tok, copy, sizeof(int32_t) * n);
         }
-        dt = now_s() - t0;
-        if (dt < t_base) t_base = dt;
+        sw_stop(&b, t0);
+        series_add(&tree_cpu, (double)n * reps / a.cpu);
+        series_add(&tree_wall, (double)n * reps / a.wall);
+        series_add(&base_cpu, (double)n * reps / b.cpu);
+        series_add(&ratio, b.cpu / a.cpu);
     }
     radix_tree_sizes s;
     radix_tree_get_sizes(t, &s);
-    double tps = (double)n * reps / t_tree, bps = (double)n * reps / t_base;
     printf("{\"scenario\":\"%s\",\"page_size\":%d,\"prompt_tokens\":%d,\"nodes\":%lld,"
-           "\"ops\":%d,\"ops_per_s\":%.1f,\"tokens_per_s\":%.4g,\"host_bytes_per_token\":%.3f,"
-           "\"baseline\":\"memcmp\",\"baseline_tokens_per_s\":%.4g,\"ratio\":%.3f,"
-           "\"target_tokens_per_s\":1e9}\n",
-           chain ? "match_cached_100k_chain" : P > 1 ? "match_cached_100k_p16" : "match_cached_100k",
-           P, n, (long long)s.num_nodes,
-           reps, reps / t_tree, tps, bytes_per_token(t), bps, tps / bps);
+           "\"ops_per_repeat\":%d,\"repeats\":%d,\"host_bytes_per_token\":%.3f",
+           name, P, n, (long long)s.num_nodes, reps, REPEATS, bytes_per_token(t));
+    put_range("tokens_per_cpu_s", &tree_cpu);
+    put_range("tokens_per_wall_s", &tree_wall);
+    printf(",\"baseline\":\"memcmp\"");
+    put_range("baseline_tokens_per_cpu_s", &base_cpu);
+    put_range("ratio", &ratio);
+    printf("}\n");
     fflush(stdout);
     radix_tree_destroy(t);
     page_pool_destroy(&pool);
@@ -180,15 +282,15 @@ static void bench_long_match(int chain, int32_t P, double scale)
 /* The cheapest possible rebuild of the candidate set: heapify n (time, id)
  * keys already gathered in an array (no tree walk at all). SGLang rebuilt a
  * heap of all leaves on every eviction; this is a lower bound of that cost.
- * Best of three, in seconds. */
+ * Median of three, in CPU seconds. */
 static double heapify_seconds(int64_t n)
 {
     if (n < 1) n = 1;
     uint64_t *src = xmalloc(sizeof(uint64_t) * (size_t)n), *h = xmalloc(sizeof(uint64_t) * (size_t)n);
     for (int64_t i = 0; i < n; i++) src[i] = rnd64();
-    double best = 1e30;
+    series cpu = {0};
     for (int round = 0; round < 3; round++) {
-        double t0 = now_s();
+        stopwatch sw = {0, 0}, t0 = sw_start();
         memcpy(h, src, sizeof(uint64_t) * (size_t)n);
         for (int64_t i = n / 2 - 1; i >= 0; i--) {
             int64_t j = i;
@@ -203,13 +305,13 @@ static double heapify_seconds(int64_t n)
             }
             h[j] = v;
         }
-        double dt = now_s() - t0;
+        sw_stop(&sw, t0);
         sink += (int64_t)h[0];
-        if (dt < best) best = dt;
+        series_add(&cpu, sw.cpu);
     }
     free(src);
     free(h);
-    return best;
+    return series_median(&cpu);
 }
 
 /* ---- scenarios 2 and 3: requests sharing system prompts ------------------ */
@@ -293,7 +395,7 @@ static void fill_batch(const workload *w, batch *b, int32_t first)
 }
 
 typedef struct flow_result {
-    double t_total, t_evict;
+    stopwatch total, evict;
     int64_t tokens, evicted_leaves, evicted_tokens, shortfalls;
 } flow_result;
 
@@ -306,7 +408,7 @@ static void run_flow(const workload *w, cache *c, batch *b, int32_t *pages, flow
     page_pool *pool = c->pool;
     for (int32_t first = 0; first < w->nreq; first += BATCH) {
         fill_batch(w, b, first);
-        double t0 = now_s();
+        stopwatch t0 = sw_start();
         for (int32_t k = 0; k < b->count; k++) {
             const int32_t *tok = b->tok + b->off[k];
             int32_t n = (int32_t)(b->off[k + 1] - b->off[k]);
@@ -315,10 +417,10 @@ static void run_flow(const workload *w, cache *c, batch *b, int32_t *pages, flow
             if (st != RKV_OK) die("match/lock", st);
             int32_t P = pool->page_size, have = m.num_pages, need = n / P - have;
             if (need > pool->num_free) {
-                double te = now_s();
+                stopwatch te = sw_start();
                 res->shortfalls++;
                 res->evicted_tokens += cache_evict(c, (int64_t)(need - pool->num_free) * P);
-                res->t_evict += now_s() - te;
+                sw_stop(&res->evict, te);
             }
             memcpy(pages, m.pages, sizeof(int32_t) * (size_t)have);
             if (page_pool_alloc(pool, need, pages + have) == RKV_OK) {
@@ -329,24 +431,24 @@ static void run_flow(const workload *w, cache *c, batch *b, int32_t *pages, flow
             cache_unlock(c, &m);
             res->tokens += n;
         }
-        res->t_total += now_s() - t0;
+        sw_stop(&res->total, t0);
     }
     cache_match_free(&m);
 }
 
 /* memcmp over the same token streams, batch by batch: the cost floor of
  * reading every request's tokens once. */
-static double baseline_memcmp(const workload *w, batch *b, int32_t *scratch)
+static stopwatch baseline_memcmp(const workload *w, batch *b, int32_t *scratch)
 {
-    double t = 0;
+    stopwatch t = {0, 0};
     for (int32_t first = 0; first < w->nreq; first += BATCH) {
         fill_batch(w, b, first);
         memcpy(scratch, b->tok, sizeof(int32_t) * (size_t)b->off[b->count]);
-        double t0 = now_s();
+        stopwatch t0 = sw_start();
         for (int32_t k = 0; k < b->count; k++)
             sink += memcmp(b->tok + b->off[k], scratch + b->off[k],
                            sizeof(int32_t) * (size_t)(b->off[k + 1] - b->off[k]));
-        t += now_s() - t0;
+        sw_stop(&t, t0);
     }
     return t;
 }
@@ -364,84 +466,115 @@ static void bench_shared(double scale)
     batch b = {xmalloc(sizeof(int32_t) * (size_t)maxlen * BATCH), xmalloc(sizeof(int64_t) * (BATCH + 1)), 0, 0};
     int32_t *scratch = xmalloc(sizeof(int32_t) * (size_t)maxlen * BATCH);
     int32_t *pages = xmalloc(sizeof(int32_t) * (size_t)maxlen);
-
-    /* 2a: insert flow with room for everything */
-    page_pool pool;
-    rkv_status st = page_pool_init(&pool, (int32_t)(total < 4000000 ? total : 4000000), 1);
-    if (st != RKV_OK) die("page_pool_init", st);
     cache_config cfg = {.kind = "radix", .policy = "lru"};
-    cache *c;
     char err[256];
-    int64_t heap0 = allocated_bytes();
-    if ((st = cache_create(&cfg, &pool, &c, err, sizeof err)) != RKV_OK) die(err, st);
-    flow_result ins = {0};
-    run_flow(&w, c, &b, pages, &ins);
-    int64_t heap1 = allocated_bytes();
-    double t_base = baseline_memcmp(&w, &b, scratch);
-    radix_tree *t = cache_radix_tree(c);
-    radix_tree_sizes s;
-    radix_tree_get_sizes(t, &s);
-    int64_t cached = s.evictable_tokens + s.protected_tokens;
+    series ins_cpu = {0}, ins_wall = {0}, ins_ratio = {0}, base_cpu = {0};
+    series match_cpu = {0}, match_wall = {0}, match_ratio = {0};
+    series ev_cpu = {0}, ev_wall = {0}, ev_leaf = {0}, ev_ratio = {0};
+    int64_t heap_delta = -1, cached = 0, nodes = 0, matched = 0, req_tokens = 0, cands = 0;
+    uint64_t splits = 0;
+    double bpt = 0, ev_bpt = 0;
+    flow_result ev = {0};
+    int32_t pool_pages = 0;
+    for (int round = 0; round < REPEATS; round++) {
+        /* 2a: insert flow with room for everything */
+        page_pool pool;
+        rkv_status st = page_pool_init(&pool, (int32_t)(total < 4000000 ? total : 4000000), 1);
+        if (st != RKV_OK) die("page_pool_init", st);
+        cache *c;
+        int64_t heap0 = allocated_bytes();
+        if ((st = cache_create(&cfg, &pool, &c, err, sizeof err)) != RKV_OK) die(err, st);
+        flow_result ins = {0};
+        run_flow(&w, c, &b, pages, &ins);
+        int64_t heap1 = allocated_bytes();
+        stopwatch tb = baseline_memcmp(&w, &b, scratch);
+        radix_tree *t = cache_radix_tree(c);
+        radix_tree_sizes s;
+        radix_tree_get_sizes(t, &s);
+        cached = s.evictable_tokens + s.protected_tokens;
+        nodes = s.num_nodes;
+        splits = s.splits;
+        req_tokens = ins.tokens;
+        bpt = bytes_per_token(t);
+        if (heap0 >= 0) heap_delta = heap1 - heap0;
+        series_add(&ins_cpu, ins.tokens / ins.total.cpu);
+        series_add(&ins_wall, ins.tokens / ins.total.wall);
+        series_add(&base_cpu, ins.tokens / tb.cpu);
+        series_add(&ins_ratio, tb.cpu / ins.total.cpu);
+
+        /* 2b: every request again, fully cached */
+        stopwatch tm = {0, 0};
+        int32_t len = 0, node = 0;
+        matched = 0;
+        for (int32_t first = 0; first < w.nreq; first += BATCH) {
+            fill_batch(&w, &b, first);
+            stopwatch t0 = sw_start();
+            for (int32_t k = 0; k < b.count; k++) {
+                radix_tree_match(t, b.tok + b.off[k], (int32_t)(b.off[k + 1] - b.off[k]), 0, pages,
+                                 &len, &node);
+                matched += len;
+            }
+            sw_stop(&tm, t0);
+        }
+        series_add(&match_cpu, matched / tm.cpu);
+        series_add(&match_wall, matched / tm.wall);
+        series_add(&match_ratio, (matched / tm.cpu) / (ins.tokens / tb.cpu));
+        cache_destroy(c);
+        page_pool_destroy(&pool);
+
+        /* 3: the same flow with a quarter of the pages */
+        if ((st = page_pool_init(&pool, (int32_t)(cached / 4), 1)) != RKV_OK) die("page_pool_init", st);
+        if ((st = cache_create(&cfg, &pool, &c, err, sizeof err)) != RKV_OK) die(err, st);
+        t = cache_radix_tree(c);
+        memset(&ev, 0, sizeof ev);
+        run_flow(&w, c, &b, pages, &ev);
+        radix_tree_get_sizes(t, &s);
+        double t_scan = heapify_seconds(s.num_candidates);
+        ev.evicted_leaves = (int64_t)s.evictions;
+        double per_leaf = ev.evicted_leaves ? ev.evict.cpu / (double)ev.evicted_leaves : 0;
+        series_add(&ev_cpu, ev.tokens / ev.total.cpu);
+        series_add(&ev_wall, ev.tokens / ev.total.wall);
+        series_add(&ev_leaf, 1e9 * per_leaf);
+        series_add(&ev_ratio, per_leaf > 0 ? t_scan / per_leaf : 0.0);
+        cands = s.num_candidates;
+        ev_bpt = bytes_per_token(t);
+        pool_pages = pool.num_pages;
+        cache_destroy(c);
+        page_pool_destroy(&pool);
+    }
     printf("{\"scenario\":\"shared_prompts_insert\",\"page_size\":1,\"requests\":%d,"
            "\"request_tokens\":%lld,\"cached_tokens\":%lld,\"nodes\":%lld,\"splits\":%llu,"
-           "\"ops_per_s\":%.1f,\"tokens_per_s\":%.4g,\"host_bytes_per_token\":%.3f,"
-           "\"allocator_bytes_per_token\":%.3f,"
-           "\"baseline\":\"memcmp\",\"baseline_tokens_per_s\":%.4g,\"ratio\":%.3f}\n",
-           w.nreq, (long long)ins.tokens, (long long)cached, (long long)s.num_nodes,
-           (unsigned long long)s.splits, w.nreq / ins.t_total, ins.tokens / ins.t_total,
-           bytes_per_token(t), heap0 >= 0 ? (double)(heap1 - heap0) / (double)cached : -1.0,
-           ins.tokens / t_base, (ins.tokens / ins.t_total) / (ins.tokens / t_base));
+           "\"repeats\":%d,\"host_bytes_per_token\":%.3f,\"allocator_bytes_per_token\":%.3f",
+           w.nreq, (long long)req_tokens, (long long)cached, (long long)nodes,
+           (unsigned long long)splits, REPEATS, bpt,
+           heap_delta >= 0 ? (double)heap_delta / (double)cached : -1.0);
+    put_range("tokens_per_cpu_s", &ins_cpu);
+    put_range("tokens_per_wall_s", &ins_wall);
+    printf(",\"baseline\":\"memcmp\"");
+    put_range("baseline_tokens_per_cpu_s", &base_cpu);
+    put_range("ratio", &ins_ratio);
+    printf("}\n{\"scenario\":\"shared_prompts_match\",\"page_size\":1,\"requests\":%d,"
+           "\"matched_tokens\":%lld,\"hit_rate\":%.4f,\"nodes\":%lld,\"repeats\":%d",
+           w.nreq, (long long)matched, (double)matched / (double)req_tokens, (long long)nodes,
+           REPEATS);
+    put_range("tokens_per_cpu_s", &match_cpu);
+    put_range("tokens_per_wall_s", &match_wall);
+    printf(",\"baseline\":\"memcmp\"");
+    put_range("baseline_tokens_per_cpu_s", &base_cpu);
+    put_range("ratio", &match_ratio);
+    printf("}\n{\"scenario\":\"evict_pressure\",\"page_size\":1,\"requests\":%d,"
+           "\"pool_pages\":%d,\"shortfalls\":%lld,\"evicted_leaves\":%lld,"
+           "\"evicted_tokens\":%lld,\"host_bytes_per_token\":%.3f,\"repeats\":%d",
+           w.nreq, pool_pages, (long long)ev.shortfalls, (long long)ev.evicted_leaves,
+           (long long)ev.evicted_tokens, ev_bpt, REPEATS);
+    put_range("tokens_per_cpu_s", &ev_cpu);
+    put_range("tokens_per_wall_s", &ev_wall);
+    put_range("cpu_ns_per_evicted_leaf", &ev_leaf);
+    printf(",\"baseline\":\"heapify all candidates once (rebuild per eviction)\","
+           "\"candidates\":%lld", (long long)cands);
+    put_range("ratio", &ev_ratio);
+    printf("}\n");
     fflush(stdout);
-
-    /* 2b: every request again, fully cached */
-    double t_match = 0;
-    int64_t matched = 0;
-    int32_t len = 0, node = 0;
-    for (int32_t first = 0; first < w.nreq; first += BATCH) {
-        fill_batch(&w, &b, first);
-        double t0 = now_s();
-        for (int32_t k = 0; k < b.count; k++) {
-            radix_tree_match(t, b.tok + b.off[k], (int32_t)(b.off[k + 1] - b.off[k]), 0, pages,
-                             &len, &node);
-            matched += len;
-        }
-        t_match += now_s() - t0;
-    }
-    printf("{\"scenario\":\"shared_prompts_match\",\"page_size\":1,\"requests\":%d,"
-           "\"matched_tokens\":%lld,\"hit_rate\":%.4f,\"nodes\":%lld,\"ops_per_s\":%.1f,"
-           "\"tokens_per_s\":%.4g,\"host_bytes_per_token\":%.3f,\"baseline\":\"memcmp\","
-           "\"baseline_tokens_per_s\":%.4g,\"ratio\":%.3f}\n",
-           w.nreq, (long long)matched, (double)matched / (double)ins.tokens,
-           (long long)s.num_nodes, w.nreq / t_match, matched / t_match, bytes_per_token(t),
-           ins.tokens / t_base, (matched / t_match) / (ins.tokens / t_base));
-    fflush(stdout);
-    cache_destroy(c);
-    page_pool_destroy(&pool);
-
-    /* 3: the same flow with a quarter of the pages */
-    if ((st = page_pool_init(&pool, (int32_t)(cached / 4), 1)) != RKV_OK) die("page_pool_init", st);
-    if ((st = cache_create(&cfg, &pool, &c, err, sizeof err)) != RKV_OK) die(err, st);
-    t = cache_radix_tree(c);
-    flow_result ev = {0};
-    run_flow(&w, c, &b, pages, &ev);
-    radix_tree_get_sizes(t, &s);
-    double t_scan = heapify_seconds(s.num_candidates);
-    ev.evicted_leaves = (int64_t)s.evictions;
-    double per_leaf = ev.evicted_leaves ? ev.t_evict / (double)ev.evicted_leaves : 0;
-    printf("{\"scenario\":\"evict_pressure\",\"page_size\":1,\"requests\":%d,\"pool_pages\":%d,"
-           "\"shortfalls\":%lld,\"evicted_leaves\":%lld,\"evicted_tokens\":%lld,"
-           "\"nodes_at_end\":%lld,\"ops_per_s\":%.1f,\"tokens_per_s\":%.4g,"
-           "\"ns_per_evicted_leaf\":%.1f,\"host_bytes_per_token\":%.3f,"
-           "\"baseline\":\"heapify all candidates once (rebuild per eviction)\",\"candidates\":%lld,"
-           "\"baseline_ns\":%.1f,\"ratio\":%.1f}\n",
-           w.nreq, pool.num_pages, (long long)ev.shortfalls, (long long)ev.evicted_leaves,
-           (long long)ev.evicted_tokens, (long long)s.num_nodes, w.nreq / ev.t_total,
-           ev.tokens / ev.t_total, 1e9 * per_leaf, bytes_per_token(t), (long long)s.num_candidates,
-           1e9 * t_scan,
-           per_leaf > 0 ? t_scan / per_leaf : 0.0);
-    fflush(stdout);
-    cache_destroy(c);
-    page_pool_destroy(&pool);
     free(b.tok);
     free(b.off);
     free(scratch);
@@ -450,11 +583,335 @@ static void bench_shared(double scale)
     free(w.sys);
 }
 
+/* ---- scenario 5: the shared-prompt tree ---------------------------------- */
+
+/* Segments of the generated tree: system prompts at level 0, continuations
+ * below. A request is the path from a system prompt to one leaf segment. */
+enum {
+    SP_SYS = 8, SP_SYS_LEN = 2048, SP_FAN1 = 32, SP_FAN2 = 32, SP_FAN3_MIN = 3, SP_FAN3_MAX = 7,
+    SP_SEG_MIN = 12, SP_SEG_MAX = 28, SP_VOCAB = 128256, SP_BATCH = 256, SP_LEVELS = 4,
+};
+
+typedef struct sp_seg {
+    int64_t off; /* into sp_tree.tok */
+    int32_t len;
+    int32_t parent; /* -1 for a system prompt */
+} sp_seg;
+
+typedef struct sp_tree {
+    int32_t *tok;
+    int64_t ntok;
+    sp_seg *seg;
+    int32_t nseg;
+    int32_t *req; /* (nreq) leaf segment of each request, in a shuffled order */
+    int32_t nreq, maxlen, nsys;
+    double mean_len; /* tokens per request */
+} sp_tree;
+
+/* A segment of len random tokens under parent; its first token differs from
+ * those of its earlier siblings seg[sib0..nseg), so siblings never share a
+ * prefix and the tree has exactly one node per segment. */
+static int32_t sp_add(sp_tree *g, int32_t parent, int32_t len, int32_t sib0)
+{
+    sp_seg *s = &g->seg[g->nseg];
+    s->off = g->ntok;
+    s->len = len;
+    s->parent = parent;
+    int32_t *t = g->tok + g->ntok;
+    for (int32_t i = 0; i < len; i++) t[i] = rnd_below(SP_VOCAB);
+    for (int32_t k = sib0; k < g->nseg; k++)
+        if (g->tok[g->seg[k].off] == t[0]) {
+            t[0] = rnd_below(SP_VOCAB);
+            k = sib0 - 1; /* check every sibling again */
+        }
+    g->ntok += len;
+    return g->nseg++;
+}
+
+static int32_t sp_seg_len(void) { return SP_SEG_MIN + rnd_below(SP_SEG_MAX - SP_SEG_MIN + 1); }
+
+static void sp_make(sp_tree *g, int32_t nsys)
+{
+    int64_t max_seg = (int64_t)nsys * (1 + SP_FAN1 + SP_FAN1 * SP_FAN2 * (1 + SP_FAN3_MAX));
+    int64_t max_tok = (int64_t)nsys * SP_SYS_LEN + max_seg * SP_SEG_MAX;
+    memset(g, 0, sizeof *g);
+    g->tok = xmalloc(sizeof(int32_t) * (size_t)max_tok);
+    g->seg = xmalloc(sizeof(sp_seg) * (size_t)max_seg);
+    g->req = xmalloc(sizeof(int32_t) * (size_t)max_seg);
+    for (int32_t s = 0; s < nsys; s++) {
+        int32_t a = sp_add(g, -1, SP_SYS_LEN, g->nseg);
+        int32_t sib1 = g->nseg;
+        for (int32_t i = 0; i < SP_FAN1; i++) sp_add(g, a, sp_seg_len(), sib1);
+        for (int32_t i = 0; i < SP_FAN1; i++) {
+            int32_t b = sib1 + i, sib2 = g->nseg;
+            for (int32_t j = 0; j < SP_FAN2; j++) sp_add(g, b, sp_seg_len(), sib2);
+            for (int32_t j = 0; j < SP_FAN2; j++) {
+                int32_t c = sib2 + j, sib3 = g->nseg;
+                int32_t fan = SP_FAN3_MIN + rnd_below(SP_FAN3_MAX - SP_FAN3_MIN + 1);
+                for (int32_t k = 0; k < fan; k++) g->req[g->nreq++] = sp_add(g, c, sp_seg_len(), sib3);
+            }
+        }
+    }
+    for (int32_t i = g->nreq - 1; i > 0; i--) { /* Fisher-Yates */
+        int32_t j = rnd_below(i + 1), x = g->req[i];
+        g->req[i] = g->req[j];
+        g->req[j] = x;
+    }
+    g->maxlen = SP_SYS_LEN + 3 * SP_SEG_MAX;
+    g->nsys = nsys;
+    int64_t total = 0;
+    for (int32_t r = 0; r < g->nreq; r++)
+        for (int32_t s = g->req[r]; s >= 0; s = g->seg[s].parent) total += g->seg[s].len;
+    g->mean_len = g->nreq ? (double)total / g->nreq : 0;
+}
+
+/* Request r's tokens into buf; returns the length. The segments on its path
+ * go to path[0..SP_LEVELS), root first. */
+static int32_t sp_materialise(const sp_tree *g, int32_t r, int32_t *buf, int32_t *path)
+{
+    int32_t depth = 0, n = 0;
+    for (int32_t s = g->req[r]; s >= 0; s = g->seg[s].parent) path[depth++] = s;
+    for (int32_t i = 0, j = depth - 1; i < j; i++, j--) {
+        int32_t x = path[i];
+        path[i] = path[j];
+        path[j] = x;
+    }
+    for (int32_t i = 0; i < depth; i++) {
+        const sp_seg *s = &g->seg[path[i]];
+        memcpy(buf + n, g->tok + s->off, sizeof(int32_t) * (size_t)s->len);
+        n += s->len;
+    }
+    return n;
+}
+
+typedef struct sp_batch {
+    int32_t count;
+    int32_t *tok, *copy, *pages; /* (SP_BATCH * maxlen) each, request k at k * maxlen */
+    int32_t len[SP_BATCH], leaf_len[SP_BATCH], expect[SP_BATCH];
+} sp_batch;
+
+typedef struct sp_op {
+    series cpu, wall, ratio; /* ns per request (per call for eviction); memcmp / op */
+} sp_op;
+
+static void sp_record(sp_op *o, stopwatch op, stopwatch base, int64_t count)
+{
+    series_add(&o->cpu, 1e9 * op.cpu / (double)count);
+    series_add(&o->wall, 1e9 * op.wall / (double)count);
+    if (base.cpu > 0) series_add(&o->ratio, base.cpu / op.cpu);
+}
+
+/* The memcmp floor: every request's tokens compared with a copy once. */
+static void sp_memcmp(const sp_batch *b, int32_t maxlen, stopwatch *acc)
+{
+    stopwatch t0 = sw_start();
+    for (int32_t k = 0; k < b->count; k++)
+        sink += memcmp(b->tok + (size_t)k * maxlen, b->copy + (size_t)k * maxlen,
+                       sizeof(int32_t) * (size_t)b->len[k]);
+    sw_stop(acc, t0);
+}
+
+static void sp_print(const char *op, const sp_tree *g, int64_t nodes, int64_t leaves,
+                     int64_t unique, const sp_op *o, const char *unit, const char *extra)
+{
+    printf("{\"scenario\":\"shared_prompt_tree_%s\",\"page_size\":1,\"system_prompts\":%d,"
+           "\"requests\":%d,\"nodes\":%lld,\"leaves\":%lld,\"unique_tokens\":%lld,"
+           "\"mean_request_tokens\":%.1f,\"vocab\":%d,\"repeats\":%d%s",
+           op, g->nsys, g->nreq, (long long)nodes, (long long)leaves, (long long)unique,
+           g->mean_len, SP_VOCAB, REPEATS, extra);
+    char key[64];
+    snprintf(key, sizeof key, "cpu_ns_per_%s", unit);
+    put_range(key, &o->cpu);
+    snprintf(key, sizeof key, "wall_ns_per_%s", unit);
+    put_range(key, &o->wall);
+    if (o->ratio.n) {
+        printf(",\"baseline\":\"memcmp of the request's tokens\"");
+        put_range("ratio", &o->ratio);
+    }
+    printf("}\n");
+}
+
+/* Fill batch b with requests [first, first + count): tokens, a copy for the
+ * memcmp floor, and (when pool is set) fresh pages for the part of each
+ * request not yet cached, which `seen` (per segment) predicts. */
+static void sp_fill(const sp_tree *g, sp_batch *b, int32_t first, page_pool *pool, uint8_t *seen)
+{
+    int32_t path[SP_LEVELS];
+    b->count = g->nreq - first < SP_BATCH ? g->nreq - first : SP_BATCH;
+    for (int32_t k = 0; k < b->count; k++) {
+        int32_t *tok = b->tok + (size_t)k * g->maxlen;
+        int32_t n = sp_materialise(g, first + k, tok, path);
+        memcpy(b->copy + (size_t)k * g->maxlen, tok, sizeof(int32_t) * (size_t)n);
+        b->len[k] = n;
+        b->leaf_len[k] = g->seg[g->req[first + k]].len;
+        if (!pool) continue;
+        int32_t cached = 0, depth = 0;
+        while (depth < SP_LEVELS && path[depth] != g->req[first + k] && seen[path[depth]])
+            cached += g->seg[path[depth++]].len;
+        for (int32_t i = 0; i < SP_LEVELS; i++) {
+            seen[path[i]] = 1;
+            if (path[i] == g->req[first + k]) break;
+        }
+        b->expect[k] = cached;
+        rkv_status st = page_pool_alloc(pool, n - cached, b->pages + (size_t)k * g->maxlen + cached);
+        if (st != RKV_OK) die("page_pool_alloc", st);
+    }
+}
+
+static void bench_shared_prompt_tree(double scale)
+{
+    sp_tree g;
+    int32_t nsys = (int32_t)(SP_SYS * scale + 0.5);
+    /* its own seed, so the tree is the same whatever ran before it */
+    uint64_t saved = rng_state;
+    rng_state = mix64(bench_seed ^ 0x5a5a5a5aULL);
+    sp_make(&g, nsys < 1 ? 1 : nsys);
+    rng_state = saved;
+    size_t room = (size_t)SP_BATCH * (size_t)g.maxlen;
+    sp_batch b = {0, xmalloc(sizeof(int32_t) * room), xmalloc(sizeof(int32_t) * room),
+                  xmalloc(sizeof(int32_t) * room), {0}, {0}, {0}};
+    uint8_t *seen = xmalloc((size_t)g.nseg);
+    sp_op ins = {0}, mat = {0}, mruns = {0}, part = {0}, ev = {0};
+    radix_page_run *runs = xmalloc(sizeof(radix_page_run) * (size_t)g.maxlen);
+    int64_t nodes = 0, leaves = 0, cached = 0, heap_delta = -1, host = 0, evicted_calls = 0;
+    for (int round = 0; round < REPEATS; round++) {
+        page_pool pool;
+        radix_tree *t;
+        rkv_status st = page_pool_init(&pool, (int32_t)g.ntok, 1);
+        if (st != RKV_OK) die("page_pool_init", st);
+        int64_t heap0 = allocated_bytes();
+        if ((st = radix_tree_create(&pool, RADIX_LRU, &t)) != RKV_OK) die("radix_tree_create", st);
+        memset(seen, 0, (size_t)g.nseg);
+
+        /* insert: every request into the empty tree, shuffled */
+        stopwatch op = {0, 0}, base = {0, 0};
+        for (int32_t first = 0; first < g.nreq; first += SP_BATCH) {
+            sp_fill(&g, &b, first, &pool, seen);
+            int32_t got[SP_BATCH];
+            stopwatch t0 = sw_start();
+            for (int32_t k = 0; k < b.count; k++) {
+                st = radix_tree_insert(t, b.tok + (size_t)k * g.maxlen, b.len[k],
+                                       b.pages + (size_t)k * g.maxlen, 0, &got[k]);
+                if (st != RKV_OK) die("radix_tree_insert", st);
+            }
+            sw_stop(&op, t0);
+            for (int32_t k = 0; k < b.count; k++)
+                if (got[k] != b.expect[k]) {
+                    fprintf(stderr, "radix_bench: request %d: %d tokens cached, expected %d\n",
+                            first + k, got[k], b.expect[k]);
+                    exit(1);
+                }
+            sp_memcmp(&b, g.maxlen, &base);
+        }
+        sp_record(&ins, op, base, g.nreq);
+        int64_t heap1 = allocated_bytes();
+        radix_tree_sizes s;
+        radix_tree_get_sizes(t, &s);
+        nodes = s.num_nodes;
+        leaves = s.num_candidates;
+        cached = s.evictable_tokens + s.protected_tokens;
+        host = s.host_bytes;
+        if (heap0 >= 0) heap_delta = heap1 - heap0;
+        if (cached != g.ntok) {
+            fprintf(stderr, "radix_bench: %lld tokens cached, generated %lld\n", (long long)cached,
+                    (long long)g.ntok);
+            exit(1);
+        }
+
+        /* match with page ids, then partial match, batch by batch */
+        stopwatch mop = {0, 0}, rop = {0, 0}, pop = {0, 0};
+        base = (stopwatch){0, 0};
+        for (int32_t first = 0; first < g.nreq; first += SP_BATCH) {
+            sp_fill(&g, &b, first, NULL, NULL);
+            int32_t got[SP_BATCH], node;
+            stopwatch t0 = sw_start();
+            for (int32_t k = 0; k < b.count; k++)
+                radix_tree_match(t, b.tok + (size_t)k * g.maxlen, b.len[k], 0,
+                                 b.pages + (size_t)k * g.maxlen, &got[k], &node);
+            sw_stop(&mop, t0);
+            t0 = sw_start();
+            for (int32_t k = 0; k < b.count; k++) {
+                int32_t nruns = 0;
+                radix_tree_match_runs(t, b.tok + (size_t)k * g.maxlen, b.len[k], 0, runs, &nruns,
+                                      &got[k], &node);
+                sink += nruns;
+            }
+            sw_stop(&rop, t0);
+            for (int32_t k = 0; k < b.count; k++) {
+                if (got[k] != b.len[k]) {
+                    fprintf(stderr, "radix_bench: matched %d of %d tokens\n", got[k], b.len[k]);
+                    exit(1);
+                }
+                /* a last segment never seen: its first token lies outside the vocabulary */
+                b.tok[(size_t)k * g.maxlen + b.len[k] - b.leaf_len[k]] = SP_VOCAB;
+            }
+            t0 = sw_start();
+            for (int32_t k = 0; k < b.count; k++)
+                radix_tree_match(t, b.tok + (size_t)k * g.maxlen, b.len[k], 0,
+                                 b.pages + (size_t)k * g.maxlen, &got[k], &node);
+            sw_stop(&pop, t0);
+            for (int32_t k = 0; k < b.count; k++) {
+                if (got[k] != b.len[k] - b.leaf_len[k]) {
+                    fprintf(stderr, "radix_bench: partial match %d, expected %d\n", got[k],
+                            b.len[k] - b.leaf_len[k]);
+                    exit(1);
+                }
+                b.tok[(size_t)k * g.maxlen + b.len[k] - b.leaf_len[k]] =
+                    b.copy[(size_t)k * g.maxlen + b.len[k] - b.leaf_len[k]];
+            }
+            sp_memcmp(&b, g.maxlen, &base);
+        }
+        sp_record(&mat, mop, base, g.nreq);
+        sp_record(&mruns, rop, base, g.nreq);
+        sp_record(&part, pop, base, g.nreq);
+
+        /* evict: one node per call until the tree is empty */
+        stopwatch eop = {0, 0};
+        int64_t calls = 0;
+        for (;;) {
+            int64_t freed = 0;
+            stopwatch t0 = sw_start();
+            for (int i = 0; i < 4096; i++) freed += radix_tree_evict(t, 1) > 0;
+            sw_stop(&eop, t0);
+            calls += freed;
+            if (freed < 4096) break;
+        }
+        if (calls != nodes) {
+            fprintf(stderr, "radix_bench: %lld evictions for %lld nodes\n", (long long)calls,
+                    (long long)nodes);
+            exit(1);
+        }
+        evicted_calls = calls;
+        sp_record(&ev, eop, (stopwatch){0, 0}, calls);
+        radix_tree_destroy(t);
+        page_pool_destroy(&pool);
+    }
+    char extra[256];
+    snprintf(extra, sizeof extra, ",\"host_bytes_per_token\":%.3f,\"allocator_bytes_per_token\":%.3f",
+             (double)host / (double)cached,
+             heap_delta >= 0 ? (double)heap_delta / (double)cached : -1.0);
+    sp_print("insert", &g, nodes, leaves, cached, &ins, "request", extra);
+    sp_print("match", &g, nodes, leaves, cached, &mat, "request", ",\"page_ids\":\"flat\"");
+    sp_print("match_runs", &g, nodes, leaves, cached, &mruns, "request", ",\"page_ids\":\"runs\"");
+    sp_print("partial_match", &g, nodes, leaves, cached, &part, "request", "");
+    snprintf(extra, sizeof extra, ",\"evictions\":%lld", (long long)evicted_calls);
+    sp_print("evict", &g, nodes, leaves, cached, &ev, "eviction", extra);
+    fflush(stdout);
+    free(b.tok);
+    free(b.copy);
+    free(b.pages);
+    free(seen);
+    free(runs);
+    free(g.tok);
+    free(g.seg);
+    free(g.req);
+}
+
 /* ---- scenario 4: eviction cost against tree size ------------------------- */
 
 /* A flat tree of n leaves of 8 tokens, shuffled by n/2 matches; then evicted
- * one leaf per call. Returns seconds per leaf; *scan = one full leaf scan. */
-static double evict_all(int32_t n, double *scan, double *steps)
+ * one leaf per call. Returns the time per leaf; *steps = heap levels per leaf. */
+static stopwatch evict_all(int32_t n, double *steps)
 {
     page_pool pool;
     radix_tree *t;
@@ -472,13 +929,14 @@ static double evict_all(int32_t n, double *scan, double *steps)
         for (int k = 1; k < 8; k++) tok[k] = tail_token(tok[0], k);
         radix_tree_match(t, tok, 8, 0, pages, &len, &node);
     }
-    *scan = heapify_seconds(n);
     radix_tree_sizes s0, s1;
     radix_tree_get_sizes(t, &s0);
-    double t0 = now_s();
+    stopwatch per = {0, 0}, t0 = sw_start();
     int64_t freed = 0;
     for (int32_t i = 0; i < n; i++) freed += radix_tree_evict(t, 1);
-    double per = (now_s() - t0) / n;
+    sw_stop(&per, t0);
+    per.cpu /= n;
+    per.wall /= n;
     radix_tree_get_sizes(t, &s1);
     *steps = (double)(s1.heap_steps - s0.heap_steps) / n;
     if (freed != (int64_t)n * 8) {
@@ -495,20 +953,33 @@ static void bench_evict_scaling(double scale)
 {
     int32_t small = 8192, large = (int32_t)(131072 * scale);
     if (large < 2 * small) large = 2 * small;
-    double scan_small, scan_large, steps_small, steps_large;
-    double ps = evict_all(small, &scan_small, &steps_small);
-    double pl = evict_all(large, &scan_large, &steps_large);
-    printf("{\"scenario\":\"evict_scaling\",\"page_size\":1,\"leaves_small\":%d,\"leaves_large\":%d,"
-           "\"ns_per_leaf_small\":%.1f,\"ns_per_leaf_large\":%.1f,\"ops_per_s\":%.1f,"
-           "\"tokens_per_s\":%.4g,\"heap_steps_per_leaf_small\":%.2f,"
-           "\"heap_steps_per_leaf_large\":%.2f,\"time_growth_per_leaf\":%.2f,"
-           "\"steps_growth_per_leaf\":%.2f,\"log_n_growth\":%.2f,"
-           "\"baseline\":\"heapify all leaves once (rebuild per eviction)\",\"baseline_ns\":%.1f,"
-           "\"ratio\":%.1f}\n",
-           small, large, 1e9 * ps, 1e9 * pl, 1.0 / pl, 8.0 / pl, steps_small, steps_large, pl / ps,
-           steps_large / steps_small,
-           __builtin_log2((double)large) / __builtin_log2((double)small), 1e9 * scan_large,
-           scan_large / pl);
+    series cs = {0}, cl = {0}, ws = {0}, wl = {0}, growth = {0}, ratio = {0};
+    double steps_small = 0, steps_large = 0;
+    for (int round = 0; round < REPEATS; round++) {
+        stopwatch ps = evict_all(small, &steps_small);
+        stopwatch pl = evict_all(large, &steps_large);
+        double scan_large = heapify_seconds(large);
+        series_add(&cs, 1e9 * ps.cpu);
+        series_add(&cl, 1e9 * pl.cpu);
+        series_add(&ws, 1e9 * ps.wall);
+        series_add(&wl, 1e9 * pl.wall);
+        series_add(&growth, pl.cpu / ps.cpu);
+        series_add(&ratio, scan_large / pl.cpu);
+    }
+    printf("{\"scenario\":\"evict_scaling\",\"page_size\":1,\"leaves_small\":%d,"
+           "\"leaves_large\":%d,\"repeats\":%d,\"heap_steps_per_leaf_small\":%.2f,"
+           "\"heap_steps_per_leaf_large\":%.2f,\"steps_growth_per_leaf\":%.2f,"
+           "\"log_n_growth\":%.2f",
+           small, large, REPEATS, steps_small, steps_large, steps_large / steps_small,
+           __builtin_log2((double)large) / __builtin_log2((double)small));
+    put_range("cpu_ns_per_leaf_small", &cs);
+    put_range("cpu_ns_per_leaf_large", &cl);
+    put_range("wall_ns_per_leaf_small", &ws);
+    put_range("wall_ns_per_leaf_large", &wl);
+    put_range("cpu_time_growth_per_leaf", &growth);
+    printf(",\"baseline\":\"heapify all leaves once (rebuild per eviction)\"");
+    put_range("ratio", &ratio);
+    printf("}\n");
     fflush(stdout);
 }
 
@@ -531,9 +1002,14 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    bench_long_match(0, 1, scale);
-    bench_long_match(1, 1, scale);
-    bench_long_match(0, 16, scale);
+    bench_seed = rng_state;
+    bench_long_match("match_cached_100k_nopages", 0, 1, LONG_NOPAGES, scale);
+    bench_long_match("match_cached_100k", 0, 1, LONG_FLAT, scale);
+    bench_long_match("match_cached_100k_runs", 0, 1, LONG_RUNS, scale);
+    bench_long_match("match_cached_100k_runs_expanded", 0, 1, LONG_RUNS_EXPANDED, scale);
+    bench_long_match("match_cached_100k_chain", 1, 1, LONG_FLAT, scale);
+    bench_long_match("match_cached_100k_p16", 0, 16, LONG_FLAT, scale);
+    bench_shared_prompt_tree(scale);
     bench_shared(scale);
     bench_evict_scaling(scale);
     return sink == 12345 ? 1 : 0;

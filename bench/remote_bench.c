@@ -114,8 +114,8 @@ static void stop_server(void)
 static void page_key(uint64_t salt, int64_t k, uint64_t key[2])
 {
     uint64_t z = salt * 0x9e3779b97f4a7c15ull + (uint64_t)k;
-    key[0] = bench_rng_next(&z);
-    key[1] = bench_rng_next(&z);
+    key[0] = rkv_splitmix64_next(&z);
+    key[1] = rkv_splitmix64_next(&z);
 }
 
 /* ------------------------------------------------------------ throughput */

@@ -10,6 +10,10 @@
 typedef struct cache_radix {
     cache base;
     radix_tree *tree;
+    cache_node_fn evict_fn; /* cache.h's eviction hook, fed by the tree's callback */
+    void *evict_ctx;
+    radix_page_run *runs; /* (runs_cap) a match's page runs before expansion */
+    int32_t runs_cap;
 } cache_radix;
 
 static const cache_ops radix_ops;
@@ -33,11 +37,21 @@ static rkv_status radix_match(cache *c, const int32_t *tokens, int32_t n, uint64
     if (n < 0) return RKV_EINVAL;
     rkv_status st = cache_match_reserve(out, n / c->page_size);
     if (st != RKV_OK) return st;
-    int32_t len = 0, node = 0;
-    st = radix_tree_match(tree_of(c), tokens, n, ns, out->pages, &len, &node);
+    cache_radix *cr = (cache_radix *)c;
+    if (n / c->page_size > cr->runs_cap) {
+        int32_t cap = n / c->page_size;
+        radix_page_run *r = realloc(cr->runs, sizeof *r * (size_t)cap);
+        if (!r) return RKV_ENOMEM;
+        cr->runs = r;
+        cr->runs_cap = cap;
+    }
+    int32_t len = 0, node = 0, nruns = 0;
+    st = radix_tree_match_runs(tree_of(c), tokens, n, ns, cr->runs, &nruns, &len, &node);
     c->stats.match_calls++;
     sync_splits(c);
     if (st != RKV_OK) return st;
+    /* cache.h hands callers a flat page table */
+    radix_page_runs_expand(cr->runs, nruns, out->pages);
     out->len = len;
     out->num_pages = len / c->page_size;
     out->handle = (void *)(intptr_t)node;
@@ -105,11 +119,63 @@ static void radix_dump(const cache *c, FILE *f, cache_dump_format fmt)
 static void radix_destroy(cache *c)
 {
     radix_tree_destroy(tree_of(c));
+    free(((cache_radix *)c)->runs);
     free(c);
+}
+
+/* The tree's node view, cut down to cache.h's. */
+static void node_info(const radix_node_info *n, cache_node_info *out)
+{
+    *out = (cache_node_info){n->id, n->parent_id, n->slot, n->parent_slot, n->len, n->lock,
+                             n->time, n->created, n->tokens};
+}
+
+static void on_tree_evict(void *ctx, const radix_node_info *n)
+{
+    const cache_radix *c = ctx;
+    cache_node_info info;
+    node_info(n, &info);
+    c->evict_fn(c->evict_ctx, &info);
+}
+
+static bool radix_set_evict_hook(cache *c, cache_node_fn fn, void *ctx)
+{
+    cache_radix *r = (cache_radix *)c;
+    r->evict_fn = fn;
+    r->evict_ctx = ctx;
+    radix_tree_set_evict_cb(r->tree, fn ? on_tree_evict : NULL, fn ? r : NULL);
+    return true;
+}
+
+typedef struct visit_ctx {
+    cache_node_fn fn;
+    void *ctx;
+} visit_ctx;
+
+static void on_tree_visit(void *ctx, const radix_node_info *n)
+{
+    const visit_ctx *v = ctx;
+    cache_node_info info;
+    node_info(n, &info);
+    v->fn(v->ctx, &info);
+}
+
+static bool radix_visit(const cache *c, cache_node_fn fn, void *ctx)
+{
+    visit_ctx v = {fn, ctx};
+    radix_tree_visit(tree_of(c), on_tree_visit, &v);
+    return true;
+}
+
+static bool radix_clock(const cache *c, uint64_t *out)
+{
+    *out = radix_tree_clock(tree_of(c));
+    return true;
 }
 
 static const cache_ops radix_ops = {
     .name = "radix",
+    .caps = CACHE_CAP_REUSE,
     .match = radix_match,
     .insert = radix_insert,
     .lock = radix_lock,
@@ -119,6 +185,9 @@ static const cache_ops radix_ops = {
     .check = radix_check,
     .dump = radix_dump,
     .destroy = radix_destroy,
+    .set_evict_hook = radix_set_evict_hook,
+    .visit = radix_visit,
+    .clock = radix_clock,
 };
 
 rkv_status cache_radix_create(const cache_config *cfg, page_pool *pool, cache **out, char *err,

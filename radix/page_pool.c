@@ -79,6 +79,19 @@ rkv_status page_pool_alloc(page_pool *p, int32_t n, int32_t *out)
         p->state[pg] = PAGE_INFLIGHT;
         out[i] = pg;
     }
+    /* A run freed first page first is popped last page first: hand each such
+     * stretch (ids falling by one) out ascending, as the run it was. The set
+     * of pages, and the stack, are what they would be without this. */
+    for (int32_t i = 0; i < n;) {
+        int32_t j = i + 1;
+        while (j < n && out[j] == out[j - 1] - 1) j++;
+        for (int32_t a = i, b = j - 1; a < b; a++, b--) {
+            int32_t x = out[a];
+            out[a] = out[b];
+            out[b] = x;
+        }
+        i = j;
+    }
     p->num_inflight += n;
     return RKV_OK;
 }
@@ -118,6 +131,24 @@ rkv_status page_pool_free(page_pool *p, const int32_t *pages, int32_t n)
     if (st != RKV_OK) return st;
     for (int32_t i = 0; i < n; i++) {
         int32_t pg = pages[i];
+        count_move(p, p->state[pg], -1);
+        p->state[pg] = PAGE_FREE;
+        p->free_stack[p->num_free++] = pg;
+    }
+    return RKV_OK;
+}
+
+rkv_status page_pool_free_run(page_pool *p, int32_t first, int32_t count)
+{
+    if (count < 0 || first < 0 || count > p->num_pages - first) return RKV_EINVAL;
+    for (int32_t i = 0; i < count; i++) {
+        uint8_t s = p->state[first + i];
+        if (s != PAGE_INFLIGHT && s != PAGE_CACHED) return RKV_EINVAL;
+    }
+    /* first page pushed first, as page_pool_free() would push the same list
+     * (the stack's order is what a spill tier reads as eviction order) */
+    for (int32_t i = 0; i < count; i++) {
+        int32_t pg = first + i;
         count_move(p, p->state[pg], -1);
         p->state[pg] = PAGE_FREE;
         p->free_stack[p->num_free++] = pg;

@@ -39,13 +39,24 @@ rkv_status page_pool_init(page_pool *p, int32_t num_pages, int32_t page_size);
 void page_pool_destroy(page_pool *p);
 
 /* Allocate n pages, all or nothing: on RKV_ENOSPC nothing changes. The pages
- * become INFLIGHT and are written to out[0..n). Lowest-numbered pages are handed
- * out first on a fresh pool, so runs are repeatable. */
+ * become INFLIGHT and are written to out[0..n): the top n of the free stack.
+ * Lowest-numbered pages are handed out first on a fresh pool, so runs are
+ * repeatable. Consecutive ids come out as ascending runs (caches store runs in
+ * a few words) wherever the stack holds them together: on a fresh pool, and
+ * where a run was freed (its pages popped last first are handed out in
+ * ascending order); otherwise the pages are scattered ids, as valid, only
+ * costlier to store. */
 rkv_status page_pool_alloc(page_pool *p, int32_t n, int32_t *out);
 
 /* Return pages (INFLIGHT or CACHED) to the free stack. A page id out of range
  * or already FREE is a caller bug: RKV_EINVAL, and no page is freed. */
 rkv_status page_pool_free(page_pool *p, const int32_t *pages, int32_t n);
+
+/* Return the run of pages first .. first + count - 1 (INFLIGHT or CACHED),
+ * exactly as page_pool_free() of that list would, without the list: the next
+ * allocation of as many pages hands the same run out again. Checked like
+ * free. */
+rkv_status page_pool_free_run(page_pool *p, int32_t first, int32_t count);
 
 /* INFLIGHT -> CACHED (a cache takes ownership on insert). Checked like free. */
 rkv_status page_pool_adopt(page_pool *p, const int32_t *pages, int32_t n);

@@ -1,31 +1,36 @@
 /* radix_tree.c - see radix_tree.h.
  *
- * Storage, chosen to keep a cached token near 8 bytes of host memory at P = 1
- * (4 for the token, 4 for its page id) plus a share of one small node:
+ * Storage, chosen to keep a cached token under 8 bytes of host memory at P = 1
+ * (4 for the token, a share of its node's page runs) plus a share of one
+ * small node:
  *
  *   chunks[]  --> [rt_node x 1024][rt_node x 1024] ...   node "slot" s is
  *                  chunk s >> 10, entry s & 1023; int32 slots, not pointers
  *
- *   rt_node.edge --> [ t0 t1 ... t(len-1) | p0 ... p(len/P - 1) ]
- *                      edge tokens          page ids (one array)
+ *   rt_node.edge --> [ t0 t1 ... t(len-1) | page runs ]
+ *                      edge tokens          (one array; see "page runs")
  *
  *   children, by number (rt_node.kind):
- *     0    none; the union holds the leaf's heap position instead
- *     1    kids.s.one = the child's slot (its first page is read from the child)
+ *     0    none
+ *     1    kids.one = the child's slot, kids.one_key its key (as in a table)
  *     >=2  kids.tab = a table of { key, child } entries, key = first token
  *          (P = 1) or a hash of the first page; tab[0] = {capacity, count}:
- *            capacity 2 or 4   searched linearly (most inner nodes have 2-3
- *                              children; a hash would waste half the room)
- *            capacity >= 8     open addressing, linear probing, grown at 3/4
+ *            capacity 2 .. 8   searched linearly, grown one entry at a time
+ *                              (most inner nodes have 2-7 children: a hash
+ *                              would waste room; 8 entries are one cache line)
+ *            capacity >= 16    open addressing, linear probing, grown at 3/4
  *                              load, shrunk below 1/8, backward-shift deletion
  *
- *   heap[]  4-ary min-heap of candidate slots (unlocked leaves) in policy
- *           order; each candidate's kids.s.heap_pos is its index.
+ *   heap[]  4-ary min-heap of (eviction key, slot) entries, at most one per
+ *           node, kept lazily: see "candidate heap" below.
  */
 #include "radix_tree.h"
 
 #include <stdlib.h>
 #include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "cache.h"
 
@@ -38,29 +43,38 @@ typedef struct rt_slot {
     int32_t child; /* -1: empty */
 } rt_slot;
 
-/* 48 bytes. The children union is tagged by `kind`; a leaf (kind 0) uses it
- * for its heap position, since only leaves are ever candidates. */
+/* 48 bytes. The children union is tagged by `kind`. */
 enum { KIDS_NONE = 0, KIDS_ONE = 1, KIDS_TAB = 2 };
-#define HITS_MAX ((1u << 30) - 1)
+#define HITS_MAX ((1u << 29) - 1)
 
 typedef struct rt_node {
     int32_t *edge;  /* (len + len/P) tokens then pages; NULL when len == 0 */
     uint64_t id;    /* clock << 2 | k, see radix_tree.h */
     uint64_t time;
     union {
-        rt_slot *tab;     /* KIDS_TAB: tab[0] = {capacity, count} */
+        rt_slot *tab; /* KIDS_TAB: tab[0] = {capacity, count} */
         struct {
             int32_t one;      /* KIDS_ONE: the child's slot */
-            int32_t heap_pos; /* KIDS_NONE: index in the heap, -1 if not in it */
-        } s;
+            uint32_t one_key; /* and its key (see child tables), so a lookup
+                                 at P = 1 that misses never reads the child */
+        };
     } kids;
     int32_t len;      /* -1 marks a free slot */
     int32_t parent;   /* free slots chain through parent */
     int32_t lock;
-    uint32_t hits : 30; /* saturates at HITS_MAX */
-    uint32_t kind : 2;  /* KIDS_* */
+    uint32_t hits : 29;  /* saturates at HITS_MAX */
+    uint32_t queued : 1; /* has an entry in the heap (maybe stale) */
+    uint32_t kind : 2;   /* KIDS_* */
 } rt_node;
 _Static_assert(sizeof(rt_node) == 48, "rt_node grew: host bytes per token depend on it");
+
+/* A heap entry: the eviction key of node `slot` when it was queued. */
+typedef struct rt_entry {
+    uint64_t key;
+    uint32_t tie;
+    int32_t slot;
+} rt_entry;
+_Static_assert(sizeof(rt_entry) == 16, "four heap entries per cache line");
 
 struct radix_tree {
     page_pool *pool;
@@ -76,8 +90,9 @@ struct radix_tree {
     int64_t bytes;
     uint64_t splits, evictions;
     uint64_t heap_steps; /* levels moved by sift-up/down, to show O(log n) */
-    int32_t *heap;
+    rt_entry *heap, *heap_base; /* heap = heap_base + HEAP_PAD */
     int32_t heap_n, heap_cap;
+    int64_t num_cands; /* unlocked leaves */
     /* namespaces other than 0, in creation order, with a hash index */
     uint64_t *ns_val;
     int32_t *ns_slot;
@@ -85,6 +100,10 @@ struct radix_tree {
     int32_t *ns_idx; /* (ns_idx_cap) index into ns_val, -1 empty */
     int32_t ns_idx_cap;
     rt_slot *spare; /* an empty 4-entry child table, see child_reserve() */
+    radix_page_run *runs_tmp; /* scratch for split() */
+    int32_t runs_tmp_cap;
+    int32_t *info_pages; /* scratch: an evicted node's page ids for the callback */
+    int32_t info_cap;
     radix_node_fn evict_cb;
     void *evict_ctx;
 };
@@ -96,10 +115,165 @@ static inline rt_node *N(const radix_tree *t, int32_t s)
     return &t->chunks[s >> RT_CHUNK_BITS][s & (RT_CHUNK - 1)];
 }
 
-static inline int32_t *node_pages(const radix_tree *t, const rt_node *x)
+/* ---- page runs ---------------------------------------------------------
+ *
+ * A node's page ids follow its tokens in the same allocation, as runs of
+ * consecutive ids (the pool hands out runs when it can):
+ *
+ *   [ t0 .. t(len-1) | f ]                     one run: pages f .. f + len/P - 1
+ *   [ t0 .. t(len-1) | -r  f1 c1  f2 c2 .. ]   r >= 2 runs of c_i pages from f_i
+ *
+ * Runs are maximal (a run never continues the one before it), so a node's
+ * encoding is unique; at P = 1 a cached token costs its token id plus a share
+ * of one word per node instead of a page id of its own. */
+
+static inline int32_t *node_area(const rt_node *x) { return x->edge + x->len; }
+
+static inline int32_t area_nruns(const int32_t *area) { return area[0] >= 0 ? 1 : -area[0]; }
+
+static inline int32_t area_words(int32_t nruns) { return nruns == 1 ? 1 : 1 + 2 * nruns; }
+
+/* Run i of an area of np pages. */
+static inline radix_page_run area_run(const int32_t *area, int32_t i, int32_t np)
 {
-    (void)t;
-    return x->edge + x->len;
+    if (area[0] >= 0) return (radix_page_run){area[0], np};
+    return (radix_page_run){area[1 + 2 * i], area[2 + 2 * i]};
+}
+
+/* Runs of pages[0..n) when consecutive ids are merged (in 64 bits: the ids
+ * are the caller's and not yet checked). */
+static int32_t flat_nruns(const int32_t *pages, int32_t n)
+{
+    int32_t r = n > 0;
+    for (int32_t i = 1; i < n; i++) r += (int64_t)pages[i] != (int64_t)pages[i - 1] + 1;
+    return r;
+}
+
+/* Append run (f, c) to runs[0..*nr), merging with the last one when it
+ * continues it. */
+static inline void runs_push(radix_page_run *runs, int32_t *nr, int32_t f, int32_t c)
+{
+    if (*nr > 0 && runs[*nr - 1].first + runs[*nr - 1].count == f) runs[*nr - 1].count += c;
+    else runs[(*nr)++] = (radix_page_run){f, c};
+}
+
+/* Write the area of runs[0..nr). */
+static void area_write(int32_t *area, const radix_page_run *runs, int32_t nr)
+{
+    if (nr == 1) {
+        area[0] = runs[0].first;
+        return;
+    }
+    area[0] = -nr;
+    for (int32_t i = 0; i < nr; i++) {
+        area[1 + 2 * i] = runs[i].first;
+        area[2 + 2 * i] = runs[i].count;
+    }
+}
+
+/* The area of pages[0..n), which form nr runs (flat_nruns). */
+static void area_from_flat(int32_t *area, const int32_t *pages, int32_t n, int32_t nr)
+{
+    if (nr == 1) {
+        area[0] = pages[0];
+        return;
+    }
+    area[0] = -nr;
+    int32_t k = 0;
+    for (int32_t i = 0; i < n; i++) {
+        if (i > 0 && pages[i] == pages[i - 1] + 1) {
+            area[2 + 2 * (k - 1)]++;
+            continue;
+        }
+        area[1 + 2 * k] = pages[i];
+        area[2 + 2 * k] = 1;
+        k++;
+    }
+}
+
+/* The runs of pages [a, b) of an area of np pages, into runs[] (room for
+ * the area's run count); returns how many. */
+static int32_t area_slice(const int32_t *area, int32_t np, int32_t a, int32_t b,
+                          radix_page_run *runs)
+{
+    int32_t nr = 0, pos = 0, n = area_nruns(area);
+    for (int32_t i = 0; i < n && pos < b; i++) {
+        radix_page_run r = area_run(area, i, np);
+        int32_t lo = a > pos ? a : pos, hi = b < pos + r.count ? b : pos + r.count;
+        if (lo < hi) runs[nr++] = (radix_page_run){r.first + (lo - pos), hi - lo};
+        pos += r.count;
+    }
+    return nr;
+}
+
+static inline size_t edge_bytes_nr(int32_t len, int32_t nruns)
+{
+    return sizeof(int32_t) * (size_t)(len + area_words(nruns));
+}
+
+/* Bytes of x's edge allocation (tokens and page runs). */
+static inline size_t node_edge_bytes(const rt_node *x)
+{
+    return x->len > 0 ? edge_bytes_nr(x->len, area_nruns(node_area(x))) : 0;
+}
+
+/* Page ids of a run one by one: dst[0..count) = first, first + 1, ... Long
+ * runs are a store-bound loop, so on x86-64 it is compiled twice and the
+ * AVX2 copy (twice the width of the SSE2 baseline) runs where the CPU has it. */
+#if defined(__x86_64__) && defined(__has_attribute)
+#if __has_attribute(target_clones)
+#define RT_WIDE_STORES __attribute__((target_clones("avx2", "default")))
+#endif
+#endif
+#ifndef RT_WIDE_STORES
+#define RT_WIDE_STORES
+#endif
+
+RT_WIDE_STORES static void run_expand_long(int32_t *dst, int32_t first, int32_t count)
+{
+    for (int32_t j = 0; j < count; j++) dst[j] = first + j;
+}
+
+static inline void run_expand(int32_t *dst, int32_t first, int32_t count)
+{
+    if (count >= 64) {
+        run_expand_long(dst, first, count);
+        return;
+    }
+    for (int32_t j = 0; j < count; j++) dst[j] = first + j;
+}
+
+/* x's page ids one by one into out (room for len / P). */
+static void node_pages_expand(const rt_node *x, int32_t P, int32_t *out)
+{
+    const int32_t *area = node_area(x);
+    int32_t np = x->len / P, n = area_nruns(area), o = 0;
+    for (int32_t i = 0; i < n; i++) {
+        radix_page_run r = area_run(area, i, np);
+        run_expand(out + o, r.first, r.count);
+        o += r.count;
+    }
+}
+
+/* Free x's pages back to the pool, run by run. */
+static void node_pages_free(radix_tree *t, const rt_node *x)
+{
+    const int32_t *area = node_area(x);
+    int32_t np = x->len / t->P, n = area_nruns(area);
+    for (int32_t i = 0; i < n; i++) {
+        radix_page_run r = area_run(area, i, np);
+        page_pool_free_run(t->pool, r.first, r.count);
+    }
+}
+
+int32_t radix_page_runs_expand(const radix_page_run *runs, int32_t nruns, int32_t *pages_out)
+{
+    int32_t o = 0;
+    for (int32_t i = 0; i < nruns; i++) {
+        run_expand(pages_out + o, runs[i].first, runs[i].count);
+        o += runs[i].count;
+    }
+    return o;
 }
 
 static void *rt_alloc(radix_tree *t, size_t n)
@@ -116,10 +290,6 @@ static void rt_free(radix_tree *t, void *p, size_t n)
     free(p);
 }
 
-static inline size_t edge_bytes(int32_t len, int32_t P)
-{
-    return sizeof(int32_t) * (size_t)(len + len / P);
-}
 
 static inline uint32_t mix32(uint32_t x)
 {
@@ -146,10 +316,34 @@ static inline bool page_eq(const int32_t *a, const int32_t *b, int32_t P)
     return P == 1 ? a[0] == b[0] : memcmp(a, b, sizeof(int32_t) * (size_t)P) == 0;
 }
 
+/* Common prefix of a[i..n) and b[i..n), from i, four tokens per compare
+ * (SSE2 on x86-64, else two per 64-bit word): short edges (most are 12-28
+ * tokens) and the last block of a long one. */
+static inline int32_t common_prefix_short(const int32_t *a, const int32_t *b, int32_t i, int32_t n)
+{
+#if defined(__SSE2__)
+    for (; i + 4 <= n; i += 4) {
+        __m128i x = _mm_loadu_si128((const __m128i *)(const void *)(a + i));
+        __m128i y = _mm_loadu_si128((const __m128i *)(const void *)(b + i));
+        unsigned ne = ~(unsigned)_mm_movemask_epi8(_mm_cmpeq_epi32(x, y)) & 0xffffu;
+        if (ne) return i + __builtin_ctz(ne) / 4;
+    }
+#elif __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    for (; i + 2 <= n; i += 2) {
+        uint64_t x, y;
+        memcpy(&x, a + i, sizeof x);
+        memcpy(&y, b + i, sizeof y);
+        if (x != y) return i + (__builtin_ctzll(x ^ y) >= 32);
+    }
+#endif
+    while (i < n && a[i] == b[i]) i++;
+    return i;
+}
+
 /* Length of the common prefix of a and b, at most n. Chunks that grow while
  * they match go through memcmp (libc's vector code), so a long cached edge
  * costs a few calls at memory speed; a mismatching chunk is searched again in
- * blocks of CMP_BLOCK, the last block token by token. */
+ * blocks of CMP_BLOCK, the last block four tokens at a time. */
 enum { CMP_BLOCK = 64, CMP_MAX_CHUNK = 8192 };
 static inline int32_t common_prefix(const int32_t *a, const int32_t *b, int32_t n)
 {
@@ -161,8 +355,7 @@ static inline int32_t common_prefix(const int32_t *a, const int32_t *b, int32_t 
     }
     for (; i + CMP_BLOCK <= n; i += CMP_BLOCK)
         if (memcmp(a + i, b + i, sizeof(int32_t) * CMP_BLOCK)) break;
-    while (i < n && a[i] == b[i]) i++;
-    return i;
+    return common_prefix_short(a, b, i, n < i + CMP_BLOCK ? n : i + CMP_BLOCK);
 }
 
 /* ---- node slots ------------------------------------------------------- */
@@ -199,17 +392,18 @@ static void slot_free(radix_tree *t, int32_t s)
     t->free_head = s;
 }
 
-/* A fresh node; edge allocated for len tokens (none for len 0). */
-static int32_t node_new(radix_tree *t, int32_t len)
+/* A fresh node; edge allocated for len tokens and nruns page runs (none for
+ * len 0). */
+static int32_t node_new(radix_tree *t, int32_t len, int32_t nruns)
 {
     int32_t *edge = NULL;
     if (len > 0) {
-        edge = rt_alloc(t, edge_bytes(len, t->P));
+        edge = rt_alloc(t, edge_bytes_nr(len, nruns));
         if (!edge) return -1;
     }
     int32_t s = slot_alloc(t);
     if (s < 0) {
-        rt_free(t, edge, edge_bytes(len, t->P));
+        if (edge) rt_free(t, edge, edge_bytes_nr(len, nruns));
         return -1;
     }
     rt_node *x = N(t, s);
@@ -217,7 +411,6 @@ static int32_t node_new(radix_tree *t, int32_t len)
     x->edge = edge;
     x->len = len;
     x->parent = -1;
-    x->kids.s.heap_pos = -1; /* kind KIDS_NONE */
     return s;
 }
 
@@ -228,133 +421,179 @@ static inline int32_t nkids(const rt_node *x)
     return x->kind == KIDS_TAB ? x->kids.tab[0].child : (int32_t)x->kind;
 }
 
-static inline int32_t heap_pos(const rt_node *x)
+static inline bool is_candidate(const rt_node *x)
 {
-    return x->kind == KIDS_NONE ? x->kids.s.heap_pos : -1;
+    return !is_special(x) && x->kind == KIDS_NONE && x->lock == 0;
 }
-
 
 /* ---- candidate heap ---------------------------------------------------- */
 
-/* A 4-ary heap: half the levels of a binary one, and the four children of a
- * level are loaded together (their nodes are prefetched), so a sift costs
- * about half the cache misses on a large tree. */
-enum { HEAP_D = 4 };
+/* A 4-ary min-heap of entries that carry their eviction key inline, so a
+ * sift reads and writes only the heap array (the four children of a level sit
+ * in one 64-byte line: the array starts 3 entries before a line, see
+ * heap_reserve()). Upkeep is lazy:
+ *
+ *   - touch() only writes the node's time and hits; its entry keeps the old,
+ *     smaller key ("stale");
+ *   - a node that stops being a candidate (locked, got a child) keeps its
+ *     entry too;
+ *   - eviction pops the smallest entry and compares it with the node: a
+ *     current key on a candidate is evicted; a stale key on a candidate is
+ *     replaced by the current one and sifted down; an entry of a node that is
+ *     no candidate any more is dropped.
+ *
+ * Keys only grow while a node lives (time and hits never go back, ids never
+ * change), so every candidate's entry is a lower bound of its key and the
+ * first current entry popped is the true minimum: the eviction order is
+ * exactly the eager one. Each node has at most one entry (rt_node.queued),
+ * so the heap never holds more entries than slots. */
+enum { HEAP_D = 4, HEAP_PAD = 3 };
 
-/* true when a is evicted before b */
-static inline bool before(const radix_tree *t, const rt_node *a, const rt_node *b)
+/* The eviction key of a node under a policy, as (key, tie): entries compare
+ * key first, then tie, then (both equal: ids past 2^32, i.e. 2^30 calls) the
+ * nodes' ids, which never change. Exact for lru and fifo at any clock; lfu
+ * orders by time exactly while the clock is below 2^34.
+ *   lru   key = time,                                       tie = id (saturated to 32 bits)
+ *   lfu   key = hits << 34 | time (time saturated to 34 bits), tie = id
+ *   fifo  key = id,                                         tie = 0 */
+static inline rt_entry evict_key(radix_policy policy, const rt_node *x, int32_t s)
 {
-    switch (t->policy) {
-    case RADIX_LFU:
-        if (a->hits != b->hits) return a->hits < b->hits;
-        /* fall through */
-    case RADIX_LRU:
-        if (a->time != b->time) return a->time < b->time;
-        /* fall through */
-    case RADIX_FIFO:
-        break;
+    uint32_t tie = x->id > UINT32_MAX ? UINT32_MAX : (uint32_t)x->id;
+    uint64_t time34 = x->time >= (1ull << 34) ? (1ull << 34) - 1 : x->time;
+    switch (policy) {
+    case RADIX_LFU: return (rt_entry){(uint64_t)x->hits << 34 | time34, tie, s};
+    case RADIX_LRU: return (rt_entry){x->time, tie, s};
+    case RADIX_FIFO: break;
     }
-    return a->id < b->id;
+    return (rt_entry){x->id, 0, s};
 }
 
-static inline void heap_set(radix_tree *t, int32_t i, int32_t s)
+static inline bool entry_before(const radix_tree *t, const rt_entry *a, const rt_entry *b)
 {
-    t->heap[i] = s;
-    N(t, s)->kids.s.heap_pos = i; /* candidates are leaves */
+    if (a->key != b->key) return a->key < b->key;
+    if (a->tie != b->tie) return a->tie < b->tie;
+    return N(t, a->slot)->id < N(t, b->slot)->id;
+}
+
+static inline bool entry_current(const rt_entry *e, const rt_entry *now)
+{
+    return e->key == now->key && e->tie == now->tie;
 }
 
 static void heap_up(radix_tree *t, int32_t i)
 {
-    int32_t s = t->heap[i];
-    rt_node *x = N(t, s);
+    rt_entry *h = t->heap, e = h[i];
     while (i > 0) {
         int32_t p = (i - 1) / HEAP_D;
-        if (!before(t, x, N(t, t->heap[p]))) break;
-        heap_set(t, i, t->heap[p]);
+        if (!entry_before(t, &e, &h[p])) break;
+        h[i] = h[p];
         i = p;
         t->heap_steps++;
     }
-    heap_set(t, i, s);
+    h[i] = e;
 }
 
 static void heap_down(radix_tree *t, int32_t i)
 {
-    int32_t s = t->heap[i];
-    rt_node *x = N(t, s);
+    rt_entry *h = t->heap, e = h[i];
     for (;;) {
-        int32_t l = HEAP_D * i + 1, best = i;
+        int32_t l = HEAP_D * i + 1, best = -1;
+        if (l >= t->heap_n) break;
         int32_t end = l + HEAP_D < t->heap_n ? l + HEAP_D : t->heap_n;
-        rt_node *bx = x;
+        const rt_entry *be = &e;
+        /* the next level's line is one of these four children's: ask for all
+         * four while this level is compared (a large heap misses below the
+         * top levels) */
+        for (int32_t c = l; c < end; c++) __builtin_prefetch(&h[HEAP_D * c + 1]);
         for (int32_t c = l; c < end; c++)
-            __builtin_prefetch(N(t, t->heap[c]));
-        for (int32_t c = l; c < end; c++)
-            if (before(t, N(t, t->heap[c]), bx)) best = c, bx = N(t, t->heap[c]);
-        if (best == i) break;
-        heap_set(t, i, t->heap[best]);
+            if (entry_before(t, &h[c], be)) best = c, be = &h[c];
+        if (best < 0) break;
+        h[i] = h[best];
         i = best;
         t->heap_steps++;
     }
-    heap_set(t, i, s);
+    h[i] = e;
 }
 
-/* The heap holds at most one entry per slot, so it is grown to the slot count
- * before a node can enter it: pushes never fail. */
+/* Room for n entries. Growth by a quarter keeps the slack small (the heap is
+ * part of every cached token's host bytes); pushes never fail once reserved. */
 static bool heap_reserve(radix_tree *t, int32_t n)
 {
     if (n <= t->heap_cap) return true;
     int32_t nc = t->heap_cap ? t->heap_cap : 64;
-    while (nc < n) nc *= 2;
-    int32_t *h = realloc(t->heap, sizeof *h * (size_t)nc);
-    if (!h) return false;
-    t->bytes += (int64_t)(sizeof *h * (size_t)(nc - t->heap_cap));
-    t->heap = h;
+    while (nc < n) nc += nc / 4;
+    size_t bytes = sizeof(rt_entry) * (size_t)(nc + HEAP_PAD);
+    /* 64-byte aligned base + HEAP_PAD entries: children 4i+1..4i+4 of entry i
+     * land at 4(i+1)..4(i+1)+3 from the base, one line. */
+    rt_entry *base = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+    if (!base) return false;
+    if (t->heap_n) memcpy(base + HEAP_PAD, t->heap, sizeof(rt_entry) * (size_t)t->heap_n);
+    free(t->heap_base);
+    t->bytes += (int64_t)(sizeof(rt_entry) * (size_t)(nc - t->heap_cap));
+    t->heap_base = base;
+    t->heap = base + HEAP_PAD;
     t->heap_cap = nc;
     return true;
 }
 
 static void heap_push(radix_tree *t, int32_t s)
 {
-    heap_set(t, t->heap_n++, s);
+    rt_node *x = N(t, s);
+    x->queued = 1;
+    t->heap[t->heap_n++] = evict_key(t->policy, x, s);
     heap_up(t, t->heap_n - 1);
 }
 
-static void heap_remove(radix_tree *t, int32_t s)
+/* A node became a candidate: give it an entry unless it still has one (that
+ * one is fixed when it reaches the top). */
+static void cand_enter(radix_tree *t, int32_t s)
 {
-    int32_t i = N(t, s)->kids.s.heap_pos;
-    N(t, s)->kids.s.heap_pos = -1;
-    int32_t last = t->heap[--t->heap_n];
-    if (i == t->heap_n) return;
-    heap_set(t, i, last);
-    heap_up(t, i);
-    heap_down(t, N(t, last)->kids.s.heap_pos);
+    t->num_cands++;
+    if (!N(t, s)->queued) heap_push(t, s);
 }
 
-/* A node enters or leaves the candidate set as its leaf/lock state says. */
-static void heap_sync(radix_tree *t, int32_t s)
+/* Pop entries until the top is a candidate with its current key; returns its
+ * slot (its entry removed) or -1 when no candidate is left. */
+static int32_t heap_pop_min(radix_tree *t)
 {
-    rt_node *x = N(t, s);
-    bool cand = !is_special(x) && x->kind == KIDS_NONE && x->lock == 0;
-    if (cand && x->kids.s.heap_pos < 0) heap_push(t, s);
-    else if (!cand && heap_pos(x) >= 0) heap_remove(t, s);
+    while (t->heap_n > 0) {
+        rt_entry *top = &t->heap[0];
+        int32_t s = top->slot;
+        rt_node *x = N(t, s);
+        if (is_candidate(x)) {
+            rt_entry now = evict_key(t->policy, x, s);
+            if (!entry_current(top, &now)) { /* stale: re-sort with the key it has now */
+                *top = now;
+                heap_down(t, 0);
+                continue;
+            }
+        }
+        x->queued = 0;
+        t->heap[0] = t->heap[--t->heap_n];
+        if (t->heap_n > 0) {
+            heap_down(t, 0);
+            /* the next eviction starts by reading the new top's node */
+            __builtin_prefetch(N(t, t->heap[0].slot));
+        }
+        if (is_candidate(x)) return s;
+    }
+    return -1;
 }
 
-/* The call entering a node: new time, one more hit, heap key moved. */
-static void touch(radix_tree *t, int32_t s, uint64_t now)
+/* The call entering a node: new time, one more hit. Its heap entry, if any,
+ * is left stale (see the heap above). */
+static inline void touch(radix_tree *t, int32_t s, uint64_t now)
 {
     rt_node *x = N(t, s);
     x->time = now;
     if (x->hits != HITS_MAX) x->hits++;
-    int32_t i = heap_pos(x);
-    if (i >= 0) { /* a later time or more hits: it can only move down */
-        heap_up(t, i);
-        heap_down(t, N(t, s)->kids.s.heap_pos);
-    }
 }
 
 /* ---- child tables ------------------------------------------------------ */
 
 static inline uint32_t tab_cap(const rt_slot *tab) { return tab[0].key; }
-static inline bool tab_linear(const rt_slot *tab) { return tab[0].key <= 4; }
+enum { TAB_LINEAR_MAX = 8 }; /* tables up to this capacity are searched linearly */
+static inline bool tab_linear(const rt_slot *tab) { return tab[0].key <= TAB_LINEAR_MAX; }
 
 static inline uint32_t child_key(const radix_tree *t, int32_t c)
 {
@@ -365,11 +604,13 @@ static inline uint32_t child_key(const radix_tree *t, int32_t c)
 static int32_t child_find(const radix_tree *t, const rt_node *x, const int32_t *tok)
 {
     if (x->kind == KIDS_NONE) return -1;
-    if (x->kind == KIDS_ONE)
-        return page_eq(N(t, x->kids.s.one)->edge, tok, t->P) ? x->kids.s.one : -1;
+    if (x->kind == KIDS_ONE) {
+        if (t->P == 1) return x->kids.one_key == (uint32_t)tok[0] ? x->kids.one : -1;
+        return page_eq(N(t, x->kids.one)->edge, tok, t->P) ? x->kids.one : -1;
+    }
     const rt_slot *e = x->kids.tab + 1;
     uint32_t cap = tab_cap(x->kids.tab), key = page_key(tok, t->P);
-    if (cap <= 4) {
+    if (cap <= TAB_LINEAR_MAX) {
         for (uint32_t i = 0; i < cap; i++)
             if (e[i].child >= 0 && e[i].key == key &&
                 (t->P == 1 || page_eq(N(t, e[i].child)->edge, tok, t->P)))
@@ -389,8 +630,12 @@ static void tab_put(rt_slot *tab, uint32_t key, int32_t child)
 {
     rt_slot *e = tab + 1;
     uint32_t cap = tab_cap(tab), mask = cap - 1;
-    uint32_t i = tab_linear(tab) ? 0 : mix32(key) & mask;
-    while (e[i].child >= 0) i = (i + 1) & mask;
+    uint32_t i = 0;
+    if (tab_linear(tab)) { /* any capacity: the first hole */
+        while (e[i].child >= 0) i++;
+    } else {
+        for (i = mix32(key) & mask; e[i].child >= 0; i = (i + 1) & mask) {}
+    }
     e[i].key = key;
     e[i].child = child;
 }
@@ -435,8 +680,10 @@ static bool child_reserve(radix_tree *t, rt_node *x)
         return t->spare != NULL;
     }
     uint32_t cap = tab_cap(x->kids.tab), n = (uint32_t)nkids(x) + 1;
-    if (cap <= 4 ? n <= cap : n * 4 <= cap * 3) return true;
-    return tab_resize(t, x, cap * 2);
+    if (cap <= TAB_LINEAR_MAX ? n <= cap : n * 4 <= cap * 3) return true;
+    /* linear tables grow one entry at a time (a node's children fill them
+     * exactly); past TAB_LINEAR_MAX they double as hash tables */
+    return tab_resize(t, x, cap < TAB_LINEAR_MAX ? cap + 1 : cap * 2);
 }
 
 /* Add child c under x; child_reserve(x) must have succeeded, and x must not
@@ -444,12 +691,13 @@ static bool child_reserve(radix_tree *t, rt_node *x)
 static void child_add(radix_tree *t, rt_node *x, int32_t c)
 {
     if (x->kind == KIDS_NONE) {
-        x->kids.s.one = c;
+        x->kids.one = c;
+        x->kids.one_key = child_key(t, c);
         x->kind = KIDS_ONE;
     } else if (x->kind == KIDS_ONE) {
         rt_slot *tab = t->spare;
         t->spare = NULL;
-        tab_put(tab, child_key(t, x->kids.s.one), x->kids.s.one);
+        tab_put(tab, child_key(t, x->kids.one), x->kids.one);
         tab_put(tab, child_key(t, c), c);
         tab[0].child = 2;
         x->kids.tab = tab;
@@ -464,9 +712,12 @@ static void child_add(radix_tree *t, rt_node *x, int32_t c)
 static uint32_t tab_index(const radix_tree *t, const rt_slot *tab, int32_t c)
 {
     const rt_slot *e = tab + 1;
-    uint32_t mask = tab_cap(tab) - 1;
-    uint32_t i = tab_linear(tab) ? 0 : mix32(child_key(t, c)) & mask;
-    while (e[i].child != c) i = (i + 1) & mask;
+    uint32_t mask = tab_cap(tab) - 1, i = 0;
+    if (tab_linear(tab)) {
+        while (e[i].child != c) i++;
+    } else {
+        for (i = mix32(child_key(t, c)) & mask; e[i].child != c; i = (i + 1) & mask) {}
+    }
     return i;
 }
 
@@ -476,8 +727,7 @@ static void child_remove(radix_tree *t, rt_node *x, int32_t c)
 {
     if (x->kind == KIDS_ONE) {
         x->kind = KIDS_NONE;
-        x->kids.s.one = 0;
-        x->kids.s.heap_pos = -1;
+        x->kids.one = 0;
         return;
     }
     rt_slot *tab = x->kids.tab, *e = tab + 1;
@@ -501,12 +751,14 @@ static void child_remove(radix_tree *t, rt_node *x, int32_t c)
     int32_t n = --tab[0].child;
     if (n == 1) {
         int32_t only = -1;
+        uint32_t key = 0;
         for (uint32_t k = 0; k < cap; k++)
-            if (e[k].child >= 0) only = e[k].child;
+            if (e[k].child >= 0) only = e[k].child, key = e[k].key;
         tab_free(t, tab);
-        x->kids.s.one = only;
+        x->kids.one = only;
+        x->kids.one_key = key;
         x->kind = KIDS_ONE;
-    } else if (cap > 8 && (uint32_t)n * 8 < cap) {
+    } else if (cap > 2 * TAB_LINEAR_MAX && (uint32_t)n * 8 < cap) {
         tab_resize(t, x, cap / 2); /* optional: on failure the big table stays */
     }
 }
@@ -514,7 +766,7 @@ static void child_remove(radix_tree *t, rt_node *x, int32_t c)
 /* Point x's entry for old (same first page) at neu. */
 static void child_replace(radix_tree *t, rt_node *x, int32_t old, int32_t neu)
 {
-    if (x->kind == KIDS_ONE) x->kids.s.one = neu;
+    if (x->kind == KIDS_ONE) x->kids.one = neu;
     else x->kids.tab[1 + tab_index(t, x->kids.tab, old)].child = neu;
 }
 
@@ -574,8 +826,7 @@ static int32_t ns_create(radix_tree *t, uint64_t ns, uint64_t now)
         for (int32_t i = 0; i < t->ns_idx_cap; i++) t->ns_idx[i] = -1;
         for (int32_t k = 0; k < t->ns_n; k++) ns_index_put(t, k);
     }
-    if (!heap_reserve(t, t->num_slots + 1)) return -1;
-    int32_t s = node_new(t, 0);
+    int32_t s = node_new(t, 0, 0);
     if (s < 0) return -1;
     rt_node *x = N(t, s);
     x->id = now << 2 | 0;
@@ -621,7 +872,7 @@ rkv_status radix_tree_create(page_pool *pool, radix_policy policy, radix_tree **
     t->P = pool->page_size;
     t->policy = policy;
     t->free_head = -1;
-    if (node_new(t, 0) != RT_ROOT || !heap_reserve(t, 64)) {
+    if (node_new(t, 0, 0) != RT_ROOT || !heap_reserve(t, 64)) {
         radix_tree_destroy(t);
         return RKV_ENOMEM;
     }
@@ -635,17 +886,19 @@ void radix_tree_destroy(radix_tree *t)
     for (int32_t s = 0; s < t->num_slots; s++) {
         rt_node *x = N(t, s);
         if (x->len < 0) continue;
-        if (x->len > 0) page_pool_free(t->pool, node_pages(t, x), x->len / t->P);
+        if (x->len > 0) node_pages_free(t, x);
         free(x->edge);
         if (x->kind == KIDS_TAB) free(x->kids.tab);
     }
     for (int32_t c = 0; c < t->num_chunks; c++) free(t->chunks[c]);
     free(t->chunks);
-    free(t->heap);
+    free(t->heap_base);
     free(t->ns_val);
     free(t->ns_slot);
     free(t->ns_idx);
     free(t->spare);
+    free(t->runs_tmp);
+    free(t->info_pages);
     free(t);
 }
 
@@ -656,6 +909,19 @@ void radix_tree_set_evict_cb(radix_tree *t, radix_node_fn fn, void *ctx)
 }
 
 /* ---- split -------------------------------------------------------------- */
+
+static bool runs_tmp_reserve(radix_tree *t, int32_t n)
+{
+    if (n <= t->runs_tmp_cap) return true;
+    int32_t nc = t->runs_tmp_cap ? t->runs_tmp_cap : 16;
+    while (nc < n) nc *= 2;
+    radix_page_run *r = rt_alloc(t, sizeof *r * (size_t)nc);
+    if (!r) return false;
+    rt_free(t, t->runs_tmp, sizeof *r * (size_t)t->runs_tmp_cap);
+    t->runs_tmp = r;
+    t->runs_tmp_cap = nc;
+    return true;
+}
 
 /* Split node c after k tokens (0 < k < len, k % P == 0):
  *
@@ -669,23 +935,28 @@ void radix_tree_set_evict_cb(radix_tree *t, radix_node_fn fn, void *ctx)
 static int32_t split(radix_tree *t, int32_t cs, int32_t k, uint64_t now)
 {
     int32_t P = t->P;
-    if (!heap_reserve(t, t->num_slots + 1)) return -1;
+    if (!heap_reserve(t, (int32_t)t->num_nodes + 1)) return -1;
     rt_node *c = N(t, cs);
-    int32_t rest = c->len - k;
-    int32_t *suf = rt_alloc(t, edge_bytes(rest, P));
+    int32_t rest = c->len - k, np = c->len / P;
+    size_t old_bytes = node_edge_bytes(c);
+    /* 1: the runs of each part (a run across the cut goes to both halves) */
+    if (!runs_tmp_reserve(t, area_nruns(node_area(c)) + 1)) return -1;
+    radix_page_run *tmp = t->runs_tmp;
+    int32_t npre = area_slice(node_area(c), np, 0, k / P, tmp);
+    int32_t nsuf = area_slice(node_area(c), np, k / P, np, tmp + npre);
+    int32_t *suf = rt_alloc(t, edge_bytes_nr(rest, nsuf));
     if (!suf) return -1;
-    int32_t ps = node_new(t, k); /* may move nothing: chunks are stable */
+    int32_t ps = node_new(t, k, npre); /* may move nothing: chunks are stable */
     if (ps < 0) {
-        rt_free(t, suf, edge_bytes(rest, P));
+        rt_free(t, suf, edge_bytes_nr(rest, nsuf));
         return -1;
     }
     c = N(t, cs);
     rt_node *pre = N(t, ps);
-    const int32_t *old_pages = node_pages(t, c);
     memcpy(pre->edge, c->edge, sizeof(int32_t) * (size_t)k);
-    memcpy(pre->edge + k, old_pages, sizeof(int32_t) * (size_t)(k / P));
+    area_write(pre->edge + k, tmp, npre);
     memcpy(suf, c->edge + k, sizeof(int32_t) * (size_t)rest);
-    memcpy(suf + rest, old_pages + k / P, sizeof(int32_t) * (size_t)(rest / P));
+    area_write(suf + rest, tmp + npre, nsuf);
     /* 2: hang pre where c was. */
     child_replace(t, N(t, c->parent), cs, ps);
     pre->parent = c->parent;
@@ -694,9 +965,10 @@ static int32_t split(radix_tree *t, int32_t cs, int32_t k, uint64_t now)
     pre->hits = c->hits;
     pre->lock = c->lock;
     pre->kind = KIDS_ONE;
-    pre->kids.s.one = cs;
+    pre->kids.one = cs;
+    pre->kids.one_key = page_key(suf, P);
     /* 3: c becomes the suffix. */
-    rt_free(t, c->edge, edge_bytes(c->len, P));
+    rt_free(t, c->edge, old_bytes);
     c->edge = suf;
     c->len = rest;
     c->parent = ps;
@@ -707,11 +979,30 @@ static int32_t split(radix_tree *t, int32_t cs, int32_t k, uint64_t now)
 
 /* ---- match / insert ---------------------------------------------------- */
 
+/* Where a match puts its page ids: one per page, merged runs, or both. */
+typedef struct page_sink {
+    int32_t *flat;
+    radix_page_run *runs;
+    int32_t nflat, nruns;
+} page_sink;
+
+static void sink_node(page_sink *o, const rt_node *x, int32_t P)
+{
+    const int32_t *area = node_area(x);
+    int32_t np = x->len / P, n = area_nruns(area);
+    for (int32_t i = 0; i < n; i++) {
+        radix_page_run r = area_run(area, i, np);
+        if (o->runs) runs_push(o->runs, &o->nruns, r.first, r.count);
+        if (o->flat) run_expand(o->flat + o->nflat, r.first, r.count);
+        o->nflat += r.count;
+    }
+}
+
 /* Walk from node at tokens[pos..n), entering and splitting as the contract
  * says. Returns the last node of the matched path (-1 on ENOMEM) and the
- * matched length in *pos; copies pages when pages_out is set. */
+ * matched length in *pos; hands each whole node's pages to out when set. */
 static int32_t walk(radix_tree *t, int32_t node, const int32_t *tokens, int32_t n, int32_t *pos,
-                    int32_t *pages_out, uint64_t now)
+                    page_sink *out, uint64_t now)
 {
     int32_t P = t->P;
     int32_t p = *pos;
@@ -730,12 +1021,12 @@ static int32_t walk(radix_tree *t, int32_t node, const int32_t *tokens, int32_t 
             }
             touch(t, ps, now);
             touch(t, cs, now);
-            if (pages_out) memcpy(pages_out + p / P, N(t, ps)->edge + k, sizeof(int32_t) * (size_t)(k / P));
+            if (out) sink_node(out, N(t, ps), P);
             *pos = p + k;
             return ps;
         }
         touch(t, cs, now);
-        if (pages_out) memcpy(pages_out + p / P, c->edge + c->len, sizeof(int32_t) * (size_t)(k / P));
+        if (out) sink_node(out, c, P);
         p += k;
         node = cs;
     }
@@ -743,8 +1034,8 @@ static int32_t walk(radix_tree *t, int32_t node, const int32_t *tokens, int32_t 
     return node;
 }
 
-rkv_status radix_tree_match(radix_tree *t, const int32_t *tokens, int32_t n, uint64_t ns,
-                            int32_t *pages_out, int32_t *len, int32_t *node)
+static rkv_status match_into(radix_tree *t, const int32_t *tokens, int32_t n, uint64_t ns,
+                             page_sink *out, int32_t *len, int32_t *node)
 {
     *len = 0;
     *node = RT_ROOT;
@@ -756,11 +1047,28 @@ rkv_status radix_tree_match(radix_tree *t, const int32_t *tokens, int32_t n, uin
     if (start < 0) return RKV_OK;
     if (start != RT_ROOT) touch(t, start, now);
     int32_t pos = 0;
-    int32_t end = walk(t, start, tokens, n, &pos, pages_out, now);
+    int32_t end = walk(t, start, tokens, n, &pos, out, now);
     if (end < 0) return RKV_ENOMEM;
     *len = pos;
     *node = end;
     return RKV_OK;
+}
+
+rkv_status radix_tree_match(radix_tree *t, const int32_t *tokens, int32_t n, uint64_t ns,
+                            int32_t *pages_out, int32_t *len, int32_t *node)
+{
+    page_sink out = {pages_out, NULL, 0, 0};
+    return match_into(t, tokens, n, ns, pages_out ? &out : NULL, len, node);
+}
+
+rkv_status radix_tree_match_runs(radix_tree *t, const int32_t *tokens, int32_t n, uint64_t ns,
+                                 radix_page_run *runs_out, int32_t *num_runs, int32_t *len,
+                                 int32_t *node)
+{
+    page_sink out = {NULL, runs_out, 0, 0};
+    rkv_status st = match_into(t, tokens, n, ns, &out, len, node);
+    *num_runs = st == RKV_OK ? out.nruns : 0;
+    return st;
 }
 
 rkv_status radix_tree_insert(radix_tree *t, const int32_t *tokens, int32_t n,
@@ -790,27 +1098,30 @@ rkv_status radix_tree_insert(radix_tree *t, const int32_t *tokens, int32_t n,
      * adopt the pages (the only step that checks the caller's input), then
      * link. */
     int32_t len = n - pos;
-    if (!heap_reserve(t, t->num_slots + 1) || !child_reserve(t, N(t, at))) return RKV_ENOMEM;
-    int32_t ls = node_new(t, len);
+    if (!heap_reserve(t, (int32_t)t->num_nodes + 1) || !child_reserve(t, N(t, at)))
+        return RKV_ENOMEM;
+    const int32_t *own = pages + pos / P;
+    int32_t nr = flat_nruns(own, len / P);
+    int32_t ls = node_new(t, len, nr);
     if (ls < 0) return RKV_ENOMEM;
     rt_node *leaf = N(t, ls);
-    if (page_pool_adopt(t->pool, pages + pos / P, len / P) != RKV_OK) {
-        rt_free(t, leaf->edge, edge_bytes(len, P));
+    if (page_pool_adopt(t->pool, own, len / P) != RKV_OK) {
+        rt_free(t, leaf->edge, edge_bytes_nr(len, nr));
         slot_free(t, ls);
         *prefix_len = pos;
         return RKV_EINVAL;
     }
     memcpy(leaf->edge, tokens + pos, sizeof(int32_t) * (size_t)len);
-    memcpy(leaf->edge + len, pages + pos / P, sizeof(int32_t) * (size_t)(len / P));
+    area_from_flat(leaf->edge + len, own, len / P, nr);
     leaf->id = now << 2 | 2;
     leaf->time = now;
     leaf->hits = 1;
     leaf->parent = at;
-    if (heap_pos(N(t, at)) >= 0) heap_remove(t, at); /* no leaf any more */
+    if (is_candidate(N(t, at))) t->num_cands--; /* no leaf any more; its entry goes lazily */
     child_add(t, N(t, at), ls);
     t->num_nodes++;
     t->evictable += len;
-    heap_sync(t, ls);
+    cand_enter(t, ls);
     return RKV_OK;
 }
 
@@ -829,7 +1140,7 @@ rkv_status radix_tree_lock(radix_tree *t, int32_t node)
         if (x->lock++ == 0) {
             t->evictable -= x->len;
             t->protect += x->len;
-            if (heap_pos(x) >= 0) heap_remove(t, s);
+            if (x->kind == KIDS_NONE) t->num_cands--; /* its entry goes lazily */
         }
     }
     return RKV_OK;
@@ -845,13 +1156,16 @@ rkv_status radix_tree_unlock(radix_tree *t, int32_t node)
         if (--x->lock == 0) {
             t->protect -= x->len;
             t->evictable += x->len;
-            heap_sync(t, s);
+            if (x->kind == KIDS_NONE) cand_enter(t, s);
         }
     }
     return RKV_OK;
 }
 
-static void node_info(const radix_tree *t, int32_t s, uint64_t ns, radix_node_info *in)
+/* pages: room for the node's len / P page ids (expanded from its runs), or
+ * NULL to leave in->pages NULL. */
+static void node_info(const radix_tree *t, int32_t s, uint64_t ns, int32_t *pages,
+                      radix_node_info *in)
 {
     const rt_node *x = N(t, s);
     in->id = x->id;
@@ -866,7 +1180,11 @@ static void node_info(const radix_tree *t, int32_t s, uint64_t ns, radix_node_in
     in->hits = x->hits;
     in->num_children = nkids(x);
     in->tokens = x->edge;
-    in->pages = x->len > 0 ? x->edge + x->len : NULL;
+    in->pages = NULL;
+    if (x->len > 0 && pages) {
+        node_pages_expand(x, t->P, pages);
+        in->pages = pages;
+    }
 }
 
 /* Namespace of a node: that of the namespace node on its path. */
@@ -882,25 +1200,35 @@ static uint64_t node_ns(const radix_tree *t, int32_t s)
 int64_t radix_tree_evict(radix_tree *t, int64_t n_tokens)
 {
     int64_t freed = 0;
-    while (freed < n_tokens && t->heap_n > 0) {
-        int32_t s = t->heap[0];
-        heap_remove(t, s);
+    while (freed < n_tokens) {
+        int32_t s = heap_pop_min(t);
+        if (s < 0) break;
         rt_node *x = N(t, s);
+        t->num_cands--;
         if (t->evict_cb) {
             radix_node_info in;
-            node_info(t, s, node_ns(t, s), &in);
+            int32_t np = x->len / t->P;
+            if (np > t->info_cap) {
+                int32_t *p = rt_alloc(t, sizeof *p * (size_t)np);
+                if (p) {
+                    rt_free(t, t->info_pages, sizeof *p * (size_t)t->info_cap);
+                    t->info_pages = p;
+                    t->info_cap = np;
+                }
+            }
+            node_info(t, s, node_ns(t, s), np <= t->info_cap ? t->info_pages : NULL, &in);
             t->evict_cb(t->evict_ctx, &in);
         }
-        page_pool_free(t->pool, node_pages(t, x), x->len / t->P);
+        node_pages_free(t, x);
         freed += x->len;
         t->evictable -= x->len;
         t->num_nodes--;
         t->evictions++;
         int32_t ps = x->parent;
         child_remove(t, N(t, ps), s);
-        rt_free(t, x->edge, edge_bytes(x->len, t->P));
+        rt_free(t, x->edge, node_edge_bytes(x));
         slot_free(t, s);
-        heap_sync(t, ps); /* a childless, unlocked parent is a candidate now */
+        if (is_candidate(N(t, ps))) cand_enter(t, ps); /* a childless, unlocked parent */
     }
     return freed;
 }
@@ -912,7 +1240,7 @@ void radix_tree_get_sizes(const radix_tree *t, radix_tree_sizes *out)
     out->evictable_tokens = t->evictable;
     out->protected_tokens = t->protect;
     out->num_nodes = t->num_nodes;
-    out->num_candidates = t->heap_n;
+    out->num_candidates = t->num_cands;
     out->host_bytes = t->bytes;
     out->splits = t->splits;
     out->evictions = t->evictions;
@@ -933,7 +1261,7 @@ static int cmp_id(const void *a, const void *b, void *ctx)
 static void children_sorted(const radix_tree *t, const rt_node *x, int32_t *out)
 {
     if (x->kind == KIDS_ONE) {
-        out[0] = x->kids.s.one;
+        out[0] = x->kids.one;
     } else if (x->kind == KIDS_TAB) {
         int32_t k = 0;
         for (uint32_t i = 1; i <= tab_cap(x->kids.tab); i++)
@@ -948,7 +1276,11 @@ void radix_tree_visit(const radix_tree *t, radix_node_fn fn, void *ctx)
     int32_t *stack = malloc(sizeof(int32_t) * (size_t)(t->num_slots + 1));
     uint64_t *nss = malloc(sizeof(uint64_t) * (size_t)(t->num_slots + 1));
     int32_t *kids = malloc(sizeof(int32_t) * (size_t)(t->num_slots + 1));
-    if (!stack || !nss || !kids) goto out;
+    int32_t maxp = 1;
+    for (int32_t s = 0; s < t->num_slots; s++)
+        if (N(t, s)->len / t->P > maxp) maxp = N(t, s)->len / t->P;
+    int32_t *pages = malloc(sizeof(int32_t) * (size_t)maxp); /* one node's ids, expanded */
+    if (!stack || !nss || !kids || !pages) goto out;
     int32_t sp = 0;
     /* Namespace nodes after namespace 0, in creation order: push reversed. */
     for (int32_t k = t->ns_n - 1; k >= 0; k--) {
@@ -962,7 +1294,7 @@ void radix_tree_visit(const radix_tree *t, radix_node_fn fn, void *ctx)
         int32_t s = stack[sp];
         uint64_t ns = nss[sp];
         radix_node_info in;
-        node_info(t, s, ns, &in);
+        node_info(t, s, ns, pages, &in);
         fn(ctx, &in);
         const rt_node *x = N(t, s);
         children_sorted(t, x, kids);
@@ -975,6 +1307,7 @@ out:
     free(stack);
     free(nss);
     free(kids);
+    free(pages);
 }
 
 #define FAIL(...)                                                   \
@@ -996,7 +1329,7 @@ rkv_status radix_tree_check(const radix_tree *t, char *err, size_t errlen)
     if (!stack || !seen || !pg) FAIL("out of host memory");
 
     const rt_node *root = N(t, RT_ROOT);
-    if (root->len != 0 || root->parent != -1 || root->lock != 0 || heap_pos(root) >= 0)
+    if (root->len != 0 || root->parent != -1 || root->lock != 0 || root->queued)
         FAIL("root slot is not a root (len %d parent %d lock %d)", root->len, root->parent,
              root->lock);
     int32_t sp = 0;
@@ -1034,9 +1367,23 @@ rkv_status radix_tree_check(const radix_tree *t, char *err, size_t errlen)
             if (x->lock == 0) evictable += x->len;
             else protect += x->len;
             nodes++;
-            const int32_t *pp = x->edge + x->len;
-            for (int32_t i = 0; i < x->len / P; i++) {
-                int32_t g = pp[i];
+            const int32_t *area = node_area(x);
+            int32_t nr = area_nruns(area), np = x->len / P, sum = 0;
+            if (area[0] < 0 && nr < 2)
+                FAIL("node %llu has a run list of %d runs", (unsigned long long)id, nr);
+            for (int32_t i = 0; i < nr; i++) {
+                radix_page_run r = area_run(area, i, np), q = i ? area_run(area, i - 1, np) : r;
+                if (r.count < 1 || (i > 0 && q.first + q.count == r.first))
+                    FAIL("node %llu run %d (%d, %d) empty or not maximal", (unsigned long long)id,
+                         i, r.first, r.count);
+                sum += r.count;
+            }
+            if (sum != np)
+                FAIL("node %llu runs cover %d pages, length says %d", (unsigned long long)id, sum, np);
+            for (int32_t i = 0, k = 0, pos = 0; i < np; i++) {
+                radix_page_run r = area_run(area, k, np);
+                int32_t g = r.first + (i - pos);
+                if (i + 1 == pos + r.count) pos += r.count, k++;
                 if (g < 0 || g >= t->pool->num_pages)
                     FAIL("node %llu holds page id %d out of range", (unsigned long long)id, g);
                 if (pg[g]) FAIL("page %d owned twice (node %llu)", g, (unsigned long long)id);
@@ -1049,28 +1396,29 @@ rkv_status radix_tree_check(const radix_tree *t, char *err, size_t errlen)
         } else if (x->lock != 0) {
             FAIL("root/namespace node slot %d has lock %d", s, x->lock);
         }
-        bool cand = !is_special(x) && x->kind == KIDS_NONE && x->lock == 0;
-        int32_t hp = heap_pos(x);
-        if (cand != (hp >= 0))
-            FAIL("node %llu candidate=%d but heap position %d", (unsigned long long)id, cand, hp);
-        if (cand) {
-            cands++;
-            if (hp >= t->heap_n || t->heap[hp] != s)
-                FAIL("node %llu heap position %d stale", (unsigned long long)id, hp);
-        }
+        bool cand = is_candidate(x);
+        if (cand && !x->queued)
+            FAIL("node %llu is a candidate without a heap entry", (unsigned long long)id);
+        if (is_special(x) && x->queued)
+            FAIL("root/namespace node slot %d has a heap entry", s);
+        cands += cand;
         /* children: parent links, table occupancy, lock counts */
         int64_t child_locks = 0;
         int32_t count = 0;
         int32_t nk = nkids(x);
         if (x->kind == KIDS_ONE) {
-            int32_t c = x->kids.s.one;
+            int32_t c = x->kids.one;
             if (!slot_valid(t, c)) FAIL("node %llu has a dead child slot %d", (unsigned long long)id, c);
+            if (x->kids.one_key != child_key(t, c))
+                FAIL("node %llu only child's key %u is not its first page's", (unsigned long long)id,
+                     x->kids.one_key);
             stack[sp++] = c;
             count = 1;
         } else if (x->kind == KIDS_TAB) {
             uint32_t cap = tab_cap(x->kids.tab);
-            bool fits = cap <= 4 ? (uint32_t)nk <= cap : (uint32_t)nk * 4 <= cap * 3;
-            if (nk < 2 || cap < 2 || (cap & (cap - 1)) || !fits)
+            bool fits = cap <= TAB_LINEAR_MAX ? (uint32_t)nk <= cap : (uint32_t)nk * 4 <= cap * 3;
+            bool pow2 = (cap & (cap - 1)) == 0;
+            if (nk < 2 || cap < 2 || (cap > TAB_LINEAR_MAX && !pow2) || !fits)
                 FAIL("node %llu child table capacity %u for %d children", (unsigned long long)id,
                      cap, nk);
             for (uint32_t i = 1; i <= cap; i++) {
@@ -1107,10 +1455,23 @@ rkv_status radix_tree_check(const radix_tree *t, char *err, size_t errlen)
         FAIL("sizes: counted evictable %lld protected %lld nodes %lld, kept %lld %lld %lld",
              (long long)evictable, (long long)protect, (long long)nodes, (long long)t->evictable,
              (long long)t->protect, (long long)t->num_nodes);
-    if (cands != t->heap_n) FAIL("%lld candidates but heap holds %d", (long long)cands, t->heap_n);
-    for (int32_t i = 1; i < t->heap_n; i++)
-        if (before(t, N(t, t->heap[i]), N(t, t->heap[(i - 1) / HEAP_D])))
+    if (cands != t->num_cands)
+        FAIL("%lld candidates but %lld counted", (long long)cands, (long long)t->num_cands);
+    /* heap: one entry per queued node, each a lower bound of its node's key */
+    memset(seen, 0, (size_t)ns_total);
+    for (int32_t i = 0; i < t->heap_n; i++) {
+        const rt_entry *e = &t->heap[i];
+        if (!slot_valid(t, e->slot) || !N(t, e->slot)->queued || seen[e->slot])
+            FAIL("heap entry %d names slot %d (dead, not queued or twice)", i, e->slot);
+        seen[e->slot] = 1;
+        rt_entry now = evict_key(t->policy, N(t, e->slot), e->slot);
+        if (entry_before(t, &now, e)) FAIL("heap entry %d has a key above its node's", i);
+        if (i > 0 && entry_before(t, e, &t->heap[(i - 1) / HEAP_D]))
             FAIL("heap order broken at %d", i);
+    }
+    for (int32_t s = 0; s < t->num_slots; s++)
+        if (N(t, s)->len >= 0 && N(t, s)->queued && !seen[s])
+            FAIL("node slot %d is queued without a heap entry", s);
     if ((evictable + protect) / P != pages || pages != t->pool->num_cached)
         FAIL("pool holds %d cached pages, tree %lld (evictable %lld + protected %lld tokens, P=%d)",
              t->pool->num_cached, (long long)pages, (long long)evictable, (long long)protect, P);

@@ -6,7 +6,8 @@
  * prefix; evict() and destroy() free pages back to the pool. The pool must
  * outlive the tree. Token and page arrays passed in are only read.
  *
- * Shape (P = 1; each node holds its edge tokens and one page per P tokens):
+ * Shape (P = 1; each node holds its edge tokens and its pages, one per P
+ * tokens, stored as runs of consecutive ids):
  *
  *   insert "ABCDE", insert "ABXY", match "ABC":
  *
@@ -39,8 +40,10 @@
  * "smaller id".
  *
  * Eviction: candidates are the unlocked leaves (not the root or namespace
- * nodes), kept in a 4-ary heap with a position index, so each evicted leaf
- * costs O(log n) and nothing is ever rebuilt. Order by policy:
+ * nodes), kept in a 4-ary heap of entries carrying their keys, fixed lazily
+ * at eviction time (a match only writes the node's time and hits), so each
+ * evicted leaf costs O(log n) amortized and nothing is ever rebuilt. Order
+ * by policy (radix_tree.c: evict_key()):
  *   lru   oldest time, then smaller id
  *   lfu   fewest hits, then oldest time, then smaller id
  *   fifo  smaller id (created first)
@@ -88,10 +91,12 @@ typedef struct radix_node_info {
     int32_t lock;        /* handles at or below this node */
     uint64_t time;       /* clock of the last call that entered it */
     uint64_t created;    /* clock of the call that created it (id >> 2) */
-    uint64_t hits;       /* calls that entered it (lfu) */
+    uint64_t hits;       /* calls that entered it (lfu); saturates at 2^29 - 1 */
     int32_t num_children;
     const int32_t *tokens; /* (len) this node's own edge tokens */
-    const int32_t *pages;  /* (len / P) page ids */
+    const int32_t *pages;  /* (len / P) page ids, expanded from the node's runs;
+                              NULL for root / namespace nodes, or when host
+                              memory for the expansion ran out */
 } radix_node_info;
 
 typedef void (*radix_node_fn)(void *ctx, const radix_node_info *node);
@@ -108,6 +113,24 @@ void radix_tree_destroy(radix_tree *t);
  * RKV_ENOMEM leaves the tree as it was before the split. */
 rkv_status radix_tree_match(radix_tree *t, const int32_t *tokens, int32_t n, uint64_t ns,
                             int32_t *pages_out, int32_t *len, int32_t *node);
+
+/* A run of consecutive page ids: first, first + 1, .., first + count - 1. */
+typedef struct radix_page_run {
+    int32_t first;
+    int32_t count;
+} radix_page_run;
+
+/* radix_tree_match(), with the matched page ids as runs: runs_out (room for
+ * n / P runs) gets *num_runs maximal runs (consecutive across nodes merged),
+ * in token order. The tree stores pages as runs, so this costs one write per
+ * run instead of one per page. */
+rkv_status radix_tree_match_runs(radix_tree *t, const int32_t *tokens, int32_t n, uint64_t ns,
+                                 radix_page_run *runs_out, int32_t *num_runs, int32_t *len,
+                                 int32_t *node);
+
+/* The page ids of runs[0..nruns) one by one into pages_out (room for the sum
+ * of counts), for callers that need a flat page table. Returns the count. */
+int32_t radix_page_runs_expand(const radix_page_run *runs, int32_t nruns, int32_t *pages_out);
 
 /* Store tokens[0..n) (cut to whole pages) with pages[0..n/P) in namespace ns.
  * *prefix_len = tokens already cached; pages[prefix_len/P .. n/P) are adopted

@@ -61,6 +61,23 @@ static void usage_serve(FILE *f)
         "With --backend sim the modelled clock is kept in step with wall time.\n");
 }
 
+/* cli.h's value parsers, their message printed as serve's. */
+static int serve_int(const char *opt, const char *v, int64_t lo, int64_t hi, int64_t *out)
+{
+    char err[256];
+    int rc = cli_parse_int(opt, v, lo, hi, out, err, sizeof err);
+    if (rc) fprintf(stderr, "radixkv serve: %s\n", err);
+    return rc;
+}
+
+static int serve_double(const char *opt, const char *v, double lo, double hi, double *out)
+{
+    char err[256];
+    int rc = cli_parse_double(opt, v, lo, hi, out, err, sizeof err);
+    if (rc) fprintf(stderr, "radixkv serve: %s\n", err);
+    return rc;
+}
+
 /* serve's own options; everything else goes to run_parse_options. */
 static int parse_serve(int argc, char **argv, serve_config *sc, char **rest, int *nrest)
 {
@@ -104,15 +121,15 @@ static int parse_serve(int argc, char **argv, serve_config *sc, char **rest, int
         if (!strcmp(name, "--host")) sc->host = v;
         else if (!strcmp(name, "--model-name")) sc->model_name = v;
         else if (!strcmp(name, "--port")) {
-            if ((rc = cli_int("serve", name, v, 0, 65535, &x))) return rc;
+            if ((rc = serve_int(name, v, 0, 65535, &x))) return rc;
             sc->port = (int)x;
         } else if (!strcmp(name, "--max-queue")) {
-            if ((rc = cli_int("serve", name, v, 0, 1 << 24, &x))) return rc;
+            if ((rc = serve_int(name, v, 0, 1 << 24, &x))) return rc;
             sc->max_queue = x;
         } else if (!strcmp(name, "--drain-timeout")) {
-            if ((rc = cli_double("serve", name, v, 0, 86400, &sc->drain_seconds))) return rc;
+            if ((rc = serve_double(name, v, 0, 86400, &sc->drain_seconds))) return rc;
         } else if (!strcmp(name, "--keepalive")) {
-            if ((rc = cli_double("serve", name, v, 0.01, 3600, &sc->keepalive_seconds))) return rc;
+            if ((rc = serve_double(name, v, 0.01, 3600, &sc->keepalive_seconds))) return rc;
         } else if (!strcmp(v, "ids") || !strcmp(v, "none")) {
             sc->text_ids = !strcmp(v, "ids");
         } else {

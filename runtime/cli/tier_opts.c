@@ -91,6 +91,24 @@ int tier_opts_parse(tier_opts *o, const char *name, const char *v, char *bad, si
     return 1;
 }
 
+static int parse_cli(void *ctx, const char *name, const char *v, char *err, size_t errlen)
+{
+    tier_opts_parse(ctx, name, v, err, errlen);
+    return err[0] != '\0';
+}
+
+void tier_opts_cli(tier_opts *o, cli_opt *opts, int *n)
+{
+    static const char *const names[TIER_OPTS_CLI] = {
+        "--tier-host", "--tier-disk", "--tier-dir", "--tier-policy",
+        "--host-bw", "--disk-bw", "--tier-fail-disk-after",
+        "--tier-remote", "--tier-remote-tokens", "--tier-remote-policy", "--tier-remote-timeout",
+        "--tier-remote-ns", "--remote-bw", "--remote-latency",
+    };
+    for (int i = 0; i < TIER_OPTS_CLI; i++)
+        opts[(*n)++] = (cli_opt)CLI_CUSTOM_OPT(names[i], parse_cli, o);
+}
+
 void tier_opts_finish(tier_opts *o, int32_t P)
 {
     o->cfg.host_pages = (o->host_tokens + P - 1) / P;

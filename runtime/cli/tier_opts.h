@@ -24,6 +24,7 @@
 #include <stdio.h>
 
 #include "cache_tier.h"
+#include "cli.h"
 
 typedef struct tier_opts {
     bool on;                /* any --tier-host / --tier-disk given */
@@ -35,6 +36,10 @@ void tier_opts_init(tier_opts *o);
 /* 1: name was a tier option (value consumed, *bad set to a message on a bad
  * value); 0: not a tier option. */
 int tier_opts_parse(tier_opts *o, const char *name, const char *value, char *bad, size_t badlen);
+/* The options above as cli.h table entries, appended at opts[*n] (room for
+ * TIER_OPTS_CLI more) and parsed into o by tier_opts_parse. */
+enum { TIER_OPTS_CLI = 14 };
+void tier_opts_cli(tier_opts *o, cli_opt *opts, int *n);
 /* Capacities from tokens to pages of P tokens. */
 void tier_opts_finish(tier_opts *o, int32_t page_size);
 /* The remote tier's model identity: a hash of a description of everything
