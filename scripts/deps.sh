@@ -4,7 +4,7 @@
 set -euo pipefail
 # clang + libclang-rt-14-dev (Debian 12): libFuzzer for the fuzz targets (tests/fuzz).
 pkgs=(meson ninja-build pkg-config gcc check libjemalloc-dev libopenblas-dev
-      libxxhash-dev libssl-dev libjansson-dev graphviz python3 python3-matplotlib
+      libxxhash-dev libssl-dev libjansson-dev libmicrohttpd-dev graphviz python3 python3-matplotlib
       python3-nbconvert python3-ipykernel python3-venv redis-server libhiredis-dev clang
       libclang-rt-14-dev)
 if [[ "${1:-}" == "--with-docs" ]]; then

@@ -31,22 +31,6 @@
 
 /* ---- options ------------------------------------------------------------ */
 
-typedef struct run_opts {
-    engine_config ec;
-    const char *trace;
-    const char *out;
-    const char *pin;
-    int64_t kv_tokens;
-    int32_t default_max_tokens;
-    bool progress;
-    billing_prices prices;
-    tier_opts tier;
-    int32_t replicas;
-    const char *router;
-    int32_t router_threshold;
-    int64_t router_tokens;
-    double router_cache_threshold;
-} run_opts;
 
 static void usage_run(FILE *f)
 {
@@ -106,10 +90,9 @@ static const char *const policy_names[] = {"fcfs", "lpm", "dfs-weight", "random"
 static const char *const schedule_names[] = {"sync", "overlap", NULL};
 static const char *const evict_names[] = {"lru", "lfu", "fifo", NULL};
 
-static int check_run(run_opts *o);
+static int check_run(run_opts *o, bool need_trace);
 
-/* Returns -1 to go on, else an exit status. */
-static int parse_run(int argc, char **argv, run_opts *o)
+int run_parse_options(int argc, char **argv, run_opts *o, bool need_trace)
 {
     engine_config_default(&o->ec);
     o->progress = true;
@@ -177,19 +160,19 @@ static int parse_run(int argc, char **argv, run_opts *o)
     o->ec.backend_cfg.num_threads = (int)threads;
     o->ec.seed = o->ec.backend_cfg.seed = (uint64_t)seed;
     o->progress = !no_progress;
-    return check_run(o);
+    return check_run(o, need_trace);
 }
 
 /* What the options mean together, and values the backend would reject later,
  * named by their option now. -1 to go on, else the exit status. */
-static int check_run(run_opts *o)
+static int check_run(run_opts *o, bool need_trace)
 {
     const char *kind = o->ec.cache_cfg.kind ? o->ec.cache_cfg.kind : "radix";
     if (o->ec.cache_cfg.hash_fn && strncmp(kind, "hash", 4)) {
         fprintf(stderr, "radixkv run: --hash applies to the hash kinds, not --cache %s\n", kind);
         return 2;
     }
-    if (!o->trace) {
+    if (!o->trace && need_trace) {
         fprintf(stderr, "radixkv run: --trace FILE is required (see radixkv run --help)\n");
         return 2;
     }
@@ -538,7 +521,7 @@ int cmd_run(int argc, char **argv)
 {
     run_opts o;
     memset(&o, 0, sizeof o);
-    int rc = parse_run(argc, argv, &o);
+    int rc = run_parse_options(argc, argv, &o, true);
     if (rc >= 0) return rc;
     if (o.replicas > 1 || o.router) return run_replicas(&o);
     /* Single engine only: the replicas' router runs its own loop, which a

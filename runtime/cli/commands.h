@@ -4,15 +4,42 @@
 #ifndef RKV_COMMANDS_H
 #define RKV_COMMANDS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "billing.h"
 #include "engine.h"
 #include "rkv_status.h"
+#include "tier_opts.h"
 
 int cmd_cache_sim(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_gen(int argc, char **argv);
+/* `radixkv serve` (cmd_serve.c): run's engine options behind an HTTP server. */
+int cmd_serve(int argc, char **argv);
+
+typedef struct run_opts {
+    engine_config ec;
+    const char *trace;
+    const char *out;
+    const char *pin;
+    int64_t kv_tokens;
+    int32_t default_max_tokens;
+    bool progress;
+    billing_prices prices;
+    tier_opts tier;
+    int32_t replicas;
+    const char *router;
+    int32_t router_threshold;
+    int64_t router_tokens;
+    double router_cache_threshold;
+} run_opts;
+
+/* `radixkv run`'s options into o (zeroed by the caller); serve reuses them.
+ * Returns -1 to go on, else an exit status (0 after --help, 2 for bad usage,
+ * with a message naming the option). need_trace: --trace is required. */
+int run_parse_options(int argc, char **argv, run_opts *o, bool need_trace);
 
 /* The ids of a loaded trace, as JSON text, by engine request id. */
 typedef struct run_ids {

@@ -27,6 +27,7 @@ static const command commands[] = {
     {"cache-sim", "replay a request trace through one cache kind, no model", cmd_cache_sim},
     {"run", "serve a trace through the engine (cpu or sim backend) and report", cmd_run},
     {"gen", "write a synthetic trace (hit-rate sweep, multi-turn, few-shot, ...)", cmd_gen},
+    {"serve", "an OpenAI-compatible HTTP server over the engine (token-id prompts)", cmd_serve},
 };
 
 static void usage(FILE *f)

@@ -66,6 +66,10 @@ struct engine {
 
     engine_finish_fn on_finish;
     void *on_finish_ctx;
+
+    /* engine_forget'en requests a step in flight still names: freed later. */
+    int64_t *forget;
+    int64_t num_forget, forget_cap;
 };
 
 static double cpu_now(void) { return engine_clock_cpu_now(); }
@@ -212,11 +216,13 @@ void engine_destroy(engine *e)
     page_pool_destroy(&e->pool);
     backend_destroy(e->be);
     for (int64_t i = 0; i < e->num_reqs; i++) {
+        if (!e->reqs[i]) continue;
         sched_req_free(&e->reqs[i]->s);
         free(e->reqs[i]->logits);
         free(e->reqs[i]);
     }
     free(e->reqs);
+    free(e->forget);
     free(e->future);
     for (int i = 0; i < 2; i++) {
         sched_plan_free(&e->plans[i]);
@@ -294,6 +300,34 @@ static rkv_status check_request(const engine *e, const engine_request *req, char
     return RKV_OK;
 }
 
+/* Can the request ever run? The K/V of prompt + outputs - 1 tokens (the last
+ * output is never fed back) must fit the whole pool, and the model's context.
+ * false: why in msg. */
+static bool fits(const engine *e, const engine_request *req, char *msg, size_t msglen)
+{
+    int64_t total = (int64_t)req->n_tokens + req->max_tokens;
+    int64_t pages = (total - 1 + e->pool.page_size - 1) / e->pool.page_size;
+    if (total > e->be->max_context) {
+        snprintf(msg, msglen, "prompt + max_tokens = %lld tokens exceeds the model's context of %d",
+                 (long long)total, e->be->max_context);
+        return false;
+    }
+    if (pages > e->pool.num_pages) {
+        snprintf(msg, msglen, "needs %lld KV pages, the pool has %d", (long long)pages,
+                 e->pool.num_pages);
+        return false;
+    }
+    return true;
+}
+
+rkv_status engine_check_request(const engine *e, const engine_request *req, char *err,
+                                size_t errlen)
+{
+    rkv_status st = check_request(e, req, err, errlen);
+    if (st) return st;
+    return fits(e, req, err, errlen) ? RKV_OK : RKV_ENOSPC;
+}
+
 /* A new request struct for req, id e->num_reqs (room for prompt, outputs and
  * one pending slot; logits with keep_logits). */
 static rkv_status eng_req_new(engine *e, const engine_request *req, eng_req **out)
@@ -361,20 +395,9 @@ rkv_status engine_add(engine *e, const engine_request *req, int64_t *id, char *e
     e->reqs[e->num_reqs++] = q;
     *id = q->s.id;
 
-    /* Never fits: the K/V of prompt + outputs - 1 tokens (the last output is
-     * never fed back) must fit the whole pool, and the model's context. */
-    int64_t total = (int64_t)req->n_tokens + req->max_tokens, kv = total - 1;
-    int64_t pages = (kv + e->pool.page_size - 1) / e->pool.page_size;
+    /* Never fits: accepted, finished at once with the reason. */
     char msg[160];
-    if (total > e->be->max_context) {
-        snprintf(msg, sizeof msg, "prompt + max_tokens = %lld tokens exceeds the model's context of %d",
-                 (long long)total, e->be->max_context);
-    } else if (pages > e->pool.num_pages) {
-        snprintf(msg, sizeof msg, "needs %lld KV pages, the pool has %d", (long long)pages,
-                 e->pool.num_pages);
-    } else {
-        return future_insert(e, q);
-    }
+    if (fits(e, req, msg, sizeof msg)) return future_insert(e, q);
     if ((st = scheduler_fail(&e->sched, &q->s, msg))) return st;
     q->first_token_time = q->arrival;
     drain_finished(e, q->arrival);
@@ -387,6 +410,15 @@ static rkv_status admit_arrivals(engine *e, double t)
         rkv_status st = scheduler_add(&e->sched, &e->reqs[e->future[e->future_head]]->s);
         if (st) return st;
         e->future_head++;
+    }
+    /* Drop the admitted prefix once it is most of the list, so a server
+     * that adds requests for days keeps the list at its backlog's size
+     * (amortized: each index moves at most once per halving). */
+    if (e->future_head >= 64 && e->future_head * 2 >= e->num_future) {
+        memmove(e->future, e->future + e->future_head,
+                sizeof(int64_t) * (size_t)(e->num_future - e->future_head));
+        e->num_future -= e->future_head;
+        e->future_head = 0;
     }
     return RKV_OK;
 }
@@ -707,6 +739,72 @@ static rkv_status step_overlap(engine *e, char *err, size_t errlen)
     return step_done(e, err, errlen);
 }
 
+static bool inflight_names(const engine *e, const eng_req *q)
+{
+    if (!e->inflight) return false;
+    const sched_plan *p = &e->plans[e->cur];
+    for (int32_t i = 0; i < p->n; i++)
+        if (p->e[i].r == &q->s) return true;
+    return false;
+}
+
+static void forget_now(engine *e, int64_t id)
+{
+    sched_req_free(&e->reqs[id]->s);
+    free(e->reqs[id]->logits);
+    free(e->reqs[id]);
+    e->reqs[id] = NULL;
+}
+
+/* Free the forgotten requests no step in flight names any more. */
+static void forget_pending(engine *e)
+{
+    int64_t m = 0;
+    for (int64_t i = 0; i < e->num_forget; i++) {
+        int64_t id = e->forget[i];
+        if (inflight_names(e, e->reqs[id])) e->forget[m++] = id;
+        else forget_now(e, id);
+    }
+    e->num_forget = m;
+}
+
+void engine_forget(engine *e, int64_t id)
+{
+    if (id < 0 || id >= e->num_reqs || !e->reqs[id] || !e->reqs[id]->reported) return;
+    for (int64_t i = 0; i < e->num_forget; i++)
+        if (e->forget[i] == id) return;
+    if (!inflight_names(e, e->reqs[id])) {
+        forget_now(e, id);
+        return;
+    }
+    /* Out of memory for the list: keep the request (freed at destroy). */
+    if (rkv_grow((void **)&e->forget, &e->forget_cap, e->num_forget + 1, sizeof(int64_t))) return;
+    e->forget[e->num_forget++] = id;
+}
+
+rkv_status engine_cancel(engine *e, int64_t id, char *err, size_t errlen)
+{
+    if (id < 0 || id >= e->num_reqs || !e->reqs[id]) return RKV_OK;
+    eng_req *q = e->reqs[id];
+    if (q->reported || q->s.state == REQ_FINISHED) return RKV_OK;
+    rkv_status st;
+    if (q->s.state == REQ_FUTURE) {
+        for (int64_t i = e->future_head; i < e->num_future; i++) {
+            if (e->future[i] != id) continue;
+            memmove(e->future + i, e->future + i + 1,
+                    sizeof(int64_t) * (size_t)(e->num_future - i - 1));
+            e->num_future--;
+            break;
+        }
+        st = scheduler_fail(&e->sched, &q->s, "cancelled");
+    } else {
+        st = scheduler_cancel(&e->sched, &q->s, "cancelled", err, errlen);
+    }
+    if (st) return st;
+    drain_finished(e, now(e));
+    return RKV_OK;
+}
+
 rkv_status engine_step(engine *e, bool *done, char *err, size_t errlen)
 {
     *done = false;
@@ -716,6 +814,7 @@ rkv_status engine_step(engine *e, bool *done, char *err, size_t errlen)
         e->started = true;
         engine_clock_start(&e->clock);
     }
+    forget_pending(e);
     rkv_status st = admit_arrivals(e, now(e));
     if (st) return st;
     if (!e->inflight && scheduler_idle(&e->sched)) return step_idle(e, done, err, errlen);
@@ -734,7 +833,7 @@ rkv_status engine_run(engine *e, char *err, size_t errlen)
 
 rkv_status engine_result_get(const engine *e, int64_t id, engine_result *out)
 {
-    if (id < 0 || id >= e->num_reqs) return RKV_EINVAL;
+    if (id < 0 || id >= e->num_reqs || !e->reqs[id]) return RKV_EINVAL;
     const eng_req *q = e->reqs[id];
     const sched_req *r = &q->s;
     memset(out, 0, sizeof *out);
@@ -774,4 +873,6 @@ void engine_get_stats(const engine *e, engine_stats *out)
     out->model_seconds = e->model_seconds;
     out->clock = now(e);
     out->num_pages = e->pool.num_pages;
+    out->num_running = e->sched.num_running;
+    out->num_waiting = e->sched.num_waiting;
 }

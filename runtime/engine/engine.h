@@ -103,6 +103,7 @@ typedef struct engine_stats {
     double model_seconds;    /* backend step times, summed */
     double clock;            /* engine time now */
     int64_t num_pages;
+    int64_t num_running, num_waiting; /* now (waiting: arrived, not admitted) */
 } engine_stats;
 
 /* Create the backend by name and everything around it. Bad names or values:
@@ -134,6 +135,28 @@ rkv_status engine_run(engine *e, char *err, size_t errlen);
 
 rkv_status engine_result_get(const engine *e, int64_t id, engine_result *out);
 void engine_get_stats(const engine *e, engine_stats *out);
+
+/* Check a request before engine_add: the same field checks, and whether it
+ * can ever fit (prompt + max_tokens within the model's context, their K/V
+ * within the pool). engine_add accepts a request that never fits and fails
+ * it; a server refuses it up front instead. Reads only what is fixed at
+ * creation, so any thread may call it while another steps the engine.
+ * RKV_EINVAL / RKV_ERANGE (a field) or RKV_ENOSPC (never fits), with a
+ * message. */
+rkv_status engine_check_request(const engine *e, const engine_request *req, char *err,
+                                size_t errlen);
+
+/* Stop a request that has not finished (a client went away): it finishes at
+ * once with the error "cancelled". A running request's computed full pages
+ * go to the cache as a finished request's would; everything else it holds
+ * goes back to the pool. Finished or unknown ids: no-op. Call between steps. */
+rkv_status engine_cancel(engine *e, int64_t id, char *err, size_t errlen);
+
+/* Free a finished request's memory (a server copies its outputs first);
+ * engine_result_get then fails for it. Until called, the engine keeps every
+ * request for the run's report. A request a step in flight still names is
+ * freed after that step. */
+void engine_forget(engine *e, int64_t id);
 
 /* For tests and tools. */
 backend *engine_backend(engine *e);

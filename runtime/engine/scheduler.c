@@ -607,3 +607,26 @@ rkv_status scheduler_check(const scheduler *s, char *err, size_t errlen)
     }
     return RKV_OK;
 }
+
+rkv_status scheduler_cancel(scheduler *s, sched_req *r, const char *msg, char *err,
+                            size_t errlen)
+{
+    sched_req **list = r->state == REQ_WAITING ? s->waiting : s->running;
+    int32_t *n = r->state == REQ_WAITING ? &s->num_waiting : &s->num_running;
+    if (r->state != REQ_WAITING && r->state != REQ_RUNNING) return RKV_OK;
+    int32_t i = 0;
+    while (i < *n && list[i] != r) i++;
+    if (i == *n) {
+        snprintf(err, errlen, "scheduler: request %lld is not in its queue", (long long)r->id);
+        return RKV_ECORRUPT;
+    }
+    if (r->state == REQ_RUNNING) {
+        /* Outputs planned past the committed ones (overlap) are dropped. */
+        r->out_planned = r->num_out;
+        rkv_status st = req_insert(s, r, true, err, errlen);
+        if (st) return st;
+    }
+    memmove(list + i, list + i + 1, sizeof(void *) * (size_t)(*n - i - 1));
+    (*n)--;
+    return scheduler_fail(s, r, msg);
+}

@@ -174,6 +174,13 @@ void sched_plan_free(sched_plan *plan);
 /* Finish a request with an error before it ever ran (never fits). */
 rkv_status scheduler_fail(scheduler *s, sched_req *r, const char *msg);
 
+/* Finish a waiting or running request now with msg as its error (a client
+ * cancelled it). A running request's committed full pages are inserted into
+ * the cache as at a normal finish; its own pages are freed, its match
+ * unlocked. Entries of a plan in flight that name it are skipped at commit. */
+rkv_status scheduler_cancel(scheduler *s, sched_req *r, const char *msg, char *err,
+                            size_t errlen);
+
 /* cache_check + page_pool_check + every INFLIGHT page held by one running request. */
 rkv_status scheduler_check(const scheduler *s, char *err, size_t errlen);
 

@@ -1,0 +1,325 @@
+/* cmd_serve.c - `radixkv serve`: an OpenAI-compatible completion server.
+ *
+ *   options (serve's own + run's engine options) -> engine_create, pins
+ *   -> engine thread + HTTP thread (serve.h) -> wait for SIGINT/SIGTERM
+ *   -> drain: refuse new work, finish what is in flight (or cancel it after
+ *      --drain-timeout), check the page accounting, print a summary, exit 0.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+#include "commands.h"
+
+#ifndef RKV_HAVE_SERVE
+
+int cmd_serve(int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
+    fprintf(stderr, "radixkv serve: this build has no HTTP server (libmicrohttpd was not found "
+                    "when it was configured; scripts/deps.sh installs it)\n");
+    return 2;
+}
+
+#else
+
+#include "cache_pin.h"
+#include "pin_file.h"
+#include "serve.h"
+
+static void usage_serve(FILE *f)
+{
+    fprintf(f,
+        "usage: radixkv serve [--host ADDR] [--port N] [options]\n"
+        "\n"
+        "Serves the engine over HTTP, OpenAI-style: POST /v1/completions (prompts as token ids,\n"
+        "streaming as server-sent events), GET /v1/models, /health, /metrics (Prometheus),\n"
+        "/model_info and /server_info (what a router asks a worker). The engine steps on its\n"
+        "own thread. SIGINT/SIGTERM: stop accepting, finish the requests in flight, exit 0.\n"
+        "On start one JSON line {\"type\":\"listening\",\"port\":N,...} goes to stdout; at the end\n"
+        "a summary line.\n"
+        "\n"
+        "  --host ADDR             numeric address to bind (default 127.0.0.1)\n"
+        "  --port N                TCP port; 0 picks a free one (default 8000)\n"
+        "  --model-name NAME       the model id clients name (default: --model's value)\n"
+        "  --tokenizer NAME        none (default: token ids only) | ids (text prompts are\n"
+        "                          decimal token ids separated by spaces; outputs as text too)\n"
+        "  --max-queue N           prompts waiting beyond --max-running before new requests get\n"
+        "                          503 with Retry-After (default 1024)\n"
+        "  --drain-timeout S       on SIGINT/SIGTERM, seconds to finish in-flight requests\n"
+        "                          before cancelling them (default 30)\n"
+        "  --keepalive S           a stream with nothing to send for S seconds writes an SSE\n"
+        "                          comment, so a client gone while queued is noticed (default 1)\n"
+        "\n"
+        "Engine options: those of `radixkv run` (see radixkv run --help) but --trace, --out,\n"
+        "--replicas and --router*; --max-tokens is the default for requests without max_tokens.\n"
+        "With --backend sim the modelled clock is kept in step with wall time.\n");
+}
+
+/* cli.h's value parsers, their message printed as serve's. */
+static int serve_int(const char *opt, const char *v, int64_t lo, int64_t hi, int64_t *out)
+{
+    char err[256];
+    int rc = cli_parse_int(opt, v, lo, hi, out, err, sizeof err);
+    if (rc) fprintf(stderr, "radixkv serve: %s\n", err);
+    return rc;
+}
+
+static int serve_double(const char *opt, const char *v, double lo, double hi, double *out)
+{
+    char err[256];
+    int rc = cli_parse_double(opt, v, lo, hi, out, err, sizeof err);
+    if (rc) fprintf(stderr, "radixkv serve: %s\n", err);
+    return rc;
+}
+
+/* serve's own options; everything else goes to run_parse_options. */
+static int parse_serve(int argc, char **argv, serve_config *sc, char **rest, int *nrest)
+{
+    sc->host = "127.0.0.1";
+    sc->port = 8000;
+    sc->max_queue = 1024;
+    sc->drain_seconds = 30;
+    sc->keepalive_seconds = 1;
+    *nrest = 0;
+    rest[(*nrest)++] = "run";
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *val = NULL;
+        char name[32];
+        const char *eq = strchr(a, '=');
+        if (!strncmp(a, "--", 2) && eq && (size_t)(eq - a) < sizeof name) {
+            memcpy(name, a, (size_t)(eq - a));
+            name[eq - a] = 0;
+            val = eq + 1;
+        } else {
+            snprintf(name, sizeof name, "%s", a);
+        }
+        static const char *const own[] = {"--host", "--port", "--model-name", "--tokenizer",
+                                          "--max-queue", "--drain-timeout", "--keepalive", NULL};
+        int k = 0;
+        while (own[k] && strcmp(own[k], name)) k++;
+        if (!strcmp(name, "--help") || !strcmp(name, "-h")) {
+            usage_serve(stdout);
+            return 0;
+        }
+        if (!own[k]) {
+            rest[(*nrest)++] = argv[i];
+            continue;
+        }
+        const char *v = val ? val : (i + 1 < argc ? argv[++i] : NULL);
+        if (!v) {
+            fprintf(stderr, "radixkv serve: %s needs a value\n", name);
+            return 2;
+        }
+        int64_t x;
+        int rc;
+        if (!strcmp(name, "--host")) sc->host = v;
+        else if (!strcmp(name, "--model-name")) sc->model_name = v;
+        else if (!strcmp(name, "--port")) {
+            if ((rc = serve_int(name, v, 0, 65535, &x))) return rc;
+            sc->port = (int)x;
+        } else if (!strcmp(name, "--max-queue")) {
+            if ((rc = serve_int(name, v, 0, 1 << 24, &x))) return rc;
+            sc->max_queue = x;
+        } else if (!strcmp(name, "--drain-timeout")) {
+            if ((rc = serve_double(name, v, 0, 86400, &sc->drain_seconds))) return rc;
+        } else if (!strcmp(name, "--keepalive")) {
+            if ((rc = serve_double(name, v, 0.01, 3600, &sc->keepalive_seconds))) return rc;
+        } else if (!strcmp(v, "ids") || !strcmp(v, "none")) {
+            sc->text_ids = !strcmp(v, "ids");
+        } else {
+            fprintf(stderr, "radixkv serve: --tokenizer: unknown value '%s' (one of: none ids)\n", v);
+            return 2;
+        }
+    }
+    return -1;
+}
+
+static void summary(FILE *f, serve *s)
+{
+    const serve_metrics *m = &s->m;
+    fprintf(f,
+            "{\"type\":\"summary\",\"requests_ok\":%lld,\"requests_cancelled\":%lld,"
+            "\"requests_rejected\":%lld,\"requests_failed\":%lld,\"prompt_tokens\":%lld,"
+            "\"cached_tokens\":%lld,\"output_tokens\":%lld,\"hit_rate\":%.6f,\"steps\":%lld,"
+            "\"preemptions\":%lld,\"pages_free\":%lld,\"pages_cached\":%lld,"
+            "\"pages_inflight\":%lld,\"num_pages\":%lld}\n",
+            (long long)m->requests_ok, (long long)m->requests_cancelled,
+            (long long)m->requests_rejected, (long long)m->requests_failed,
+            (long long)m->prefix_queries, (long long)m->prefix_hits, (long long)m->es.output_tokens,
+            m->prefix_queries ? (double)m->prefix_hits / (double)m->prefix_queries : 0,
+            (long long)m->es.steps, (long long)m->es.preemptions, (long long)m->pages_free,
+            (long long)m->pages_cached, (long long)m->pages_inflight, (long long)m->pages_total);
+    fflush(f);
+}
+
+/* Wait on s->drained until the deadline passes or nothing is outstanding
+ * (http: no connection holds a job any more). */
+static void wait_drained_locked(serve *s, double seconds, bool http)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += (time_t)seconds;
+    until.tv_nsec += (long)((seconds - (double)(time_t)seconds) * 1e9);
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    while (http ? s->http_jobs > 0 : s->outstanding > 0 && !s->fatal[0])
+        if (pthread_cond_timedwait(&s->drained, &s->mu, &until) == ETIMEDOUT) break;
+}
+
+int cmd_serve(int argc, char **argv)
+{
+    serve_config sc = {0};
+    char **rest = calloc((size_t)argc + 1, sizeof(char *));
+    if (!rest) return 1;
+    int nrest = 0;
+    int rc = parse_serve(argc, argv, &sc, rest, &nrest);
+    run_opts o;
+    memset(&o, 0, sizeof o);
+    if (rc < 0) rc = run_parse_options(nrest, rest, &o, false);
+    free(rest);
+    if (rc >= 0) return rc;
+    if (o.trace || o.out || o.replicas > 1 || o.router) {
+        fprintf(stderr, "radixkv serve: %s is an option of run only: serve takes requests over "
+                        "HTTP (start N servers behind a router for replicas)\n",
+                o.trace ? "--trace" : o.out ? "--out" : o.replicas > 1 ? "--replicas" : "--router");
+        return 2;
+    }
+    sc.default_max_tokens = o.default_max_tokens;
+    sc.run = &o;
+    if (!sc.model_name) sc.model_name = o.ec.backend_cfg.model ? o.ec.backend_cfg.model : "default";
+
+    serve *s = calloc(1, sizeof *s);
+    if (!s) return 1;
+    s->cfg = sc;
+    char err[512];
+    rkv_status st = engine_create(&o.ec, &s->e, err, sizeof err);
+    if (st) {
+        fprintf(stderr, "radixkv serve: %s\n", err);
+        free(s);
+        return st == RKV_EINVAL || st == RKV_ENOTSUP ? 2 : 1;
+    }
+    backend *be = engine_backend(s->e);
+    cache *c = engine_cache(s->e);
+    s->vocab = be->vocab_size;
+    s->max_context = be->max_context;
+    s->page_size = c->page_size;
+    s->num_pages = c->pool->num_pages;
+    s->backend_name = be->ops->name;
+    s->paced = !strcmp(be->ops->name, "sim");
+    cache_pins pins;
+    cache_pins_init(&pins);
+    int status = 0;
+    if (o.pin) {
+        pin_file_stats ps;
+        if ((st = pin_file_apply(c, be, o.pin, be->vocab_size, &pins, &ps, err, sizeof err))) {
+            fprintf(stderr, "radixkv serve: --pin %s\n", err);
+            status = st == RKV_EIO || st == RKV_ENOMEM ? 1 : 2;
+            goto out_engine;
+        }
+    }
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->wake, NULL);
+    pthread_cond_init(&s->drained, NULL);
+
+    /* Signals go to this thread only (sigtimedwait below): block them before
+     * any thread starts, so every thread inherits the mask. A client that
+     * goes away must not kill the server: SIGPIPE is ignored. */
+    sigset_t sigs, old;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &sigs, &old);
+    signal(SIGPIPE, SIG_IGN);
+
+    if (serve_engine_start(s, err, sizeof err)) {
+        fprintf(stderr, "radixkv serve: %s\n", err);
+        status = 1;
+        goto out_sync;
+    }
+    if (serve_http_start(s, err, sizeof err)) {
+        fprintf(stderr, "radixkv serve: %s\n", err);
+        serve_engine_stop(s);
+        status = 2;
+        goto out_sync;
+    }
+    int port = serve_http_port(s);
+    printf("{\"type\":\"listening\",\"host\":\"%s\",\"port\":%d,\"model\":\"%s\",\"backend\":\"%s\"}\n",
+           sc.host, port, sc.model_name, s->backend_name);
+    fflush(stdout);
+    fprintf(stderr, "radixkv serve: %s; cache %s, policy %s; listening on %s port %d\n",
+            be->description, o.ec.cache_cfg.kind ? o.ec.cache_cfg.kind : "radix", o.ec.policy,
+            sc.host, port);
+
+    for (;;) {
+        struct timespec tick = {.tv_sec = 0, .tv_nsec = 200000000L};
+        int sig = sigtimedwait(&sigs, NULL, &tick);
+        if (sig == SIGINT || sig == SIGTERM) {
+            fprintf(stderr, "radixkv serve: %s: draining\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+            break;
+        }
+        pthread_mutex_lock(&s->mu);
+        bool broken = s->fatal[0];
+        pthread_mutex_unlock(&s->mu);
+        if (broken) break;
+    }
+
+    /* Drain: refuse new work, let in-flight requests finish, then cancel the
+     * rest; connections get their answers before the daemon stops. */
+    pthread_mutex_lock(&s->mu);
+    s->draining = true;
+    pthread_mutex_unlock(&s->mu);
+    serve_http_quiesce(s);
+    pthread_mutex_lock(&s->mu);
+    wait_drained_locked(s, sc.drain_seconds, false);
+    if (s->outstanding > 0) {
+        fprintf(stderr, "radixkv serve: cancelling %lld requests still in flight\n",
+                (long long)s->outstanding);
+        for (int64_t i = 0; i < s->n_active; i++) s->active_job[i]->cancelled = true;
+        for (serve_job *j = s->inbox; j; j = j->next) j->cancelled = true;
+        s->cancel_pending = true;
+        pthread_cond_signal(&s->wake);
+        wait_drained_locked(s, 10, false);
+    }
+    pthread_mutex_unlock(&s->mu);
+    serve_engine_stop(s);
+    /* Answers already produced still have to reach their clients. */
+    pthread_mutex_lock(&s->mu);
+    wait_drained_locked(s, 5, true);
+    pthread_mutex_unlock(&s->mu);
+    serve_http_stop(s);
+
+    if (s->fatal[0]) {
+        fprintf(stderr, "radixkv serve: %s\n", s->fatal);
+        status = 1;
+    } else if ((st = engine_check(s->e, err, sizeof err))) {
+        fprintf(stderr, "radixkv serve: %s\n", err);
+        status = 1;
+    } else if (o.pin && cache_pins_check(c, &pins, err, sizeof err)) {
+        fprintf(stderr, "radixkv serve: %s\n", err);
+        status = 1;
+    }
+    pthread_mutex_lock(&s->mu);
+    summary(stdout, s);
+    pthread_mutex_unlock(&s->mu);
+out_sync:
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    pthread_cond_destroy(&s->drained);
+    pthread_cond_destroy(&s->wake);
+    pthread_mutex_destroy(&s->mu);
+out_engine:
+    cache_pins_release(c, &pins);
+    cache_pins_free(&pins);
+    engine_destroy(s->e);
+    free(s);
+    return status;
+}
+
+#endif

@@ -1,0 +1,821 @@
+/* serve_http.c - the HTTP side of `radixkv serve`: libmicrohttpd does the
+ * protocol, jansson the JSON; this file checks requests, hands jobs to the
+ * engine thread and writes answers (one JSON body, or server-sent events).
+ *
+ * A connection waiting for the engine is suspended (MHD_suspend_connection,
+ * from the access handler or the stream's reader, with s->mu held) and the
+ * engine thread resumes it when there is something to write; holding s->mu
+ * across both makes a resume always follow its suspend.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "rkv_config.h"
+#include "serve.h"
+
+#define MAX_BODY (64u << 20)
+
+/* Per HTTP request. */
+typedef struct conn_ctx {
+    serve *s;
+    char *body;
+    size_t len, cap;
+    bool too_big;
+    serve_job *job;            /* non-stream: waiting for the engine (a reference) */
+} conn_ctx;
+
+/* Per streaming response (owns the HTTP side's reference to the job). */
+typedef struct stream_ctx {
+    serve *s;
+    serve_job *job;
+} stream_ctx;
+
+/* ---- answers ------------------------------------------------------------ */
+
+static enum MHD_Result send_text(struct MHD_Connection *c, unsigned status, const char *type,
+                                 char *text, bool retry)
+{
+    if (!text) {
+        status = MHD_HTTP_INTERNAL_SERVER_ERROR;
+        text = strdup("{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\"}}");
+        if (!text) return MHD_NO;
+    }
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
+    if (!r) {
+        free(text);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+    if (retry) MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
+    enum MHD_Result ret = MHD_queue_response(c, status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+static enum MHD_Result send_json(struct MHD_Connection *c, unsigned status, json_t *v)
+{
+    char *text = v ? json_dumps(v, JSON_COMPACT) : NULL;
+    json_decref(v);
+    return send_text(c, status, "application/json", text, false);
+}
+
+/* OpenAI's error shape: {"error": {"message", "type", "param", "code"}}. */
+static json_t *error_json(unsigned status, const char *param, const char *msg)
+{
+    const char *type = status == 404 ? "not_found_error"
+                     : status == 503 ? "server_overloaded"
+                     : status >= 500 ? "server_error" : "invalid_request_error";
+    return json_pack("{s:{s:s,s:s,s:s?,s:i}}", "error", "message", msg, "type", type, "param",
+                     param, "code", (int)status);
+}
+
+static enum MHD_Result send_error(struct MHD_Connection *c, unsigned status, const char *param,
+                                  const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static enum MHD_Result send_error(struct MHD_Connection *c, unsigned status, const char *param,
+                                  const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    json_t *v = error_json(status, param, msg);
+    char *text = v ? json_dumps(v, JSON_COMPACT) : NULL;
+    json_decref(v);
+    return send_text(c, status, "application/json", text, status == 503 || status == 429);
+}
+
+/* ---- checking a completion request -------------------------------------- */
+
+typedef struct bad {
+    unsigned status;
+    const char *param;
+    char msg[400];
+} bad;
+
+static bool fail_param(bad *b, unsigned status, const char *param, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static bool fail_param(bad *b, unsigned status, const char *param, const char *fmt, ...)
+{
+    b->status = status;
+    b->param = param;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(b->msg, sizeof b->msg, fmt, ap);
+    va_end(ap);
+    return false;
+}
+
+static const char *json_type_name(const json_t *v)
+{
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: return "an object";
+    case JSON_ARRAY: return "a list";
+    case JSON_STRING: return "a string";
+    case JSON_INTEGER: return "an integer";
+    case JSON_REAL: return "a number";
+    case JSON_TRUE: case JSON_FALSE: return "a boolean";
+    default: return "null";
+    }
+}
+
+/* Optional field: absent or null leaves *out alone. */
+static bool get_int(json_t *o, const char *key, int64_t lo, int64_t hi, int64_t *out, bad *b)
+{
+    json_t *v = json_object_get(o, key);
+    if (!v || json_is_null(v)) return true;
+    if (!json_is_integer(v))
+        return fail_param(b, 400, key, "%s: expected an integer, got %s", key, json_type_name(v));
+    json_int_t x = json_integer_value(v);
+    if (x < lo || x > hi)
+        return fail_param(b, 400, key, "%s: %" JSON_INTEGER_FORMAT " is outside [%" PRId64 ", %" PRId64 "]",
+                          key, x, lo, hi);
+    *out = x;
+    return true;
+}
+
+static bool get_num(json_t *o, const char *key, double lo, double hi, bool lo_open, double *out,
+                    bad *b)
+{
+    json_t *v = json_object_get(o, key);
+    if (!v || json_is_null(v)) return true;
+    if (!json_is_number(v))
+        return fail_param(b, 400, key, "%s: expected a number, got %s", key, json_type_name(v));
+    double x = json_number_value(v);
+    if (!(lo_open ? x > lo : x >= lo) || !(x <= hi))
+        return fail_param(b, 400, key, "%s: %g is outside %s%g, %g]", key, x, lo_open ? "(" : "[",
+                          lo, hi);
+    *out = x;
+    return true;
+}
+
+static bool get_bool(json_t *o, const char *key, bool *out, bad *b)
+{
+    json_t *v = json_object_get(o, key);
+    if (!v || json_is_null(v)) return true;
+    if (!json_is_boolean(v))
+        return fail_param(b, 400, key, "%s: expected a boolean, got %s", key, json_type_name(v));
+    *out = json_is_true(v);
+    return true;
+}
+
+/* Decimal ids separated by white space (--tokenizer ids). */
+static bool parse_text_ids(const serve *s, const char *text, int32_t **out, int32_t *n, bad *b)
+{
+    size_t cap = strlen(text) / 2 + 1;
+    int32_t *ids = malloc(sizeof(int32_t) * cap);
+    if (!ids) return fail_param(b, 500, NULL, "out of memory");
+    int32_t k = 0;
+    const char *p = text;
+    for (;;) {
+        while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') p++;
+        if (!*p) break;
+        if (*p < '0' || *p > '9') {
+            free(ids);
+            return fail_param(b, 400, "prompt",
+                              "prompt: character %td is not part of a token id (the ids "
+                              "tokenizer reads decimal ids separated by spaces)", p - text);
+        }
+        long long x = 0;
+        while (*p >= '0' && *p <= '9' && x < s->vocab) x = x * 10 + (*p++ - '0');
+        if (x >= s->vocab) {
+            free(ids);
+            return fail_param(b, 400, "prompt",
+                              "prompt: token id %lld is outside the vocabulary [0, %d)", x, s->vocab);
+        }
+        ids[k++] = (int32_t)x;
+    }
+    *out = ids;
+    *n = k;
+    return true;
+}
+
+/* One prompt: a list of ids, or text with the ids tokenizer. */
+static bool parse_one_prompt(const serve *s, json_t *v, const char *where, int32_t **out,
+                             int32_t *n, bad *b)
+{
+    if (json_is_string(v)) {
+        if (!s->cfg.text_ids)
+            return fail_param(b, 400, "prompt",
+                              "%s: a text prompt needs a tokenizer and this server has none; send "
+                              "token ids (a list of integers), or start it with --tokenizer ids",
+                              where);
+        if (!parse_text_ids(s, json_string_value(v), out, n, b)) return false;
+    } else if (json_is_array(v)) {
+        size_t len = json_array_size(v);
+        int32_t *ids = malloc(sizeof(int32_t) * (len ? len : 1));
+        if (!ids) return fail_param(b, 500, NULL, "out of memory");
+        for (size_t i = 0; i < len; i++) {
+            json_t *t = json_array_get(v, i);
+            if (!json_is_integer(t)) {
+                free(ids);
+                return fail_param(b, 400, "prompt", "%s[%zu]: expected an integer token id, got %s",
+                                  where, i, json_type_name(t));
+            }
+            json_int_t x = json_integer_value(t);
+            if (x < 0 || x >= s->vocab) {
+                free(ids);
+                return fail_param(b, 400, "prompt",
+                                  "%s[%zu]: token id %" JSON_INTEGER_FORMAT
+                                  " is outside the vocabulary [0, %d)", where, i, x, s->vocab);
+            }
+            ids[i] = (int32_t)x;
+        }
+        *out = ids;
+        *n = (int32_t)len;
+    } else {
+        return fail_param(b, 400, "prompt", "%s: expected token ids (a list of integers), got %s",
+                          where, json_type_name(v));
+    }
+    if (*n == 0) {
+        free(*out);
+        *out = NULL;
+        return fail_param(b, 400, "prompt", "%s: empty", where);
+    }
+    if (*n > s->max_context) {
+        free(*out);
+        *out = NULL;
+        return fail_param(b, 400, "prompt", "%s: %d tokens, longer than the model's context of %d",
+                          where, *n, s->max_context);
+    }
+    return true;
+}
+
+/* The request's prompts into j->seq. */
+static bool parse_prompts(const serve *s, json_t *req, serve_job *j, bad *b)
+{
+    json_t *p = json_object_get(req, "prompt");
+    if (!p || json_is_null(p)) return fail_param(b, 400, "prompt", "prompt: missing");
+    /* A list of prompts (lists or strings), or one prompt. */
+    bool many = json_is_array(p) && json_array_size(p) > 0 &&
+                (json_is_array(json_array_get(p, 0)) || json_is_string(json_array_get(p, 0)));
+    size_t n = many ? json_array_size(p) : 1;
+    if (n > 1024) return fail_param(b, 400, "prompt", "prompt: %zu prompts, at most 1024", n);
+    j->seq = calloc(n, sizeof(serve_seq));
+    if (!j->seq) return fail_param(b, 500, NULL, "out of memory");
+    j->n_seq = (int32_t)n;
+    for (size_t i = 0; i < n; i++) {
+        char where[32];
+        if (many) snprintf(where, sizeof where, "prompt[%zu]", i);
+        else snprintf(where, sizeof where, "prompt");
+        j->seq[i].eid = -1;
+        if (!parse_one_prompt(s, many ? json_array_get(p, i) : p, where, &j->seq[i].tokens,
+                              &j->seq[i].n_tokens, b))
+            return false;
+    }
+    return true;
+}
+
+static bool parse_completion(serve *s, json_t *req, serve_job *j, bad *b)
+{
+    if (!json_is_object(req))
+        return fail_param(b, 400, NULL, "the body must be a JSON object, got %s", json_type_name(req));
+    json_t *model = json_object_get(req, "model");
+    if (model && !json_is_null(model)) {
+        if (!json_is_string(model))
+            return fail_param(b, 400, "model", "model: expected a string, got %s", json_type_name(model));
+        if (strcmp(json_string_value(model), s->cfg.model_name))
+            return fail_param(b, 404, "model", "model: '%s' is not served here (this server serves '%s')",
+                              json_string_value(model), s->cfg.model_name);
+    }
+    int64_t x = 1;
+    if (!get_int(req, "n", 1, 1, &x, b)) return fail_param(b, 400, "n", "n: only n = 1 is supported");
+    x = 1;
+    if (!get_int(req, "best_of", 1, 1, &x, b))
+        return fail_param(b, 400, "best_of", "best_of: only best_of = 1 is supported");
+    bool echo = false, ignore_eos = false;
+    if (!get_bool(req, "echo", &echo, b) || !get_bool(req, "ignore_eos", &ignore_eos, b)) return false;
+    if (echo) return fail_param(b, 400, "echo", "echo: not supported");
+    json_t *lp = json_object_get(req, "logprobs");
+    if (lp && !json_is_null(lp) && !(json_is_integer(lp) && json_integer_value(lp) == 0))
+        return fail_param(b, 400, "logprobs", "logprobs: not supported");
+    json_t *stop = json_object_get(req, "stop");
+    if (stop && !json_is_null(stop) &&
+        !(json_is_array(stop) && json_array_size(stop) == 0) &&
+        !(json_is_string(stop) && !*json_string_value(stop)))
+        return fail_param(b, 400, "stop",
+                          "stop: stop strings need a tokenizer; use stop_token_ids (one id)");
+    j->stop_token = -1;
+    json_t *sti = json_object_get(req, "stop_token_ids");
+    if (sti && !json_is_null(sti)) {
+        if (!json_is_array(sti) || json_array_size(sti) > 1)
+            return fail_param(b, 400, "stop_token_ids",
+                              "stop_token_ids: expected a list of at most one token id");
+        if (json_array_size(sti) == 1) {
+            json_t *t = json_array_get(sti, 0);
+            if (!json_is_integer(t) || json_integer_value(t) < 0 || json_integer_value(t) >= s->vocab)
+                return fail_param(b, 400, "stop_token_ids",
+                                  "stop_token_ids[0]: expected a token id in [0, %d)", s->vocab);
+            j->stop_token = (int32_t)json_integer_value(t);
+        }
+    }
+    const char *const penalties[] = {"presence_penalty", "frequency_penalty"};
+    for (int i = 0; i < 2; i++) {
+        double pv = 0;
+        if (!get_num(req, penalties[i], -2, 2, false, &pv, b)) return false;
+        if (pv != 0) return fail_param(b, 400, penalties[i], "%s: only 0 is supported", penalties[i]);
+    }
+    int64_t max_tokens = s->cfg.default_max_tokens;
+    if (!get_int(req, "max_tokens", 1, s->max_context, &max_tokens, b)) return false;
+    j->max_tokens = (int32_t)max_tokens;
+    double temperature = 1, top_p = 1;
+    int64_t top_k = 0, seed = -1;
+    bool seeded = json_object_get(req, "seed") && !json_is_null(json_object_get(req, "seed"));
+    if (!get_num(req, "temperature", 0, 100, false, &temperature, b) ||
+        !get_num(req, "top_p", 0, 1, true, &top_p, b) ||
+        !get_int(req, "top_k", -1, INT32_MAX, &top_k, b) ||
+        !get_int(req, "seed", INT64_MIN, INT64_MAX, &seed, b) ||
+        !get_bool(req, "stream", &j->stream, b))
+        return false;
+    json_t *so = json_object_get(req, "stream_options");
+    if (so && !json_is_null(so)) {
+        if (!json_is_object(so))
+            return fail_param(b, 400, "stream_options", "stream_options: expected an object, got %s",
+                              json_type_name(so));
+        if (!get_bool(so, "include_usage", &j->include_usage, b)) {
+            b->param = "stream_options";
+            return false;
+        }
+    }
+    j->sampling = (sampling_params){
+        .temperature = (float)temperature,
+        .top_p = (float)top_p,
+        .top_k = top_k < 0 ? 0 : (int32_t)top_k,
+        /* as `radixkv run` maps a trace's seed: 0 means "derive one" */
+        .seed = seeded ? ((uint64_t)seed << 1) | 1 : 0,
+    };
+    if (!parse_prompts(s, req, j, b)) return false;
+    /* Never fits (context, pool): refuse now, naming the field to shorten. */
+    for (int32_t i = 0; i < j->n_seq; i++) {
+        engine_request er = {.tokens = j->seq[i].tokens, .n_tokens = j->seq[i].n_tokens,
+                             .max_tokens = j->max_tokens, .stop_token = -1,
+                             .sampling = j->sampling};
+        char why[256];
+        if (engine_check_request(s->e, &er, why, sizeof why) == RKV_OK) continue;
+        er.max_tokens = 1;
+        char why1[256];
+        bool prompt_alone = engine_check_request(s->e, &er, why1, sizeof why1) != RKV_OK;
+        const char *param = prompt_alone ? "prompt" : "max_tokens";
+        if (j->n_seq > 1 && prompt_alone)
+            return fail_param(b, 400, param, "prompt[%d]: %s", i, why);
+        return fail_param(b, 400, param, "%s: %s", param, why);
+    }
+    for (int32_t i = 0; i < j->n_seq; i++) {
+        j->seq[i].out = malloc(sizeof(int32_t) * (size_t)j->max_tokens);
+        if (!j->seq[i].out) return fail_param(b, 500, NULL, "out of memory");
+    }
+    return true;
+}
+
+/* ---- answers to a completion -------------------------------------------- */
+
+static const char *finish_reason(const serve_job *j, const serve_seq *q)
+{
+    if (q->error) return "abort";
+    return q->n_out >= j->max_tokens ? "length" : "stop";
+}
+
+static json_t *usage_json(const serve_job *j)
+{
+    int64_t prompt = 0, completion = 0, cached = 0;
+    for (int32_t i = 0; i < j->n_seq; i++) {
+        prompt += j->seq[i].n_tokens;
+        completion += j->seq[i].n_out;
+        cached += j->seq[i].cached_tokens;
+    }
+    return json_pack("{s:I,s:I,s:I,s:{s:I}}", "prompt_tokens", (json_int_t)prompt,
+                     "completion_tokens", (json_int_t)completion, "total_tokens",
+                     (json_int_t)(prompt + completion), "prompt_tokens_details", "cached_tokens",
+                     (json_int_t)cached);
+}
+
+/* Text of outputs: decimal ids each after a space with the ids tokenizer,
+ * else empty (the ids are in token_ids). */
+static json_t *text_json(const serve *s, const int32_t *ids, int32_t n)
+{
+    if (!s->cfg.text_ids) return json_string("");
+    char *t = malloc((size_t)n * 12 + 1), *p = t;
+    if (!t) return NULL;
+    *p = 0;
+    for (int32_t i = 0; i < n; i++) p += sprintf(p, " %d", ids[i]);
+    json_t *v = json_string(t);
+    free(t);
+    return v;
+}
+
+static json_t *ids_json(const int32_t *ids, int32_t n)
+{
+    json_t *a = json_array();
+    for (int32_t i = 0; a && i < n; i++) json_array_append_new(a, json_integer(ids[i]));
+    return a;
+}
+
+/* Under s->mu: the whole answer of a finished job. */
+static enum MHD_Result answer_job(serve *s, struct MHD_Connection *c, serve_job *j)
+{
+    for (int32_t i = 0; i < j->n_seq; i++)
+        if (j->seq[i].error)
+            return send_error(c, strcmp(j->seq[i].error, "cancelled") ? 500 : 503, NULL,
+                              "prompt %d: %s", i, j->seq[i].error);
+    json_t *choices = json_array();
+    for (int32_t i = 0; choices && i < j->n_seq; i++) {
+        const serve_seq *q = &j->seq[i];
+        json_array_append_new(choices,
+            json_pack("{s:i,s:o,s:o,s:n,s:s}", "index", (int)i, "text",
+                      text_json(s, q->out, q->n_out), "token_ids", ids_json(q->out, q->n_out),
+                      "logprobs", "finish_reason", finish_reason(j, q)));
+    }
+    json_t *v = json_pack("{s:s,s:s,s:I,s:s,s:o,s:o}", "id", j->id, "object", "text_completion",
+                          "created", (json_int_t)j->created, "model", s->cfg.model_name,
+                          "choices", choices, "usage", usage_json(j));
+    return send_json(c, MHD_HTTP_OK, v);
+}
+
+static bool sse_append(serve_job *j, const char *text)
+{
+    size_t n = strlen(text);
+    if (j->sse_len + n + 1 > j->sse_cap) {
+        size_t nc = (j->sse_len + n + 1) * 2;
+        char *p = realloc(j->sse, nc);
+        if (!p) return false;
+        j->sse = p;
+        j->sse_cap = nc;
+    }
+    memcpy(j->sse + j->sse_len, text, n + 1);
+    j->sse_len += n;
+    return true;
+}
+
+static bool sse_event(serve_job *j, json_t *v)
+{
+    char *t = v ? json_dumps(v, JSON_COMPACT) : NULL;
+    json_decref(v);
+    bool ok = t && sse_append(j, "data: ") && sse_append(j, t) && sse_append(j, "\n\n");
+    free(t);
+    return ok;
+}
+
+static json_t *chunk_json(const serve *s, const serve_job *j, json_t *choices, bool with_usage)
+{
+    json_t *v = json_pack("{s:s,s:s,s:I,s:s,s:o}", "id", j->id, "object", "text_completion",
+                          "created", (json_int_t)j->created, "model", s->cfg.model_name, "choices",
+                          choices);
+    if (v && j->include_usage) json_object_set_new(v, "usage", with_usage ? usage_json(j) : json_null());
+    return v;
+}
+
+/* Under s->mu: events for what the engine published since the last call;
+ * one chunk per token, the finish reason on a prompt's last. */
+static void sse_fill(serve *s, serve_job *j)
+{
+    for (int32_t i = 0; i < j->n_seq; i++) {
+        serve_seq *q = &j->seq[i];
+        while (q->sent < q->n_out) {
+            bool last = q->done && q->sent + 1 == q->n_out;
+            json_t *ch = json_pack("{s:i,s:o,s:o,s:n,s:s?}", "index", (int)i, "text",
+                                   text_json(s, q->out + q->sent, 1), "token_ids",
+                                   ids_json(q->out + q->sent, 1), "logprobs", "finish_reason",
+                                   last ? finish_reason(j, q) : NULL);
+            if (!sse_event(j, chunk_json(s, j, json_pack("[o]", ch), false))) return;
+            q->sent++;
+            if (last) q->finish_sent = true;
+        }
+        if (q->done && !q->finish_sent && !q->error) {
+            json_t *ch = json_pack("{s:i,s:s,s:[],s:n,s:s}", "index", (int)i, "text", "",
+                                   "token_ids", "logprobs", "finish_reason", finish_reason(j, q));
+            if (!sse_event(j, chunk_json(s, j, json_pack("[o]", ch), false))) return;
+            q->finish_sent = true;
+        }
+    }
+    if (j->n_done < j->n_seq || j->sse_final) return;
+    for (int32_t i = 0; i < j->n_seq; i++) {
+        if (!j->seq[i].error) continue;
+        char msg[300];
+        snprintf(msg, sizeof msg, "prompt %d: %s", i, j->seq[i].error);
+        if (!sse_event(j, error_json(strcmp(j->seq[i].error, "cancelled") ? 500 : 503, NULL, msg)))
+            return;
+        break;
+    }
+    if (j->include_usage && !sse_event(j, chunk_json(s, j, json_array(), true))) return;
+    if (sse_append(j, "data: [DONE]\n\n")) j->sse_final = true;
+}
+
+static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    stream_ctx *sc = cls;
+    serve *s = sc->s;
+    serve_job *j = sc->job;
+    (void)pos;
+    pthread_mutex_lock(&s->mu);
+    if (j->sse_off == j->sse_len) {
+        j->sse_off = j->sse_len = 0;
+        sse_fill(s, j);
+    }
+    if (j->sse_off == j->sse_len && j->keepalive && !j->sse_final) sse_append(j, ": keep-alive\n\n");
+    j->keepalive = false;
+    ssize_t n;
+    if (j->sse_len > j->sse_off) {
+        j->t_written = serve_wall();
+        n = (ssize_t)(j->sse_len - j->sse_off < max ? j->sse_len - j->sse_off : max);
+        memcpy(buf, j->sse + j->sse_off, (size_t)n);
+        j->sse_off += (size_t)n;
+    } else if (j->sse_final) {
+        n = MHD_CONTENT_READER_END_OF_STREAM;
+    } else {
+        j->suspended = true;
+        MHD_suspend_connection(j->conn);
+        n = 0;
+    }
+    pthread_mutex_unlock(&s->mu);
+    return n;
+}
+
+/* The connection let go of the job: cancel what is left of it. */
+static void release_job_locked(serve *s, serve_job *j)
+{
+    if (--s->http_jobs == 0) pthread_cond_broadcast(&s->drained);
+    j->conn = NULL;
+    j->suspended = false;
+    if (j->n_done < j->n_seq) {
+        j->cancelled = true;
+        s->cancel_pending = true;
+        pthread_cond_signal(&s->wake);
+    }
+    serve_job_unref_locked(j);
+}
+
+static void sse_free(void *cls)
+{
+    stream_ctx *sc = cls;
+    pthread_mutex_lock(&sc->s->mu);
+    release_job_locked(sc->s, sc->job);
+    pthread_mutex_unlock(&sc->s->mu);
+    free(sc);
+}
+
+void serve_http_resume_locked(serve *s, serve_job *j)
+{
+    (void)s;
+    if (j->suspended && j->conn) {
+        j->suspended = false;
+        MHD_resume_connection(j->conn);
+    }
+}
+
+/* ---- GET endpoints ------------------------------------------------------ */
+
+static json_t *server_info(const serve *s)
+{
+    const engine_config *ec = &s->cfg.run->ec;
+    return json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:i,s:i,s:I,s:i,s:i,s:i,s:i,s:b}",
+                     "version", RKV_VERSION, "model_path", s->cfg.model_name,
+                     "backend", s->backend_name,
+                     "cache", ec->cache_cfg.kind ? ec->cache_cfg.kind : "radix",
+                     "policy", ec->policy, "schedule", ec->schedule,
+                     "page_size", s->page_size, "num_pages", s->num_pages,
+                     "max_total_num_tokens", (json_int_t)s->num_pages * s->page_size,
+                     "max_running_requests", ec->max_running,
+                     "max_num_batched_tokens", ec->max_num_batched_tokens,
+                     "vocab_size", s->vocab, "context_length", s->max_context,
+                     "text_ids_tokenizer", s->cfg.text_ids);
+}
+
+static enum MHD_Result handle_get(serve *s, struct MHD_Connection *c, const char *url)
+{
+    if (!strcmp(url, "/health")) {
+        pthread_mutex_lock(&s->mu);
+        bool ok = !s->draining && !s->fatal[0];
+        pthread_mutex_unlock(&s->mu);
+        return ok ? send_text(c, 200, "text/plain", strdup("ok\n"), false)
+                  : send_error(c, 503, NULL, "the server is shutting down");
+    }
+    if (!strcmp(url, "/v1/models"))
+        return send_json(c, 200, json_pack("{s:s,s:[{s:s,s:s,s:I,s:s,s:i}]}", "object", "list",
+                                           "data", "id", s->cfg.model_name, "object", "model",
+                                           "created", (json_int_t)time(NULL), "owned_by", "radixkv",
+                                           "max_model_len", s->max_context));
+    if (!strcmp(url, "/model_info") || !strcmp(url, "/get_model_info"))
+        return send_json(c, 200, json_pack("{s:s,s:n,s:b}", "model_path", s->cfg.model_name,
+                                           "tokenizer_path", "is_generation", 1));
+    if (!strcmp(url, "/server_info") || !strcmp(url, "/get_server_info"))
+        return send_json(c, 200, server_info(s));
+    if (!strcmp(url, "/metrics")) {
+        serve_metrics m;
+        pthread_mutex_lock(&s->mu);
+        m = s->m;
+        pthread_mutex_unlock(&s->mu);
+        return send_text(c, 200, "text/plain; version=0.0.4", serve_metrics_text(s, &m), false);
+    }
+    return send_error(c, 404, NULL, "no such endpoint: GET %s", url);
+}
+
+/* ---- POST /v1/completions ----------------------------------------------- */
+
+static enum MHD_Result handle_completion(serve *s, struct MHD_Connection *c, conn_ctx *cc)
+{
+    json_error_t jerr;
+    json_t *req = cc->too_big ? NULL
+                : json_loadb(cc->body ? cc->body : "", cc->len, JSON_REJECT_DUPLICATES, &jerr);
+    if (!req) {
+        pthread_mutex_lock(&s->mu);
+        s->m.requests_rejected++;
+        pthread_mutex_unlock(&s->mu);
+        if (cc->too_big) return send_error(c, 413, NULL, "the body is larger than %u bytes", MAX_BODY);
+        return send_error(c, 400, NULL, "malformed JSON at line %d, column %d: %s", jerr.line,
+                          jerr.column, jerr.text);
+    }
+    serve_job *j = calloc(1, sizeof *j);
+    if (!j) {
+        json_decref(req);
+        return send_error(c, 500, NULL, "out of memory");
+    }
+    j->refs = 1;
+    bad b = {0};
+    bool ok = parse_completion(s, req, j, &b);
+    json_decref(req);
+    pthread_mutex_lock(&s->mu);
+    if (!ok) {
+        s->m.requests_rejected++;
+        serve_job_unref_locked(j);
+        pthread_mutex_unlock(&s->mu);
+        return send_error(c, b.status, b.param, "%s", b.msg);
+    }
+    if (s->draining || s->fatal[0] ||
+        s->outstanding + j->n_seq > s->cfg.run->ec.max_running + s->cfg.max_queue) {
+        const char *why = s->draining ? "the server is shutting down"
+                        : s->fatal[0] ? "the engine failed"
+                        : "the queue is full; retry later";
+        s->m.requests_rejected++;
+        serve_job_unref_locked(j);
+        pthread_mutex_unlock(&s->mu);
+        return send_error(c, 503, NULL, "%s", why);
+    }
+    static uint64_t counter;
+    snprintf(j->id, sizeof j->id, "cmpl-%d-%llu", (int)getpid(), (unsigned long long)++counter);
+    j->created = (int64_t)time(NULL);
+    j->t_recv = j->t_written = serve_wall();
+    j->conn = c;
+    serve_submit_locked(s, j);
+    s->http_jobs++;
+    if (!j->stream) {
+        cc->job = j;
+        j->suspended = true;
+        MHD_suspend_connection(c);
+        pthread_mutex_unlock(&s->mu);
+        return MHD_YES;
+    }
+    pthread_mutex_unlock(&s->mu);
+    stream_ctx *sc = malloc(sizeof *sc);
+    struct MHD_Response *r =
+        sc ? MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, sse_read, sc, sse_free) : NULL;
+    if (!r) {
+        free(sc);
+        pthread_mutex_lock(&s->mu);
+        release_job_locked(s, j);
+        pthread_mutex_unlock(&s->mu);
+        return MHD_NO;
+    }
+    sc->s = s;
+    sc->job = j;
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+    enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_OK, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
+                                  const char *method, const char *version,
+                                  const char *upload_data, size_t *upload_size, void **con_cls)
+{
+    serve *s = cls;
+    (void)version;
+    conn_ctx *cc = *con_cls;
+    if (!cc) {
+        if (!(cc = calloc(1, sizeof *cc))) return MHD_NO;
+        cc->s = s;
+        *con_cls = cc;
+        return MHD_YES;
+    }
+    if (cc->job) {
+        /* Resumed: the engine has finished the job. */
+        pthread_mutex_lock(&s->mu);
+        enum MHD_Result ret;
+        if (cc->job->n_done < cc->job->n_seq) {
+            cc->job->suspended = true;
+            MHD_suspend_connection(c);
+            ret = MHD_YES;
+        } else {
+            ret = answer_job(s, c, cc->job);
+        }
+        pthread_mutex_unlock(&s->mu);
+        return ret;
+    }
+    if (*upload_size) {
+        if (cc->len + *upload_size > MAX_BODY) {
+            cc->too_big = true;
+        } else if (!cc->too_big) {
+            if (cc->len + *upload_size + 1 > cc->cap) {
+                size_t nc = (cc->len + *upload_size + 1) * 2;
+                char *p = realloc(cc->body, nc);
+                if (!p) return MHD_NO;
+                cc->body = p;
+                cc->cap = nc;
+            }
+            memcpy(cc->body + cc->len, upload_data, *upload_size);
+            cc->len += *upload_size;
+        }
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    bool get = !strcmp(method, MHD_HTTP_METHOD_GET) || !strcmp(method, MHD_HTTP_METHOD_HEAD);
+    bool post = !strcmp(method, MHD_HTTP_METHOD_POST);
+    if (!strcmp(url, "/v1/completions")) {
+        if (!post) return send_error(c, 405, NULL, "%s /v1/completions: use POST", method);
+        return handle_completion(s, c, cc);
+    }
+    if (!strcmp(url, "/v1/chat/completions"))
+        return send_error(c, 404, NULL, "chat completions need a chat template and a tokenizer; "
+                                        "use /v1/completions with token ids");
+    if (!get) return send_error(c, 405, NULL, "%s %s: use GET", method, url);
+    return handle_get(s, c, url);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    serve *s = cls;
+    conn_ctx *cc = *con_cls;
+    (void)c;
+    (void)toe;
+    if (!cc) return;
+    if (cc->job) {
+        pthread_mutex_lock(&s->mu);
+        release_job_locked(s, cc->job);
+        pthread_mutex_unlock(&s->mu);
+    }
+    free(cc->body);
+    free(cc);
+    *con_cls = NULL;
+}
+
+/* ---- daemon ------------------------------------------------------------- */
+
+int serve_http_start(serve *s, char *err, size_t errlen)
+{
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_NUMERICHOST | AI_PASSIVE};
+    struct addrinfo *ai = NULL;
+    char port[16];
+    snprintf(port, sizeof port, "%d", s->cfg.port);
+    int rc = getaddrinfo(s->cfg.host, port, &hints, &ai);
+    if (rc) {
+        snprintf(err, errlen, "--host: '%s' is not a numeric address: %s", s->cfg.host,
+                 gai_strerror(rc));
+        return -1;
+    }
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
+                     (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0);
+    s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s,
+                                 MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+                                 MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+                                 MHD_OPTION_CONNECTION_LIMIT, (unsigned)4096,
+                                 MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)1024,
+                                 MHD_OPTION_END);
+    freeaddrinfo(ai);
+    if (!s->daemon) {
+        snprintf(err, errlen, "cannot listen on %s port %d: %s", s->cfg.host, s->cfg.port,
+                 errno ? strerror(errno) : "libmicrohttpd refused");
+        return -1;
+    }
+    return 0;
+}
+
+int serve_http_port(const serve *s)
+{
+    const union MHD_DaemonInfo *i = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
+    return i ? i->port : s->cfg.port;
+}
+
+void serve_http_quiesce(serve *s)
+{
+    MHD_socket fd = MHD_quiesce_daemon(s->daemon);
+    if (fd != MHD_INVALID_SOCKET) close(fd);
+}
+
+void serve_http_stop(serve *s)
+{
+    if (s->daemon) MHD_stop_daemon(s->daemon);
+    s->daemon = NULL;
+}
