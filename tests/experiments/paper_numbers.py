@@ -30,7 +30,7 @@ PENDING = {
     "experiments/eviction_policy.tex", "experiments/hit_rate_sweep.tex",
     "experiments/long_prefill.tex", "experiments/overhead.tex", "experiments/page_size.tex",
     "experiments/real_trace_capacity.tex", "experiments/sglang_ablations.tex",
-    "experiments/tiered_capacity.tex", "experiments/tree_evolution.tex",
+    "experiments/tree_evolution.tex",
 }
 NAME = re.compile(r"[A-Za-z][A-Za-z0-9.]*\d[A-Za-z0-9.]*(?:-[A-Za-z0-9.]+)*|"
                   r"\b[A-Za-z]+-\d+[A-Za-z0-9.-]*")
