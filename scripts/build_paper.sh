@@ -48,11 +48,20 @@ for name in tree_evolution hit_rate_sweep long_prefill overhead tiered_capacity 
     experiments/$name/run --scale tiny --no-progress --notebook
   fi
 done
-# Experiments II: re-draw from their results where they exist (the Mooncake
-# ones need the traces, so they are not run from here).
+# Experiments II: re-draw from their results where they exist, else run them
+# at the tiny scale (the Mooncake ones on a generated trace in the Mooncake
+# format when the real traces are missing: they exit 77 then).
 for name in real_trace_capacity eviction_policy page_size sglang_ablations; do
   if [[ -f experiments/$name/results/$name.jsonl ]]; then
     notebooks/run.sh "$name"
+  elif [[ -n "$radixkv" ]]; then
+    rc=0
+    experiments/$name/run --scale tiny --no-progress --notebook || rc=$?
+    if ((rc == 77)); then
+      experiments/$name/run --scale tiny --no-progress --notebook --synthetic
+    elif ((rc != 0)); then
+      exit "$rc"
+    fi
   fi
 done
 mkdir -p paper/generated
