@@ -67,6 +67,8 @@ done
 mkdir -p paper/generated
 shopt -s nullglob
 for f in notebooks/figures/*.pdf notebooks/figures/*.png notebooks/figures/*.tex; do cp "$f" paper/generated/; done
+# The configured numbers the prose quotes (\rkv{cfg/NAME/...}), from config.json.
+(cd experiments && python3 -m rkv.tex --config-numbers ../paper/generated/config_numbers.tex)
 cd paper
 # -g: rebuild even when latexmk's database says a previous run failed.
 latexmk -g -pdf -interaction=nonstopmode -halt-on-error main.tex >/dev/null || {

@@ -51,3 +51,59 @@ def tabular(path, cols, header, rows, groups=()):
     out += ["\\bottomrule", "\\end{tabular}"]
     with open(path, "w") as f:
         f.write("\n".join(out) + "\n")
+
+
+def _exact(v):
+    """A configured number exactly as configured (thin-space thousands)."""
+    if isinstance(v, int):
+        return fmt(v)
+    s = repr(v)
+    return s if "e" in s else s.replace("-", "$-$")
+
+
+def _flatten(prefix, v, out):
+    if isinstance(v, dict):
+        keys = list(v)
+        out[prefix + ".keys"] = ", ".join(str(k) for k in keys)
+        for i, k in enumerate(keys):
+            out[f"{prefix}.keys.{i}"] = str(k)
+            _flatten(f"{prefix}.{k}", v[k], out)
+    elif isinstance(v, list):
+        if all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v):
+            out[prefix] = ", ".join(_exact(x) for x in v)
+            if v:
+                out[prefix + ".first"], out[prefix + ".last"] = _exact(v[0]), _exact(v[-1])
+        for i, x in enumerate(v):
+            _flatten(f"{prefix}.{i}", x, out)
+    elif isinstance(v, (int, float)) and not isinstance(v, bool):
+        out[prefix] = _exact(v)
+        if isinstance(v, float) and 0 < abs(v) < 1:
+            out[prefix + ".pct"] = pct(v, 0) if (100 * v).is_integer() else pct(v)
+
+
+def config_numbers(path):
+    """Every number of every experiments/*/config.json as a macro:
+    \\rkv{cfg/NAME/a.b.c} for config["a"]["b"]["c"] (lists also as .first,
+    .last and .i; fractions also as .pct; a dict's keys as .keys): the
+    paper's descriptions of a workload quote its configuration, not a copy."""
+    import json
+    import os
+    from .core import EXPERIMENTS
+    with open(path, "w") as f:
+        f.write("% generated from experiments/*/config.json by experiments/rkv/tex.py\n")
+        for name in sorted(os.listdir(EXPERIMENTS)):
+            cfg = os.path.join(EXPERIMENTS, name, "config.json")
+            if not os.path.isfile(cfg):
+                continue
+            with open(cfg) as g:
+                flat = {}
+                _flatten("", json.load(g), flat)
+            for k, v in flat.items():
+                f.write(f"\\rkvdef{{cfg/{name}/{k.lstrip('.')}}}{{{v}}}\n")
+
+
+if __name__ == "__main__":
+    import sys
+    if len(sys.argv) != 3 or sys.argv[1] != "--config-numbers":
+        sys.exit("usage: python3 -m rkv.tex --config-numbers OUT.tex")
+    config_numbers(sys.argv[2])

@@ -27,10 +27,8 @@ ARG_COMMANDS = ("rkv", "rkvdef", "nbfigure", "nbtable", "nbtext", "nbnumbers", "
                 "documentclass", "graphicspath", "begin", "end", "bibitem", "IfFileExists",
                 "InputIfFileExists", "newcommand", "renewcommand")
 PENDING = {
-    "experiments/eviction_policy.tex", "experiments/hit_rate_sweep.tex",
-    "experiments/long_prefill.tex", "experiments/overhead.tex", "experiments/page_size.tex",
+    "experiments/eviction_policy.tex", "experiments/page_size.tex",
     "experiments/real_trace_capacity.tex", "experiments/sglang_ablations.tex",
-    "experiments/tree_evolution.tex",
 }
 NAME = re.compile(r"[A-Za-z][A-Za-z0-9.]*\d[A-Za-z0-9.]*(?:-[A-Za-z0-9.]+)*|"
                   r"\b[A-Za-z]+-\d+[A-Za-z0-9.-]*")
