@@ -75,6 +75,17 @@ def _flatten(prefix, v, out):
                 out[prefix + ".first"], out[prefix + ".last"] = _exact(v[0]), _exact(v[-1])
         for i, x in enumerate(v):
             _flatten(f"{prefix}.{i}", x, out)
+        # A command line ["gen", "--prompt-len", "1000", ...]: each numeric
+        # option value under its option's name.
+        for opt, val in zip(v, v[1:]):
+            if isinstance(opt, str) and opt.startswith("--") and isinstance(val, str):
+                try:
+                    num = float(val)
+                except ValueError:
+                    continue
+                out[f"{prefix}.{opt[2:]}"] = _exact(int(num) if num.is_integer() and "." not in val else num)
+                if 0 < num < 1:
+                    out[f"{prefix}.{opt[2:]}.pct"] = pct(num, 0)
     elif isinstance(v, (int, float)) and not isinstance(v, bool):
         out[prefix] = _exact(v)
         if isinstance(v, float) and 0 < abs(v) < 1:

@@ -27,7 +27,7 @@ ARG_COMMANDS = ("rkv", "rkvdef", "nbfigure", "nbtable", "nbtext", "nbnumbers", "
                 "documentclass", "graphicspath", "begin", "end", "bibitem", "IfFileExists",
                 "InputIfFileExists", "newcommand", "renewcommand")
 PENDING = {
-    "experiments/eviction_policy.tex", "experiments/page_size.tex",
+    "experiments/eviction_policy.tex",
     "experiments/real_trace_capacity.tex", "experiments/sglang_ablations.tex",
 }
 NAME = re.compile(r"[A-Za-z][A-Za-z0-9.]*\d[A-Za-z0-9.]*(?:-[A-Za-z0-9.]+)*|"
