@@ -28,7 +28,6 @@ ARG_COMMANDS = ("rkv", "rkvdef", "nbfigure", "nbtable", "nbtext", "nbnumbers", "
                 "InputIfFileExists", "newcommand", "renewcommand")
 PENDING = {
     "experiments/eviction_policy.tex",
-    "experiments/real_trace_capacity.tex",
 }
 NAME = re.compile(r"[A-Za-z][A-Za-z0-9.]*\d[A-Za-z0-9.]*(?:-[A-Za-z0-9.]+)*|"
                   r"\b[A-Za-z]+-\d+[A-Za-z0-9.-]*")
