@@ -2,10 +2,12 @@
  * drive it, with each operation timed. Shared by cache_bench and overhead_bench
  * so both measure the same sequence of calls.
  *
- *   match(all tokens but the last) + lock -> evict the shortfall -> alloc the
- *   new pages (the partial last page included, as the simulator counts them) -> insert(all whole pages) -> free what the cache did not take
- *   (duplicates; the partial last page; everything for kinds that keep nothing)
- *   -> unlock
+ *   match(all tokens but the last) + lock -> evict the shortfall and alloc the
+ *   new pages (the partial last page included, as the simulator counts them)
+ *   -> insert + free what the cache did not take -> unlock
+ *
+ * through cache_client.h; the three timings are its match, reserve (eviction
+ * and allocation) and commit (insert and frees).
  */
 #ifndef RKV_BENCH_REPLAY_H
 #define RKV_BENCH_REPLAY_H
@@ -15,6 +17,8 @@
 #include <time.h>
 
 #include "cache.h"
+#include "cache_client.h"
+#include "rkv_core.h"
 
 typedef struct replay_cost {
     double match_ns, insert_ns, evict_ns;
@@ -26,15 +30,6 @@ static inline double bench_now_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
-
-/* splitmix64 */
-static inline uint64_t bench_rng_next(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
 }
 
 /* A (requests, len) trace of token ids below 32000: request r's first `shared`
@@ -49,8 +44,8 @@ static inline int32_t *bench_make_trace(int32_t requests, int32_t len, int32_t s
     for (int32_t r = 0; r < requests; r++) {
         int32_t *row = t + (size_t)r * (size_t)len;
         uint64_t gs = 1000003ull * (uint64_t)(r % groups + 1) + group_salt;
-        for (int32_t j = 0; j < shared; j++) row[j] = (int32_t)(bench_rng_next(&gs) % 32000);
-        for (int32_t j = shared; j < len; j++) row[j] = (int32_t)(bench_rng_next(&s) % 32000);
+        for (int32_t j = 0; j < shared; j++) row[j] = (int32_t)(rkv_splitmix64_next(&gs) % 32000);
+        for (int32_t j = shared; j < len; j++) row[j] = (int32_t)(rkv_splitmix64_next(&s) % 32000);
     }
     return t;
 }
@@ -63,32 +58,26 @@ static inline rkv_status bench_replay_request(cache *c, page_pool *pool, const i
 {
     const int32_t P = pool->page_size, nb = (len + P - 1) / P;
     double t0 = bench_now_ns();
-    rkv_status st = cache_match_prefix(c, t, len - 1, 0, m);
+    rkv_status st = cache_client_match(c, t, len - 1, 0, m);
     out->match_ns += bench_now_ns() - t0;
     out->match_tokens += len - 1;
     out->matched += m->len;
-    if (st == RKV_OK) st = cache_lock(c, m);
-    int32_t need = nb - m->num_pages, fr = page_pool_num_free(pool);
-    if (st == RKV_OK && need > fr) {
-        t0 = bench_now_ns();
-        out->evict_tokens += cache_evict(c, (int64_t)(need - fr) * P);
-        out->evict_ns += bench_now_ns() - t0;
-    }
-    if (st == RKV_OK && need <= page_pool_num_free(pool)) {
+    if (st != RKV_OK) return st;
+    int32_t need = nb - m->num_pages;
+    t0 = bench_now_ns();
+    st = cache_client_reserve(c, need, pages + m->num_pages, &out->evict_tokens);
+    out->evict_ns += bench_now_ns() - t0;
+    if (st == RKV_OK) {
         if (m->num_pages) memcpy(pages, m->pages, sizeof *pages * (size_t)m->num_pages);
-        st = page_pool_alloc(pool, need, pages + m->num_pages);
-        int32_t prefix = 0;
         t0 = bench_now_ns();
-        if (st == RKV_OK) st = cache_insert(c, t, len, pages, 0, &prefix);
+        st = cache_client_commit(c, t, len, 0, pages, m->num_pages, nb, NULL);
         out->insert_ns += bench_now_ns() - t0;
         out->insert_tokens += len;
-        if (st == RKV_OK && prefix / P > m->num_pages)
-            st = page_pool_free(pool, pages + m->num_pages, prefix / P - m->num_pages);
-        for (int32_t i = m->num_pages; st == RKV_OK && i < nb; i++)
-            if (pool->state[pages[i]] == PAGE_INFLIGHT) st = page_pool_free(pool, &pages[i], 1);
+    } else if (st == RKV_ENOSPC) {
+        st = RKV_OK;
     }
-    if (st == RKV_OK) st = cache_unlock(c, m);
-    return st;
+    rkv_status us = cache_client_release(c, m, NULL, 0);
+    return st == RKV_OK ? us : st;
 }
 
 #endif

@@ -23,6 +23,7 @@
 #include "block_hash.h"
 #include "bench_replay.h"
 #include "cache.h"
+#include "cli.h"
 
 typedef struct opts {
     int32_t requests, len, page_size, groups, reps;
@@ -34,38 +35,32 @@ typedef replay_cost phase_ns;
 
 static int parse_opts(int argc, char **argv, opts *o)
 {
-    *o = (opts){.requests = 2000, .len = 1024, .page_size = 16, .groups = 16, .reps = 3,
-                .capacity_frac = 0.5, .seed = 1};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (i + 1 >= argc) {
-            fprintf(stderr, "cache_bench: option %s needs a value\n", a);
-            return -1;
-        }
-        const char *v = argv[++i];
-        char *end = NULL;
-        double x = strtod(v, &end);
-        if (!*v || *end) {
-            fprintf(stderr, "cache_bench: option %s: '%s' is not a number\n", a, v);
-            return -1;
-        }
-        if (!strcmp(a, "--requests")) o->requests = (int32_t)x;
-        else if (!strcmp(a, "--len")) o->len = (int32_t)x;
-        else if (!strcmp(a, "--page-size")) o->page_size = (int32_t)x;
-        else if (!strcmp(a, "--groups")) o->groups = (int32_t)x;
-        else if (!strcmp(a, "--reps")) o->reps = (int32_t)x;
-        else if (!strcmp(a, "--capacity-frac")) o->capacity_frac = x;
-        else if (!strcmp(a, "--seed")) o->seed = (unsigned)x;
-        else {
-            fprintf(stderr, "cache_bench: unknown option %s\n", a);
-            return -1;
-        }
-    }
-    if (o->requests < 1 || o->len < 2 || o->page_size < 1 || o->groups < 1 || o->reps < 1 ||
-        o->capacity_frac <= 0) {
-        fprintf(stderr, "cache_bench: every option must be positive (--len at least 2)\n");
+    int64_t requests = 2000, len = 1024, page_size = 16, groups = 16, reps = 3, seed = 1;
+    double capacity_frac = 0.5;
+    cli_opt table[] = {
+        CLI_INT_OPT("--requests", &requests, 1, INT32_MAX / 2),
+        CLI_INT_OPT("--len", &len, 2, INT32_MAX / 2),
+        CLI_INT_OPT("--page-size", &page_size, 1, 1 << 20),
+        CLI_INT_OPT("--groups", &groups, 1, INT32_MAX),
+        CLI_INT_OPT("--reps", &reps, 1, 1000),
+        CLI_DOUBLE_OPT("--capacity-frac", &capacity_frac, 1e-9, 1e9),
+        CLI_INT_OPT("--seed", &seed, 0, UINT32_MAX),
+        CLI_END,
+    };
+    char err[256];
+    cli_args a;
+    if (cli_parse("cache_bench", table, argc, argv, &a, err, sizeof err) || a.npos) {
+        fprintf(stderr, "cache_bench: %s\n", a.npos ? "no positional arguments" : err);
         return -1;
     }
+    if (a.help) {
+        fprintf(stderr, "usage: cache_bench [--requests N] [--len TOKENS] [--page-size P] "
+                        "[--groups G] [--capacity-frac F] [--reps R] [--seed S]\n");
+        return -1;
+    }
+    *o = (opts){.requests = (int32_t)requests, .len = (int32_t)len, .page_size = (int32_t)page_size,
+                .groups = (int32_t)groups, .reps = (int32_t)reps, .capacity_frac = capacity_frac,
+                .seed = (unsigned)seed};
     return 0;
 }
 

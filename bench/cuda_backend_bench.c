@@ -24,6 +24,7 @@
 #include "backend.h"
 #include "backend_cuda.h"
 #include "model_config.h"
+#include "cli.h"
 
 #define P 16
 #define CTX 1024
@@ -150,15 +151,21 @@ static void gemm_scenario(const model_config *c, int reps)
 int main(int argc, char **argv)
 {
     const char *model = "qwen2.5-3b";
-    int reps = 20;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--model") && i + 1 < argc) model = argv[++i];
-        else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
-        else {
-            fprintf(stderr, "usage: cuda_backend_bench [--model PRESET] [--reps N]\n");
-            return 2;
-        }
+    int64_t reps64 = 20;
+    cli_opt table[] = {
+        CLI_STR_OPT("--model", &model),
+        CLI_INT_OPT("--reps", &reps64, 1, 100000),
+        CLI_END,
+    };
+    char perr[256];
+    cli_args a;
+    if (cli_parse("cuda_backend_bench", table, argc, argv, &a, perr, sizeof perr) || a.npos
+        || a.help) {
+        fprintf(stderr, "cuda_backend_bench: %s\nusage: cuda_backend_bench [--model PRESET] "
+                "[--reps N]\n", a.help || a.npos ? "options" : perr);
+        return 2;
     }
+    int reps = (int)reps64;
     if (!backend_cuda_available()) {
         fprintf(stderr, "cuda_backend_bench: no CUDA device\n");
         return 1;

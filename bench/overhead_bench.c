@@ -42,6 +42,7 @@
 #include "block_hash.h"
 #include "bench_replay.h"
 #include "cache.h"
+#include "cli.h"
 
 typedef struct opts {
     int32_t len, page_size, groups, reps, requests;
@@ -102,46 +103,40 @@ static int parse_opts(int argc, char **argv, opts *o)
     *o = (opts){.len = 0, .tokens = 1 << 20, .page_size = 16, .groups = 1, .reps = 3,
                 .share = 0.5, .capacity_frac = 0.5, .seed = 1,
                 .kinds = "radix,trie,hash,hash-nocache,none", .hash_fns = true};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--no-hash-fns")) {
-            o->hash_fns = false;
-            continue;
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "overhead_bench: option %s needs a value\n", a);
-            return -1;
-        }
-        const char *v = argv[++i];
-        if (!strcmp(a, "--kinds")) {
-            o->kinds = v;
-            continue;
-        }
-        char *end = NULL;
-        double x = strtod(v, &end);
-        if (!*v || *end) {
-            fprintf(stderr, "overhead_bench: option %s: '%s' is not a number\n", a, v);
-            return -1;
-        }
-        if (!strcmp(a, "--len")) o->len = (int32_t)x;
-        else if (!strcmp(a, "--tokens")) o->tokens = (int64_t)x;
-        else if (!strcmp(a, "--requests")) o->requests = (int32_t)x;
-        else if (!strcmp(a, "--page-size")) o->page_size = (int32_t)x;
-        else if (!strcmp(a, "--share")) o->share = x;
-        else if (!strcmp(a, "--groups")) o->groups = (int32_t)x;
-        else if (!strcmp(a, "--capacity-frac")) o->capacity_frac = x;
-        else if (!strcmp(a, "--reps")) o->reps = (int32_t)x;
-        else if (!strcmp(a, "--seed")) o->seed = (uint64_t)x;
-        else {
-            fprintf(stderr, "overhead_bench: unknown option %s\n", a);
-            return -1;
-        }
-    }
-    if (o->len < 2 || o->tokens < 1 || o->page_size < 1 || o->groups < 1 || o->reps < 1 ||
-        o->capacity_frac <= 0 || o->share < 0 || o->share > 1) {
-        fprintf(stderr, "overhead_bench: --len >= 2, --share in [0, 1], the rest positive\n");
+    int64_t len = 0, requests = 0, page_size = 16, groups = 1, reps = 3, seed = 1;
+    bool no_hash_fns = false;
+    cli_opt table[] = {
+        CLI_INT_OPT("--len", &len, 2, INT32_MAX / 2),
+        CLI_INT_OPT("--tokens", &o->tokens, 1, INT64_MAX / 2),
+        CLI_INT_OPT("--requests", &requests, 1, INT32_MAX / 2),
+        CLI_INT_OPT("--page-size", &page_size, 1, 1 << 20),
+        CLI_DOUBLE_OPT("--share", &o->share, 0, 1),
+        CLI_INT_OPT("--groups", &groups, 1, INT32_MAX),
+        CLI_DOUBLE_OPT("--capacity-frac", &o->capacity_frac, 1e-9, 1e9),
+        CLI_INT_OPT("--reps", &reps, 1, 1000),
+        CLI_INT_OPT("--seed", &seed, 0, INT64_MAX),
+        CLI_STR_OPT("--kinds", &o->kinds),
+        CLI_FLAG_OPT("--no-hash-fns", &no_hash_fns),
+        CLI_END,
+    };
+    char err[256];
+    cli_args a;
+    if (cli_parse("overhead_bench", table, argc, argv, &a, err, sizeof err) || a.npos) {
+        fprintf(stderr, "overhead_bench: %s\n", a.npos ? "no positional arguments" : err);
         return -1;
     }
+    if (a.help) return usage(), -1;
+    if (!cli_given(table, "--len")) {
+        fprintf(stderr, "overhead_bench: --len is required\n");
+        return -1;
+    }
+    o->len = (int32_t)len;
+    o->requests = (int32_t)requests;
+    o->page_size = (int32_t)page_size;
+    o->groups = (int32_t)groups;
+    o->reps = (int32_t)reps;
+    o->seed = (uint64_t)seed;
+    o->hash_fns = !no_hash_fns;
     if (o->requests <= 0) o->requests = (int32_t)(o->tokens / o->len);
     if (o->requests < 2) o->requests = 2;
     return 0;

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "backend_sim.h"
+#include "cli.h"
 #include "model_config.h"
 
 static int usage(const char *msg)
@@ -62,19 +63,42 @@ static double step_seconds(const model_config *m, const sim_profile *p, int page
     return s;
 }
 
+/* --step is repeated: each one is kept, in order, for the loop below. */
+typedef struct step_list {
+    const char *spec[256];
+    int n;
+} step_list;
+
+static int add_step(void *ctx, const char *name, const char *v, char *err, size_t errlen)
+{
+    step_list *l = ctx;
+    if (l->n == 256) {
+        snprintf(err, errlen, "%s: at most 256 of them", name);
+        return 1;
+    }
+    l->spec[l->n++] = v;
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *model = "qwen2.5-3b", *gpu = "h100";
-    int page = 16, nsteps = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--model") && i + 1 < argc) model = argv[++i];
-        else if (!strcmp(argv[i], "--gpu") && i + 1 < argc) gpu = argv[++i];
-        else if (!strcmp(argv[i], "--page-size") && i + 1 < argc) page = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--step") && i + 1 < argc) { i++; nsteps++; }
-        else return usage("unknown or incomplete option");
-    }
-    if (page < 1) return usage("--page-size must be >= 1");
-    if (!nsteps) return usage("no --step given");
+    int64_t page64 = 16;
+    step_list steps = {.n = 0};
+    cli_opt table[] = {
+        CLI_STR_OPT("--model", &model),
+        CLI_STR_OPT("--gpu", &gpu),
+        CLI_INT_OPT("--page-size", &page64, 1, 1 << 20),
+        CLI_REPEATED_OPT("--step", add_step, &steps),
+        CLI_END,
+    };
+    char perr[256];
+    cli_args a;
+    if (cli_parse("sim_step_bench", table, argc, argv, &a, perr, sizeof perr))
+        return usage(perr);
+    if (a.help || a.npos) return usage(a.help ? "options" : "no positional arguments");
+    if (!steps.n) return usage("no --step given");
+    int page = (int)page64;
     char err[256];
     model_config m;
     sim_profile p;
@@ -83,12 +107,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "sim_step_bench: %s\n", err);
         return 2;
     }
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--step")) {
-            i++;
-            continue;
-        }
-        const char *spec = argv[++i];
+    for (int i = 0; i < steps.n; i++) {
+        const char *spec = steps.spec[i];
         char name[64];
         int b, prefix, rows, used = 0;
         if (sscanf(spec, "%63[^:]:%d:%d:%d%n", name, &b, &prefix, &rows, &used) != 4 ||

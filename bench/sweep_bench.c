@@ -30,18 +30,14 @@
 
 #include "engine.h"
 #include "workloads.h"
+#include "cli.h"
+#include "rkv_core.h"
 
 static double wall(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
 }
 
 typedef struct opts {
@@ -109,34 +105,44 @@ static int run_once(const opts *o, const char *kind, const workload *w, double *
     return 0;
 }
 
-int main(int argc, char **argv)
+/* Options into *op; 0, or 2 after a message. o->caches point into static
+ * storage (the lists are split in place). */
+static int parse_opts(int argc, char **argv, opts *op)
 {
     opts o = {.backend = "cpu", .schedule = "sync", .num = 32, .prompt_len = 1000,
               .output_len = 24, .repeat = 3, .threads = 0};
-    char rates_buf[256] = "0,1", caches_buf[256] = "none,hash,radix";
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!v) {
-            fprintf(stderr, "sweep_bench: %s needs a value\n", a);
-            return 2;
-        }
-        i++;
-        if (!strcmp(a, "--backend")) o.backend = v;
-        else if (!strcmp(a, "--model")) o.model = v;
-        else if (!strcmp(a, "--gpu")) o.gpu = v;
-        else if (!strcmp(a, "--schedule")) o.schedule = v;
-        else if (!strcmp(a, "--num")) o.num = atoi(v);
-        else if (!strcmp(a, "--prompt-len")) o.prompt_len = atoi(v);
-        else if (!strcmp(a, "--output-len")) o.output_len = atoi(v);
-        else if (!strcmp(a, "--repeat")) o.repeat = atoi(v);
-        else if (!strcmp(a, "--threads")) o.threads = atoi(v);
-        else if (!strcmp(a, "--hit-rates")) snprintf(rates_buf, sizeof rates_buf, "%s", v);
-        else if (!strcmp(a, "--caches")) snprintf(caches_buf, sizeof caches_buf, "%s", v);
-        else {
-            fprintf(stderr, "sweep_bench: unknown option %s\n", a);
-            return 2;
-        }
+    static char rates_buf[256] = "0,1", caches_buf[256] = "none,hash,radix";
+    const char *rates_arg = NULL, *caches_arg = NULL;
+    int64_t num = o.num, prompt_len = o.prompt_len, output_len = o.output_len, repeat = o.repeat;
+    int64_t threads = 0;
+    cli_opt table[] = {
+        CLI_STR_OPT("--backend", &o.backend),
+        CLI_STR_OPT("--model", &o.model),
+        CLI_STR_OPT("--gpu", &o.gpu),
+        CLI_STR_OPT("--schedule", &o.schedule),
+        CLI_INT_OPT("--num", &num, 1, 1 << 20),
+        CLI_INT_OPT("--prompt-len", &prompt_len, 1, 1 << 24),
+        CLI_INT_OPT("--output-len", &output_len, 1, 1 << 24),
+        CLI_INT_OPT("--repeat", &repeat, 1, 1000),
+        CLI_INT_OPT("--threads", &threads, 0, 1024),
+        CLI_STR_OPT("--hit-rates", &rates_arg),
+        CLI_STR_OPT("--caches", &caches_arg),
+        CLI_END,
+    };
+    char perr[256];
+    cli_args a;
+    if (cli_parse("sweep_bench", table, argc, argv, &a, perr, sizeof perr) || a.npos || a.help) {
+        fprintf(stderr, "sweep_bench: %s\n", a.help || a.npos ? "see the options at the top of "
+                "bench/sweep_bench.c" : perr);
+        return 2;
     }
+    o.num = (int32_t)num;
+    o.prompt_len = (int32_t)prompt_len;
+    o.output_len = (int32_t)output_len;
+    o.repeat = (int32_t)repeat;
+    o.threads = (int32_t)threads;
+    if (rates_arg) snprintf(rates_buf, sizeof rates_buf, "%s", rates_arg);
+    if (caches_arg) snprintf(caches_buf, sizeof caches_buf, "%s", caches_arg);
     const char *rs[32];
     int nr = split_list(rates_buf, rs, 32);
     for (int i = 0; i < nr; i++) {
@@ -155,6 +161,14 @@ int main(int argc, char **argv)
         fprintf(stderr, "sweep_bench: positive sizes, and `none` first in --caches (the baseline)\n");
         return 2;
     }
+    *op = o;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    opts o;
+    if (parse_opts(argc, argv, &o)) return 2;
     for (int h = 0; h < o.nrates; h++) {
         workload_config wc;
         workload_config_default(&wc);
@@ -175,7 +189,7 @@ int main(int argc, char **argv)
                 if (run_once(&o, o.caches[k], &w, &rps[k][r], &hit[k], &sched[k], &step[k])) return 1;
         double med[8];
         for (int k = 0; k < o.ncaches; k++) {
-            qsort(rps[k], (size_t)o.repeat, sizeof(double), cmp_double);
+            qsort(rps[k], (size_t)o.repeat, sizeof(double), rkv_cmp_double);
             med[k] = rps[k][o.repeat / 2];
         }
         for (int k = 0; k < o.ncaches; k++)

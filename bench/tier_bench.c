@@ -21,6 +21,7 @@
 #include "backend.h"
 #include "backend_sim.h"
 #include "model_config.h"
+#include "cli.h"
 
 static double now_s(void)
 {
@@ -31,22 +32,30 @@ static double now_s(void)
 
 int main(int argc, char **argv)
 {
-    int32_t N = 1024, R = 5, P = 16;
+    int32_t P = 16;
+    int64_t tokens = 1024, reps = 5;
     const char *model = NULL, *sim_model = "llama-3-8b", *gpu = "h100";
-    double host_bw = 50e9, disk_bw = 3e9;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--tokens")) N = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--reps")) R = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--model")) model = argv[i + 1];
-        else if (!strcmp(argv[i], "--sim-model")) sim_model = argv[i + 1];
-        else if (!strcmp(argv[i], "--gpu")) gpu = argv[i + 1];
-        else if (!strcmp(argv[i], "--host-bw")) host_bw = atof(argv[i + 1]) * 1e9;
-        else if (!strcmp(argv[i], "--disk-bw")) disk_bw = atof(argv[i + 1]) * 1e9;
-        else {
-            fprintf(stderr, "tier_bench: unknown option %s\n", argv[i]);
-            return 2;
-        }
+    double host_gbps = 50, disk_gbps = 3;
+    cli_opt table[] = {
+        CLI_INT_OPT("--tokens", &tokens, 1, 1 << 24),
+        CLI_INT_OPT("--reps", &reps, 1, 1000),
+        CLI_STR_OPT("--model", &model),
+        CLI_STR_OPT("--sim-model", &sim_model),
+        CLI_STR_OPT("--gpu", &gpu),
+        CLI_DOUBLE_OPT("--host-bw", &host_gbps, 1e-6, 1e6),
+        CLI_DOUBLE_OPT("--disk-bw", &disk_gbps, 1e-6, 1e6),
+        CLI_END,
+    };
+    char perr[256];
+    cli_args a;
+    if (cli_parse("tier_bench", table, argc, argv, &a, perr, sizeof perr) || a.npos || a.help) {
+        fprintf(stderr, "tier_bench: %s\n", a.help || a.npos ? "usage: tier_bench [--tokens N] "
+                "[--reps R] [--model M] [--sim-model M] [--gpu G] [--host-bw GBPS] "
+                "[--disk-bw GBPS]" : perr);
+        return 2;
     }
+    int32_t N = (int32_t)tokens, R = (int32_t)reps;
+    double host_bw = host_gbps * 1e9, disk_bw = disk_gbps * 1e9;
     if (N < P || R < 1) {
         fprintf(stderr, "tier_bench: --tokens must be >= %d and --reps >= 1\n", P);
         return 2;

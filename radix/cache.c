@@ -48,11 +48,18 @@ rkv_status cache_create(const cache_config *cfg, page_pool *pool, cache **out, c
         return RKV_EINVAL;
     }
     const char *kind = cfg->kind ? cfg->kind : "radix";
-    if (!strcmp(kind, "radix")) return cache_radix_create(cfg, pool, out, err, errlen);
-    if (!strcmp(kind, "none")) return cache_none_create(cfg, pool, out, err, errlen);
-    if (!strcmp(kind, "hash")) return cache_hash_create(cfg, pool, false, out, err, errlen);
-    if (!strcmp(kind, "hash-nocache")) return cache_hash_create(cfg, pool, true, out, err, errlen);
-    if (!strcmp(kind, "trie")) return cache_trie_create(cfg, pool, out, err, errlen);
+    rkv_status st = RKV_EINVAL;
+    bool known = true;
+    if (!strcmp(kind, "radix")) st = cache_radix_create(cfg, pool, out, err, errlen);
+    else if (!strcmp(kind, "none")) st = cache_none_create(cfg, pool, out, err, errlen);
+    else if (!strcmp(kind, "hash")) st = cache_hash_create(cfg, pool, false, out, err, errlen);
+    else if (!strcmp(kind, "hash-nocache")) st = cache_hash_create(cfg, pool, true, out, err, errlen);
+    else if (!strcmp(kind, "trie")) st = cache_trie_create(cfg, pool, out, err, errlen);
+    else known = false;
+    if (known) {
+        if (st == RKV_OK) (*out)->caps = (*out)->ops->caps;
+        return st;
+    }
     if (err) {
         size_t used = (size_t)snprintf(err, errlen, "unknown cache kind '%s' (expected one of:", kind);
         for (int i = 0; cache_kind_names[i] && used < errlen; i++)

@@ -24,6 +24,9 @@
  *   request inserted the same tokens meanwhile), the caller frees its own pages
  *   in [matched/P, prefix_len/P): the cache keeps exactly one owner per page.
  *
+ * Callers do not write this protocol out themselves: cache_client.h is its
+ * one implementation (admit, commit, release).
+ *
  * Namespaces: match and insert take a 64-bit namespace (salt); 0 is the default
  * tenant. Identical tokens under different namespaces never share pages.
  *
@@ -87,6 +90,28 @@ typedef struct cache_config {
     const char *hash_fn;     /* "xxh3" (default), "sha256", "md5" (hash kinds) */
 } cache_config;
 
+/* What a kind can do, so that callers ask instead of comparing names. */
+enum {
+    /* A match finds what an insert stored (not none, not hash-nocache). */
+    CACHE_CAP_REUSE = 1u << 0,
+};
+
+/* What the eviction hook and cache_visit() see of one node (tree kinds). The
+ * tokens pointer is valid only during the callback. */
+typedef struct cache_node_info {
+    uint64_t id;           /* unique, creation order; root 0 */
+    uint64_t parent_id;    /* root's is 0 too */
+    int32_t slot;          /* dense index (reused after eviction), for arrays */
+    int32_t parent_slot;   /* -1 for the root */
+    int32_t len;           /* this node's own edge tokens */
+    int32_t lock;          /* handles at or below this node */
+    uint64_t time;         /* clock of the last call that entered it */
+    uint64_t created;      /* clock of the call that created it */
+    const int32_t *tokens; /* (len) the edge tokens */
+} cache_node_info;
+
+typedef void (*cache_node_fn)(void *ctx, const cache_node_info *node);
+
 /* The vtable each kind fills in; callers use the cache_* wrappers below. */
 typedef struct cache_ops {
     const char *name;
@@ -100,6 +125,15 @@ typedef struct cache_ops {
     rkv_status (*check)(const cache *c, char *err, size_t errlen);
     void (*dump)(const cache *c, FILE *f, cache_dump_format fmt);
     void (*destroy)(cache *c);
+    /* Optional (NULL: the kind has none), for pictures and eviction logs
+     * (cache-sim) without reaching into a kind's internals: fn sees every
+     * evicted node, in eviction order (fn NULL: off); visit walks every node,
+     * parents before children; clock reads the logical clock. Each returns
+     * false when the kind (or, under a wrapper, the wrapped kind) has none. */
+    bool (*set_evict_hook)(cache *c, cache_node_fn fn, void *ctx);
+    bool (*visit)(const cache *c, cache_node_fn fn, void *ctx);
+    bool (*clock)(const cache *c, uint64_t *out);
+    unsigned caps;       /* CACHE_CAP_* */
 } cache_ops;
 
 /* Common header; each kind embeds it first in its own struct. */
@@ -109,6 +143,7 @@ struct cache {
     int32_t page_size;
     cache_stats stats;
     int64_t pinned_tokens; /* locked for the cache's life (cache_pin.h); kinds leave it alone */
+    unsigned caps;         /* CACHE_CAP_*: ops->caps, or the wrapped kind's under a wrapper */
 };
 
 /* Create a cache of the named kind over pool (the pool outlives the cache).
@@ -141,6 +176,14 @@ static inline void cache_get_sizes(const cache *c, cache_sizes *out)
     out->pinned_tokens = c->pinned_tokens;
 }
 static inline void cache_dump(const cache *c, FILE *f, cache_dump_format fmt) { c->ops->dump(c, f, fmt); }
+static inline bool cache_can(const cache *c, unsigned cap) { return (c->caps & cap) == cap; }
+/* The optional node hooks (see cache_ops); false: not supported. */
+static inline bool cache_set_evict_hook(cache *c, cache_node_fn fn, void *ctx)
+{ return c->ops->set_evict_hook && c->ops->set_evict_hook(c, fn, ctx); }
+static inline bool cache_visit(const cache *c, cache_node_fn fn, void *ctx)
+{ return c->ops->visit && c->ops->visit(c, fn, ctx); }
+static inline bool cache_clock(const cache *c, uint64_t *out)
+{ return c->ops->clock && c->ops->clock(c, out); }
 /* Kind's own consistency + the pool invariant (cached pages = evictable +
  * protected). */
 static inline rkv_status cache_check(const cache *c, char *err, size_t errlen)

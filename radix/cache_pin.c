@@ -2,118 +2,96 @@
  * kind keeps its own rules (a split under a pin inherits its lock count in the
  * tree kinds; a locked block leaves the free queue in the hash kind). */
 #include "cache_pin.h"
-#include "cache_tier.h"
+#include "cache_client.h"
 
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
-static rkv_status fail(rkv_status st, char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return st;
-}
-
-static bool never_reuses(cache *c)
-{
-    c = cache_tier_inner(c); /* under a spill tier: the kind's own rule */
-    return !strcmp(c->ops->name, "none") || !strcmp(c->ops->name, "hash-nocache");
-}
-
 void cache_pins_init(cache_pins *p) { memset(p, 0, sizeof *p); }
+
+/* Steps 1 and 2: tokens[0..whole) into the cache, its K/V computed by
+ * p->fill in the pages it did not hold yet. Nothing stays locked. */
+static rkv_status pin_store(cache *c, cache_pins *p, const int32_t *tokens, int32_t whole,
+                            uint64_t ns, char *err, size_t errlen)
+{
+    const int32_t P = c->page_size, np = whole / P;
+    page_pool *pool = c->pool;
+    /* 1: what is cached already (an earlier pin's prefix), held while we
+     * reserve pages for the rest, evicting unpinned entries if the pool is full. */
+    cache_match mm;
+    cache_match_init(&mm);
+    int32_t *pages = malloc(sizeof *pages * (size_t)np);
+    rkv_status st = pages ? cache_match_reserve(&mm, np) : RKV_ENOMEM;
+    if (st == RKV_OK) st = cache_client_admit(c, tokens, whole, ns, np, &mm, pages, NULL);
+    int32_t need = np - mm.num_pages;
+    if (st != RKV_OK) {
+        int32_t held = (int32_t)(c->pinned_tokens / P);
+        free(pages);
+        cache_match_free(&mm);
+        if (st != RKV_ENOSPC)
+            return rkv_fail(st, err, errlen, "pin: match failed: %s", rkv_status_str(st));
+        return rkv_fail(RKV_ENOSPC, err, errlen,
+                        "pin: a prefix of %d tokens needs %d more pages, only %d are free (pool %d "
+                        "pages, %d pinned already)", whole, need, page_pool_num_free(pool),
+                        pool->num_pages, held);
+    }
+    /* 2: the prefix's K/V into the new pages, then insert; whatever the
+     * cache did not adopt goes back to the pool. */
+    rkv_status fill_st = RKV_OK;
+    if (need > 0 && p->fill) st = fill_st = p->fill(p->fill_ctx, tokens, whole, pages, mm.len);
+    /* Pages never committed (the fill failed) are freed by release. */
+    bool filled = st == RKV_OK;
+    if (filled) st = cache_client_commit(c, tokens, whole, ns, pages, mm.num_pages, np, NULL);
+    cache_client_release(c, &mm, pages + mm.num_pages, filled ? 0 : need);
+    free(pages);
+    cache_match_free(&mm);
+    if (fill_st != RKV_OK)
+        return rkv_fail(st, err, errlen, "pin: computing the prefix's KV failed: %s",
+                        rkv_status_str(st));
+    if (st != RKV_OK) return rkv_fail(st, err, errlen, "pin: insert failed: %s", rkv_status_str(st));
+    return RKV_OK;
+}
 
 rkv_status cache_pin(cache *c, cache_pins *p, const int32_t *tokens, int32_t n, uint64_t ns,
                      int32_t *pinned_len, char *err, size_t errlen)
 {
     const int32_t P = c->page_size;
-    page_pool *pool = c->pool;
     if (pinned_len) *pinned_len = 0;
-    if (n < 0 || (n > 0 && !tokens)) return fail(RKV_EINVAL, err, errlen, "pin: bad token array");
+    if (n < 0 || (n > 0 && !tokens)) return rkv_fail(RKV_EINVAL, err, errlen, "pin: bad token array");
     int32_t whole = n - n % P;
     if (whole < P)
-        return fail(RKV_EINVAL, err, errlen,
-                    "pin: a prefix of %d tokens is shorter than one page (%d tokens): nothing to pin",
-                    n, P);
-    int32_t np = whole / P;
-    if (np > pool->num_pages)
-        return fail(RKV_ENOSPC, err, errlen,
-                    "pin: a prefix of %d tokens needs %d pages, the whole pool holds %d", whole, np,
-                    pool->num_pages);
+        return rkv_fail(RKV_EINVAL, err, errlen,
+                        "pin: a prefix of %d tokens is shorter than one page (%d tokens): nothing "
+                        "to pin", n, P);
+    if (whole / P > c->pool->num_pages)
+        return rkv_fail(RKV_ENOSPC, err, errlen,
+                        "pin: a prefix of %d tokens needs %d pages, the whole pool holds %d", whole,
+                        whole / P, c->pool->num_pages);
     if (p->n == p->cap) {
         int32_t nc = p->cap ? 2 * p->cap : 8;
         cache_match *a = realloc(p->m, sizeof *a * (size_t)nc);
-        if (!a) return fail(RKV_ENOMEM, err, errlen, "pin: out of host memory");
+        if (!a) return rkv_fail(RKV_ENOMEM, err, errlen, "pin: out of host memory");
         p->m = a;
         p->cap = nc;
     }
+    rkv_status st = pin_store(c, p, tokens, whole, ns, err, errlen);
+    if (st != RKV_OK) return st;
 
-    /* 1: what is cached already (an earlier pin's prefix), held while we make room. */
-    cache_match mm;
-    cache_match_init(&mm);
-    int32_t *pages = malloc(sizeof *pages * (size_t)np);
-    rkv_status st = pages ? cache_match_reserve(&mm, np) : RKV_ENOMEM;
-    if (st == RKV_OK) st = cache_match_prefix(c, tokens, whole, ns, &mm);
-    if (st == RKV_OK) st = cache_lock(c, &mm);
-    if (st != RKV_OK) {
-        free(pages);
-        cache_match_free(&mm);
-        return fail(st, err, errlen, "pin: match failed: %s", rkv_status_str(st));
-    }
-    int32_t need = np - mm.num_pages;
-
-    /* 2: pages for the rest, evicting unpinned entries if the pool is full. */
-    if (need > page_pool_num_free(pool))
-        cache_evict(c, (int64_t)(need - page_pool_num_free(pool)) * P);
-    if (need > page_pool_num_free(pool)) {
-        int32_t held = (int32_t)(c->pinned_tokens / P);
-        cache_unlock(c, &mm);
-        free(pages);
-        cache_match_free(&mm);
-        return fail(RKV_ENOSPC, err, errlen,
-                    "pin: a prefix of %d tokens needs %d more pages, only %d are free (pool %d pages, "
-                    "%d pinned already)", whole, need, page_pool_num_free(pool), pool->num_pages, held);
-    }
-    if (mm.num_pages) memcpy(pages, mm.pages, sizeof *pages * (size_t)mm.num_pages);
-    st = page_pool_alloc(pool, need, pages + mm.num_pages);
-    bool allocated = st == RKV_OK;
-    rkv_status fill_st = RKV_OK;
-    if (st == RKV_OK && need > 0 && p->fill)
-        st = fill_st = p->fill(p->fill_ctx, tokens, whole, pages, mm.len);
-
-    /* 3: insert; whatever the cache did not adopt is ours to free. */
-    int32_t prefix = 0;
-    if (st == RKV_OK) st = cache_insert(c, tokens, whole, pages, ns, &prefix);
-    int32_t nf = 0;
-    for (int32_t k = mm.num_pages; k < np && allocated; k++)
-        if (pool->state[pages[k]] == PAGE_INFLIGHT) pages[mm.num_pages + nf++] = pages[k];
-    if (nf) page_pool_free(pool, pages + mm.num_pages, nf);
-    cache_unlock(c, &mm);
-    free(pages);
-    cache_match_free(&mm);
-    if (fill_st != RKV_OK)
-        return fail(st, err, errlen, "pin: computing the prefix's KV failed: %s", rkv_status_str(st));
-    if (st != RKV_OK) return fail(st, err, errlen, "pin: insert failed: %s", rkv_status_str(st));
-
-    /* 4: match the whole prefix again and keep its lock for the cache's life. */
+    /* 3: match the whole prefix again and keep its lock for the cache's life. */
     cache_sizes before, after;
     cache_get_sizes(c, &before);
     cache_match *m = &p->m[p->n];
     cache_match_init(m);
-    if ((st = cache_match_prefix(c, tokens, whole, ns, m)) == RKV_OK) st = cache_lock(c, m);
-    if (st != RKV_OK) {
+    if ((st = cache_client_match(c, tokens, whole, ns, m)) != RKV_OK) {
         cache_match_free(m);
-        return fail(st, err, errlen, "pin: lock failed: %s", rkv_status_str(st));
+        return rkv_fail(st, err, errlen, "pin: lock failed: %s", rkv_status_str(st));
     }
-    if (m->len != whole && !never_reuses(c)) {
+    if (m->len != whole && cache_can(c, CACHE_CAP_REUSE)) {
         cache_unlock(c, m);
         cache_match_free(m);
-        return fail(RKV_ECORRUPT, err, errlen, "pin: cache %s matched %d of the %d tokens just inserted",
-                    c->ops->name, m->len, whole);
+        return rkv_fail(RKV_ECORRUPT, err, errlen,
+                        "pin: cache %s matched %d of the %d tokens just inserted", c->ops->name,
+                        m->len, whole);
     }
     p->n++;
     cache_get_sizes(c, &after);
@@ -127,12 +105,12 @@ rkv_status cache_pins_check(cache *c, const cache_pins *p, char *err, size_t err
     cache_sizes sz;
     cache_get_sizes(c, &sz);
     if (sz.pinned_tokens > sz.protected_tokens || sz.pinned_tokens < 0)
-        return fail(RKV_ECORRUPT, err, errlen, "pins: %lld pinned tokens but only %lld protected",
+        return rkv_fail(RKV_ECORRUPT, err, errlen, "pins: %lld pinned tokens but only %lld protected",
                     (long long)sz.pinned_tokens, (long long)sz.protected_tokens);
     for (int32_t i = 0; i < p->n && !p->released; i++)
         for (int32_t k = 0; k < p->m[i].num_pages; k++)
             if (c->pool->state[p->m[i].pages[k]] != PAGE_CACHED)
-                return fail(RKV_ECORRUPT, err, errlen, "pins: page %d of pin %d is no longer cached",
+                return rkv_fail(RKV_ECORRUPT, err, errlen, "pins: page %d of pin %d is no longer cached",
                             p->m[i].pages[k], i);
     return RKV_OK;
 }

@@ -10,6 +10,8 @@
 typedef struct cache_radix {
     cache base;
     radix_tree *tree;
+    cache_node_fn evict_fn; /* cache.h's eviction hook, fed by the tree's callback */
+    void *evict_ctx;
 } cache_radix;
 
 static const cache_ops radix_ops;
@@ -108,8 +110,59 @@ static void radix_destroy(cache *c)
     free(c);
 }
 
+/* The tree's node view, cut down to cache.h's. */
+static void node_info(const radix_node_info *n, cache_node_info *out)
+{
+    *out = (cache_node_info){n->id, n->parent_id, n->slot, n->parent_slot, n->len, n->lock,
+                             n->time, n->created, n->tokens};
+}
+
+static void on_tree_evict(void *ctx, const radix_node_info *n)
+{
+    const cache_radix *c = ctx;
+    cache_node_info info;
+    node_info(n, &info);
+    c->evict_fn(c->evict_ctx, &info);
+}
+
+static bool radix_set_evict_hook(cache *c, cache_node_fn fn, void *ctx)
+{
+    cache_radix *r = (cache_radix *)c;
+    r->evict_fn = fn;
+    r->evict_ctx = ctx;
+    radix_tree_set_evict_cb(r->tree, fn ? on_tree_evict : NULL, fn ? r : NULL);
+    return true;
+}
+
+typedef struct visit_ctx {
+    cache_node_fn fn;
+    void *ctx;
+} visit_ctx;
+
+static void on_tree_visit(void *ctx, const radix_node_info *n)
+{
+    const visit_ctx *v = ctx;
+    cache_node_info info;
+    node_info(n, &info);
+    v->fn(v->ctx, &info);
+}
+
+static bool radix_visit(const cache *c, cache_node_fn fn, void *ctx)
+{
+    visit_ctx v = {fn, ctx};
+    radix_tree_visit(tree_of(c), on_tree_visit, &v);
+    return true;
+}
+
+static bool radix_clock(const cache *c, uint64_t *out)
+{
+    *out = radix_tree_clock(tree_of(c));
+    return true;
+}
+
 static const cache_ops radix_ops = {
     .name = "radix",
+    .caps = CACHE_CAP_REUSE,
     .match = radix_match,
     .insert = radix_insert,
     .lock = radix_lock,
@@ -119,6 +172,9 @@ static const cache_ops radix_ops = {
     .check = radix_check,
     .dump = radix_dump,
     .destroy = radix_destroy,
+    .set_evict_hook = radix_set_evict_hook,
+    .visit = radix_visit,
+    .clock = radix_clock,
 };
 
 rkv_status cache_radix_create(const cache_config *cfg, page_pool *pool, cache **out, char *err,

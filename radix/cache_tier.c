@@ -9,6 +9,8 @@
  *   host full: host tail --demote--> disk (disk full: disk tail dropped)
  */
 #include "cache_tier.h"
+#include "block_hash.h"
+#include "cache_client.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -18,7 +20,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 enum { T_FREE = 0, T_HOST = 1, T_DISK = 2 };
 
@@ -54,6 +55,7 @@ typedef struct cache_tier {
     uint8_t *scratch;   /* (page_bytes) */
     int64_t disk_writes;
     int instance;
+    tier_remote *remote; /* NULL: no remote tier */
 
     /* per pool page */
     uint64_t *meta_k;   /* (num_pages, 2) */
@@ -65,7 +67,7 @@ typedef struct cache_tier {
     int32_t *run;       /* (cap) entries of a load run */
     int32_t *pages;     /* (cap) */
     int32_t cap;
-    uint8_t *hbuf;      /* 16 + 4P */
+    block_hasher hasher; /* xxh3: the same chained block digests as the hash kind */
 } cache_tier;
 
 static const cache_ops tier_ops;
@@ -74,17 +76,7 @@ void tier_config_default(tier_config *c)
 {
     memset(c, 0, sizeof *c);
     c->fail_disk_writes_after = -1;
-}
-
-static rkv_status fail(rkv_status st, char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return st;
+    tier_remote_config_default(&c->remote);
 }
 
 static double page_cost_bytes(const cache_tier *t)
@@ -106,19 +98,15 @@ static void note_error(cache_tier *t, const char *fmt, ...)
 
 /* ---------------------------------------------------------------- keys */
 
-static void key_start(uint64_t ns, uint64_t k[2])
+/* A page's key is its chained block digest (block_hash.h): it stands for the
+ * whole prefix up to and including the page, in namespace ns. */
+static void key_next(cache_tier *t, const uint64_t prev[2], uint64_t ns, const int32_t *toks,
+                     uint64_t out[2])
 {
-    k[0] = ns ^ 0x6a09e667f3bcc908ull;
-    k[1] = 0xbb67ae8584caa73bull;
-}
-
-static void key_next(cache_tier *t, const uint64_t prev[2], const int32_t *toks, uint64_t out[2])
-{
-    memcpy(t->hbuf, prev, 16);
-    memcpy(t->hbuf + 16, toks, sizeof(int32_t) * (size_t)t->P);
-    XXH128_hash_t d = XXH3_128bits(t->hbuf, 16 + sizeof(int32_t) * (size_t)t->P);
-    out[0] = d.low64;
-    out[1] = d.high64;
+    block_hash parent = {prev[0], prev[1]}, h;
+    block_hasher_hash(&t->hasher, &parent, ns, toks, t->P, &h);
+    out[0] = h.lo;
+    out[1] = h.hi;
 }
 
 static rkv_status reserve(cache_tier *t, int32_t n)
@@ -144,11 +132,10 @@ static rkv_status chain_keys(cache_tier *t, const int32_t *tokens, int32_t np, u
 {
     rkv_status st = reserve(t, np + 1);
     if (st != RKV_OK) return st;
-    uint64_t k[2];
-    key_start(ns, k);
-    for (int32_t i = 0; i < np; i++) {
-        key_next(t, i ? t->keys + 2 * (i - 1) : k, tokens + (int64_t)i * t->P, t->keys + 2 * i);
-    }
+    const uint64_t root[2] = {block_hash_root.lo, block_hash_root.hi};
+    for (int32_t i = 0; i < np; i++)
+        key_next(t, i ? t->keys + 2 * (i - 1) : root, ns, tokens + (int64_t)i * t->P,
+                 t->keys + 2 * i);
     return RKV_OK;
 }
 
@@ -281,17 +268,42 @@ static uint8_t *host_bytes(cache_tier *t, int32_t slot)
     return t->host_buf ? t->host_buf + (size_t)slot * t->mv.page_bytes : NULL;
 }
 
+/* Remote tier, write-back: entry e leaves the last local tier; its bytes go
+ * to the server first (a failed read is a plain drop). */
+static void remote_keep_entry(cache_tier *t, int32_t e)
+{
+    if (!t->remote || !tier_remote_write_back(t->remote)) return;
+    const tent *x = &t->ent[e];
+    const void *src = NULL;
+    if (x->tier == T_HOST) src = host_bytes(t, x->slot);
+    else if (disk_read(t, x->slot, t->scratch) == RKV_OK) src = t->scratch;
+    else return;
+    tier_remote_put(t->remote, (const uint64_t[2]){x->k0, x->k1}, t->ent_toks + (int64_t)e * t->P, src);
+}
+
+/* Remote tier: pool page pg (its meta valid) straight from the KV memory. */
+static void remote_keep_page(cache_tier *t, int32_t pg)
+{
+    if (t->mv.page_bytes && t->mv.read_page(t->mv.ctx, pg, t->scratch) != RKV_OK) {
+        note_error(t, "tier: reading page %d from the KV memory failed", pg);
+        return;
+    }
+    tier_remote_put(t->remote, t->meta_k + 2 * (int64_t)pg, t->meta_toks + (int64_t)pg * t->P, t->scratch);
+}
+
 /* Host tail moves to disk (or is dropped). */
 static void demote_host_tail(cache_tier *t)
 {
     int32_t e = t->lists[T_HOST].tail;
     if (e < 0) return;
     if (t->cfg.disk_pages <= 0) {
+        remote_keep_entry(t, e);
         drop(t, e);
         t->st.dropped_pages++;
         return;
     }
     if (t->disk_free == 0) {
+        remote_keep_entry(t, t->lists[T_DISK].tail);
         drop(t, t->lists[T_DISK].tail);
         t->st.dropped_pages++;
     }
@@ -326,10 +338,14 @@ static void spill(cache_tier *t, int32_t pg)
         list_push_head(t, e, tier);
         return;
     }
-    if (t->cfg.host_pages <= 0 && t->cfg.disk_pages <= 0) return;
+    if (t->cfg.host_pages <= 0 && t->cfg.disk_pages <= 0) {
+        if (t->remote && tier_remote_write_back(t->remote)) remote_keep_page(t, pg);
+        return;
+    }
     bool to_host = t->cfg.host_pages > 0;
     if (to_host && t->host_free == 0) demote_host_tail(t);
     if (!to_host && t->disk_free == 0) {
+        remote_keep_entry(t, t->lists[T_DISK].tail);
         drop(t, t->lists[T_DISK].tail);
         t->st.dropped_pages++;
     }
@@ -397,6 +413,7 @@ static void record(cache_tier *t, const int32_t *tokens, const int32_t *pages, i
                sizeof(int32_t) * (size_t)t->P);
         t->meta_valid[pg] = 1;
         if (t->cfg.write_through) spill(t, pg);
+        if (t->remote && !tier_remote_write_back(t->remote)) remote_keep_page(t, pg);
     }
 }
 
@@ -414,6 +431,9 @@ static int64_t tier_evict(cache *c, int64_t n_tokens)
         spill(t, pg);
         t->meta_valid[pg] = 0;
     }
+    /* Stores reach the server before this call returns: another engine's
+     * next lookup sees them (and replicas in one process stay repeatable). */
+    if (t->remote) tier_remote_flush(t->remote);
     mirror_stats(t);
     return freed;
 }
@@ -429,6 +449,7 @@ static rkv_status tier_insert(cache *c, const int32_t *tokens, int32_t n, const 
     if (from < np) {
         if ((st = chain_keys(t, tokens, np, ns)) != RKV_OK) return st;
         record(t, tokens, pages, from, np);
+        if (t->remote) tier_remote_flush(t->remote);
     }
     return RKV_OK;
 }
@@ -439,11 +460,12 @@ static rkv_status tier_match(cache *c, const int32_t *tokens, int32_t n, uint64_
     cache_tier *t = tier_of(c);
     const int32_t P = t->P;
     page_pool *pool = c->pool;
+    int32_t remote_used = 0; /* pages loaded from the server */
     rkv_status st = cache_match_prefix(t->inner, tokens, n, ns, out);
     c->stats.match_calls++;
     if (st != RKV_OK || n < 0) goto done;
     int32_t np = n / P, L = out->num_pages;
-    if (L >= np || t->lists[T_HOST].n + t->lists[T_DISK].n == 0) goto done;
+    if (L >= np || (t->lists[T_HOST].n + t->lists[T_DISK].n == 0 && !t->remote)) goto done;
 
     /* 1: the run of kept pages right after the kind's match. */
     if ((st = chain_keys(t, tokens, np, ns)) != RKV_OK) goto done;
@@ -456,14 +478,18 @@ static rkv_status tier_match(cache *c, const int32_t *tokens, int32_t n, uint64_
         list_push_head(t, e, tier);
         run++;
     }
+    /* Pages [L + local, L + run) come from the server, after the local run. */
+    int32_t local = run;
+    if (t->remote && L + run < np)
+        run += tier_remote_fetch(t->remote, t->keys + 2 * (L + run), tokens + (int64_t)(L + run) * P, np - L - run);
     if (run == 0) goto done;
 
     /* 2: room for them, the match locked so that eviction spares it. */
     if ((st = cache_lock(t->inner, out)) != RKV_OK) goto done;
-    if (run > page_pool_num_free(pool)) tier_evict(c, (int64_t)(run - page_pool_num_free(pool)) * P);
+    (void)cache_client_make_room(c, run, NULL); /* spills; short: a shorter run below */
     int32_t got = 0;
     for (; got < run && got < page_pool_num_free(pool); got++) /* still kept after the spills? */
-        if (map_find(t, t->keys + 2 * (L + got), tokens + (int64_t)(L + got) * P) < 0) break;
+        if (got < local && map_find(t, t->keys + 2 * (L + got), tokens + (int64_t)(L + got) * P) < 0) break;
     run = got;
     if (run == 0 || (st = reserve(t, np + 1)) != RKV_OK
         || (st = page_pool_alloc(pool, run, t->pages + L)) != RKV_OK) {
@@ -475,6 +501,14 @@ static rkv_status tier_match(cache *c, const int32_t *tokens, int32_t n, uint64_
     int32_t loaded = 0;
     for (; loaded < run; loaded++) {
         int32_t k = L + loaded;
+        if (loaded >= local) { /* the fetched bytes are in the remote tier's buffer */
+            if (t->mv.page_bytes
+                && t->mv.write_page(t->mv.ctx, t->pages[k], tier_remote_page(t->remote, loaded - local)) != RKV_OK) {
+                note_error(t, "tier: loading a page back failed (remote)");
+                break;
+            }
+            continue;
+        }
         int32_t e = map_find(t, t->keys + 2 * k, tokens + (int64_t)k * P);
         if (e < 0) break;
         tent *x = &t->ent[e];
@@ -502,13 +536,15 @@ static rkv_status tier_match(cache *c, const int32_t *tokens, int32_t n, uint64_
         t->st.load_seconds += secs;
         t->pending_load += secs;
     }
+    if (loaded > local) remote_used = loaded - local;
     if (loaded < run) page_pool_free(pool, t->pages + L + loaded, run - loaded);
 
     /* 4: hand them to the kind, then match again for one ordinary handle. */
     int32_t prefix = 0;
     if (L) memcpy(t->pages, out->pages, sizeof(int32_t) * (size_t)L);
     if (loaded > 0)
-        st = cache_insert(t->inner, tokens, (L + loaded) * P, t->pages, ns, &prefix);
+        st = cache_client_commit(t->inner, tokens, (L + loaded) * P, ns, t->pages, L, L + loaded,
+                                 &prefix);
     if (st == RKV_OK && loaded > 0) {
         for (int32_t k = L; k < L + loaded; k++) { /* pages are ours from here */
             int32_t pg = t->pages[k];
@@ -518,12 +554,16 @@ static rkv_status tier_match(cache *c, const int32_t *tokens, int32_t n, uint64_
             t->meta_valid[pg] = 1;
         }
     }
-    for (int32_t k = L; k < L + loaded; k++)
-        if (pool->state[t->pages[k]] == PAGE_INFLIGHT) page_pool_free(pool, &t->pages[k], 1);
     rkv_status us = cache_unlock(t->inner, out);
     if (st == RKV_OK) st = us;
     if (st == RKV_OK) st = cache_match_prefix(t->inner, tokens, n, ns, out);
 done:
+    if (t->remote) { /* a lookup costs its round trips, hit or miss */
+        double secs = tier_remote_take_loaded(t->remote, remote_used)
+                      + (double)remote_used * page_cost_bytes(t) / host_bw(t);
+        t->st.load_seconds += secs;
+        t->pending_load += secs;
+    }
     if (st == RKV_OK) c->stats.matched_tokens += (uint64_t)out->len;
     mirror_stats(t);
     return st;
@@ -548,19 +588,19 @@ static rkv_status tier_check(const cache *c, char *err, size_t errlen)
         int32_t prev = -1;
         for (int32_t e = t->lists[tier].head; e >= 0; prev = e, e = t->ent[e].next) {
             if (t->ent[e].tier != tier || t->ent[e].prev != prev || ++seen[tier] > t->num_entries)
-                return fail(RKV_ECORRUPT, err, errlen, "tier: list %d broken at entry %d", tier, e);
+                return rkv_fail(RKV_ECORRUPT, err, errlen, "tier: list %d broken at entry %d", tier, e);
             if (tier != T_FREE
                 && map_find(t, (uint64_t[2]){t->ent[e].k0, t->ent[e].k1}, t->ent_toks + (int64_t)e * t->P) != e)
-                return fail(RKV_ECORRUPT, err, errlen, "tier: entry %d not found by its key", e);
+                return rkv_fail(RKV_ECORRUPT, err, errlen, "tier: entry %d not found by its key", e);
         }
         if (seen[tier] != t->lists[tier].n || prev != t->lists[tier].tail)
-            return fail(RKV_ECORRUPT, err, errlen, "tier: list %d counts %lld, holds %lld", tier,
+            return rkv_fail(RKV_ECORRUPT, err, errlen, "tier: list %d counts %lld, holds %lld", tier,
                         (long long)t->lists[tier].n, (long long)seen[tier]);
     }
     if (seen[0] + seen[1] + seen[2] != t->num_entries || seen[T_HOST] > t->cfg.host_pages
         || seen[T_DISK] > t->cfg.disk_pages || seen[T_HOST] + t->host_free != t->cfg.host_pages
         || seen[T_DISK] + t->disk_free != t->cfg.disk_pages)
-        return fail(RKV_ECORRUPT, err, errlen, "tier: host %lld + %lld free / %lld, disk %lld + %lld free / %lld",
+        return rkv_fail(RKV_ECORRUPT, err, errlen, "tier: host %lld + %lld free / %lld, disk %lld + %lld free / %lld",
                     (long long)seen[T_HOST], (long long)t->host_free, (long long)t->cfg.host_pages,
                     (long long)seen[T_DISK], (long long)t->disk_free, (long long)t->cfg.disk_pages);
     return RKV_OK;
@@ -576,6 +616,7 @@ static void tier_destroy(cache *c)
 {
     cache_tier *t = tier_of(c);
     cache_destroy(t->inner);
+    tier_remote_close(t->remote);
     if (disk_on_files(t)) {
         char path[4096];
         for (int32_t s = 0; s < t->cfg.disk_pages; s++) {
@@ -596,8 +637,24 @@ static void tier_destroy(cache *c)
     free(t->keys);
     free(t->run);
     free(t->pages);
-    free(t->hbuf);
+    block_hasher_destroy(&t->hasher);
     free(t);
+}
+
+/* The node hooks are the kind's: the tier keeps pages, not nodes. */
+static bool tier_set_evict_hook(cache *c, cache_node_fn fn, void *ctx)
+{
+    return cache_set_evict_hook(tier_of(c)->inner, fn, ctx);
+}
+
+static bool tier_visit(const cache *c, cache_node_fn fn, void *ctx)
+{
+    return cache_visit(((const cache_tier *)c)->inner, fn, ctx);
+}
+
+static bool tier_clock(const cache *c, uint64_t *out)
+{
+    return cache_clock(((const cache_tier *)c)->inner, out);
 }
 
 static const cache_ops tier_ops = {
@@ -611,6 +668,9 @@ static const cache_ops tier_ops = {
     .check = tier_check,
     .dump = tier_dump,
     .destroy = tier_destroy,
+    .set_evict_hook = tier_set_evict_hook,
+    .visit = tier_visit,
+    .clock = tier_clock,
 };
 
 rkv_status cache_tier_wrap(cache *inner, const tier_config *cfg, const tier_mover *mover,
@@ -618,16 +678,16 @@ rkv_status cache_tier_wrap(cache *inner, const tier_config *cfg, const tier_move
 {
     static int instances;
     *out = NULL;
-    if (!inner || !cfg) return fail(RKV_EINVAL, err, errlen, "tier: no cache or configuration");
+    if (!inner || !cfg) return rkv_fail(RKV_EINVAL, err, errlen, "tier: no cache or configuration");
     if (cfg->host_pages < 0 || cfg->disk_pages < 0 || cfg->host_pages + cfg->disk_pages > INT32_MAX / 2)
-        return fail(RKV_EINVAL, err, errlen, "tier: capacities must be in [0, %d] pages", INT32_MAX / 2);
+        return rkv_fail(RKV_EINVAL, err, errlen, "tier: capacities must be in [0, %d] pages", INT32_MAX / 2);
     if (cfg->host_bw < 0 || cfg->disk_bw < 0 || cfg->modelled_page_bytes < 0)
-        return fail(RKV_EINVAL, err, errlen, "tier: bandwidths and page bytes must be >= 0");
+        return rkv_fail(RKV_EINVAL, err, errlen, "tier: bandwidths and page bytes must be >= 0");
     size_t pb = mover && mover->read_page && mover->write_page ? mover->page_bytes : 0;
     if (cfg->disk_pages > 0 && pb > 0 && !cfg->disk_dir)
-        return fail(RKV_EINVAL, err, errlen, "tier: a disk tier that holds data needs a directory");
+        return rkv_fail(RKV_EINVAL, err, errlen, "tier: a disk tier that holds data needs a directory");
     cache_tier *t = calloc(1, sizeof *t);
-    if (!t) return fail(RKV_ENOMEM, err, errlen, "tier: out of host memory");
+    if (!t) return rkv_fail(RKV_ENOMEM, err, errlen, "tier: out of host memory");
     t->cfg = *cfg;
     if (mover && pb) t->mv = *mover;
     t->instance = instances++;
@@ -636,6 +696,7 @@ rkv_status cache_tier_wrap(cache *inner, const tier_config *cfg, const tier_move
     t->base.ops = &tier_ops;
     t->base.pool = inner->pool;
     t->base.page_size = inner->page_size;
+    t->base.caps = inner->caps; /* a spill tier changes where pages live, not what a match finds */
     t->num_entries = cfg->host_pages + cfg->disk_pages;
     const int64_t E = t->num_entries > 0 ? t->num_entries : 1, NP = inner->pool->num_pages + 1;
     uint64_t nb = 16;
@@ -651,13 +712,13 @@ rkv_status cache_tier_wrap(cache *inner, const tier_config *cfg, const tier_move
     t->meta_k = malloc(sizeof(uint64_t) * 2 * (size_t)NP);
     t->meta_valid = calloc((size_t)NP, 1);
     t->meta_toks = malloc(sizeof(int32_t) * (size_t)NP * (size_t)t->P);
-    t->hbuf = malloc(16 + sizeof(int32_t) * (size_t)t->P);
+    bool hashed = block_hasher_init(&t->hasher, "xxh3", t->P, NULL, 0) == RKV_OK;
     if (!t->ent || !t->ent_toks || !t->bucket || !t->host_slots || !t->disk_slots
         || (pb && cfg->host_pages && !t->host_buf) || !t->scratch || !t->meta_k || !t->meta_valid
-        || !t->meta_toks || !t->hbuf || reserve(t, 64) != RKV_OK) {
+        || !t->meta_toks || !hashed || reserve(t, 64) != RKV_OK) {
         t->inner = NULL;
         cache_destroy(&t->base); /* inner survives: the caller keeps it */
-        return fail(RKV_ENOMEM, err, errlen, "tier: out of host memory for %lld entries",
+        return rkv_fail(RKV_ENOMEM, err, errlen, "tier: out of host memory for %lld entries",
                     (long long)t->num_entries);
     }
     for (uint64_t i = 0; i < nb; i++) t->bucket[i] = -1;
@@ -684,8 +745,19 @@ rkv_status cache_tier_wrap(cache *inner, const tier_config *cfg, const tier_move
             t->inner = NULL;
             t->cfg.disk_dir = NULL;
             cache_destroy(&t->base);
-            return fail(RKV_EIO, err, errlen, "tier directory %s cannot be written: %s",
+            return rkv_fail(RKV_EIO, err, errlen, "tier directory %s cannot be written: %s",
                         cfg->disk_dir, strerror(e));
+        }
+    }
+    if (cfg->remote.url) {
+        tier_remote_config rc = cfg->remote;
+        if (rc.modelled_page_bytes <= 0) rc.modelled_page_bytes = page_cost_bytes(t);
+        rkv_status rs = tier_remote_open(&rc, t->P, pb, &t->remote, err, errlen);
+        if (rs != RKV_OK) {
+            t->inner = NULL;
+            t->cfg.disk_dir = NULL;
+            cache_destroy(&t->base);
+            return rs;
         }
     }
     *out = &t->base;
@@ -705,6 +777,11 @@ double cache_tier_take_seconds(cache *c)
     double s = tier_of(c)->pending_load;
     tier_of(c)->pending_load = 0;
     return s;
+}
+
+const tier_remote_stats *cache_tier_remote_stats(const cache *c)
+{
+    return c && c->ops == &tier_ops ? tier_remote_get_stats(((const cache_tier *)c)->remote) : NULL;
 }
 
 const char *cache_tier_last_error(const cache *c)

@@ -610,8 +610,17 @@ static void trie_destroy(cache *c)
 }
 
 static const cache_ops trie_ops = {
-    "trie", trie_match, trie_insert, trie_lock, trie_unlock, trie_evict,
-    trie_sizes, trie_check, trie_dump, trie_destroy,
+    .name = "trie",
+    .match = trie_match,
+    .insert = trie_insert,
+    .lock = trie_lock,
+    .unlock = trie_unlock,
+    .evict = trie_evict,
+    .sizes = trie_sizes,
+    .check = trie_check,
+    .dump = trie_dump,
+    .destroy = trie_destroy,
+    .caps = CACHE_CAP_REUSE,
 };
 
 rkv_status cache_trie_create(const cache_config *cfg, page_pool *pool, cache **out, char *err,

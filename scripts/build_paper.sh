@@ -74,8 +74,13 @@ done
 # Experiments II: re-draw from their results where they exist, else run them
 # at the tiny scale (the Mooncake ones on a generated trace in the Mooncake
 # format when the real traces are missing: they exit 77 then).
-for name in real_trace_capacity eviction_policy page_size sglang_ablations; do
+for name in real_trace_capacity eviction_policy page_size sglang_ablations remote_tier; do
   out=$(results "$name")
+  # remote_tier needs a redis-server: re-drawn from its results only.
+  if [[ $name == remote_tier ]]; then
+    [[ -z "$work" && -f $out/$name.jsonl ]] && notebooks/run.sh "$name"
+    continue
+  fi
   if [[ -z "$work" && -f $out/$name.jsonl ]]; then
     notebooks/run.sh "$name"
   elif [[ -n "$radixkv" ]]; then

@@ -161,7 +161,7 @@ def cache_sim(radixkv, trace, cache, capacity, page_size, name, policy=None):
     cmd = [radixkv, "cache-sim", "--cache", cache, "--capacity", str(int(capacity)),
            "--page-size", str(page_size), "--summary-only", "--no-progress", trace]
     if policy:
-        cmd[4:4] = ["--policy", policy]
+        cmd[4:4] = ["--evict-policy", policy]
     w0 = time.perf_counter()
     s = summary_of(run_json(cmd, name))
     s["wall_seconds"] = time.perf_counter() - w0

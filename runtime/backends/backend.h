@@ -56,6 +56,13 @@ typedef struct backend_config {
 
 typedef struct backend backend;
 
+/* What a backend is, so that the engine asks instead of comparing names. */
+enum {
+    /* step_seconds is a model's estimate, not a measurement: the engine's
+     * clock advances by it (plus measured host time) instead of wall time. */
+    BACKEND_CAP_MODELLED_TIME = 1u << 0,
+};
+
 typedef struct backend_ops {
     const char *name;
     /* Run one step. out_tokens[i] is written for every i with sample_rows[i] >= 0.
@@ -72,6 +79,7 @@ typedef struct backend_ops {
     rkv_status (*read_page)(backend *b, int32_t page, void *dst);
     rkv_status (*write_page)(backend *b, int32_t page, const void *src);
     void (*destroy)(backend *b);
+    unsigned caps;         /* BACKEND_CAP_* */
 } backend_ops;
 
 struct backend {

@@ -51,6 +51,7 @@ extern "C" {
 #endif
 }
 #include "backend_cuda.h"
+#include "rkv_core.h"
 
 #define MAX_SPLITS 32            /* split-K cap of decode attention */
 #define MAX_GRAPHS 192
@@ -149,14 +150,6 @@ static rkv_status failf(cuda_backend *b, rkv_status st, const char *fmt, ...)
 
 /* ---- weights --------------------------------------------------------------- */
 
-static uint64_t splitmix64(uint64_t x)
-{
-    x += 0x9e3779b97f4a7c15ULL;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-    return x ^ (x >> 31);
-}
-
 static bf16 *wbf(cuda_backend *b, size_t off) { return (bf16 *)(b->d_w + off); }
 static float *wf(cuda_backend *b, size_t off) { return (float *)(b->d_w + off); }
 
@@ -165,7 +158,7 @@ static float *wf(cuda_backend *b, size_t off) { return (float *)(b->d_w + off); 
  * Tensors are numbered 1, 2, ... in the CPU model's walk order: embed; per
  * layer attn_norm, wq, wk, wv, [bq, bk, bv], wo, mlp_norm, gate, up, down;
  * final_norm; lm_head when untied. Tensor k draws from the stream
- * splitmix64(seed ^ splitmix64(k)); uniform(-a, a) around mean with
+ * rkv_splitmix64(seed ^ rkv_splitmix64(k)); uniform(-a, a) around mean with
  * a = std sqrt(3): embeddings std 2/sqrt(C), projections 1/sqrt(fan_in),
  * norms 1 +- 0.05 std, biases 0.1 std. */
 typedef struct init_walk {
@@ -176,7 +169,7 @@ typedef struct init_walk {
 
 static void init_one(init_walk *w, void *p, int to_bf16, int64_t n, double mean, double std)
 {
-    const uint64_t key = splitmix64(w->seed ^ splitmix64(++w->index));
+    const uint64_t key = rkv_splitmix64(w->seed ^ rkv_splitmix64(++w->index));
     if (w->st != RKV_OK) return;
     cudaError_t e = rkv_init_seeded(p, to_bf16, n, key, mean, std * sqrt(3.0), w->b->stream);
     if (e != cudaSuccess)
@@ -837,7 +830,7 @@ static void op_destroy(backend *bb)
 
 static const backend_ops cuda_ops = {
     "cuda", op_forward, op_submit, op_collect, op_page_bytes, op_read_page, op_write_page,
-    op_destroy,
+    op_destroy, 0,
 };
 
 /* ---- creation ------------------------------------------------------------------ */

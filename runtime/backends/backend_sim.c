@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "rkv_core.h"
 
 typedef struct sim_backend {
     backend base;
@@ -176,14 +177,6 @@ double sim_step_seconds(const model_config *m, const sim_profile *p, const fwd_b
     return t_gemm + t_attn + t_act + t_launch + p->overhead_s;
 }
 
-static uint64_t mix64(uint64_t x)
-{
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
-
 static rkv_status sim_forward(backend *bb, const fwd_batch *b, int32_t *out_tokens,
                               float *out_logits, double *step_seconds)
 {
@@ -213,15 +206,15 @@ static rkv_status sim_forward(backend *bb, const fwd_batch *b, int32_t *out_toke
             if (tok < 0 || tok >= V || b->positions[r] != pos || b->slot_mapping[r] != slot ||
                 slot >= nslots)
                 return RKV_EINVAL;
-            h = mix64(h ^ mix64((uint64_t)tok + 0x100000000ull * (uint64_t)(pos + 1)));
+            h = rkv_splitmix64(h ^ rkv_splitmix64((uint64_t)tok + 0x100000000ull * (uint64_t)(pos + 1)));
             sb->slot_hash[slot] = h;
             sb->slot_pos[slot] = pos + 1;
             if (b->sample_rows[i] == r) {
                 const sampling_params *sp = &b->sampling[i];
                 uint64_t x = h;
                 if (sp->temperature > 0)
-                    x = mix64(x ^ mix64(sp->seed) ^ (uint64_t)b->sample_steps[i] * 0xd1b54a32d192ed03ull);
-                out_tokens[i] = (int32_t)(mix64(x) % (uint64_t)V);
+                    x = rkv_splitmix64(x ^ rkv_splitmix64(sp->seed) ^ (uint64_t)b->sample_steps[i] * 0xd1b54a32d192ed03ull);
+                out_tokens[i] = (int32_t)(rkv_splitmix64(x) % (uint64_t)V);
                 if (out_logits) {
                     float *row = out_logits + (size_t)i * V;
                     for (int32_t v = 0; v < V; v++) row[v] = 0.0f;
@@ -280,6 +273,7 @@ static const backend_ops sim_ops = {
     .read_page = sim_read_page,
     .write_page = sim_write_page,
     .destroy = sim_destroy,
+    .caps = BACKEND_CAP_MODELLED_TIME,
 };
 
 rkv_status backend_sim_create(const backend_config *cfg, backend **out, char *err, size_t errlen)

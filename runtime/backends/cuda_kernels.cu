@@ -3,6 +3,7 @@
 #include "cuda_kernels.cuh"
 
 #include <math.h>
+#include "rkv_core.h"
 
 /* Sum over the CTA; every thread gets the total. blockDim.x is a multiple of 32,
  * at most 1024. */
@@ -231,20 +232,12 @@ cudaError_t rkv_argmax(const float *logits, const int32_t *sample_rows, int32_t 
     return cudaGetLastError();
 }
 
-__device__ static inline uint64_t splitmix64(uint64_t x)
-{
-    x += 0x9e3779b97f4a7c15ULL;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-    return x ^ (x >> 31);
-}
-
 __global__ static void init_kernel(void *p, int to_bf16, int64_t n, uint64_t key, double mean,
                                    double a)
 {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
-        const double u = (double)(splitmix64(key + (uint64_t)i) >> 11) * 0x1.0p-53;
+        const double u = (double)(rkv_splitmix64(key + (uint64_t)i) >> 11) * 0x1.0p-53;
         const float v = (float)(mean + a * (2.0 * u - 1.0));
         if (to_bf16) ((bf16 *)p)[i] = __float2bfloat16(v);
         else ((float *)p)[i] = v;

@@ -4,7 +4,6 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <spawn.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -13,9 +12,10 @@
 #include <unistd.h>
 
 #include "backend_sim.h"
+#include "cache_client.h"
+#include "rkv_core.h"
 #include "cache_tier.h"
 #include "progress.h"
-#include "radix_tree.h"
 #include "tier_opts.h"
 
 extern char **environ;
@@ -53,7 +53,8 @@ typedef struct sim_node {
 typedef struct sim {
     cache *c;
     page_pool *pool;
-    radix_tree *rt;     /* non-NULL for kind radix: eviction log and pictures */
+    bool node_log;      /* the kind reports evicted nodes (cache_set_evict_hook) */
+    bool node_view;     /* the kind shows its nodes and clock: our own pictures */
     const cache_sim_options *opt;
     FILE *out;
     int32_t P;
@@ -75,7 +76,8 @@ typedef struct sim {
 
     /* Kinds without an eviction log (hash, trie, none): the tokens of every
      * page the cache adopted, (num_pages * P), so that an eviction can be
-     * listed from the pages it returned to the pool. NULL for radix. */
+     * listed from the pages it returned to the pool. NULL for kinds with a
+     * node log (cache_set_evict_hook). */
     int32_t *page_toks;
 
     bool have_dot;      /* graphviz found: SVGs too */
@@ -93,20 +95,13 @@ static double now_s(void)
 /* Append n tokens to a growable int32 array; false when out of memory. */
 static bool push_tokens(int32_t **arr, int64_t *n, int64_t *cap, const int32_t *t, int32_t k)
 {
-    if (*n + k > *cap) {
-        int64_t nc = *cap ? *cap : 1024;
-        while (nc < *n + k) nc *= 2;
-        int32_t *a = realloc(*arr, sizeof(int32_t) * (size_t)nc);
-        if (!a) return false;
-        *arr = a;
-        *cap = nc;
-    }
+    if (rkv_grow((void **)arr, cap, *n + k, sizeof(int32_t)) != RKV_OK) return false;
     if (k) memcpy(*arr + *n, t, sizeof(int32_t) * (size_t)k);
     *n += k;
     return true;
 }
 
-static void on_evict(void *ctx, const radix_node_info *node)
+static void on_evict(void *ctx, const cache_node_info *node)
 {
     sim *s = ctx;
     if (s->n_ev == s->ev_cap) {
@@ -124,7 +119,7 @@ static void on_evict(void *ctx, const radix_node_info *node)
     s->ev[s->n_ev++] = (sim_evicted){node->id, node->parent_id, off, node->len};
 }
 
-static void on_visit(void *ctx, const radix_node_info *node)
+static void on_visit(void *ctx, const cache_node_info *node)
 {
     sim *s = ctx;
     if (s->n_nodes == s->nodes_cap) {
@@ -183,7 +178,9 @@ static const char *node_state(const sim *s, const sim_node *n, uint64_t c1)
  * visit lists parents before children, so one pass per request suffices. */
 static rkv_status mark_matched(sim *s)
 {
-    int32_t slots = radix_tree_slots(s->rt);
+    int32_t slots = 0;
+    for (int32_t i = 0; i < s->n_nodes; i++)
+        if (s->nodes[i].slot >= slots) slots = s->nodes[i].slot + 1;
     int32_t *idx = malloc(sizeof(int32_t) * (size_t)(slots > 0 ? slots : 1));
     uint8_t *on = malloc((size_t)(slots > 0 ? slots : 1));
     if (!idx || !on) { free(idx); free(on); return RKV_ENOMEM; }
@@ -262,25 +259,26 @@ static rkv_status write_dumps(sim *s, const char *name, int64_t step, char *err,
     if (!path) return RKV_ENOMEM;
     rkv_status st = RKV_OK;
     uint64_t c1 = 0;
-    if (s->rt) {
+    if (s->node_view) {
         s->n_nodes = 0;
         s->n_node_toks = 0;
-        radix_tree_visit(s->rt, on_visit, s);
+        cache_visit(s->c, on_visit, s);
         if (s->nodes_oom || (step >= 0 && mark_matched(s) != RKV_OK)) {
             free(path);
             return RKV_ENOMEM;
         }
-        c1 = radix_tree_clock(s->rt);
+        cache_clock(s->c, &c1);
     }
 
-    /* JSON: our own picture of the step for radix; the kind's dump otherwise. */
+    /* JSON: our own picture of the step where the kind shows its nodes; the
+     * kind's dump otherwise. */
     snprintf(path, plen, "%s/%s.json", dir, name);
     FILE *f = fopen(path, "w");
     if (!f) goto io_fail;
-    if (s->rt) {
-        fprintf(f, "{\"step\":%" PRId64 ",\"kind\":\"radix\",\"page_size\":%d,"
+    if (s->node_view) {
+        fprintf(f, "{\"step\":%" PRId64 ",\"kind\":\"%s\",\"page_size\":%d,"
                 "\"clock\":[%" PRIu64 ",%" PRIu64 "],\"requests\":[",
-                step, s->P, s->clock0, c1);
+                step, s->opt->kind ? s->opt->kind : "radix", s->P, s->clock0, c1);
         int first = 1;
         for (int32_t i = 0; i < s->n_reqs && step >= 0; i++) {
             sim_req *r = &s->reqs[i];
@@ -316,7 +314,7 @@ static rkv_status write_dumps(sim *s, const char *name, int64_t step, char *err,
     snprintf(path, plen, "%s/%s.dot", dir, name);
     f = fopen(path, "w");
     if (!f) goto io_fail;
-    if (s->rt) {
+    if (s->node_view) {
         fprintf(f, "digraph step_%" PRId64 " {\n  node [shape=box, style=\"rounded,filled\", "
                 "fontname=\"Helvetica\", fontsize=10];\n  label=\"%s\";\n", step < 0 ? 0 : step, name);
         for (int32_t i = 0; i < s->n_nodes; i++) {
@@ -425,20 +423,13 @@ static double prefill_seconds(const sim *s, int32_t pre, int32_t n)
     return sim_step_seconds(s->opt->model, s->opt->gpu, &b);
 }
 
-static rkv_status run_step(sim *s, char *err, size_t errlen)
+/* 1: match all but the last token and lock, in trace order; *need = the
+ * pages the step's requests ask for. */
+static rkv_status step_match(sim *s, int64_t step, int64_t *need, char *err, size_t errlen)
 {
-    cache *c = s->c;
-    page_pool *pool = s->pool;
     const int32_t P = s->P;
-    const uint64_t ns = s->opt->ns;
-    int64_t step = s->reqs[0].q.step;
     rkv_status st;
-    s->n_ev = 0;
-    s->n_ev_toks = 0;
-    s->clock0 = s->rt ? radix_tree_clock(s->rt) : 0;
-
-    /* 1: match all but the last token, lock, in trace order. */
-    int64_t need = 0;
+    *need = 0;
     for (int32_t i = 0; i < s->n_reqs; i++) {
         sim_req *r = &s->reqs[i];
         int32_t n = r->q.n_tokens;
@@ -448,99 +439,112 @@ static rkv_status run_step(sim *s, char *err, size_t errlen)
         r->error = NULL;
         r->matched = 0;
         r->need = 0;
-        if (total > pool->num_pages) {
+        if (total > s->pool->num_pages) {
             r->error = "request needs more pages than the whole cache holds";
             continue;
         }
         if ((st = req_reserve_pages(r, total)) != RKV_OK) return st;
-        const tier_stats *ts = cache_tier_get_stats(c);
+        const tier_stats *ts = cache_tier_get_stats(s->c);
         uint64_t th0 = ts ? ts->host_hit_tokens + ts->disk_hit_tokens : 0;
-        if ((st = cache_match_prefix(c, r->q.tokens, n - 1, ns, &r->m)) != RKV_OK) {
-            rkv_set_err(err, errlen, "step %" PRId64 ": match failed: %s", step, rkv_status_str(st));
-            return st;
-        }
-        if ((st = cache_lock(c, &r->m)) != RKV_OK) {
-            rkv_set_err(err, errlen, "step %" PRId64 ": lock failed: %s", step, rkv_status_str(st));
+        if ((st = cache_client_match(s->c, r->q.tokens, n - 1, s->opt->ns, &r->m)) != RKV_OK) {
+            rkv_set_err(err, errlen, "step %" PRId64 ": match/lock failed: %s", step,
+                        rkv_status_str(st));
             return st;
         }
         r->locked = true;
         r->matched = r->m.len;
         r->tier_hits = ts ? (int32_t)(ts->host_hit_tokens + ts->disk_hit_tokens - th0) : 0;
         r->need = total - r->m.num_pages;
-        need += r->need;
+        *need += r->need;
     }
+    return RKV_OK;
+}
 
-    /* 2: one eviction for the whole step's shortfall. */
-    int64_t shortfall = need - pool->num_free;
-    if (shortfall > 0) {
-        int32_t free0 = pool->num_free;
-        int64_t freed = cache_evict(c, shortfall * P);
-        /* Without an eviction log, the pages pushed on the pool's free stack
-         * are the evicted blocks, in the order the kind freed them. */
-        for (int32_t k = free0; s->page_toks && k < pool->num_free; k++) {
-            int32_t pg = pool->free_stack[k];
-            on_evict(s, &(radix_node_info){.id = (uint64_t)pg, .len = P,
-                                           .tokens = s->page_toks + (int64_t)pg * P});
-        }
-        if (s->ev_oom) return RKV_ENOMEM;
-        s->sum->evicted_tokens += freed;
-        s->sum->evict_calls++;
-        /* Nodes from the tree's log; blocks (pages) for the other kinds. */
-        s->sum->evicted_nodes += s->rt ? s->n_ev : pool->num_free - free0;
+/* 2: one eviction for the whole step's shortfall (need - free pages > 0). */
+static rkv_status step_evict(sim *s, int64_t need)
+{
+    page_pool *pool = s->pool;
+    const int32_t P = s->P;
+    int32_t free0 = pool->num_free;
+    int64_t freed = 0;
+    /* Still short (locked entries): step 3 sorts out who gets pages. */
+    (void)cache_client_make_room(s->c, need, &freed);
+    /* Without an eviction log, the pages pushed on the pool's free stack
+     * are the evicted blocks, in the order the kind freed them. */
+    for (int32_t k = free0; s->page_toks && k < pool->num_free; k++) {
+        int32_t pg = pool->free_stack[k];
+        on_evict(s, &(cache_node_info){.id = (uint64_t)pg, .len = P,
+                                       .tokens = s->page_toks + (int64_t)pg * P});
     }
+    if (s->ev_oom) return RKV_ENOMEM;
+    s->sum->evicted_tokens += freed;
+    s->sum->evict_calls++;
+    /* Nodes from the kind's log; blocks (pages) for the other kinds. */
+    s->sum->evicted_nodes += s->node_log ? s->n_ev : pool->num_free - free0;
+    return RKV_OK;
+}
 
-    /* 3: pages in trace order while they fit; the rest give up their locks. */
+/* 3: pages in trace order while they fit; the rest give up their locks.
+ * Room was made once for the whole step: no second eviction here. */
+static rkv_status step_allocate(sim *s)
+{
     bool fits = true;
     for (int32_t i = 0; i < s->n_reqs; i++) {
         sim_req *r = &s->reqs[i];
         if (!r->locked) continue;
-        if (fits && page_pool_alloc(pool, r->need, r->pages + r->m.num_pages) == RKV_OK) continue;
+        if (fits && page_pool_alloc(s->pool, r->need, r->pages + r->m.num_pages) == RKV_OK)
+            continue;
         fits = false;
         r->error = "locked pages leave no room for this request in its step";
-        if ((st = cache_unlock(c, &r->m)) != RKV_OK) return st;
+        rkv_status st = cache_client_release(s->c, &r->m, NULL, 0);
+        if (st != RKV_OK) return st;
         r->locked = false;
     }
+    return RKV_OK;
+}
 
-    /* 4: insert in trace order; free duplicates and the partial last page. */
+/* 4: insert in trace order (the cache frees what it did not adopt: pages an
+ * earlier request of this step cached first, the partial last page, all for
+ * kind none); 5: unlock. */
+static rkv_status step_commit(sim *s, int64_t step, char *err, size_t errlen)
+{
+    const int32_t P = s->P;
+    rkv_status st;
     for (int32_t i = 0; i < s->n_reqs; i++) {
         sim_req *r = &s->reqs[i];
         if (!r->locked) continue;
         int32_t n = r->q.n_tokens;
         int32_t mp = r->m.num_pages, total = mp + r->need;
         if (mp) memcpy(r->pages, r->m.pages, sizeof(int32_t) * (size_t)mp);
-        int32_t prefix = 0;
-        if ((st = cache_insert(c, r->q.tokens, n, r->pages, ns, &prefix)) != RKV_OK) {
+        if ((st = cache_client_commit(s->c, r->q.tokens, n, s->opt->ns, r->pages, mp, total,
+                                      NULL)) != RKV_OK) {
             rkv_set_err(err, errlen, "step %" PRId64 ": insert of request %s failed: %s", step,
                     r->q.id_json, rkv_status_str(st));
             return st;
         }
-        /* Whatever of our pages the cache did not adopt stays ours to free:
-         * those an earlier request of this step cached first (the cache keeps
-         * its own), the partial last page, and all of them for kind none. */
-        int32_t nf = 0;
-        for (int32_t k = mp; k < total; k++) {
+        for (int32_t k = mp; s->page_toks && k < total; k++) {
             int32_t pg = r->pages[k];
-            if (pool->state[pg] == PAGE_INFLIGHT) r->pages[mp + nf++] = pg;
-            else if (s->page_toks)
+            if (s->pool->state[pg] == PAGE_CACHED)
                 memcpy(s->page_toks + (int64_t)pg * P, r->q.tokens + (int64_t)k * P,
                        sizeof(int32_t) * (size_t)P);
         }
-        if (nf && (st = page_pool_free(pool, r->pages + mp, nf)) != RKV_OK) return st;
         r->served = true;
     }
-
-    /* 5: unlock. */
     for (int32_t i = 0; i < s->n_reqs; i++) {
         sim_req *r = &s->reqs[i];
         if (!r->locked) continue;
-        if ((st = cache_unlock(c, &r->m)) != RKV_OK) {
+        if ((st = cache_client_release(s->c, &r->m, NULL, 0)) != RKV_OK) {
             rkv_set_err(err, errlen, "step %" PRId64 ": unlock failed: %s", step, rkv_status_str(st));
             return st;
         }
         r->locked = false;
     }
+    return RKV_OK;
+}
 
-    /* Output and counts. */
+/* The step's request lines and counts, and its eviction line. */
+static void step_report(sim *s, int64_t step, bool evicted)
+{
     for (int32_t i = 0; i < s->n_reqs; i++) {
         sim_req *r = &s->reqs[i];
         if (!s->opt->summary_only) print_request(s, r);
@@ -561,9 +565,9 @@ static rkv_status run_step(sim *s, char *err, size_t errlen)
                     prefill_seconds(s, r->matched - r->tier_hits, r->tier_hits + nw) - with;
         }
     }
-    if (shortfall > 0 && !s->opt->summary_only) {
+    if (evicted && !s->opt->summary_only) {
         fprintf(s->out, "{\"type\":\"step\",\"step\":%" PRId64, step);
-        if (s->rt || s->page_toks) {
+        if (s->node_log || s->page_toks) {
             fputs(",\"evicted\":[", s->out);
             for (int32_t i = 0; i < s->n_ev; i++) {
                 if (i) fputc(',', s->out);
@@ -573,6 +577,23 @@ static rkv_status run_step(sim *s, char *err, size_t errlen)
         }
         fputs("}\n", s->out);
     }
+}
+
+/* One step, as cache_sim.h numbers it. */
+static rkv_status run_step(sim *s, char *err, size_t errlen)
+{
+    int64_t step = s->reqs[0].q.step, need = 0;
+    rkv_status st;
+    s->n_ev = 0;
+    s->n_ev_toks = 0;
+    s->clock0 = 0;
+    cache_clock(s->c, &s->clock0);
+    if ((st = step_match(s, step, &need, err, errlen)) != RKV_OK) return st;
+    bool evicts = need - s->pool->num_free > 0;
+    if (evicts && (st = step_evict(s, need)) != RKV_OK) return st;
+    if ((st = step_allocate(s)) != RKV_OK) return st;
+    if ((st = step_commit(s, step, err, errlen)) != RKV_OK) return st;
+    step_report(s, step, evicts);
     s->sum->steps++;
     if ((st = check_step(s, step, err, errlen)) != RKV_OK) return st;
     if (s->opt->dump_dir) {
@@ -615,7 +636,7 @@ static void sim_free(sim *s)
     free(s->nodes);
     free(s->node_toks);
     free(s->page_toks);
-    if (s->rt) radix_tree_set_evict_cb(s->rt, NULL, NULL);
+    if (s->node_log) cache_set_evict_hook(s->c, NULL, NULL);
 }
 
 rkv_status cache_sim_run(cache *c, const cache_sim_options *opt, trace_reader *tr, FILE *out,
@@ -631,10 +652,11 @@ rkv_status cache_sim_run(cache *c, const cache_sim_options *opt, trace_reader *t
     s.opt = opt;
     s.out = out;
     s.sum = sum;
-    s.rt = cache_radix_tree(cache_tier_inner(c)); /* under a spill tier too */
-    if (s.rt) radix_tree_set_evict_cb(s.rt, on_evict, &s);
+    /* Under a spill tier too: the tier hands the hooks to its kind. */
+    s.node_log = cache_set_evict_hook(c, on_evict, &s);
+    s.node_view = cache_clock(c, &s.clock0);
     rkv_status st = RKV_OK;
-    if (!s.rt && !opt->summary_only) {
+    if (!s.node_log && !opt->summary_only) {
         /* calloc: the OS commits only the pages of it the replay touches. */
         s.page_toks = calloc((size_t)s.pool->num_pages * (size_t)s.P + 1, sizeof(int32_t));
         if (!s.page_toks) {
@@ -715,7 +737,8 @@ void cache_sim_print_summary(FILE *out, const cache_sim_options *opt, const cach
             c->stats.match_calls, c->stats.insert_calls);
     const tier_stats *ts = cache_tier_get_stats(c);
     if (ts && opt->tier)
-        tier_print_json(out, opt->tier, ts, sum->prompt_tokens, sum->matched_tokens);
+        tier_print_json(out, opt->tier, ts, cache_tier_remote_stats(c), sum->prompt_tokens,
+                        sum->matched_tokens);
     if (opt->model && opt->gpu) {
         fprintf(out, ",\"model\":\"%s\",\"gpu\":\"%s\",\"prefill_seconds\":%.6f", opt->model->name,
                 opt->gpu->name, sum->prefill_seconds);

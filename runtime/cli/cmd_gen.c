@@ -42,82 +42,68 @@ static void usage_gen(FILE *f)
         "  --out FILE        instead of stdout\n");
 }
 
-int cmd_gen(int argc, char **argv)
+/* Options into c and *out_path; -1 to go on, else the exit status. */
+static int parse_gen(int argc, char **argv, workload_config *cp, const char **out_path)
 {
     workload_config c;
     workload_config_default(&c);
-    const char *out_path = NULL, *model = NULL;
-    bool have_kind = false, have_vocab = false;
-    for (int i = 1; i < argc; i++) {
-        char name[64];
-        const char *a = argv[i], *val = NULL;
-        const char *eq = strchr(a, '=');
-        if (a[0] == '-' && a[1] == '-' && eq && (size_t)(eq - a) < sizeof name) {
-            memcpy(name, a, (size_t)(eq - a));
-            name[eq - a] = 0;
-            val = eq + 1;
-        } else {
-            snprintf(name, sizeof name, "%s", a);
-        }
-        if (!strcmp(name, "--help") || !strcmp(name, "-h")) {
-            usage_gen(stdout);
-            return 0;
-        }
-        if (strncmp(name, "--", 2)) {
-            if (have_kind) {
-                fprintf(stderr, "radixkv gen: unexpected argument '%s' (one KIND only)\n", a);
-                return 2;
-            }
-            int k = 0;
-            while (workload_kinds[k] && strcmp(workload_kinds[k], a)) k++;
-            if (!workload_kinds[k]) {
-                fprintf(stderr, "radixkv gen: unknown kind '%s' (one of:", a);
-                for (k = 0; workload_kinds[k]; k++) fprintf(stderr, " %s", workload_kinds[k]);
-                fprintf(stderr, ")\n");
-                return 2;
-            }
-            c.kind = workload_kinds[k];
-            have_kind = true;
-            continue;
-        }
-        const char *v = val ? val : (i + 1 < argc ? argv[++i] : NULL);
-        if (!v) {
-            fprintf(stderr, "radixkv gen: %s needs a value\n", name);
-            return 2;
-        }
-        int64_t x = 0;
-        int rc = 0;
-        const int64_t BIG = 1 << 24;
-        if (!strcmp(name, "--out")) out_path = v;
-        else if (!strcmp(name, "--model")) model = v;
-        else if (!strcmp(name, "--num")) { rc = cli_int("gen", name, v, 1, BIG, &x); c.num = (int32_t)x; }
-        else if (!strcmp(name, "--prompt-len")) { rc = cli_int("gen", name, v, 1, BIG, &x); c.prompt_len = (int32_t)x; }
-        else if (!strcmp(name, "--output-len")) { rc = cli_int("gen", name, v, 1, BIG, &x); c.output_len = (int32_t)x; }
-        else if (!strcmp(name, "--turns")) { rc = cli_int("gen", name, v, 1, BIG, &x); c.turns = (int32_t)x; }
-        else if (!strcmp(name, "--shared-len")) { rc = cli_int("gen", name, v, 1, BIG, &x); c.shared_len = (int32_t)x; }
-        else if (!strcmp(name, "--branching")) { rc = cli_int("gen", name, v, 1, BIG, &x); c.branching = (int32_t)x; }
-        else if (!strcmp(name, "--depth")) { rc = cli_int("gen", name, v, 0, 32, &x); c.depth = (int32_t)x; }
-        else if (!strcmp(name, "--examples")) { rc = cli_int("gen", name, v, 1, BIG, &x); c.examples = (int32_t)x; }
-        else if (!strcmp(name, "--shots")) { rc = cli_int("gen", name, v, 0, BIG, &x); c.shots = (int32_t)x; }
-        else if (!strcmp(name, "--seed")) { rc = cli_int("gen", name, v, 0, INT64_MAX, &x); c.seed = (uint64_t)x; }
-        else if (!strcmp(name, "--vocab")) {
-            rc = cli_int("gen", name, v, 1, INT32_MAX, &x);
-            c.vocab_size = (int32_t)x;
-            have_vocab = true;
-        } else if (!strcmp(name, "--hit-rate")) rc = cli_double("gen", name, v, 0, 1, &c.hit_rate);
-        else if (!strcmp(name, "--rate")) rc = cli_double("gen", name, v, 0, 1e9, &c.rate);
-        else if (!strcmp(name, "--think-time")) rc = cli_double("gen", name, v, 0, 1e9, &c.think_s);
-        else {
-            fprintf(stderr, "radixkv gen: unknown option %s (see radixkv gen --help)\n", name);
-            return 2;
-        }
-        if (rc) return rc;
-    }
-    if (!have_kind) {
+    const char *model = NULL;
+    const int64_t BIG = 1 << 24;
+    int64_t num = c.num, prompt_len = c.prompt_len, output_len = c.output_len, turns = c.turns;
+    int64_t shared_len = c.shared_len, branching = c.branching, depth = c.depth;
+    int64_t examples = c.examples, shots = c.shots, seed = (int64_t)c.seed, vocab = c.vocab_size;
+    cli_opt opts[] = {
+        CLI_STR_OPT("--out", out_path),
+        CLI_STR_OPT("--model", &model),
+        CLI_INT_OPT("--num", &num, 1, BIG),
+        CLI_INT_OPT("--prompt-len", &prompt_len, 1, BIG),
+        CLI_INT_OPT("--output-len", &output_len, 1, BIG),
+        CLI_INT_OPT("--turns", &turns, 1, BIG),
+        CLI_INT_OPT("--shared-len", &shared_len, 1, BIG),
+        CLI_INT_OPT("--branching", &branching, 1, BIG),
+        CLI_INT_OPT("--depth", &depth, 0, 32),
+        CLI_INT_OPT("--examples", &examples, 1, BIG),
+        CLI_INT_OPT("--shots", &shots, 0, BIG),
+        CLI_INT_OPT("--seed", &seed, 0, INT64_MAX),
+        CLI_INT_OPT("--vocab", &vocab, 1, INT32_MAX),
+        CLI_DOUBLE_OPT("--hit-rate", &c.hit_rate, 0, 1),
+        CLI_DOUBLE_OPT("--rate", &c.rate, 0, 1e9),
+        CLI_DOUBLE_OPT("--think-time", &c.think_s, 0, 1e9),
+        CLI_END,
+    };
+    char err[512];
+    cli_args a;
+    int rc = cli_command("gen", opts, argc, argv, &a, usage_gen);
+    if (rc >= 0) return rc;
+    if (a.npos == 0) {
         fprintf(stderr, "radixkv gen: KIND is required (see radixkv gen --help)\n");
         return 2;
     }
-    char err[512];
+    if (a.npos > 1) {
+        fprintf(stderr, "radixkv gen: unexpected argument '%s' (one KIND only)\n", a.pos[1]);
+        return 2;
+    }
+    int k = 0;
+    while (workload_kinds[k] && strcmp(workload_kinds[k], a.pos[0])) k++;
+    if (!workload_kinds[k]) {
+        fprintf(stderr, "radixkv gen: unknown kind '%s' (one of:", a.pos[0]);
+        for (k = 0; workload_kinds[k]; k++) fprintf(stderr, " %s", workload_kinds[k]);
+        fprintf(stderr, ")\n");
+        return 2;
+    }
+    c.kind = workload_kinds[k];
+    c.num = (int32_t)num;
+    c.prompt_len = (int32_t)prompt_len;
+    c.output_len = (int32_t)output_len;
+    c.turns = (int32_t)turns;
+    c.shared_len = (int32_t)shared_len;
+    c.branching = (int32_t)branching;
+    c.depth = (int32_t)depth;
+    c.examples = (int32_t)examples;
+    c.shots = (int32_t)shots;
+    c.seed = (uint64_t)seed;
+    c.vocab_size = (int32_t)vocab;
+    bool have_vocab = cli_given(opts, "--vocab");
     if (model) {
         if (have_vocab) {
             fprintf(stderr, "radixkv gen: --vocab and --model both given; pick one\n");
@@ -130,6 +116,17 @@ int cmd_gen(int argc, char **argv)
         }
         c.vocab_size = mc.vocab_size;
     }
+    *cp = c;
+    return -1;
+}
+
+int cmd_gen(int argc, char **argv)
+{
+    workload_config c;
+    const char *out_path = NULL;
+    int rc = parse_gen(argc, argv, &c, &out_path);
+    if (rc >= 0) return rc;
+    char err[512];
     workload w;
     rkv_status st = workload_generate(&c, &w, err, sizeof err);
     if (st) {

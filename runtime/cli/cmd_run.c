@@ -14,6 +14,7 @@
 
 #include "backend_sim.h"
 #include "billing.h"
+#include "block_hash.h"
 #include "cache.h"
 #include "cache_tier.h"
 #include "commands.h"
@@ -25,6 +26,7 @@
 #include "tier_opts.h"
 #include "progress.h"
 #include "trace.h"
+#include "rkv_core.h"
 
 /* ---- options ------------------------------------------------------------ */
 
@@ -63,7 +65,7 @@ static void usage_run(FILE *f)
         "  --cache KIND            radix (default) | hash | hash-nocache | trie | none\n"
         "  --evict-policy NAME     lru (default) | lfu | fifo\n"
         "  --hash NAME             xxh3 (default) | sha256 | md5\n"
-        "  --policy NAME           fcfs (default) | lpm | dfs-weight | random\n"
+        "  --sched-policy NAME     fcfs (default) | lpm | dfs-weight | random\n"
         "  --schedule MODE         sync (default) | overlap\n"
         "  --page-size P           tokens per KV page (default 16)\n"
         "  --max-batched-tokens N  token budget per step (default 8192)\n"
@@ -104,168 +106,98 @@ static int bad(const char *opt, const char *v, const char *why)
     return 2;
 }
 
-static int choice(const char *opt, const char *v, const char *const *names)
-{
-    for (int i = 0; names[i]; i++)
-        if (v && !strcmp(v, names[i])) return 0;
-    fprintf(stderr, "radixkv run: %s: unknown value '%s' (one of:", opt, v ? v : "");
-    for (int i = 0; names[i]; i++) fprintf(stderr, " %s", names[i]);
-    fprintf(stderr, ")\n");
-    return 2;
-}
-
 static const char *const backend_names[] = {"cpu", "sim", "cuda", NULL};
 static const char *const policy_names[] = {"fcfs", "lpm", "dfs-weight", "random", NULL};
 static const char *const schedule_names[] = {"sync", "overlap", NULL};
 static const char *const evict_names[] = {"lru", "lfu", "fifo", NULL};
-static const char *const hash_names[] = {"xxh3", "sha256", "md5", NULL};
+
+static int check_run(run_opts *o);
 
 /* Returns -1 to go on, else an exit status. */
 static int parse_run(int argc, char **argv, run_opts *o)
 {
     engine_config_default(&o->ec);
-    o->default_max_tokens = 16;
     o->progress = true;
-    o->replicas = 1;
-    o->router_threshold = 8;
     o->router_cache_threshold = 0.5;
     billing_prices_default(&o->prices);
     tier_opts_init(&o->tier);
-    char tbad[256];
-    for (int i = 1; i < argc; i++) {
-        char name[64];
-        const char *a = argv[i], *val = NULL;
-        const char *eq = strchr(a, '=');
-        if (a[0] == '-' && a[1] == '-' && eq && (size_t)(eq - a) < sizeof name) {
-            memcpy(name, a, (size_t)(eq - a));
-            name[eq - a] = 0;
-            val = eq + 1;
-        } else {
-            snprintf(name, sizeof name, "%s", a);
-        }
-#define FLAG(s) (!strcmp(name, s))
-#define VALUE() (val ? val : (i + 1 < argc ? argv[++i] : NULL))
-#define NEED(v) do { if (!(v)) { fprintf(stderr, "radixkv run: %s needs a value\n", name); return 2; } } while (0)
-        int64_t x;
-        int rc;
-        if (FLAG("--help") || FLAG("-h")) {
-            usage_run(stdout);
-            return 0;
-        } else if (FLAG("--offline") || FLAG("--fixed-clock") || FLAG("--no-progress")) {
-            if (val) return bad(name, val, "takes no value, got");
-            if (FLAG("--offline")) o->ec.offline = true;
-            else if (FLAG("--fixed-clock")) o->ec.fixed_clock = true;
-            else o->progress = false;
-            continue;
-        }
-        if (strncmp(name, "--", 2)) {
-            fprintf(stderr, "radixkv run: unexpected argument '%s' (the trace goes after --trace)\n", a);
-            return 2;
-        }
-        static const char *const value_opts[] = {
-            "--trace", "--out", "--backend", "--model", "--weights", "--cache", "--evict-policy",
-            "--hash", "--policy", "--schedule", "--page-size", "--max-batched-tokens",
-            "--max-running", "--lpm-queue-limit", "--num-pages", "--kv-tokens", "--max-tokens",
-            "--gpu", "--threads", "--seed", "--pin", "--price-cached", "--price-uncached",
-            "--replicas", "--router", "--router-threshold", "--router-cache-threshold",
-            "--router-tokens", "--tier-host", "--tier-disk", "--tier-dir", "--tier-policy",
-            "--host-bw", "--disk-bw", "--tier-fail-disk-after", NULL};
-        int known = 0;
-        while (value_opts[known] && strcmp(value_opts[known], name)) known++;
-        if (!value_opts[known]) {
-            fprintf(stderr, "radixkv run: unknown option %s (see radixkv run --help)\n", name);
-            return 2;
-        }
-        const char *v = VALUE();
-        NEED(v);
-        if (FLAG("--trace")) o->trace = v;
-        else if (FLAG("--out")) o->out = v;
-        else if (FLAG("--pin")) o->pin = v;
-        else if (FLAG("--backend")) {
-            if ((rc = choice(name, v, backend_names))) return rc;
-            o->ec.backend = v;
-        } else if (FLAG("--model")) o->ec.backend_cfg.model = v;
-        else if (FLAG("--weights")) o->ec.backend_cfg.weights = v;
-        else if (FLAG("--cache")) {
-            if ((rc = choice(name, v, cache_kind_names))) return rc;
-            o->ec.cache_cfg.kind = v;
-        } else if (FLAG("--evict-policy")) {
-            if ((rc = choice(name, v, evict_names))) return rc;
-            o->ec.cache_cfg.policy = v;
-        } else if (FLAG("--hash")) {
-            if ((rc = choice(name, v, hash_names))) return rc;
-            o->ec.cache_cfg.hash_fn = v;
-        } else if (FLAG("--policy")) {
-            if ((rc = choice(name, v, policy_names))) return rc;
-            o->ec.policy = v;
-        } else if (FLAG("--schedule")) {
-            if ((rc = choice(name, v, schedule_names))) return rc;
-            o->ec.schedule = v;
-        } else if (FLAG("--page-size")) {
-            if ((rc = cli_int("run", name, v, 1, 1 << 16, &x))) return rc;
-            o->ec.backend_cfg.page_size = (int32_t)x;
-        } else if (FLAG("--max-batched-tokens")) {
-            if ((rc = cli_int("run", name, v, 1, INT32_MAX / 4, &x))) return rc;
-            o->ec.max_num_batched_tokens = (int32_t)x;
-        } else if (FLAG("--max-running")) {
-            if ((rc = cli_int("run", name, v, 1, 1 << 20, &x))) return rc;
-            o->ec.max_running = (int32_t)x;
-        } else if (FLAG("--lpm-queue-limit")) {
-            if ((rc = cli_int("run", name, v, 1, INT32_MAX, &x))) return rc;
-            o->ec.lpm_queue_limit = (int32_t)x;
-        } else if (FLAG("--num-pages")) {
-            if ((rc = cli_int("run", name, v, 1, INT32_MAX, &x))) return rc;
-            o->ec.backend_cfg.num_pages = x;
-        } else if (FLAG("--kv-tokens")) {
-            if ((rc = cli_int("run", name, v, 1, INT64_MAX / 2, &x))) return rc;
-            o->kv_tokens = x;
-        } else if (FLAG("--max-tokens")) {
-            if ((rc = cli_int("run", name, v, 1, 1 << 24, &x))) return rc;
-            o->default_max_tokens = (int32_t)x;
-        } else if (FLAG("--replicas")) {
-            if ((rc = cli_int("run", name, v, 1, 1024, &x))) return rc;
-            o->replicas = (int32_t)x;
-        } else if (FLAG("--router")) {
-            if ((rc = choice(name, v, router_names))) return rc;
-            o->router = v;
-        } else if (FLAG("--router-threshold")) {
-            if ((rc = cli_int("run", name, v, 0, INT32_MAX, &x))) return rc;
-            o->router_threshold = (int32_t)x;
-        } else if (FLAG("--router-cache-threshold")) {
-            if ((rc = cli_double("run", name, v, 0, 1, &o->router_cache_threshold))) return rc;
-        } else if (FLAG("--router-tokens")) {
-            if ((rc = cli_int("run", name, v, 1, INT64_MAX / 2, &x))) return rc;
-            o->router_tokens = x;
-        } else if (FLAG("--price-cached") || FLAG("--price-uncached")) {
-            double *dst = FLAG("--price-cached") ? &o->prices.cached : &o->prices.uncached;
-            if (billing_parse_price(v, dst) != RKV_OK)
-                return bad(name, v, "expected a price >= 0 per million tokens, got");
-        } else if (FLAG("--gpu")) o->ec.backend_cfg.gpu_profile = v;
-        else if (FLAG("--threads")) {
-            if ((rc = cli_int("run", name, v, 0, 1024, &x))) return rc;
-            o->ec.backend_cfg.num_threads = (int)x;
-        } else if (FLAG("--seed")) {
-            if ((rc = cli_int("run", name, v, 0, INT64_MAX, &x))) return rc;
-            o->ec.seed = (uint64_t)x;
-            o->ec.backend_cfg.seed = (uint64_t)x;
-        } else if (tier_opts_parse(&o->tier, name, v, tbad, sizeof tbad)) {
-            if (tbad[0]) {
-                fprintf(stderr, "radixkv run: %s\n", tbad);
-                return 2;
-            }
-        } else {
-            fprintf(stderr, "radixkv run: unknown option %s (see radixkv run --help)\n", name);
-            return 2;
-        }
-#undef FLAG
-#undef VALUE
-#undef NEED
+    /* Integers land in int64_t first, then in their narrower fields. */
+    int64_t page_size = o->ec.backend_cfg.page_size, batched = o->ec.max_num_batched_tokens;
+    int64_t running = o->ec.max_running, queue_limit = o->ec.lpm_queue_limit, num_pages = 0;
+    int64_t max_tokens = 16, replicas = 1, router_threshold = 8, threads = 0, seed = 0;
+    bool no_progress = false;
+    cli_opt opts[48 + TIER_OPTS_CLI] = {
+        CLI_STR_OPT("--trace", &o->trace),
+        CLI_STR_OPT("--out", &o->out),
+        CLI_STR_OPT("--pin", &o->pin),
+        CLI_CHOICE_OPT("--backend", &o->ec.backend, backend_names),
+        CLI_STR_OPT("--model", &o->ec.backend_cfg.model),
+        CLI_STR_OPT("--weights", &o->ec.backend_cfg.weights),
+        CLI_CHOICE_OPT("--cache", &o->ec.cache_cfg.kind, cache_kind_names),
+        CLI_CHOICE_OPT("--evict-policy", &o->ec.cache_cfg.policy, evict_names),
+        CLI_CHOICE_OPT("--hash", &o->ec.cache_cfg.hash_fn, block_hash_fn_names),
+        CLI_CHOICE_OPT("--sched-policy", &o->ec.policy, policy_names),
+        CLI_CHOICE_OPT("--schedule", &o->ec.schedule, schedule_names),
+        CLI_INT_OPT("--page-size", &page_size, 1, 1 << 16),
+        CLI_INT_OPT("--max-batched-tokens", &batched, 1, INT32_MAX / 4),
+        CLI_INT_OPT("--max-running", &running, 1, 1 << 20),
+        CLI_INT_OPT("--lpm-queue-limit", &queue_limit, 1, INT32_MAX),
+        CLI_INT_OPT("--num-pages", &num_pages, 1, INT32_MAX),
+        CLI_INT_OPT("--kv-tokens", &o->kv_tokens, 1, INT64_MAX / 2),
+        CLI_INT_OPT("--max-tokens", &max_tokens, 1, 1 << 24),
+        CLI_STR_OPT("--gpu", &o->ec.backend_cfg.gpu_profile),
+        CLI_INT_OPT("--threads", &threads, 0, 1024),
+        CLI_INT_OPT("--seed", &seed, 0, INT64_MAX),
+        CLI_FLAG_OPT("--offline", &o->ec.offline),
+        CLI_FLAG_OPT("--fixed-clock", &o->ec.fixed_clock),
+        CLI_FLAG_OPT("--no-progress", &no_progress),
+        CLI_CUSTOM_OPT("--price-cached", billing_parse_price_opt, &o->prices.cached),
+        CLI_CUSTOM_OPT("--price-uncached", billing_parse_price_opt, &o->prices.uncached),
+        CLI_INT_OPT("--replicas", &replicas, 1, 1024),
+        CLI_CHOICE_OPT("--router", &o->router, router_names),
+        CLI_INT_OPT("--router-threshold", &router_threshold, 0, INT32_MAX),
+        CLI_DOUBLE_OPT("--router-cache-threshold", &o->router_cache_threshold, 0, 1),
+        CLI_INT_OPT("--router-tokens", &o->router_tokens, 1, INT64_MAX / 2),
+        CLI_RENAMED("--policy", "--sched-policy"),
+    };
+    int nopts = 0;
+    while (opts[nopts].name) nopts++;
+    tier_opts_cli(&o->tier, opts, &nopts);
+    cli_args a;
+    int rc = cli_command("run", opts, argc, argv, &a, usage_run);
+    if (rc >= 0) return rc;
+    if (a.npos) {
+        fprintf(stderr, "radixkv run: unexpected argument '%s' (the trace goes after --trace)\n",
+                a.pos[0]);
+        return 2;
+    }
+    o->ec.backend_cfg.page_size = (int32_t)page_size;
+    o->ec.max_num_batched_tokens = (int32_t)batched;
+    o->ec.max_running = (int32_t)running;
+    o->ec.lpm_queue_limit = (int32_t)queue_limit;
+    o->ec.backend_cfg.num_pages = num_pages;
+    o->default_max_tokens = (int32_t)max_tokens;
+    o->replicas = (int32_t)replicas;
+    o->router_threshold = (int32_t)router_threshold;
+    o->ec.backend_cfg.num_threads = (int)threads;
+    o->ec.seed = o->ec.backend_cfg.seed = (uint64_t)seed;
+    o->progress = !no_progress;
+    return check_run(o);
+}
+
+/* What the options mean together, and values the backend would reject later,
+ * named by their option now. -1 to go on, else the exit status. */
+static int check_run(run_opts *o)
+{
+    const char *kind = o->ec.cache_cfg.kind ? o->ec.cache_cfg.kind : "radix";
+    if (o->ec.cache_cfg.hash_fn && strncmp(kind, "hash", 4)) {
+        fprintf(stderr, "radixkv run: --hash applies to the hash kinds, not --cache %s\n", kind);
+        return 2;
     }
     if (!o->trace) {
         fprintf(stderr, "radixkv run: --trace FILE is required (see radixkv run --help)\n");
         return 2;
     }
-    /* Values the backend would reject later, named by their option now. */
     char err[512];
     model_config mc;
     if (model_config_load(o->ec.backend_cfg.model, &mc, err, sizeof err)) {
@@ -288,6 +220,15 @@ static int parse_run(int argc, char **argv, run_opts *o)
         o->ec.backend_cfg.num_pages = (o->kv_tokens + P - 1) / P;
     }
     tier_opts_finish(&o->tier, o->ec.backend_cfg.page_size);
+    if (o->tier.cfg.remote.url) {
+        /* Pages are shared only between engines whose K/V would be equal. */
+        char desc[512], id[1024];
+        model_config_describe(&mc, desc, sizeof desc);
+        snprintf(id, sizeof id, "%s|weights=%s|seed=%llu|backend=%s", desc,
+                 o->ec.backend_cfg.weights ? o->ec.backend_cfg.weights : "random",
+                 (unsigned long long)o->ec.backend_cfg.seed, o->ec.backend ? o->ec.backend : "default");
+        tier_opts_set_model(&o->tier, id);
+    }
     if (o->tier.on) {
         o->ec.tier = &o->tier.cfg;
         /* sim moves stand-in bytes: the time model charges the model's K/V. */
@@ -377,18 +318,6 @@ typedef struct run_ctx {
     int64_t done;
 } run_ctx;
 
-static void json_string(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\') fprintf(f, "\\%c", ch);
-        else if (ch < 0x20) fprintf(f, "\\u%04x", ch);
-        else fputc(ch, f);
-    }
-    fputc('"', f);
-}
-
 static void on_finish(void *vctx, engine *e, int64_t id)
 {
     run_ctx *c = vctx;
@@ -398,7 +327,7 @@ static void on_finish(void *vctx, engine *e, int64_t id)
     fprintf(f, "{\"type\":\"request\",\"id\":%s", id < c->ids->n ? c->ids->id_json[id] : "null");
     if (r.error) {
         fprintf(f, ",\"error\":");
-        json_string(f, r.error);
+        rkv_json_string(f, r.error);
         fprintf(f, ",\"prompt_tokens\":%d}\n", r.prompt_tokens);
     } else {
         fprintf(f,
@@ -412,22 +341,6 @@ static void on_finish(void *vctx, engine *e, int64_t id)
     progress_update(&c->prog, ++c->done);
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* Nearest-rank percentile of sorted v (n > 0). */
-static double pct(const double *v, int64_t n, double p)
-{
-    if (n == 0) return 0;
-    int64_t k = (int64_t)ceil(p / 100.0 * (double)n);
-    if (k < 1) k = 1;
-    if (k > n) k = n;
-    return v[k - 1];
-}
-
 /* Pins are unlocked before the cache goes, so the kinds see balanced locks. */
 static void run_teardown(engine *e, cache_pins *pins)
 {
@@ -436,66 +349,187 @@ static void run_teardown(engine *e, cache_pins *pins)
     engine_destroy(e);
 }
 
+/* Run every request to its end, one JSON line each on out as it finishes. */
+static rkv_status serve(engine *e, const run_opts *o, run_ids *ids, FILE *out, char *err,
+                        size_t errlen)
+{
+    run_ctx ctx = {.out = out, .ids = ids};
+    progress_start(&ctx.prog, "run", "requests", ids->n, o->progress);
+    engine_on_finish(e, on_finish, &ctx);
+    /* Requests that failed at add time (never fit) were reported before the
+     * callback existed: report them now. */
+    for (int64_t i = 0; i < ids->n; i++) {
+        engine_result r;
+        engine_result_get(e, i, &r);
+        if (r.finished) on_finish(&ctx, e, i);
+    }
+    rkv_status st = engine_run(e, err, errlen);
+    progress_finish(&ctx.prog);
+    engine_on_finish(e, NULL, NULL); /* ctx ends here */
+    return st;
+}
+
+/* --replicas / --router: N engines behind a router (router.h). */
+static int run_replicas(const run_opts *o)
+{
+    char err[512] = "";
+    replicas_config rcfg = {
+        .engine = &o->ec, .replicas = o->replicas, .balance_threshold = o->router_threshold,
+        .cache_threshold = o->router_cache_threshold,
+        .approx_tokens = o->router_tokens, .trace = o->trace,
+        .default_max_tokens = o->default_max_tokens, .prices = &o->prices, .pin = o->pin,
+        .progress = o->progress,
+    };
+    router_kind_parse(o->router ? o->router : "round-robin", &rcfg.router);
+    FILE *rout = stdout;
+    if (o->out && !(rout = fopen(o->out, "w"))) {
+        fprintf(stderr, "radixkv run: --out: cannot write '%s': %s\n", o->out, strerror(errno));
+        return 1;
+    }
+    rkv_status rst = replicas_run(&rcfg, rout, err, sizeof err);
+    if (rst) fprintf(stderr, "radixkv run: %s\n", err);
+    int wrc = rout != stdout ? fclose(rout) : fflush(stdout);
+    return rst ? (rst == RKV_EINVAL || rst == RKV_ENOTSUP ? 2 : 1) : (wrc ? 1 : 0);
+}
+
+/* Pins first: their KV is computed (a prefill through the backend, before the
+ * engine's clock starts) and cached before any request arrives. -1 to go on,
+ * else the exit status. */
+static int apply_pins(engine *e, const run_opts *o, cache_pins *pins)
+{
+    if (!o->pin) return -1;
+    char err[512] = "";
+    backend *be = engine_backend(e);
+    pin_file_stats ps;
+    rkv_status st = pin_file_apply(engine_cache(e), be, o->pin, be->vocab_size, pins, &ps, err,
+                                   sizeof err);
+    if (st) {
+        fprintf(stderr, "radixkv run: --pin %s\n", err);
+        return st == RKV_EIO || st == RKV_ENOMEM ? 1 : 2;
+    }
+    cache_sizes sz;
+    cache_get_sizes(engine_cache(e), &sz);
+    fprintf(stderr, "radixkv run: pinned %lld prefixes, %lld tokens", (long long)ps.prefixes,
+            (long long)sz.pinned_tokens);
+    if (ps.cut_tokens)
+        fprintf(stderr, " (%lld tokens of partial last pages not pinned)", (long long)ps.cut_tokens);
+    fputc('\n', stderr);
+    return -1;
+}
+
+/* The summary line on out and the table on stderr. */
+static void print_summary(engine *e, const run_opts *o, const run_ids *ids, FILE *out)
+{
+    backend *be = engine_backend(e);
+    engine_stats s;
+    engine_get_stats(e, &s);
+    double *ttft = malloc(sizeof(double) * (size_t)(ids->n + 1));
+    double *tpot = malloc(sizeof(double) * (size_t)(ids->n + 1));
+    int64_t nt = 0, np = 0;
+    double t_end = 0;
+    for (int64_t i = 0; ttft && tpot && i < ids->n; i++) {
+        engine_result r;
+        engine_result_get(e, i, &r);
+        if (r.error) continue;
+        ttft[nt++] = r.ttft;
+        if (r.num_output > 1) tpot[np++] = r.tpot;
+        if (r.finish_time > t_end) t_end = r.finish_time;
+    }
+    if (ttft) qsort(ttft, (size_t)nt, sizeof(double), rkv_cmp_double);
+    if (tpot) qsort(tpot, (size_t)np, sizeof(double), rkv_cmp_double);
+    double span = t_end > 0 ? t_end : 1e-9;
+    double hit = s.prompt_tokens ? (double)s.cached_tokens / (double)s.prompt_tokens : 0;
+    double sched_ms = s.steps ? s.sched_cpu_seconds / (double)s.steps * 1e3 : 0;
+    double p50_ttft = ttft ? rkv_percentile(ttft, nt, 50) : 0, p99_ttft = ttft ? rkv_percentile(ttft, nt, 99) : 0;
+    double p50_tpot = tpot ? rkv_percentile(tpot, np, 50) : 0, p99_tpot = tpot ? rkv_percentile(tpot, np, 99) : 0;
+    fprintf(out,
+            "{\"type\":\"summary\",\"backend\":\"%s\",\"cache\":\"%s\",\"policy\":\"%s\","
+            "\"schedule\":\"%s\",\"requests\":%lld,\"errors\":%lld,\"duration\":%.6f,"
+            "\"requests_per_s\":%.6f,\"output_tokens_per_s\":%.6f,\"prompt_tokens\":%lld,"
+            "\"cached_tokens\":%lld,\"output_tokens\":%lld,\"hit_rate\":%.6f,"
+            "\"ttft_p50\":%.6f,\"ttft_p99\":%.6f,\"tpot_p50\":%.6f,\"tpot_p99\":%.6f,"
+            "\"preemptions\":%lld,\"steps\":%lld,\"max_step_tokens\":%lld,"
+            "\"sched_cpu_ms_per_step\":%.6f,\"model_seconds\":%.6f,\"num_pages\":%lld",
+            be->ops->name, o->ec.cache_cfg.kind ? o->ec.cache_cfg.kind : "radix", o->ec.policy,
+            o->ec.schedule, (long long)s.num_requests, (long long)s.num_errors, span,
+            (double)(s.num_finished - s.num_errors) / span, (double)s.output_tokens / span,
+            (long long)s.prompt_tokens, (long long)s.cached_tokens, (long long)s.output_tokens,
+            hit, p50_ttft, p99_ttft, p50_tpot, p99_tpot, (long long)s.preemptions,
+            (long long)s.steps, (long long)s.max_step_tokens, sched_ms, s.model_seconds,
+            (long long)s.num_pages);
+    billing bill;
+    billing_compute(&o->prices, s.prompt_tokens, s.cached_tokens, &bill);
+    billing_print_json(out, &o->prices, &bill);
+    cache_sizes csz;
+    cache_get_sizes(engine_cache(e), &csz);
+    fprintf(out, ",\"pinned_tokens\":%lld", (long long)csz.pinned_tokens);
+    const tier_stats *ts = cache_tier_get_stats(engine_cache(e));
+    tier_print_json(out, &o->tier, ts, cache_tier_remote_stats(engine_cache(e)), s.prompt_tokens,
+                    s.cached_tokens);
+    fputs("}\n", out);
+    fprintf(stderr,
+            "  requests        %lld (%lld errors) in %.3f s%s\n"
+            "  throughput      %.3g requests/s, %.3g output tokens/s\n"
+            "  hit rate        %.1f %% (%lld of %lld prompt tokens cached)\n"
+            "  TTFT            p50 %.2f ms, p99 %.2f ms\n"
+            "  TPOT            p50 %.2f ms, p99 %.2f ms\n"
+            "  steps           %lld, preemptions %lld, scheduler CPU %.3f ms/step\n"
+            "  input bill      %.6g (%.6g without a cache, %.1f %% saved)\n",
+            (long long)s.num_requests, (long long)s.num_errors, span,
+            (be->ops->caps & BACKEND_CAP_MODELLED_TIME) ? " (modelled)" : "",
+            (double)(s.num_finished - s.num_errors) / span, (double)s.output_tokens / span,
+            hit * 100, (long long)s.cached_tokens, (long long)s.prompt_tokens, p50_ttft * 1e3,
+            p99_ttft * 1e3, p50_tpot * 1e3, p99_tpot * 1e3, (long long)s.steps,
+            (long long)s.preemptions, sched_ms, bill.cost, bill.cost_no_cache, bill.saving * 100);
+    if (ts) {
+        fprintf(stderr, "  spill tier      %llu host + %llu disk tokens loaded back, %llu pages spilled"
+                ", %.3f ms loading\n", (unsigned long long)ts->host_hit_tokens,
+                (unsigned long long)ts->disk_hit_tokens, (unsigned long long)ts->spilled_pages,
+                ts->load_seconds * 1e3);
+        const tier_remote_stats *rs = cache_tier_remote_stats(engine_cache(e));
+        if (rs)
+            fprintf(stderr, "  remote tier     %llu tokens loaded, %llu pages stored, %llu misses, %llu bad values%s\n",
+                    (unsigned long long)rs->hit_tokens, (unsigned long long)rs->stored_pages,
+                    (unsigned long long)rs->misses, (unsigned long long)rs->corrupt_values,
+                    rs->down ? " (server down at the end)" : "");
+        if (cache_tier_last_error(engine_cache(e)))
+            fprintf(stderr, "radixkv run: warning: %llu spills failed (plain evictions); first: %s\n",
+                    (unsigned long long)ts->spill_failures, cache_tier_last_error(engine_cache(e)));
+    }
+    free(ttft);
+    free(tpot);
+}
+
 int cmd_run(int argc, char **argv)
 {
     run_opts o;
     memset(&o, 0, sizeof o);
     int rc = parse_run(argc, argv, &o);
     if (rc >= 0) return rc;
+    if (o.replicas > 1 || o.router) return run_replicas(&o);
 
     char err[512] = "";
-    if (o.replicas > 1 || o.router) {
-        replicas_config rcfg = {
-            .engine = &o.ec, .replicas = o.replicas, .balance_threshold = o.router_threshold,
-            .cache_threshold = o.router_cache_threshold,
-            .approx_tokens = o.router_tokens, .trace = o.trace,
-            .default_max_tokens = o.default_max_tokens, .prices = &o.prices, .pin = o.pin,
-            .progress = o.progress,
-        };
-        router_kind_parse(o.router ? o.router : "round-robin", &rcfg.router);
-        FILE *rout = stdout;
-        if (o.out && !(rout = fopen(o.out, "w"))) {
-            fprintf(stderr, "radixkv run: --out: cannot write '%s': %s\n", o.out, strerror(errno));
-            return 1;
-        }
-        rkv_status rst = replicas_run(&rcfg, rout, err, sizeof err);
-        if (rst) fprintf(stderr, "radixkv run: %s\n", err);
-        int wrc = rout != stdout ? fclose(rout) : fflush(stdout);
-        return rst ? (rst == RKV_EINVAL || rst == RKV_ENOTSUP ? 2 : 1) : (wrc ? 1 : 0);
-    }
     engine *e = NULL;
     rkv_status st = engine_create(&o.ec, &e, err, sizeof err);
     if (st) {
         fprintf(stderr, "radixkv run: %s\n", err);
         return st == RKV_EINVAL || st == RKV_ENOTSUP ? 2 : 1;
     }
+    if (o.ec.cache_cfg.policy && !cache_can(engine_cache(e), CACHE_CAP_REUSE)) {
+        fprintf(stderr, "radixkv run: --evict-policy does not apply to --cache %s (it never "
+                "reuses a page, so it never chooses one to evict)\n", o.ec.cache_cfg.kind);
+        engine_destroy(e);
+        return 2;
+    }
     backend *be = engine_backend(e);
     fprintf(stderr, "radixkv run: %s; cache %s, policy %s, schedule %s\n", be->description,
             o.ec.cache_cfg.kind ? o.ec.cache_cfg.kind : "radix", o.ec.policy, o.ec.schedule);
-
-    /* Pins first: their KV is computed (a prefill through the backend, before
-     * the engine's clock starts) and cached before any request arrives. */
     cache_pins pins;
     cache_pins_init(&pins);
-    if (o.pin) {
-        pin_file_stats ps;
-        if ((st = pin_file_apply(engine_cache(e), be, o.pin, be->vocab_size, &pins, &ps, err,
-                                 sizeof err))) {
-            fprintf(stderr, "radixkv run: --pin %s\n", err);
-            cache_pins_release(engine_cache(e), &pins);
-            cache_pins_free(&pins);
-            engine_destroy(e);
-            return st == RKV_EIO || st == RKV_ENOMEM ? 1 : 2;
-        }
-        cache_sizes sz;
-        cache_get_sizes(engine_cache(e), &sz);
-        fprintf(stderr, "radixkv run: pinned %lld prefixes, %lld tokens", (long long)ps.prefixes,
-                (long long)sz.pinned_tokens);
-        if (ps.cut_tokens)
-            fprintf(stderr, " (%lld tokens of partial last pages not pinned)", (long long)ps.cut_tokens);
-        fputc('\n', stderr);
+    if ((rc = apply_pins(e, &o, &pins)) >= 0) {
+        run_teardown(e, &pins);
+        return rc;
     }
-
     run_ids ids = {0};
     if ((st = run_load_trace(e, o.trace, o.default_max_tokens, &ids, err, sizeof err))) {
         fprintf(stderr, "radixkv run: %s\n", err);
@@ -510,19 +544,7 @@ int cmd_run(int argc, char **argv)
         run_teardown(e, &pins);
         return 1;
     }
-    run_ctx ctx = {.out = out, .ids = &ids};
-    progress_start(&ctx.prog, "run", "requests", ids.n, o.progress);
-    engine_on_finish(e, on_finish, &ctx);
-    /* Requests that failed at add time (never fit) were reported before the
-     * callback existed: report them now. */
-    for (int64_t i = 0; i < ids.n; i++) {
-        engine_result r;
-        engine_result_get(e, i, &r);
-        if (r.finished) on_finish(&ctx, e, i);
-    }
-    st = engine_run(e, err, sizeof err);
-    progress_finish(&ctx.prog);
-    if (st) {
+    if ((st = serve(e, &o, &ids, out, err, sizeof err))) {
         fprintf(stderr, "radixkv run: %s\n", err);
         if (out != stdout) fclose(out);
         run_ids_free(&ids);
@@ -530,76 +552,7 @@ int cmd_run(int argc, char **argv)
         return 1;
     }
 
-    engine_stats s;
-    engine_get_stats(e, &s);
-    double *ttft = malloc(sizeof(double) * (size_t)(ids.n + 1));
-    double *tpot = malloc(sizeof(double) * (size_t)(ids.n + 1));
-    int64_t nt = 0, np = 0;
-    double t_end = 0;
-    for (int64_t i = 0; ttft && tpot && i < ids.n; i++) {
-        engine_result r;
-        engine_result_get(e, i, &r);
-        if (r.error) continue;
-        ttft[nt++] = r.ttft;
-        if (r.num_output > 1) tpot[np++] = r.tpot;
-        if (r.finish_time > t_end) t_end = r.finish_time;
-    }
-    if (ttft) qsort(ttft, (size_t)nt, sizeof(double), cmp_double);
-    if (tpot) qsort(tpot, (size_t)np, sizeof(double), cmp_double);
-    double span = t_end > 0 ? t_end : 1e-9;
-    double hit = s.prompt_tokens ? (double)s.cached_tokens / (double)s.prompt_tokens : 0;
-    double sched_ms = s.steps ? s.sched_cpu_seconds / (double)s.steps * 1e3 : 0;
-    double p50_ttft = ttft ? pct(ttft, nt, 50) : 0, p99_ttft = ttft ? pct(ttft, nt, 99) : 0;
-    double p50_tpot = tpot ? pct(tpot, np, 50) : 0, p99_tpot = tpot ? pct(tpot, np, 99) : 0;
-    fprintf(out,
-            "{\"type\":\"summary\",\"backend\":\"%s\",\"cache\":\"%s\",\"policy\":\"%s\","
-            "\"schedule\":\"%s\",\"requests\":%lld,\"errors\":%lld,\"duration\":%.6f,"
-            "\"requests_per_s\":%.6f,\"output_tokens_per_s\":%.6f,\"prompt_tokens\":%lld,"
-            "\"cached_tokens\":%lld,\"output_tokens\":%lld,\"hit_rate\":%.6f,"
-            "\"ttft_p50\":%.6f,\"ttft_p99\":%.6f,\"tpot_p50\":%.6f,\"tpot_p99\":%.6f,"
-            "\"preemptions\":%lld,\"steps\":%lld,\"max_step_tokens\":%lld,"
-            "\"sched_cpu_ms_per_step\":%.6f,\"model_seconds\":%.6f,\"num_pages\":%lld",
-            be->ops->name, o.ec.cache_cfg.kind ? o.ec.cache_cfg.kind : "radix", o.ec.policy,
-            o.ec.schedule, (long long)s.num_requests, (long long)s.num_errors, span,
-            (double)(s.num_finished - s.num_errors) / span, (double)s.output_tokens / span,
-            (long long)s.prompt_tokens, (long long)s.cached_tokens, (long long)s.output_tokens,
-            hit, p50_ttft, p99_ttft, p50_tpot, p99_tpot, (long long)s.preemptions,
-            (long long)s.steps, (long long)s.max_step_tokens, sched_ms, s.model_seconds,
-            (long long)s.num_pages);
-    billing bill;
-    billing_compute(&o.prices, s.prompt_tokens, s.cached_tokens, &bill);
-    billing_print_json(out, &o.prices, &bill);
-    cache_sizes csz;
-    cache_get_sizes(engine_cache(e), &csz);
-    fprintf(out, ",\"pinned_tokens\":%lld", (long long)csz.pinned_tokens);
-    const tier_stats *ts = cache_tier_get_stats(engine_cache(e));
-    tier_print_json(out, &o.tier, ts, s.prompt_tokens, s.cached_tokens);
-    fputs("}\n", out);
-    fprintf(stderr,
-            "  requests        %lld (%lld errors) in %.3f s%s\n"
-            "  throughput      %.3g requests/s, %.3g output tokens/s\n"
-            "  hit rate        %.1f %% (%lld of %lld prompt tokens cached)\n"
-            "  TTFT            p50 %.2f ms, p99 %.2f ms\n"
-            "  TPOT            p50 %.2f ms, p99 %.2f ms\n"
-            "  steps           %lld, preemptions %lld, scheduler CPU %.3f ms/step\n"
-            "  input bill      %.6g (%.6g without a cache, %.1f %% saved)\n",
-            (long long)s.num_requests, (long long)s.num_errors, span,
-            be->ops->name && !strcmp(be->ops->name, "sim") ? " (modelled)" : "",
-            (double)(s.num_finished - s.num_errors) / span, (double)s.output_tokens / span,
-            hit * 100, (long long)s.cached_tokens, (long long)s.prompt_tokens, p50_ttft * 1e3,
-            p99_ttft * 1e3, p50_tpot * 1e3, p99_tpot * 1e3, (long long)s.steps,
-            (long long)s.preemptions, sched_ms, bill.cost, bill.cost_no_cache, bill.saving * 100);
-    if (ts) {
-        fprintf(stderr, "  spill tier      %llu host + %llu disk tokens loaded back, %llu pages spilled"
-                ", %.3f ms loading\n", (unsigned long long)ts->host_hit_tokens,
-                (unsigned long long)ts->disk_hit_tokens, (unsigned long long)ts->spilled_pages,
-                ts->load_seconds * 1e3);
-        if (cache_tier_last_error(engine_cache(e)))
-            fprintf(stderr, "radixkv run: warning: %llu spills failed (plain evictions); first: %s\n",
-                    (unsigned long long)ts->spill_failures, cache_tier_last_error(engine_cache(e)));
-    }
-    free(ttft);
-    free(tpot);
+    print_summary(e, &o, &ids, out);
     int status = 0;
     if (o.pin && cache_pins_check(engine_cache(e), &pins, err, sizeof err)) {
         fprintf(stderr, "radixkv run: %s\n", err);

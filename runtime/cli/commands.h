@@ -1,5 +1,5 @@
-/* commands.h - the `radixkv run` and `radixkv gen` subcommands (main.c's
- * table calls them with argv[0] = the command name) and the pieces of them
+/* commands.h - the radixkv subcommands, one file each (cmd_NAME.c; main.c's
+ * table calls them with argv[0] = the command name), and the pieces of them
  * that tests drive directly. Exit status: 0 ok, 1 failure, 2 usage error. */
 #ifndef RKV_COMMANDS_H
 #define RKV_COMMANDS_H
@@ -10,6 +10,7 @@
 #include "engine.h"
 #include "rkv_status.h"
 
+int cmd_cache_sim(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_gen(int argc, char **argv);
 

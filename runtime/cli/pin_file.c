@@ -43,6 +43,49 @@ static rkv_status fill_backend(void *ctx, const int32_t *tokens, int32_t n, cons
     return st;
 }
 
+/* One line, {"tokens": [...]} or [...], into toks[0..*n) (grown as needed);
+ * token ids in [0, vocab_size) (any int32 >= 0 when vocab_size <= 0). */
+static rkv_status parse_pin_line(const char *path, int64_t lineno, const char *s,
+                                 int32_t vocab_size, int32_t **toks, size_t *toks_cap, size_t *n,
+                                 char *err, size_t errlen)
+{
+    const int64_t hi = vocab_size > 0 ? vocab_size : INT32_MAX;
+    json_error_t je;
+    json_t *v = json_loads(s, JSON_DISABLE_EOF_CHECK | JSON_DECODE_ANY, &je);
+    json_t *arr = v && json_is_object(v) ? json_object_get(v, "tokens") : v;
+    if (!v || !json_is_array(arr)) {
+        snprintf(err, errlen, "%s:%lld: expected {\"tokens\": [...]} or [...]%s%s", path,
+                 (long long)lineno, v ? "" : ": ", v ? "" : je.text);
+        json_decref(v);
+        return RKV_EPARSE;
+    }
+    *n = json_array_size(arr);
+    if (*n > (size_t)INT32_MAX) *n = INT32_MAX;
+    if (*n > *toks_cap) {
+        int32_t *t = realloc(*toks, sizeof *t * *n);
+        if (!t) {
+            json_decref(v);
+            snprintf(err, errlen, "%s:%lld: out of host memory", path, (long long)lineno);
+            return RKV_ENOMEM;
+        }
+        *toks = t;
+        *toks_cap = *n;
+    }
+    rkv_status st = RKV_OK;
+    for (size_t i = 0; i < *n && st == RKV_OK; i++) {
+        json_t *x = json_array_get(arr, i);
+        if (!json_is_integer(x) || json_integer_value(x) < 0 || json_integer_value(x) >= hi) {
+            snprintf(err, errlen, "%s:%lld: token %zu must be an integer in [0, %lld)", path,
+                     (long long)lineno, i, (long long)hi);
+            st = vocab_size > 0 && json_is_integer(x) ? RKV_ERANGE : RKV_EPARSE;
+        } else {
+            (*toks)[i] = (int32_t)json_integer_value(x);
+        }
+    }
+    json_decref(v);
+    return st;
+}
+
 rkv_status pin_file_apply(cache *c, backend *be, const char *path, int32_t vocab_size,
                           cache_pins *pins, pin_file_stats *stats, char *err, size_t errlen)
 {
@@ -57,51 +100,16 @@ rkv_status pin_file_apply(cache *c, backend *be, const char *path, int32_t vocab
         return RKV_EIO;
     }
     char *line = NULL;
-    size_t cap = 0;
+    size_t cap = 0, toks_cap = 0, n = 0;
     int32_t *toks = NULL;
-    size_t toks_cap = 0;
     rkv_status st = RKV_OK;
     int64_t lineno = 0;
-    const int64_t hi = vocab_size > 0 ? vocab_size : INT32_MAX;
     while (getline(&line, &cap, f) >= 0) {
         lineno++;
         const char *s = line + strspn(line, " \t\r\n");
         if (!*s) continue;
-        json_error_t je;
-        json_t *v = json_loads(s, JSON_DISABLE_EOF_CHECK | JSON_DECODE_ANY, &je);
-        json_t *arr = v && json_is_object(v) ? json_object_get(v, "tokens") : v;
-        if (!v || !json_is_array(arr)) {
-            snprintf(err, errlen, "%s:%lld: expected {\"tokens\": [...]} or [...]%s%s", path,
-                     (long long)lineno, v ? "" : ": ", v ? "" : je.text);
-            json_decref(v);
-            st = RKV_EPARSE;
+        if ((st = parse_pin_line(path, lineno, s, vocab_size, &toks, &toks_cap, &n, err, errlen)))
             break;
-        }
-        size_t n = json_array_size(arr);
-        if (n > (size_t)INT32_MAX) n = INT32_MAX;
-        if (n > toks_cap) {
-            int32_t *t = realloc(toks, sizeof *t * n);
-            if (!t) {
-                json_decref(v);
-                snprintf(err, errlen, "%s:%lld: out of host memory", path, (long long)lineno);
-                st = RKV_ENOMEM;
-                break;
-            }
-            toks = t;
-            toks_cap = n;
-        }
-        for (size_t i = 0; i < n && st == RKV_OK; i++) {
-            json_t *x = json_array_get(arr, i);
-            if (!json_is_integer(x) || json_integer_value(x) < 0 || json_integer_value(x) >= hi) {
-                snprintf(err, errlen, "%s:%lld: token %zu must be an integer in [0, %lld)", path,
-                         (long long)lineno, i, (long long)hi);
-                st = vocab_size > 0 && json_is_integer(x) ? RKV_ERANGE : RKV_EPARSE;
-            } else {
-                toks[i] = (int32_t)json_integer_value(x);
-            }
-        }
-        json_decref(v);
-        if (st != RKV_OK) break;
         int32_t pinned = 0;
         char why[256];
         if (be && (int64_t)n > be->max_context) {

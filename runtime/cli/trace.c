@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include "rkv_core.h"
 
 struct trace_reader {
     FILE *f;
@@ -85,13 +86,10 @@ const char *trace_reader_path(const trace_reader *r) { return r->path; }
 
 int32_t trace_vocab_token(int64_t h, int32_t j, int32_t vocab_size)
 {
-    /* splitmix64's finalizer over a unique 64-bit key per (h, j): whole blocks
+    /* splitmix64 over a unique 64-bit key per (h, j): whole blocks
      * land on unrelated ids, unlike (h*512 + j) mod V, which folds block h onto
      * block h + V/512 whenever 512 divides V. */
-    uint64_t x = (uint64_t)h * TRACE_MOONCAKE_BLOCK + (uint64_t)j + 0x9E3779B97F4A7C15ull;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    x ^= x >> 31;
+    uint64_t x = rkv_splitmix64((uint64_t)h * TRACE_MOONCAKE_BLOCK + (uint64_t)j);
     return (int32_t)(x % (uint64_t)vocab_size);
 }
 

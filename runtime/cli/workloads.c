@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include "rkv_core.h"
 
 const char *const workload_kinds[] = {"sweep", "multi-turn", "few-shot", "long-doc",
                                       "tree-of-thought", "self-consistency", "judge", NULL};
@@ -31,15 +32,7 @@ typedef struct rng {
     uint64_t s;
 } rng;
 
-static uint64_t rng_next(rng *r)
-{
-    uint64_t z = (r->s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-static double rng_uniform(rng *r) { return (double)(rng_next(r) >> 11) * 0x1.0p-53; }
+static double rng_uniform(rng *r) { return (double)(rkv_splitmix64_next(&r->s) >> 11) * 0x1.0p-53; }
 
 /* A growable token sequence under construction. */
 typedef struct seq {
@@ -67,7 +60,7 @@ static rkv_status seq_put(seq *s, const int32_t *t, int32_t n)
 static rkv_status seq_random(seq *s, rng *r, int32_t vocab, int32_t n)
 {
     for (int32_t i = 0; i < n; i++) {
-        int32_t t = (int32_t)(rng_next(r) % (uint64_t)vocab);
+        int32_t t = (int32_t)(rkv_splitmix64_next(&r->s) % (uint64_t)vocab);
         rkv_status st = seq_put(s, &t, 1);
         if (st) return st;
     }
@@ -190,7 +183,8 @@ static rkv_status gen_few_shot(gen *g)
             /* A new group: K distinct examples, partial Fisher-Yates. */
             for (int32_t e = 0; e < c->examples; e++) pick[e] = e;
             for (int32_t k = 0; k < c->shots; k++) {
-                int32_t j = k + (int32_t)(rng_next(&g->r) % (uint64_t)(c->examples - k));
+                int32_t j =
+                    k + (int32_t)(rkv_splitmix64_next(&g->r.s) % (uint64_t)(c->examples - k));
                 int32_t tmp = pick[k];
                 pick[k] = pick[j];
                 pick[j] = tmp;
@@ -274,7 +268,7 @@ static rkv_status gen_self_consistency(gen *g)
         TRY(seq_random(&s, &g->r, c->vocab_size, c->prompt_len));
         for (int32_t k = 0; k < c->branching; k++)
             TRY(emit(g, &s, c->output_len, next_arrival(g), 0.7,
-                     (int64_t)(rng_next(&g->r) >> 33) + 1));
+                     (int64_t)(rkv_splitmix64_next(&g->r.s) >> 33) + 1));
     }
 out:
     free(s.t);

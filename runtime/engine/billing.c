@@ -36,6 +36,14 @@ rkv_status billing_parse_price(const char *s, double *out)
     return RKV_OK;
 }
 
+int billing_parse_price_opt(void *ctx, const char *opt, const char *s, char *err, size_t errlen)
+{
+    if (billing_parse_price(s, ctx) == RKV_OK) return 0;
+    rkv_set_err(err, errlen, "%s: expected a price >= 0 per million tokens, got '%s'", opt,
+                s ? s : "");
+    return 1;
+}
+
 void billing_print_json(FILE *f, const billing_prices *p, const billing *b)
 {
     fprintf(f, ",\"billed_cached_tokens\":%" PRId64 ",\"billed_uncached_tokens\":%" PRId64

@@ -48,6 +48,9 @@ void billing_compute(const billing_prices *p, int64_t prompt_tokens, int64_t cac
 /* A price option's value: a finite decimal >= 0. RKV_EINVAL otherwise (the
  * caller names the option in its message). */
 rkv_status billing_parse_price(const char *s, double *out);
+/* The same as a cli.h custom option: ctx is the double to set; 0, or non-zero
+ * with "OPT: expected a price ..." in err. */
+int billing_parse_price_opt(void *ctx, const char *opt, const char *s, char *err, size_t errlen);
 
 /* The fields for a summary line, each with a leading comma:
  *   ,"billed_cached_tokens":..,"billed_uncached_tokens":..,"price_cached":..,

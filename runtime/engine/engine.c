@@ -5,11 +5,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "cache_tier.h"
+#include "engine_clock.h"
 #include "page_pool.h"
 #include "scheduler.h"
+#include "rkv_core.h"
 
 typedef struct eng_req {
     sched_req s;
@@ -26,7 +27,6 @@ struct engine {
     page_pool pool;
     cache *cache;
     scheduler sched;
-    bool modelled_clock; /* sim: the clock is modelled, not wall time */
     bool overlap;
     bool async;          /* overlap through the backend's submit/collect */
     bool submitted;      /* async: plans[cur] is submitted, not yet collected */
@@ -57,9 +57,7 @@ struct engine {
     int32_t *page_table;
     int64_t pt_cap;
 
-    double clock;          /* modelled clock, or wall offset base */
-    double wall_start;
-    double idle_skip;      /* wall clocks: idle time jumped over */
+    engine_clock clock;
     int64_t num_finished, num_errors;
     int64_t steps, batched_tokens, max_step_tokens, output_tokens;
     int64_t prompt_tokens, cached_tokens;
@@ -70,19 +68,7 @@ struct engine {
     void *on_finish_ctx;
 };
 
-static double wall_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static double cpu_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
+static double cpu_now(void) { return engine_clock_cpu_now(); }
 
 void engine_config_default(engine_config *c)
 {
@@ -98,18 +84,7 @@ void engine_config_default(engine_config *c)
     c->lpm_queue_limit = 128;
 }
 
-/* Engine time now. Wall clocks include the idle time jumped over. */
-static double now(engine *e)
-{
-    if (e->modelled_clock) return e->clock;
-    return wall_now() - e->wall_start + e->idle_skip;
-}
-
-static rkv_status fail(rkv_status st, char *err, size_t errlen, const char *msg)
-{
-    snprintf(err, errlen, "%s", msg);
-    return st;
-}
+static double now(const engine *e) { return engine_clock_now(&e->clock); }
 
 /* The spill tier moves pages through the backend. */
 static rkv_status tier_read(void *ctx, int32_t page, void *dst)
@@ -176,14 +151,15 @@ rkv_status engine_create_with_backend(const engine_config *cfg_in, backend *b, e
     }
     e->cfg = cfg;
     e->be = b;
-    e->modelled_clock = !strcmp(b->ops->name, "sim");
+    engine_clock_init(&e->clock, (b->ops->caps & BACKEND_CAP_MODELLED_TIME) != 0,
+                      cfg.fixed_clock);
     e->overlap = !strcmp(cfg.schedule, "overlap");
     /* collect() returns no logits, so keep_logits stays on forward(). */
     e->async = e->overlap && b->ops->submit && b->ops->collect && !cfg.keep_logits;
     rkv_status st = page_pool_init(&e->pool, (int32_t)b->num_pages, b->page_size);
     if (st) {
         engine_destroy(e);
-        return fail(st, err, errlen, "engine: page pool");
+        return rkv_fail(st, err, errlen, "engine: page pool");
     }
     st = cache_create(&cfg.cache_cfg, &e->pool, &e->cache, err, errlen);
     if (st == RKV_OK && cfg.tier) st = wrap_tier(e, cfg.tier, err, errlen);
@@ -191,7 +167,6 @@ rkv_status engine_create_with_backend(const engine_config *cfg_in, backend *b, e
         engine_destroy(e);
         return st;
     }
-    const char *kind = cfg.cache_cfg.kind ? cfg.cache_cfg.kind : "radix";
     scheduler_config sc = {
         .policy = pol,
         .max_num_batched_tokens = cfg.max_num_batched_tokens,
@@ -200,15 +175,15 @@ rkv_status engine_create_with_backend(const engine_config *cfg_in, backend *b, e
         .seed = cfg.seed,
         /* Kinds that never reuse gain nothing from early inserts, and may
          * free what they are given at once. */
-        .insert_unfinished = strcmp(kind, "none") && strcmp(kind, "hash-nocache"),
+        .insert_unfinished = cache_can(e->cache, CACHE_CAP_REUSE),
     };
     /* Waiting a step pays only where the prefix will be found in the cache. */
     if (sc.insert_unfinished) sc.dedup_tokens = b->page_size > 32 ? b->page_size : 32;
     if ((st = scheduler_init(&e->sched, &sc, e->cache, &e->pool))) {
         engine_destroy(e);
-        return fail(st, err, errlen, "engine: scheduler");
+        return rkv_fail(st, err, errlen, "engine: scheduler");
     }
-    e->wall_start = wall_now();
+    engine_clock_start(&e->clock);
     *out = e;
     return RKV_OK;
 }
@@ -272,39 +247,6 @@ rkv_status engine_check(const engine *e, char *err, size_t errlen)
     return scheduler_check(&e->sched, err, errlen);
 }
 
-static rkv_status grow64(void **p, int64_t *cap, int64_t need, size_t elem)
-{
-    if (need <= *cap) return RKV_OK;
-    int64_t nc = *cap ? *cap : 16;
-    while (nc < need) nc *= 2;
-    void *q = realloc(*p, (size_t)nc * elem);
-    if (!q) return RKV_ENOMEM;
-    *p = q;
-    *cap = nc;
-    return RKV_OK;
-}
-
-static rkv_status grow32(void **p, int32_t *cap, int64_t need, size_t elem)
-{
-    if (need <= *cap) return RKV_OK;
-    if (need > INT32_MAX / 2) return RKV_ENOMEM;
-    int32_t nc = *cap ? *cap : 16;
-    while (nc < need) nc *= 2;
-    void *q = realloc(*p, (size_t)nc * elem);
-    if (!q) return RKV_ENOMEM;
-    *p = q;
-    *cap = nc;
-    return RKV_OK;
-}
-
-static uint64_t mix64(uint64_t x)
-{
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
-
 /* Record a finished request: timings, counters, the callback. */
 static void finish_record(engine *e, eng_req *q, double t)
 {
@@ -328,45 +270,45 @@ static void drain_finished(engine *e, double t)
     e->sched.num_finished = 0;
 }
 
-rkv_status engine_add(engine *e, const engine_request *req, int64_t *id, char *err,
-                      size_t errlen)
+/* A request the engine can take at all: tokens in the vocabulary, sane
+ * sampling and arrival. The message in err names the field. */
+static rkv_status check_request(const engine *e, const engine_request *req, char *err,
+                                size_t errlen)
 {
     if (!req->tokens || req->n_tokens < 1)
-        return fail(RKV_EINVAL, err, errlen, "request has no prompt tokens");
-    if (req->max_tokens < 1) {
-        snprintf(err, errlen, "max_tokens %d must be >= 1", req->max_tokens);
-        return RKV_EINVAL;
-    }
-    if (!(req->arrival >= 0) || isinf(req->arrival)) {
-        snprintf(err, errlen, "arrival %g must be a finite number >= 0", req->arrival);
-        return RKV_EINVAL;
-    }
-    for (int32_t i = 0; i < req->n_tokens; i++) {
-        if (req->tokens[i] < 0 || req->tokens[i] >= e->be->vocab_size) {
-            snprintf(err, errlen, "token %d (%d) is outside the vocabulary [0, %d)", i,
-                     req->tokens[i], e->be->vocab_size);
-            return RKV_ERANGE;
-        }
-    }
+        return rkv_fail(RKV_EINVAL, err, errlen, "request has no prompt tokens");
+    if (req->max_tokens < 1)
+        return rkv_fail(RKV_EINVAL, err, errlen, "max_tokens %d must be >= 1", req->max_tokens);
+    if (!(req->arrival >= 0) || isinf(req->arrival))
+        return rkv_fail(RKV_EINVAL, err, errlen, "arrival %g must be a finite number >= 0",
+                        req->arrival);
+    for (int32_t i = 0; i < req->n_tokens; i++)
+        if (req->tokens[i] < 0 || req->tokens[i] >= e->be->vocab_size)
+            return rkv_fail(RKV_ERANGE, err, errlen,
+                            "token %d (%d) is outside the vocabulary [0, %d)", i, req->tokens[i],
+                            e->be->vocab_size);
     if (!(req->sampling.temperature >= 0) || !(req->sampling.top_p > 0))
-        return fail(RKV_EINVAL, err, errlen, "temperature must be >= 0 and top_p > 0");
-    rkv_status st = grow64((void **)&e->reqs, &e->reqs_cap, e->num_reqs + 1, sizeof(void *));
-    if (st) return st;
+        return rkv_fail(RKV_EINVAL, err, errlen, "temperature must be >= 0 and top_p > 0");
+    return RKV_OK;
+}
+
+/* A new request struct for req, id e->num_reqs (room for prompt, outputs and
+ * one pending slot; logits with keep_logits). */
+static rkv_status eng_req_new(engine *e, const engine_request *req, eng_req **out)
+{
     eng_req *q = calloc(1, sizeof *q);
     if (!q) return RKV_ENOMEM;
     sched_req *r = &q->s;
     int64_t total = (int64_t)req->n_tokens + req->max_tokens;
     r->tokens = malloc(sizeof(int32_t) * (size_t)(total + 1));
     r->out_ids = malloc(sizeof(int32_t) * (size_t)req->max_tokens);
-    if (!r->tokens || !r->out_ids) {
-        sched_req_free(r);
-        free(q);
-        return RKV_ENOMEM;
-    }
     cache_match_init(&r->match);
-    if (e->cfg.keep_logits &&
-        !(q->logits = malloc(sizeof(float) * (size_t)req->max_tokens * (size_t)e->be->vocab_size))) {
+    if (!r->tokens || !r->out_ids
+        || (e->cfg.keep_logits
+            && !(q->logits = malloc(sizeof(float) * (size_t)req->max_tokens
+                                    * (size_t)e->be->vocab_size)))) {
         sched_req_free(r);
+        free(q->logits);
         free(q);
         return RKV_ENOMEM;
     }
@@ -378,42 +320,60 @@ rkv_status engine_add(engine *e, const engine_request *req, int64_t *id, char *e
     r->ns = req->ns;
     r->sampling = req->sampling;
     r->id = e->num_reqs;
-    if (r->sampling.seed == 0) r->sampling.seed = mix64(e->cfg.seed ^ mix64((uint64_t)r->id + 1));
+    if (r->sampling.seed == 0)
+        r->sampling.seed = rkv_splitmix64(e->cfg.seed ^ rkv_splitmix64((uint64_t)r->id + 1));
     r->state = REQ_FUTURE;
     q->arrival = e->cfg.offline ? 0 : req->arrival;
     q->first_token_time = -1;
+    *out = q;
+    return RKV_OK;
+}
+
+/* Into the arrival-sorted future list, after equal arrivals. */
+static rkv_status future_insert(engine *e, const eng_req *q)
+{
+    rkv_status st = rkv_grow((void **)&e->future, &e->future_cap, e->num_future + 1,
+                             sizeof(int64_t));
+    if (st) return st;
+    int64_t lo = e->future_head, hi = e->num_future;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (e->reqs[e->future[mid]]->arrival <= q->arrival) lo = mid + 1;
+        else hi = mid;
+    }
+    memmove(e->future + lo + 1, e->future + lo, sizeof(int64_t) * (size_t)(e->num_future - lo));
+    e->future[lo] = q->s.id;
+    e->num_future++;
+    return RKV_OK;
+}
+
+rkv_status engine_add(engine *e, const engine_request *req, int64_t *id, char *err,
+                      size_t errlen)
+{
+    rkv_status st = check_request(e, req, err, errlen);
+    if (st) return st;
+    if ((st = rkv_grow((void **)&e->reqs, &e->reqs_cap, e->num_reqs + 1, sizeof(void *))))
+        return st;
+    eng_req *q = NULL;
+    if ((st = eng_req_new(e, req, &q))) return st;
     e->reqs[e->num_reqs++] = q;
-    *id = r->id;
+    *id = q->s.id;
 
     /* Never fits: the K/V of prompt + outputs - 1 tokens (the last output is
      * never fed back) must fit the whole pool, and the model's context. */
-    int64_t kv = total - 1;
+    int64_t total = (int64_t)req->n_tokens + req->max_tokens, kv = total - 1;
     int64_t pages = (kv + e->pool.page_size - 1) / e->pool.page_size;
     char msg[160];
     if (total > e->be->max_context) {
         snprintf(msg, sizeof msg, "prompt + max_tokens = %lld tokens exceeds the model's context of %d",
                  (long long)total, e->be->max_context);
-        st = scheduler_fail(&e->sched, r, msg);
     } else if (pages > e->pool.num_pages) {
         snprintf(msg, sizeof msg, "needs %lld KV pages, the pool has %d", (long long)pages,
                  e->pool.num_pages);
-        st = scheduler_fail(&e->sched, r, msg);
     } else {
-        /* Insert into the arrival-sorted future list, after equal arrivals. */
-        st = grow64((void **)&e->future, &e->future_cap, e->num_future + 1, sizeof(int64_t));
-        if (st) return st;
-        int64_t lo = e->future_head, hi = e->num_future;
-        while (lo < hi) {
-            int64_t mid = lo + (hi - lo) / 2;
-            if (e->reqs[e->future[mid]]->arrival <= q->arrival) lo = mid + 1;
-            else hi = mid;
-        }
-        memmove(e->future + lo + 1, e->future + lo, sizeof(int64_t) * (size_t)(e->num_future - lo));
-        e->future[lo] = r->id;
-        e->num_future++;
-        return RKV_OK;
+        return future_insert(e, q);
     }
-    if (st) return st;
+    if ((st = scheduler_fail(&e->sched, &q->s, msg))) return st;
     q->first_token_time = q->arrival;
     drain_finished(e, q->arrival);
     return RKV_OK;
@@ -459,7 +419,7 @@ static rkv_status build_batch(engine *e, const sched_plan *plan, fwd_batch *b)
             return RKV_ENOMEM;
         e->seq_cap = nc;
     }
-    if ((st = grow64((void **)&e->page_table, &e->pt_cap, (int64_t)B * maxp, sizeof(int32_t))))
+    if ((st = rkv_grow((void **)&e->page_table, &e->pt_cap, (int64_t)B * maxp, sizeof(int32_t))))
         return st;
     int32_t row = 0;
     for (int32_t i = 0; i < B; i++) {
@@ -509,14 +469,14 @@ static rkv_status launch(engine *e, int k, double *prep_cpu, double *step_second
     double c0 = cpu_now();
     rkv_status st = build_batch(e, plan, &b);
     if (st == RKV_OK)
-        st = grow32((void **)&e->out_tokens[k], &e->out_cap[k], plan->n + 1, sizeof(int32_t));
-    if (st) return fail(st, err, errlen, "engine: out of host memory building a batch");
+        st = rkv_grow32((void **)&e->out_tokens[k], &e->out_cap[k], plan->n + 1, sizeof(int32_t));
+    if (st) return rkv_fail(st, err, errlen, "engine: out of host memory building a batch");
     for (int32_t i = 0; i < plan->n; i++) e->out_tokens[k][i] = -1;
     float *logits = NULL;
     if (e->cfg.keep_logits) {
-        st = grow64((void **)&e->out_logits[k], &e->logits_cap[k],
+        st = rkv_grow((void **)&e->out_logits[k], &e->logits_cap[k],
                     (int64_t)(plan->n + 1) * e->be->vocab_size, sizeof(float));
-        if (st) return fail(st, err, errlen, "engine: out of host memory for logits");
+        if (st) return rkv_fail(st, err, errlen, "engine: out of host memory for logits");
         logits = e->out_logits[k];
     }
     *prep_cpu = cpu_now() - c0;
@@ -595,128 +555,169 @@ static rkv_status check_accounting(engine *e, char *err, size_t errlen)
     return st;
 }
 
+/* Nothing running, nothing waiting: done, or idle until the next arrival. */
+static rkv_status step_idle(engine *e, bool *done, char *err, size_t errlen)
+{
+    rkv_status st = check_accounting(e, err, errlen);
+    if (st) return st;
+    if (e->future_head >= e->num_future) {
+        *done = true;
+        return RKV_OK;
+    }
+    double next = e->reqs[e->future[e->future_head]]->arrival;
+    return admit_arrivals(e, engine_clock_idle_until(&e->clock, next));
+}
+
+/* After scheduling plans[k] (host CPU since c0): count the CPU time, take the
+ * tier's load time onto the clock. false: the plan is empty (nothing fits:
+ * a preemption just freed pages, or every running request finished in
+ * flight); the clock still moves, and repeatedly empty with nothing running
+ * means the scheduler is stuck, which is a bug. */
+static rkv_status scheduled(engine *e, int k, double c0, bool has_floor, double floor,
+                            double *cpu, bool *empty, char *err, size_t errlen)
+{
+    *cpu = cpu_now() - c0;
+    e->sched_cpu += *cpu;
+    engine_clock_transfer(&e->clock, cache_tier_take_seconds(e->cache));
+    *empty = e->plans[k].n == 0;
+    if (!*empty) {
+        e->empty_steps = 0;
+        return RKV_OK;
+    }
+    engine_clock_launch(&e->clock, *cpu, has_floor, floor);
+    if (++e->empty_steps > 2 && e->sched.num_running == 0) {
+        snprintf(err, errlen, "engine: %d requests waiting and none can be scheduled",
+                 e->sched.num_waiting);
+        return RKV_ECORRUPT;
+    }
+    return RKV_OK;
+}
+
+/* Run plans[k] on the backend; it becomes the current plan. The clock
+ * launches it after the host work (cpu + batch building), not before floor. */
+static rkv_status forward(engine *e, int k, double cpu, bool has_floor, double floor,
+                          double *step_s, char *err, size_t errlen)
+{
+    double prep = 0;
+    rkv_status st = launch(e, k, &prep, step_s, err, errlen);
+    if (st) return st;
+    e->cur = k;
+    engine_clock_launch(&e->clock, cpu + prep, has_floor, floor);
+    return RKV_OK;
+}
+
+static rkv_status step_done(engine *e, char *err, size_t errlen)
+{
+#ifndef NDEBUG
+    return check_accounting(e, err, errlen);
+#else
+    (void)e, (void)err, (void)errlen;
+    return RKV_OK;
+#endif
+}
+
+/* sync: schedule, forward, commit; the step's tokens exist at its end. */
+static rkv_status step_sync(engine *e, char *err, size_t errlen)
+{
+    int k = e->cur;
+    double c0 = cpu_now(), cpu = 0, step_s = 0;
+    bool empty = false;
+    rkv_status st = scheduler_schedule(&e->sched, &e->plans[k], true, err, errlen);
+    if (st == RKV_OK) st = scheduled(e, k, c0, false, 0, &cpu, &empty, err, errlen);
+    if (st || empty) return st;
+    if ((st = forward(e, k, cpu, false, 0, &step_s, err, errlen))) return st;
+    engine_clock_device(&e->clock, step_s);
+    double c1 = cpu_now();
+    if ((st = commit(e, k, now(e), err, errlen))) return st;
+    double cc = cpu_now() - c1;
+    e->sched_cpu += cc;
+    engine_clock_host(&e->clock, cc);
+    return step_done(e, err, errlen);
+}
+
+/* Overlap on the device (backends with submit/collect), step n in flight:
+ * plan step n+1, collect n, fill its tokens into n+1's rows and submit n+1 at
+ * once; commit n (finishes, inserts) then runs beside n+1. A request that
+ * stops in step n computes one wasted row in n+1, ignored at its commit; its
+ * pages are only reused by steps queued after n+1 on the device. *launched =
+ * false: n+1 was empty, n is committed and nothing is in flight. */
+static rkv_status overlap_on_device(engine *e, int k, bool *launched, char *err, size_t errlen)
+{
+    double c0 = cpu_now(), step_s = 0;
+    rkv_status st = scheduler_schedule(&e->sched, &e->plans[k], false, err, errlen);
+    if (st == RKV_OK) st = collect(e, err, errlen);
+    if (st) return st;
+    e->sched_cpu += cpu_now() - c0;
+    int prev = e->cur;
+    double c1 = cpu_now();
+    *launched = e->plans[k].n > 0;
+    if (*launched) {
+        fill_pending(e, prev);
+        double prep = 0;
+        if ((st = launch(e, k, &prep, &step_s, err, errlen))) return st;
+        e->cur = k;
+        e->submitted = true;
+        c1 = cpu_now();
+    }
+    if ((st = commit(e, prev, now(e), err, errlen))) return st;
+    if (!*launched) e->inflight = false;
+    e->sched_cpu += cpu_now() - c1;
+    return RKV_OK;
+}
+
+/* overlap: schedule step n+1 while step n is in flight (its sampled tokens
+ * pending), commit n, then forward n+1 and leave it in flight. The host work
+ * hides behind the device's: n+1 launches when n ends at the earliest. */
+static rkv_status step_overlap(engine *e, char *err, size_t errlen)
+{
+    bool had_inflight = e->inflight;
+    int k = had_inflight ? e->cur ^ 1 : e->cur;
+    double c0 = cpu_now(), cpu = 0, step_s = 0, t_done = 0;
+    bool empty = false;
+    rkv_status st;
+    if (had_inflight && e->async) {
+        bool launched = false;
+        if ((st = overlap_on_device(e, k, &launched, err, errlen))) return st;
+        if (launched) return step_done(e, err, errlen);
+        c0 = cpu_now();
+        if ((st = scheduler_schedule(&e->sched, &e->plans[k], true, err, errlen))) return st;
+        e->sched_cpu += cpu_now() - c0;
+        c0 = cpu_now();
+        had_inflight = false;
+    } else if (had_inflight) {
+        if ((st = scheduler_schedule(&e->sched, &e->plans[k], false, err, errlen))) return st;
+        t_done = e->clock.modelled ? e->inflight_end : now(e);
+        if ((st = commit(e, e->cur, t_done, err, errlen))) return st;
+        e->inflight = false;
+        sched_plan_compact(&e->plans[k]);
+        if (e->plans[k].n == 0
+            && (st = scheduler_schedule(&e->sched, &e->plans[k], true, err, errlen)))
+            return st;
+    } else if ((st = scheduler_schedule(&e->sched, &e->plans[k], true, err, errlen))) {
+        return st;
+    }
+    if ((st = scheduled(e, k, c0, had_inflight, t_done, &cpu, &empty, err, errlen)) || empty)
+        return st;
+    if ((st = forward(e, k, cpu, had_inflight, t_done, &step_s, err, errlen))) return st;
+    e->inflight = true;
+    e->submitted = e->async;
+    e->inflight_end = now(e) + step_s;
+    return step_done(e, err, errlen);
+}
+
 rkv_status engine_step(engine *e, bool *done, char *err, size_t errlen)
 {
-    rkv_status st;
     *done = false;
     if (!e->started) {
         /* Wall clocks start with the first step, not at creation: loading a
          * trace is not serving time. */
         e->started = true;
-        e->wall_start = wall_now();
+        engine_clock_start(&e->clock);
     }
-    if ((st = admit_arrivals(e, now(e)))) return st;
-    if (!e->inflight && scheduler_idle(&e->sched)) {
-        if ((st = check_accounting(e, err, errlen))) return st;
-        if (e->future_head >= e->num_future) {
-            *done = true;
-            return RKV_OK;
-        }
-        /* Idle until the next arrival: jump there. */
-        double next = e->reqs[e->future[e->future_head]]->arrival, t = now(e);
-        if (next > t) {
-            if (e->modelled_clock) e->clock = next;
-            else e->idle_skip += next - t;
-        }
-        return admit_arrivals(e, next > t ? next : t);
-    }
-
-    /* Times on the modelled clock (sim): `cpu` is the scheduler's CPU time of
-     * this step (zero with fixed_clock). sync: launch = clock + cpu, tokens at
-     * launch + step. overlap: launch = max(previous launch + cpu, end of the
-     * step in flight): the CPU work hides behind the GPU's. */
-    double c0 = cpu_now(), step_s = 0, t_done = 0;
-    bool had_inflight = e->inflight;
-    int k = had_inflight ? e->cur ^ 1 : e->cur;
-    if (had_inflight && e->async) {
-        /* Overlap on the device: plan step n+1 while step n runs, collect n,
-         * fill its tokens into n+1's rows and submit n+1 at once; commit n
-         * (finishes, inserts) then runs beside n+1. A request that stops in
-         * step n computes one wasted row in n+1, ignored at its commit; its
-         * pages are only reused by steps queued after n+1 on the device. */
-        st = scheduler_schedule(&e->sched, &e->plans[k], false, err, errlen);
-        if (st == RKV_OK) st = collect(e, err, errlen);
-        if (st) return st;
-        e->sched_cpu += cpu_now() - c0;
-        if (e->plans[k].n > 0) {
-            double prep = 0;
-            int prev = e->cur;
-            fill_pending(e, prev);
-            if ((st = launch(e, k, &prep, &step_s, err, errlen))) return st;
-            e->cur = k;
-            e->submitted = true;
-            double c1 = cpu_now();
-            if ((st = commit(e, prev, now(e), err, errlen))) return st;
-            e->sched_cpu += cpu_now() - c1;
-#ifndef NDEBUG
-            if ((st = check_accounting(e, err, errlen))) return st;
-#endif
-            return RKV_OK;
-        }
-        double c1 = cpu_now();
-        if ((st = commit(e, e->cur, now(e), err, errlen))) return st;
-        e->inflight = false;
-        if ((st = scheduler_schedule(&e->sched, &e->plans[k], true, err, errlen))) return st;
-        e->sched_cpu += cpu_now() - c1;
-        c0 = cpu_now();
-    } else if (had_inflight) {
-        /* Overlap: plan step n+1 with step n's tokens pending, then commit n. */
-        st = scheduler_schedule(&e->sched, &e->plans[k], false, err, errlen);
-        if (st) return st;
-        t_done = e->modelled_clock ? e->inflight_end : now(e);
-        if ((st = commit(e, e->cur, t_done, err, errlen))) return st;
-        e->inflight = false;
-        sched_plan_compact(&e->plans[k]);
-        if (e->plans[k].n == 0 &&
-            (st = scheduler_schedule(&e->sched, &e->plans[k], true, err, errlen)))
-            return st;
-    } else if ((st = scheduler_schedule(&e->sched, &e->plans[k], true, err, errlen))) {
-        return st;
-    }
-    double cpu = cpu_now() - c0;
-    e->sched_cpu += cpu;
-    /* Pages loaded back from a spill tier while scheduling (modelled time). */
-    double tier_s = cache_tier_take_seconds(e->cache);
-    if (e->modelled_clock) e->clock += tier_s;
-    if (e->plans[k].n == 0) {
-        if (e->modelled_clock) {
-            double t = e->clock + (e->cfg.fixed_clock ? 0 : cpu);
-            e->clock = had_inflight && t_done > t ? t_done : t;
-        }
-        /* Nothing fits this step (a preemption just freed pages, or every
-         * running request finished in flight): try again; repeatedly with
-         * nothing running means the scheduler is stuck, which is a bug. */
-        if (++e->empty_steps > 2 && e->sched.num_running == 0) {
-            snprintf(err, errlen, "engine: %d requests waiting and none can be scheduled",
-                     e->sched.num_waiting);
-            return RKV_ECORRUPT;
-        }
-        return RKV_OK;
-    }
-    e->empty_steps = 0;
-    double prep = 0;
-    if ((st = launch(e, k, &prep, &step_s, err, errlen))) return st;
-    e->cur = k;
-    if (e->modelled_clock) {
-        double t = e->clock + (e->cfg.fixed_clock ? 0 : cpu + prep);
-        e->clock = had_inflight && t_done > t ? t_done : t;
-    }
-    if (e->overlap) {
-        e->inflight = true;
-        e->submitted = e->async;
-        e->inflight_end = now(e) + step_s;
-    } else {
-        if (e->modelled_clock) e->clock += step_s;
-        double c2 = cpu_now();
-        if ((st = commit(e, k, now(e), err, errlen))) return st;
-        double cc = cpu_now() - c2;
-        e->sched_cpu += cc;
-        if (e->modelled_clock && !e->cfg.fixed_clock) e->clock += cc;
-    }
-#ifndef NDEBUG
-    if ((st = check_accounting(e, err, errlen))) return st;
-#endif
-    return RKV_OK;
+    rkv_status st = admit_arrivals(e, now(e));
+    if (st) return st;
+    if (!e->inflight && scheduler_idle(&e->sched)) return step_idle(e, done, err, errlen);
+    return e->overlap ? step_overlap(e, err, errlen) : step_sync(e, err, errlen);
 }
 
 rkv_status engine_run(engine *e, char *err, size_t errlen)
@@ -769,6 +770,6 @@ void engine_get_stats(const engine *e, engine_stats *out)
     out->max_step_tokens = e->max_step_tokens;
     out->sched_cpu_seconds = e->sched_cpu;
     out->model_seconds = e->model_seconds;
-    out->clock = now((engine *)e);
+    out->clock = now(e);
     out->num_pages = e->pool.num_pages;
 }

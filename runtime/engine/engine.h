@@ -8,7 +8,7 @@
  *                   backend forward()     -> one token per sampling sequence
  *                   scheduler_commit()    -> append, insert, unlock, finish
  *
- * Schedules:
+ * Schedules, one short function each in engine.c (step_sync, step_overlap):
  *   sync     schedule, forward, commit, one after another.
  *   overlap  step n+1 is planned while step n is in flight, with step n's
  *            sampled tokens still pending (their slots are reserved, values
@@ -17,12 +17,16 @@
  *            max_tokens is never planned again. Planning in flight never
  *            preempts: when nothing fits, step n is committed first and the
  *            step is planned as in sync. Outputs are identical to sync.
+ *            Backends with submit/collect overlap on the device itself
+ *            (overlap_on_device): n+1 is submitted before n is committed.
  *
- * Time. The sim backend runs on a modelled clock: a step costs the backend's
- * roofline time, plus the scheduler's measured CPU time in sync mode, or the
- * larger of the two in overlap mode (the CPU work hides behind the GPU's).
- * Other backends use wall time. Arrival times are honoured: an idle engine
- * jumps to the next arrival (no sleeping). Offline mode submits all at t = 0.
+ * Time (engine_clock.h). Backends whose step times are modelled
+ * (BACKEND_CAP_MODELLED_TIME: sim) run on a modelled clock: a step costs the
+ * backend's modelled time, plus the scheduler's measured CPU time in sync
+ * mode, or the larger of the two in overlap mode (the CPU work hides behind
+ * the GPU's). Other backends use wall time. Arrival times are honoured: an
+ * idle engine jumps to the next arrival (no sleeping). Offline mode submits
+ * all at t = 0.
  *
  * Page accounting (free + evictable + protected + in flight = pool, and every
  * in-flight page held by one running request) is checked after every step in

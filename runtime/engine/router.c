@@ -6,11 +6,14 @@
 #include <string.h>
 
 #include "cache.h"
+#include "cache_client.h"
 #include "cache_pin.h"
+#include "cache_tier.h"
 #include "page_pool.h"
 #include "pin_file.h"
 #include "progress.h"
 #include "trace.h"
+#include "rkv_core.h"
 
 const char *const router_names[] = {"round-robin", "least-load", "cache-aware", NULL};
 
@@ -76,7 +79,9 @@ static void on_finish(void *vctx, engine *e, int64_t eid)
     fprintf(f, "{\"type\":\"request\",\"id\":%s,\"replica\":%d", q->id_json, fc->i);
     if (q->predicted >= 0) fprintf(f, ",\"predicted\":%d", q->predicted);
     if (res.error) {
-        fprintf(f, ",\"error\":\"%s\",\"prompt_tokens\":%d}\n", res.error, res.prompt_tokens);
+        fputs(",\"error\":", f);
+        rkv_json_string(f, res.error);
+        fprintf(f, ",\"prompt_tokens\":%d}\n", res.prompt_tokens);
     } else {
         fprintf(f, ",\"ttft\":%.6f,\"latency\":%.6f,\"prompt_tokens\":%d,\"cached_tokens\":%d,"
                 "\"output_tokens\":%d,\"output_ids\":[", res.ttft, res.latency, res.prompt_tokens,
@@ -104,28 +109,19 @@ static rkv_status approx_insert(approx *a, const int32_t *tokens, int32_t n)
     int32_t nb = n / P;
     if (nb < 1) return RKV_OK;
     if (nb > a->pool.num_pages) nb = a->pool.num_pages;
+    int32_t *pages = malloc(sizeof(int32_t) * (size_t)nb);
+    if (!pages) return RKV_ENOMEM;
     cache_match m;
     cache_match_init(&m);
-    rkv_status st = cache_match_prefix(a->c, tokens, nb * P, 0, &m);
-    if (st == RKV_OK) st = cache_lock(a->c, &m);
-    if (st != RKV_OK) {
-        cache_match_free(&m);
-        return st;
+    /* A tree too full of locked entries just forgets this prompt. */
+    rkv_status st = cache_client_admit(a->c, tokens, nb * P, 0, nb, &m, pages, NULL);
+    if (st == RKV_OK) {
+        st = cache_client_commit(a->c, tokens, nb * P, 0, pages, m.num_pages, nb, NULL);
+        rkv_status us = cache_client_release(a->c, &m, NULL, 0);
+        if (st == RKV_OK) st = us;
+    } else if (st == RKV_ENOSPC) {
+        st = RKV_OK;
     }
-    int32_t need = nb - m.num_pages;
-    if (need > page_pool_num_free(&a->pool))
-        cache_evict(a->c, (int64_t)(need - page_pool_num_free(&a->pool)) * P);
-    int32_t *pages = malloc(sizeof(int32_t) * (size_t)nb);
-    if (!pages) st = RKV_ENOMEM;
-    if (st == RKV_OK && need <= page_pool_num_free(&a->pool)) {
-        memcpy(pages, m.pages, sizeof(int32_t) * (size_t)m.num_pages);
-        st = page_pool_alloc(&a->pool, need, pages + m.num_pages);
-        int32_t prefix = 0;
-        if (st == RKV_OK) st = cache_insert(a->c, tokens, nb * P, pages, 0, &prefix);
-        for (int32_t k = m.num_pages; k < nb; k++)
-            if (a->pool.state[pages[k]] == PAGE_INFLIGHT) page_pool_free(&a->pool, &pages[k], 1);
-    }
-    cache_unlock(a->c, &m);
     cache_match_free(&m);
     free(pages);
     return st;
@@ -277,21 +273,6 @@ static int cmp_arrival(const void *a, const void *b, void *ctx)
     return (i > j) - (i < j);
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double pct(const double *v, int64_t n, double p)
-{
-    if (n == 0) return 0;
-    int64_t k = (int64_t)ceil(p / 100.0 * (double)n);
-    if (k < 1) k = 1;
-    if (k > n) k = n;
-    return v[k - 1];
-}
-
 static void summary(driver *d)
 {
     const replicas_config *rc = d->rc;
@@ -318,7 +299,7 @@ static void summary(driver *d)
             over += q->predicted > res.cached_tokens;
         }
     }
-    if (ttft) qsort(ttft, (size_t)nt, sizeof(double), cmp_double);
+    if (ttft) qsort(ttft, (size_t)nt, sizeof(double), rkv_cmp_double);
     double span = t_end > 0 ? t_end : 1e-9;
     double hit = prompt ? (double)cached / (double)prompt : 0;
     FILE *f = d->out;
@@ -329,8 +310,8 @@ static void summary(driver *d)
             rc->replicas, router_names[rc->router],
             rc->engine->cache_cfg.kind ? rc->engine->cache_cfg.kind : "radix", (long long)d->n,
             (long long)errors, span, (double)(d->n - errors) / span, (double)outputs / span,
-            (long long)prompt, (long long)cached, hit, ttft ? pct(ttft, nt, 50) : 0,
-            ttft ? pct(ttft, nt, 99) : 0);
+            (long long)prompt, (long long)cached, hit, ttft ? rkv_percentile(ttft, nt, 50) : 0,
+            ttft ? rkv_percentile(ttft, nt, 99) : 0);
     for (int32_t i = 0; i < rc->replicas; i++) fprintf(f, i ? ",%lld" : "%lld", (long long)d->r[i].routed);
     fputs("],\"per_replica_hit_rate\":[", f);
     for (int32_t i = 0; i < rc->replicas; i++) {
@@ -347,17 +328,131 @@ static void summary(driver *d)
     billing b;
     billing_compute(rc->prices ? rc->prices : &def, prompt, cached, &b);
     billing_print_json(f, rc->prices ? rc->prices : &def, &b);
+    /* Spill and remote tiers, summed over replicas (the remote experiment). */
+    tier_stats tsum = {0};
+    tier_remote_stats rsum = {0};
+    bool any_tier = false, any_remote = false;
+    double model_s = 0;
+    for (int32_t i = 0; i < rc->replicas; i++) {
+        engine_stats s;
+        engine_get_stats(d->r[i].e, &s);
+        model_s += s.model_seconds;
+        const tier_stats *ts = cache_tier_get_stats(engine_cache(d->r[i].e));
+        const tier_remote_stats *rs = cache_tier_remote_stats(engine_cache(d->r[i].e));
+        if (ts) {
+            any_tier = true;
+            tsum.host_hit_tokens += ts->host_hit_tokens;
+            tsum.disk_hit_tokens += ts->disk_hit_tokens;
+            tsum.load_seconds += ts->load_seconds;
+        }
+        if (rs) {
+            any_remote = true;
+            tier_remote_stats_add(&rsum, rs);
+        }
+    }
+    fprintf(f, ",\"model_seconds\":%.6f", model_s);
+    if (any_tier)
+        fprintf(f, ",\"host_hit_tokens\":%llu,\"disk_hit_tokens\":%llu,\"tier_load_seconds\":%.6f",
+                (unsigned long long)tsum.host_hit_tokens, (unsigned long long)tsum.disk_hit_tokens,
+                tsum.load_seconds);
+    if (any_remote)
+        fprintf(f, ",\"remote_hit_tokens\":%llu,\"remote_stored_pages\":%llu,\"remote_deleted_pages\":%llu"
+                ",\"remote_bytes_loaded\":%.0f,\"remote_bytes_stored\":%.0f,\"remote_load_seconds\":%.6f",
+                (unsigned long long)rsum.hit_tokens, (unsigned long long)rsum.stored_pages,
+                (unsigned long long)rsum.deleted_pages, rsum.bytes_loaded, rsum.bytes_stored,
+                rsum.load_seconds);
     cache_sizes sz;
     cache_get_sizes(engine_cache(d->r[0].e), &sz);
     fprintf(f, ",\"pinned_tokens\":%lld}\n", (long long)sz.pinned_tokens); /* in every replica */
     fprintf(stderr, "  replicas        %d, router %s\n  requests        %lld (%lld errors) in %.3f s\n"
             "  hit rate        %.1f %%, TTFT p50 %.2f ms, p99 %.2f ms\n", rc->replicas,
             router_names[rc->router], (long long)d->n, (long long)errors, span, 100 * hit,
-            ttft ? 1e3 * pct(ttft, nt, 50) : 0, ttft ? 1e3 * pct(ttft, nt, 99) : 0);
+            ttft ? 1e3 * rkv_percentile(ttft, nt, 50) : 0, ttft ? 1e3 * rkv_percentile(ttft, nt, 99) : 0);
     if (npred)
         fprintf(stderr, "  router error    %.1f %% of prompt tokens mispredicted, %.1f %% of requests over\n",
                 pred_prompt > 0 ? 100 * abs_err / pred_prompt : 0, 100.0 * (double)over / (double)npred);
     free(ttft);
+}
+
+/* Replica i: its engine (reporting to on_finish through fc), its pins, and
+ * for the cache-aware router its approximate tree. */
+static rkv_status replica_open(driver *d, int32_t i, fin_ctx *fc, char *err, size_t errlen)
+{
+    const replicas_config *rc = d->rc;
+    replica *rp = &d->r[i];
+    rkv_status st = engine_create(rc->engine, &rp->e, err, errlen);
+    if (st) return st;
+    *fc = (fin_ctx){d, i};
+    engine_on_finish(rp->e, on_finish, fc);
+    cache_pins_init(&rp->pins);
+    if (rc->pin) {
+        pin_file_stats ps;
+        backend *pb = engine_backend(rp->e);
+        char why[400];
+        if ((st = pin_file_apply(engine_cache(rp->e), pb, rc->pin, pb->vocab_size, &rp->pins, &ps,
+                                 why, sizeof why))) {
+            snprintf(err, errlen, "--pin %s", why);
+            return st;
+        }
+    }
+    if (rc->router != ROUTER_CACHE_AWARE) return RKV_OK;
+    backend *be = engine_backend(rp->e);
+    int64_t pages = rc->approx_tokens > 0 ? (rc->approx_tokens + be->page_size - 1) / be->page_size
+                                          : be->num_pages;
+    if (pages > INT32_MAX) pages = INT32_MAX;
+    if ((st = page_pool_init(&rp->a.pool, (int32_t)pages, be->page_size)) != RKV_OK
+        || (st = cache_create(NULL, &rp->a.pool, &rp->a.c, err, errlen)) != RKV_OK)
+        snprintf(err, errlen, "router: approximate tree of replica %d: %s", i, rkv_status_str(st));
+    return st;
+}
+
+/* Every request in arrival order (order[]): the clock advances to its
+ * arrival, the router picks a replica, the replica's engine takes it. */
+static rkv_status dispatch(driver *d, const int64_t *order, char *err, size_t errlen)
+{
+    rkv_status st = RKV_OK;
+    for (int64_t j = 0; j < d->n && st == RKV_OK; j++) {
+        rreq *q = &d->reqs[order[j]];
+        if ((st = advance(d, q->arrival, err, errlen))) break;
+        int32_t i = route(d, q, j);
+        replica *rp = &d->r[i];
+        if ((st = rkv_grow((void **)&rp->req_of, &rp->req_cap, rp->routed + 1,
+                           sizeof *rp->req_of)))
+            break;
+        rp->req_of[rp->routed] = order[j];
+        engine_request er = {.tokens = q->tokens, .n_tokens = q->n, .max_tokens = q->max_tokens,
+                             .stop_token = -1, .sampling = q->sampling, .arrival = q->arrival};
+        q->replica = i;
+        rp->outstanding++;
+        rp->routed++;
+        char why[256];
+        if ((st = engine_add(rp->e, &er, &q->eid, why, sizeof why))) {
+            snprintf(err, errlen, "%s: request %s: %s", d->rc->trace, q->id_json, why);
+            break;
+        }
+        rp->busy = true;
+    }
+    if (st == RKV_OK) st = advance(d, -1, err, errlen);
+    return st;
+}
+
+static void driver_free(driver *d)
+{
+    for (int32_t i = 0; d->r && i < d->rc->replicas; i++) {
+        replica *rp = &d->r[i];
+        if (rp->e) cache_pins_release(engine_cache(rp->e), &rp->pins);
+        cache_pins_free(&rp->pins);
+        engine_destroy(rp->e);
+        if (rp->a.c) cache_destroy(rp->a.c);
+        if (rp->a.pool.state) page_pool_destroy(&rp->a.pool);
+        free(rp->req_of);
+    }
+    for (int64_t k = 0; k < d->n; k++) {
+        free(d->reqs[k].tokens);
+        free(d->reqs[k].id_json);
+    }
+    free(d->reqs);
+    free(d->r);
 }
 
 rkv_status replicas_run(const replicas_config *rc, FILE *out, char *err, size_t errlen)
@@ -375,32 +470,8 @@ rkv_status replicas_run(const replicas_config *rc, FILE *out, char *err, size_t 
         st = RKV_ENOMEM;
         goto done;
     }
-    for (int32_t i = 0; i < rc->replicas && st == RKV_OK; i++) {
-        if ((st = engine_create(rc->engine, &d.r[i].e, err, errlen))) break;
-        fc[i] = (fin_ctx){&d, i};
-        engine_on_finish(d.r[i].e, on_finish, &fc[i]);
-        cache_pins_init(&d.r[i].pins);
-        if (rc->pin) {
-            pin_file_stats ps;
-            backend *pb = engine_backend(d.r[i].e);
-            char why[400];
-            if ((st = pin_file_apply(engine_cache(d.r[i].e), pb, rc->pin, pb->vocab_size, &d.r[i].pins,
-                                     &ps, why, sizeof why))) {
-                snprintf(err, errlen, "--pin %s", why);
-                break;
-            }
-        }
-        if (rc->router != ROUTER_CACHE_AWARE) continue;
-        backend *be = engine_backend(d.r[i].e);
-        int64_t pages = rc->approx_tokens > 0 ? (rc->approx_tokens + be->page_size - 1) / be->page_size
-                                              : be->num_pages;
-        if (pages > INT32_MAX) pages = INT32_MAX;
-        if ((st = page_pool_init(&d.r[i].a.pool, (int32_t)pages, be->page_size)) != RKV_OK
-            || (st = cache_create(NULL, &d.r[i].a.pool, &d.r[i].a.c, err, errlen)) != RKV_OK) {
-            snprintf(err, errlen, "router: approximate tree of replica %d: %s", i, rkv_status_str(st));
-            break;
-        }
-    }
+    for (int32_t i = 0; i < rc->replicas && st == RKV_OK; i++)
+        st = replica_open(&d, i, &fc[i], err, errlen);
     if (st) goto done;
     fprintf(stderr, "radixkv run: %d replicas of %s; router %s\n", rc->replicas,
             engine_backend(d.r[0].e)->description, router_names[rc->router]);
@@ -413,32 +484,7 @@ rkv_status replicas_run(const replicas_config *rc, FILE *out, char *err, size_t 
     for (int64_t k = 0; k < d.n; k++) order[k] = k;
     qsort_r(order, (size_t)d.n, sizeof *order, cmp_arrival, d.reqs);
     progress_start(&d.prog, "run", "requests", d.n, rc->progress);
-    for (int64_t j = 0; j < d.n && st == RKV_OK; j++) {
-        rreq *q = &d.reqs[order[j]];
-        if ((st = advance(&d, q->arrival, err, errlen))) break;
-        int32_t i = route(&d, q, j);
-        replica *rp = &d.r[i];
-        if (rp->routed == rp->req_cap) {
-            int64_t nc = rp->req_cap ? 2 * rp->req_cap : 64;
-            int64_t *a = realloc(rp->req_of, sizeof *a * (size_t)nc);
-            if (!a) { st = RKV_ENOMEM; break; }
-            rp->req_of = a;
-            rp->req_cap = nc;
-        }
-        rp->req_of[rp->routed] = order[j];
-        engine_request er = {.tokens = q->tokens, .n_tokens = q->n, .max_tokens = q->max_tokens,
-                             .stop_token = -1, .sampling = q->sampling, .arrival = q->arrival};
-        q->replica = i;
-        rp->outstanding++;
-        rp->routed++;
-        char why[256];
-        if ((st = engine_add(rp->e, &er, &q->eid, why, sizeof why))) {
-            snprintf(err, errlen, "%s: request %s: %s", rc->trace, q->id_json, why);
-            break;
-        }
-        rp->busy = true;
-    }
-    if (st == RKV_OK) st = advance(&d, -1, err, errlen);
+    st = dispatch(&d, order, err, errlen);
     progress_finish(&d.prog);
     for (int32_t i = 0; st == RKV_OK && i < rc->replicas; i++) {
         char why[400];
@@ -447,20 +493,7 @@ rkv_status replicas_run(const replicas_config *rc, FILE *out, char *err, size_t 
     if (st == RKV_OK) summary(&d);
 done:
     if (st == RKV_ENOMEM && !err[0]) snprintf(err, errlen, "replicas: out of host memory");
-    for (int32_t i = 0; d.r && i < rc->replicas; i++) {
-        if (d.r[i].e) cache_pins_release(engine_cache(d.r[i].e), &d.r[i].pins);
-        cache_pins_free(&d.r[i].pins);
-        engine_destroy(d.r[i].e);
-        if (d.r[i].a.c) cache_destroy(d.r[i].a.c);
-        if (d.r[i].a.pool.state) page_pool_destroy(&d.r[i].a.pool);
-        free(d.r[i].req_of);
-    }
-    for (int64_t k = 0; k < d.n; k++) {
-        free(d.reqs[k].tokens);
-        free(d.reqs[k].id_json);
-    }
-    free(d.reqs);
-    free(d.r);
+    driver_free(&d);
     free(fc);
     free(order);
     return st;

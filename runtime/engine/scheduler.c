@@ -1,9 +1,13 @@
 /* scheduler.c - see scheduler.h. */
 #include "scheduler.h"
 
+#include "cache_client.h"
+#include "rkv_core.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "rkv_core.h"
 
 #define SCHED_DEFAULT_QUEUE_LIMIT 128
 
@@ -28,26 +32,6 @@ const char *sched_policy_name(sched_policy p)
     return "?";
 }
 
-static uint64_t splitmix64(uint64_t *x)
-{
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-static rkv_status grow(void **p, int32_t *cap, int32_t need, size_t elem)
-{
-    if (need <= *cap) return RKV_OK;
-    int32_t nc = *cap ? *cap : 8;
-    while (nc < need) nc *= 2;
-    void *q = realloc(*p, (size_t)nc * elem);
-    if (!q) return RKV_ENOMEM;
-    *p = q;
-    *cap = nc;
-    return RKV_OK;
-}
-
 rkv_status scheduler_init(scheduler *s, const scheduler_config *cfg, cache *c, page_pool *pool)
 {
     memset(s, 0, sizeof *s);
@@ -60,21 +44,13 @@ rkv_status scheduler_init(scheduler *s, const scheduler_config *cfg, cache *c, p
     return RKV_OK;
 }
 
-static rkv_status free_pages(scheduler *s, const int32_t *pages, int32_t n)
-{
-    if (n <= 0) return RKV_OK;
-    return page_pool_free(s->pool, pages, n);
-}
-
 /* Give back everything r holds: its own pages to the pool, its match unlocked. */
 static rkv_status req_release(scheduler *s, sched_req *r)
 {
-    rkv_status st = free_pages(s, r->pages + r->num_cache_pages, r->num_pages - r->num_cache_pages);
-    if (r->locked) {
-        rkv_status st2 = cache_unlock(s->cache, &r->match);
-        if (st == RKV_OK) st = st2;
-        r->locked = false;
-    }
+    rkv_status st = cache_client_release(s->cache, r->locked ? &r->match : NULL,
+                                         r->pages + r->num_cache_pages,
+                                         r->num_pages - r->num_cache_pages);
+    r->locked = false;
     r->match.len = r->match.num_pages = 0;
     r->match.handle = NULL;
     r->num_pages = r->num_cache_pages = 0;
@@ -90,7 +66,6 @@ void scheduler_destroy(scheduler *s)
     free(s->finished);
     free(s->order);
     free(s->keys);
-    free(s->free_buf);
     memset(s, 0, sizeof *s);
 }
 
@@ -105,7 +80,7 @@ void sched_req_free(sched_req *r)
 
 rkv_status scheduler_add(scheduler *s, sched_req *r)
 {
-    rkv_status st = grow((void **)&s->waiting, &s->waiting_cap, s->num_waiting + 1, sizeof(void *));
+    rkv_status st = rkv_grow32((void **)&s->waiting, &s->waiting_cap, s->num_waiting + 1, sizeof(void *));
     if (st) return st;
     s->waiting[s->num_waiting++] = r;
     r->state = REQ_WAITING;
@@ -114,7 +89,7 @@ rkv_status scheduler_add(scheduler *s, sched_req *r)
 
 static rkv_status push_finished(scheduler *s, sched_req *r)
 {
-    rkv_status st = grow((void **)&s->finished, &s->finished_cap, s->num_finished + 1,
+    rkv_status st = rkv_grow32((void **)&s->finished, &s->finished_cap, s->num_finished + 1,
                          sizeof(void *));
     if (st) return st;
     s->finished[s->num_finished++] = r;
@@ -214,7 +189,7 @@ rkv_status scheduler_policy_order(scheduler *s, int32_t *out)
     if (p == SCHED_FCFS) return RKV_OK;
     if (p == SCHED_RANDOM) {
         for (int32_t i = n - 1; i > 0; i--) {
-            int32_t j = (int32_t)(splitmix64(&s->rng) % (uint64_t)(i + 1));
+            int32_t j = (int32_t)(rkv_splitmix64_next(&s->rng) % (uint64_t)(i + 1));
             int32_t t = out[i];
             out[i] = out[j];
             out[j] = t;
@@ -257,19 +232,9 @@ rkv_status scheduler_policy_order(scheduler *s, int32_t *out)
 
 /* ---- pages -------------------------------------------------------------- */
 
-/* Allocate n pages to out, evicting from the cache on a shortage. */
-static rkv_status alloc_evicting(scheduler *s, int32_t n, int32_t *out)
-{
-    if (n <= 0) return RKV_OK;
-    if (page_pool_alloc(s->pool, n, out) == RKV_OK) return RKV_OK;
-    int32_t shortfall = n - page_pool_num_free(s->pool);
-    cache_evict(s->cache, (int64_t)shortfall * s->pool->page_size);
-    return page_pool_alloc(s->pool, n, out);
-}
-
 static rkv_status ensure_page_cap(sched_req *r, int32_t n)
 {
-    return grow((void **)&r->pages, &r->page_cap, n, sizeof(int32_t));
+    return rkv_grow32((void **)&r->pages, &r->page_cap, n, sizeof(int32_t));
 }
 
 static void running_remove_at(scheduler *s, int32_t i)
@@ -284,7 +249,7 @@ static rkv_status preempt(scheduler *s, int32_t i)
     sched_req *r = s->running[i];
     rkv_status st = req_release(s, r);
     running_remove_at(s, i);
-    rkv_status st2 = grow((void **)&s->waiting, &s->waiting_cap, s->num_waiting + 1, sizeof(void *));
+    rkv_status st2 = rkv_grow32((void **)&s->waiting, &s->waiting_cap, s->num_waiting + 1, sizeof(void *));
     if (st2) return st2;
     memmove(s->waiting + 1, s->waiting, sizeof(void *) * (size_t)s->num_waiting);
     s->waiting[0] = r;
@@ -297,7 +262,7 @@ static rkv_status preempt(scheduler *s, int32_t i)
 
 static rkv_status plan_push(sched_plan *plan, sched_req *r, int32_t start, int32_t rows)
 {
-    rkv_status st = grow((void **)&plan->e, &plan->cap, plan->n + 1, sizeof(sched_entry));
+    rkv_status st = rkv_grow32((void **)&plan->e, &plan->cap, plan->n + 1, sizeof(sched_entry));
     if (st) return st;
     sched_entry *e = &plan->e[plan->n++];
     e->r = r;
@@ -308,7 +273,7 @@ static rkv_status plan_push(sched_plan *plan, sched_req *r, int32_t start, int32
     r->kv_sched = start + rows;
     if (r->kv_sched == r->n_tokens) {
         /* The last row samples: reserve the slot of the output being sampled. */
-        st = grow((void **)&r->tokens, &r->cap, r->n_tokens + 1, sizeof(int32_t));
+        st = rkv_grow32((void **)&r->tokens, &r->cap, r->n_tokens + 1, sizeof(int32_t));
         if (st) return st;
         r->tokens[r->n_tokens++] = -1;
         e->sample = true;
@@ -358,19 +323,54 @@ static bool shares_with_admitted(const scheduler *s, const sched_plan *plan, con
     return false;
 }
 
-rkv_status scheduler_schedule(scheduler *s, sched_plan *plan, bool allow_preempt, char *err,
-                              size_t errlen)
+/* 2: pages for running request i's next rows; on a shortage preempt the
+ * newest running requests, then i itself. *stop: no more planning this step
+ * (a shortage while planning in flight, or i preempted). */
+static rkv_status reserve_or_preempt(scheduler *s, int32_t i, int32_t need, bool allow_preempt,
+                                     int32_t *decodes_behind, bool *stop)
 {
-    plan->n = plan->num_tokens = plan->num_prefill_rows = plan->num_admitted = 0;
-    int32_t budget = s->cfg.max_num_batched_tokens;
-    rkv_status st;
-    bool stop = false;
+    sched_req *r = s->running[i];
+    rkv_status st = ensure_page_cap(r, r->num_pages + need);
+    if (st) return st;
+    st = cache_client_reserve(s->cache, need, r->pages + r->num_pages, NULL);
+    if (st == RKV_ENOSPC && !allow_preempt) {
+        *stop = true;
+        return RKV_OK;
+    }
+    while (st == RKV_ENOSPC && s->num_running - 1 > i) {
+        sched_req *v = s->running[s->num_running - 1];
+        *decodes_behind -= v->n_tokens - v->kv_sched == 1;
+        if ((st = preempt(s, s->num_running - 1))) return st;
+        st = cache_client_reserve(s->cache, need, r->pages + r->num_pages, NULL);
+    }
+    if (st == RKV_ENOSPC) {
+        bool alone = s->num_running == 1;
+        if ((st = preempt(s, i))) return st;
+        if (alone) {
+            /* Nothing else holds pages: it can never fit. add() rejects
+             * such requests, so this is a safety net, not a path. */
+            memmove(s->waiting, s->waiting + 1, sizeof(void *) * (size_t)(s->num_waiting - 1));
+            s->num_waiting--;
+            if ((st = scheduler_fail(s, r, "request does not fit the page pool"))) return st;
+        }
+        *stop = true;
+        return RKV_OK;
+    }
+    if (st) return st;
+    r->num_pages += need;
+    return RKV_OK;
+}
 
-    /* 1: running requests, oldest first. decodes_behind[i] = decodes after i. */
+/* 1: running requests, oldest first, each its next chunk under the budget;
+ * a prefill chunk leaves one row for each decode behind it. */
+static rkv_status schedule_running(scheduler *s, sched_plan *plan, bool allow_preempt,
+                                   int32_t *budget, bool *stop)
+{
+    rkv_status st;
     int32_t decodes_behind = 0;
     for (int32_t i = 0; i < s->num_running; i++)
         decodes_behind += s->running[i]->n_tokens - s->running[i]->kv_sched == 1;
-    for (int32_t i = 0; i < s->num_running && budget > 0;) {
+    for (int32_t i = 0; i < s->num_running && *budget > 0;) {
         sched_req *r = s->running[i];
         int32_t remaining = r->n_tokens - r->kv_sched;
         if (remaining == 1) decodes_behind--;
@@ -379,122 +379,116 @@ rkv_status scheduler_schedule(scheduler *s, sched_plan *plan, bool allow_preempt
             i++;
             continue;
         }
-        int32_t rows = remaining < budget ? remaining : budget;
-        if (remaining > 1 && budget - decodes_behind >= 1 && rows > budget - decodes_behind)
-            rows = budget - decodes_behind;
+        int32_t rows = remaining < *budget ? remaining : *budget;
+        if (remaining > 1 && *budget - decodes_behind >= 1 && rows > *budget - decodes_behind)
+            rows = *budget - decodes_behind;
         int32_t need = page_pool_pages_for(s->pool, r->kv_sched + rows) - r->num_pages;
         if (need > 0) {
-            if ((st = ensure_page_cap(r, r->num_pages + need))) return st;
-            st = alloc_evicting(s, need, r->pages + r->num_pages);
-            if (st == RKV_ENOSPC && !allow_preempt) {
-                stop = true;
-                break;
-            }
-            /* 2: preempt the newest running requests, then r itself. */
-            while (st == RKV_ENOSPC && s->num_running - 1 > i) {
-                sched_req *v = s->running[s->num_running - 1];
-                decodes_behind -= v->n_tokens - v->kv_sched == 1;
-                if ((st = preempt(s, s->num_running - 1))) return st;
-                st = alloc_evicting(s, need, r->pages + r->num_pages);
-            }
-            if (st == RKV_ENOSPC) {
-                bool alone = s->num_running == 1;
-                if ((st = preempt(s, i))) return st;
-                if (alone) {
-                    /* Nothing else holds pages: it can never fit. add() rejects
-                     * such requests, so this is a safety net, not a path. */
-                    memmove(s->waiting, s->waiting + 1,
-                            sizeof(void *) * (size_t)(s->num_waiting - 1));
-                    s->num_waiting--;
-                    if ((st = scheduler_fail(s, r, "request does not fit the page pool")))
-                        return st;
-                }
-                stop = true;
-                break;
-            }
-            if (st) return st;
-            r->num_pages += need;
+            if ((st = reserve_or_preempt(s, i, need, allow_preempt, &decodes_behind, stop)))
+                return st;
+            if (*stop) return RKV_OK;
         }
         if ((st = plan_push(plan, r, r->kv_sched, rows))) return st;
-        budget -= rows;
+        *budget -= rows;
         i++;
     }
+    return RKV_OK;
+}
 
-    /* 3: admissions in policy order. */
-    if (!stop && budget > 0 && s->num_waiting > 0 && s->num_running < s->cfg.max_running) {
-        int32_t n = s->num_waiting;
-        if ((st = grow((void **)&s->order, &s->scratch_cap, n, sizeof(int32_t)))) return st;
-        if ((st = scheduler_policy_order(s, s->order))) return st;
-        bool *taken = calloc((size_t)n, 1);
-        if (!taken) return RKV_ENOMEM;
-        for (int32_t k = 0; k < n; k++) {
-            if (budget <= 0 || s->num_running >= s->cfg.max_running) break;
-            sched_req *r = s->waiting[s->order[k]];
-            st = cache_match_prefix(s->cache, r->tokens, r->n_tokens - 1, r->ns, &r->match);
-            if (st == RKV_OK) st = cache_lock(s->cache, &r->match);
-            if (st) {
-                free(taken);
-                snprintf(err, errlen, "scheduler: cache match/lock failed: %s", rkv_status_str(st));
-                return st;
-            }
-            r->locked = true;
-            int32_t matched = r->match.len;
-            if (shares_with_admitted(s, plan, r, matched)) {
-                cache_unlock(s->cache, &r->match);
-                r->locked = false;
-                r->match.len = r->match.num_pages = 0;
-                continue;
-            }
-            int32_t rows = r->n_tokens - matched;
-            if (rows > budget) rows = budget;
-            int32_t total = page_pool_pages_for(s->pool, matched + rows);
-            if ((st = ensure_page_cap(r, total))) {
-                free(taken);
-                return st;
-            }
-            int32_t need = total - r->match.num_pages;
-            st = alloc_evicting(s, need, r->pages + r->match.num_pages);
-            if (st == RKV_ENOSPC) {
-                cache_unlock(s->cache, &r->match);
-                r->locked = false;
-                r->match.len = r->match.num_pages = 0;
-                break;
-            }
-            if (st) {
-                free(taken);
-                return st;
-            }
-            if (r->match.num_pages > 0)
-                memcpy(r->pages, r->match.pages, sizeof(int32_t) * (size_t)r->match.num_pages);
-            r->num_cache_pages = r->match.num_pages;
-            r->num_pages = total;
-            r->kv_sched = r->kv_done = matched;
-            if (!r->admitted_once) {
-                r->cached_tokens = matched;
-                r->admitted_once = true;
-            }
-            r->admit_seq = s->admit_counter++;
-            r->state = REQ_RUNNING;
-            if ((st = grow((void **)&s->running, &s->running_cap, s->num_running + 1,
-                           sizeof(void *)))) {
-                free(taken);
-                return st;
-            }
-            s->running[s->num_running++] = r;
-            taken[s->order[k]] = true;
-            if ((st = plan_push(plan, r, matched, rows))) {
-                free(taken);
-                return st;
-            }
-            plan->num_admitted++;
-            budget -= rows;
-        }
+/* Admit waiting request r: match and lock its cached prefix, pages for its
+ * first chunk. *admitted false with RKV_OK: it waits (in-batch sharing, or
+ * *full: no pages even after eviction, which ends admission this step). */
+static rkv_status admit(scheduler *s, sched_plan *plan, sched_req *r, int32_t budget,
+                        int32_t *rows_out, bool *admitted, bool *full, char *err, size_t errlen)
+{
+    *admitted = *full = false;
+    rkv_status st = cache_client_match(s->cache, r->tokens, r->n_tokens - 1, r->ns, &r->match);
+    if (st) {
+        snprintf(err, errlen, "scheduler: cache match/lock failed: %s", rkv_status_str(st));
+        return st;
+    }
+    r->locked = true;
+    int32_t matched = r->match.len;
+    if (shares_with_admitted(s, plan, r, matched)) {
+        cache_client_release(s->cache, &r->match, NULL, 0);
+        r->locked = false;
+        return RKV_OK;
+    }
+    int32_t rows = r->n_tokens - matched;
+    if (rows > budget) rows = budget;
+    int32_t total = page_pool_pages_for(s->pool, matched + rows);
+    if ((st = ensure_page_cap(r, total))) return st;
+    int32_t need = total - r->match.num_pages;
+    st = cache_client_reserve(s->cache, need, r->pages + r->match.num_pages, NULL);
+    if (st == RKV_ENOSPC) {
+        cache_client_release(s->cache, &r->match, NULL, 0);
+        r->locked = false;
+        *full = true;
+        return RKV_OK;
+    }
+    if (st) return st;
+    if (r->match.num_pages > 0)
+        memcpy(r->pages, r->match.pages, sizeof(int32_t) * (size_t)r->match.num_pages);
+    r->num_cache_pages = r->match.num_pages;
+    r->num_pages = total;
+    r->kv_sched = r->kv_done = matched;
+    if (!r->admitted_once) {
+        r->cached_tokens = matched;
+        r->admitted_once = true;
+    }
+    r->admit_seq = s->admit_counter++;
+    r->state = REQ_RUNNING;
+    if ((st = rkv_grow32((void **)&s->running, &s->running_cap, s->num_running + 1,
+                         sizeof(void *))))
+        return st;
+    s->running[s->num_running++] = r;
+    *rows_out = rows;
+    *admitted = true;
+    return plan_push(plan, r, matched, rows);
+}
+
+/* 3: admissions in policy order while budget, running slots and pages last. */
+static rkv_status schedule_waiting(scheduler *s, sched_plan *plan, int32_t *budget, char *err,
+                                   size_t errlen)
+{
+    int32_t n = s->num_waiting;
+    rkv_status st = rkv_grow32((void **)&s->order, &s->scratch_cap, n, sizeof(int32_t));
+    if (st || (st = scheduler_policy_order(s, s->order))) return st;
+    bool *taken = calloc((size_t)n, 1);
+    if (!taken) return RKV_ENOMEM;
+    for (int32_t k = 0; k < n; k++) {
+        if (*budget <= 0 || s->num_running >= s->cfg.max_running) break;
+        int32_t rows = 0;
+        bool admitted = false, full = false;
+        st = admit(s, plan, s->waiting[s->order[k]], *budget, &rows, &admitted, &full, err,
+                   errlen);
+        if (st || full) break;
+        if (!admitted) continue;
+        taken[s->order[k]] = true;
+        plan->num_admitted++;
+        *budget -= rows;
+    }
+    if (st == RKV_OK) {
         int32_t m = 0;
         for (int32_t i = 0; i < n; i++)
             if (!taken[i]) s->waiting[m++] = s->waiting[i];
         s->num_waiting = m;
-        free(taken);
     }
+    free(taken);
+    return st;
+}
+
+rkv_status scheduler_schedule(scheduler *s, sched_plan *plan, bool allow_preempt, char *err,
+                              size_t errlen)
+{
+    plan->n = plan->num_tokens = plan->num_prefill_rows = plan->num_admitted = 0;
+    int32_t budget = s->cfg.max_num_batched_tokens;
+    bool stop = false;
+    rkv_status st = schedule_running(s, plan, allow_preempt, &budget, &stop);
+    if (st) return st;
+    if (!stop && budget > 0 && s->num_waiting > 0 && s->num_running < s->cfg.max_running
+        && (st = schedule_waiting(s, plan, &budget, err, errlen)))
+        return st;
     s->num_steps++;
     return RKV_OK;
 }
@@ -510,34 +504,27 @@ static rkv_status req_insert(scheduler *s, sched_req *r, bool final, char *err, 
     int32_t nfull = r->kv_done / P;
     rkv_status st;
     if (nfull > r->num_cache_pages) {
-        int32_t prefix_len = 0;
-        st = cache_insert(s->cache, r->tokens, nfull * P, r->pages, r->ns, &prefix_len);
+        /* Whatever the cache did not adopt goes back to the pool: duplicates
+         * of what was cached meanwhile, or every page for kinds that keep
+         * nothing (none). */
+        st = cache_client_commit(s->cache, r->tokens, nfull * P, r->ns, r->pages,
+                                 r->num_cache_pages, nfull, NULL);
         if (st) {
             snprintf(err, errlen, "scheduler: cache insert of request %lld failed: %s",
                      (long long)r->id, rkv_status_str(st));
             return st;
         }
-        /* Whatever the cache did not adopt is still ours: duplicates of what
-         * was cached meanwhile (below prefix_len), or, for kinds that keep
-         * nothing (none), every page. Kinds that drop pages themselves
-         * (hash-nocache) leave them FREE. The pool's state tells which. */
-        int32_t nfree = 0;
-        if ((st = grow((void **)&s->free_buf, &s->free_cap, nfull, sizeof(int32_t)))) return st;
-        for (int32_t k = r->num_cache_pages; k < nfull; k++)
-            if (s->pool->state[r->pages[k]] == PAGE_INFLIGHT) s->free_buf[nfree++] = r->pages[k];
-        (void)prefix_len;
-        if ((st = free_pages(s, s->free_buf, nfree))) return st;
         if (!final) {
             cache_match m2;
             cache_match_init(&m2);
-            st = cache_match_prefix(s->cache, r->tokens, nfull * P, r->ns, &m2);
+            st = cache_client_match(s->cache, r->tokens, nfull * P, r->ns, &m2);
             if (st == RKV_OK && m2.len != nfull * P) {
                 snprintf(err, errlen,
                          "scheduler: request %lld: %d tokens just inserted, match finds %d",
                          (long long)r->id, nfull * P, m2.len);
+                cache_unlock(s->cache, &m2);
                 st = RKV_ECORRUPT;
             }
-            if (st == RKV_OK) st = cache_lock(s->cache, &m2);
             if (st == RKV_OK && r->locked) st = cache_unlock(s->cache, &r->match);
             if (st) {
                 cache_match_free(&m2);

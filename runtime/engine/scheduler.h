@@ -25,6 +25,8 @@
  *      requests never preempt running ones). One that shares dedup_tokens or
  *      more uncached tokens with a request admitted in the same step waits a
  *      step, to find them in the cache instead of computing them twice.
+ * Every page move around the cache goes through cache_client.h (match +
+ * lock, reserve with eviction, commit, release).
  * A row set that reaches the end of the tokens samples one new token: its
  * slot is appended as "pending" at plan time and filled by scheduler_commit().
  *
@@ -138,7 +140,6 @@ typedef struct scheduler {
     uint64_t num_steps;
     /* scratch */
     int32_t *order; int32_t *keys; int32_t scratch_cap;
-    int32_t *free_buf; int32_t free_cap;
 } scheduler;
 
 /* Parse "fcfs" | "lpm" | "dfs-weight" | "random". */

@@ -11,6 +11,7 @@
 
 #include "attention.h"
 #include "safetensors.h"
+#include "rkv_core.h"
 
 /* ---- weight layout --------------------------------------------------------
  * Every tensor is a slice of one fp32 allocation. layout() walks the tensors
@@ -82,14 +83,6 @@ static size_t walk(model *m, float *base, tensor_fn fn, void *ctx)
 
 /* ---- seeded random weights ------------------------------------------------ */
 
-static inline uint64_t splitmix64(uint64_t x)
-{
-    x += 0x9e3779b97f4a7c15ULL;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-    return x ^ (x >> 31);
-}
-
 typedef struct init_ctx {
     const model_config *cfg;
     uint64_t seed;
@@ -114,10 +107,10 @@ static void init_tensor(void *ctxp, const tensor_ref *t, float *data)
     case RI_BIAS: std = 0.1; break;
     }
     double a = std * sqrt(3.0); /* uniform(-a, a) has standard deviation std */
-    uint64_t key = splitmix64(ctx->seed ^ splitmix64(++ctx->index));
+    uint64_t key = rkv_splitmix64(ctx->seed ^ rkv_splitmix64(++ctx->index));
     size_t n = (size_t)t->shape[0] * (size_t)(t->ndim == 2 ? t->shape[1] : 1);
     for (size_t i = 0; i < n; i++) {
-        double u = (double)(splitmix64(key + i) >> 11) * 0x1.0p-53;
+        double u = (double)(rkv_splitmix64(key + i) >> 11) * 0x1.0p-53;
         data[i] = (float)(mean + a * (2.0 * u - 1.0));
     }
 }

@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include "rkv_core.h"
 
 typedef struct cand {
     float z;    /* logit / temperature, NaN mapped to -inf */
@@ -31,17 +32,9 @@ int32_t sampler_argmax(const float *logits, int32_t vocab)
     return best;
 }
 
-static inline uint64_t splitmix64(uint64_t x)
-{
-    x += 0x9e3779b97f4a7c15ULL;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-    return x ^ (x >> 31);
-}
-
 double sampler_uniform(uint64_t seed, int64_t step)
 {
-    uint64_t h = splitmix64(seed ^ splitmix64((uint64_t)step * 0xd1b54a32d192ed03ULL + 1));
+    uint64_t h = rkv_splitmix64(seed ^ rkv_splitmix64((uint64_t)step * 0xd1b54a32d192ed03ULL + 1));
     return (double)(h >> 11) * 0x1.0p-53;
 }
 

@@ -25,6 +25,9 @@
 rkv_status tu_request(cache *c, const int32_t *tokens, int32_t n, uint64_t ns, cache_match *m,
                       int32_t *matched, int32_t *prefix);
 
+/* Run every test of s; the process's exit status (EXIT_FAILURE if any failed). */
+int tu_run_suite(Suite *s);
+
 /* Create a kind by name over pool ("hash", "hash-nocache", "trie", "radix", "none"). */
 cache *tu_create(const char *kind, const char *hash_fn, page_pool *pool);
 

@@ -41,12 +41,27 @@ check(rc != 0 and "no-such-command" in err, "unknown command named")
 for args, name in [
     (BASE + ["--bogus", "-"], "--bogus"),
     (["cache-sim", "--cache", "btree", "--capacity", "10", "--page-size", "1", "-"], "--cache"),
-    (BASE + ["--policy", "mru", "-"], "--policy"),
+    (BASE + ["--evict-policy", "mru", "-"], "--evict-policy"),
     (BASE + ["--hash", "crc", "-"], "--hash"),
     (["cache-sim", "--cache", "radix", "--capacity", "ten", "--page-size", "1", "-"], "--capacity"),
     (["cache-sim", "--cache", "radix", "--capacity", "10", "--page-size", "0", "-"], "--page-size"),
     (["cache-sim", "--cache", "radix", "--page-size", "1", "-"], "--capacity"),
     (["cache-sim", "--cache", "radix", "--capacity", "10", "--page-size", "1"], "TRACE"),
+    (BASE + ["--capacity", "12", "-"], "--capacity given twice"),
+    (BASE + ["--check", "--check", "-"], "--check given twice"),
+    (BASE + ["--check=yes", "-"], "--check takes no value"),
+    (BASE + ["--hash", "md5", "-"], "--hash applies to the hash kinds"),
+    (BASE + ["--policy", "lru", "-"], "--policy was renamed: use --evict-policy"),
+    (["cache-sim", "--cache", "radix", "--capacity", "10", "-", "--page-size"],
+     "--page-size needs a value"),
+    (["run", "--trace", "-", "--policy", "lpm"], "--policy was renamed: use --sched-policy"),
+    (["run", "--trace", "-", "--hash", "md5"], "--hash applies to the hash kinds"),
+    (["run", "--trace", "-", "--seed", "1", "--seed=2"], "--seed given twice"),
+    (["gen", "sweep", "--num", "2", "--num", "3"], "--num given twice"),
+    (["cache-sim", "--cache", "none", "--evict-policy", "lru", "--capacity", "10", "--page-size",
+      "1", "-"], "--evict-policy does not apply to --cache none"),
+    (["run", "--backend", "sim", "--trace", "-", "--cache", "hash-nocache", "--evict-policy",
+      "lru"], "--evict-policy does not apply to --cache hash-nocache"),
 ]:
     rc, out, err = run(args, TRACE)
     check(rc != 0 and name in err and out == "", f"{args}: fails naming {name} ({err.strip()})")
@@ -113,5 +128,13 @@ rc, out, err = run(["cache-sim", "--cache", "radix", "--capacity", "3", "--page-
                    '{"id": 9, "tokens": [1, 2, 3, 4]}\n')
 first = json.loads(out.splitlines()[0])
 check(rc == 0 and "error" in first and first["id"] == 9, f"oversized request: {out}")
+
+# The renamed options work under their new names, in --opt=value form too.
+rc, out, err = run(["cache-sim", "--cache", "radix", "--evict-policy=lfu", "--capacity", "10",
+                    "--page-size", "1", "-"], TRACE)
+check(rc == 0 and '"policy":"lfu"' in out.splitlines()[-1], f"--evict-policy=lfu ({err.strip()})")
+rc, out, err = run(["cache-sim", "--cache", "hash", "--hash", "md5", "--capacity", "10",
+                    "--page-size", "1", "-"], TRACE)
+check(rc == 0 and '"hash":"md5"' in out.splitlines()[-1], f"--hash md5 with hash ({err.strip()})")
 
 sys.exit(1 if failures else 0)

@@ -314,7 +314,7 @@ START_TEST(test_commands)
     ck_assert_int_eq(run_cmd(cmd_run, (const char *[]){"run", "--backend", "sim", NULL}), 2);
     ck_assert_int_eq(run_cmd(cmd_run, (const char *[]){"run", "--trace", trace, "--frobnicate", NULL}), 2);
     ck_assert_int_eq(run_cmd(cmd_run, (const char *[]){"run", "--trace", trace, "--page-size", "0", NULL}), 2);
-    ck_assert_int_eq(run_cmd(cmd_run, (const char *[]){"run", "--trace", trace, "--policy", "lifo", NULL}), 2);
+    ck_assert_int_eq(run_cmd(cmd_run, (const char *[]){"run", "--trace", trace, "--sched-policy", "lifo", NULL}), 2);
     ck_assert_int_eq(run_cmd(cmd_run, (const char *[]){"run", "--trace", trace, "--cache", "lru", NULL}), 2);
     ck_assert_int_eq(run_cmd(cmd_run, (const char *[]){"run", "--trace", trace, "--model", "gpt-5", NULL}), 2);
     ck_assert_int_eq(run_cmd(cmd_run, (const char *[]){"run", "--trace", trace, "--gpu", "v100", NULL}), 2);

@@ -9,6 +9,7 @@
 #include "cache.h"
 #include "page_pool.h"
 #include "scheduler.h"
+#include "rkv_core.h"
 
 typedef struct fixture {
     page_pool pool;
@@ -195,14 +196,6 @@ START_TEST(test_policy_random_seeded)
 }
 END_TEST
 
-static uint64_t rnd(uint64_t *x)
-{
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 /* Requests with shared prefixes under a pool far too small for all of them:
  * every step stays under the budget and the running cap, the accounting holds
  * after every step, preemption happens, and every request finishes with all
@@ -215,18 +208,18 @@ static void random_run(const char *kind, sched_policy pol, uint64_t seed, bool o
     fx_init(&f, kind, pages, P, pol, budget, max_running, 128, seed);
     int32_t base[3][40];
     for (int b = 0; b < 3; b++)
-        for (int i = 0; i < 40; i++) base[b][i] = (int32_t)(rnd(&x) % 1000);
+        for (int i = 0; i < 40; i++) base[b][i] = (int32_t)(rkv_splitmix64_next(&x) % 1000);
     int nreq = 24;
     for (int i = 0; i < nreq; i++) {
         int32_t t[64];
-        int32_t n = 8 + (int32_t)(rnd(&x) % 50);
-        int b = (int)(rnd(&x) % 3);
-        int32_t shared = (int32_t)(rnd(&x) % 40);
+        int32_t n = 8 + (int32_t)(rkv_splitmix64_next(&x) % 50);
+        int b = (int)(rkv_splitmix64_next(&x) % 3);
+        int32_t shared = (int32_t)(rkv_splitmix64_next(&x) % 40);
         if (shared > n) shared = n;
         memcpy(t, base[b], sizeof(int32_t) * (size_t)shared);
-        for (int32_t j = shared; j < n; j++) t[j] = (int32_t)(rnd(&x) % 1000);
+        for (int32_t j = shared; j < n; j++) t[j] = (int32_t)(rkv_splitmix64_next(&x) % 1000);
         /* prompt + outputs - 1 <= 40 pages * 4 tokens: every one fits alone */
-        fx_req(&f, t, n, 1 + (int32_t)(rnd(&x) % 40));
+        fx_req(&f, t, n, 1 + (int32_t)(rkv_splitmix64_next(&x) % 40));
     }
     sched_plan plan = {0};
     int32_t tokens[64];
@@ -245,7 +238,7 @@ static void random_run(const char *kind, sched_policy pol, uint64_t seed, bool o
             ck_assert_int_ge(plan.e[i].rows, 1);
             /* pages cover every row */
             ck_assert_int_ge(plan.e[i].r->num_pages * P, plan.e[i].start + plan.e[i].rows);
-            tokens[i] = (int32_t)(rnd(&x) % 1000);
+            tokens[i] = (int32_t)(rkv_splitmix64_next(&x) % 1000);
         }
         ck_assert_int_eq(rows, plan.num_tokens);
         ck_assert_int_eq(scheduler_commit(&f.s, &plan, tokens, err, sizeof err), RKV_OK);

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cache.h"
+#include "cache_client.h"
 #include "cache_pin.h"
 #include "cache_test_util.h"
 #include "cache_tier.h"
@@ -54,8 +55,10 @@ static void expected(const int32_t *tokens, int32_t k, uint8_t out[PB])
 static int32_t request(cache *c, fake_kv *kv, const int32_t *tokens, int32_t n, cache_match *m,
                        unsigned seed, int step)
 {
-    ck_assert_int_eq(cache_match_prefix(c, tokens, n, 0, m), RKV_OK);
-    ck_assert_int_eq(cache_lock(c, m), RKV_OK);
+    int32_t nb = n / P, pages[PAGES];
+    rkv_status st = cache_client_admit(c, tokens, n, 0, nb, m, pages, NULL);
+    if (st == RKV_ENOSPC) return -1;
+    ck_assert_int_eq(st, RKV_OK);
     uint8_t want[PB];
     for (int32_t k = 0; k < m->num_pages; k++) {
         expected(tokens, k, want);
@@ -63,21 +66,9 @@ static int32_t request(cache *c, fake_kv *kv, const int32_t *tokens, int32_t n, 
                       "seed %u step %d: page %d of the match (pool page %d) holds other bytes",
                       seed, step, k, m->pages[k]);
     }
-    int32_t nb = n / P, need = nb - m->num_pages;
-    if (need > page_pool_num_free(c->pool)) cache_evict(c, (int64_t)(need - page_pool_num_free(c->pool)) * P);
-    if (need > page_pool_num_free(c->pool)) {
-        cache_unlock(c, m);
-        return -1;
-    }
-    int32_t pages[PAGES];
-    if (m->num_pages) memcpy(pages, m->pages, sizeof(int32_t) * (size_t)m->num_pages);
-    ck_assert_int_eq(page_pool_alloc(c->pool, need, pages + m->num_pages), RKV_OK);
     for (int32_t k = m->num_pages; k < nb; k++) expected(tokens, k, kv->b[pages[k]]);
-    int32_t prefix = 0;
-    ck_assert_int_eq(cache_insert(c, tokens, nb * P, pages, 0, &prefix), RKV_OK);
-    for (int32_t k = m->num_pages; k < nb; k++)
-        if (c->pool->state[pages[k]] == PAGE_INFLIGHT)
-            ck_assert_int_eq(page_pool_free(c->pool, &pages[k], 1), RKV_OK);
+    ck_assert_int_eq(cache_client_commit(c, tokens, nb * P, 0, pages, m->num_pages, nb, NULL),
+                     RKV_OK);
     return m->len;
 }
 

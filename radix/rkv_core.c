@@ -1,0 +1,55 @@
+/* rkv_core.c - see rkv_core.h. */
+#include "rkv_core.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+rkv_status rkv_grow(void **p, int64_t *cap, int64_t need, size_t elem)
+{
+    if (need <= *cap) return RKV_OK;
+    int64_t nc = *cap > 0 ? *cap : 16;
+    while (nc < need) nc *= 2;
+    if (elem && (uint64_t)nc > SIZE_MAX / elem) return RKV_ENOMEM;
+    void *q = realloc(*p, (size_t)nc * elem);
+    if (!q) return RKV_ENOMEM;
+    *p = q;
+    *cap = nc;
+    return RKV_OK;
+}
+
+rkv_status rkv_grow32(void **p, int32_t *cap, int64_t need, size_t elem)
+{
+    if (need <= *cap) return RKV_OK;
+    if (need > INT32_MAX / 2) return RKV_ENOMEM;
+    int64_t c = *cap;
+    rkv_status st = rkv_grow(p, &c, need, elem);
+    if (st == RKV_OK) *cap = (int32_t)c;
+    return st;
+}
+
+double rkv_percentile(const double *sorted, int64_t n, double p)
+{
+    if (n == 0) return 0;
+    int64_t k = (int64_t)ceil(p / 100.0 * (double)n);
+    if (k < 1) k = 1;
+    if (k > n) k = n;
+    return sorted[k - 1];
+}
+
+int rkv_cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+void rkv_json_string(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\') fprintf(f, "\\%c", ch);
+        else if (ch < 0x20) fprintf(f, "\\u%04x", ch);
+        else fputc(ch, f);
+    }
+    fputc('"', f);
+}

@@ -1,0 +1,75 @@
+/* rkv_core.h - the small helpers every layer shares, written once.
+ *
+ *   rkv_splitmix64       the one 64-bit mixer: seeded weights (cpu and cuda
+ *                        must agree bit for bit, so host and device compile
+ *                        this same function), sampling, workloads, traces
+ *   rkv_grow             amortized growth of a malloc'd array
+ *   rkv_percentile       nearest-rank percentile of a sorted sample
+ *   rkv_json_string      a C string as a JSON string literal
+ *   rkv_fail, rkv_set_err (rkv_status.h) the error helpers: a message into the
+ *                        caller's buffer, naming the place, and a status back
+ *
+ * Usable from C and from CUDA (host and device) for the inline parts; the
+ * rest is host code in rkv_core.c. Owns nothing.
+ */
+#ifndef RKV_CORE_H
+#define RKV_CORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rkv_status.h"
+
+#ifdef __CUDACC__
+#define RKV_HOSTDEV __host__ __device__
+#else
+#define RKV_HOSTDEV
+#endif
+
+/* splitmix64 (Steele, Lea, Flood): a bijective mix of x + golden gamma.
+ * Stateless form: the same x always gives the same value. */
+static inline RKV_HOSTDEV uint64_t rkv_splitmix64(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+/* The generator form: advance *state by the gamma and return the mix. */
+static inline RKV_HOSTDEV uint64_t rkv_splitmix64_next(uint64_t *state)
+{
+    uint64_t x = *state;
+    *state += 0x9e3779b97f4a7c15ull;
+    return rkv_splitmix64(x);
+}
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#ifndef __CUDA_ARCH__
+#include <stdio.h>
+
+/* Make *p (elements of elem bytes, capacity *cap) hold at least need:
+ * capacity doubles from 16. RKV_ENOMEM (nothing changed) when out of memory
+ * or past what size_t holds. */
+rkv_status rkv_grow(void **p, int64_t *cap, int64_t need, size_t elem);
+/* The same for an int32_t capacity (need beyond INT32_MAX / 2: RKV_ENOMEM). */
+rkv_status rkv_grow32(void **p, int32_t *cap, int64_t need, size_t elem);
+
+/* Nearest-rank percentile p (0..100] of sorted v[0..n); 0 when n = 0. */
+double rkv_percentile(const double *sorted, int64_t n, double p);
+/* qsort comparator for doubles, ascending. */
+int rkv_cmp_double(const void *a, const void *b);
+
+/* s as a JSON string, quotes included: '"' and '\\' escaped, control
+ * characters as \u00XX; other bytes (UTF-8) as they are. */
+void rkv_json_string(FILE *f, const char *s);
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,285 @@
+/* cmd_cache_sim.c - `radixkv cache-sim`: replay a trace through one cache
+ * kind without a model (cache_sim.h does the replay; this file is its command
+ * line: options, the pool and cache, pins, a spill tier, the output). */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend_sim.h"
+#include "billing.h"
+#include "block_hash.h"
+#include "cache.h"
+#include "cache_sim.h"
+#include "cache_tier.h"
+#include "cli.h"
+#include "commands.h"
+#include "model_config.h"
+#include "pin_file.h"
+#include "tier_opts.h"
+#include "trace.h"
+
+static const char *const policy_names[] = {"lru", "lfu", "fifo", NULL};
+
+static void usage_cache_sim(FILE *f)
+{
+    fprintf(f,
+        "usage: radixkv cache-sim --cache KIND --capacity TOKENS --page-size P [options] TRACE\n"
+        "\n"
+        "Replays a request trace through one prefix-cache kind, without a model.\n"
+        "TRACE is JSON Lines ({\"id\", \"tokens\", \"step\"?} per line) or a Mooncake trace\n"
+        "({\"timestamp\", \"input_length\", \"output_length\", \"hash_ids\"}); '-' reads stdin.\n"
+        "\n"
+        "  --cache KIND        ");
+    for (int i = 0; cache_kind_names[i]; i++) fprintf(f, "%s%s", i ? " | " : "", cache_kind_names[i]);
+    fprintf(f,
+        "\n"
+        "  --capacity TOKENS   cache size in tokens (floor(TOKENS / P) pages)\n"
+        "  --page-size P       tokens per page\n"
+        "  --evict-policy NAME eviction for tree kinds: lru (default) | lfu | fifo\n"
+        "  --hash NAME         block hash for hash kinds: xxh3 (default) | sha256 | md5\n"
+        "  --dump-dir DIR      the tree after every step as JSON and DOT (SVG with graphviz)\n"
+        "  --out FILE          write the JSON Lines there instead of stdout\n"
+        "  --check             full consistency check of the cache after every step\n"
+        "  --no-progress       never draw the progress bar\n"
+        "  --summary-only      print only the summary line (sweeps over long traces)\n"
+        "  --pin FILE          pin static prefixes for the whole replay: JSON Lines of\n"
+        "                      {\"tokens\": [...]} or [...]; each cut down to whole pages\n"
+        "  --price-cached X    price per million cached input tokens (default 0.1)\n"
+        "  --price-uncached X  price per million uncached input tokens (default 1)\n"
+        "  --model PRESET      time model: price each request's prefill (and, with a tier,\n"
+        "                      recomputing its tier hits) by the sim backend's roofline;\n"
+        "                      a tier page then costs the model's K/V bytes to move\n"
+        "  --gpu PROFILE       GPU of the time model: h100 (default) | h200 | a100 | a10g\n");
+    tier_opts_usage(f, 19);
+    fprintf(f,
+        "\n"
+        "Output: {\"type\":\"request\",\"id\",\"step\",\"matched\",\"new\"} per request (or\n"
+        "\"error\" for a request that can never fit), {\"type\":\"step\",\"step\",\"evicted\"} per\n"
+        "step that evicted (each evicted node's own edge tokens, in eviction order), and\n"
+        "one {\"type\":\"summary\",...} line, which also bills the prompt tokens: matched\n"
+        "ones at the cached price, the rest at the uncached one (\"cost\", \"cost_no_cache\").\n");
+}
+
+/* The command's state: what the options say, then what they built. */
+typedef struct sim_cmd {
+    cache_config cfg;
+    cache_sim_options o;
+    billing_prices prices;
+    int64_t page_size, pages;
+    const char *trace, *out_path, *pin_path, *model_name, *gpu_name;
+    tier_opts topt;
+    model_config model;
+    sim_profile gpu;
+    page_pool pool;
+    cache *c;
+    cache_pins pins;
+} sim_cmd;
+
+static int check_cache_sim(sim_cmd *m);
+
+/* Options into m; -1 to go on, else the exit status. */
+static int parse_cache_sim(int argc, char **argv, sim_cmd *m)
+{
+    cache_sim_options *o = &m->o;
+    billing_prices_default(&m->prices);
+    o->prices = &m->prices;
+    m->page_size = -1;
+    o->capacity = -1;
+    bool no_progress = false;
+    tier_opts_init(&m->topt);
+    cli_opt opts[32 + TIER_OPTS_CLI] = {
+        CLI_CHOICE_OPT("--cache", &m->cfg.kind, cache_kind_names),
+        CLI_INT_OPT("--capacity", &o->capacity, 1, INT64_MAX / 2),
+        CLI_INT_OPT("--page-size", &m->page_size, 1, 1 << 20),
+        CLI_CHOICE_OPT("--evict-policy", &m->cfg.policy, policy_names),
+        CLI_CHOICE_OPT("--hash", &m->cfg.hash_fn, block_hash_fn_names),
+        CLI_STR_OPT("--dump-dir", &o->dump_dir),
+        CLI_STR_OPT("--out", &m->out_path),
+        CLI_FLAG_OPT("--check", &o->check),
+        CLI_FLAG_OPT("--no-progress", &no_progress),
+        CLI_FLAG_OPT("--summary-only", &o->summary_only),
+        CLI_STR_OPT("--pin", &m->pin_path),
+        CLI_STR_OPT("--model", &m->model_name),
+        CLI_STR_OPT("--gpu", &m->gpu_name),
+        CLI_CUSTOM_OPT("--price-cached", billing_parse_price_opt, &m->prices.cached),
+        CLI_CUSTOM_OPT("--price-uncached", billing_parse_price_opt, &m->prices.uncached),
+        CLI_RENAMED("--policy", "--evict-policy"),
+    };
+    int nopts = 0;
+    while (opts[nopts].name) nopts++;
+    tier_opts_cli(&m->topt, opts, &nopts);
+    cli_args a;
+    int rc = cli_command("cache-sim", opts, argc, argv, &a, usage_cache_sim);
+    if (rc >= 0) return rc;
+    if (a.npos > 1) {
+        fprintf(stderr, "radixkv cache-sim: more than one TRACE ('%s', '%s')\n", a.pos[0], a.pos[1]);
+        return 2;
+    }
+    m->trace = a.npos ? a.pos[0] : NULL;
+    o->progress = !no_progress;
+    return check_cache_sim(m);
+}
+
+/* What the options mean together; the time model. -1 to go on, else the
+ * exit status. */
+static int check_cache_sim(sim_cmd *m)
+{
+    cache_sim_options *o = &m->o;
+    char err[512] = "";
+    const char *missing = !m->cfg.kind ? "--cache" : o->capacity < 0 ? "--capacity"
+                        : m->page_size < 0 ? "--page-size" : !m->trace ? "TRACE" : NULL;
+    if (missing) {
+        fprintf(stderr, "radixkv cache-sim: %s is required (see radixkv cache-sim --help)\n", missing);
+        return 2;
+    }
+    m->pages = o->capacity / m->page_size;
+    if (m->pages < 1 || m->pages > INT32_MAX) {
+        fprintf(stderr, "radixkv cache-sim: --capacity %" PRId64 " with --page-size %" PRId64
+                " gives %" PRId64 " pages (need 1 .. %d)\n", o->capacity, m->page_size, m->pages,
+                INT32_MAX);
+        return 2;
+    }
+    o->kind = m->cfg.kind;
+    bool tree_kind = !strcmp(m->cfg.kind, "radix") || !strcmp(m->cfg.kind, "trie");
+    bool hash_kind = !strncmp(m->cfg.kind, "hash", 4);
+    if (m->cfg.hash_fn && !hash_kind) {
+        fprintf(stderr, "radixkv cache-sim: --hash applies to the hash kinds, not --cache %s\n",
+                m->cfg.kind);
+        return 2;
+    }
+    o->policy = tree_kind ? (m->cfg.policy ? m->cfg.policy : "lru") : NULL;
+    o->hash_fn = hash_kind ? (m->cfg.hash_fn ? m->cfg.hash_fn : "xxh3") : NULL;
+    if (m->model_name || m->gpu_name) {
+        if (model_config_load(m->model_name, &m->model, err, sizeof err) != RKV_OK) {
+            fprintf(stderr, "radixkv cache-sim: --model: %s\n", err);
+            return 2;
+        }
+        if (sim_profile_parse(m->gpu_name, &m->gpu, err, sizeof err) != RKV_OK) {
+            fprintf(stderr, "radixkv cache-sim: --gpu: %s\n", err);
+            return 2;
+        }
+        o->model = &m->model;
+        o->gpu = &m->gpu;
+    }
+    tier_opts_finish(&m->topt, (int32_t)m->page_size);
+    if (o->model)
+        m->topt.cfg.modelled_page_bytes =
+            (double)model_config_kv_bytes_per_token(&m->model, 2) * (double)m->page_size;
+    if (m->topt.on) o->tier = &m->topt;
+    return -1;
+}
+
+/* Unlock the pins, then destroy the cache and the pool (each if built). */
+static void teardown(sim_cmd *m)
+{
+    if (m->c) {
+        cache_pins_release(m->c, &m->pins);
+        cache_pins_free(&m->pins);
+        cache_destroy(m->c);
+    }
+    page_pool_destroy(&m->pool);
+}
+
+/* The pool, the cache (under a spill tier if asked) and the pins; -1 to go
+ * on, else the exit status (what was built is torn down). */
+static int build_cache(sim_cmd *m)
+{
+    char err[512] = "";
+    cache_pins_init(&m->pins);
+    if (page_pool_init(&m->pool, (int32_t)m->pages, (int32_t)m->page_size) != RKV_OK) {
+        fprintf(stderr, "radixkv cache-sim: cannot allocate %" PRId64 " pages\n", m->pages);
+        return 1;
+    }
+    rkv_status st = cache_create(&m->cfg, &m->pool, &m->c, err, sizeof err);
+    if (st != RKV_OK) {
+        fprintf(stderr, "radixkv cache-sim: %s\n", err[0] ? err : rkv_status_str(st));
+        teardown(m);
+        return 2;
+    }
+    if (m->cfg.policy && !cache_can(m->c, CACHE_CAP_REUSE)) {
+        fprintf(stderr, "radixkv cache-sim: --evict-policy does not apply to --cache %s (it never "
+                "reuses a page, so it never chooses one to evict)\n", m->cfg.kind);
+        teardown(m);
+        return 2;
+    }
+    if (m->topt.on) {
+        /* No K/V bytes here: the tier keeps keys and tokens, the time model the bytes. */
+        cache *w = NULL;
+        if ((st = cache_tier_wrap(m->c, &m->topt.cfg, NULL, &w, err, sizeof err)) != RKV_OK) {
+            fprintf(stderr, "radixkv cache-sim: %s\n", err);
+            teardown(m);
+            return st == RKV_EIO || st == RKV_ENOMEM ? 1 : 2;
+        }
+        m->c = w;
+    }
+    if (!m->pin_path) return -1;
+    pin_file_stats ps;
+    if ((st = pin_file_apply(m->c, NULL, m->pin_path, 0, &m->pins, &ps, err, sizeof err))
+        != RKV_OK) {
+        fprintf(stderr, "radixkv cache-sim: --pin %s\n", err);
+        teardown(m);
+        return st == RKV_EIO || st == RKV_ENOMEM ? 1 : 2;
+    }
+    if (ps.cut_tokens)
+        fprintf(stderr, "radixkv cache-sim: --pin %s: %" PRId64 " tokens of partial last pages"
+                " not pinned (prefixes are cut to whole pages of %" PRId64 ")\n", m->pin_path,
+                ps.cut_tokens, m->page_size);
+    return -1;
+}
+
+/* The replay and its output; the exit status. */
+static int replay(sim_cmd *m)
+{
+    char err[512] = "";
+    trace_reader *tr = NULL;
+    rkv_status st = trace_open(m->trace, NULL, &tr, err, sizeof err);
+    if (st != RKV_OK) {
+        fprintf(stderr, "radixkv cache-sim: %s\n", err);
+        return 1;
+    }
+    FILE *out = stdout;
+    if (m->out_path && !(out = fopen(m->out_path, "w"))) {
+        fprintf(stderr, "radixkv cache-sim: --out %s: %s\n", m->out_path, strerror(errno));
+        trace_close(tr);
+        return 1;
+    }
+    /* Big output buffer: one line per request adds up on long traces. */
+    static char obuf[1 << 16];
+    setvbuf(out, obuf, _IOFBF, sizeof obuf);
+    cache_sim_summary sum;
+    st = cache_sim_run(m->c, &m->o, tr, out, &sum, err, sizeof err);
+    int rc = 0;
+    if (st == RKV_OK) {
+        cache_sim_print_summary(out, &m->o, m->c, &sum);
+        fputc('\n', out);
+    } else {
+        fprintf(stderr, "radixkv cache-sim: %s\n", err[0] ? err : rkv_status_str(st));
+        rc = 1;
+    }
+    if (fflush(out) != 0 || (out != stdout && fclose(out) != 0)) {
+        fprintf(stderr, "radixkv cache-sim: writing the output failed: %s\n", strerror(errno));
+        rc = 1;
+    }
+    trace_close(tr);
+    if (m->pin_path && cache_pins_check(m->c, &m->pins, err, sizeof err) != RKV_OK) {
+        fprintf(stderr, "radixkv cache-sim: %s\n", err);
+        rc = 1;
+    }
+    return rc;
+}
+
+int cmd_cache_sim(int argc, char **argv)
+{
+    sim_cmd m;
+    memset(&m, 0, sizeof m);
+    int rc = parse_cache_sim(argc, argv, &m);
+    if (rc >= 0) return rc;
+    if ((rc = build_cache(&m)) >= 0) return rc;
+    rc = replay(&m);
+    teardown(&m);
+    return rc;
+}

@@ -1,0 +1,56 @@
+/* engine_clock.h - the engine's notion of time, in one place.
+ *
+ * Two clocks behind one interface:
+ *   wall      (cpu, cuda backends) time is measured: now = wall time since the
+ *             first step, plus the idle gaps jumped over between arrivals.
+ *   modelled  (backends with BACKEND_CAP_MODELLED_TIME, e.g. sim) time is a
+ *             sum: each step's modelled device seconds, the host CPU time the
+ *             scheduler spent (left out with `fixed`, for repeatable runs),
+ *             and the seconds a spill tier spent loading pages back.
+ *
+ * One step on the modelled clock (sync):
+ *
+ *   t ──[ host: schedule + batch ]──[ device: step_s ]──[ host: commit ]── t'
+ *        engine_clock_launch          engine_clock_device   engine_clock_host
+ *
+ * Overlap: the host work of step n+1 hides behind step n's device time, so
+ * launch takes the later of (t + host) and the end of the step in flight
+ * (the `floor`).
+ *
+ * The struct is the engine's; these functions only read and move it.
+ */
+#ifndef RKV_ENGINE_CLOCK_H
+#define RKV_ENGINE_CLOCK_H
+
+#include <stdbool.h>
+
+typedef struct engine_clock {
+    bool modelled;      /* time is modelled, not measured */
+    bool fixed;         /* modelled: host CPU time is not added (repeatable runs) */
+    double t;           /* modelled time, seconds */
+    double wall_start;  /* wall: when serving started */
+    double idle_skip;   /* wall: idle time jumped over */
+} engine_clock;
+
+/* Monotonic wall time and this thread's CPU time, seconds. */
+double engine_clock_wall_now(void);
+double engine_clock_cpu_now(void);
+
+void engine_clock_init(engine_clock *c, bool modelled, bool fixed);
+/* Serving starts now (wall clocks count from here). */
+void engine_clock_start(engine_clock *c);
+double engine_clock_now(const engine_clock *c);
+/* Nothing to do until `next`: jump there (a no-op when it has passed).
+ * Returns the time now, after the jump. */
+double engine_clock_idle_until(engine_clock *c, double next);
+/* Modelled: the host spent cpu_s scheduling and building the batch, and the
+ * batch launches no earlier than floor (has_floor: a step is in flight). */
+void engine_clock_launch(engine_clock *c, double cpu_s, bool has_floor, double floor);
+/* Modelled: the device ran for step_s. */
+void engine_clock_device(engine_clock *c, double step_s);
+/* Modelled: host work after the step (commit), unless fixed. */
+void engine_clock_host(engine_clock *c, double cpu_s);
+/* Modelled: seconds spent moving pages (a spill tier's loads). */
+void engine_clock_transfer(engine_clock *c, double s);
+
+#endif

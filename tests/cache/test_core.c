@@ -1,0 +1,78 @@
+/* test_core.c - the shared helpers of rkv_core.h. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cache_test_util.h"
+#include "rkv_core.h"
+
+/* The reference sequence of splitmix64 from state 0: the cpu and cuda
+ * weights, the sampler and the workloads all depend on these exact values. */
+START_TEST(splitmix64_matches_the_reference_sequence)
+{
+    ck_assert_uint_eq(rkv_splitmix64(0), 0xe220a8397b1dcdafull);
+    uint64_t s = 0;
+    ck_assert_uint_eq(rkv_splitmix64_next(&s), 0xe220a8397b1dcdafull);
+    ck_assert_uint_eq(rkv_splitmix64_next(&s), 0x6e789e6aa1b965f4ull);
+    ck_assert_uint_eq(rkv_splitmix64_next(&s), 0x06c45d188009454full);
+    ck_assert_uint_eq(s, 3 * 0x9e3779b97f4a7c15ull);
+}
+END_TEST
+
+START_TEST(grow_keeps_contents_and_refuses_overflow)
+{
+    int32_t *a = NULL;
+    int64_t cap = 0;
+    ck_assert_int_eq(rkv_grow((void **)&a, &cap, 3, sizeof *a), RKV_OK);
+    ck_assert_int_ge(cap, 3);
+    for (int i = 0; i < 3; i++) a[i] = i + 7;
+    ck_assert_int_eq(rkv_grow((void **)&a, &cap, 1000, sizeof *a), RKV_OK);
+    ck_assert_int_ge(cap, 1000);
+    ck_assert_int_eq(a[0] + a[1] + a[2], 7 + 8 + 9);
+    int32_t *b = a;
+    int32_t c32 = 4;
+    ck_assert_int_eq(rkv_grow32((void **)&b, &c32, (int64_t)INT32_MAX, sizeof *b), RKV_ENOMEM);
+    ck_assert_int_eq(c32, 4);
+    ck_assert_ptr_eq(b, a);
+    ck_assert_int_eq(rkv_grow((void **)&a, &cap, INT64_MAX / 2, 8), RKV_ENOMEM);
+    free(a);
+}
+END_TEST
+
+START_TEST(percentile_is_nearest_rank)
+{
+    double v[] = {5, 1, 4, 2, 3};
+    qsort(v, 5, sizeof *v, rkv_cmp_double);
+    ck_assert(v[0] == 1 && v[4] == 5);
+    ck_assert(rkv_percentile(v, 5, 50) == 3);
+    ck_assert(rkv_percentile(v, 5, 99) == 5);
+    ck_assert(rkv_percentile(v, 5, 20) == 1);
+    ck_assert(rkv_percentile(v, 5, 21) == 2);
+    ck_assert(rkv_percentile(v, 0, 50) == 0);
+}
+END_TEST
+
+START_TEST(json_string_escapes)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    rkv_json_string(f, "a\"b\\c\nd\x01 \xc3\xa9");
+    fclose(f);
+    ck_assert_str_eq(buf, "\"a\\\"b\\\\c\\u000ad\\u0001 \xc3\xa9\"");
+    free(buf);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("core");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, splitmix64_matches_the_reference_sequence);
+    tcase_add_test(tc, grow_keeps_contents_and_refuses_overflow);
+    tcase_add_test(tc, percentile_is_nearest_rank);
+    tcase_add_test(tc, json_string_escapes);
+    suite_add_tcase(s, tc);
+    return tu_run_suite(s);
+}
