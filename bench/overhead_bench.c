@@ -57,7 +57,23 @@ typedef struct phase {
     replay_cost cost; /* first member: phase and replay_cost share the timings */
     int64_t heap_bytes, cached_tokens, nodes;
     uint64_t hash_computations;
+    double cpu_ns; /* thread CPU time of the whole replay (all calls, one read each end) */
 } phase;
+
+/* Thread CPU time: what the replay cost this thread, whatever else the
+ * machine runs; read around a whole replay, not per call (it is a syscall). */
+static double thread_cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return 1e9 * (double)ts.tv_sec + (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
 
 /* Live heap bytes allocated by this thread (jemalloc) or the process (glibc). */
 static int64_t heap_live(void)
@@ -166,6 +182,7 @@ static int replay(const opts *o, const int32_t *trace, const char *kind, int32_t
     int64_t heap_m = heap_live();
     int rc = pages && cache_match_reserve(&m, nb + 1) == RKV_OK ? 0 : -1;
     int64_t heap_extra = heap_live() - heap_m;
+    double cpu0 = thread_cpu_ns();
     for (int32_t r = 0; r < o->requests && rc == 0; r++) {
         const int32_t *t = trace + (size_t)r * (size_t)o->len;
         rkv_status st = bench_replay_request(c, &pool, t, o->len, &m, pages, &out->cost);
@@ -174,6 +191,7 @@ static int replay(const opts *o, const int32_t *trace, const char *kind, int32_t
             rc = -1;
         }
     }
+    out->cpu_ns = thread_cpu_ns() - cpu0;
     if (rc == 0 && cache_check(c, err, sizeof err) != RKV_OK) {
         fprintf(stderr, "overhead_bench: %s: %s\n", kind, err);
         rc = -1;
@@ -213,18 +231,35 @@ static int bench_kinds(const opts *o, const int32_t *trace)
     int rc = 0;
     for (char *save = NULL, *k = strtok_r(list, ",", &save); k && !rc; k = strtok_r(NULL, ",", &save)) {
         phase best = {0};
+        double *cpu = calloc((size_t)o->reps, sizeof *cpu);
+        if (!cpu) {
+            rc = -1;
+            break;
+        }
         for (int rep = 0; rep < o->reps && !rc; rep++) {
             phase p;
             if (replay(o, trace, k, (int32_t)np, &p) != 0) {
                 rc = -1;
                 break;
             }
+            cpu[rep] = p.cpu_ns;
             if (rep == 0) best = p;
             if (p.cost.match_ns < best.cost.match_ns) best.cost.match_ns = p.cost.match_ns;
             if (p.cost.insert_ns < best.cost.insert_ns) best.cost.insert_ns = p.cost.insert_ns;
             if (p.cost.evict_ns < best.cost.evict_ns) best.cost.evict_ns = p.cost.evict_ns;
         }
-        if (rc) break;
+        if (rc) {
+            free(cpu);
+            break;
+        }
+        /* Thread CPU time per prompt token of a whole replay (match, lock,
+         * evict, allocate, insert, free, unlock): median and range over the
+         * repeats, for properties that must not hang on one wall sample. */
+        qsort(cpu, (size_t)o->reps, sizeof *cpu, cmp_double);
+        int64_t prompt = (int64_t)o->requests * o->len;
+        double cmed = o->reps % 2 ? cpu[o->reps / 2] : 0.5 * (cpu[o->reps / 2 - 1] + cpu[o->reps / 2]);
+        double cmin = cpu[0], cmax = cpu[o->reps - 1];
+        free(cpu);
         if (!strcmp(k, "radix")) {
             base = best;
             have_base = true;
@@ -247,6 +282,8 @@ static int bench_kinds(const opts *o, const int32_t *trace)
         double bm = per(base.cost.match_ns, base.cost.match_tokens), bi = per(base.cost.insert_ns, base.cost.insert_tokens);
         num_or_null("match_ratio", bm > 0 ? mt / bm : 0, have_base && bm > 0);
         num_or_null("insert_ratio", bi > 0 ? it / bi : 0, have_base && bi > 0);
+        printf(",\"cpu_ns_per_token\":%.4f,\"cpu_ns_per_token_min\":%.4f,\"cpu_ns_per_token_max\":%.4f",
+               per(cmed, prompt), per(cmin, prompt), per(cmax, prompt));
         printf("}\n");
         fflush(stdout);
     }

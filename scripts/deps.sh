@@ -8,7 +8,10 @@ pkgs=(meson ninja-build pkg-config gcc check libjemalloc-dev libopenblas-dev
       python3-nbconvert python3-ipykernel python3-venv redis-server libhiredis-dev clang
       libclang-rt-14-dev)
 if [[ "${1:-}" == "--with-docs" ]]; then
-  pkgs+=(latexmk texlive-latex-base texlive-latex-recommended texlive-latex-extra)
+  # lmodern: main.tex's font (not pulled in without recommends);
+  # texlive-fonts-recommended: the T1 Type 1 fonts pdflatex embeds.
+  pkgs+=(latexmk texlive-latex-base texlive-latex-recommended texlive-latex-extra
+         lmodern texlive-fonts-recommended)
 fi
 missing=()
 for p in "${pkgs[@]}"; do

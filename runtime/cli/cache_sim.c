@@ -607,7 +607,9 @@ static rkv_status run_step(sim *s, char *err, size_t errlen)
     if ((st = check_step(s, step, err, errlen)) != RKV_OK) return st;
     if (s->opt->dump_dir) {
         char name[48];
-        snprintf(name, sizeof name, "step_%04" PRId64, step);
+        /* Numbered by position (the first step is 1, after "initial"), not by
+         * the trace's step id, which is a 0-based line number by default. */
+        snprintf(name, sizeof name, "step_%04" PRId64, s->sum->steps);
         if ((st = write_dumps(s, name, step, err, errlen)) != RKV_OK) return st;
     }
     return RKV_OK;

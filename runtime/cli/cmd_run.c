@@ -475,7 +475,7 @@ static int print_summary(engine *e, const run_opts *o, const run_ids *ids, bool 
     fputs("}\n", out);
     fprintf(stderr,
             "  requests        %lld (%lld errors) in %.3f s%s\n"
-            "  throughput      %.2f requests/s, %.1f output tokens/s\n"
+            "  throughput      %.3g requests/s, %.3g output tokens/s\n"
             "  hit rate        %.1f %% (%lld of %lld prompt tokens cached)\n"
             "  TTFT            p50 %.2f ms, p99 %.2f ms\n"
             "  TPOT            p50 %.2f ms, p99 %.2f ms\n"

@@ -25,7 +25,8 @@ void progress_start(progress *p, const char *label, const char *unit, int64_t to
     p->tty = isatty(fileno(p->f)) == 1;
     p->drawn = false;
     p->calls = 0;
-    p->t0 = p->last = now_s();
+    p->stride = 1;
+    p->t0 = p->last = p->checked = now_s();
     p->delay_s = 3.0;
 }
 
@@ -69,9 +70,15 @@ void progress_update(progress *p, int64_t done)
 {
     p->done = done;
     if (!p->enabled) return;
-    /* Reading the clock on every call would dominate a fast replay loop. */
-    if ((p->calls++ & 255u) != 0) return;
+    /* Reading the clock on every call would dominate a fast replay loop; a
+     * fixed stride would leave slow loops (engine steps of seconds) silent
+     * for minutes. */
+    if (++p->calls < p->stride) return;
+    p->calls = 0;
     double t = now_s();
+    if (t - p->checked < 1e-3 && p->stride < 256) p->stride *= 2;
+    else if (t - p->checked > 0.1 && p->stride > 1) p->stride /= 2;
+    p->checked = t;
     if (p->tty) {
         /* Short runs stay quiet even on a terminal. */
         if (t - p->t0 >= 0.5 && t - p->last >= 0.1) draw(p, t);

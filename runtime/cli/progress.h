@@ -3,7 +3,10 @@
  * Drawn only when it helps: on a terminal once the run has lasted half a
  * second (redrawn in place), otherwise (logs, CI) only after a few seconds, and
  * then at most once every few seconds as plain lines. progress_update() reads
- * the clock once every 256 calls, so calling it per request costs nothing.
+ * the clock at most once every `stride` calls; the stride grows (up to 256)
+ * while calls come faster than a millisecond apart and shrinks back to 1 when
+ * they are slow, so calling it per request costs nothing and a run of slow
+ * engine steps still prints its periodic lines.
  *
  *   replay [##########..........]  48.2%  5.8M/12.0M tokens  3.1 s
  *
@@ -25,7 +28,9 @@ typedef struct progress {
     bool enabled;       /* false: never draws */
     bool tty;           /* f is a terminal: redraw in place */
     bool drawn;         /* something was printed (finish ends the line) */
-    uint32_t calls;     /* rate limit on clock reads */
+    uint32_t calls;     /* calls since the last clock read */
+    uint32_t stride;    /* read the clock once every `stride` calls (1..256) */
+    double checked;     /* seconds (monotonic) of the last clock read */
     double t0, last;    /* seconds (monotonic) */
     double delay_s;     /* non-tty: first line after this many seconds */
 } progress;

@@ -107,16 +107,18 @@ with tempfile.TemporaryDirectory() as d:
     ddir = os.path.join(d, "dump")
     rc, out4, err = run(BASE + ["--dump-dir", ddir, "-"], TRACE)
     check(rc == 0, f"--dump-dir run ({err.strip()})")
-    for name in ("initial", "step_0000", "step_0001", "step_0002"):
+    # Dumps are numbered by position: the first step is step_0001.
+    for name in ("initial", "step_0001", "step_0002", "step_0003"):
         check(os.path.exists(os.path.join(ddir, name + ".json")), f"{name}.json")
         check(os.path.exists(os.path.join(ddir, name + ".dot")), f"{name}.dot")
-    with open(os.path.join(ddir, "step_0002.json")) as f:
+    check(not os.path.exists(os.path.join(ddir, "step_0000.json")), "no step_0000 dump")
+    with open(os.path.join(ddir, "step_0003.json")) as f:
         pic = json.load(f)
     states = {tuple(n["tokens"]): n["state"] for n in pic["nodes"]}
     check(states.get((7, 8, 9, 10, 11)) == "created", f"new node green: {states}")
     check(states.get((1, 2, 3)) == "cached", f"untouched node white: {states}")
     check([e["tokens"] for e in pic["evicted"]] == [[4]], f"evicted node kept: {pic['evicted']}")
-    with open(os.path.join(ddir, "step_0001.json")) as f:
+    with open(os.path.join(ddir, "step_0002.json")) as f:
         pic = json.load(f)
     states = {tuple(n["tokens"]): n["state"] for n in pic["nodes"]}
     check(states.get((1, 2, 3)) == "matched" and states.get((5, 6)) == "created", f"step 1: {states}")

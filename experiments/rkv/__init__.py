@@ -1,0 +1,20 @@
+"""rkv: the experiments' one Python package (standard library only).
+
+    rkv.core      finding the binary, the driver's options, one row format,
+                  progress, property reports, running a notebook
+    rkv.stats     repeats: median with min-max
+    rkv.tex       the numbers the paper's prose and tables carry (generated)
+    rkv.mooncake  Mooncake-format traces and cache-sim / run helpers
+    rkv.checks.NAME  each experiment's stated properties, imported by both
+                  experiments/NAME/run --check and notebooks/NAME.ipynb
+
+A driver or notebook reaches it with experiments/ on sys.path:
+
+    sys.path.insert(0, <repo>/experiments)
+    from rkv import core
+    from rkv.checks import overhead
+
+experiments/common.py and experiments/real_trace_capacity/rkvexp.py are the
+old names of the same helpers, kept so that drivers written against them run
+unchanged; new code imports rkv.
+"""

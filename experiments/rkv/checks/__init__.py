@@ -1,0 +1,1 @@
+"""One module per experiment: its stated properties over its result rows."""

@@ -1,0 +1,58 @@
+#!/usr/bin/env python3
+"""Each experiment's checks module must report a violated property as one
+(False, text) pair, and a driver's --check must then exit 1: rows that break
+one stated property on purpose, per experiment, plus rkv.core's report."""
+import os
+import subprocess
+import sys
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+sys.path.insert(0, os.path.join(ROOT, "experiments"))
+from rkv.checks import overhead, routing, tiered_capacity  # noqa: E402
+
+failures = 0
+
+
+def expect_violation(name, pairs):
+    global failures
+    if all(ok for ok, _ in pairs):
+        print(f"FAIL {name}: the broken rows passed: {pairs}")
+        failures += 1
+    else:
+        print(f"ok   {name}: {[t for ok, t in pairs if not ok][0]}")
+
+
+# routing: cache-aware below round-robin at 2 replicas.
+rows = [{"workload": "multi-turn", "replicas": n, "router": r, "hit_rate": h}
+        for n, r, h in ((1, "round-robin", .7), (1, "cache-aware", .7),
+                        (2, "round-robin", .6), (2, "cache-aware", .5))]
+expect_violation("routing", routing.check(rows, {}))
+
+# tiered_capacity: a larger host tier that lowers the hit rate.
+base = {"disk_multiple": 0, "host_hit_tokens": 0, "tier_load_seconds": 0,
+        "recompute_seconds_tier_hits": 0}
+rows = [dict(base, host_multiple=m, hit_rate=h) for m, h in ((0, .2), (4, .1))]
+expect_violation("tiered_capacity", tiered_capacity.check(rows))
+
+# overhead: hash-nocache that hits; and a quadratic per-token CPU cost.
+kind = {"bench": "overhead_kind", "page_size": 16, "share": 0.5, "requests": 4,
+        "hash_computations": 10 ** 6, "cached_tokens": 0, "hit_rate": 0.0,
+        "match_ns_per_token": 1.0, "insert_ns_per_token": 1.0}
+cfg = {"tolerances": {"max_slope": 0.25, "slack_ns": 1.0}}
+rows = [dict(kind, kind="hash-nocache", len=1024, hit_rate=0.5)]
+expect_violation("overhead reuse", overhead.check(rows, cfg, timed=False))
+rows = [dict(kind, kind="radix", len=L, hash_computations=0, cpu_ns_per_token=L / 10,
+             cpu_ns_per_token_min=L / 10.5, cpu_ns_per_token_max=L / 9.5)
+        for L in (1024, 4096, 16384)]
+expect_violation("overhead slope", overhead.check(rows, cfg, timed=True))
+
+# The driver side: a failed property under --check exits 1 and prints FAIL.
+code = ("import sys; sys.path.insert(0, %r); from rkv import core; "
+        "core.report_properties('x', [(False, 'broken')], True)" % os.path.join(ROOT, "experiments"))
+p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+if p.returncode != 1 or "FAIL" not in p.stderr:
+    print(f"FAIL report_properties under --check: exit {p.returncode}, {p.stderr!r}")
+    failures += 1
+else:
+    print("ok   report_properties: FAIL printed and exit 1")
+sys.exit(1 if failures else 0)
