@@ -109,6 +109,7 @@ struct cache {
     int32_t page_size;
     cache_stats stats;
     int64_t pinned_tokens; /* locked for the cache's life (cache_pin.h); kinds leave it alone */
+    int32_t priority;      /* of the request the next match / insert is for (cache_set_priority) */
 };
 
 /* Create a cache of the named kind over pool (the pool outlives the cache).
@@ -134,6 +135,10 @@ static inline rkv_status cache_unlock(cache *c, const cache_match *m) { return c
 /* Evict unlocked entries until at least n_tokens are freed or nothing is left;
  * returns the tokens freed (pages go back to the pool). */
 static inline int64_t cache_evict(cache *c, int64_t n_tokens) { return c->ops->evict(c, n_tokens); }
+/* The request priority (trace field "priority", default 0) that the following
+ * match and insert calls carry; the priority eviction policy keeps, per node,
+ * the highest that entered it. Other policies ignore it. */
+static inline void cache_set_priority(cache *c, int32_t priority) { c->priority = priority; }
 /* pinned_tokens comes from the common header (cache_pin.h), not the kind. */
 static inline void cache_get_sizes(const cache *c, cache_sizes *out)
 {

@@ -5,6 +5,7 @@
 
 #include "cache.h"
 #include "cache_kinds.h"
+#include "evict_policy.h"
 #include "radix_tree.h"
 
 typedef struct cache_radix {
@@ -33,6 +34,7 @@ static rkv_status radix_match(cache *c, const int32_t *tokens, int32_t n, uint64
     if (n < 0) return RKV_EINVAL;
     rkv_status st = cache_match_reserve(out, n / c->page_size);
     if (st != RKV_OK) return st;
+    radix_tree_set_priority(tree_of(c), c->priority);
     int32_t len = 0, node = 0;
     st = radix_tree_match(tree_of(c), tokens, n, ns, out->pages, &len, &node);
     c->stats.match_calls++;
@@ -48,6 +50,7 @@ static rkv_status radix_match(cache *c, const int32_t *tokens, int32_t n, uint64
 static rkv_status radix_insert(cache *c, const int32_t *tokens, int32_t n, const int32_t *pages,
                                uint64_t ns, int32_t *prefix_len)
 {
+    radix_tree_set_priority(tree_of(c), c->priority);
     rkv_status st = radix_tree_insert(tree_of(c), tokens, n, pages, ns, prefix_len);
     c->stats.insert_calls++;
     sync_splits(c);
@@ -128,7 +131,10 @@ rkv_status cache_radix_create(const cache_config *cfg, page_pool *pool, cache **
     radix_policy pol;
     const char *name = cfg ? cfg->policy : NULL;
     if (radix_policy_parse(name, &pol) != RKV_OK) {
-        if (err) snprintf(err, errlen, "cache radix: unknown eviction policy '%s' (expected lru, lfu or fifo)", name);
+        char names[256];
+        if (err)
+            snprintf(err, errlen, "cache radix: unknown eviction policy '%s' (expected one of: %s)", name,
+                     evict_policy_names(names, sizeof names));
         return RKV_EINVAL;
     }
     cache_radix *c = calloc(1, sizeof *c);

@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "cache.h"
+#include "evict_policy.h"
 
 #define RT_CHUNK_BITS 10
 #define RT_CHUNK (1 << RT_CHUNK_BITS)
@@ -62,10 +63,21 @@ typedef struct rt_node {
 } rt_node;
 _Static_assert(sizeof(rt_node) == 48, "rt_node grew: host bytes per token depend on it");
 
+/* Per-node state a policy asks for (evict_policy.h `needs`), by slot; kept
+ * beside the nodes, and only for such policies, so an rt_node stays 48 bytes. */
+typedef struct rt_pstate {
+    int32_t depth;    /* tokens above the node's first token */
+    int32_t priority; /* highest request priority that entered it */
+} rt_pstate;
+
 struct radix_tree {
     page_pool *pool;
     int32_t P;
     radix_policy policy;
+    const evict_policy *pol;
+    rt_pstate *pst;      /* (pst_cap) by slot; NULL when the policy needs none */
+    int32_t pst_cap;
+    int32_t priority;    /* of the request the next match / insert is for */
     uint64_t clock;
     rt_node **chunks;
     int32_t num_chunks, cap_chunks;
@@ -241,20 +253,58 @@ static inline int32_t heap_pos(const rt_node *x)
  * about half the cache misses on a large tree. */
 enum { HEAP_D = 4 };
 
-/* true when a is evicted before b */
-static inline bool before(const radix_tree *t, const rt_node *a, const rt_node *b)
+/* The one place the eviction order is computed: the policy's key of each
+ * node (evict_policy.h), then DESIGN.md's tie rule, created first (smaller
+ * id). True when slot a is evicted before slot b. */
+static inline bool before(const radix_tree *t, int32_t a, int32_t b)
 {
-    switch (t->policy) {
-    case RADIX_LFU:
-        if (a->hits != b->hits) return a->hits < b->hits;
-        /* fall through */
-    case RADIX_LRU:
-        if (a->time != b->time) return a->time < b->time;
-        /* fall through */
-    case RADIX_FIFO:
-        break;
+    const rt_node *x = N(t, a), *y = N(t, b);
+    evict_node vx = {.time = x->time, .hits = x->hits, .len = x->len};
+    evict_node vy = {.time = y->time, .hits = y->hits, .len = y->len};
+    if (t->pst) {
+        vx.depth = t->pst[a].depth, vx.priority = t->pst[a].priority;
+        vy.depth = t->pst[b].depth, vy.priority = t->pst[b].priority;
     }
-    return a->id < b->id;
+    evict_key kx = t->pol->key(&vx), ky = t->pol->key(&vy);
+    if (kx.k0 != ky.k0 || kx.k1 != ky.k1) return evict_key_less(kx, ky);
+    return x->id < y->id;
+}
+
+/* Policy state of a node the current call enters or creates: its depth
+ * follows from its parent's (entered before it in the same call) and its
+ * priority only rises. A no-op unless the policy keeps state. */
+static void pstate_enter(radix_tree *t, int32_t s)
+{
+    if (!t->pst) return;
+    const rt_node *x = N(t, s);
+    rt_pstate *ps = &t->pst[s];
+    ps->depth = x->parent >= 0 ? t->pst[x->parent].depth + N(t, x->parent)->len : 0;
+    if (t->priority > ps->priority) ps->priority = t->priority;
+}
+
+/* Policy state of a node just created in slot s (slots are reused, so it is
+ * always set): a copy of node from's (a split prefix inherits its priority),
+ * or fresh; then entered. Its parent must be linked. */
+static void pstate_new(radix_tree *t, int32_t s, int32_t from)
+{
+    if (!t->pst) return;
+    t->pst[s] = from >= 0 ? t->pst[from] : (rt_pstate){0, INT32_MIN};
+    pstate_enter(t, s);
+}
+
+/* Room for the policy state of n slots. */
+static bool pstate_reserve(radix_tree *t, int32_t n)
+{
+    if (!t->pol->needs || n <= t->pst_cap) return true;
+    int32_t nc = t->pst_cap ? t->pst_cap : 64;
+    while (nc < n) nc *= 2;
+    rt_pstate *p = realloc(t->pst, sizeof *p * (size_t)nc);
+    if (!p) return false;
+    t->bytes += (int64_t)(sizeof *p * (size_t)(nc - t->pst_cap));
+    memset(p + t->pst_cap, 0, sizeof *p * (size_t)(nc - t->pst_cap));
+    t->pst = p;
+    t->pst_cap = nc;
+    return true;
 }
 
 static inline void heap_set(radix_tree *t, int32_t i, int32_t s)
@@ -266,10 +316,9 @@ static inline void heap_set(radix_tree *t, int32_t i, int32_t s)
 static void heap_up(radix_tree *t, int32_t i)
 {
     int32_t s = t->heap[i];
-    rt_node *x = N(t, s);
     while (i > 0) {
         int32_t p = (i - 1) / HEAP_D;
-        if (!before(t, x, N(t, t->heap[p]))) break;
+        if (!before(t, s, t->heap[p])) break;
         heap_set(t, i, t->heap[p]);
         i = p;
         t->heap_steps++;
@@ -280,15 +329,13 @@ static void heap_up(radix_tree *t, int32_t i)
 static void heap_down(radix_tree *t, int32_t i)
 {
     int32_t s = t->heap[i];
-    rt_node *x = N(t, s);
     for (;;) {
-        int32_t l = HEAP_D * i + 1, best = i;
+        int32_t l = HEAP_D * i + 1, best = i, bs = s;
         int32_t end = l + HEAP_D < t->heap_n ? l + HEAP_D : t->heap_n;
-        rt_node *bx = x;
         for (int32_t c = l; c < end; c++)
             __builtin_prefetch(N(t, t->heap[c]));
         for (int32_t c = l; c < end; c++)
-            if (before(t, N(t, t->heap[c]), bx)) best = c, bx = N(t, t->heap[c]);
+            if (before(t, t->heap[c], bs)) best = c, bs = t->heap[c];
         if (best == i) break;
         heap_set(t, i, t->heap[best]);
         i = best;
@@ -301,6 +348,7 @@ static void heap_down(radix_tree *t, int32_t i)
  * before a node can enter it: pushes never fail. */
 static bool heap_reserve(radix_tree *t, int32_t n)
 {
+    if (!pstate_reserve(t, n)) return false;
     if (n <= t->heap_cap) return true;
     int32_t nc = t->heap_cap ? t->heap_cap : 64;
     while (nc < n) nc *= 2;
@@ -344,6 +392,7 @@ static void touch(radix_tree *t, int32_t s, uint64_t now)
     rt_node *x = N(t, s);
     x->time = now;
     if (x->hits != HITS_MAX) x->hits++;
+    pstate_enter(t, s);
     int32_t i = heap_pos(x);
     if (i >= 0) { /* a later time or more hits: it can only move down */
         heap_up(t, i);
@@ -582,6 +631,7 @@ static int32_t ns_create(radix_tree *t, uint64_t ns, uint64_t now)
     x->time = now;
     x->hits = 1;
     x->parent = RT_ROOT;
+    pstate_new(t, s, -1);
     int32_t k = t->ns_n++;
     t->ns_val[k] = ns;
     t->ns_slot[k] = s;
@@ -593,33 +643,34 @@ static int32_t ns_create(radix_tree *t, uint64_t ns, uint64_t now)
 
 rkv_status radix_policy_parse(const char *name, radix_policy *out)
 {
-    if (!name || !strcmp(name, "lru")) *out = RADIX_LRU;
-    else if (!strcmp(name, "lfu")) *out = RADIX_LFU;
-    else if (!strcmp(name, "fifo")) *out = RADIX_FIFO;
-    else return RKV_EINVAL;
+    int i = evict_policy_index(evict_policy_find(name));
+    if (i < 0) return RKV_EINVAL;
+    *out = (radix_policy)i;
     return RKV_OK;
 }
 
 const char *radix_policy_name(radix_policy p)
 {
-    switch (p) {
-    case RADIX_LRU: return "lru";
-    case RADIX_LFU: return "lfu";
-    case RADIX_FIFO: return "fifo";
-    }
-    return "?";
+    return (unsigned)p < (unsigned)evict_policy_count() ? evict_policies[p]->name : "?";
+}
+
+void radix_tree_set_priority(radix_tree *t, int32_t priority)
+{
+    t->priority = priority;
 }
 
 rkv_status radix_tree_create(page_pool *pool, radix_policy policy, radix_tree **out)
 {
     *out = NULL;
-    if (!pool || pool->page_size < 1 || (unsigned)policy > RADIX_FIFO) return RKV_EINVAL;
+    if (!pool || pool->page_size < 1 || (unsigned)policy >= (unsigned)evict_policy_count())
+        return RKV_EINVAL;
     radix_tree *t = calloc(1, sizeof *t);
     if (!t) return RKV_ENOMEM;
     t->bytes = sizeof *t;
     t->pool = pool;
     t->P = pool->page_size;
     t->policy = policy;
+    t->pol = evict_policies[policy];
     t->free_head = -1;
     if (node_new(t, 0) != RT_ROOT || !heap_reserve(t, 64)) {
         radix_tree_destroy(t);
@@ -642,6 +693,7 @@ void radix_tree_destroy(radix_tree *t)
     for (int32_t c = 0; c < t->num_chunks; c++) free(t->chunks[c]);
     free(t->chunks);
     free(t->heap);
+    free(t->pst);
     free(t->ns_val);
     free(t->ns_slot);
     free(t->ns_idx);
@@ -693,6 +745,7 @@ static int32_t split(radix_tree *t, int32_t cs, int32_t k, uint64_t now)
     pre->time = c->time;
     pre->hits = c->hits;
     pre->lock = c->lock;
+    pstate_new(t, ps, cs);
     pre->kind = KIDS_ONE;
     pre->kids.s.one = cs;
     /* 3: c becomes the suffix. */
@@ -806,6 +859,7 @@ rkv_status radix_tree_insert(radix_tree *t, const int32_t *tokens, int32_t n,
     leaf->time = now;
     leaf->hits = 1;
     leaf->parent = at;
+    pstate_new(t, ls, -1);
     if (heap_pos(N(t, at)) >= 0) heap_remove(t, at); /* no leaf any more */
     child_add(t, N(t, at), ls);
     t->num_nodes++;
@@ -1109,7 +1163,7 @@ rkv_status radix_tree_check(const radix_tree *t, char *err, size_t errlen)
              (long long)t->protect, (long long)t->num_nodes);
     if (cands != t->heap_n) FAIL("%lld candidates but heap holds %d", (long long)cands, t->heap_n);
     for (int32_t i = 1; i < t->heap_n; i++)
-        if (before(t, N(t, t->heap[i]), N(t, t->heap[(i - 1) / HEAP_D])))
+        if (before(t, t->heap[i], t->heap[(i - 1) / HEAP_D]))
             FAIL("heap order broken at %d", i);
     if ((evictable + protect) / P != pages || pages != t->pool->num_cached)
         FAIL("pool holds %d cached pages, tree %lld (evictable %lld + protected %lld tokens, P=%d)",
@@ -1200,7 +1254,7 @@ void radix_tree_dump_json(const radix_tree *t, FILE *f, int32_t max_tokens)
 {
     dump_ctx d = {f, max_tokens, t->P, 1, NULL};
     fprintf(f, "{\"clock\":%llu,\"policy\":\"%s\",\"page_size\":%d,\"nodes\":[",
-            (unsigned long long)t->clock, radix_policy_name(t->policy), t->P);
+            (unsigned long long)t->clock, t->pol->name, t->P);
     radix_tree_visit(t, dump_json_node, &d);
     fprintf(f, "]}\n");
 }
