@@ -1,17 +1,28 @@
 /* cache.c - the kind-independent part of cache.h: match results, creation by
- * kind name, destruction. */
+ * kind name through the registry (cache_kinds.h), destruction. */
 #include "cache.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "cache_kinds.h"
+#include "evict_policy.h"
 
-const char *const cache_kind_names[] = {
-    "radix",
-    "hash", "hash-nocache", "trie",
-    "none", NULL,
-};
+#define KIND_ENTRY(name, create, caps, summary) {name, create, caps, summary},
+const cache_kind cache_kinds[] = {CACHE_KIND_LIST(KIND_ENTRY){NULL, NULL, 0, NULL}};
+#undef KIND_ENTRY
+
+#define KIND_NAME(name, create, caps, summary) name,
+const char *const cache_kind_names[] = {CACHE_KIND_LIST(KIND_NAME) NULL};
+#undef KIND_NAME
+
+const cache_kind *cache_kind_find(const char *name)
+{
+    if (!name) return &cache_kinds[0];
+    for (const cache_kind *k = cache_kinds; k->name; k++)
+        if (!strcmp(k->name, name)) return k;
+    return NULL;
+}
 
 void cache_match_init(cache_match *m)
 {
@@ -47,14 +58,17 @@ rkv_status cache_create(const cache_config *cfg, page_pool *pool, cache **out, c
         if (err) snprintf(err, errlen, "cache_create: no page pool");
         return RKV_EINVAL;
     }
-    const char *kind = cfg->kind ? cfg->kind : "radix";
-    if (!strcmp(kind, "radix")) return cache_radix_create(cfg, pool, out, err, errlen);
-    if (!strcmp(kind, "none")) return cache_none_create(cfg, pool, out, err, errlen);
-    if (!strcmp(kind, "hash")) return cache_hash_create(cfg, pool, false, out, err, errlen);
-    if (!strcmp(kind, "hash-nocache")) return cache_hash_create(cfg, pool, true, out, err, errlen);
-    if (!strcmp(kind, "trie")) return cache_trie_create(cfg, pool, out, err, errlen);
+    const cache_kind *k = cache_kind_find(cfg->kind);
+    if (k && !evict_policy_find(cfg->policy)) {
+        char names[256];
+        if (err)
+            snprintf(err, errlen, "cache %s: unknown eviction policy '%s' (expected one of: %s)", k->name,
+                     cfg->policy, evict_policy_names(names, sizeof names));
+        return RKV_EINVAL;
+    }
+    if (k) return k->create(cfg, pool, out, err, errlen);
     if (err) {
-        size_t used = (size_t)snprintf(err, errlen, "unknown cache kind '%s' (expected one of:", kind);
+        size_t used = (size_t)snprintf(err, errlen, "unknown cache kind '%s' (expected one of:", cfg->kind);
         for (int i = 0; cache_kind_names[i] && used < errlen; i++)
             used += (size_t)snprintf(err + used, errlen - used, " %s", cache_kind_names[i]);
         if (used < errlen) snprintf(err + used, errlen - used, ")");

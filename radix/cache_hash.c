@@ -24,6 +24,16 @@
  *   tail is evicted before its head; lock() on a queued block (a hit on a free
  *   block) takes it out of the queue.
  *
+ * Eviction policies (evict_policy.h): the free queue is this kind's LRU, so
+ * lru evicts from its head, exactly vLLM. Any other policy evicts, among the
+ * queued blocks without cached children (the queue's leaves; the head always
+ * is one), the one with the smallest key, then the first cached. The policy
+ * sees a block as a node of len P at depth (its index in the chain) x P, with
+ * time = its place in the queue (release order), hits = calls whose chain
+ * reached it (its insert included), priority = the highest request priority
+ * of those calls. These policies scan the queue per evicted block (O(queue)):
+ * they exist for ablations, lru stays O(1).
+ *
  * Insert plays "the request frees its blocks": the new blocks and any
  * unlocked blocks of the same chain are appended tail first; locked ones
  * follow when the matches holding them unlock. Hence a parent always leaves
@@ -44,6 +54,7 @@
 
 #include "block_hash.h"
 #include "cache_kinds.h"
+#include "evict_policy.h"
 
 typedef struct hblock {
     block_hash hash;   /* digest as stored (truncated in debug mode) */
@@ -53,6 +64,11 @@ typedef struct hblock {
     int32_t ref;       /* locks held by matches; 0 = in the free queue */
     int32_t prev, next; /* free-queue links, -1 at the ends */
     int32_t hnext;     /* next block in the same bucket, -1 at the end */
+    uint64_t time;     /* release order: when it last joined the free queue */
+    uint64_t id;       /* the order it was cached in (the tie rule) */
+    uint32_t hits;     /* calls whose chain reached it, its insert included */
+    int32_t priority;  /* highest request priority of those calls */
+    int32_t index;     /* its place in its chain (depth = index x P) */
     uint8_t cached;
     uint8_t queued;
 } hblock;
@@ -67,6 +83,8 @@ typedef struct cache_hash {
     int32_t *buckets;     /* (mask + 1) first block of each bucket, -1 empty */
     uint32_t mask;
     int32_t qhead, qtail; /* free queue */
+    uint64_t qseq, seq;   /* release and caching counters */
+    const evict_policy *pol;
     int64_t num_cached, num_locked;
     block_hash *hs;       /* (hs_cap) per-call digests */
     int32_t *chain;       /* (hs_cap) per-call pages of the chain */
@@ -134,6 +152,7 @@ static void queue_append(cache_hash *h, int32_t b)
     hblock *k = &h->blk[b];
     k->prev = h->qtail;
     k->next = -1;
+    k->time = ++h->qseq;
     if (h->qtail >= 0) h->blk[h->qtail].next = b;
     else h->qhead = b;
     h->qtail = b;
@@ -168,6 +187,9 @@ static int32_t walk(cache_hash *h, const int32_t *tokens, int32_t nb, uint64_t n
         if (reuse && hit == i) {
             int32_t b = lookup(h, &h->hs[i], parent, ns, tokens + (size_t)i * (size_t)P);
             if (b >= 0) {
+                hblock *k = &h->blk[b];
+                if (k->hits != UINT32_MAX) k->hits++;
+                if (h->base.priority > k->priority) k->priority = h->base.priority;
                 h->chain[hit++] = b;
                 parent = b;
             }
@@ -230,6 +252,10 @@ static rkv_status hash_insert(cache *c, const int32_t *tokens, int32_t n, const 
         blk->parent = i > 0 ? h->chain[i - 1] : -1;
         blk->prev = blk->next = -1;
         blk->cached = 1;
+        blk->id = ++h->seq;
+        blk->hits = 1;
+        blk->priority = c->priority;
+        blk->index = i;
         if (blk->parent >= 0) h->blk[blk->parent].children++;
         memcpy(h->tok + (size_t)b * (size_t)P, tokens + (size_t)i * (size_t)P,
                sizeof(int32_t) * (size_t)P);
@@ -294,13 +320,32 @@ static rkv_status hash_unlock(cache *c, const cache_match *m)
     return RKV_OK;
 }
 
+/* The queued leaf the policy evicts first (see the top of the file). */
+static int32_t policy_victim(const cache_hash *h)
+{
+    int32_t best = -1;
+    evict_key bk = {0, 0};
+    for (int32_t b = h->qhead; b >= 0; b = h->blk[b].next) {
+        const hblock *k = &h->blk[b];
+        if (k->children) continue;
+        evict_node v = {.time = k->time, .hits = k->hits, .depth = (int64_t)k->index * h->base.page_size,
+                        .len = h->base.page_size, .priority = k->priority};
+        evict_key key = h->pol->key(&v);
+        if (best < 0 || evict_key_less(key, bk) ||
+            (key.k0 == bk.k0 && key.k1 == bk.k1 && k->id < h->blk[best].id))
+            best = b, bk = key;
+    }
+    return best;
+}
+
 static int64_t hash_evict(cache *c, int64_t n_tokens)
 {
     cache_hash *h = (cache_hash *)c;
     int64_t freed = 0;
+    bool lru = h->pol == evict_policies[0];
     c->stats.evict_calls++;
     while (freed < n_tokens && h->qhead >= 0) {
-        int32_t b = h->qhead;
+        int32_t b = lru ? h->qhead : policy_victim(h);
         hblock *k = &h->blk[b];
         queue_remove(h, b);
         table_remove(h, b);
@@ -503,15 +548,17 @@ rkv_status cache_hash_create(const cache_config *cfg, page_pool *pool, bool noca
         if (err) snprintf(err, errlen, "cache_hash: no page pool");
         return RKV_EINVAL;
     }
-    /* The free queue is the one order this kind has; it is LRU-like. */
-    if (cfg && cfg->policy && strcmp(cfg->policy, "lru") != 0) {
+    const evict_policy *pol = evict_policy_find(cfg ? cfg->policy : NULL);
+    if (!pol) {
+        char names[256];
         if (err)
-            snprintf(err, errlen, "cache_hash: policy '%s' not supported (the free-block queue is lru)",
-                     cfg->policy);
+            snprintf(err, errlen, "cache_hash: unknown eviction policy '%s' (expected one of: %s)",
+                     cfg->policy, evict_policy_names(names, sizeof names));
         return RKV_EINVAL;
     }
     cache_hash *h = calloc(1, sizeof *h);
     if (!h) return RKV_ENOMEM;
+    h->pol = pol;
     rkv_status st = block_hasher_init(&h->hasher, cfg ? cfg->hash_fn : NULL, pool->page_size,
                                       err, errlen);
     if (st != RKV_OK) {
@@ -539,6 +586,18 @@ rkv_status cache_hash_create(const cache_config *cfg, page_pool *pool, bool noca
     for (size_t b = 0; b < np; b++) h->blk[b].prev = h->blk[b].next = h->blk[b].hnext = -1;
     *out = &h->base;
     return RKV_OK;
+}
+
+rkv_status cache_hash_reuse_create(const cache_config *cfg, page_pool *pool, cache **out,
+                                   char *err, size_t errlen)
+{
+    return cache_hash_create(cfg, pool, false, out, err, errlen);
+}
+
+rkv_status cache_hash_nocache_create(const cache_config *cfg, page_pool *pool, cache **out,
+                                     char *err, size_t errlen)
+{
+    return cache_hash_create(cfg, pool, true, out, err, errlen);
 }
 
 rkv_status cache_hash_debug_set_bits(cache *c, int bits)

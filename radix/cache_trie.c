@@ -25,8 +25,11 @@
  * every match and insert; every node the call walks through takes the time.
  * Lock and unlock add/remove a reference on every node from the handle (the
  * last matched owner) up to the namespace root. Eviction candidates are the
- * unlocked owners without children, in a min-heap ordered by (time, created);
- * evicting one frees its page and removes the ownerless nodes above it up to
+ * unlocked owners without children, in a min-heap ordered by the eviction
+ * policy's key (evict_policy.h), then created first; the policy sees a page
+ * owner as a node of len P at depth (its depth - P), with its own time, hits
+ * and priority (every node the call enters counts a hit and takes the highest
+ * request priority); evicting one frees its page and removes the ownerless nodes above it up to
  * the next owner (a page at a time), which then may become a candidate.
  *
  * Children: a node with few children keeps them in its sibling list only
@@ -38,6 +41,7 @@
 #include <string.h>
 
 #include "cache_kinds.h"
+#include "evict_policy.h"
 
 typedef struct tnode {
     int32_t token;
@@ -51,6 +55,8 @@ typedef struct tnode {
     int32_t heap_pos;  /* slot in the eviction heap, -1 when not a candidate */
     int32_t indexed;   /* 1 once the children are in the child table */
     uint64_t time;     /* clock of the last call that entered the node */
+    uint32_t hits;     /* calls that entered it, its creation included */
+    int32_t priority;  /* highest request priority that entered it */
     uint64_t created;  /* creation order: ties go to the created-first */
     uint64_t ns;       /* roots only */
 } tnode;
@@ -63,7 +69,8 @@ typedef struct cache_trie {
     int32_t live;        /* nodes in use, roots included */
     int32_t *buckets;    /* (mask + 1) child table, -1 empty */
     uint32_t mask;
-    int32_t *heap;       /* (cap) candidates, min (time, created) first */
+    int32_t *heap;       /* (cap) candidates, min (policy key, created) first */
+    const evict_policy *pol;
     int32_t heap_n;
     int32_t *roots;      /* (nroots) root node of each namespace */
     int32_t nroots, roots_cap;
@@ -165,6 +172,8 @@ static int32_t node_new(cache_trie *t, int32_t parent, int32_t token)
     n->first_child = n->next_sib = n->prev_sib = n->hnext = -1;
     n->heap_pos = -1;
     n->time = t->clock;
+    n->hits = 1;
+    n->priority = t->base.priority;
     n->created = t->seq++;
     t->live++;
     if (parent >= 0) {
@@ -201,12 +210,21 @@ static void node_delete(cache_trie *t, int32_t x)
     t->num_tokens--;
 }
 
-/* ---- the eviction heap: min (time, created) ------------------------------ */
+/* ---- the eviction heap: min (policy key, created) ------------------------ */
+
+static evict_key node_key(const cache_trie *t, const tnode *x)
+{
+    evict_node v = {.time = x->time, .hits = x->hits, .depth = x->depth - t->base.page_size,
+                    .len = t->base.page_size, .priority = x->priority};
+    return t->pol->key(&v);
+}
 
 static int heap_less(const cache_trie *t, int32_t a, int32_t b)
 {
     const tnode *x = &t->nodes[a], *y = &t->nodes[b];
-    return x->time != y->time ? x->time < y->time : x->created < y->created;
+    evict_key kx = node_key(t, x), ky = node_key(t, y);
+    if (kx.k0 != ky.k0 || kx.k1 != ky.k1) return evict_key_less(kx, ky);
+    return x->created < y->created;
 }
 
 static void heap_set(cache_trie *t, int32_t i, int32_t x)
@@ -263,6 +281,17 @@ static void refresh(cache_trie *t, int32_t x)
     }
 }
 
+/* The current call enters node x: new time, one more hit, the request's
+ * priority if higher; its heap key can only grow. */
+static void enter(cache_trie *t, int32_t x)
+{
+    tnode *n = &t->nodes[x];
+    n->time = t->clock;
+    if (n->hits != UINT32_MAX) n->hits++;
+    if (t->base.priority > n->priority) n->priority = t->base.priority;
+    if (n->heap_pos >= 0) heap_sift(t, n->heap_pos);
+}
+
 /* ---- namespaces ---------------------------------------------------------- */
 
 static int32_t root_find(const cache_trie *t, uint64_t ns)
@@ -314,8 +343,7 @@ static rkv_status trie_match(cache *c, const int32_t *tokens, int32_t n, uint64_
         int32_t y = child_find(t, x, tokens[d]);
         if (y < 0) break;
         x = y;
-        t->nodes[x].time = t->clock;
-        if (t->nodes[x].heap_pos >= 0) heap_sift(t, t->nodes[x].heap_pos);
+        enter(t, x);
         if ((d + 1) % P == 0) last = x;
     }
     int32_t np = last >= 0 ? t->nodes[last].depth / P : 0;
@@ -346,8 +374,7 @@ static rkv_status trie_insert(cache *c, const int32_t *tokens, int32_t n, const 
         int32_t y = child_find(t, x, tokens[d]);
         if (y < 0) break;
         x = y;
-        t->nodes[x].time = t->clock;
-        if (t->nodes[x].heap_pos >= 0) heap_sift(t, t->nodes[x].heap_pos);
+        enter(t, x);
     }
     int32_t k = d / P; /* whole pages already cached: nodes at depth jP own pages */
     *prefix_len = k * P;
@@ -622,13 +649,17 @@ rkv_status cache_trie_create(const cache_config *cfg, page_pool *pool, cache **o
         if (err) snprintf(err, errlen, "cache_trie: no page pool");
         return RKV_EINVAL;
     }
-    /* The trie has one policy: LRU with ties to the created-first. */
-    if (cfg && cfg->policy && strcmp(cfg->policy, "lru") != 0) {
-        if (err) snprintf(err, errlen, "cache_trie: unknown policy '%s' (trie supports lru)", cfg->policy);
+    const evict_policy *pol = evict_policy_find(cfg ? cfg->policy : NULL);
+    if (!pol) {
+        char names[256];
+        if (err)
+            snprintf(err, errlen, "cache_trie: unknown eviction policy '%s' (expected one of: %s)",
+                     cfg->policy, evict_policy_names(names, sizeof names));
         return RKV_EINVAL;
     }
     cache_trie *t = calloc(1, sizeof *t);
     if (!t) return RKV_ENOMEM;
+    t->pol = pol;
     t->base.ops = &trie_ops;
     t->base.pool = pool;
     t->base.page_size = pool->page_size;

@@ -185,11 +185,11 @@ START_TEST(bad_input)
 {
     page_pool pool;
     ck_assert_int_eq(page_pool_init(&pool, 8, 2), RKV_OK);
-    cache_config cfg = {"trie", "lfu", NULL};
+    cache_config cfg = {"trie", "mru", NULL};
     cache *c = NULL;
     char err[256] = "";
     ck_assert_int_eq(cache_trie_create(&cfg, &pool, &c, err, sizeof err), RKV_EINVAL);
-    ck_assert_msg(strstr(err, "lfu") != NULL, "message '%s' names the policy", err);
+    ck_assert_msg(strstr(err, "mru") != NULL, "message '%s' names the policy", err);
     c = tu_create("trie", NULL, &pool);
     const int32_t t[4] = {1, 2, 3, 4};
     int32_t pages[2] = {0, 6}, prefix = -1;
