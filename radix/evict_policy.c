@@ -21,6 +21,10 @@ EVICT_POLICY_LIST(DECLARE)
 const evict_policy *const evict_policies[] = {EVICT_POLICY_LIST(ENTRY) NULL};
 #undef ENTRY
 
+#define NAME(n) #n,
+const char *const evict_policy_name_list[] = {EVICT_POLICY_LIST(NAME) NULL};
+#undef NAME
+
 int evict_policy_count(void)
 {
     return (int)(sizeof evict_policies / sizeof evict_policies[0]) - 1;

@@ -63,6 +63,8 @@ typedef struct evict_policy {
 /* The table (evict_policy.c), NULL-terminated, in registration order; index 0
  * is the default (lru). */
 extern const evict_policy *const evict_policies[];
+/* Their names, NULL-terminated, same order (for option choices). */
+extern const char *const evict_policy_name_list[];
 /* Number of registered policies. */
 int evict_policy_count(void);
 /* The policy named name (NULL means the default); NULL when unknown. */

@@ -19,6 +19,7 @@
 #include "commands.h"
 #include "cli.h"
 #include "engine.h"
+#include "evict_policy.h"
 #include "model_config.h"
 #include "pin_file.h"
 #include "router.h"
@@ -61,7 +62,7 @@ static void usage_run(FILE *f)
         "                          a config.json or a directory holding one\n"
         "  --weights PATH          safetensors file or directory (default: seeded random)\n"
         "  --cache KIND            radix (default) | hash | hash-nocache | trie | none\n"
-        "  --evict-policy NAME     lru (default) | lfu | fifo\n"
+        "  --evict-policy NAME     eviction policy (radixkv list): lru (default) | ...\n"
         "  --hash NAME             xxh3 (default) | sha256 | md5\n"
         "  --policy NAME           fcfs (default) | lpm | dfs-weight | random\n"
         "  --schedule MODE         sync (default) | overlap\n"
@@ -114,10 +115,8 @@ static int choice(const char *opt, const char *v, const char *const *names)
     return 2;
 }
 
-static const char *const backend_names[] = {"cpu", "sim", "cuda", NULL};
 static const char *const policy_names[] = {"fcfs", "lpm", "dfs-weight", "random", NULL};
 static const char *const schedule_names[] = {"sync", "overlap", NULL};
-static const char *const evict_names[] = {"lru", "lfu", "fifo", NULL};
 static const char *const hash_names[] = {"xxh3", "sha256", "md5", NULL};
 
 /* Returns -1 to go on, else an exit status. */
@@ -190,7 +189,7 @@ static int parse_run(int argc, char **argv, run_opts *o)
             if ((rc = choice(name, v, cache_kind_names))) return rc;
             o->ec.cache_cfg.kind = v;
         } else if (FLAG("--evict-policy")) {
-            if ((rc = choice(name, v, evict_names))) return rc;
+            if ((rc = choice(name, v, evict_policy_name_list))) return rc;
             o->ec.cache_cfg.policy = v;
         } else if (FLAG("--hash")) {
             if ((rc = choice(name, v, hash_names))) return rc;

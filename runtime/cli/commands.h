@@ -12,6 +12,7 @@
 
 int cmd_run(int argc, char **argv);
 int cmd_gen(int argc, char **argv);
+int cmd_list(int argc, char **argv);
 
 /* The ids of a loaded trace, as JSON text, by engine request id. */
 typedef struct run_ids {

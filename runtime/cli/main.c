@@ -28,6 +28,7 @@
 #include "tier_opts.h"
 #include "rkv_config.h"
 #include "commands.h"
+#include "evict_policy.h"
 #include "trace.h"
 
 /* ------------------------------------------------------- option helpers */
@@ -127,7 +128,6 @@ static void opt_unknown(const opt_iter *it)
 
 /* ------------------------------------------------------------ cache-sim */
 
-static const char *const policy_names[] = {"lru", "lfu", "fifo", NULL};
 static const char *const hash_names[] = {"xxh3", "sha256", "md5", NULL};
 
 static void usage_cache_sim(FILE *f)
@@ -145,7 +145,7 @@ static void usage_cache_sim(FILE *f)
         "\n"
         "  --capacity TOKENS   cache size in tokens (floor(TOKENS / P) pages)\n"
         "  --page-size P       tokens per page\n"
-        "  --policy NAME       eviction for tree kinds: lru (default) | lfu | fifo\n"
+        "  --policy NAME       eviction policy (radixkv list): lru (default) | ...\n"
         "  --hash NAME         block hash for hash kinds: xxh3 (default) | sha256 | md5\n"
         "  --dump-dir DIR      the tree after every step as JSON and DOT (SVG with graphviz)\n"
         "  --out FILE          write the JSON Lines there instead of stdout\n"
@@ -204,7 +204,7 @@ static int cmd_cache_sim(int argc, char **argv)
         } else if (opt_is(&it, "--page-size")) {
             page_size = opt_int(&it, 1, 1 << 20);
         } else if (opt_is(&it, "--policy")) {
-            cfg.policy = opt_choice(&it, policy_names);
+            cfg.policy = opt_choice(&it, evict_policy_name_list);
         } else if (opt_is(&it, "--hash")) {
             cfg.hash_fn = opt_choice(&it, hash_names);
         } else if (opt_is(&it, "--dump-dir")) {
@@ -375,6 +375,7 @@ static const command commands[] = {
     {"cache-sim", "replay a request trace through one cache kind, no model", cmd_cache_sim},
     {"run", "serve a trace through the engine (cpu or sim backend) and report", cmd_run},
     {"gen", "write a synthetic trace (hit-rate sweep, multi-turn, few-shot, ...)", cmd_gen},
+    {"list", "cache kinds, eviction policies, hash functions, backends, schedulers", cmd_list},
 };
 
 static void usage(FILE *f)
