@@ -455,6 +455,7 @@ static rkv_status run_step(sim *s, char *err, size_t errlen)
         if ((st = req_reserve_pages(r, total)) != RKV_OK) return st;
         const tier_stats *ts = cache_tier_get_stats(c);
         uint64_t th0 = ts ? ts->host_hit_tokens + ts->disk_hit_tokens : 0;
+        cache_set_priority(c, r->q.priority);
         if ((st = cache_match_prefix(c, r->q.tokens, n - 1, ns, &r->m)) != RKV_OK) {
             rkv_set_err(err, errlen, "step %" PRId64 ": match failed: %s", step, rkv_status_str(st));
             return st;
@@ -509,6 +510,7 @@ static rkv_status run_step(sim *s, char *err, size_t errlen)
         int32_t mp = r->m.num_pages, total = mp + r->need;
         if (mp) memcpy(r->pages, r->m.pages, sizeof(int32_t) * (size_t)mp);
         int32_t prefix = 0;
+        cache_set_priority(c, r->q.priority);
         if ((st = cache_insert(c, r->q.tokens, n, r->pages, ns, &prefix)) != RKV_OK) {
             rkv_set_err(err, errlen, "step %" PRId64 ": insert of request %s failed: %s", step,
                     r->q.id_json, rkv_status_str(st));

@@ -335,6 +335,7 @@ rkv_status run_load_trace(engine *e, const char *path, int32_t default_max_token
                 .seed = q.seed >= 0 ? ((uint64_t)q.seed << 1) | 1 : 0,
             },
             .arrival = q.arrival >= 0 ? q.arrival : 0,
+            .priority = q.priority,
         };
         int64_t id;
         char why[256];

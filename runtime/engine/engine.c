@@ -376,6 +376,7 @@ rkv_status engine_add(engine *e, const engine_request *req, int64_t *id, char *e
     r->max_tokens = req->max_tokens;
     r->stop_token = req->stop_token;
     r->ns = req->ns;
+    r->priority = req->priority;
     r->sampling = req->sampling;
     r->id = e->num_reqs;
     if (r->sampling.seed == 0) r->sampling.seed = mix64(e->cfg.seed ^ mix64((uint64_t)r->id + 1));

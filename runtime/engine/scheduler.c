@@ -229,6 +229,7 @@ rkv_status scheduler_policy_order(scheduler *s, int32_t *out)
         cache_match_init(&m);
         for (int32_t i = 0; i < n; i++) {
             sched_req *r = s->waiting[i];
+            cache_set_priority(s->cache, r->priority);
             rkv_status st = cache_match_prefix(s->cache, r->tokens, r->n_tokens - 1, r->ns, &m);
             if (st) {
                 cache_match_free(&m);
@@ -430,6 +431,7 @@ rkv_status scheduler_schedule(scheduler *s, sched_plan *plan, bool allow_preempt
         for (int32_t k = 0; k < n; k++) {
             if (budget <= 0 || s->num_running >= s->cfg.max_running) break;
             sched_req *r = s->waiting[s->order[k]];
+            cache_set_priority(s->cache, r->priority);
             st = cache_match_prefix(s->cache, r->tokens, r->n_tokens - 1, r->ns, &r->match);
             if (st == RKV_OK) st = cache_lock(s->cache, &r->match);
             if (st) {
@@ -511,6 +513,7 @@ static rkv_status req_insert(scheduler *s, sched_req *r, bool final, char *err, 
     rkv_status st;
     if (nfull > r->num_cache_pages) {
         int32_t prefix_len = 0;
+        cache_set_priority(s->cache, r->priority);
         st = cache_insert(s->cache, r->tokens, nfull * P, r->pages, r->ns, &prefix_len);
         if (st) {
             snprintf(err, errlen, "scheduler: cache insert of request %lld failed: %s",
