@@ -1,7 +1,7 @@
 /* cache.h - the prefix-cache interface every kind implements.
  *
- * Kinds (by name, see cache_create()):
- *   radix         compressed radix tree (SGLang RadixAttention); policies lru|lfu|fifo
+ * Kinds (by name, registered in cache_kinds.h; see cache_create()):
+ *   radix         compressed radix tree (SGLang RadixAttention)
  *   hash          vLLM-v1 full-block hashing; hash functions xxh3|sha256|md5
  *   hash-nocache  computes every block hash, never reuses (cost of hashing alone)
  *   trie          one node per token, uncompressed (ablation of compression)
@@ -83,7 +83,7 @@ typedef enum cache_dump_format {
 
 typedef struct cache_config {
     const char *kind;        /* "radix" (default if NULL), "hash", "hash-nocache", "trie", "none" */
-    const char *policy;      /* eviction: "lru" (default), "lfu", "fifo" (tree kinds) */
+    const char *policy;      /* eviction: any evict_policy.h name, "lru" (default) */
     const char *hash_fn;     /* "xxh3" (default), "sha256", "md5" (hash kinds) */
 } cache_config;
 
