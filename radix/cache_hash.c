@@ -64,14 +64,19 @@ typedef struct hblock {
     int32_t ref;       /* locks held by matches; 0 = in the free queue */
     int32_t prev, next; /* free-queue links, -1 at the ends */
     int32_t hnext;     /* next block in the same bucket, -1 at the end */
+    uint8_t cached;
+    uint8_t queued;
+} hblock;
+
+/* What a policy other than lru reads of a block, beside the blocks so that
+ * lru (the free queue alone) keeps vLLM's footprint and speed. */
+typedef struct hmeta {
     uint64_t time;     /* release order: when it last joined the free queue */
     uint64_t id;       /* the order it was cached in (the tie rule) */
     uint32_t hits;     /* calls whose chain reached it, its insert included */
     int32_t priority;  /* highest request priority of those calls */
     int32_t index;     /* its place in its chain (depth = index x P) */
-    uint8_t cached;
-    uint8_t queued;
-} hblock;
+} hmeta;
 
 typedef struct cache_hash {
     cache base;
@@ -85,6 +90,7 @@ typedef struct cache_hash {
     int32_t qhead, qtail; /* free queue */
     uint64_t qseq, seq;   /* release and caching counters */
     const evict_policy *pol;
+    hmeta *meta;          /* (num_pages) by page id; NULL under lru */
     int64_t num_cached, num_locked;
     block_hash *hs;       /* (hs_cap) per-call digests */
     int32_t *chain;       /* (hs_cap) per-call pages of the chain */
@@ -152,7 +158,7 @@ static void queue_append(cache_hash *h, int32_t b)
     hblock *k = &h->blk[b];
     k->prev = h->qtail;
     k->next = -1;
-    k->time = ++h->qseq;
+    if (h->meta) h->meta[b].time = ++h->qseq;
     if (h->qtail >= 0) h->blk[h->qtail].next = b;
     else h->qhead = b;
     h->qtail = b;
@@ -187,9 +193,11 @@ static int32_t walk(cache_hash *h, const int32_t *tokens, int32_t nb, uint64_t n
         if (reuse && hit == i) {
             int32_t b = lookup(h, &h->hs[i], parent, ns, tokens + (size_t)i * (size_t)P);
             if (b >= 0) {
-                hblock *k = &h->blk[b];
-                if (k->hits != UINT32_MAX) k->hits++;
-                if (h->base.priority > k->priority) k->priority = h->base.priority;
+                if (h->meta) {
+                    hmeta *k = &h->meta[b];
+                    if (k->hits != UINT32_MAX) k->hits++;
+                    if (h->base.priority > k->priority) k->priority = h->base.priority;
+                }
                 h->chain[hit++] = b;
                 parent = b;
             }
@@ -252,10 +260,7 @@ static rkv_status hash_insert(cache *c, const int32_t *tokens, int32_t n, const 
         blk->parent = i > 0 ? h->chain[i - 1] : -1;
         blk->prev = blk->next = -1;
         blk->cached = 1;
-        blk->id = ++h->seq;
-        blk->hits = 1;
-        blk->priority = c->priority;
-        blk->index = i;
+        if (h->meta) h->meta[b] = (hmeta){.id = ++h->seq, .hits = 1, .priority = c->priority, .index = i};
         if (blk->parent >= 0) h->blk[blk->parent].children++;
         memcpy(h->tok + (size_t)b * (size_t)P, tokens + (size_t)i * (size_t)P,
                sizeof(int32_t) * (size_t)P);
@@ -326,13 +331,13 @@ static int32_t policy_victim(const cache_hash *h)
     int32_t best = -1;
     evict_key bk = {0, 0};
     for (int32_t b = h->qhead; b >= 0; b = h->blk[b].next) {
-        const hblock *k = &h->blk[b];
-        if (k->children) continue;
+        if (h->blk[b].children) continue;
+        const hmeta *k = &h->meta[b];
         evict_node v = {.time = k->time, .hits = k->hits, .depth = (int64_t)k->index * h->base.page_size,
                         .len = h->base.page_size, .priority = k->priority};
         evict_key key = h->pol->key(&v);
         if (best < 0 || evict_key_less(key, bk) ||
-            (key.k0 == bk.k0 && key.k1 == bk.k1 && k->id < h->blk[best].id))
+            (key.k0 == bk.k0 && key.k1 == bk.k1 && k->id < h->meta[best].id))
             best = b, bk = key;
     }
     return best;
@@ -342,7 +347,7 @@ static int64_t hash_evict(cache *c, int64_t n_tokens)
 {
     cache_hash *h = (cache_hash *)c;
     int64_t freed = 0;
-    bool lru = h->pol == evict_policies[0];
+    bool lru = !h->meta;
     c->stats.evict_calls++;
     while (freed < n_tokens && h->qhead >= 0) {
         int32_t b = lru ? h->qhead : policy_victim(h);
@@ -524,6 +529,7 @@ static void hash_destroy(cache *c)
         if (h->blk[b].cached) page_pool_free(c->pool, &b, 1);
     block_hasher_destroy(&h->hasher);
     free(h->blk);
+    free(h->meta);
     free(h->tok);
     free(h->buckets);
     free(h->hs);
@@ -576,6 +582,10 @@ rkv_status cache_hash_create(const cache_config *cfg, page_pool *pool, bool noca
     while (nbk < np && nbk < (1u << 30)) nbk *= 2;
     h->mask = nbk - 1;
     h->blk = calloc(np, sizeof *h->blk);
+    if (pol != evict_policies[0] && !(h->meta = calloc(np, sizeof *h->meta))) {
+        hash_destroy(&h->base);
+        return RKV_ENOMEM;
+    }
     h->tok = malloc(np * (size_t)pool->page_size * sizeof *h->tok);
     h->buckets = malloc((size_t)nbk * sizeof *h->buckets);
     if (!h->blk || !h->tok || !h->buckets) {

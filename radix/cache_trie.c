@@ -55,11 +55,16 @@ typedef struct tnode {
     int32_t heap_pos;  /* slot in the eviction heap, -1 when not a candidate */
     int32_t indexed;   /* 1 once the children are in the child table */
     uint64_t time;     /* clock of the last call that entered the node */
-    uint32_t hits;     /* calls that entered it, its creation included */
-    int32_t priority;  /* highest request priority that entered it */
     uint64_t created;  /* creation order: ties go to the created-first */
     uint64_t ns;       /* roots only */
 } tnode;
+
+/* Per-node state only some policies read (evict_policy.h `needs`), beside the
+ * nodes so that lru keeps the trie's footprint. */
+typedef struct tmeta {
+    uint32_t hits;     /* calls that entered it, its creation included */
+    int32_t priority;  /* highest request priority that entered it */
+} tmeta;
 
 typedef struct cache_trie {
     cache base;
@@ -71,6 +76,7 @@ typedef struct cache_trie {
     uint32_t mask;
     int32_t *heap;       /* (cap) candidates, min (policy key, created) first */
     const evict_policy *pol;
+    tmeta *meta;         /* (cap) by node; NULL when the policy reads neither */
     int32_t heap_n;
     int32_t *roots;      /* (nroots) root node of each namespace */
     int32_t nroots, roots_cap;
@@ -138,6 +144,11 @@ static rkv_status reserve_nodes(cache_trie *t, int64_t more)
         int32_t *heap = realloc(t->heap, sizeof *heap * (size_t)cap);
         if (!heap) return RKV_ENOMEM;
         t->heap = heap;
+        if (t->pol->needs & (EVICT_NEEDS_HITS | EVICT_NEEDS_PRIORITY)) {
+            tmeta *meta = realloc(t->meta, sizeof *meta * (size_t)cap);
+            if (!meta) return RKV_ENOMEM;
+            t->meta = meta;
+        }
         t->cap = cap;
     }
     if ((uint64_t)want > (uint64_t)t->mask + 1) {
@@ -172,8 +183,7 @@ static int32_t node_new(cache_trie *t, int32_t parent, int32_t token)
     n->first_child = n->next_sib = n->prev_sib = n->hnext = -1;
     n->heap_pos = -1;
     n->time = t->clock;
-    n->hits = 1;
-    n->priority = t->base.priority;
+    if (t->meta) t->meta[x] = (tmeta){.hits = 1, .priority = t->base.priority};
     n->created = t->seq++;
     t->live++;
     if (parent >= 0) {
@@ -212,17 +222,18 @@ static void node_delete(cache_trie *t, int32_t x)
 
 /* ---- the eviction heap: min (policy key, created) ------------------------ */
 
-static evict_key node_key(const cache_trie *t, const tnode *x)
+static evict_key node_key(const cache_trie *t, int32_t a)
 {
-    evict_node v = {.time = x->time, .hits = x->hits, .depth = x->depth - t->base.page_size,
-                    .len = t->base.page_size, .priority = x->priority};
+    const tnode *x = &t->nodes[a];
+    evict_node v = {.time = x->time, .depth = x->depth - t->base.page_size, .len = t->base.page_size};
+    if (t->meta) v.hits = t->meta[a].hits, v.priority = t->meta[a].priority;
     return t->pol->key(&v);
 }
 
 static int heap_less(const cache_trie *t, int32_t a, int32_t b)
 {
     const tnode *x = &t->nodes[a], *y = &t->nodes[b];
-    evict_key kx = node_key(t, x), ky = node_key(t, y);
+    evict_key kx = node_key(t, a), ky = node_key(t, b);
     if (kx.k0 != ky.k0 || kx.k1 != ky.k1) return evict_key_less(kx, ky);
     return x->created < y->created;
 }
@@ -287,8 +298,11 @@ static void enter(cache_trie *t, int32_t x)
 {
     tnode *n = &t->nodes[x];
     n->time = t->clock;
-    if (n->hits != UINT32_MAX) n->hits++;
-    if (t->base.priority > n->priority) n->priority = t->base.priority;
+    if (t->meta) {
+        tmeta *m = &t->meta[x];
+        if (m->hits != UINT32_MAX) m->hits++;
+        if (t->base.priority > m->priority) m->priority = t->base.priority;
+    }
     if (n->heap_pos >= 0) heap_sift(t, n->heap_pos);
 }
 
@@ -632,6 +646,7 @@ static void trie_destroy(cache *c)
     free(t->nodes);
     free(t->buckets);
     free(t->heap);
+    free(t->meta);
     free(t->roots);
     free(t);
 }

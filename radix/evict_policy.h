@@ -37,7 +37,7 @@
 /* A node as a policy sees it. */
 typedef struct evict_node {
     uint64_t time;     /* logical clock of the last call that entered it */
-    uint64_t hits;     /* calls that entered it (creation counts one) */
+    uint64_t hits;     /* calls that entered it (creation counts one); 0 unless needs HITS */
     int64_t depth;     /* tokens before its first token; 0 unless needs DEPTH */
     int32_t len;       /* tokens it holds (its size) */
     int32_t priority;  /* highest request priority that entered it; 0 unless needs PRIORITY */
@@ -51,6 +51,7 @@ typedef struct evict_key {
 enum {
     EVICT_NEEDS_DEPTH = 1u << 0,    /* the kind tracks evict_node.depth */
     EVICT_NEEDS_PRIORITY = 1u << 1, /* the kind tracks evict_node.priority */
+    EVICT_NEEDS_HITS = 1u << 2,     /* the kind tracks evict_node.hits (radix always does) */
 };
 
 typedef struct evict_policy {

@@ -41,5 +41,5 @@ const evict_policy evict_policy_cost = {
     .name = "cost",
     .summary = "smallest hits x recompute cost / size first (cost grows with depth), then lru",
     .key = cost_key,
-    .needs = EVICT_NEEDS_DEPTH,
+    .needs = EVICT_NEEDS_DEPTH | EVICT_NEEDS_HITS,
 };

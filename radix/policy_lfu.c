@@ -11,4 +11,5 @@ const evict_policy evict_policy_lfu = {
     .name = "lfu",
     .summary = "fewest hits first, then least recently used, then created first",
     .key = lfu_key,
+    .needs = EVICT_NEEDS_HITS,
 };

@@ -48,6 +48,7 @@ static json_t *list_json(void)
         json_t *needs = json_array();
         if (p->needs & EVICT_NEEDS_DEPTH) json_array_append_new(needs, json_string("depth"));
         if (p->needs & EVICT_NEEDS_PRIORITY) json_array_append_new(needs, json_string("priority"));
+        if (p->needs & EVICT_NEEDS_HITS) json_array_append_new(needs, json_string("hits"));
         json_array_append_new(pols, json_pack("{s:s, s:s, s:o}", "name", p->name, "summary",
                                               p->summary, "needs", needs));
     }

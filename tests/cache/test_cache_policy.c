@@ -51,7 +51,9 @@ START_TEST(table_and_keys)
                shallow_hot = {.time = 0, .hits = 2, .depth = 0, .len = 16};
     ck_assert(evict_key_less(cost->key(&shallow), cost->key(&deep)));
     ck_assert(evict_key_less(cost->key(&deep), cost->key(&shallow_hot)));
-    ck_assert_uint_eq(cost->needs, EVICT_NEEDS_DEPTH);
+    ck_assert_uint_eq(cost->needs, EVICT_NEEDS_DEPTH | EVICT_NEEDS_HITS);
+    ck_assert_uint_eq(lfu->needs, EVICT_NEEDS_HITS);
+    ck_assert_uint_eq(lru->needs, 0);
 }
 END_TEST
 
