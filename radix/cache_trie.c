@@ -66,6 +66,13 @@ typedef struct tmeta {
     int32_t priority;  /* highest request priority that entered it */
 } tmeta;
 
+/* A candidate in the eviction heap, with its key (see heap_less). */
+typedef struct theap {
+    evict_key key;
+    uint64_t created;
+    int32_t node;
+} theap;
+
 typedef struct cache_trie {
     cache base;
     tnode *nodes;        /* (cap) */
@@ -74,7 +81,7 @@ typedef struct cache_trie {
     int32_t live;        /* nodes in use, roots included */
     int32_t *buckets;    /* (mask + 1) child table, -1 empty */
     uint32_t mask;
-    int32_t *heap;       /* (cap) candidates, min (policy key, created) first */
+    theap *heap;         /* (cap / P + 1) candidates, min (policy key, created) first */
     const evict_policy *pol;
     tmeta *meta;         /* (cap) by node; NULL when the policy reads neither */
     int32_t heap_n;
@@ -141,7 +148,9 @@ static rkv_status reserve_nodes(cache_trie *t, int64_t more)
         tnode *nodes = realloc(t->nodes, sizeof *nodes * (size_t)cap);
         if (!nodes) return RKV_ENOMEM;
         t->nodes = nodes;
-        int32_t *heap = realloc(t->heap, sizeof *heap * (size_t)cap);
+        /* Candidates own a page each, and a page's P tokens are P distinct
+         * nodes: cap / P entries always suffice. */
+        theap *heap = realloc(t->heap, sizeof *heap * (size_t)(cap / t->base.page_size + 1));
         if (!heap) return RKV_ENOMEM;
         t->heap = heap;
         if (t->pol->needs & (EVICT_NEEDS_HITS | EVICT_NEEDS_PRIORITY)) {
@@ -230,44 +239,52 @@ static evict_key node_key(const cache_trie *t, int32_t a)
     return t->pol->key(&v);
 }
 
-static int heap_less(const cache_trie *t, int32_t a, int32_t b)
+/* Heap entries carry their node's key, computed when the node changes, so a
+ * sift compares entries in the heap array and calls no policy. */
+static int heap_less(const theap *a, const theap *b)
 {
-    const tnode *x = &t->nodes[a], *y = &t->nodes[b];
-    evict_key kx = node_key(t, a), ky = node_key(t, b);
-    if (kx.k0 != ky.k0 || kx.k1 != ky.k1) return evict_key_less(kx, ky);
-    return x->created < y->created;
+    if (a->key.k0 != b->key.k0 || a->key.k1 != b->key.k1) return evict_key_less(a->key, b->key);
+    return a->created < b->created;
 }
 
-static void heap_set(cache_trie *t, int32_t i, int32_t x)
+static void heap_set(cache_trie *t, int32_t i, theap e)
 {
-    t->heap[i] = x;
-    t->nodes[x].heap_pos = i;
+    t->heap[i] = e;
+    t->nodes[e.node].heap_pos = i;
 }
 
 static void heap_sift(cache_trie *t, int32_t i)
 {
-    int32_t x = t->heap[i];
-    while (i > 0 && heap_less(t, x, t->heap[(i - 1) / 2])) {
+    theap x = t->heap[i];
+    while (i > 0 && heap_less(&x, &t->heap[(i - 1) / 2])) {
         heap_set(t, i, t->heap[(i - 1) / 2]);
         i = (i - 1) / 2;
     }
     for (;;) {
         int32_t l = 2 * i + 1, m = i;
-        int32_t best = x;
-        if (l < t->heap_n && heap_less(t, t->heap[l], best)) m = l, best = t->heap[l];
-        if (l + 1 < t->heap_n && heap_less(t, t->heap[l + 1], best)) m = l + 1, best = t->heap[l + 1];
+        const theap *best = &x;
+        if (l < t->heap_n && heap_less(&t->heap[l], best)) m = l, best = &t->heap[l];
+        if (l + 1 < t->heap_n && heap_less(&t->heap[l + 1], best)) m = l + 1, best = &t->heap[l + 1];
         if (m == i) break;
-        heap_set(t, i, best);
+        heap_set(t, i, *best);
         i = m;
     }
     heap_set(t, i, x);
+}
+
+/* x's key changed: re-key its entry and move it. */
+static void heap_rekey(cache_trie *t, int32_t x)
+{
+    int32_t i = t->nodes[x].heap_pos;
+    t->heap[i].key = node_key(t, x);
+    heap_sift(t, i);
 }
 
 static void heap_remove(cache_trie *t, int32_t x)
 {
     int32_t i = t->nodes[x].heap_pos;
     t->nodes[x].heap_pos = -1;
-    int32_t last = t->heap[--t->heap_n];
+    theap last = t->heap[--t->heap_n];
     if (i < t->heap_n) {
         heap_set(t, i, last);
         heap_sift(t, i);
@@ -285,9 +302,9 @@ static void refresh(cache_trie *t, int32_t x)
     tnode *n = &t->nodes[x];
     int cand = is_candidate(n);
     if (n->heap_pos >= 0 && !cand) heap_remove(t, x);
-    else if (n->heap_pos >= 0) heap_sift(t, n->heap_pos);
+    else if (n->heap_pos >= 0) heap_rekey(t, x);
     else if (cand) {
-        heap_set(t, t->heap_n++, x);
+        heap_set(t, t->heap_n++, (theap){node_key(t, x), n->created, x});
         heap_sift(t, t->heap_n - 1);
     }
 }
@@ -303,7 +320,7 @@ static void enter(cache_trie *t, int32_t x)
         if (m->hits != UINT32_MAX) m->hits++;
         if (t->base.priority > m->priority) m->priority = t->base.priority;
     }
-    if (n->heap_pos >= 0) heap_sift(t, n->heap_pos);
+    if (n->heap_pos >= 0) heap_rekey(t, x);
 }
 
 /* ---- namespaces ---------------------------------------------------------- */
@@ -461,7 +478,7 @@ static int64_t trie_evict(cache *c, int64_t n_tokens)
     int64_t freed = 0;
     c->stats.evict_calls++;
     while (freed < n_tokens && t->heap_n > 0) {
-        int32_t x = t->heap[0];
+        int32_t x = t->heap[0].node;
         heap_remove(t, x);
         page_pool_free(c->pool, &t->nodes[x].page, 1); /* CACHED: cannot fail */
         t->owners--;
@@ -544,8 +561,12 @@ static rkv_status trie_check(const cache *c, char *err, size_t errlen)
         if (is_candidate(n) != (n->heap_pos >= 0)) FAIL("node %d: candidate %d, heap slot %d", x, is_candidate(n), n->heap_pos);
         if (n->heap_pos >= 0) {
             cands++;
-            if (n->heap_pos >= t->heap_n || t->heap[n->heap_pos] != x) FAIL("node %d: heap slot %d", x, n->heap_pos);
-            if (n->heap_pos > 0 && heap_less(t, x, t->heap[(n->heap_pos - 1) / 2])) FAIL("node %d: heap order", x);
+            if (n->heap_pos >= t->heap_n || t->heap[n->heap_pos].node != x) FAIL("node %d: heap slot %d", x, n->heap_pos);
+            const theap *e = &t->heap[n->heap_pos];
+            evict_key k = node_key(t, x);
+            if (e->key.k0 != k.k0 || e->key.k1 != k.k1 || e->created != n->created)
+                FAIL("node %d: stale heap key", x);
+            if (n->heap_pos > 0 && heap_less(e, &t->heap[(n->heap_pos - 1) / 2])) FAIL("node %d: heap order", x);
         }
     }
     for (int32_t x = 0; x < t->high; x++) {

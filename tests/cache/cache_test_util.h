@@ -25,7 +25,7 @@
 rkv_status tu_request(cache *c, const int32_t *tokens, int32_t n, uint64_t ns, cache_match *m,
                       int32_t *matched, int32_t *prefix);
 
-/* Create a kind by name over pool ("hash", "hash-nocache", "trie", "radix", "none"). */
+/* Create a kind by name over pool (any name in cache_kinds[]). */
 cache *tu_create(const char *kind, const char *hash_fn, page_pool *pool);
 
 #endif
