@@ -61,7 +61,8 @@ rkv_status cache_trie_create(const cache_config *cfg, page_pool *pool, cache **o
       "computes every block hash, never reuses (the cost of hashing alone)")                \
     X("trie", cache_trie_create, CACHE_KIND_REUSES | CACHE_KIND_EVICTS | CACHE_KIND_TREE,     \
       "one node per token, uncompressed (ablation of compression)")                         \
-    X("none", cache_none_create, 0, "no reuse: pages go back to the pool when a request ends")
+    X("none", cache_none_create, 0, "no reuse: pages go back to the pool when a request ends") \
+    /* one line per kind, above this one */
 
 /* NULL-name terminated. */
 extern const cache_kind cache_kinds[];

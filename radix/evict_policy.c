@@ -11,7 +11,8 @@
     X(lfu)                   \
     X(fifo)                  \
     X(priority)              \
-    X(cost)
+    X(cost)                  \
+    /* one line per policy, above this one */
 
 #define DECLARE(n) extern const evict_policy evict_policy_##n;
 EVICT_POLICY_LIST(DECLARE)
