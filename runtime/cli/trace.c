@@ -340,6 +340,7 @@ rkv_status trace_next(trace_reader *r, trace_request *q, bool *eof, char *err, s
     q->arrival = q->temperature = q->top_p = -1;
     q->top_k = -1;
     q->seed = -1;
+    q->priority = 0;
     q->n_hash_ids = 0;
     q->n_tokens = 0;
     rkv_status st;

@@ -279,7 +279,21 @@ START_TEST(test_priority_from_trace)
             free_out(&o);
         }
     }
+    /* Regression: a line without "priority" is 0, not what an earlier line of
+     * the reader said. A and B have 5; C and D none; D's room evicts C (0), so
+     * B still matches for request 4. */
     sim_out o;
+    run_sim("radix", "priority", 8, 1,
+            "{\"id\": 0, \"tokens\": [1, 2, 3, 4], \"priority\": 5}\n"
+            "{\"id\": 1, \"tokens\": [5, 6, 7, 8], \"priority\": 5}\n"
+            "{\"id\": 2, \"tokens\": [9, 10, 11, 12]}\n"
+            "{\"id\": 3, \"tokens\": [13, 14, 15, 16]}\n"
+            "{\"id\": 4, \"tokens\": [5, 6, 7, 8, 99]}\n", &o);
+    ck_assert_msg(o.st == RKV_OK, "%s", o.err);
+    for (int i = 0; i < o.n; i++)
+        if (!strcmp(type_of(o.lines[i]), "request") && geti(o.lines[i], "id") == 4)
+            ck_assert_int_eq(geti(o.lines[i], "matched"), 4);
+    free_out(&o);
     run_sim("radix", "priority", 8, 1,
             "{\"id\": 0, \"tokens\": [1, 2]}\n{\"id\": 1, \"tokens\": [3], \"priority\": \"high\"}\n", &o);
     ck_assert_int_eq(o.st, RKV_EPARSE);
