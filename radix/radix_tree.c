@@ -64,7 +64,10 @@ typedef struct rt_node {
 _Static_assert(sizeof(rt_node) == 48, "rt_node grew: host bytes per token depend on it");
 
 /* Per-node state a policy asks for (evict_policy.h `needs`), by slot; kept
- * beside the nodes, and only for such policies, so an rt_node stays 48 bytes. */
+ * beside the nodes, and only for such policies, so an rt_node stays 48 bytes.
+ * Every candidate also has its policy key stored by slot, computed when it
+ * enters the heap and whenever a call enters it there, so the heap compares
+ * two stored keys and never calls the policy. */
 typedef struct rt_pstate {
     int32_t depth;    /* tokens above the node's first token */
     int32_t priority; /* highest request priority that entered it */
@@ -75,6 +78,7 @@ struct radix_tree {
     int32_t P;
     radix_policy policy;
     const evict_policy *pol;
+    evict_key *keys;     /* (pst_cap) by slot: the policy key of each candidate */
     rt_pstate *pst;      /* (pst_cap) by slot; NULL when the policy needs none */
     int32_t pst_cap;
     int32_t priority;    /* of the request the next match / insert is for */
@@ -253,27 +257,31 @@ static inline int32_t heap_pos(const rt_node *x)
  * about half the cache misses on a large tree. */
 enum { HEAP_D = 4 };
 
-/* The one place the eviction order is computed: the policy's key of each
- * node (evict_policy.h), then DESIGN.md's tie rule, created first (smaller
- * id). True when slot a is evicted before slot b. */
+/* The one place the eviction key is computed: the policy's key of node s
+ * (evict_policy.h) from its time, hits, length and policy state. Kept out of
+ * line: only candidates need it, and touch() stays small enough to inline. */
+__attribute__((noinline)) static evict_key node_key(const radix_tree *t, int32_t s)
+{
+    const rt_node *x = N(t, s);
+    evict_node v = {.time = x->time, .hits = x->hits, .len = x->len};
+    if (t->pst) v.depth = t->pst[s].depth, v.priority = t->pst[s].priority;
+    return t->pol->key(&v);
+}
+
+/* The eviction order: the stored keys, then DESIGN.md's tie rule, created
+ * first (smaller id). True when slot a is evicted before slot b. */
 static inline bool before(const radix_tree *t, int32_t a, int32_t b)
 {
-    const rt_node *x = N(t, a), *y = N(t, b);
-    evict_node vx = {.time = x->time, .hits = x->hits, .len = x->len};
-    evict_node vy = {.time = y->time, .hits = y->hits, .len = y->len};
-    if (t->pst) {
-        vx.depth = t->pst[a].depth, vx.priority = t->pst[a].priority;
-        vy.depth = t->pst[b].depth, vy.priority = t->pst[b].priority;
-    }
-    evict_key kx = t->pol->key(&vx), ky = t->pol->key(&vy);
-    if (kx.k0 != ky.k0 || kx.k1 != ky.k1) return evict_key_less(kx, ky);
-    return x->id < y->id;
+    const evict_key *ka = &t->keys[a], *kb = &t->keys[b];
+    if (ka->k0 != kb->k0) return ka->k0 < kb->k0;
+    if (ka->k1 != kb->k1) return ka->k1 < kb->k1;
+    return N(t, a)->id < N(t, b)->id;
 }
 
 /* Policy state of a node the current call enters or creates: its depth
  * follows from its parent's (entered before it in the same call) and its
  * priority only rises. A no-op unless the policy keeps state. */
-static void pstate_enter(radix_tree *t, int32_t s)
+static inline void pstate_enter(radix_tree *t, int32_t s)
 {
     if (!t->pst) return;
     const rt_node *x = N(t, s);
@@ -287,22 +295,28 @@ static void pstate_enter(radix_tree *t, int32_t s)
  * or fresh; then entered. Its parent must be linked. */
 static void pstate_new(radix_tree *t, int32_t s, int32_t from)
 {
-    if (!t->pst) return;
-    t->pst[s] = from >= 0 ? t->pst[from] : (rt_pstate){0, INT32_MIN};
+    if (t->pst) t->pst[s] = from >= 0 ? t->pst[from] : (rt_pstate){0, INT32_MIN};
     pstate_enter(t, s);
 }
 
-/* Room for the policy state of n slots. */
+/* Room for the keys (and policy state) of n slots. */
 static bool pstate_reserve(radix_tree *t, int32_t n)
 {
-    if (!t->pol->needs || n <= t->pst_cap) return true;
+    if (n <= t->pst_cap) return true;
     int32_t nc = t->pst_cap ? t->pst_cap : 64;
     while (nc < n) nc *= 2;
-    rt_pstate *p = realloc(t->pst, sizeof *p * (size_t)nc);
-    if (!p) return false;
-    t->bytes += (int64_t)(sizeof *p * (size_t)(nc - t->pst_cap));
-    memset(p + t->pst_cap, 0, sizeof *p * (size_t)(nc - t->pst_cap));
-    t->pst = p;
+    size_t more = (size_t)(nc - t->pst_cap);
+    evict_key *k = realloc(t->keys, sizeof *k * (size_t)nc);
+    if (!k) return false;
+    t->keys = k;
+    t->bytes += (int64_t)(sizeof *k * more);
+    if (t->pol->needs) {
+        rt_pstate *p = realloc(t->pst, sizeof *p * (size_t)nc);
+        if (!p) return false; /* the keys stay grown: harmless, pst_cap says what both hold */
+        memset(p + t->pst_cap, 0, sizeof *p * more);
+        t->bytes += (int64_t)(sizeof *p * more);
+        t->pst = p;
+    }
     t->pst_cap = nc;
     return true;
 }
@@ -382,12 +396,12 @@ static void heap_sync(radix_tree *t, int32_t s)
 {
     rt_node *x = N(t, s);
     bool cand = !is_special(x) && x->kind == KIDS_NONE && x->lock == 0;
-    if (cand && x->kids.s.heap_pos < 0) heap_push(t, s);
+    if (cand && x->kids.s.heap_pos < 0) t->keys[s] = node_key(t, s), heap_push(t, s);
     else if (!cand && heap_pos(x) >= 0) heap_remove(t, s);
 }
 
 /* The call entering a node: new time, one more hit, heap key moved. */
-static void touch(radix_tree *t, int32_t s, uint64_t now)
+static inline void touch(radix_tree *t, int32_t s, uint64_t now)
 {
     rt_node *x = N(t, s);
     x->time = now;
@@ -395,6 +409,7 @@ static void touch(radix_tree *t, int32_t s, uint64_t now)
     pstate_enter(t, s);
     int32_t i = heap_pos(x);
     if (i >= 0) { /* a later time or more hits: it can only move down */
+        t->keys[s] = node_key(t, s);
         heap_up(t, i);
         heap_down(t, N(t, s)->kids.s.heap_pos);
     }
@@ -693,6 +708,7 @@ void radix_tree_destroy(radix_tree *t)
     for (int32_t c = 0; c < t->num_chunks; c++) free(t->chunks[c]);
     free(t->chunks);
     free(t->heap);
+    free(t->keys);
     free(t->pst);
     free(t->ns_val);
     free(t->ns_slot);
@@ -1162,6 +1178,11 @@ rkv_status radix_tree_check(const radix_tree *t, char *err, size_t errlen)
              (long long)evictable, (long long)protect, (long long)nodes, (long long)t->evictable,
              (long long)t->protect, (long long)t->num_nodes);
     if (cands != t->heap_n) FAIL("%lld candidates but heap holds %d", (long long)cands, t->heap_n);
+    for (int32_t i = 0; i < t->heap_n; i++) {
+        evict_key k = node_key(t, t->heap[i]);
+        if (k.k0 != t->keys[t->heap[i]].k0 || k.k1 != t->keys[t->heap[i]].k1)
+            FAIL("candidate slot %d has a stale eviction key", t->heap[i]);
+    }
     for (int32_t i = 1; i < t->heap_n; i++)
         if (before(t, t->heap[i], t->heap[(i - 1) / HEAP_D]))
             FAIL("heap order broken at %d", i);
