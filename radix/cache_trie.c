@@ -175,7 +175,7 @@ static rkv_status reserve_nodes(cache_trie *t, int64_t more)
     return RKV_OK;
 }
 
-static int32_t node_new(cache_trie *t, int32_t parent, int32_t token)
+static inline int32_t node_new(cache_trie *t, int32_t parent, int32_t token)
 {
     int32_t x;
     if (t->free_head >= 0) {
@@ -297,12 +297,12 @@ static int is_candidate(const tnode *n)
 }
 
 /* Bring x's heap membership and position up to date after any change. */
-static void refresh(cache_trie *t, int32_t x)
+static inline void refresh(cache_trie *t, int32_t x)
 {
     tnode *n = &t->nodes[x];
     int cand = is_candidate(n);
     if (n->heap_pos >= 0 && !cand) heap_remove(t, x);
-    else if (n->heap_pos >= 0) heap_rekey(t, x);
+    else if (n->heap_pos >= 0) heap_sift(t, n->heap_pos); /* keys change only in enter() */
     else if (cand) {
         heap_set(t, t->heap_n++, (theap){node_key(t, x), n->created, x});
         heap_sift(t, t->heap_n - 1);
