@@ -59,13 +59,7 @@ rkv_status cache_create(const cache_config *cfg, page_pool *pool, cache **out, c
         return RKV_EINVAL;
     }
     const cache_kind *k = cache_kind_find(cfg->kind);
-    if (k && !evict_policy_find(cfg->policy)) {
-        char names[256];
-        if (err)
-            snprintf(err, errlen, "cache %s: unknown eviction policy '%s' (expected one of: %s)", k->name,
-                     cfg->policy, evict_policy_names(names, sizeof names));
-        return RKV_EINVAL;
-    }
+    if (k && !evict_policy_lookup(cfg->policy, k->name, err, errlen)) return RKV_EINVAL;
     if (k) return k->create(cfg, pool, out, err, errlen);
     if (err) {
         size_t used = (size_t)snprintf(err, errlen, "unknown cache kind '%s' (expected one of:", cfg->kind);

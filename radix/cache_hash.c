@@ -554,14 +554,8 @@ rkv_status cache_hash_create(const cache_config *cfg, page_pool *pool, bool noca
         if (err) snprintf(err, errlen, "cache_hash: no page pool");
         return RKV_EINVAL;
     }
-    const evict_policy *pol = evict_policy_find(cfg ? cfg->policy : NULL);
-    if (!pol) {
-        char names[256];
-        if (err)
-            snprintf(err, errlen, "cache_hash: unknown eviction policy '%s' (expected one of: %s)",
-                     cfg->policy, evict_policy_names(names, sizeof names));
-        return RKV_EINVAL;
-    }
+    const evict_policy *pol = evict_policy_lookup(cfg ? cfg->policy : NULL, "cache_hash", err, errlen);
+    if (!pol) return RKV_EINVAL;
     cache_hash *h = calloc(1, sizeof *h);
     if (!h) return RKV_ENOMEM;
     h->pol = pol;

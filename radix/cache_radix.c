@@ -130,13 +130,8 @@ rkv_status cache_radix_create(const cache_config *cfg, page_pool *pool, cache **
     *out = NULL;
     radix_policy pol;
     const char *name = cfg ? cfg->policy : NULL;
-    if (radix_policy_parse(name, &pol) != RKV_OK) {
-        char names[256];
-        if (err)
-            snprintf(err, errlen, "cache radix: unknown eviction policy '%s' (expected one of: %s)", name,
-                     evict_policy_names(names, sizeof names));
-        return RKV_EINVAL;
-    }
+    if (!evict_policy_lookup(name, "cache radix", err, errlen)) return RKV_EINVAL;
+    radix_policy_parse(name, &pol); /* cannot fail now */
     cache_radix *c = calloc(1, sizeof *c);
     if (!c) return RKV_ENOMEM;
     rkv_status st = radix_tree_create(pool, pol, &c->tree);

@@ -685,14 +685,8 @@ rkv_status cache_trie_create(const cache_config *cfg, page_pool *pool, cache **o
         if (err) snprintf(err, errlen, "cache_trie: no page pool");
         return RKV_EINVAL;
     }
-    const evict_policy *pol = evict_policy_find(cfg ? cfg->policy : NULL);
-    if (!pol) {
-        char names[256];
-        if (err)
-            snprintf(err, errlen, "cache_trie: unknown eviction policy '%s' (expected one of: %s)",
-                     cfg->policy, evict_policy_names(names, sizeof names));
-        return RKV_EINVAL;
-    }
+    const evict_policy *pol = evict_policy_lookup(cfg ? cfg->policy : NULL, "cache_trie", err, errlen);
+    if (!pol) return RKV_EINVAL;
     cache_trie *t = calloc(1, sizeof *t);
     if (!t) return RKV_ENOMEM;
     t->pol = pol;

@@ -39,6 +39,18 @@ const evict_policy *evict_policy_find(const char *name)
     return NULL;
 }
 
+const evict_policy *evict_policy_lookup(const char *name, const char *who, char *err,
+                                        size_t errlen)
+{
+    const evict_policy *p = evict_policy_find(name);
+    if (!p && err) {
+        char names[256];
+        snprintf(err, errlen, "%s: unknown eviction policy '%s' (expected one of: %s)", who, name,
+                 evict_policy_names(names, sizeof names));
+    }
+    return p;
+}
+
 int evict_policy_index(const evict_policy *p)
 {
     for (int i = 0; evict_policies[i]; i++)

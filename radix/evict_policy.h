@@ -70,6 +70,10 @@ extern const char *const evict_policy_name_list[];
 int evict_policy_count(void);
 /* The policy named name (NULL means the default); NULL when unknown. */
 const evict_policy *evict_policy_find(const char *name);
+/* evict_policy_find(), and when the name is unknown a message in err naming
+ * it, the caller (who) and the choices: "<who>: unknown eviction policy ...". */
+const evict_policy *evict_policy_lookup(const char *name, const char *who, char *err,
+                                        size_t errlen);
 /* Index of p in the table, -1 if it is not registered. */
 int evict_policy_index(const evict_policy *p);
 /* "lru, lfu, ..." into buf (for error messages); returns buf. */
