@@ -1671,6 +1671,53 @@ START_TEST(cost_keeps_the_deep)
 }
 END_TEST
 
+/* Seeded random requests with random priorities into a small cache, for every
+ * kind that evicts in an order under every policy: cache_check after each one
+ * (the kinds verify their heap order and that no stored key is stale), and a
+ * request's pages always come back in full. */
+START_TEST(random_pressure_every_policy)
+{
+    const int npol = evict_policy_count();
+    const char *kind = evicting_kind(_i / npol);
+    const char *policy = evict_policies[_i % npol]->name;
+    unsigned seed = 99u + (unsigned)_i;
+    srand(seed);
+    page_pool pool;
+    ck_assert_int_eq(page_pool_init(&pool, 24, 2), RKV_OK);
+    cache_config cfg = {kind, policy, NULL};
+    cache *c = NULL;
+    char err[256] = "";
+    ck_assert_msg(cache_create(&cfg, &pool, &c, err, sizeof err) == RKV_OK, "%s", err);
+    int32_t t[16], prev[16] = {0};
+    for (int r = 0; r < 300; r++) {
+        int32_t n = 2 + rand() % 15, keep = rand() % (n + 1);
+        for (int32_t i = 0; i < n; i++) t[i] = i < keep ? prev[i] : rand() % 5;
+        memcpy(prev, t, sizeof t);
+        cache_set_priority(c, rand() % 4 - 1);
+        cache_match m;
+        cache_match_init(&m);
+        int32_t matched = 0, prefix = 0;
+        rkv_status st = tu_request(c, t, n, (uint64_t)(rand() % 2), &m, &matched, &prefix);
+        ck_assert_msg(st == RKV_OK, "%s %s seed %u request %d: %s", kind, policy, seed, r,
+                      rkv_status_str(st));
+        ck_assert_int_eq(cache_unlock(c, &m), RKV_OK);
+        cache_match_free(&m);
+        char e[512] = "";
+        ck_assert_msg(cache_check(c, e, sizeof e) == RKV_OK, "%s %s seed %u request %d: %s", kind,
+                      policy, seed, r, e);
+        ck_assert_int_eq(pool.num_inflight, 0);
+        if (rand() % 8 == 0) cache_evict(c, rand() % 8);
+    }
+    /* Nothing is locked: everything can go, and goes. */
+    int64_t left = sizes(c).evictable_tokens;
+    ck_assert_int_eq(cache_evict(c, 1 << 20), left);
+    ck_assert_int_eq(pool.num_cached, 0);
+    cache_destroy(c);
+    ck_assert_int_eq(pool.num_free, 24);
+    page_pool_destroy(&pool);
+}
+END_TEST
+
 /* Every registered policy is accepted by every kind, an unknown one by none. */
 START_TEST(every_kind_takes_every_policy)
 {
@@ -1720,6 +1767,7 @@ int main(void)
     tcase_add_loop_test(pol, priority_shared_prefix_keeps_the_highest, 0, count_with(CACHE_KIND_EVICTS));
     tcase_add_loop_test(pol, priority_rises_on_reuse, 0, count_with(CACHE_KIND_EVICTS));
     tcase_add_loop_test(pol, cost_keeps_the_deep, 0, count_with(CACHE_KIND_EVICTS));
+    tcase_add_loop_test(pol, random_pressure_every_policy, 0, count_with(CACHE_KIND_EVICTS) * npol);
     suite_add_tcase(s, pol);
 
     TCase *radix = tcase_create("radix_none");
