@@ -193,17 +193,18 @@ static int32_t walk(cache_hash *h, const int32_t *tokens, int32_t nb, uint64_t n
         if (reuse && hit == i) {
             int32_t b = lookup(h, &h->hs[i], parent, ns, tokens + (size_t)i * (size_t)P);
             if (b >= 0) {
-                if (h->meta) {
-                    hmeta *k = &h->meta[b];
-                    if (k->hits != UINT32_MAX) k->hits++;
-                    if (h->base.priority > k->priority) k->priority = h->base.priority;
-                }
                 h->chain[hit++] = b;
                 parent = b;
             }
         }
     }
     h->base.stats.hash_computations += (uint64_t)nb;
+    /* The chain's blocks were reached by this call (policies other than lru). */
+    for (int32_t i = 0; h->meta && i < hit; i++) {
+        hmeta *k = &h->meta[h->chain[i]];
+        if (k->hits != UINT32_MAX) k->hits++;
+        if (h->base.priority > k->priority) k->priority = h->base.priority;
+    }
     return hit;
 }
 
