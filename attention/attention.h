@@ -81,7 +81,8 @@ typedef struct attn_batch {
     const int32_t *q_starts;   /* (B+1) cumulative suffix offsets, q_starts[0] = 0 */
     const int32_t *prefix_lens;/* (B) cached prefix tokens of each sequence */
     const int32_t *page_table; /* (B, max_pages) */
-    int32_t max_suffix;        /* max s_i (CUDA grid sizing; CPU may pass 0) */
+    int32_t max_suffix;        /* max s_i, or 0: "not known" (CPU: not needed; CUDA: read
+                                  back from q_starts with one stream sync to size the grid) */
     int32_t num_pages;         /* NP: pages in the pool; used page ids < NP */
 } attn_batch;
 
@@ -114,6 +115,64 @@ int attn_store_kv_cpu(const attn_shape *s, int32_t num_tokens, int32_t num_pages
  * out/lse_out (which may alias o1/lse1). */
 void attn_merge_cpu(int64_t rows, int32_t head_dim, const float *o1, const float *lse1,
                     const float *o2, const float *lse2, float *out, float *lse_out);
+
+/* ---- cascade attention over shared pages -------------------------------- */
+
+/* Cascade attention (two levels). The radix tree gives a shared prefix one
+ * owner, so sequences whose page tables begin with the same page ids read the
+ * same K/V. A plan groups such sequences; then
+ *   level 1 (shared): all queries of a group's members against the group's
+ *            shared pages at once: one multi-query pass, no mask (every query
+ *            sits after the shared prefix), the shared K/V read once per group;
+ *   level 2 (own):    each sequence against the rest of its context, as usual;
+ * and the two partial states merge through their lse (the merge above).
+ *
+ *   seq 0: [ a ][ b ][ c ][ d0 ]..      group {0,1,2}: shared pages a b c
+ *   seq 1: [ a ][ b ][ c ][ e1 ]..      own: d0.. / e1.. / f2.. + suffixes
+ *   seq 2: [ a ][ b ][ c ][ f2 ]..
+ *   seq 3: [ x ]..                      ungrouped: own = everything
+ *
+ * Shared pages are whole pages inside every member's context. Grouping: the
+ * sequences sorted by their page lists; a group is a run of that order sharing
+ * >= min_shared_pages pages; runs are chosen to maximise the K/V reads saved,
+ * sum over groups of (members - 1) * shared pages (exact dynamic program over
+ * the sorted order). A sequence belongs to at most one group. */
+typedef struct attn_cascade_plan {
+    int32_t num_seqs;      /* B */
+    int32_t num_groups;    /* G */
+    int32_t *group_starts; /* (G + 1) ranges of members */
+    int32_t *members;      /* (B) member sequences, group by group, ascending inside one */
+    int32_t *shared_pages; /* (G) pages every member of the group shares */
+    int32_t *seq_shared;   /* (B) shared pages of each sequence (0: in no group) */
+    int64_t pages_saved;   /* sum over groups of (members - 1) * shared pages */
+} attn_cascade_plan;
+
+/* Build a plan from host arrays: ctx_lens[i] tokens of sequence i are in pages
+ * page_table[i][0..] (its prefix for prefill, its context for decode). The
+ * plan owns its arrays: attn_cascade_plan_free. min_shared_pages < 1 is taken
+ * as 1. ATTN_EARG on bad arguments, ATTN_ENOMEM (plan left empty). */
+int attn_cascade_plan_build(int32_t num_seqs, const int32_t *ctx_lens, const int32_t *page_table,
+                            int32_t max_pages, int32_t page_size, int32_t min_shared_pages,
+                            attn_cascade_plan *plan);
+void attn_cascade_plan_free(attn_cascade_plan *plan);
+
+/* Level 1 alone: the batch's sequences are groups; every query row of group i
+ * sees all prefix_lens[i] tokens of its pages and no other key (no k_new). */
+int attn_prefill_shared_cpu(const attn_shape *s, const attn_batch *groups, const float *q,
+                            const float *k_cache, const float *v_cache, float *out, float *lse,
+                            int num_threads);
+
+/* The whole cascade on the CPU: results equal attn_prefill_cpu /
+ * attn_decode_cpu on the same arguments (up to fp32 rounding of the merge);
+ * plan built on the same batch. lse may be NULL. */
+int attn_prefill_cascade_cpu(const attn_shape *s, const attn_batch *b,
+                             const attn_cascade_plan *plan, const float *q, const float *k_new,
+                             const float *v_new, const float *k_cache, const float *v_cache,
+                             float *out, float *lse, int num_threads);
+int attn_decode_cascade_cpu(const attn_shape *s, int32_t num_seqs, const int32_t *seq_lens,
+                            const int32_t *page_table, int32_t max_pages, int32_t num_pages,
+                            const attn_cascade_plan *plan, const float *q, const float *k_cache,
+                            const float *v_cache, float *out, float *lse, int num_threads);
 
 /* ---- reference, double precision (tests only) -------------------------- */
 
@@ -153,6 +212,28 @@ int attn_store_kv_cuda(const attn_shape *s, attn_dtype dt, int32_t num_tokens,
  * by all streams: call it where no other stream's kernels are in flight if a
  * report must name only this stream's work. */
 int attn_cuda_check_error(void *stream);
+/* The same record without a stream sync, for engines that overlap steps:
+ * attn_cuda_error_capture enqueues on stream a copy of the record into rec
+ * (host memory; pinned, or the copy is synchronous) and a reset of it; once
+ * the stream has passed that point (an event, a sync), attn_cuda_error_report
+ * returns ATTN_OK or, after printing what was seen with context in front,
+ * ATTN_EARG. attn_cuda_error_first gives the first bad value of each kind
+ * (prefill page id, decode page id, store slot; -1 where none). */
+typedef struct attn_cuda_error_record {
+    unsigned int word[4]; /* bit mask of kinds, then the first value of each */
+} attn_cuda_error_record;
+int attn_cuda_error_capture(attn_cuda_error_record *rec, void *stream);
+int attn_cuda_error_report(const attn_cuda_error_record *rec, const char *context);
+void attn_cuda_error_first(const attn_cuda_error_record *rec, int32_t *prefill_page,
+                           int32_t *decode_page, int32_t *store_slot);
+/* Level 1 of cascade attention on the GPU (see attn_prefill_shared_cpu): the
+ * prefill kernel with the suffix keys and the mask switched off, so a group's
+ * stacked queries form the query tiles and its shared pages are read once per
+ * tile instead of once per member. Device arrays; max_suffix = the most rows
+ * of a group (0: read back from q_starts, one stream sync). */
+int attn_prefill_shared_cuda(const attn_shape *s, const attn_batch *groups, attn_dtype dt,
+                             const void *q, const void *k_cache, const void *v_cache, void *out,
+                             float *lse, void *stream);
 /* o1/o2/out in dt, (rows, D); lse fp32. */
 int attn_merge_cuda(attn_dtype dt, int64_t rows, int32_t head_dim, const void *o1,
                     const float *lse1, const void *o2, const float *lse2, void *out,

@@ -514,7 +514,9 @@ typedef struct work_item {
 typedef struct job {
     const attn_shape *s;
     int decode;
-    /* prefill */
+    /* prefill; shared = 1: rows see the whole prefix and no suffix key (the
+     * shared level of cascade attention) */
+    int shared;
     const attn_batch *b;
     const float *q, *k_new, *v_new, *k_cache, *v_cache;
     float *out, *lse;
@@ -551,8 +553,10 @@ static void run_item(const job *jb, const work_item *it, scratch *w)
         kv.pages = jb->b->page_table ? jb->b->page_table + (int64_t)it->seq * jb->b->max_pages
                                      : NULL;
         kv.prefix = jb->b->prefix_lens[it->seq];
-        kv.k_new = jb->k_new + (q0 * Hkv + it->g) * D;
-        kv.v_new = jb->v_new + (q0 * Hkv + it->g) * D;
+        if (!jb->shared) { /* the shared level reads no suffix key */
+            kv.k_new = jb->k_new + (q0 * Hkv + it->g) * D;
+            kv.v_new = jb->v_new + (q0 * Hkv + it->g) * D;
+        }
     }
     /* Rows: r = position * nh + head, so each position's heads are one
      * contiguous run of q and out. */
@@ -560,7 +564,8 @@ static void run_item(const job *jb, const work_item *it, scratch *w)
         const float *qp = jb->q + ((q_row0 + pi) * Hq + h_first) * D;
         for (int64_t x = 0; x < it->nh * D; x++) w->q[pi * it->nh * D + x] = qp[x] * s->scale;
         for (int hh = 0; hh < it->nh; hh++)
-            w->lim[pi * it->nh + hh] = jb->decode ? it->kend - 1 : kv.prefix + it->pos0 + pi;
+            w->lim[pi * it->nh + hh] = jb->decode || jb->shared ? it->kend - 1
+                                                                : kv.prefix + it->pos0 + pi;
     }
     memset(w->o, 0, sizeof(float) * (size_t)(R * D));
     for (int r = 0; r < R; r++) w->lse[r] = -INFINITY;
@@ -764,17 +769,20 @@ static int64_t prefill_items(const attn_shape *s, const attn_batch *b, int32_t t
 
 /* ---- public entry points ----------------------------------------------- */
 
-int attn_prefill_cpu(const attn_shape *s, const attn_batch *b, const float *q,
-                     const float *k_new, const float *v_new, const float *k_cache,
-                     const float *v_cache, float *out, float *lse, int num_threads)
+/* Prefill and the shared level of cascade attention: the same items, only
+ * the keys a row sees differ (shared: the whole prefix, no suffix). */
+static int prefill_run(const char *fn, int shared, const attn_shape *s, const attn_batch *b,
+                       const float *q, const float *k_new, const float *v_new,
+                       const float *k_cache, const float *v_cache, float *out, float *lse,
+                       int num_threads)
 {
-    static const char fn[] = "attn_prefill_cpu";
     int64_t T;
     int any_prefix;
     int rc = attn_batch_check_host(fn, s, b, &T, &any_prefix);
     if (rc) return rc;
-    if (T > 0 && (!q || !k_new || !v_new || !out))
-        return ATTN_FAIL(ATTN_EARG, fn, "q, k_new, v_new or out is NULL");
+    if (T > 0 && (!q || !out || (!shared && (!k_new || !v_new))))
+        return ATTN_FAIL(ATTN_EARG, fn, shared ? "q or out is NULL"
+                                               : "q, k_new, v_new or out is NULL");
     if (any_prefix && (!k_cache || !v_cache))
         return ATTN_FAIL(ATTN_EARG, fn, "k_cache or v_cache is NULL");
 
@@ -806,16 +814,33 @@ int attn_prefill_cpu(const attn_shape *s, const attn_batch *b, const float *q,
                     it->pos0 = pos0;
                     it->npos = sl - pos0 < npos ? sl - pos0 : npos;
                     it->kbeg = 0;
-                    it->kend = pl + pos0 + it->npos;
+                    it->kend = shared ? pl : pl + pos0 + it->npos;
                     it->split = -1;
                     it->cost = (int64_t)it->kend * it->npos * it->nh;
                 }
     }
-    job jb = {.s = s, .b = b, .q = q, .k_new = k_new, .v_new = v_new, .k_cache = k_cache,
-              .v_cache = v_cache, .out = out, .lse = lse, .items = items, .num_items = n};
+    job jb = {.s = s, .shared = shared, .b = b, .q = q, .k_new = k_new, .v_new = v_new,
+              .k_cache = k_cache, .v_cache = v_cache, .out = out, .lse = lse, .items = items,
+              .num_items = n};
     rc = job_run(fn, &jb, num_threads);
     free(items);
     return rc;
+}
+
+int attn_prefill_cpu(const attn_shape *s, const attn_batch *b, const float *q,
+                     const float *k_new, const float *v_new, const float *k_cache,
+                     const float *v_cache, float *out, float *lse, int num_threads)
+{
+    return prefill_run("attn_prefill_cpu", 0, s, b, q, k_new, v_new, k_cache, v_cache, out, lse,
+                       num_threads);
+}
+
+int attn_prefill_shared_cpu(const attn_shape *s, const attn_batch *groups, const float *q,
+                            const float *k_cache, const float *v_cache, float *out, float *lse,
+                            int num_threads)
+{
+    return prefill_run("attn_prefill_shared_cpu", 1, s, groups, q, NULL, NULL, k_cache, v_cache,
+                       out, lse, num_threads);
 }
 
 int attn_decode_cpu(const attn_shape *s, int32_t num_seqs, const int32_t *seq_lens,

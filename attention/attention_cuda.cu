@@ -12,6 +12,7 @@
  * (attn_bad_page_word) for attn_cuda_check_error().
  */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include <type_traits>
@@ -94,12 +95,45 @@ static int prefill_dispatch(const attn_prefill_params &prm, int d, int num_seqs,
                             : prefill_launch<T, 64, 64, 64, 4>(prm, num_seqs, max_suffix, st);
 }
 
-extern "C" int attn_prefill_cuda(const attn_shape *s, const attn_batch *b, attn_dtype dt,
-                                 const void *q, const void *k_new, const void *v_new,
-                                 const void *k_cache, const void *v_cache, void *out, float *lse,
-                                 void *stream)
+/* max_suffix = 0 means "not known" (attention.h): read q_starts back once and
+ * take the longest sequence, so the CPU and CUDA paths accept the same batch. */
+static int max_suffix_of(const attn_batch *b, cudaStream_t st, const char *where, int32_t *out)
 {
-    const char *where = "attn_prefill_cuda";
+    if (b->max_suffix > 0) {
+        *out = b->max_suffix;
+        return ATTN_OK;
+    }
+    int32_t *h = (int32_t *)malloc(sizeof(int32_t) * ((size_t)b->num_seqs + 1));
+    if (!h)
+        return ATTN_ENOMEM;
+    int rc = ATTN_OK;
+    if (cudaMemcpyAsync(h, b->q_starts, sizeof(int32_t) * ((size_t)b->num_seqs + 1),
+                        cudaMemcpyDeviceToHost, st) != cudaSuccess ||
+        cudaStreamSynchronize(st) != cudaSuccess) {
+        fprintf(stderr, "attention: %s: reading q_starts back: %s\n", where,
+                cudaGetErrorString(cudaGetLastError()));
+        rc = ATTN_ECUDA;
+    }
+    int32_t m = 0;
+    for (int32_t i = 0; rc == ATTN_OK && i < b->num_seqs; i++) {
+        if (h[i + 1] < h[i]) {
+            fprintf(stderr, "attention: %s: q_starts[%d] = %d < q_starts[%d] = %d\n", where,
+                    (int)i + 1, (int)h[i + 1], (int)i, (int)h[i]);
+            rc = ATTN_EARG;
+        } else if (h[i + 1] - h[i] > m) {
+            m = h[i + 1] - h[i];
+        }
+    }
+    free(h);
+    *out = m;
+    return rc;
+}
+
+static int prefill_run(const char *where, int shared, const attn_shape *s, const attn_batch *b,
+                       attn_dtype dt, const void *q, const void *k_new, const void *v_new,
+                       const void *k_cache, const void *v_cache, void *out, float *lse,
+                       void *stream)
+{
     int rc = cuda_shape_check(s, where);
     if (rc)
         return rc;
@@ -107,21 +141,28 @@ extern "C" int attn_prefill_cuda(const attn_shape *s, const attn_batch *b, attn_
     ATTN_REQUIRE(dt == ATTN_BF16 || dt == ATTN_FP16, where);
     ATTN_REQUIRE(b->num_seqs >= 0 && b->max_pages >= 0 && b->max_suffix >= 0, where);
     ATTN_REQUIRE(b->num_pages >= 0, where);
-    if (b->num_seqs == 0 || b->max_suffix == 0)
+    if (b->num_seqs == 0)
         return ATTN_OK;
     ATTN_REQUIRE(b->q_starts && b->prefix_lens, where);
+    cudaStream_t st = (cudaStream_t)stream;
+    int32_t max_suffix;
+    if ((rc = max_suffix_of(b, st, where, &max_suffix)))
+        return rc;
+    if (max_suffix == 0)
+        return ATTN_OK; /* no query row anywhere */
     ATTN_REQUIRE(b->max_pages == 0 || b->page_table, where);
-    ATTN_REQUIRE(q && k_new && v_new && out, where);
+    ATTN_REQUIRE(q && out && (shared || (k_new && v_new)), where);
     ATTN_REQUIRE(b->max_pages == 0 || (k_cache && v_cache), where);
     ATTN_REQUIRE(b->num_seqs <= 65535, where);
 
     attn_prefill_params prm;
     prm.q = q;
-    prm.k_new = k_new;
-    prm.v_new = v_new;
+    /* The shared level never reads k_new/v_new (its keys end at the prefix). */
+    prm.k_new = shared ? q : k_new;
+    prm.v_new = shared ? q : v_new;
     /* With no pages the gather never reads the cache; keep the pointers valid. */
-    prm.k_cache = k_cache ? k_cache : k_new;
-    prm.v_cache = v_cache ? v_cache : v_new;
+    prm.k_cache = k_cache ? k_cache : prm.k_new;
+    prm.v_cache = v_cache ? v_cache : prm.v_new;
     prm.out = out;
     prm.lse = lse;
     prm.q_starts = b->q_starts;
@@ -133,11 +174,28 @@ extern "C" int attn_prefill_cuda(const attn_shape *s, const attn_batch *b, attn_
     prm.hkv = s->num_kv_heads;
     prm.group = s->num_q_heads / s->num_kv_heads;
     prm.page_size = s->page_size;
+    prm.shared = shared;
     prm.scale_log2 = s->scale * ATTN_LOG2E;
-    cudaStream_t st = (cudaStream_t)stream;
     if (dt == ATTN_BF16)
-        return prefill_dispatch<__nv_bfloat16>(prm, s->head_dim, b->num_seqs, b->max_suffix, st);
-    return prefill_dispatch<__half>(prm, s->head_dim, b->num_seqs, b->max_suffix, st);
+        return prefill_dispatch<__nv_bfloat16>(prm, s->head_dim, b->num_seqs, max_suffix, st);
+    return prefill_dispatch<__half>(prm, s->head_dim, b->num_seqs, max_suffix, st);
+}
+
+extern "C" int attn_prefill_cuda(const attn_shape *s, const attn_batch *b, attn_dtype dt,
+                                 const void *q, const void *k_new, const void *v_new,
+                                 const void *k_cache, const void *v_cache, void *out, float *lse,
+                                 void *stream)
+{
+    return prefill_run("attn_prefill_cuda", 0, s, b, dt, q, k_new, v_new, k_cache, v_cache, out,
+                       lse, stream);
+}
+
+extern "C" int attn_prefill_shared_cuda(const attn_shape *s, const attn_batch *groups,
+                                        attn_dtype dt, const void *q, const void *k_cache,
+                                        const void *v_cache, void *out, float *lse, void *stream)
+{
+    return prefill_run("attn_prefill_shared_cuda", 1, s, groups, dt, q, NULL, NULL, k_cache,
+                       v_cache, out, lse, stream);
 }
 
 /* ---- decode ------------------------------------------------------------- */
@@ -319,29 +377,54 @@ extern "C" int attn_decode_cuda(const attn_shape *s, attn_dtype dt, int32_t num_
 
 /* ---- the record of bad page ids ---------------------------------------- */
 
-extern "C" int attn_cuda_check_error(void *stream)
+static_assert(sizeof(attn_cuda_error_record) == sizeof(attn_bad_page_word),
+              "the host record mirrors the device word");
+
+extern "C" int attn_cuda_error_capture(attn_cuda_error_record *rec, void *stream)
 {
-    const char *where = "attn_cuda_check_error";
+    const char *where = "attn_cuda_error_capture";
+    ATTN_REQUIRE(rec != NULL, where);
+    cudaStream_t st = (cudaStream_t)stream;
+    void *dev = NULL;
+    ATTN_CUDA_CHECK(cudaGetSymbolAddress(&dev, attn_bad_page_word));
+    /* On the stream, after its kernels: no device-wide sync needed. */
+    ATTN_CUDA_CHECK(cudaMemcpyAsync(rec->word, dev, sizeof rec->word, cudaMemcpyDeviceToHost, st));
+    ATTN_CUDA_CHECK(cudaMemsetAsync(dev, 0, sizeof rec->word, st));
+    return ATTN_OK;
+}
+
+extern "C" void attn_cuda_error_first(const attn_cuda_error_record *rec, int32_t *prefill_page,
+                                      int32_t *decode_page, int32_t *store_slot)
+{
+    int32_t *dst[ATTN_BAD_KINDS] = {prefill_page, decode_page, store_slot};
+    for (int k = 0; k < ATTN_BAD_KINDS; k++)
+        if (dst[k])
+            *dst[k] = rec && (rec->word[0] & (1u << k)) ? (int32_t)rec->word[1 + k] : -1;
+}
+
+extern "C" int attn_cuda_error_report(const attn_cuda_error_record *rec, const char *context)
+{
     /* What each kind did with the value instead of touching memory. */
     static const char *const kind_name[ATTN_BAD_KINDS] = {
         "attn_prefill_cuda read zeros for page id", "attn_decode_cuda read zeros for page id",
         "attn_store_kv_cuda skipped slot"};
-    cudaStream_t st = (cudaStream_t)stream;
-    unsigned int word[1 + ATTN_BAD_KINDS];
-    void *dev = NULL;
-    ATTN_CUDA_CHECK(cudaGetSymbolAddress(&dev, attn_bad_page_word));
-    /* On the stream, after its kernels: no device-wide sync needed. */
-    ATTN_CUDA_CHECK(cudaMemcpyAsync(word, dev, sizeof(word), cudaMemcpyDeviceToHost, st));
-    ATTN_CUDA_CHECK(cudaStreamSynchronize(st));
-    if (!word[0])
+    if (!rec || !rec->word[0])
         return ATTN_OK;
     for (int k = 0; k < ATTN_BAD_KINDS; k++)
-        if (word[0] & (1u << k))
-            fprintf(stderr, "%s (%s:%d): bad argument: %s %d, outside the pool (the first "
-                    "seen)\n", where, __FILE__, __LINE__, kind_name[k], (int)word[1 + k]);
-    ATTN_CUDA_CHECK(cudaMemsetAsync(dev, 0, sizeof(word), st));
-    ATTN_CUDA_CHECK(cudaStreamSynchronize(st));
+        if (rec->word[0] & (1u << k))
+            fprintf(stderr, "%s: bad argument: %s %d, outside the pool (the first seen)\n",
+                    context ? context : "attention", kind_name[k], (int)rec->word[1 + k]);
     return ATTN_EARG;
+}
+
+extern "C" int attn_cuda_check_error(void *stream)
+{
+    attn_cuda_error_record rec;
+    int rc = attn_cuda_error_capture(&rec, stream);
+    if (rc)
+        return rc;
+    ATTN_CUDA_CHECK(cudaStreamSynchronize((cudaStream_t)stream));
+    return attn_cuda_error_report(&rec, "attn_cuda_check_error");
 }
 
 /* ---- store and merge ---------------------------------------------------- */

@@ -24,6 +24,8 @@
  * Causal mask (bottom right): suffix row i sees positions [0, p + i]. Only tiles
  * with a position beyond p + (first row of the CTA) need it; earlier tiles run
  * unmasked. Rows past s (last tile) compute on zero-filled Q and are not stored.
+ * Shared mode (cascade level 1): the rows are the stacked queries of a group's
+ * members, the keys only the group's shared pages, no tile masked.
  */
 #ifndef RKV_ATTN_PREFILL_CUH
 #define RKV_ATTN_PREFILL_CUH
@@ -36,6 +38,8 @@ struct attn_prefill_params {
     float *lse;
     const int32_t *q_starts, *prefix_lens, *page_table;
     int32_t max_pages, num_pages, hq, hkv, group, page_size;
+    int32_t shared;   /* 1: the shared level of cascade attention: every row sees the
+                         whole prefix and no suffix key (no mask, k_new unread) */
     float scale_log2; /* softmax scale * log2(e): the kernel works in exp2 */
 };
 
@@ -75,9 +79,11 @@ __global__ void __launch_bounds__(WARPS * 32, 1) attn_prefill_kernel(attn_prefil
     /* Never read past the page table row, whatever prefix_lens says. */
     const int p = min(max(prm.prefix_lens[seq], 0), prm.max_pages * prm.page_size);
     const int kvh = h / prm.group;
-    const int kv_end = p + min(m0 + BM, s); /* keys seen by the last row of the tile */
+    /* keys seen by the last row of the tile */
+    const int kv_end = prm.shared ? p : p + min(m0 + BM, s);
     const int ntiles = (kv_end + BN - 1) / BN;
-    const int first_masked = (p + m0 + 1) / BN; /* tiles >= this hold a pos > p + m0 */
+    /* tiles >= this hold a pos > p + m0 (none in the shared level) */
+    const int first_masked = prm.shared ? ntiles : (p + m0 + 1) / BN;
 
     extern __shared__ __align__(128) unsigned char smem_raw[];
     T *sQ = reinterpret_cast<T *>(smem_raw);

@@ -8,6 +8,8 @@
  * the real K/V bytes read, 2·B·Hkv·L·D·2. Each figure is the median of N timed
  * launches (CUDA events around each) after warm-up launches. --variants also
  * times each prefill tile shape (RKV_ATTN_PREFILL_TILE) on three shapes.
+ * Cascade rows time plain paged attention and the two-level cascade on the
+ * same shared-prefix batch (see bench_cascade).
  */
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -191,6 +193,86 @@ static void bench_decode(attn_dtype dt, int B, int L, int PS, int reps, double c
     cudaFree(dl), cudaFree(dpt);
 }
 
+/* Cascade (attention.h): B sequences sharing a `shared`-token prefix (the same
+ * pages), each with `own` more tokens in its own pages and S new rows (S = 1:
+ * decode). Plain: one paged attention over shared + own. Cascade: the shared
+ * level (all B*S rows against the shared pages once), the own level, and the
+ * lse merge, all timed together. Both in the same run; the ratio is
+ * plain / cascade. */
+static void bench_cascade(attn_dtype dt, int B, int shared, int own, int S, int reps,
+                          double copy_tbps)
+{
+    const int HQ = 32, HKV = 8, D = 128, PS = 16;
+    const int shp = shared / PS, ownp = (own + PS - 1) / PS, rowp = shp + ownp + (S + PS - 1) / PS;
+    const int NP = shp + B * (ownp + (S + PS - 1) / PS);
+    const int T = B * S;
+    uint16_t *q = alloc_random((size_t)T * HQ * D, 1, dt);
+    uint16_t *kn = alloc_random((size_t)T * HKV * D, 2, dt);
+    uint16_t *vn = alloc_random((size_t)T * HKV * D, 3, dt);
+    uint16_t *kc = alloc_random((size_t)NP * PS * HKV * D, 4, dt);
+    uint16_t *vc = alloc_random((size_t)NP * PS * HKV * D, 5, dt);
+    uint16_t *out, *out_sh;
+    float *lse, *lse_sh;
+    CK(cudaMalloc(&out, (size_t)T * HQ * D * 2));
+    CK(cudaMalloc(&out_sh, (size_t)T * HQ * D * 2));
+    CK(cudaMalloc(&lse, (size_t)T * HQ * 4));
+    CK(cudaMalloc(&lse_sh, (size_t)T * HQ * 4));
+    /* Full table (shared pages first) and the own table (the rest). */
+    std::vector<int32_t> full((size_t)B * rowp, 0), mine((size_t)B * rowp, 0);
+    for (int b = 0; b < B; b++)
+        for (int k = 0; k < rowp - shp; k++) {
+            full[(size_t)b * rowp + shp + k] = shp + b * (rowp - shp) + k;
+            mine[(size_t)b * rowp + k] = shp + b * (rowp - shp) + k;
+        }
+    for (int b = 0; b < B; b++)
+        for (int k = 0; k < shp; k++)
+            full[(size_t)b * rowp + k] = k;
+    std::vector<int32_t> shared_table(std::max(shp, 1));
+    for (int k = 0; k < shp; k++)
+        shared_table[k] = k;
+    attn_shape s = {HQ, HKV, D, PS, 0.08838834764831845f};
+    int32_t *dfull = upload(full), *dmine = upload(mine), *dshared = upload(shared_table);
+    std::vector<int32_t> qs(B + 1), pfull(B, shared + own), pown(B, own), lfull(B, shared + own),
+        lown(B, own), gqs = {0, T}, gpl = {shp * PS};
+    for (int i = 0; i <= B; i++)
+        qs[i] = i * S;
+    int32_t *dqs = upload(qs), *dpfull = upload(pfull), *dpown = upload(pown);
+    int32_t *dlfull = upload(lfull), *dlown = upload(lown), *dgqs = upload(gqs), *dgpl = upload(gpl);
+    void *ws;
+    CK(cudaMalloc(&ws, attn_decode_workspace_bytes(&s, B, 0) + 1));
+    attn_batch plain_b = {B, rowp, dqs, dpfull, dfull, S, NP};
+    attn_batch own_b = {B, rowp, dqs, dpown, dmine, S, NP};
+    attn_batch grp = {1, std::max(shp, 1), dgqs, dgpl, dshared, T, NP};
+    auto plain = [&] {
+        if (S == 1)
+            CKA(attn_decode_cuda(&s, dt, B, dlfull, dfull, rowp, NP, shared + own, q, kc, vc, out,
+                                 lse, ws, 0, NULL));
+        else
+            CKA(attn_prefill_cuda(&s, &plain_b, dt, q, kn, vn, kc, vc, out, lse, NULL));
+    };
+    auto cascade = [&] {
+        CKA(attn_prefill_shared_cuda(&s, &grp, dt, q, kc, vc, out_sh, lse_sh, NULL));
+        if (S == 1)
+            CKA(attn_decode_cuda(&s, dt, B, dlown, dmine, rowp, NP, own, q, kc, vc, out, lse, ws,
+                                 0, NULL));
+        else
+            CKA(attn_prefill_cuda(&s, &own_b, dt, q, kn, vn, kc, vc, out, lse, NULL));
+        CKA(attn_merge_cuda(dt, (int64_t)T * HQ, D, out, lse, out_sh, lse_sh, out, lse, NULL));
+    };
+    double ms_plain = time_median_ms(plain, 3, reps), ms_cascade = time_median_ms(cascade, 3, reps);
+    CKA(attn_cuda_check_error(NULL));
+    printf("{\"bench\":\"attn_cascade_cuda\",\"dtype\":\"%s\",\"B\":%d,\"shared\":%d,"
+           "\"own\":%d,\"S\":%d,\"Hq\":%d,\"Hkv\":%d,\"D\":%d,\"page\":%d,\"reps\":%d,"
+           "\"ms_plain\":%.4f,\"ms_cascade\":%.4f,\"speedup\":%.2f,\"copy_TBps\":%.3f}\n",
+           dtn(dt), B, shared, own, S, HQ, HKV, D, PS, reps, ms_plain, ms_cascade,
+           ms_plain / ms_cascade, copy_tbps);
+    fflush(stdout);
+    cudaFree(q), cudaFree(kn), cudaFree(vn), cudaFree(kc), cudaFree(vc), cudaFree(out);
+    cudaFree(out_sh), cudaFree(lse), cudaFree(lse_sh), cudaFree(dfull), cudaFree(dmine);
+    cudaFree(dshared), cudaFree(dqs), cudaFree(dpfull), cudaFree(dpown), cudaFree(dlfull);
+    cudaFree(dlown), cudaFree(dgqs), cudaFree(dgpl), cudaFree(ws);
+}
+
 int main(int argc, char **argv)
 {
     int quick = 0, reps = 30, variants = 0;
@@ -256,7 +338,12 @@ int main(int argc, char **argv)
     const int dec[][2] = {{1, 32768}, {16, 8192}, {64, 4096}, {128, 2048}};
     for (auto &c : dec)
         bench_decode(ATTN_BF16, c[0], c[1], 16, reps, copy_tbps);
+    /* Cascade targets (issue figures): 64 decodes sharing 32k, own 512;
+     * 64 prefills of 32 rows over a shared 8k. */
+    bench_cascade(ATTN_BF16, 64, 32768, 512, 1, reps, copy_tbps);
+    bench_cascade(ATTN_BF16, 64, 8192, 0, 32, reps, copy_tbps);
     if (!quick) {
+        bench_cascade(ATTN_BF16, 16, 4096, 256, 1, reps, copy_tbps);
         bench_decode(ATTN_FP16, 64, 4096, 16, reps, copy_tbps);
         bench_decode(ATTN_BF16, 64, 4096, 1, reps, copy_tbps);
         bench_decode(ATTN_BF16, 64, 4096, 64, reps, copy_tbps);

@@ -51,6 +51,8 @@ typedef struct backend_config {
     double mem_fraction;      /* cuda: fraction of free device memory for weights+KV */
     int num_threads;          /* cpu: <= 0 all cores */
     const char *gpu_profile;  /* sim: "h100" (default), "h200", "a100", "a10g" */
+    int cascade;              /* cpu: 1 = cascade attention over pages shared by several
+                                 sequences of a step (attention.h); 0 = off (default) */
 } backend_config;
 
 typedef struct backend backend;

@@ -187,6 +187,7 @@ rkv_status backend_cpu_create(const backend_config *cfg, backend **out, char *er
         return st;
     }
     cb->m->batch_invariant = invariant;
+    cb->m->cascade = cfg->cascade;
     cb->scratch = malloc(sampler_scratch_bytes(mc.vocab_size));
     if (!cb->scratch) {
         cpu_destroy(&cb->base);
@@ -197,10 +198,11 @@ rkv_status backend_cpu_create(const backend_config *cfg, backend **out, char *er
     cb->base.page_size = P;
     cb->base.num_pages = np;
     cb->base.max_context = mc.max_position;
-    char d[200];
+    char d[180];
     model_config_describe(&mc, d, sizeof d);
-    snprintf(cb->base.description, sizeof cb->base.description, "cpu fp32 %s, %s weights%s", d,
-             weights ? "safetensors" : "random", invariant ? ", batch-invariant" : "");
+    snprintf(cb->base.description, sizeof cb->base.description, "cpu fp32 %s, %s weights%s%s", d,
+             weights ? "safetensors" : "random", invariant ? ", batch-invariant" : "",
+             cfg->cascade ? ", cascade attention" : "");
     *out = &cb->base;
     return RKV_OK;
 }

@@ -68,6 +68,7 @@ typedef struct graph_entry {
 
 typedef struct pending {
     int32_t num_seqs;
+    cuda_step_layout layout;    /* of h_in[slot]: its page table names a bad page's sequence */
     int want_logits, host_sample;
     int32_t *sample_rows;       /* (max_seqs) host copies for collect */
     int32_t *sample_steps;
@@ -93,6 +94,7 @@ typedef struct cuda_backend {
     int32_t *d_out;           /* (max_seqs) */
     uint8_t *h_in[2];         /* pinned, in_cap each */
     int32_t *h_out[2];        /* pinned, max_seqs each */
+    attn_cuda_error_record *h_err[2]; /* pinned: each step's pool-bounds record */
     float *h_logits[2];       /* pinned (max_seqs, V), allocated on first need */
     cudaEvent_t ev_start[2], ev_done[2];
     pending pend[2];
@@ -681,9 +683,38 @@ static rkv_status submit_ex(cuda_backend *b, const fwd_batch *f, int want_logits
     if (pd->host_sample || want_logits)
         CU(cudaMemcpyAsync(b->h_logits[slot], b->d_act + b->ap.logits, logit_bytes,
                            cudaMemcpyDeviceToHost, b->stream));
+    /* The kernels' pool-bounds record, copied out without a sync: collect reads it. */
+    AT(attn_cuda_error_capture(b->h_err[slot], b->stream));
+    pd->layout = l;
     CU(cudaEventRecord(b->ev_done[slot], b->stream));
     b->npend++;
     return RKV_OK;
+}
+
+/* A page id or slot outside the pool met by a kernel of the step in slot
+ * (attention.h, "Pool bounds"): fail the step naming the first sequence of
+ * the batch whose page table row holds that page. */
+static rkv_status check_bounds(cuda_backend *b, int slot)
+{
+    const pending *pd = &b->pend[slot];
+    if (attn_cuda_error_report(b->h_err[slot], "cuda step") == ATTN_OK) return RKV_OK;
+    int32_t bad[3];
+    attn_cuda_error_first(b->h_err[slot], &bad[0], &bad[1], &bad[2]);
+    const int32_t page = bad[0] >= 0 ? bad[0] : bad[1];
+    const cuda_step_layout *l = &pd->layout;
+    const int32_t *pt = (const int32_t *)(b->h_in[slot] + l->page_table);
+    for (int32_t i = 0; page >= 0 && i < pd->num_seqs; i++)
+        for (int32_t j = 0; j < l->stride; j++)
+            if (pt[(size_t)i * l->stride + j] == page)
+                return failf(b, RKV_EDEVICE,
+                             "cuda step: sequence %d of the batch uses page %d (entry %d of its "
+                             "page table), outside the pool of %lld pages",
+                             (int)i, (int)page, (int)j, (long long)b->base.num_pages);
+    if (bad[2] >= 0)
+        return failf(b, RKV_EDEVICE, "cuda step: K/V slot %d is outside the pool of %lld pages",
+                     (int)bad[2], (long long)b->base.num_pages);
+    return failf(b, RKV_EDEVICE, "cuda step: page %d is outside the pool of %lld pages",
+                 (int)page, (long long)b->base.num_pages);
 }
 
 static rkv_status collect_ex(cuda_backend *b, int32_t *out_tokens, float *out_logits,
@@ -695,6 +726,7 @@ static rkv_status collect_ex(cuda_backend *b, int32_t *out_tokens, float *out_lo
     b->head = (b->head + 1) % 2;
     b->npend--;
     CU(cudaEventSynchronize(b->ev_done[slot]));
+    TRY(check_bounds(b, slot));
     float ms = 0.0f;
     CU(cudaEventElapsedTime(&ms, b->ev_start[slot], b->ev_done[slot]));
     if (step_seconds) *step_seconds = ms * 1e-3;
@@ -783,6 +815,7 @@ static void op_destroy(backend *bb)
     for (int s = 0; s < 2; s++) {
         if (b->h_in[s]) cudaFreeHost(b->h_in[s]);
         if (b->h_out[s]) cudaFreeHost(b->h_out[s]);
+        if (b->h_err[s]) cudaFreeHost(b->h_err[s]);
         if (b->h_logits[s]) cudaFreeHost(b->h_logits[s]);
         if (b->ev_start[s]) cudaEventDestroy(b->ev_start[s]);
         if (b->ev_done[s]) cudaEventDestroy(b->ev_done[s]);
@@ -904,6 +937,7 @@ static rkv_status create(cuda_backend *b, const backend_config *cfg, char *err, 
     for (int s = 0; s < 2; s++) {
         CU(cudaMallocHost((void **)&b->h_in[s], b->in_cap));
         CU(cudaMallocHost((void **)&b->h_out[s], (size_t)b->max_seqs * 4));
+        CU(cudaMallocHost((void **)&b->h_err[s], sizeof(attn_cuda_error_record)));
         CU(cudaEventCreate(&b->ev_start[s]));
         CU(cudaEventCreate(&b->ev_done[s]));
         b->pend[s].sample_rows = (int32_t *)malloc((size_t)b->max_seqs * 4);

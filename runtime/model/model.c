@@ -525,6 +525,20 @@ rkv_status model_forward(model *m, kv_cache *kv, const fwd_batch *b, float *logi
         free(seq_lens);
         return st;
     }
+    /* Cascade: one plan for every layer (the page tables are the layers'). */
+    attn_cascade_plan plan = {0};
+    int cascade = 0;
+    if (m->cascade && !m->batch_invariant && B > 1 && b->page_table) {
+        int rc = attn_cascade_plan_build(B, seq_lens ? seq_lens : b->prefix_lens, b->page_table,
+                                         b->max_pages, kv->page_size, 1, &plan);
+        if (rc != ATTN_OK) {
+            free(seq_lens);
+            free(rows);
+            return rkv_fail(rc == ATTN_ENOMEM ? RKV_ENOMEM : RKV_EINVAL, err, errlen,
+                            "forward: cascade plan: %s", attn_strerror(rc));
+        }
+        cascade = plan.num_groups > 0;
+    }
     for (int l = 0; l < c->num_layers; l++) {
         const model_layer *L = &m->layers[l];
         float *kc = kv->k + (size_t)l * kv->layer_floats;
@@ -539,12 +553,20 @@ rkv_status model_forward(model *m, kv_cache *kv, const fwd_batch *b, float *logi
         /* The prefix is read from pages, the suffix from k/v: storing first is
          * safe because the suffix's slots are not prefix slots. */
         int rc = attn_store_kv_cpu(&shape, T, kv->num_pages, b->slot_mapping, k, v, kc, vc);
-        if (rc == ATTN_OK && seq_lens)
+        if (rc == ATTN_OK && seq_lens && cascade)
+            rc = attn_decode_cascade_cpu(&shape, B, seq_lens, b->page_table, b->max_pages,
+                                         kv->num_pages, &plan, q, kc, vc, att, NULL,
+                                         m->num_threads);
+        else if (rc == ATTN_OK && seq_lens)
             rc = attn_decode_cpu(&shape, B, seq_lens, b->page_table, b->max_pages,
                                  kv->num_pages, q, kc, vc, att, NULL, 0, m->num_threads);
+        else if (rc == ATTN_OK && cascade)
+            rc = attn_prefill_cascade_cpu(&shape, &ab, &plan, q, k, v, kc, vc, att, NULL,
+                                          m->num_threads);
         else if (rc == ATTN_OK)
             rc = attn_prefill_cpu(&shape, &ab, q, k, v, kc, vc, att, NULL, m->num_threads);
         if (rc != ATTN_OK) {
+            attn_cascade_plan_free(&plan);
             free(seq_lens);
             free(rows);
             return rkv_fail(rc == ATTN_ENOMEM ? RKV_ENOMEM : RKV_EINVAL, err, errlen,
@@ -560,6 +582,7 @@ rkv_status model_forward(model *m, kv_cache *kv, const fwd_batch *b, float *logi
         gemm_rows(m, x, C, g, L->w_down, T, C, F, 1.0f);
     }
 
+    attn_cascade_plan_free(&plan);
     free(seq_lens);
     free(rows);
 

@@ -58,6 +58,9 @@ typedef struct model {
     int use_decode_kernel;   /* 1 (default): pure decode steps use attn_decode_cpu */
     int batch_invariant;     /* 1: a row's bits do not depend on the rest of the batch
                               * (per-row GEMV, prefill kernel only); 0 (default): sgemm */
+    int cascade;             /* 1: sequences of a step whose page tables start with the
+                              * same pages attend to them as one cascade group
+                              * (attention.h); 0 (default): each on its own */
     /* Grow-only workspace for one forward (see model.c for its parts). */
     float *ws;
     size_t ws_floats;

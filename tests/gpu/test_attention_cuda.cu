@@ -148,7 +148,8 @@ static double dt_tol(attn_dtype dt) { return dt == ATTN_BF16 ? 1e-2 : 2e-3; }
 
 /* One batch mixing prefix {0, short, several pages + partial} x suffix {1,
  * short, long (> one 128-row tile)} for one (dtype, D, page size, GQA). */
-static int run_prefill_case(attn_dtype dt, int D, int P, int G, uint64_t seed)
+static int run_prefill_case(attn_dtype dt, int D, int P, int G, uint64_t seed,
+                            bool pass_max_suffix = true)
 {
     rng r(seed);
     const int HQ = 8, HKV = HQ / G;
@@ -222,6 +223,9 @@ static int run_prefill_case(attn_dtype dt, int D, int P, int G, uint64_t seed)
     CUDA_OK(cudaMalloc(&dlse, (size_t)T * HQ * 4));
     CUDA_OK(cudaMemset(dout, 0xff, (size_t)T * HQ * D * 2)); /* poison: NaN */
     CUDA_OK(cudaMemset(dlse, 0xff, (size_t)T * HQ * 4));
+    /* max_suffix = 0 ("not known") must give the same rows as the true value. */
+    if (!pass_max_suffix)
+        max_suffix = 0;
     attn_batch b = {B, max_pages, dqs, dpl, dpt, max_suffix, NP};
     int rc = attn_prefill_cuda(&s, &b, dt, dq, dkn, dvn, dkc, dvc, dout, dlse, NULL);
     ck_assert_msg(rc == 0, "attn_prefill_cuda returned %d", rc);
@@ -286,6 +290,87 @@ START_TEST(test_prefill_grid)
             failures += run_prefill_case(dt, D, PAGES[pi], GQAS[gi],
                                          g_seed + 100 * _i + 10 * pi + gi);
     ck_assert_msg(failures == 0, "%d prefill sequences out of tolerance (see the log)", failures);
+}
+END_TEST
+
+/* max_suffix = 0 is accepted by the CPU (it is not needed there) and must
+ * behave the same on CUDA: every row written, the same values. */
+START_TEST(test_prefill_max_suffix_zero)
+{
+    int failures = 0;
+    for (int pi = 0; pi < 3; pi++)
+        failures += run_prefill_case(DTS[_i], 128, PAGES[pi], 4, g_seed + 900 + pi, false);
+    ck_assert_msg(failures == 0, "%d sequences out of tolerance with max_suffix = 0", failures);
+}
+END_TEST
+
+/* Cascade level 1: groups of stacked query rows against their shared pages,
+ * no mask, against the fp32 CPU version on the same rounded inputs. */
+START_TEST(test_prefill_shared_level)
+{
+    attn_dtype dt = DTS[_i % 2];
+    const int D = _i < 2 ? 128 : 64, P = 16, HQ = 8, HKV = 2;
+    rng r(g_seed + 1300 + _i);
+    const int G = 3, rows[G] = {1, 64, 200}, shared[G] = {5 * P, 3 * P, 40 * P};
+    std::vector<int32_t> qs(G + 1, 0), plen(G);
+    int max_pages = 0, NP = 0;
+    for (int g = 0; g < G; g++) {
+        qs[g + 1] = qs[g] + rows[g];
+        plen[g] = shared[g];
+        max_pages = shared[g] / P > max_pages ? shared[g] / P : max_pages;
+        NP += shared[g] / P;
+    }
+    std::vector<int32_t> table((size_t)G * max_pages, -1);
+    for (int g = 0, next = 0; g < G; g++)
+        for (int k = 0; k < shared[g] / P; k++)
+            table[(size_t)g * max_pages + k] = (next++ * 7) % NP; /* 7 is prime to NP */
+    const int T = qs[G];
+    htensor q, kc, vc;
+    q.fill_random((size_t)T * HQ * D, r, dt);
+    kc.fill_random((size_t)NP * P * HKV * D, r, dt);
+    vc.fill_random((size_t)NP * P * HKV * D, r, dt);
+    attn_shape s = {HQ, HKV, D, P, (float)(1.0 / sqrt((double)D))};
+    uint16_t *dq = dev_upload(q.bits), *dkc = dev_upload(kc.bits), *dvc = dev_upload(vc.bits);
+    int32_t *dqs = dev_upload(qs), *dpl = dev_upload(plen), *dpt = dev_upload(table);
+    uint16_t *dout = NULL;
+    float *dlse = NULL;
+    CUDA_OK(cudaMalloc(&dout, (size_t)T * HQ * D * 2));
+    CUDA_OK(cudaMalloc(&dlse, (size_t)T * HQ * 4));
+    CUDA_OK(cudaMemset(dout, 0xff, (size_t)T * HQ * D * 2));
+    CUDA_OK(cudaMemset(dlse, 0xff, (size_t)T * HQ * 4));
+    attn_batch b = {G, max_pages, dqs, dpl, dpt, 200, NP};
+    int rc = attn_prefill_shared_cuda(&s, &b, dt, dq, dkc, dvc, dout, dlse, NULL);
+    ck_assert_msg(rc == 0, "attn_prefill_shared_cuda returned %d", rc);
+    CUDA_OK(cudaDeviceSynchronize());
+    ck_assert_int_eq(attn_cuda_check_error(NULL), ATTN_OK);
+    std::vector<uint16_t> out = dev_download(dout, (size_t)T * HQ * D);
+    std::vector<float> lse = dev_download(dlse, (size_t)T * HQ);
+    attn_batch hb = {G, max_pages, qs.data(), plen.data(), table.data(), 0, NP};
+    std::vector<float> ref_o((size_t)T * HQ * D), ref_l((size_t)T * HQ);
+    rc = attn_prefill_shared_cpu(&s, &hb, q.val.data(), kc.val.data(), vc.val.data(),
+                                 ref_o.data(), ref_l.data(), 0);
+    ck_assert_int_eq(rc, ATTN_OK);
+    double num = 0, den = 0, lse_err = 0;
+    int bad = 0;
+    for (size_t i = 0; i < ref_o.size(); i++) {
+        float got = from_bits(out[i], dt);
+        bad += !isfinite(got);
+        num += (got - ref_o[i]) * (got - ref_o[i]);
+        den += (double)ref_o[i] * ref_o[i];
+    }
+    for (size_t i = 0; i < ref_l.size(); i++) {
+        bad += !isfinite(lse[i]);
+        if (fabs(lse[i] - ref_l[i]) > lse_err)
+            lse_err = fabs(lse[i] - ref_l[i]);
+    }
+    double rel = sqrt(num / (den > 0 ? den : 1));
+    printf("shared level %s D=%d rel_err=%.3e lse_err=%.3e nonfinite=%d\n", dt_name(dt), D, rel,
+           lse_err, bad);
+    ck_assert_msg(!bad && rel <= dt_tol(dt) && lse_err <= dt_tol(dt),
+                  "shared level %s D=%d: rel %.3e lse %.3e nonfinite %d", dt_name(dt), D, rel,
+                  lse_err, bad);
+    cudaFree(dq), cudaFree(dkc), cudaFree(dvc), cudaFree(dqs), cudaFree(dpl), cudaFree(dpt);
+    cudaFree(dout), cudaFree(dlse);
 }
 END_TEST
 
@@ -850,6 +935,8 @@ int main(void)
     TCase *tc = tcase_create("attention_cuda");
     tcase_add_loop_test(tc, test_prefill_grid, 0, 4);
     tcase_add_test(tc, test_prefill_split_equals_whole);
+    tcase_add_loop_test(tc, test_prefill_max_suffix_zero, 0, 2);
+    tcase_add_loop_test(tc, test_prefill_shared_level, 0, 4);
     tcase_add_loop_test(tc, test_decode_grid, 0, 4);
     tcase_add_loop_test(tc, test_merge, 0, 4);
     tcase_add_loop_test(tc, test_store_kv, 0, 4);

@@ -358,6 +358,60 @@ START_TEST(decode_kernel_matches_prefill)
 }
 END_TEST
 
+/* Cascade attention (attention.h) gives the logits of plain attention: four
+ * sequences share a 5-page prompt in the same pages (as the radix tree hands
+ * them out), a fifth shares nothing; a prefill step and a decode step, each
+ * run with the cascade on and off over the same pages. */
+START_TEST(cascade_equals_plain)
+{
+    model_config c = tiny(MODEL_ARCH_QWEN2, 2, 0);
+    model *m;
+    char err[256];
+    ck_assert_msg(model_create(&c, NULL, 4242, 2, &m, err, sizeof err) == RKV_OK, "%s", err);
+    kv_cache kv;
+    ck_assert_int_eq(kv_cache_init(&kv, &c, 64, 4), RKV_OK);
+    enum { NS = 20, NO = 9, B = 5 };
+    int32_t toks[B][NS + NO + 1];
+    random_tokens(toks[0], NS, c.vocab_size, 99);
+    for (int i = 0; i < B; i++) {
+        if (i > 0 && i < 4) memcpy(toks[i], toks[0], sizeof(int32_t) * NS);
+        random_tokens(toks[i] + (i < 4 ? NS : 0), i < 4 ? NO + 1 : NS + NO + 1, c.vocab_size,
+                      100 + i);
+    }
+    /* The shared prompt computed once into pages 0..4. */
+    seq s[B];
+    for (int i = 0; i < B; i++) {
+        s[i] = (seq){.tokens = toks[i]};
+        for (int j = 0; j < 64; j++) s[i].pages[j] = -1;
+        for (int j = 0; j < 8; j++) s[i].pages[j] = (i < 4 && j < 5) ? j : 8 + 8 * i + j;
+    }
+    float lg[B * 97], ref[B * 97];
+    int32_t nshared[1] = {NS};
+    ck_assert_int_eq(step(m, &kv, s, nshared, 1, lg, 1), RKV_OK);
+    for (int i = 0; i < B; i++) s[i].len = i < 4 ? NS : 0;
+    /* Prefill: the own tokens over the shared pages (the fifth: all of its tokens). */
+    int32_t n[B] = {NO, NO, NO, NO, NS + NO};
+    for (int on = 1; on >= 0; on--) {
+        m->cascade = on;
+        for (int i = 0; i < B; i++) s[i].len = i < 4 ? NS : 0;
+        ck_assert_int_eq(step(m, &kv, s, n, B, on ? lg : ref, 1), RKV_OK);
+    }
+    double e = max_diff(lg, ref, B * c.vocab_size);
+    ck_assert_msg(e < 1e-5, "prefill: cascade vs plain %g", e);
+    /* Decode: one more token each, context = shared pages + own pages. */
+    int32_t one[B] = {1, 1, 1, 1, 1};
+    for (int on = 1; on >= 0; on--) {
+        m->cascade = on;
+        for (int i = 0; i < B; i++) s[i].len = NS + NO;
+        ck_assert_int_eq(step(m, &kv, s, one, B, on ? lg : ref, 1), RKV_OK);
+    }
+    e = max_diff(lg, ref, B * c.vocab_size);
+    ck_assert_msg(e < 1e-5, "decode: cascade vs plain %g", e);
+    kv_cache_destroy(&kv);
+    model_destroy(m);
+}
+END_TEST
+
 /* Batch-invariant mode: the final logits are the same bits however the
  * prompt is split and whatever shares the step. */
 START_TEST(batch_invariant_bitwise)
@@ -547,6 +601,7 @@ int main(void)
     tcase_add_test(tc, rope_shifted_positions);
     tcase_add_test(tc, decode_kernel_matches_prefill);
     tcase_add_test(tc, batch_invariant_bitwise);
+    tcase_add_test(tc, cascade_equals_plain);
     tcase_add_test(tc, bad_batches);
     tcase_add_test(tc, cpu_backend);
     suite_add_tcase(s, tc);
