@@ -347,7 +347,7 @@ static void heap_down(radix_tree *t, int32_t i)
         int32_t l = HEAP_D * i + 1, best = i, bs = s;
         int32_t end = l + HEAP_D < t->heap_n ? l + HEAP_D : t->heap_n;
         for (int32_t c = l; c < end; c++)
-            __builtin_prefetch(N(t, t->heap[c]));
+            __builtin_prefetch(&t->keys[t->heap[c]]); /* what before() reads */
         for (int32_t c = l; c < end; c++)
             if (before(t, t->heap[c], bs)) best = c, bs = t->heap[c];
         if (best == i) break;
