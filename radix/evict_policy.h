@@ -54,11 +54,20 @@ enum {
     EVICT_NEEDS_HITS = 1u << 2,     /* the kind tracks evict_node.hits (radix always does) */
 };
 
+/* Fields of evict_node, for evict_policy.order. */
+enum { EVICT_FIELD_END = 0, EVICT_FIELD_TIME, EVICT_FIELD_HITS, EVICT_FIELD_PRIORITY };
+
 typedef struct evict_policy {
     const char *name;    /* as given to --evict-policy / cache_config.policy */
     const char *summary; /* one line, for `radixkv list` and help */
     evict_key (*key)(const evict_node *n);
     unsigned needs;      /* EVICT_NEEDS_* */
+    /* Optional: when the key is nothing but some fields compared in turn
+     * (smaller first; priority as a signed number), those fields, ending in
+     * EVICT_FIELD_END (fifo: no field at all). A kind may then compare its
+     * nodes in place instead of calling key or storing keys; the order must
+     * be the key's (the cache suite checks it). NULL: the kind stores keys. */
+    const uint8_t *order;
 } evict_policy;
 
 /* The table (evict_policy.c), NULL-terminated, in registration order; index 0

@@ -8,8 +8,11 @@ static evict_key fifo_key(const evict_node *n)
     return (evict_key){0, 0};
 }
 
+static const uint8_t fifo_order[] = {EVICT_FIELD_END};
+
 const evict_policy evict_policy_fifo = {
     .name = "fifo",
     .summary = "created first goes first",
     .key = fifo_key,
+    .order = fifo_order,
 };

@@ -65,9 +65,11 @@ _Static_assert(sizeof(rt_node) == 48, "rt_node grew: host bytes per token depend
 
 /* Per-node state a policy asks for (evict_policy.h `needs`), by slot; kept
  * beside the nodes, and only for such policies, so an rt_node stays 48 bytes.
- * Every candidate also has its policy key stored by slot, computed when it
- * enters the heap and whenever a call enters it there, so the heap compares
- * two stored keys and never calls the policy. */
+ * A policy whose key is a few node fields in turn (evict_policy.order: lru,
+ * lfu, fifo, priority) is compared in place, as the tree always did; for any
+ * other, every candidate has its key stored by slot, computed when it enters
+ * the heap and whenever a call enters it there. Either way the heap never
+ * calls the policy. */
 typedef struct rt_pstate {
     int32_t depth;    /* tokens above the node's first token */
     int32_t priority; /* highest request priority that entered it */
@@ -78,7 +80,7 @@ struct radix_tree {
     int32_t P;
     radix_policy policy;
     const evict_policy *pol;
-    evict_key *keys;     /* (pst_cap) by slot: the policy key of each candidate */
+    evict_key *keys;     /* (pst_cap) by slot: each candidate's key; NULL when pol->order */
     rt_pstate *pst;      /* (pst_cap) by slot; NULL when the policy needs none */
     int32_t pst_cap;
     int32_t priority;    /* of the request the next match / insert is for */
@@ -268,14 +270,33 @@ __attribute__((noinline)) static evict_key node_key(const radix_tree *t, int32_t
     return t->pol->key(&v);
 }
 
-/* The eviction order: the stored keys, then DESIGN.md's tie rule, created
- * first (smaller id). True when slot a is evicted before slot b. */
+/* Field f (evict_policy.order) of node x in slot s, as an unsigned key part. */
+static inline uint64_t order_field(const radix_tree *t, const rt_node *x, int32_t s, uint8_t f)
+{
+    switch (f) {
+    case EVICT_FIELD_TIME: return x->time;
+    case EVICT_FIELD_HITS: return x->hits;
+    default: return evict_key_of_signed(t->pst ? t->pst[s].priority : 0); /* PRIORITY */
+    }
+}
+
+/* The eviction order: the policy's fields in place or the stored keys, then
+ * DESIGN.md's tie rule, created first (smaller id). True when slot a is
+ * evicted before slot b. */
 static inline bool before(const radix_tree *t, int32_t a, int32_t b)
 {
-    const evict_key *ka = &t->keys[a], *kb = &t->keys[b];
-    if (ka->k0 != kb->k0) return ka->k0 < kb->k0;
-    if (ka->k1 != kb->k1) return ka->k1 < kb->k1;
-    return N(t, a)->id < N(t, b)->id;
+    const rt_node *x = N(t, a), *y = N(t, b);
+    if (t->keys) {
+        const evict_key *ka = &t->keys[a], *kb = &t->keys[b];
+        if (ka->k0 != kb->k0) return ka->k0 < kb->k0;
+        if (ka->k1 != kb->k1) return ka->k1 < kb->k1;
+    } else {
+        for (const uint8_t *f = t->pol->order; *f != EVICT_FIELD_END; f++) {
+            uint64_t u = order_field(t, x, a, *f), v = order_field(t, y, b, *f);
+            if (u != v) return u < v;
+        }
+    }
+    return x->id < y->id;
 }
 
 /* Policy state of a node the current call enters or creates: its depth
@@ -306,10 +327,12 @@ static bool pstate_reserve(radix_tree *t, int32_t n)
     int32_t nc = t->pst_cap ? t->pst_cap : 64;
     while (nc < n) nc *= 2;
     size_t more = (size_t)(nc - t->pst_cap);
-    evict_key *k = realloc(t->keys, sizeof *k * (size_t)nc);
-    if (!k) return false;
-    t->keys = k;
-    t->bytes += (int64_t)(sizeof *k * more);
+    if (!t->pol->order) {
+        evict_key *k = realloc(t->keys, sizeof *k * (size_t)nc);
+        if (!k) return false;
+        t->keys = k;
+        t->bytes += (int64_t)(sizeof *k * more);
+    }
     if (t->pol->needs) {
         rt_pstate *p = realloc(t->pst, sizeof *p * (size_t)nc);
         if (!p) return false; /* the keys stay grown: harmless, pst_cap says what both hold */
@@ -347,7 +370,8 @@ static void heap_down(radix_tree *t, int32_t i)
         int32_t l = HEAP_D * i + 1, best = i, bs = s;
         int32_t end = l + HEAP_D < t->heap_n ? l + HEAP_D : t->heap_n;
         for (int32_t c = l; c < end; c++)
-            __builtin_prefetch(&t->keys[t->heap[c]]); /* what before() reads */
+            __builtin_prefetch(t->keys ? (const void *)&t->keys[t->heap[c]]
+                                       : (const void *)N(t, t->heap[c])); /* what before() reads */
         for (int32_t c = l; c < end; c++)
             if (before(t, t->heap[c], bs)) best = c, bs = t->heap[c];
         if (best == i) break;
@@ -396,8 +420,12 @@ static void heap_sync(radix_tree *t, int32_t s)
 {
     rt_node *x = N(t, s);
     bool cand = !is_special(x) && x->kind == KIDS_NONE && x->lock == 0;
-    if (cand && x->kids.s.heap_pos < 0) t->keys[s] = node_key(t, s), heap_push(t, s);
-    else if (!cand && heap_pos(x) >= 0) heap_remove(t, s);
+    if (cand && x->kids.s.heap_pos < 0) {
+        if (t->keys) t->keys[s] = node_key(t, s);
+        heap_push(t, s);
+    } else if (!cand && heap_pos(x) >= 0) {
+        heap_remove(t, s);
+    }
 }
 
 /* The call entering a node: new time, one more hit, heap key moved. */
@@ -409,7 +437,7 @@ static inline void touch(radix_tree *t, int32_t s, uint64_t now)
     pstate_enter(t, s);
     int32_t i = heap_pos(x);
     if (i >= 0) { /* a later time or more hits: it can only move down */
-        t->keys[s] = node_key(t, s);
+        if (t->keys) t->keys[s] = node_key(t, s);
         heap_up(t, i);
         heap_down(t, N(t, s)->kids.s.heap_pos);
     }
@@ -1178,7 +1206,7 @@ rkv_status radix_tree_check(const radix_tree *t, char *err, size_t errlen)
              (long long)evictable, (long long)protect, (long long)nodes, (long long)t->evictable,
              (long long)t->protect, (long long)t->num_nodes);
     if (cands != t->heap_n) FAIL("%lld candidates but heap holds %d", (long long)cands, t->heap_n);
-    for (int32_t i = 0; i < t->heap_n; i++) {
+    for (int32_t i = 0; t->keys && i < t->heap_n; i++) {
         evict_key k = node_key(t, t->heap[i]);
         if (k.k0 != t->keys[t->heap[i]].k0 || k.k1 != t->keys[t->heap[i]].k1)
             FAIL("candidate slot %d has a stale eviction key", t->heap[i]);

@@ -1472,6 +1472,43 @@ END_TEST
 
 /* ---- eviction policies ---------------------------------------------------- */
 
+/* A policy's order (fields compared in place) must sort nodes as its key does. */
+static uint64_t field_of(const evict_node *n, uint8_t f)
+{
+    switch (f) {
+    case EVICT_FIELD_TIME: return n->time;
+    case EVICT_FIELD_HITS: return n->hits;
+    default: return evict_key_of_signed(n->priority);
+    }
+}
+
+START_TEST(orders_agree_with_keys)
+{
+    srand(5);
+    for (int i = 0; evict_policies[i]; i++) {
+        const evict_policy *p = evict_policies[i];
+        if (!p->order) continue;
+        for (const uint8_t *f = p->order; *f != EVICT_FIELD_END; f++)
+            if (*f == EVICT_FIELD_PRIORITY) ck_assert(p->needs & EVICT_NEEDS_PRIORITY);
+            else if (*f == EVICT_FIELD_HITS) ck_assert(p->needs & EVICT_NEEDS_HITS);
+        for (int k = 0; k < 2000; k++) {
+            evict_node a = {.time = (uint64_t)(rand() % 4), .hits = (uint64_t)(rand() % 4),
+                            .depth = rand() % 4, .len = 1 + rand() % 3, .priority = rand() % 5 - 2};
+            evict_node b = {.time = (uint64_t)(rand() % 4), .hits = (uint64_t)(rand() % 4),
+                            .depth = rand() % 4, .len = 1 + rand() % 3, .priority = rand() % 5 - 2};
+            int by_order = 0;
+            for (const uint8_t *f = p->order; *f != EVICT_FIELD_END && !by_order; f++) {
+                uint64_t u = field_of(&a, *f), v = field_of(&b, *f);
+                by_order = u < v ? -1 : u > v;
+            }
+            evict_key ka = p->key(&a), kb = p->key(&b);
+            int by_key = evict_key_less(ka, kb) ? -1 : evict_key_less(kb, ka);
+            ck_assert_msg(by_order == by_key, "%s: order says %d, key %d", p->name, by_order, by_key);
+        }
+    }
+}
+END_TEST
+
 START_TEST(table_and_keys)
 {
     ck_assert_ptr_eq(evict_policy_find(NULL), evict_policies[0]);
@@ -1763,6 +1800,7 @@ int main(void)
 
     TCase *pol = tcase_create("policies");
     tcase_add_test(pol, table_and_keys);
+    tcase_add_test(pol, orders_agree_with_keys);
     tcase_add_loop_test(pol, priority_keeps_the_important, 0, count_with(CACHE_KIND_EVICTS));
     tcase_add_loop_test(pol, priority_shared_prefix_keeps_the_highest, 0, count_with(CACHE_KIND_EVICTS));
     tcase_add_loop_test(pol, priority_rises_on_reuse, 0, count_with(CACHE_KIND_EVICTS));
