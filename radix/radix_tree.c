@@ -80,6 +80,7 @@ struct radix_tree {
     int32_t P;
     radix_policy policy;
     const evict_policy *pol;
+    uint8_t cmp;         /* CMP_*: how before() compares, from pol->order */
     evict_key *keys;     /* (pst_cap) by slot: each candidate's key; NULL when pol->order */
     rt_pstate *pst;      /* (pst_cap) by slot; NULL when the policy needs none */
     int32_t pst_cap;
@@ -280,21 +281,47 @@ static inline uint64_t order_field(const radix_tree *t, const rt_node *x, int32_
     }
 }
 
-/* The eviction order: the policy's fields in place or the stored keys, then
- * DESIGN.md's tie rule, created first (smaller id). True when slot a is
- * evicted before slot b. */
-static inline bool before(const radix_tree *t, int32_t a, int32_t b)
+/* How before() compares, chosen once from the policy's order: the common
+ * field orders get straight-line compares (the heap's inner loop), any other
+ * order walks its fields, a policy without one has stored keys. */
+enum { CMP_ID, CMP_TIME, CMP_HITS_TIME, CMP_FIELDS, CMP_KEYS };
+
+static uint8_t cmp_of(const evict_policy *p)
 {
-    const rt_node *x = N(t, a), *y = N(t, b);
-    if (t->keys) {
-        const evict_key *ka = &t->keys[a], *kb = &t->keys[b];
-        if (ka->k0 != kb->k0) return ka->k0 < kb->k0;
-        if (ka->k1 != kb->k1) return ka->k1 < kb->k1;
-    } else {
+    const uint8_t *o = p->order;
+    if (!o) return CMP_KEYS;
+    if (o[0] == EVICT_FIELD_END) return CMP_ID;
+    if (o[0] == EVICT_FIELD_TIME && o[1] == EVICT_FIELD_END) return CMP_TIME;
+    if (o[0] == EVICT_FIELD_HITS && o[1] == EVICT_FIELD_TIME && o[2] == EVICT_FIELD_END)
+        return CMP_HITS_TIME;
+    return CMP_FIELDS;
+}
+
+/* The eviction order: the policy's fields in place or the stored keys, then
+ * DESIGN.md's tie rule, created first (smaller id). True when node x (slot a)
+ * is evicted before node y (slot b). */
+static inline bool before(const radix_tree *t, int32_t a, const rt_node *x, int32_t b,
+                          const rt_node *y)
+{
+    switch (t->cmp) {
+    case CMP_HITS_TIME:
+        if (x->hits != y->hits) return x->hits < y->hits;
+        /* fall through */
+    case CMP_TIME:
+        if (x->time != y->time) return x->time < y->time;
+        break;
+    case CMP_FIELDS:
         for (const uint8_t *f = t->pol->order; *f != EVICT_FIELD_END; f++) {
             uint64_t u = order_field(t, x, a, *f), v = order_field(t, y, b, *f);
             if (u != v) return u < v;
         }
+        break;
+    case CMP_KEYS: {
+        const evict_key *ka = &t->keys[a], *kb = &t->keys[b];
+        if (ka->k0 != kb->k0) return ka->k0 < kb->k0;
+        if (ka->k1 != kb->k1) return ka->k1 < kb->k1;
+        break;
+    }
     }
     return x->id < y->id;
 }
@@ -353,9 +380,10 @@ static inline void heap_set(radix_tree *t, int32_t i, int32_t s)
 static void heap_up(radix_tree *t, int32_t i)
 {
     int32_t s = t->heap[i];
+    const rt_node *x = N(t, s);
     while (i > 0) {
         int32_t p = (i - 1) / HEAP_D;
-        if (!before(t, s, t->heap[p])) break;
+        if (!before(t, s, x, t->heap[p], N(t, t->heap[p]))) break;
         heap_set(t, i, t->heap[p]);
         i = p;
         t->heap_steps++;
@@ -366,14 +394,18 @@ static void heap_up(radix_tree *t, int32_t i)
 static void heap_down(radix_tree *t, int32_t i)
 {
     int32_t s = t->heap[i];
+    const rt_node *x = N(t, s);
     for (;;) {
         int32_t l = HEAP_D * i + 1, best = i, bs = s;
+        const rt_node *bx = x;
         int32_t end = l + HEAP_D < t->heap_n ? l + HEAP_D : t->heap_n;
         for (int32_t c = l; c < end; c++)
-            __builtin_prefetch(t->keys ? (const void *)&t->keys[t->heap[c]]
-                                       : (const void *)N(t, t->heap[c])); /* what before() reads */
+            __builtin_prefetch(N(t, t->heap[c]));
+        if (t->keys) /* what before() reads instead of the node's fields */
+            for (int32_t c = l; c < end; c++) __builtin_prefetch(&t->keys[t->heap[c]]);
         for (int32_t c = l; c < end; c++)
-            if (before(t, t->heap[c], bs)) best = c, bs = t->heap[c];
+            if (before(t, t->heap[c], N(t, t->heap[c]), bs, bx))
+                best = c, bs = t->heap[c], bx = N(t, t->heap[c]);
         if (best == i) break;
         heap_set(t, i, t->heap[best]);
         i = best;
@@ -714,6 +746,7 @@ rkv_status radix_tree_create(page_pool *pool, radix_policy policy, radix_tree **
     t->P = pool->page_size;
     t->policy = policy;
     t->pol = evict_policies[policy];
+    t->cmp = cmp_of(t->pol);
     t->free_head = -1;
     if (node_new(t, 0) != RT_ROOT || !heap_reserve(t, 64)) {
         radix_tree_destroy(t);
@@ -1212,7 +1245,8 @@ rkv_status radix_tree_check(const radix_tree *t, char *err, size_t errlen)
             FAIL("candidate slot %d has a stale eviction key", t->heap[i]);
     }
     for (int32_t i = 1; i < t->heap_n; i++)
-        if (before(t, t->heap[i], t->heap[(i - 1) / HEAP_D]))
+        if (before(t, t->heap[i], N(t, t->heap[i]), t->heap[(i - 1) / HEAP_D],
+                   N(t, t->heap[(i - 1) / HEAP_D])))
             FAIL("heap order broken at %d", i);
     if ((evictable + protect) / P != pages || pages != t->pool->num_cached)
         FAIL("pool holds %d cached pages, tree %lld (evictable %lld + protected %lld tokens, P=%d)",
