@@ -51,7 +51,8 @@
  *   cost      smallest hits x recompute cost / size, then oldest time;
  *             depth = tokens on the path above the node's first token
  * Depth and priority are kept per slot beside the nodes, only for policies
- * that ask for them.
+ * that ask for them; a policy without a field order (cost) also has its key
+ * stored per slot, the others are compared in place.
  *
  * Pictures per step (for the cache simulator): radix_tree_clock() before and
  * after a step gives the clock range (c0, c1] of its calls; radix_tree_visit()
