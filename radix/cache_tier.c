@@ -54,6 +54,7 @@ typedef struct cache_tier {
     uint8_t *scratch;   /* (page_bytes) */
     int64_t disk_writes;
     int instance;
+    tier_remote *remote; /* NULL: no remote tier */
 
     /* per pool page */
     uint64_t *meta_k;   /* (num_pages, 2) */
@@ -74,6 +75,7 @@ void tier_config_default(tier_config *c)
 {
     memset(c, 0, sizeof *c);
     c->fail_disk_writes_after = -1;
+    tier_remote_config_default(&c->remote);
 }
 
 static rkv_status fail(rkv_status st, char *err, size_t errlen, const char *fmt, ...)
@@ -281,17 +283,42 @@ static uint8_t *host_bytes(cache_tier *t, int32_t slot)
     return t->host_buf ? t->host_buf + (size_t)slot * t->mv.page_bytes : NULL;
 }
 
+/* Remote tier, write-back: entry e leaves the last local tier; its bytes go
+ * to the server first (a failed read is a plain drop). */
+static void remote_keep_entry(cache_tier *t, int32_t e)
+{
+    if (!t->remote || !tier_remote_write_back(t->remote)) return;
+    const tent *x = &t->ent[e];
+    const void *src = NULL;
+    if (x->tier == T_HOST) src = host_bytes(t, x->slot);
+    else if (disk_read(t, x->slot, t->scratch) == RKV_OK) src = t->scratch;
+    else return;
+    tier_remote_put(t->remote, (const uint64_t[2]){x->k0, x->k1}, t->ent_toks + (int64_t)e * t->P, src);
+}
+
+/* Remote tier: pool page pg (its meta valid) straight from the KV memory. */
+static void remote_keep_page(cache_tier *t, int32_t pg)
+{
+    if (t->mv.page_bytes && t->mv.read_page(t->mv.ctx, pg, t->scratch) != RKV_OK) {
+        note_error(t, "tier: reading page %d from the KV memory failed", pg);
+        return;
+    }
+    tier_remote_put(t->remote, t->meta_k + 2 * (int64_t)pg, t->meta_toks + (int64_t)pg * t->P, t->scratch);
+}
+
 /* Host tail moves to disk (or is dropped). */
 static void demote_host_tail(cache_tier *t)
 {
     int32_t e = t->lists[T_HOST].tail;
     if (e < 0) return;
     if (t->cfg.disk_pages <= 0) {
+        remote_keep_entry(t, e);
         drop(t, e);
         t->st.dropped_pages++;
         return;
     }
     if (t->disk_free == 0) {
+        remote_keep_entry(t, t->lists[T_DISK].tail);
         drop(t, t->lists[T_DISK].tail);
         t->st.dropped_pages++;
     }
@@ -326,10 +353,14 @@ static void spill(cache_tier *t, int32_t pg)
         list_push_head(t, e, tier);
         return;
     }
-    if (t->cfg.host_pages <= 0 && t->cfg.disk_pages <= 0) return;
+    if (t->cfg.host_pages <= 0 && t->cfg.disk_pages <= 0) {
+        if (t->remote && tier_remote_write_back(t->remote)) remote_keep_page(t, pg);
+        return;
+    }
     bool to_host = t->cfg.host_pages > 0;
     if (to_host && t->host_free == 0) demote_host_tail(t);
     if (!to_host && t->disk_free == 0) {
+        remote_keep_entry(t, t->lists[T_DISK].tail);
         drop(t, t->lists[T_DISK].tail);
         t->st.dropped_pages++;
     }
@@ -397,6 +428,7 @@ static void record(cache_tier *t, const int32_t *tokens, const int32_t *pages, i
                sizeof(int32_t) * (size_t)t->P);
         t->meta_valid[pg] = 1;
         if (t->cfg.write_through) spill(t, pg);
+        if (t->remote && !tier_remote_write_back(t->remote)) remote_keep_page(t, pg);
     }
 }
 
@@ -414,6 +446,9 @@ static int64_t tier_evict(cache *c, int64_t n_tokens)
         spill(t, pg);
         t->meta_valid[pg] = 0;
     }
+    /* Stores reach the server before this call returns: another engine's
+     * next lookup sees them (and replicas in one process stay repeatable). */
+    if (t->remote) tier_remote_flush(t->remote);
     mirror_stats(t);
     return freed;
 }
@@ -430,6 +465,7 @@ static rkv_status tier_insert(cache *c, const int32_t *tokens, int32_t n, const 
     if (from < np) {
         if ((st = chain_keys(t, tokens, np, ns)) != RKV_OK) return st;
         record(t, tokens, pages, from, np);
+        if (t->remote) tier_remote_flush(t->remote);
     }
     return RKV_OK;
 }
@@ -440,12 +476,13 @@ static rkv_status tier_match(cache *c, const int32_t *tokens, int32_t n, uint64_
     cache_tier *t = tier_of(c);
     const int32_t P = t->P;
     page_pool *pool = c->pool;
+    int32_t remote_used = 0; /* pages loaded from the server */
     cache_set_priority(t->inner, c->priority); /* the wrapped cache sees the request's */
     rkv_status st = cache_match_prefix(t->inner, tokens, n, ns, out);
     c->stats.match_calls++;
     if (st != RKV_OK || n < 0) goto done;
     int32_t np = n / P, L = out->num_pages;
-    if (L >= np || t->lists[T_HOST].n + t->lists[T_DISK].n == 0) goto done;
+    if (L >= np || (t->lists[T_HOST].n + t->lists[T_DISK].n == 0 && !t->remote)) goto done;
 
     /* 1: the run of kept pages right after the kind's match. */
     if ((st = chain_keys(t, tokens, np, ns)) != RKV_OK) goto done;
@@ -458,6 +495,10 @@ static rkv_status tier_match(cache *c, const int32_t *tokens, int32_t n, uint64_
         list_push_head(t, e, tier);
         run++;
     }
+    /* Pages [L + local, L + run) come from the server, after the local run. */
+    int32_t local = run;
+    if (t->remote && L + run < np)
+        run += tier_remote_fetch(t->remote, t->keys + 2 * (L + run), tokens + (int64_t)(L + run) * P, np - L - run);
     if (run == 0) goto done;
 
     /* 2: room for them, the match locked so that eviction spares it. */
@@ -465,7 +506,7 @@ static rkv_status tier_match(cache *c, const int32_t *tokens, int32_t n, uint64_
     if (run > page_pool_num_free(pool)) tier_evict(c, (int64_t)(run - page_pool_num_free(pool)) * P);
     int32_t got = 0;
     for (; got < run && got < page_pool_num_free(pool); got++) /* still kept after the spills? */
-        if (map_find(t, t->keys + 2 * (L + got), tokens + (int64_t)(L + got) * P) < 0) break;
+        if (got < local && map_find(t, t->keys + 2 * (L + got), tokens + (int64_t)(L + got) * P) < 0) break;
     run = got;
     if (run == 0 || (st = reserve(t, np + 1)) != RKV_OK
         || (st = page_pool_alloc(pool, run, t->pages + L)) != RKV_OK) {
@@ -477,6 +518,14 @@ static rkv_status tier_match(cache *c, const int32_t *tokens, int32_t n, uint64_
     int32_t loaded = 0;
     for (; loaded < run; loaded++) {
         int32_t k = L + loaded;
+        if (loaded >= local) { /* the fetched bytes are in the remote tier's buffer */
+            if (t->mv.page_bytes
+                && t->mv.write_page(t->mv.ctx, t->pages[k], tier_remote_page(t->remote, loaded - local)) != RKV_OK) {
+                note_error(t, "tier: loading a page back failed (remote)");
+                break;
+            }
+            continue;
+        }
         int32_t e = map_find(t, t->keys + 2 * k, tokens + (int64_t)k * P);
         if (e < 0) break;
         tent *x = &t->ent[e];
@@ -504,6 +553,7 @@ static rkv_status tier_match(cache *c, const int32_t *tokens, int32_t n, uint64_
         t->st.load_seconds += secs;
         t->pending_load += secs;
     }
+    if (loaded > local) remote_used = loaded - local;
     if (loaded < run) page_pool_free(pool, t->pages + L + loaded, run - loaded);
 
     /* 4: hand them to the kind, then match again for one ordinary handle. */
@@ -526,6 +576,12 @@ static rkv_status tier_match(cache *c, const int32_t *tokens, int32_t n, uint64_
     if (st == RKV_OK) st = us;
     if (st == RKV_OK) st = cache_match_prefix(t->inner, tokens, n, ns, out);
 done:
+    if (t->remote) { /* a lookup costs its round trips, hit or miss */
+        double secs = tier_remote_take_loaded(t->remote, remote_used)
+                      + (double)remote_used * page_cost_bytes(t) / host_bw(t);
+        t->st.load_seconds += secs;
+        t->pending_load += secs;
+    }
     if (st == RKV_OK) c->stats.matched_tokens += (uint64_t)out->len;
     mirror_stats(t);
     return st;
@@ -578,6 +634,7 @@ static void tier_destroy(cache *c)
 {
     cache_tier *t = tier_of(c);
     cache_destroy(t->inner);
+    tier_remote_close(t->remote);
     if (disk_on_files(t)) {
         char path[4096];
         for (int32_t s = 0; s < t->cfg.disk_pages; s++) {
@@ -690,6 +747,17 @@ rkv_status cache_tier_wrap(cache *inner, const tier_config *cfg, const tier_move
                         cfg->disk_dir, strerror(e));
         }
     }
+    if (cfg->remote.url) {
+        tier_remote_config rc = cfg->remote;
+        if (rc.modelled_page_bytes <= 0) rc.modelled_page_bytes = page_cost_bytes(t);
+        rkv_status rs = tier_remote_open(&rc, t->P, pb, &t->remote, err, errlen);
+        if (rs != RKV_OK) {
+            t->inner = NULL;
+            t->cfg.disk_dir = NULL;
+            cache_destroy(&t->base);
+            return rs;
+        }
+    }
     *out = &t->base;
     return RKV_OK;
 }
@@ -707,6 +775,11 @@ double cache_tier_take_seconds(cache *c)
     double s = tier_of(c)->pending_load;
     tier_of(c)->pending_load = 0;
     return s;
+}
+
+const tier_remote_stats *cache_tier_remote_stats(const cache *c)
+{
+    return c && c->ops == &tier_ops ? tier_remote_get_stats(((const cache_tier *)c)->remote) : NULL;
 }
 
 const char *cache_tier_last_error(const cache *c)

@@ -56,6 +56,14 @@
  * touched by the tier's failures. The first failure's message is kept
  * (cache_tier_last_error) and counted in spill_failures.
  *
+ * Remote. With cfg.remote.url the wrapper opens a tier_remote (start-up
+ * fails when the server cannot be reached) and keeps it below both local
+ * tiers: write-through stores each page the kind adopts, write-back each
+ * page leaving the last local tier (or the kind, with no local tier). A
+ * match runs on past the local run into pages the server holds, loaded the
+ * same way (the modelled time: round trips + bytes / remote bw + bytes /
+ * host bw). Its failures are misses and drops, never errors.
+ *
  * Ownership: the wrapper owns the inner cache (destroyed with it) and the
  * tier files (removed at destroy). The pool and the mover's context outlive it.
  */
@@ -67,6 +75,7 @@
 #include <stdint.h>
 
 #include "cache.h"
+#include "tier_remote.h"
 
 typedef struct tier_mover {
     void *ctx;
@@ -85,6 +94,8 @@ typedef struct tier_config {
     double disk_bw;              /* bytes/s disk <-> host (0: 3e9) */
     int64_t fail_disk_writes_after; /* fault injection: disk writes that succeed, then
                                        ENOSPC; < 0: never (the default to pass is -1) */
+    tier_remote_config remote;   /* shared tier below host and disk (tier_remote.h);
+                                    remote.url NULL: none */
 } tier_config;
 
 void tier_config_default(tier_config *c);
@@ -113,6 +124,8 @@ const tier_stats *cache_tier_get_stats(const cache *c);
 cache *cache_tier_inner(cache *c);
 /* Modelled load seconds since the last call (0 for a non-tier cache). */
 double cache_tier_take_seconds(cache *c);
+/* The remote tier's counters; NULL without one (or for a non-tier cache). */
+const tier_remote_stats *cache_tier_remote_stats(const cache *c);
 /* First spill failure's message, or NULL. */
 const char *cache_tier_last_error(const cache *c);
 

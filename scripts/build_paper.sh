@@ -36,7 +36,7 @@ for name in hit_rate_sweep long_prefill overhead; do
 done
 # tiered_capacity, routing and Experiments II: re-draw from their results where
 # they exist (the Mooncake ones need the traces, so they are not run from here).
-for name in tiered_capacity routing real_trace_capacity eviction_policy page_size sglang_ablations; do
+for name in tiered_capacity routing real_trace_capacity eviction_policy page_size sglang_ablations remote_tier; do
   if [[ -f experiments/$name/results/$name.jsonl ]]; then
     notebooks/run.sh "$name"
   fi

@@ -4,7 +4,7 @@
 set -euo pipefail
 pkgs=(meson ninja-build pkg-config gcc check libjemalloc-dev libopenblas-dev
       libxxhash-dev libssl-dev libjansson-dev graphviz python3 python3-matplotlib
-      python3-nbconvert python3-ipykernel python3-venv)
+      python3-nbconvert python3-ipykernel python3-venv redis-server libhiredis-dev)
 if [[ "${1:-}" == "--with-docs" ]]; then
   pkgs+=(latexmk texlive-latex-base texlive-latex-recommended texlive-latex-extra)
 fi

@@ -715,7 +715,8 @@ void cache_sim_print_summary(FILE *out, const cache_sim_options *opt, const cach
             c->stats.match_calls, c->stats.insert_calls);
     const tier_stats *ts = cache_tier_get_stats(c);
     if (ts && opt->tier)
-        tier_print_json(out, opt->tier, ts, sum->prompt_tokens, sum->matched_tokens);
+        tier_print_json(out, opt->tier, ts, cache_tier_remote_stats(c), sum->prompt_tokens,
+                        sum->matched_tokens);
     if (opt->model && opt->gpu) {
         fprintf(out, ",\"model\":\"%s\",\"gpu\":\"%s\",\"prefill_seconds\":%.6f", opt->model->name,
                 opt->gpu->name, sum->prefill_seconds);

@@ -168,7 +168,9 @@ static int parse_run(int argc, char **argv, run_opts *o)
             "--gpu", "--threads", "--seed", "--pin", "--price-cached", "--price-uncached",
             "--replicas", "--router", "--router-threshold", "--router-cache-threshold",
             "--router-tokens", "--tier-host", "--tier-disk", "--tier-dir", "--tier-policy",
-            "--host-bw", "--disk-bw", "--tier-fail-disk-after", NULL};
+            "--host-bw", "--disk-bw", "--tier-fail-disk-after", "--tier-remote",
+            "--tier-remote-tokens", "--tier-remote-policy", "--tier-remote-timeout", "--tier-remote-ns",
+            "--remote-bw", "--remote-latency", NULL};
         int known = 0;
         while (value_opts[known] && strcmp(value_opts[known], name)) known++;
         if (!value_opts[known]) {
@@ -287,6 +289,15 @@ static int parse_run(int argc, char **argv, run_opts *o)
         o->ec.backend_cfg.num_pages = (o->kv_tokens + P - 1) / P;
     }
     tier_opts_finish(&o->tier, o->ec.backend_cfg.page_size);
+    if (o->tier.cfg.remote.url) {
+        /* Pages are shared only between engines whose K/V would be equal. */
+        char desc[512], id[1024];
+        model_config_describe(&mc, desc, sizeof desc);
+        snprintf(id, sizeof id, "%s|weights=%s|seed=%llu|backend=%s", desc,
+                 o->ec.backend_cfg.weights ? o->ec.backend_cfg.weights : "random",
+                 (unsigned long long)o->ec.backend_cfg.seed, o->ec.backend ? o->ec.backend : "default");
+        tier_opts_set_model(&o->tier, id);
+    }
     if (o->tier.on) {
         o->ec.tier = &o->tier.cfg;
         /* sim moves stand-in bytes: the time model charges the model's K/V. */
@@ -573,7 +584,8 @@ int cmd_run(int argc, char **argv)
     cache_get_sizes(engine_cache(e), &csz);
     fprintf(out, ",\"pinned_tokens\":%lld", (long long)csz.pinned_tokens);
     const tier_stats *ts = cache_tier_get_stats(engine_cache(e));
-    tier_print_json(out, &o.tier, ts, s.prompt_tokens, s.cached_tokens);
+    tier_print_json(out, &o.tier, ts, cache_tier_remote_stats(engine_cache(e)), s.prompt_tokens,
+                    s.cached_tokens);
     fputs("}\n", out);
     fprintf(stderr,
             "  requests        %lld (%lld errors) in %.3f s%s\n"
@@ -594,6 +606,12 @@ int cmd_run(int argc, char **argv)
                 ", %.3f ms loading\n", (unsigned long long)ts->host_hit_tokens,
                 (unsigned long long)ts->disk_hit_tokens, (unsigned long long)ts->spilled_pages,
                 ts->load_seconds * 1e3);
+        const tier_remote_stats *rs = cache_tier_remote_stats(engine_cache(e));
+        if (rs)
+            fprintf(stderr, "  remote tier     %llu tokens loaded, %llu pages stored, %llu misses, %llu bad values%s\n",
+                    (unsigned long long)rs->hit_tokens, (unsigned long long)rs->stored_pages,
+                    (unsigned long long)rs->misses, (unsigned long long)rs->corrupt_values,
+                    rs->down ? " (server down at the end)" : "");
         if (cache_tier_last_error(engine_cache(e)))
             fprintf(stderr, "radixkv run: warning: %llu spills failed (plain evictions); first: %s\n",
                     (unsigned long long)ts->spill_failures, cache_tier_last_error(engine_cache(e)));

@@ -223,7 +223,8 @@ static int cmd_cache_sim(int argc, char **argv)
             model_name = opt_value(&it);
         } else if (opt_is(&it, "--gpu")) {
             gpu_name = opt_value(&it);
-        } else if (!strncmp(it.name, "--tier-", 7) || opt_is(&it, "--host-bw") || opt_is(&it, "--disk-bw")) {
+        } else if (!strncmp(it.name, "--tier-", 7) || opt_is(&it, "--host-bw") || opt_is(&it, "--disk-bw")
+                   || opt_is(&it, "--remote-bw") || opt_is(&it, "--remote-latency")) {
             if (!tier_opts_parse(&topt, it.name, opt_value(&it), bad, sizeof bad)) opt_unknown(&it);
             if (bad[0]) {
                 fprintf(stderr, "radixkv cache-sim: %s\n", bad);

@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <xxhash.h>
 
 void tier_opts_init(tier_opts *o)
 {
@@ -46,6 +47,41 @@ int tier_opts_parse(tier_opts *o, const char *name, const char *v, char *bad, si
             snprintf(bad, badlen, "%s: expected GB/s > 0, got '%s'", name, v ? v : "");
         else if (name[2] == 'h') o->cfg.host_bw = g * 1e9;
         else o->cfg.disk_bw = g * 1e9;
+    } else if (!strcmp(name, "--tier-remote")) {
+        char host[256], why[128];
+        int port, db;
+        if (tier_remote_parse_url(v, host, sizeof host, &port, &db, why, sizeof why))
+            snprintf(bad, badlen, "%s: '%s': %s", name, v ? v : "", why);
+        o->cfg.remote.url = v;
+        o->on = true;
+    } else if (!strcmp(name, "--tier-remote-tokens")) {
+        if (!parse_i64(v, 1, &x) || x > ((int64_t)1 << 40))
+            snprintf(bad, badlen, "%s: expected tokens in [1, 2^40], got '%s'", name, v ? v : "");
+        else o->remote_tokens = x;
+    } else if (!strcmp(name, "--tier-remote-policy")) {
+        if (v && !strcmp(v, "write-back")) o->cfg.remote.write_back = true;
+        else if (v && !strcmp(v, "write-through")) o->cfg.remote.write_back = false;
+        else snprintf(bad, badlen, "%s: unknown value '%s' (one of: write-through write-back)", name, v ? v : "");
+    } else if (!strcmp(name, "--tier-remote-timeout")) {
+        if (!parse_i64(v, 1, &x) || x > 600000)
+            snprintf(bad, badlen, "%s: expected milliseconds in [1, 600000], got '%s'", name, v ? v : "");
+        else o->cfg.remote.timeout_s = (double)x / 1e3;
+    } else if (!strcmp(name, "--tier-remote-ns")) {
+        if (!v || !*v || strlen(v) > 63 || strpbrk(v, ": \t"))
+            snprintf(bad, badlen, "%s: expected 1 to 63 characters without ':' or spaces, got '%s'", name, v ? v : "");
+        else o->cfg.remote.ns = v;
+    } else if (!strcmp(name, "--remote-bw")) {
+        char *end;
+        double g = v ? strtod(v, &end) : 0;
+        if (!v || end == v || *end || !isfinite(g) || g <= 0)
+            snprintf(bad, badlen, "%s: expected GB/s > 0, got '%s'", name, v ? v : "");
+        else o->cfg.remote.bw = g * 1e9;
+    } else if (!strcmp(name, "--remote-latency")) {
+        char *end;
+        double us = v ? strtod(v, &end) : 0;
+        if (!v || end == v || *end || !isfinite(us) || us <= 0 || us > 1e7)
+            snprintf(bad, badlen, "%s: expected microseconds in (0, 1e7], got '%s'", name, v ? v : "");
+        else o->cfg.remote.latency_s = us * 1e-6;
     } else if (!strcmp(name, "--tier-fail-disk-after")) {
         if (!parse_i64(v, 0, &x)) snprintf(bad, badlen, "%s: expected an integer >= 0, got '%s'", name, v ? v : "");
         else o->cfg.fail_disk_writes_after = x;
@@ -59,6 +95,12 @@ void tier_opts_finish(tier_opts *o, int32_t P)
 {
     o->cfg.host_pages = (o->host_tokens + P - 1) / P;
     o->cfg.disk_pages = (o->disk_tokens + P - 1) / P;
+    if (o->remote_tokens > 0) o->cfg.remote.pages = (o->remote_tokens + P - 1) / P;
+}
+
+void tier_opts_set_model(tier_opts *o, const char *identity)
+{
+    o->cfg.remote.model_id = XXH3_64bits(identity, strlen(identity));
 }
 
 void tier_opts_usage(FILE *f, int w)
@@ -70,17 +112,28 @@ void tier_opts_usage(FILE *f, int w)
         "  %-*s write-back (default: spill on evict) | write-through (copy on insert)\n"
         "  %-*s host <-> GPU bandwidth of the time model, GB/s (default 50)\n"
         "  %-*s disk <-> host bandwidth of the time model, GB/s (default 3)\n"
-        "  %-*s fault injection: the disk is full after N page writes\n",
+        "  %-*s fault injection: the disk is full after N page writes\n"
+        "  %-*s shared remote tier below host and disk on a Redis server\n"
+        "  %-*s this engine's share of it (default 65536 pages)\n"
+        "  %-*s write-through (default: store on insert, shared at once) | write-back\n"
+        "  %-*s connect and reply timeout, ms (default 1000)\n"
+        "  %-*s key namespace: engines share pages only within one (default: default)\n"
+        "  %-*s remote bandwidth of the time model, GB/s (default 12.5)\n"
+        "  %-*s remote round trip of the time model, microseconds (default 50)\n",
         w, "--tier-host TOKENS", w, "--tier-disk TOKENS", w, "--tier-dir DIR", w, "--tier-policy P",
-        w, "--host-bw GBPS", w, "--disk-bw GBPS", w, "--tier-fail-disk-after N");
+        w, "--host-bw GBPS", w, "--disk-bw GBPS", w, "--tier-fail-disk-after N",
+        w, "--tier-remote URL", w, "--tier-remote-tokens T", w, "--tier-remote-policy P",
+        w, "--tier-remote-timeout MS", w, "--tier-remote-ns NAME", w, "--remote-bw GBPS",
+        w, "--remote-latency US");
 }
 
-void tier_print_json(FILE *f, const tier_opts *o, const tier_stats *s, int64_t prompt_tokens,
-                     int64_t matched_tokens)
+void tier_print_json(FILE *f, const tier_opts *o, const tier_stats *s,
+                     const tier_remote_stats *remote, int64_t prompt_tokens, int64_t matched_tokens)
 {
     if (!s) return;
     double pt = prompt_tokens > 0 ? (double)prompt_tokens : 1;
-    int64_t tier_hits = (int64_t)(s->host_hit_tokens + s->disk_hit_tokens);
+    const tier_remote_stats *rs = o->cfg.remote.url ? remote : NULL;
+    int64_t tier_hits = (int64_t)(s->host_hit_tokens + s->disk_hit_tokens + (rs ? rs->hit_tokens : 0));
     /* run counts tier hits at every match (a preempted request's re-match, lpm's
      * look-ahead) but cached tokens at first admission: keep the split >= 0. */
     if (tier_hits > matched_tokens) tier_hits = matched_tokens;
@@ -97,4 +150,16 @@ void tier_print_json(FILE *f, const tier_opts *o, const tier_stats *s, int64_t p
             (double)s->disk_hit_tokens / pt, s->spilled_pages, s->demoted_pages, s->dropped_pages,
             s->spill_failures, s->bytes_from_host, s->bytes_to_host + s->bytes_to_disk,
             s->load_seconds, s->spill_seconds);
+    if (!rs) return;
+    fprintf(f, ",\"remote_policy\":\"%s\",\"remote_hit_tokens\":%" PRIu64 ",\"remote_hit_rate\":%.6f"
+            ",\"remote_lookups\":%" PRIu64 ",\"remote_misses\":%" PRIu64 ",\"remote_corrupt_values\":%" PRIu64
+            ",\"remote_stored_pages\":%" PRIu64 ",\"remote_skipped_pages\":%" PRIu64
+            ",\"remote_deleted_pages\":%" PRIu64 ",\"remote_dropped_pages\":%" PRIu64
+            ",\"remote_failed_lookups\":%" PRIu64 ",\"remote_reconnects\":%" PRIu64
+            ",\"remote_bytes_loaded\":%.0f,\"remote_bytes_stored\":%.0f"
+            ",\"remote_load_seconds\":%.6f,\"remote_store_seconds\":%.6f",
+            o->cfg.remote.write_back ? "write-back" : "write-through", rs->hit_tokens,
+            (double)rs->hit_tokens / pt, rs->lookups, rs->misses, rs->corrupt_values, rs->stored_pages,
+            rs->skipped_pages, rs->deleted_pages, rs->dropped_pages, rs->failed_lookups, rs->reconnects,
+            rs->bytes_loaded, rs->bytes_stored, rs->load_seconds, rs->store_seconds);
 }

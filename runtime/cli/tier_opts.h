@@ -8,6 +8,13 @@
  *   --host-bw GBPS            host <-> GPU bandwidth for the time model (default 50)
  *   --disk-bw GBPS            disk <-> host bandwidth (default 3)
  *   --tier-fail-disk-after N  fault injection: the disk is full after N page writes
+ *   --tier-remote URL         shared remote tier on redis://HOST:PORT[/DB] (tier_remote.h)
+ *   --tier-remote-tokens T    this engine's share of it (its LRU index of stored keys)
+ *   --tier-remote-policy P    write-through (default) | write-back
+ *   --tier-remote-timeout MS  connect and reply timeout (default 1000)
+ *   --tier-remote-ns NAME     key namespace (default "default")
+ *   --remote-bw GBPS          remote bandwidth for the time model (default 12.5)
+ *   --remote-latency US       remote round trip for the time model (default 50)
  */
 #ifndef RKV_TIER_OPTS_H
 #define RKV_TIER_OPTS_H
@@ -20,7 +27,7 @@
 
 typedef struct tier_opts {
     bool on;                /* any --tier-host / --tier-disk given */
-    int64_t host_tokens, disk_tokens;
+    int64_t host_tokens, disk_tokens, remote_tokens;
     tier_config cfg;        /* pages filled in by tier_opts_finish */
 } tier_opts;
 
@@ -30,6 +37,9 @@ void tier_opts_init(tier_opts *o);
 int tier_opts_parse(tier_opts *o, const char *name, const char *value, char *bad, size_t badlen);
 /* Capacities from tokens to pages of P tokens. */
 void tier_opts_finish(tier_opts *o, int32_t page_size);
+/* The remote tier's model identity: a hash of a description of everything
+ * that shapes a page's K/V (model, weights, seed, backend, dtype). */
+void tier_opts_set_model(tier_opts *o, const char *identity);
 /* Help lines for the options above. */
 void tier_opts_usage(FILE *f, int width);
 /* Summary fields with leading commas: "tier_policy", per tier hit tokens and
@@ -38,8 +48,9 @@ void tier_opts_usage(FILE *f, int width);
  * matched - tier hits: exact in cache-sim; in run, tier hits are counted at
  * every match (re-matches after preemption, lpm's look-ahead) while matched
  * tokens are counted at first admission, so the split is approximate there
- * (kept >= 0). */
-void tier_print_json(FILE *f, const tier_opts *o, const tier_stats *s, int64_t prompt_tokens,
-                     int64_t matched_tokens);
+ * (kept >= 0).
+ * With a remote tier (remote non-NULL) its fields follow, "remote_*". */
+void tier_print_json(FILE *f, const tier_opts *o, const tier_stats *s,
+                     const tier_remote_stats *remote, int64_t prompt_tokens, int64_t matched_tokens);
 
 #endif

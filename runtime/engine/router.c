@@ -7,6 +7,7 @@
 
 #include "cache.h"
 #include "cache_pin.h"
+#include "cache_tier.h"
 #include "page_pool.h"
 #include "pin_file.h"
 #include "progress.h"
@@ -347,6 +348,39 @@ static void summary(driver *d)
     billing b;
     billing_compute(rc->prices ? rc->prices : &def, prompt, cached, &b);
     billing_print_json(f, rc->prices ? rc->prices : &def, &b);
+    /* Spill and remote tiers, summed over replicas (the remote experiment). */
+    tier_stats tsum = {0};
+    tier_remote_stats rsum = {0};
+    bool any_tier = false, any_remote = false;
+    double model_s = 0;
+    for (int32_t i = 0; i < rc->replicas; i++) {
+        engine_stats s;
+        engine_get_stats(d->r[i].e, &s);
+        model_s += s.model_seconds;
+        const tier_stats *ts = cache_tier_get_stats(engine_cache(d->r[i].e));
+        const tier_remote_stats *rs = cache_tier_remote_stats(engine_cache(d->r[i].e));
+        if (ts) {
+            any_tier = true;
+            tsum.host_hit_tokens += ts->host_hit_tokens;
+            tsum.disk_hit_tokens += ts->disk_hit_tokens;
+            tsum.load_seconds += ts->load_seconds;
+        }
+        if (rs) {
+            any_remote = true;
+            tier_remote_stats_add(&rsum, rs);
+        }
+    }
+    fprintf(f, ",\"model_seconds\":%.6f", model_s);
+    if (any_tier)
+        fprintf(f, ",\"host_hit_tokens\":%llu,\"disk_hit_tokens\":%llu,\"tier_load_seconds\":%.6f",
+                (unsigned long long)tsum.host_hit_tokens, (unsigned long long)tsum.disk_hit_tokens,
+                tsum.load_seconds);
+    if (any_remote)
+        fprintf(f, ",\"remote_hit_tokens\":%llu,\"remote_stored_pages\":%llu,\"remote_deleted_pages\":%llu"
+                ",\"remote_bytes_loaded\":%.0f,\"remote_bytes_stored\":%.0f,\"remote_load_seconds\":%.6f",
+                (unsigned long long)rsum.hit_tokens, (unsigned long long)rsum.stored_pages,
+                (unsigned long long)rsum.deleted_pages, rsum.bytes_loaded, rsum.bytes_stored,
+                rsum.load_seconds);
     cache_sizes sz;
     cache_get_sizes(engine_cache(d->r[0].e), &sz);
     fprintf(f, ",\"pinned_tokens\":%lld}\n", (long long)sz.pinned_tokens); /* in every replica */
