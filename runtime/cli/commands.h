@@ -13,6 +13,7 @@
 int cmd_cache_sim(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_gen(int argc, char **argv);
+int cmd_list(int argc, char **argv);
 
 /* The ids of a loaded trace, as JSON text, by engine request id. */
 typedef struct run_ids {

@@ -27,6 +27,7 @@ static const command commands[] = {
     {"cache-sim", "replay a request trace through one cache kind, no model", cmd_cache_sim},
     {"run", "serve a trace through the engine (cpu or sim backend) and report", cmd_run},
     {"gen", "write a synthetic trace (hit-rate sweep, multi-turn, few-shot, ...)", cmd_gen},
+    {"list", "cache kinds, eviction policies, hash functions, backends, schedulers", cmd_list},
 };
 
 static void usage(FILE *f)
