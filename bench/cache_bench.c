@@ -1,4 +1,4 @@
-/* cache_bench.c - every cache kind's match / insert / evict cost per token
+/* cache_bench.c - every registered cache kind's match / insert / evict cost per token
  * on one synthetic trace, and each hash function's cost per block, printed as
  * JSON Lines with ratios to a baseline measured in the same run (the radix
  * kind for the caches, xxh3 for the hash functions). Never run as a test.
@@ -114,8 +114,15 @@ static double ratio(double x, double base) { return base > 0 ? x / base : 0.0; }
 
 static int bench_kinds(const opts *o, const int32_t *trace)
 {
-    static const char *const kinds[] = {"radix", "trie", "hash", "hash-nocache", "none"};
-    enum { NK = sizeof kinds / sizeof kinds[0] };
+    /* Every registered kind; the first (radix) is the baseline. */
+    const char *const *kinds = cache_kind_names;
+    enum { MAXK = 32 };
+    int NK = 0;
+    while (kinds[NK]) NK++;
+    if (NK > MAXK) {
+        fprintf(stderr, "cache_bench: %d kinds registered, room for %d\n", NK, MAXK);
+        return -1;
+    }
     /* Distinct full pages: each group's shared half once, every private half. */
     int64_t half_pages = (o->len / 2) / o->page_size;
     int64_t distinct = (int64_t)(o->groups < o->requests ? o->groups : o->requests) * half_pages +
@@ -124,7 +131,7 @@ static int bench_kinds(const opts *o, const int32_t *trace)
     int64_t floor_pages = o->len / o->page_size + 1;
     if (np < floor_pages) np = floor_pages;
     if (np > INT32_MAX) np = INT32_MAX;
-    phase_ns best[NK];
+    phase_ns best[MAXK];
     for (int k = 0; k < NK; k++) {
         for (int rep = 0; rep < o->reps; rep++) {
             phase_ns p;
@@ -141,12 +148,12 @@ static int bench_kinds(const opts *o, const int32_t *trace)
         const phase_ns *p = &best[k];
         double mt = per(p->match_ns, p->match_tokens), it = per(p->insert_ns, p->insert_tokens),
                et = per(p->evict_ns, p->evict_tokens);
-        printf("{\"bench\":\"cache_kind\",\"kind\":\"%s\",\"baseline\":\"radix\",\"requests\":%d,"
+        printf("{\"bench\":\"cache_kind\",\"kind\":\"%s\",\"baseline\":\"%s\",\"requests\":%d,"
                "\"len\":%d,\"page_size\":%d,\"pool_pages\":%lld,\"hit_rate\":%.4f,"
                "\"match_ns_per_token\":%.3f,\"insert_ns_per_token\":%.3f,"
                "\"evict_ns_per_token\":%.3f,\"evicted_tokens\":%lld,"
                "\"match_ratio\":%.3f,\"insert_ratio\":%.3f,\"evict_ratio\":%.3f}\n",
-               kinds[k], o->requests, o->len, o->page_size, (long long)np,
+               kinds[k], kinds[0], o->requests, o->len, o->page_size, (long long)np,
                per((double)p->matched, p->match_tokens), mt, it, et,
                (long long)p->evict_tokens, ratio(mt, per(b->match_ns, b->match_tokens)),
                ratio(it, per(b->insert_ns, b->insert_tokens)),
@@ -157,8 +164,10 @@ static int bench_kinds(const opts *o, const int32_t *trace)
 
 static int bench_hash_fns(const opts *o, const int32_t *trace)
 {
-    enum { NF = 3 };
-    double ns[NF];
+    enum { MAXF = 16 };
+    int NF = 0;
+    while (block_hash_fn_names[NF] && NF < MAXF) NF++;
+    double ns[MAXF];
     int64_t blocks = (int64_t)o->requests * (o->len / o->page_size);
     for (int f = 0; f < NF; f++) {
         block_hasher h;

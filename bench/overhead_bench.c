@@ -102,7 +102,7 @@ static int parse_opts(int argc, char **argv, opts *o)
 {
     *o = (opts){.len = 0, .tokens = 1 << 20, .page_size = 16, .groups = 1, .reps = 3,
                 .share = 0.5, .capacity_frac = 0.5, .seed = 1,
-                .kinds = "radix,trie,hash,hash-nocache,none", .hash_fns = true};
+                .kinds = NULL, .hash_fns = true};
     int64_t len = 0, requests = 0, page_size = 16, groups = 1, reps = 3, seed = 1;
     bool no_hash_fns = false;
     cli_opt table[] = {
@@ -218,13 +218,28 @@ static void num_or_null(const char *key, double v, bool have)
     else printf(",\"%s\":null", key);
 }
 
+/* "radix,hash,..." of every registered kind (the default of --kinds); caller frees. */
+static char *kind_names_joined(void)
+{
+    size_t n = 1;
+    for (int i = 0; cache_kind_names[i]; i++) n += strlen(cache_kind_names[i]) + 1;
+    char *s = malloc(n);
+    if (!s) return NULL;
+    s[0] = 0;
+    for (int i = 0; cache_kind_names[i]; i++) {
+        if (i) strcat(s, ",");
+        strcat(s, cache_kind_names[i]);
+    }
+    return s;
+}
+
 static int bench_kinds(const opts *o, const int32_t *trace)
 {
     int64_t np = (int64_t)(o->capacity_frac * (double)distinct_pages(o));
     int64_t floor_pages = (o->len + o->page_size - 1) / o->page_size + 1;
     if (np < floor_pages) np = floor_pages;
     if (np > INT32_MAX) np = INT32_MAX;
-    char *list = strdup(o->kinds);
+    char *list = o->kinds ? strdup(o->kinds) : kind_names_joined();
     if (!list) return -1;
     phase base = {0};
     bool have_base = false;

@@ -1,17 +1,28 @@
 /* cache.c - the kind-independent part of cache.h: match results, creation by
- * kind name, destruction. */
+ * kind name through the registry (cache_kinds.h), destruction. */
 #include "cache.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "cache_kinds.h"
+#include "evict_policy.h"
 
-const char *const cache_kind_names[] = {
-    "radix",
-    "hash", "hash-nocache", "trie",
-    "none", NULL,
-};
+#define KIND_ENTRY(name, create, caps, summary) {name, create, caps, summary},
+const cache_kind cache_kinds[] = {CACHE_KIND_LIST(KIND_ENTRY){NULL, NULL, 0, NULL}};
+#undef KIND_ENTRY
+
+#define KIND_NAME(name, create, caps, summary) name,
+const char *const cache_kind_names[] = {CACHE_KIND_LIST(KIND_NAME) NULL};
+#undef KIND_NAME
+
+const cache_kind *cache_kind_find(const char *name)
+{
+    if (!name) return &cache_kinds[0];
+    for (const cache_kind *k = cache_kinds; k->name; k++)
+        if (!strcmp(k->name, name)) return k;
+    return NULL;
+}
 
 void cache_match_init(cache_match *m)
 {
@@ -47,21 +58,15 @@ rkv_status cache_create(const cache_config *cfg, page_pool *pool, cache **out, c
         if (err) snprintf(err, errlen, "cache_create: no page pool");
         return RKV_EINVAL;
     }
-    const char *kind = cfg->kind ? cfg->kind : "radix";
-    rkv_status st = RKV_EINVAL;
-    bool known = true;
-    if (!strcmp(kind, "radix")) st = cache_radix_create(cfg, pool, out, err, errlen);
-    else if (!strcmp(kind, "none")) st = cache_none_create(cfg, pool, out, err, errlen);
-    else if (!strcmp(kind, "hash")) st = cache_hash_create(cfg, pool, false, out, err, errlen);
-    else if (!strcmp(kind, "hash-nocache")) st = cache_hash_create(cfg, pool, true, out, err, errlen);
-    else if (!strcmp(kind, "trie")) st = cache_trie_create(cfg, pool, out, err, errlen);
-    else known = false;
-    if (known) {
+    const cache_kind *k = cache_kind_find(cfg->kind);
+    if (k) {
+        if (!evict_policy_lookup(cfg->policy, k->name, err, errlen)) return RKV_EINVAL;
+        rkv_status st = k->create(cfg, pool, out, err, errlen);
         if (st == RKV_OK) (*out)->caps = (*out)->ops->caps;
         return st;
     }
     if (err) {
-        size_t used = (size_t)snprintf(err, errlen, "unknown cache kind '%s' (expected one of:", kind);
+        size_t used = (size_t)snprintf(err, errlen, "unknown cache kind '%s' (expected one of:", cfg->kind);
         for (int i = 0; cache_kind_names[i] && used < errlen; i++)
             used += (size_t)snprintf(err + used, errlen - used, " %s", cache_kind_names[i]);
         if (used < errlen) snprintf(err + used, errlen - used, ")");

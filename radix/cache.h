@@ -1,7 +1,7 @@
 /* cache.h - the prefix-cache interface every kind implements.
  *
- * Kinds (by name, see cache_create()):
- *   radix         compressed radix tree (SGLang RadixAttention); policies lru|lfu|fifo
+ * Kinds (by name, registered in cache_kinds.h; see cache_create()):
+ *   radix         compressed radix tree (SGLang RadixAttention)
  *   hash          vLLM-v1 full-block hashing; hash functions xxh3|sha256|md5
  *   hash-nocache  computes every block hash, never reuses (cost of hashing alone)
  *   trie          one node per token, uncompressed (ablation of compression)
@@ -86,7 +86,7 @@ typedef enum cache_dump_format {
 
 typedef struct cache_config {
     const char *kind;        /* "radix" (default if NULL), "hash", "hash-nocache", "trie", "none" */
-    const char *policy;      /* eviction: "lru" (default), "lfu", "fifo" (tree kinds) */
+    const char *policy;      /* eviction: any evict_policy.h name, "lru" (default) */
     const char *hash_fn;     /* "xxh3" (default), "sha256", "md5" (hash kinds) */
 } cache_config;
 
@@ -144,6 +144,7 @@ struct cache {
     cache_stats stats;
     int64_t pinned_tokens; /* locked for the cache's life (cache_pin.h); kinds leave it alone */
     unsigned caps;         /* CACHE_CAP_*: ops->caps, or the wrapped kind's under a wrapper */
+    int32_t priority;      /* of the request the next match / insert is for (cache_set_priority) */
 };
 
 /* Create a cache of the named kind over pool (the pool outlives the cache).
@@ -169,6 +170,10 @@ static inline rkv_status cache_unlock(cache *c, const cache_match *m) { return c
 /* Evict unlocked entries until at least n_tokens are freed or nothing is left;
  * returns the tokens freed (pages go back to the pool). */
 static inline int64_t cache_evict(cache *c, int64_t n_tokens) { return c->ops->evict(c, n_tokens); }
+/* The request priority (trace field "priority", default 0) that the following
+ * match and insert calls carry; the priority eviction policy keeps, per node,
+ * the highest that entered it. Other policies ignore it. */
+static inline void cache_set_priority(cache *c, int32_t priority) { c->priority = priority; }
 /* pinned_tokens comes from the common header (cache_pin.h), not the kind. */
 static inline void cache_get_sizes(const cache *c, cache_sizes *out)
 {

@@ -24,6 +24,16 @@
  *   tail is evicted before its head; lock() on a queued block (a hit on a free
  *   block) takes it out of the queue.
  *
+ * Eviction policies (evict_policy.h): the free queue is this kind's LRU, so
+ * lru evicts from its head, exactly vLLM. Any other policy evicts, among the
+ * queued blocks without cached children (the queue's leaves; the head always
+ * is one), the one with the smallest key, then the first cached. The policy
+ * sees a block as a node of len P at depth (its index in the chain) x P, with
+ * time = its place in the queue (release order), hits = calls whose chain
+ * reached it (its insert included), priority = the highest request priority
+ * of those calls. These policies scan the queue per evicted block (O(queue)):
+ * they exist for ablations, lru stays O(1).
+ *
  * Insert plays "the request frees its blocks": the new blocks and any
  * unlocked blocks of the same chain are appended tail first; locked ones
  * follow when the matches holding them unlock. Hence a parent always leaves
@@ -44,6 +54,7 @@
 
 #include "block_hash.h"
 #include "cache_kinds.h"
+#include "evict_policy.h"
 
 typedef struct hblock {
     block_hash hash;   /* digest as stored (truncated in debug mode) */
@@ -57,6 +68,16 @@ typedef struct hblock {
     uint8_t queued;
 } hblock;
 
+/* What a policy other than lru reads of a block, beside the blocks so that
+ * lru (the free queue alone) keeps vLLM's footprint and speed. */
+typedef struct hmeta {
+    uint64_t time;     /* release order: when it last joined the free queue */
+    uint64_t id;       /* the order it was cached in (the tie rule) */
+    uint32_t hits;     /* calls whose chain reached it, its insert included */
+    int32_t priority;  /* highest request priority of those calls */
+    int32_t index;     /* its place in its chain (depth = index x P) */
+} hmeta;
+
 typedef struct cache_hash {
     cache base;
     bool nocache;
@@ -67,6 +88,9 @@ typedef struct cache_hash {
     int32_t *buckets;     /* (mask + 1) first block of each bucket, -1 empty */
     uint32_t mask;
     int32_t qhead, qtail; /* free queue */
+    uint64_t qseq, seq;   /* release and caching counters */
+    const evict_policy *pol;
+    hmeta *meta;          /* (num_pages) by page id; NULL under lru */
     int64_t num_cached, num_locked;
     block_hash *hs;       /* (hs_cap) per-call digests */
     int32_t *chain;       /* (hs_cap) per-call pages of the chain */
@@ -134,6 +158,7 @@ static void queue_append(cache_hash *h, int32_t b)
     hblock *k = &h->blk[b];
     k->prev = h->qtail;
     k->next = -1;
+    if (h->meta) h->meta[b].time = ++h->qseq;
     if (h->qtail >= 0) h->blk[h->qtail].next = b;
     else h->qhead = b;
     h->qtail = b;
@@ -174,6 +199,12 @@ static int32_t walk(cache_hash *h, const int32_t *tokens, int32_t nb, uint64_t n
         }
     }
     h->base.stats.hash_computations += (uint64_t)nb;
+    /* The chain's blocks were reached by this call (policies other than lru). */
+    for (int32_t i = 0; h->meta && i < hit; i++) {
+        hmeta *k = &h->meta[h->chain[i]];
+        if (k->hits != UINT32_MAX) k->hits++;
+        if (h->base.priority > k->priority) k->priority = h->base.priority;
+    }
     return hit;
 }
 
@@ -230,6 +261,7 @@ static rkv_status hash_insert(cache *c, const int32_t *tokens, int32_t n, const 
         blk->parent = i > 0 ? h->chain[i - 1] : -1;
         blk->prev = blk->next = -1;
         blk->cached = 1;
+        if (h->meta) h->meta[b] = (hmeta){.id = ++h->seq, .hits = 1, .priority = c->priority, .index = i};
         if (blk->parent >= 0) h->blk[blk->parent].children++;
         memcpy(h->tok + (size_t)b * (size_t)P, tokens + (size_t)i * (size_t)P,
                sizeof(int32_t) * (size_t)P);
@@ -294,13 +326,32 @@ static rkv_status hash_unlock(cache *c, const cache_match *m)
     return RKV_OK;
 }
 
+/* The queued leaf the policy evicts first (see the top of the file). */
+static int32_t policy_victim(const cache_hash *h)
+{
+    int32_t best = -1;
+    evict_key bk = {0, 0};
+    for (int32_t b = h->qhead; b >= 0; b = h->blk[b].next) {
+        if (h->blk[b].children) continue;
+        const hmeta *k = &h->meta[b];
+        evict_node v = {.time = k->time, .hits = k->hits, .depth = (int64_t)k->index * h->base.page_size,
+                        .len = h->base.page_size, .priority = k->priority};
+        evict_key key = h->pol->key(&v);
+        if (best < 0 || evict_key_less(key, bk) ||
+            (key.k0 == bk.k0 && key.k1 == bk.k1 && k->id < h->meta[best].id))
+            best = b, bk = key;
+    }
+    return best;
+}
+
 static int64_t hash_evict(cache *c, int64_t n_tokens)
 {
     cache_hash *h = (cache_hash *)c;
     int64_t freed = 0;
+    bool lru = !h->meta;
     c->stats.evict_calls++;
     while (freed < n_tokens && h->qhead >= 0) {
-        int32_t b = h->qhead;
+        int32_t b = lru ? h->qhead : policy_victim(h);
         hblock *k = &h->blk[b];
         queue_remove(h, b);
         table_remove(h, b);
@@ -479,6 +530,7 @@ static void hash_destroy(cache *c)
         if (h->blk[b].cached) page_pool_free(c->pool, &b, 1);
     block_hasher_destroy(&h->hasher);
     free(h->blk);
+    free(h->meta);
     free(h->tok);
     free(h->buckets);
     free(h->hs);
@@ -503,15 +555,11 @@ rkv_status cache_hash_create(const cache_config *cfg, page_pool *pool, bool noca
         if (err) snprintf(err, errlen, "cache_hash: no page pool");
         return RKV_EINVAL;
     }
-    /* The free queue is the one order this kind has; it is LRU-like. */
-    if (cfg && cfg->policy && strcmp(cfg->policy, "lru") != 0) {
-        if (err)
-            snprintf(err, errlen, "cache_hash: policy '%s' not supported (the free-block queue is lru)",
-                     cfg->policy);
-        return RKV_EINVAL;
-    }
+    const evict_policy *pol = evict_policy_lookup(cfg ? cfg->policy : NULL, "cache_hash", err, errlen);
+    if (!pol) return RKV_EINVAL;
     cache_hash *h = calloc(1, sizeof *h);
     if (!h) return RKV_ENOMEM;
+    h->pol = pol;
     rkv_status st = block_hasher_init(&h->hasher, cfg ? cfg->hash_fn : NULL, pool->page_size,
                                       err, errlen);
     if (st != RKV_OK) {
@@ -529,6 +577,10 @@ rkv_status cache_hash_create(const cache_config *cfg, page_pool *pool, bool noca
     while (nbk < np && nbk < (1u << 30)) nbk *= 2;
     h->mask = nbk - 1;
     h->blk = calloc(np, sizeof *h->blk);
+    if (pol != evict_policies[0] && !(h->meta = calloc(np, sizeof *h->meta))) {
+        hash_destroy(&h->base);
+        return RKV_ENOMEM;
+    }
     h->tok = malloc(np * (size_t)pool->page_size * sizeof *h->tok);
     h->buckets = malloc((size_t)nbk * sizeof *h->buckets);
     if (!h->blk || !h->tok || !h->buckets) {
@@ -539,6 +591,18 @@ rkv_status cache_hash_create(const cache_config *cfg, page_pool *pool, bool noca
     for (size_t b = 0; b < np; b++) h->blk[b].prev = h->blk[b].next = h->blk[b].hnext = -1;
     *out = &h->base;
     return RKV_OK;
+}
+
+rkv_status cache_hash_reuse_create(const cache_config *cfg, page_pool *pool, cache **out,
+                                   char *err, size_t errlen)
+{
+    return cache_hash_create(cfg, pool, false, out, err, errlen);
+}
+
+rkv_status cache_hash_nocache_create(const cache_config *cfg, page_pool *pool, cache **out,
+                                     char *err, size_t errlen)
+{
+    return cache_hash_create(cfg, pool, true, out, err, errlen);
 }
 
 rkv_status cache_hash_debug_set_bits(cache *c, int bits)

@@ -5,6 +5,7 @@
 
 #include "cache.h"
 #include "cache_kinds.h"
+#include "evict_policy.h"
 #include "radix_tree.h"
 
 typedef struct cache_radix {
@@ -45,6 +46,7 @@ static rkv_status radix_match(cache *c, const int32_t *tokens, int32_t n, uint64
         cr->runs = r;
         cr->runs_cap = cap;
     }
+    radix_tree_set_priority(tree_of(c), c->priority);
     int32_t len = 0, node = 0, nruns = 0;
     st = radix_tree_match_runs(tree_of(c), tokens, n, ns, cr->runs, &nruns, &len, &node);
     c->stats.match_calls++;
@@ -62,6 +64,7 @@ static rkv_status radix_match(cache *c, const int32_t *tokens, int32_t n, uint64
 static rkv_status radix_insert(cache *c, const int32_t *tokens, int32_t n, const int32_t *pages,
                                uint64_t ns, int32_t *prefix_len)
 {
+    radix_tree_set_priority(tree_of(c), c->priority);
     rkv_status st = radix_tree_insert(tree_of(c), tokens, n, pages, ns, prefix_len);
     c->stats.insert_calls++;
     sync_splits(c);
@@ -196,10 +199,8 @@ rkv_status cache_radix_create(const cache_config *cfg, page_pool *pool, cache **
     *out = NULL;
     radix_policy pol;
     const char *name = cfg ? cfg->policy : NULL;
-    if (radix_policy_parse(name, &pol) != RKV_OK) {
-        if (err) snprintf(err, errlen, "cache radix: unknown eviction policy '%s' (expected lru, lfu or fifo)", name);
-        return RKV_EINVAL;
-    }
+    if (!evict_policy_lookup(name, "cache radix", err, errlen)) return RKV_EINVAL;
+    radix_policy_parse(name, &pol); /* cannot fail now */
     cache_radix *c = calloc(1, sizeof *c);
     if (!c) return RKV_ENOMEM;
     rkv_status st = radix_tree_create(pool, pol, &c->tree);

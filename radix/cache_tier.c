@@ -442,6 +442,7 @@ static rkv_status tier_insert(cache *c, const int32_t *tokens, int32_t n, const 
                               uint64_t ns, int32_t *prefix_len)
 {
     cache_tier *t = tier_of(c);
+    cache_set_priority(t->inner, c->priority); /* the wrapped cache sees the request's */
     rkv_status st = cache_insert(t->inner, tokens, n, pages, ns, prefix_len);
     mirror_stats(t);
     if (st != RKV_OK) return st;
@@ -461,6 +462,7 @@ static rkv_status tier_match(cache *c, const int32_t *tokens, int32_t n, uint64_
     const int32_t P = t->P;
     page_pool *pool = c->pool;
     int32_t remote_used = 0; /* pages loaded from the server */
+    cache_set_priority(t->inner, c->priority); /* the wrapped cache sees the request's */
     rkv_status st = cache_match_prefix(t->inner, tokens, n, ns, out);
     c->stats.match_calls++;
     if (st != RKV_OK || n < 0) goto done;

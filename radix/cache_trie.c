@@ -25,8 +25,11 @@
  * every match and insert; every node the call walks through takes the time.
  * Lock and unlock add/remove a reference on every node from the handle (the
  * last matched owner) up to the namespace root. Eviction candidates are the
- * unlocked owners without children, in a min-heap ordered by (time, created);
- * evicting one frees its page and removes the ownerless nodes above it up to
+ * unlocked owners without children, in a min-heap ordered by the eviction
+ * policy's key (evict_policy.h), then created first; the policy sees a page
+ * owner as a node of len P at depth (its depth - P), with its own time, hits
+ * and priority (every node the call enters counts a hit and takes the highest
+ * request priority); evicting one frees its page and removes the ownerless nodes above it up to
  * the next owner (a page at a time), which then may become a candidate.
  *
  * Children: a node with few children keeps them in its sibling list only
@@ -38,6 +41,7 @@
 #include <string.h>
 
 #include "cache_kinds.h"
+#include "evict_policy.h"
 
 typedef struct tnode {
     int32_t token;
@@ -55,6 +59,20 @@ typedef struct tnode {
     uint64_t ns;       /* roots only */
 } tnode;
 
+/* Per-node state only some policies read (evict_policy.h `needs`), beside the
+ * nodes so that lru keeps the trie's footprint. */
+typedef struct tmeta {
+    uint32_t hits;     /* calls that entered it, its creation included */
+    int32_t priority;  /* highest request priority that entered it */
+} tmeta;
+
+/* A candidate in the eviction heap, with its key (see heap_less). */
+typedef struct theap {
+    evict_key key;
+    uint64_t created;
+    int32_t node;
+} theap;
+
 typedef struct cache_trie {
     cache base;
     tnode *nodes;        /* (cap) */
@@ -63,7 +81,9 @@ typedef struct cache_trie {
     int32_t live;        /* nodes in use, roots included */
     int32_t *buckets;    /* (mask + 1) child table, -1 empty */
     uint32_t mask;
-    int32_t *heap;       /* (cap) candidates, min (time, created) first */
+    theap *heap;         /* (cap / P + 1) candidates, min (policy key, created) first */
+    const evict_policy *pol;
+    tmeta *meta;         /* (cap) by node; NULL when the policy reads neither */
     int32_t heap_n;
     int32_t *roots;      /* (nroots) root node of each namespace */
     int32_t nroots, roots_cap;
@@ -128,9 +148,16 @@ static rkv_status reserve_nodes(cache_trie *t, int64_t more)
         tnode *nodes = realloc(t->nodes, sizeof *nodes * (size_t)cap);
         if (!nodes) return RKV_ENOMEM;
         t->nodes = nodes;
-        int32_t *heap = realloc(t->heap, sizeof *heap * (size_t)cap);
+        /* Candidates own a page each, and a page's P tokens are P distinct
+         * nodes: cap / P entries always suffice. */
+        theap *heap = realloc(t->heap, sizeof *heap * (size_t)(cap / t->base.page_size + 1));
         if (!heap) return RKV_ENOMEM;
         t->heap = heap;
+        if (t->pol->needs & (EVICT_NEEDS_HITS | EVICT_NEEDS_PRIORITY)) {
+            tmeta *meta = realloc(t->meta, sizeof *meta * (size_t)cap);
+            if (!meta) return RKV_ENOMEM;
+            t->meta = meta;
+        }
         t->cap = cap;
     }
     if ((uint64_t)want > (uint64_t)t->mask + 1) {
@@ -148,7 +175,7 @@ static rkv_status reserve_nodes(cache_trie *t, int64_t more)
     return RKV_OK;
 }
 
-static int32_t node_new(cache_trie *t, int32_t parent, int32_t token)
+static inline int32_t node_new(cache_trie *t, int32_t parent, int32_t token)
 {
     int32_t x;
     if (t->free_head >= 0) {
@@ -165,6 +192,7 @@ static int32_t node_new(cache_trie *t, int32_t parent, int32_t token)
     n->first_child = n->next_sib = n->prev_sib = n->hnext = -1;
     n->heap_pos = -1;
     n->time = t->clock;
+    if (t->meta) t->meta[x] = (tmeta){.hits = 1, .priority = t->base.priority};
     n->created = t->seq++;
     t->live++;
     if (parent >= 0) {
@@ -201,44 +229,62 @@ static void node_delete(cache_trie *t, int32_t x)
     t->num_tokens--;
 }
 
-/* ---- the eviction heap: min (time, created) ------------------------------ */
+/* ---- the eviction heap: min (policy key, created) ------------------------ */
 
-static int heap_less(const cache_trie *t, int32_t a, int32_t b)
+static evict_key node_key(const cache_trie *t, int32_t a)
 {
-    const tnode *x = &t->nodes[a], *y = &t->nodes[b];
-    return x->time != y->time ? x->time < y->time : x->created < y->created;
+    const tnode *x = &t->nodes[a];
+    evict_node v = {.time = x->time, .depth = x->depth - t->base.page_size, .len = t->base.page_size};
+    if (t->meta) v.hits = t->meta[a].hits, v.priority = t->meta[a].priority;
+    return t->pol->key(&v);
 }
 
-static void heap_set(cache_trie *t, int32_t i, int32_t x)
+/* Heap entries carry their node's key, computed when the node changes, so a
+ * sift compares entries in the heap array and calls no policy. */
+static int heap_less(const theap *a, const theap *b)
 {
-    t->heap[i] = x;
-    t->nodes[x].heap_pos = i;
+    if (a->key.k0 != b->key.k0 || a->key.k1 != b->key.k1) return evict_key_less(a->key, b->key);
+    return a->created < b->created;
+}
+
+static void heap_set(cache_trie *t, int32_t i, theap e)
+{
+    t->heap[i] = e;
+    t->nodes[e.node].heap_pos = i;
 }
 
 static void heap_sift(cache_trie *t, int32_t i)
 {
-    int32_t x = t->heap[i];
-    while (i > 0 && heap_less(t, x, t->heap[(i - 1) / 2])) {
+    theap x = t->heap[i];
+    while (i > 0 && heap_less(&x, &t->heap[(i - 1) / 2])) {
         heap_set(t, i, t->heap[(i - 1) / 2]);
         i = (i - 1) / 2;
     }
     for (;;) {
         int32_t l = 2 * i + 1, m = i;
-        int32_t best = x;
-        if (l < t->heap_n && heap_less(t, t->heap[l], best)) m = l, best = t->heap[l];
-        if (l + 1 < t->heap_n && heap_less(t, t->heap[l + 1], best)) m = l + 1, best = t->heap[l + 1];
+        const theap *best = &x;
+        if (l < t->heap_n && heap_less(&t->heap[l], best)) m = l, best = &t->heap[l];
+        if (l + 1 < t->heap_n && heap_less(&t->heap[l + 1], best)) m = l + 1, best = &t->heap[l + 1];
         if (m == i) break;
-        heap_set(t, i, best);
+        heap_set(t, i, *best);
         i = m;
     }
     heap_set(t, i, x);
+}
+
+/* x's key changed: re-key its entry and move it. */
+static void heap_rekey(cache_trie *t, int32_t x)
+{
+    int32_t i = t->nodes[x].heap_pos;
+    t->heap[i].key = node_key(t, x);
+    heap_sift(t, i);
 }
 
 static void heap_remove(cache_trie *t, int32_t x)
 {
     int32_t i = t->nodes[x].heap_pos;
     t->nodes[x].heap_pos = -1;
-    int32_t last = t->heap[--t->heap_n];
+    theap last = t->heap[--t->heap_n];
     if (i < t->heap_n) {
         heap_set(t, i, last);
         heap_sift(t, i);
@@ -251,16 +297,30 @@ static int is_candidate(const tnode *n)
 }
 
 /* Bring x's heap membership and position up to date after any change. */
-static void refresh(cache_trie *t, int32_t x)
+static inline void refresh(cache_trie *t, int32_t x)
 {
     tnode *n = &t->nodes[x];
     int cand = is_candidate(n);
     if (n->heap_pos >= 0 && !cand) heap_remove(t, x);
-    else if (n->heap_pos >= 0) heap_sift(t, n->heap_pos);
+    else if (n->heap_pos >= 0) heap_sift(t, n->heap_pos); /* keys change only in enter() */
     else if (cand) {
-        heap_set(t, t->heap_n++, x);
+        heap_set(t, t->heap_n++, (theap){node_key(t, x), n->created, x});
         heap_sift(t, t->heap_n - 1);
     }
+}
+
+/* The current call enters node x: new time, one more hit, the request's
+ * priority if higher; its heap key can only grow. */
+static void enter(cache_trie *t, int32_t x)
+{
+    tnode *n = &t->nodes[x];
+    n->time = t->clock;
+    if (t->meta) {
+        tmeta *m = &t->meta[x];
+        if (m->hits != UINT32_MAX) m->hits++;
+        if (t->base.priority > m->priority) m->priority = t->base.priority;
+    }
+    if (n->heap_pos >= 0) heap_rekey(t, x);
 }
 
 /* ---- namespaces ---------------------------------------------------------- */
@@ -314,8 +374,7 @@ static rkv_status trie_match(cache *c, const int32_t *tokens, int32_t n, uint64_
         int32_t y = child_find(t, x, tokens[d]);
         if (y < 0) break;
         x = y;
-        t->nodes[x].time = t->clock;
-        if (t->nodes[x].heap_pos >= 0) heap_sift(t, t->nodes[x].heap_pos);
+        enter(t, x);
         if ((d + 1) % P == 0) last = x;
     }
     int32_t np = last >= 0 ? t->nodes[last].depth / P : 0;
@@ -346,8 +405,7 @@ static rkv_status trie_insert(cache *c, const int32_t *tokens, int32_t n, const 
         int32_t y = child_find(t, x, tokens[d]);
         if (y < 0) break;
         x = y;
-        t->nodes[x].time = t->clock;
-        if (t->nodes[x].heap_pos >= 0) heap_sift(t, t->nodes[x].heap_pos);
+        enter(t, x);
     }
     int32_t k = d / P; /* whole pages already cached: nodes at depth jP own pages */
     *prefix_len = k * P;
@@ -420,7 +478,7 @@ static int64_t trie_evict(cache *c, int64_t n_tokens)
     int64_t freed = 0;
     c->stats.evict_calls++;
     while (freed < n_tokens && t->heap_n > 0) {
-        int32_t x = t->heap[0];
+        int32_t x = t->heap[0].node;
         heap_remove(t, x);
         page_pool_free(c->pool, &t->nodes[x].page, 1); /* CACHED: cannot fail */
         t->owners--;
@@ -503,8 +561,12 @@ static rkv_status trie_check(const cache *c, char *err, size_t errlen)
         if (is_candidate(n) != (n->heap_pos >= 0)) FAIL("node %d: candidate %d, heap slot %d", x, is_candidate(n), n->heap_pos);
         if (n->heap_pos >= 0) {
             cands++;
-            if (n->heap_pos >= t->heap_n || t->heap[n->heap_pos] != x) FAIL("node %d: heap slot %d", x, n->heap_pos);
-            if (n->heap_pos > 0 && heap_less(t, x, t->heap[(n->heap_pos - 1) / 2])) FAIL("node %d: heap order", x);
+            if (n->heap_pos >= t->heap_n || t->heap[n->heap_pos].node != x) FAIL("node %d: heap slot %d", x, n->heap_pos);
+            const theap *e = &t->heap[n->heap_pos];
+            evict_key k = node_key(t, x);
+            if (e->key.k0 != k.k0 || e->key.k1 != k.k1 || e->created != n->created)
+                FAIL("node %d: stale heap key", x);
+            if (n->heap_pos > 0 && heap_less(e, &t->heap[(n->heap_pos - 1) / 2])) FAIL("node %d: heap order", x);
         }
     }
     for (int32_t x = 0; x < t->high; x++) {
@@ -605,6 +667,7 @@ static void trie_destroy(cache *c)
     free(t->nodes);
     free(t->buckets);
     free(t->heap);
+    free(t->meta);
     free(t->roots);
     free(t);
 }
@@ -631,13 +694,11 @@ rkv_status cache_trie_create(const cache_config *cfg, page_pool *pool, cache **o
         if (err) snprintf(err, errlen, "cache_trie: no page pool");
         return RKV_EINVAL;
     }
-    /* The trie has one policy: LRU with ties to the created-first. */
-    if (cfg && cfg->policy && strcmp(cfg->policy, "lru") != 0) {
-        if (err) snprintf(err, errlen, "cache_trie: unknown policy '%s' (trie supports lru)", cfg->policy);
-        return RKV_EINVAL;
-    }
+    const evict_policy *pol = evict_policy_lookup(cfg ? cfg->policy : NULL, "cache_trie", err, errlen);
+    if (!pol) return RKV_EINVAL;
     cache_trie *t = calloc(1, sizeof *t);
     if (!t) return RKV_ENOMEM;
+    t->pol = pol;
     t->base.ops = &trie_ops;
     t->base.pool = pool;
     t->base.page_size = pool->page_size;

@@ -33,6 +33,7 @@
 #endif
 
 #include "cache.h"
+#include "evict_policy.h"
 
 #define RT_CHUNK_BITS 10
 #define RT_CHUNK (1 << RT_CHUNK_BITS)
@@ -76,10 +77,25 @@ typedef struct rt_entry {
 } rt_entry;
 _Static_assert(sizeof(rt_entry) == 16, "four heap entries per cache line");
 
+/* Per-node state a policy asks for (evict_policy.h `needs`), by slot; kept
+ * beside the nodes, and only for such policies, so an rt_node stays 48 bytes
+ * and lru's footprint is what it was. */
+typedef struct rt_pstate {
+    int32_t depth;    /* tokens above the node's first token */
+    int32_t priority; /* highest request priority that entered it */
+} rt_pstate;
+/* The needs rt_pstate serves; hits every node has anyway. */
+#define RT_PSTATE_NEEDS (EVICT_NEEDS_DEPTH | EVICT_NEEDS_PRIORITY)
+
 struct radix_tree {
     page_pool *pool;
     int32_t P;
     radix_policy policy;
+    const evict_policy *pol;
+    uint8_t key_mode;    /* KEY_*: how heap entries get their key, from pol->order */
+    rt_pstate *pst;      /* (pst_cap) by slot; NULL when the policy needs none */
+    int32_t pst_cap;
+    int32_t priority;    /* of the request the next match / insert is for */
     uint64_t clock;
     rt_node **chunks;
     int32_t num_chunks, cap_chunks;
@@ -360,6 +376,8 @@ static inline int32_t common_prefix(const int32_t *a, const int32_t *b, int32_t 
 
 /* ---- node slots ------------------------------------------------------- */
 
+static bool pstate_reserve(radix_tree *t, int32_t n);
+
 static int32_t slot_alloc(radix_tree *t)
 {
     if (t->free_head >= 0) {
@@ -380,6 +398,7 @@ static int32_t slot_alloc(radix_tree *t)
         if (!chunk) return -1;
         t->chunks[t->num_chunks++] = chunk;
     }
+    if (!pstate_reserve(t, t->num_slots + 1)) return -1;
     return t->num_slots++;
 }
 
@@ -449,23 +468,97 @@ static inline bool is_candidate(const rt_node *x)
  * so the heap never holds more entries than slots. */
 enum { HEAP_D = 4, HEAP_PAD = 3 };
 
-/* The eviction key of a node under a policy, as (key, tie): entries compare
- * key first, then tie, then (both equal: ids past 2^32, i.e. 2^30 calls) the
- * nodes' ids, which never change. Exact for lru and fifo at any clock; lfu
- * orders by time exactly while the clock is below 2^34.
+/* How a heap entry's key is made, chosen once from the policy's declared
+ * field order (evict_policy.order, which the cache suite checks against its
+ * key): the orders of lru, lfu and fifo are packed straight from the node's
+ * fields, as the tree always did; any other policy's key comes from its key
+ * function. */
+enum { KEY_ID, KEY_TIME, KEY_HITS_TIME, KEY_POLICY };
+
+static uint8_t key_mode_of(const evict_policy *p)
+{
+    const uint8_t *o = p->order;
+    if (!o) return KEY_POLICY;
+    if (o[0] == EVICT_FIELD_END) return KEY_ID;
+    if (o[0] == EVICT_FIELD_TIME && o[1] == EVICT_FIELD_END) return KEY_TIME;
+    if (o[0] == EVICT_FIELD_HITS && o[1] == EVICT_FIELD_TIME && o[2] == EVICT_FIELD_END)
+        return KEY_HITS_TIME;
+    return KEY_POLICY;
+}
+
+/* The policy's key of node s (evict_policy.h) as an entry: key = k0, tie = k1
+ * saturated to 32 bits (exact while k1 < 2^32; priority and cost put the
+ * clock there). Kept out of line: only the lazy heap's pushes and pops need
+ * it, never touch(). The lazy heap needs keys that never fall while a node
+ * lives; the shipped policies' do (time, hits and priority only rise, depth
+ * only grows when a split moves a node's first token down, by more than half
+ * what its length loses), and radix_tree_check() catches one that does. */
+__attribute__((noinline)) static rt_entry policy_entry(const radix_tree *t, const rt_node *x,
+                                                       int32_t s)
+{
+    evict_node v = {.time = x->time, .hits = x->hits, .len = x->len};
+    if (t->pst) v.depth = t->pst[s].depth, v.priority = t->pst[s].priority;
+    evict_key k = t->pol->key(&v);
+    return (rt_entry){k.k0, k.k1 > UINT32_MAX ? UINT32_MAX : (uint32_t)k.k1, s};
+}
+
+/* The eviction key of a node as (key, tie): entries compare key first, then
+ * tie, then (both equal: ids past 2^32, i.e. 2^30 calls) the nodes' ids,
+ * which never change. Exact for lru and fifo at any clock; lfu orders by time
+ * exactly while the clock is below 2^34.
  *   lru   key = time,                                       tie = id (saturated to 32 bits)
  *   lfu   key = hits << 34 | time (time saturated to 34 bits), tie = id
- *   fifo  key = id,                                         tie = 0 */
-static inline rt_entry evict_key(radix_policy policy, const rt_node *x, int32_t s)
+ *   fifo  key = id,                                         tie = 0
+ *   other policy_entry() */
+static inline rt_entry entry_key(const radix_tree *t, const rt_node *x, int32_t s)
 {
     uint32_t tie = x->id > UINT32_MAX ? UINT32_MAX : (uint32_t)x->id;
     uint64_t time34 = x->time >= (1ull << 34) ? (1ull << 34) - 1 : x->time;
-    switch (policy) {
-    case RADIX_LFU: return (rt_entry){(uint64_t)x->hits << 34 | time34, tie, s};
-    case RADIX_LRU: return (rt_entry){x->time, tie, s};
-    case RADIX_FIFO: break;
+    switch (t->key_mode) {
+    case KEY_HITS_TIME: return (rt_entry){(uint64_t)x->hits << 34 | time34, tie, s};
+    case KEY_TIME: return (rt_entry){x->time, tie, s};
+    case KEY_ID: return (rt_entry){x->id, 0, s};
+    default: break;
     }
-    return (rt_entry){x->id, 0, s};
+    return policy_entry(t, x, s);
+}
+
+/* Policy state of a node the current call enters or creates: its depth
+ * follows from its parent's (entered before it in the same call) and its
+ * priority only rises. A no-op unless the policy keeps state. */
+static inline void pstate_enter(radix_tree *t, int32_t s)
+{
+    if (!t->pst) return;
+    const rt_node *x = N(t, s);
+    rt_pstate *ps = &t->pst[s];
+    ps->depth = x->parent >= 0 ? t->pst[x->parent].depth + N(t, x->parent)->len : 0;
+    if (t->priority > ps->priority) ps->priority = t->priority;
+}
+
+/* Policy state of a node just created in slot s (slots are reused, so it is
+ * always set): a copy of node from's (a split prefix inherits its priority),
+ * or fresh; then entered. Its parent must be linked. */
+static void pstate_new(radix_tree *t, int32_t s, int32_t from)
+{
+    if (t->pst) t->pst[s] = from >= 0 ? t->pst[from] : (rt_pstate){0, INT32_MIN};
+    pstate_enter(t, s);
+}
+
+/* Room for the policy state of n slots (nothing unless the policy needs
+ * state); slot_alloc() calls it before handing out a new slot. */
+static bool pstate_reserve(radix_tree *t, int32_t n)
+{
+    if (!(t->pol->needs & RT_PSTATE_NEEDS) || n <= t->pst_cap) return true;
+    int32_t nc = t->pst_cap ? t->pst_cap : 64;
+    while (nc < n) nc *= 2;
+    size_t more = (size_t)(nc - t->pst_cap);
+    rt_pstate *p = realloc(t->pst, sizeof *p * (size_t)nc);
+    if (!p) return false;
+    memset(p + t->pst_cap, 0, sizeof *p * more);
+    t->bytes += (int64_t)(sizeof *p * more);
+    t->pst = p;
+    t->pst_cap = nc;
+    return true;
 }
 
 static inline bool entry_before(const radix_tree *t, const rt_entry *a, const rt_entry *b)
@@ -540,7 +633,7 @@ static void heap_push(radix_tree *t, int32_t s)
 {
     rt_node *x = N(t, s);
     x->queued = 1;
-    t->heap[t->heap_n++] = evict_key(t->policy, x, s);
+    t->heap[t->heap_n++] = entry_key(t, x, s);
     heap_up(t, t->heap_n - 1);
 }
 
@@ -561,7 +654,7 @@ static int32_t heap_pop_min(radix_tree *t)
         int32_t s = top->slot;
         rt_node *x = N(t, s);
         if (is_candidate(x)) {
-            rt_entry now = evict_key(t->policy, x, s);
+            rt_entry now = entry_key(t, x, s);
             if (!entry_current(top, &now)) { /* stale: re-sort with the key it has now */
                 *top = now;
                 heap_down(t, 0);
@@ -587,6 +680,7 @@ static inline void touch(radix_tree *t, int32_t s, uint64_t now)
     rt_node *x = N(t, s);
     x->time = now;
     if (x->hits != HITS_MAX) x->hits++;
+    pstate_enter(t, s);
 }
 
 /* ---- child tables ------------------------------------------------------ */
@@ -833,6 +927,7 @@ static int32_t ns_create(radix_tree *t, uint64_t ns, uint64_t now)
     x->time = now;
     x->hits = 1;
     x->parent = RT_ROOT;
+    pstate_new(t, s, -1);
     int32_t k = t->ns_n++;
     t->ns_val[k] = ns;
     t->ns_slot[k] = s;
@@ -844,33 +939,35 @@ static int32_t ns_create(radix_tree *t, uint64_t ns, uint64_t now)
 
 rkv_status radix_policy_parse(const char *name, radix_policy *out)
 {
-    if (!name || !strcmp(name, "lru")) *out = RADIX_LRU;
-    else if (!strcmp(name, "lfu")) *out = RADIX_LFU;
-    else if (!strcmp(name, "fifo")) *out = RADIX_FIFO;
-    else return RKV_EINVAL;
+    int i = evict_policy_index(evict_policy_find(name));
+    if (i < 0) return RKV_EINVAL;
+    *out = (radix_policy)i;
     return RKV_OK;
 }
 
 const char *radix_policy_name(radix_policy p)
 {
-    switch (p) {
-    case RADIX_LRU: return "lru";
-    case RADIX_LFU: return "lfu";
-    case RADIX_FIFO: return "fifo";
-    }
-    return "?";
+    return (unsigned)p < (unsigned)evict_policy_count() ? evict_policies[p]->name : "?";
+}
+
+void radix_tree_set_priority(radix_tree *t, int32_t priority)
+{
+    t->priority = priority;
 }
 
 rkv_status radix_tree_create(page_pool *pool, radix_policy policy, radix_tree **out)
 {
     *out = NULL;
-    if (!pool || pool->page_size < 1 || (unsigned)policy > RADIX_FIFO) return RKV_EINVAL;
+    if (!pool || pool->page_size < 1 || (unsigned)policy >= (unsigned)evict_policy_count())
+        return RKV_EINVAL;
     radix_tree *t = calloc(1, sizeof *t);
     if (!t) return RKV_ENOMEM;
     t->bytes = sizeof *t;
     t->pool = pool;
     t->P = pool->page_size;
     t->policy = policy;
+    t->pol = evict_policies[policy];
+    t->key_mode = key_mode_of(t->pol);
     t->free_head = -1;
     if (node_new(t, 0, 0) != RT_ROOT || !heap_reserve(t, 64)) {
         radix_tree_destroy(t);
@@ -893,6 +990,7 @@ void radix_tree_destroy(radix_tree *t)
     for (int32_t c = 0; c < t->num_chunks; c++) free(t->chunks[c]);
     free(t->chunks);
     free(t->heap_base);
+    free(t->pst);
     free(t->ns_val);
     free(t->ns_slot);
     free(t->ns_idx);
@@ -964,6 +1062,7 @@ static int32_t split(radix_tree *t, int32_t cs, int32_t k, uint64_t now)
     pre->time = c->time;
     pre->hits = c->hits;
     pre->lock = c->lock;
+    pstate_new(t, ps, cs);
     pre->kind = KIDS_ONE;
     pre->kids.one = cs;
     pre->kids.one_key = page_key(suf, P);
@@ -1117,6 +1216,7 @@ rkv_status radix_tree_insert(radix_tree *t, const int32_t *tokens, int32_t n,
     leaf->time = now;
     leaf->hits = 1;
     leaf->parent = at;
+    pstate_new(t, ls, -1);
     if (is_candidate(N(t, at))) t->num_cands--; /* no leaf any more; its entry goes lazily */
     child_add(t, N(t, at), ls);
     t->num_nodes++;
@@ -1464,7 +1564,7 @@ rkv_status radix_tree_check(const radix_tree *t, char *err, size_t errlen)
         if (!slot_valid(t, e->slot) || !N(t, e->slot)->queued || seen[e->slot])
             FAIL("heap entry %d names slot %d (dead, not queued or twice)", i, e->slot);
         seen[e->slot] = 1;
-        rt_entry now = evict_key(t->policy, N(t, e->slot), e->slot);
+        rt_entry now = entry_key(t, N(t, e->slot), e->slot);
         if (entry_before(t, &now, e)) FAIL("heap entry %d has a key above its node's", i);
         if (i > 0 && entry_before(t, e, &t->heap[(i - 1) / HEAP_D]))
             FAIL("heap order broken at %d", i);
@@ -1561,7 +1661,7 @@ void radix_tree_dump_json(const radix_tree *t, FILE *f, int32_t max_tokens)
 {
     dump_ctx d = {f, max_tokens, t->P, 1, NULL};
     fprintf(f, "{\"clock\":%llu,\"policy\":\"%s\",\"page_size\":%d,\"nodes\":[",
-            (unsigned long long)t->clock, radix_policy_name(t->policy), t->P);
+            (unsigned long long)t->clock, t->pol->name, t->P);
     radix_tree_visit(t, dump_json_node, &d);
     fprintf(f, "]}\n");
 }

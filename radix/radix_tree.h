@@ -42,11 +42,22 @@
  * Eviction: candidates are the unlocked leaves (not the root or namespace
  * nodes), kept in a 4-ary heap of entries carrying their keys, fixed lazily
  * at eviction time (a match only writes the node's time and hits), so each
- * evicted leaf costs O(log n) amortized and nothing is ever rebuilt. Order
- * by policy (radix_tree.c: evict_key()):
- *   lru   oldest time, then smaller id
- *   lfu   fewest hits, then oldest time, then smaller id
- *   fifo  smaller id (created first)
+ * evicted leaf costs O(log n) amortized and nothing is ever rebuilt. The
+ * order is the policy's key (evict_policy.h; one file per policy), then the
+ * smaller id (radix_tree.c: entry_key()):
+ *   lru       oldest time
+ *   lfu       fewest hits, then oldest time
+ *   fifo      (no key: created first)
+ *   priority  lowest priority, then oldest time; a node's priority is the
+ *             highest radix_tree_set_priority() value of the calls that
+ *             entered or created it (a split prefix inherits it)
+ *   cost      smallest hits x recompute cost / size, then oldest time;
+ *             depth = tokens on the path above the node's first token
+ * Depth and priority are kept per slot beside the nodes, only for policies
+ * that ask for them. lru, lfu and fifo, whose keys are node fields in turn,
+ * have them packed into the entry in place; the others' entries hold their
+ * key function's key (second part saturated to 32 bits). The lazy heap asks
+ * that a node's key never fall while it lives.
  *
  * Pictures per step (for the cache simulator): radix_tree_clock() before and
  * after a step gives the clock range (c0, c1] of its calls; radix_tree_visit()
@@ -69,13 +80,15 @@
 
 typedef struct radix_tree radix_tree;
 
+/* An index into evict_policies[] (evict_policy.h); the first three have
+ * names here for callers that pick one in code. */
 typedef enum radix_policy {
     RADIX_LRU = 0,
     RADIX_LFU,
     RADIX_FIFO,
 } radix_policy;
 
-/* Parse "lru" | "lfu" | "fifo" (NULL means lru). RKV_EINVAL otherwise. */
+/* Any registered policy name (NULL means lru). RKV_EINVAL otherwise. */
 rkv_status radix_policy_parse(const char *name, radix_policy *out);
 const char *radix_policy_name(radix_policy p);
 
@@ -105,6 +118,9 @@ typedef void (*radix_node_fn)(void *ctx, const radix_node_info *node);
 rkv_status radix_tree_create(page_pool *pool, radix_policy policy, radix_tree **out);
 /* Frees every cached page back to the pool, then the tree. */
 void radix_tree_destroy(radix_tree *t);
+/* Priority of the request the following match / insert calls are for (0 at
+ * creation); only the priority policy reads it. */
+void radix_tree_set_priority(radix_tree *t, int32_t priority);
 
 /* Longest cached prefix of tokens[0..n) in namespace ns, cut to whole pages.
  * Writes its page ids to pages_out (room for n / P), its length to *len and

@@ -54,6 +54,33 @@ def find_bench(name, radixkv):
     return os.path.join(build, "bench", name)
 
 
+def registry(name, radixkv):
+    """`radixkv list --json`: the cache kinds (with the eviction policies and
+    hash functions each takes), policies, backends and schedulers of this
+    binary. Configs name lists as "registry" and drivers resolve them here, so
+    a kind or policy added to the code needs no edit in experiments/."""
+    out = subprocess.run([radixkv, "list", "--json"], capture_output=True, text=True)
+    if out.returncode != 0:
+        fail(name, f"{radixkv} list --json failed: {out.stderr.strip()}")
+    return json.loads(out.stdout)
+
+
+def kind_entry(name, reg, kind):
+    """The registry's entry for one cache kind."""
+    for k in reg["kinds"]:
+        if k["name"] == kind:
+            return k
+    fail(name, f"cache kind '{kind}' is not in this binary (radixkv list)")
+
+
+def write_registry(reg, out):
+    """results/registry.json beside the rows, so the notebook orders and colours
+    kinds and policies as the binary that made the rows listed them."""
+    with open(os.path.join(out, "registry.json"), "w") as f:
+        json.dump(reg, f, indent=1)
+        f.write("\n")
+
+
 def check_binary(name, path):
     if not os.access(path, os.X_OK):
         fail(name, f"{path}: not found ({BUILD_HINT}; or pass --radixkv)")

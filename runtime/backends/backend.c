@@ -21,6 +21,20 @@ rkv_status backend_cuda_create(const backend_config *cfg, backend **out, char *e
                                size_t errlen);
 #endif
 
+const char *const backend_names[] = {"cpu", "sim", "cuda", NULL};
+
+bool backend_built(const char *name)
+{
+    if (!strcmp(name, "cpu")) return true;
+#ifdef RKV_HAVE_BACKEND_SIM
+    if (!strcmp(name, "sim")) return true;
+#endif
+#ifdef RKV_HAVE_BACKEND_CUDA
+    if (!strcmp(name, "cuda")) return true;
+#endif
+    return false;
+}
+
 rkv_status backend_create(const char *name, const backend_config *cfg, backend **out,
                           char *err, size_t errlen)
 {

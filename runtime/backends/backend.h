@@ -14,6 +14,7 @@
 #ifndef RKV_BACKEND_H
 #define RKV_BACKEND_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -91,6 +92,10 @@ struct backend {
     char description[256]; /* one line for logs: model shape, dtype, device */
 };
 
+/* Every backend name, NULL-terminated, built into this binary or not. */
+extern const char *const backend_names[];
+/* Whether backend name is built into this binary. */
+bool backend_built(const char *name);
 /* Create by name: "cpu", "cuda", "sim". Unknown name or a backend not built in:
  * RKV_EINVAL / RKV_ENOTSUP with a message in err. */
 rkv_status backend_create(const char *name, const backend_config *cfg, backend **out,

@@ -455,6 +455,7 @@ static rkv_status step_match(sim *s, int64_t step, int64_t *need, char *err, siz
         if ((st = req_reserve_pages(r, total)) != RKV_OK) return st;
         const tier_stats *ts = cache_tier_get_stats(s->c);
         uint64_t th0 = ts ? ts->host_hit_tokens + ts->disk_hit_tokens : 0;
+        cache_set_priority(s->c, r->q.priority);
         if ((st = cache_client_match(s->c, r->q.tokens, n - 1, s->opt->ns, &r->m)) != RKV_OK) {
             rkv_set_err(err, errlen, "step %" PRId64 ": match/lock failed: %s", step,
                         rkv_status_str(st));
@@ -525,6 +526,7 @@ static rkv_status step_commit(sim *s, int64_t step, char *err, size_t errlen)
         int32_t n = r->q.n_tokens;
         int32_t mp = r->m.num_pages, total = mp + r->need;
         if (mp) memcpy(r->pages, r->m.pages, sizeof(int32_t) * (size_t)mp);
+        cache_set_priority(s->c, r->q.priority);
         if ((st = cache_client_commit(s->c, r->q.tokens, n, s->opt->ns, r->pages, mp, total,
                                       NULL)) != RKV_OK) {
             rkv_set_err(err, errlen, "step %" PRId64 ": insert of request %s failed: %s", step,

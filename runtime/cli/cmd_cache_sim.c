@@ -19,12 +19,11 @@
 #include "commands.h"
 #include "host_mem.h"
 #include "interrupt.h"
+#include "evict_policy.h"
 #include "model_config.h"
 #include "pin_file.h"
 #include "tier_opts.h"
 #include "trace.h"
-
-static const char *const policy_names[] = {"lru", "lfu", "fifo", NULL};
 
 static void usage_cache_sim(FILE *f)
 {
@@ -41,7 +40,7 @@ static void usage_cache_sim(FILE *f)
         "\n"
         "  --capacity TOKENS   cache size in tokens (floor(TOKENS / P) pages)\n"
         "  --page-size P       tokens per page\n"
-        "  --evict-policy NAME eviction for tree kinds: lru (default) | lfu | fifo\n"
+        "  --evict-policy NAME eviction policy (radixkv list): lru (default) | ...\n"
         "  --hash NAME         block hash for hash kinds: xxh3 (default) | sha256 | md5\n"
         "  --dump-dir DIR      the tree after every step as JSON and DOT (SVG with graphviz)\n"
         "  --out FILE          write the JSON Lines there instead of stdout\n"
@@ -97,7 +96,7 @@ static int parse_cache_sim(int argc, char **argv, sim_cmd *m)
         CLI_CHOICE_OPT("--cache", &m->cfg.kind, cache_kind_names),
         CLI_INT_OPT("--capacity", &o->capacity, 1, INT64_MAX / 2),
         CLI_INT_OPT("--page-size", &m->page_size, 1, 1 << 20),
-        CLI_CHOICE_OPT("--evict-policy", &m->cfg.policy, policy_names),
+        CLI_CHOICE_OPT("--evict-policy", &m->cfg.policy, evict_policy_name_list),
         CLI_CHOICE_OPT("--hash", &m->cfg.hash_fn, block_hash_fn_names),
         CLI_STR_OPT("--dump-dir", &o->dump_dir),
         CLI_STR_OPT("--out", &m->out_path),

@@ -21,6 +21,7 @@
 #include "cli.h"
 #include "engine.h"
 #include "interrupt.h"
+#include "evict_policy.h"
 #include "model_config.h"
 #include "pin_file.h"
 #include "router.h"
@@ -48,7 +49,7 @@ static void usage_run(FILE *f)
         "                          a config.json or a directory holding one\n"
         "  --weights PATH          safetensors file or directory (default: seeded random)\n"
         "  --cache KIND            radix (default) | hash | hash-nocache | trie | none\n"
-        "  --evict-policy NAME     lru (default) | lfu | fifo\n"
+        "  --evict-policy NAME     eviction policy (radixkv list): lru (default) | ...\n"
         "  --hash NAME             xxh3 (default) | sha256 | md5\n"
         "  --sched-policy NAME     fcfs (default) | lpm | dfs-weight | random\n"
         "  --schedule MODE         sync (default) | overlap\n"
@@ -85,10 +86,8 @@ static void usage_run(FILE *f)
         "first admission at the cached price, the rest at the uncached one.\n");
 }
 
-static const char *const backend_names[] = {"cpu", "sim", "cuda", NULL};
 static const char *const policy_names[] = {"fcfs", "lpm", "dfs-weight", "random", NULL};
 static const char *const schedule_names[] = {"sync", "overlap", NULL};
-static const char *const evict_names[] = {"lru", "lfu", "fifo", NULL};
 
 static int check_run(run_opts *o, bool need_trace);
 
@@ -112,7 +111,7 @@ int run_parse_options(int argc, char **argv, run_opts *o, bool need_trace)
         CLI_STR_OPT("--model", &o->ec.backend_cfg.model),
         CLI_STR_OPT("--weights", &o->ec.backend_cfg.weights),
         CLI_CHOICE_OPT("--cache", &o->ec.cache_cfg.kind, cache_kind_names),
-        CLI_CHOICE_OPT("--evict-policy", &o->ec.cache_cfg.policy, evict_names),
+        CLI_CHOICE_OPT("--evict-policy", &o->ec.cache_cfg.policy, evict_policy_name_list),
         CLI_CHOICE_OPT("--hash", &o->ec.cache_cfg.hash_fn, block_hash_fn_names),
         CLI_CHOICE_OPT("--sched-policy", &o->ec.policy, policy_names),
         CLI_CHOICE_OPT("--schedule", &o->ec.schedule, schedule_names),
@@ -259,6 +258,7 @@ rkv_status run_load_trace(engine *e, const char *path, int32_t default_max_token
                 .seed = q.seed >= 0 ? ((uint64_t)q.seed << 1) | 1 : 0,
             },
             .arrival = q.arrival >= 0 ? q.arrival : 0,
+            .priority = q.priority,
         };
         int64_t id;
         char why[256];

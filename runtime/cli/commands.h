@@ -40,6 +40,7 @@ typedef struct run_opts {
  * Returns -1 to go on, else an exit status (0 after --help, 2 for bad usage,
  * with a message naming the option). need_trace: --trace is required. */
 int run_parse_options(int argc, char **argv, run_opts *o, bool need_trace);
+int cmd_list(int argc, char **argv);
 
 /* The ids of a loaded trace, as JSON text, by engine request id. */
 typedef struct run_ids {

@@ -229,6 +229,14 @@ static rkv_status parse_jsonl(trace_reader *r, json_t *o, trace_request *q, char
     if ((st = opt_num(r, o, "arrival", 1e18, &q->arrival, err, errlen)) != RKV_OK) return st;
     if ((st = opt_num(r, o, "temperature", 1e6, &q->temperature, err, errlen)) != RKV_OK) return st;
     if ((st = opt_num(r, o, "top_p", 1.0, &q->top_p, err, errlen)) != RKV_OK) return st;
+    /* Signed, unlike the fields above: priorities below the default are allowed. */
+    json_t *pv = json_object_get(o, "priority");
+    if (pv) {
+        if (!json_is_integer(pv)) FAIL("\"priority\" must be an integer, got %s", json_type_name(pv));
+        json_int_t p = json_integer_value(pv);
+        if (p < INT32_MIN || p > INT32_MAX) FAIL("\"priority\" out of range (%lld)", (long long)p);
+        q->priority = (int32_t)p;
+    }
     return RKV_OK;
 }
 
@@ -346,6 +354,7 @@ rkv_status trace_next(trace_reader *r, trace_request *q, bool *eof, char *err, s
     q->arrival = q->temperature = q->top_p = -1;
     q->top_k = -1;
     q->seed = -1;
+    q->priority = 0;
     q->n_hash_ids = 0;
     q->n_tokens = 0;
     rkv_status st;

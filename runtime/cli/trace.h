@@ -4,9 +4,12 @@
  *
  *   JSON Lines   {"id": 7, "tokens": [1, 2, 3], "step": 0,
  *                 "max_tokens": 32, "arrival": 0.5,
- *                 "temperature": 0.7, "top_p": 0.9, "top_k": 40, "seed": 1}
+ *                 "temperature": 0.7, "top_p": 0.9, "top_k": 40, "seed": 1,
+ *                 "priority": 2}
  *                id (integer or string) and tokens are required; the rest is
- *                optional and kept for the runtime.
+ *                optional and kept for the runtime. priority (a 32-bit signed
+ *                integer, default 0) is what the priority eviction policy
+ *                keeps: lower is evicted first.
  *   Mooncake     {"timestamp": ms, "input_length": n, "output_length": m,
  *                 "hash_ids": [h0, h1, ...]}
  *                each hash id names a block of 512 tokens; id and step are the
@@ -73,6 +76,7 @@ typedef struct trace_request {
     double top_p;        /* -1 when absent */
     int32_t top_k;       /* -1 when absent */
     int64_t seed;        /* -1 when absent */
+    int32_t priority;    /* eviction priority (evict_policy priority); 0 when absent */
     /* Mooncake only (format MOONCAKE); tokens are derived from them. */
     int32_t n_hash_ids;
     int64_t *hash_ids;   /* (n_hash_ids) */

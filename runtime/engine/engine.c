@@ -354,6 +354,7 @@ static rkv_status eng_req_new(engine *e, const engine_request *req, eng_req **ou
     r->max_tokens = req->max_tokens;
     r->stop_token = req->stop_token;
     r->ns = req->ns;
+    r->priority = req->priority;
     r->sampling = req->sampling;
     r->id = e->num_reqs;
     if (r->sampling.seed == 0)

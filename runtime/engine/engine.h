@@ -75,6 +75,7 @@ typedef struct engine_request {
     sampling_params sampling; /* seed 0: derived from the engine seed and the id */
     double arrival;          /* seconds from the start, >= 0 */
     uint64_t ns;             /* cache namespace (0: default) */
+    int32_t priority;        /* eviction priority (the priority policy; 0: default) */
 } engine_request;
 
 typedef struct engine_result {

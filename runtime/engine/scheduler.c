@@ -204,6 +204,7 @@ rkv_status scheduler_policy_order(scheduler *s, int32_t *out)
         cache_match_init(&m);
         for (int32_t i = 0; i < n; i++) {
             sched_req *r = s->waiting[i];
+            cache_set_priority(s->cache, r->priority);
             rkv_status st = cache_match_prefix(s->cache, r->tokens, r->n_tokens - 1, r->ns, &m);
             if (st) {
                 cache_match_free(&m);
@@ -402,6 +403,7 @@ static rkv_status admit(scheduler *s, sched_plan *plan, sched_req *r, int32_t bu
                         int32_t *rows_out, bool *admitted, bool *full, char *err, size_t errlen)
 {
     *admitted = *full = false;
+    cache_set_priority(s->cache, r->priority);
     rkv_status st = cache_client_match(s->cache, r->tokens, r->n_tokens - 1, r->ns, &r->match);
     if (st) {
         snprintf(err, errlen, "scheduler: cache match/lock failed: %s", rkv_status_str(st));
@@ -507,6 +509,7 @@ static rkv_status req_insert(scheduler *s, sched_req *r, bool final, char *err, 
         /* Whatever the cache did not adopt goes back to the pool: duplicates
          * of what was cached meanwhile, or every page for kinds that keep
          * nothing (none). */
+        cache_set_priority(s->cache, r->priority);
         st = cache_client_commit(s->cache, r->tokens, nfull * P, r->ns, r->pages,
                                  r->num_cache_pages, nfull, NULL);
         if (st) {

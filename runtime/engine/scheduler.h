@@ -68,6 +68,7 @@ typedef struct sched_req {
     int64_t id;            /* engine's index */
     req_state state;
     uint64_t ns;           /* cache namespace */
+    int32_t priority;      /* eviction priority its cache calls carry */
     int32_t prompt_len;
     int32_t max_tokens;    /* outputs to generate, >= 1 */
     int32_t stop_token;    /* < 0: none */

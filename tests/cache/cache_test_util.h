@@ -28,7 +28,7 @@ rkv_status tu_request(cache *c, const int32_t *tokens, int32_t n, uint64_t ns, c
 /* Run every test of s; the process's exit status (EXIT_FAILURE if any failed). */
 int tu_run_suite(Suite *s);
 
-/* Create a kind by name over pool ("hash", "hash-nocache", "trie", "radix", "none"). */
+/* Create a kind by name over pool (any name in cache_kinds[]). */
 cache *tu_create(const char *kind, const char *hash_fn, page_pool *pool);
 
 #endif

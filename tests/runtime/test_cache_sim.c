@@ -10,7 +10,9 @@
 #include <unistd.h>
 
 #include "cache.h"
+#include "cache_kinds.h"
 #include "cache_sim.h"
+#include "evict_policy.h"
 #include "trace.h"
 
 typedef struct sim_out {
@@ -250,6 +252,56 @@ START_TEST(test_malformed_trace_stops)
 }
 END_TEST
 
+/* The trace's "priority" reaches the cache: X (priority 5) is the oldest, Y
+ * (default 0) next; Z needs room, and the priority policy evicts Y where lru
+ * evicts X, so X's tokens still match for request 3. Every kind that evicts in
+ * an order (the registry says which). A priority that is not an integer stops
+ * the replay naming the line and the field. */
+START_TEST(test_priority_from_trace)
+{
+    static const char trace[] =
+        "{\"id\": 0, \"tokens\": [1, 2, 3, 4], \"priority\": 5}\n"
+        "{\"id\": 1, \"tokens\": [5, 6, 7, 8]}\n"
+        "{\"id\": 2, \"tokens\": [9, 10, 11, 12], \"priority\": -3}\n"
+        "{\"id\": 3, \"tokens\": [1, 2, 3, 4, 99]}\n";
+    for (const cache_kind *k = cache_kinds; k->name; k++) {
+        if (!(k->caps & CACHE_KIND_EVICTS)) continue;
+        for (int p = 0; p < 2; p++) {
+            sim_out o;
+            run_sim(k->name, p ? "lru" : "priority", 8, 1, trace, &o);
+            ck_assert_msg(o.st == RKV_OK, "%s: %s", k->name, o.err);
+            long long m3 = -1;
+            for (int i = 0; i < o.n; i++)
+                if (!strcmp(type_of(o.lines[i]), "request") && geti(o.lines[i], "id") == 3)
+                    m3 = geti(o.lines[i], "matched");
+            ck_assert_msg(m3 == (p ? 0 : 4), "%s %s: request 3 matched %lld", k->name,
+                          p ? "lru" : "priority", m3);
+            free_out(&o);
+        }
+    }
+    /* Regression: a line without "priority" is 0, not what an earlier line of
+     * the reader said. A and B have 5; C and D none; D's room evicts C (0), so
+     * B still matches for request 4. */
+    sim_out o;
+    run_sim("radix", "priority", 8, 1,
+            "{\"id\": 0, \"tokens\": [1, 2, 3, 4], \"priority\": 5}\n"
+            "{\"id\": 1, \"tokens\": [5, 6, 7, 8], \"priority\": 5}\n"
+            "{\"id\": 2, \"tokens\": [9, 10, 11, 12]}\n"
+            "{\"id\": 3, \"tokens\": [13, 14, 15, 16]}\n"
+            "{\"id\": 4, \"tokens\": [5, 6, 7, 8, 99]}\n", &o);
+    ck_assert_msg(o.st == RKV_OK, "%s", o.err);
+    for (int i = 0; i < o.n; i++)
+        if (!strcmp(type_of(o.lines[i]), "request") && geti(o.lines[i], "id") == 4)
+            ck_assert_int_eq(geti(o.lines[i], "matched"), 4);
+    free_out(&o);
+    run_sim("radix", "priority", 8, 1,
+            "{\"id\": 0, \"tokens\": [1, 2]}\n{\"id\": 1, \"tokens\": [3], \"priority\": \"high\"}\n", &o);
+    ck_assert_int_eq(o.st, RKV_EPARSE);
+    ck_assert_msg(strstr(o.err, ":2: \"priority\" must be an integer") != NULL, "%s", o.err);
+    free_out(&o);
+}
+END_TEST
+
 /* Regression (issue 21, defect 6): with two good lines and a bad third, the
  * second request was lost (a step is replayed only when the next line is read). */
 START_TEST(test_regress_last_request_before_bad_line)
@@ -334,7 +386,7 @@ START_TEST(test_random_invariants)
     }
     fclose(f);
     sim_out o;
-    run_sim("radix", (const char *[]){"lru", "lfu", "fifo"}[_i % 3], 24, 1 + _i % 3, text, &o);
+    run_sim("radix", evict_policy_name_list[_i % evict_policy_count()], 24, 1 + _i % 3, text, &o);
     ck_assert_msg(o.st == RKV_OK, "seed %u: %s", seed, o.err);
     int32_t P = 1 + _i % 3;
     for (int i = 0; i < o.n; i++) {
@@ -360,7 +412,9 @@ int main(void)
     tcase_add_test(tc, test_malformed_trace_stops);
     tcase_add_test(tc, test_regress_last_request_before_bad_line);
     tcase_add_test(tc, test_regress_silent_check_message);
-    tcase_add_loop_test(tc, test_random_invariants, 0, 6);
+    tcase_add_test(tc, test_priority_from_trace);
+    /* every policy, each page size at least twice */
+    tcase_add_loop_test(tc, test_random_invariants, 0, 3 * (evict_policy_count() > 2 ? evict_policy_count() : 2));
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

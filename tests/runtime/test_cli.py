@@ -41,7 +41,7 @@ check(rc != 0 and "no-such-command" in err, "unknown command named")
 for args, name in [
     (BASE + ["--bogus", "-"], "--bogus"),
     (["cache-sim", "--cache", "btree", "--capacity", "10", "--page-size", "1", "-"], "--cache"),
-    (BASE + ["--evict-policy", "mru", "-"], "--evict-policy"),
+    (BASE + ["--evict-policy", "no-such-policy", "-"], "--evict-policy"),
     (BASE + ["--hash", "crc", "-"], "--hash"),
     (["cache-sim", "--cache", "radix", "--capacity", "ten", "--page-size", "1", "-"], "--capacity"),
     (["cache-sim", "--cache", "radix", "--capacity", "10", "--page-size", "0", "-"], "--page-size"),

@@ -1,0 +1,69 @@
+/* evict_policy.c - the one table of eviction policies (see evict_policy.h).
+ * Adding a policy: write radix/policy_<name>.c, add X(<name>) below and the
+ * file to radix/meson.build. The first entry is the default. */
+#include "evict_policy.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define EVICT_POLICY_LIST(X) \
+    X(lru)                   \
+    X(lfu)                   \
+    X(fifo)                  \
+    X(priority)              \
+    X(cost)                  \
+    /* one line per policy, above this one */
+
+#define DECLARE(n) extern const evict_policy evict_policy_##n;
+EVICT_POLICY_LIST(DECLARE)
+#undef DECLARE
+
+#define ENTRY(n) &evict_policy_##n,
+const evict_policy *const evict_policies[] = {EVICT_POLICY_LIST(ENTRY) NULL};
+#undef ENTRY
+
+#define NAME(n) #n,
+const char *const evict_policy_name_list[] = {EVICT_POLICY_LIST(NAME) NULL};
+#undef NAME
+
+int evict_policy_count(void)
+{
+    return (int)(sizeof evict_policies / sizeof evict_policies[0]) - 1;
+}
+
+const evict_policy *evict_policy_find(const char *name)
+{
+    if (!name) return evict_policies[0];
+    for (int i = 0; evict_policies[i]; i++)
+        if (!strcmp(evict_policies[i]->name, name)) return evict_policies[i];
+    return NULL;
+}
+
+const evict_policy *evict_policy_lookup(const char *name, const char *who, char *err,
+                                        size_t errlen)
+{
+    const evict_policy *p = evict_policy_find(name);
+    if (!p && err) {
+        char names[256];
+        snprintf(err, errlen, "%s: unknown eviction policy '%s' (expected one of: %s)", who, name,
+                 evict_policy_names(names, sizeof names));
+    }
+    return p;
+}
+
+int evict_policy_index(const evict_policy *p)
+{
+    for (int i = 0; evict_policies[i]; i++)
+        if (evict_policies[i] == p) return i;
+    return -1;
+}
+
+const char *evict_policy_names(char *buf, size_t len)
+{
+    size_t used = 0;
+    if (len) buf[0] = 0;
+    for (int i = 0; evict_policies[i] && used < len; i++)
+        used += (size_t)snprintf(buf + used, len - used, "%s%s", i ? ", " : "",
+                                 evict_policies[i]->name);
+    return buf;
+}

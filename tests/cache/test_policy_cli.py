@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""Script test of the registries through the CLI: `radixkv list [--json]`, and
+every evicting kind taking the priority policy from a trace in both `cache-sim`
+and `run --backend sim`.
+
+Usage: test_policy_cli.py RADIXKV
+"""
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+
+EXE = sys.argv[1]
+failures = 0
+
+
+def run(args):
+    p = subprocess.run([EXE] + args, capture_output=True, text=True)
+    return p.returncode, p.stdout, p.stderr
+
+
+def check(cond, what):
+    global failures
+    if not cond:
+        failures += 1
+        print("FAIL:", what, file=sys.stderr)
+
+
+# radixkv list --json: one line, every list the CLI offers.
+rc, out, err = run(["list", "--json"])
+check(rc == 0 and out.count("\n") == 1, f"list --json is one line ({err.strip()})")
+reg = json.loads(out)
+names = [p["name"] for p in reg["policies"]]
+check(names[:3] == ["lru", "lfu", "fifo"] and "priority" in names and "cost" in names,
+      f"policies {names}")
+kinds = {k["name"]: k for k in reg["kinds"]}
+check(list(kinds)[0] == "radix" and {"hash", "hash-nocache", "trie", "none"} <= set(kinds),
+      f"kinds {list(kinds)}")
+for k in kinds.values():
+    check(k["policies"] == (names if k["evicts"] else []), f"{k['name']} policies {k['policies']}")
+    check(k["hash_fns"] == (reg["hash_fns"] if k["hashes"] else []), f"{k['name']} hash_fns")
+check(reg["hash_fns"][0] == "xxh3" and {"cpu", "sim"} <= {b["name"] for b in reg["backends"]},
+      "hash functions and backends")
+check(reg["sched_policies"][0] == "fcfs", f"schedulers {reg['sched_policies']}")
+rc, out, err = run(["list"])
+check(rc == 0 and out == "" and "eviction policies" in err and "priority" in err,
+      "list prints text to stderr")
+rc, out, err = run(["list", "--bogus"])
+check(rc == 2 and "--bogus" in err, "list names a bad option")
+
+# Four important conversations (priority 5) come back every round between six
+# one-off prompts (no priority). The cache holds less than a round: lru loses
+# every revisit, priority keeps the important prefixes.
+rnd = random.Random(7)
+imp = [[rnd.randrange(1000) for _ in range(64)] for _ in range(4)]
+lines, i = [], 0
+for _ in range(4):
+    for p in imp:
+        lines.append({"id": i, "tokens": p + [rnd.randrange(1000) for _ in range(8)], "priority": 5,
+                      "max_tokens": 2})
+        i += 1
+    for _ in range(6):
+        lines.append({"id": i, "tokens": [rnd.randrange(1000) for _ in range(64)], "max_tokens": 2})
+        i += 1
+with tempfile.TemporaryDirectory() as tmp:
+    trace = os.path.join(tmp, "priority.jsonl")
+    with open(trace, "w") as f:
+        f.writelines(json.dumps(l) + "\n" for l in lines)
+    for k in (k for k in kinds.values() if k["evicts"]):
+        hit = {}
+        for pol in ("lru", "priority"):
+            rc, out, err = run(["cache-sim", "--cache", k["name"], "--capacity", "512",
+                                "--page-size", "16", "--evict-policy", pol, trace])
+            check(rc == 0, f"{k['name']} {pol} cache-sim ({err.strip()})")
+            sim = json.loads(out.splitlines()[-1])["hit_rate"] if rc == 0 else -1
+            rc, out, err = run(["run", "--backend", "sim", "--cache", k["name"], "--evict-policy", pol,
+                                "--trace", trace, "--kv-tokens", "512", "--page-size", "16",
+                                "--max-running", "1"])
+            check(rc == 0, f"{k['name']} {pol} run ({err.strip()})")
+            hit[pol] = (sim, json.loads(out.splitlines()[-1])["hit_rate"] if rc == 0 else -1)
+        # Three revisits of 64 tokens by four conversations: 768 matched tokens.
+        best = 3 * 4 * 64 / sum(len(l["tokens"]) for l in lines)
+        for j, what in enumerate(("cache-sim", "run")):
+            check(hit["lru"][j] == 0 and abs(hit["priority"][j] - best) < 1e-4,
+                  f"{k['name']} {what}: hit rate lru {hit['lru'][j]}, priority {hit['priority'][j]} "
+                  f"(want 0 and {best:.4f})")
+
+print("ok" if not failures else f"{failures} failure(s)")
+sys.exit(1 if failures else 0)
