@@ -98,11 +98,9 @@ def log_space(lo, hi, points):
     return out
 
 
-def run_sim(radixkv, trace, model, name, extra=(), gpu="h100"):
-    """`radixkv run --backend sim` on a trace; returns the summary with the mean
-    TTFT and latency of the requests added (the summary gives percentiles)."""
-    cmd = [radixkv, "run", "--backend", "sim", "--model", model, "--gpu", gpu,
-           "--trace", trace, "--no-progress"] + list(extra)
+def _run_summary(cmd, name):
+    """Run a `radixkv run` command; its summary with the mean TTFT and latency
+    of the requests added (the summary gives percentiles) and the wall time."""
     w0 = time.perf_counter()
     lines = run_json(cmd, name)
     wall = time.perf_counter() - w0
@@ -112,6 +110,12 @@ def run_sim(radixkv, trace, model, name, extra=(), gpu="h100"):
     s["latency_mean"] = sum(r["latency"] for r in done) / len(done) if done else None
     s["wall_seconds"] = wall
     return s
+
+
+def run_sim(radixkv, trace, model, name, extra=(), gpu="h100"):
+    """`radixkv run --backend sim` on a trace (see _run_summary)."""
+    return _run_summary([radixkv, "run", "--backend", "sim", "--model", model, "--gpu", gpu,
+                         "--trace", trace, "--no-progress"] + list(extra), name)
 
 
 def head_lines(src, dst, n):
@@ -190,14 +194,5 @@ def prompt_tokens(path):
 def run_engine(radixkv, trace, be, name, extra=()):
     """`radixkv run` on a real backend (cpu): like run_sim, with its threads."""
     opts = ["--threads", str(be["threads"])] if be.get("threads") else []
-    cmd = [radixkv, "run", "--backend", be["backend"], "--model", be["model"],
-           "--trace", trace, "--no-progress"] + opts + list(extra)
-    w0 = time.perf_counter()
-    lines = run_json(cmd, name)
-    wall = time.perf_counter() - w0
-    s = summary_of(lines)
-    done = [r for r in lines if r.get("type") == "request" and "error" not in r]
-    s["ttft_mean"] = sum(r["ttft"] for r in done) / len(done) if done else None
-    s["latency_mean"] = sum(r["latency"] for r in done) / len(done) if done else None
-    s["wall_seconds"] = wall
-    return s
+    return _run_summary([radixkv, "run", "--backend", be["backend"], "--model", be["model"],
+                         "--trace", trace, "--no-progress"] + opts + list(extra), name)
