@@ -456,7 +456,7 @@ static rkv_status step_match(sim *s, int64_t step, int64_t *need, char *err, siz
         const tier_stats *ts = cache_tier_get_stats(s->c);
         uint64_t th0 = ts ? ts->host_hit_tokens + ts->disk_hit_tokens : 0;
         cache_set_priority(s->c, r->q.priority);
-        if ((st = cache_client_match(s->c, r->q.tokens, n - 1, s->opt->ns, &r->m)) != RKV_OK) {
+        if ((st = cache_client_match(s->c, r->q.tokens, n - 1, r->q.ns, &r->m)) != RKV_OK) {
             rkv_set_err(err, errlen, "step %" PRId64 ": match/lock failed: %s", step,
                         rkv_status_str(st));
             return st;
@@ -527,7 +527,7 @@ static rkv_status step_commit(sim *s, int64_t step, char *err, size_t errlen)
         int32_t mp = r->m.num_pages, total = mp + r->need;
         if (mp) memcpy(r->pages, r->m.pages, sizeof(int32_t) * (size_t)mp);
         cache_set_priority(s->c, r->q.priority);
-        if ((st = cache_client_commit(s->c, r->q.tokens, n, s->opt->ns, r->pages, mp, total,
+        if ((st = cache_client_commit(s->c, r->q.tokens, n, r->q.ns, r->pages, mp, total,
                                       NULL)) != RKV_OK) {
             rkv_set_err(err, errlen, "step %" PRId64 ": insert of request %s failed: %s", step,
                     r->q.id_json, rkv_status_str(st));

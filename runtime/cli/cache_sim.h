@@ -47,7 +47,6 @@ typedef struct cache_sim_options {
     bool check;             /* full cache_check after every step */
     bool progress;          /* progress bar on stderr (long runs only) */
     bool summary_only;      /* no request/step lines (capacity sweeps) */
-    uint64_t ns;            /* namespace of every request */
     const billing_prices *prices; /* summary's input-token bill; NULL: the defaults */
     /* Time model (optional): each served request's prefill, alone, as the sim
      * backend's roofline prices it; with a spill tier (cache_tier.h) also what

@@ -31,8 +31,9 @@ static void usage_cache_sim(FILE *f)
         "usage: radixkv cache-sim --cache KIND --capacity TOKENS --page-size P [options] TRACE\n"
         "\n"
         "Replays a request trace through one prefix-cache kind, without a model.\n"
-        "TRACE is JSON Lines ({\"id\", \"tokens\", \"step\"?} per line) or a Mooncake trace\n"
-        "({\"timestamp\", \"input_length\", \"output_length\", \"hash_ids\"}); '-' reads stdin.\n"
+        "TRACE is JSON Lines ({\"id\", \"tokens\", \"step\"?, \"namespace\"?, ...} per line) or a\n"
+        "Mooncake trace ({\"timestamp\", \"input_length\", \"output_length\", \"hash_ids\",\n"
+        "\"namespace\"?}); '-' reads stdin. A field not listed in trace.h is an error.\n"
         "\n"
         "  --cache KIND        ");
     for (int i = 0; cache_kind_names[i]; i++) fprintf(f, "%s%s", i ? " | " : "", cache_kind_names[i]);
@@ -49,6 +50,8 @@ static void usage_cache_sim(FILE *f)
         "  --summary-only      print only the summary line (sweeps over long traces)\n"
         "  --pin FILE          pin static prefixes for the whole replay: JSON Lines of\n"
         "                      {\"tokens\": [...]} or [...]; each cut down to whole pages\n"
+        "  --namespace NAME    cache namespace of trace lines without \"namespace\"\n"
+        "                      (tenants never share cached pages; default: none)\n"
         "  --price-cached X    price per million cached input tokens (default 0.1)\n"
         "  --price-uncached X  price per million uncached input tokens (default 1)\n"
         "  --model PRESET      time model: price each request's prefill (and, with a tier,\n"
@@ -71,7 +74,7 @@ typedef struct sim_cmd {
     cache_sim_options o;
     billing_prices prices;
     int64_t page_size, pages;
-    const char *trace, *out_path, *pin_path, *model_name, *gpu_name;
+    const char *trace, *out_path, *pin_path, *model_name, *gpu_name, *namespace_name;
     tier_opts topt;
     model_config model;
     sim_profile gpu;
@@ -104,6 +107,7 @@ static int parse_cache_sim(int argc, char **argv, sim_cmd *m)
         CLI_FLAG_OPT("--no-progress", &no_progress),
         CLI_FLAG_OPT("--summary-only", &o->summary_only),
         CLI_STR_OPT("--pin", &m->pin_path),
+        CLI_STR_OPT("--namespace", &m->namespace_name),
         CLI_STR_OPT("--model", &m->model_name),
         CLI_STR_OPT("--gpu", &m->gpu_name),
         CLI_CUSTOM_OPT("--price-cached", billing_parse_price_opt, &m->prices.cached),
@@ -247,7 +251,9 @@ static int replay(sim_cmd *m)
 {
     char err[512] = "";
     trace_reader *tr = NULL;
-    rkv_status st = trace_open(m->trace, NULL, &tr, err, sizeof err);
+    trace_options topt = {.format = TRACE_FORMAT_AUTO, .tokens = TRACE_TOKENS_BLOCK,
+                          .namespace_name = m->namespace_name};
+    rkv_status st = trace_open(m->trace, &topt, &tr, err, sizeof err);
     if (st != RKV_OK) {
         fprintf(stderr, "radixkv cache-sim: %s\n", err);
         return 1;

@@ -42,7 +42,8 @@ static void usage_run(FILE *f)
         "a prefix cache, a model backend. Per-request results and a summary go to stdout\n"
         "(or --out) as JSON Lines; a table and a progress bar go to stderr.\n"
         "TRACE: JSON Lines {\"id\", \"tokens\", \"max_tokens\"?, \"arrival\"?, \"temperature\"?,\n"
-        "\"top_p\"?, \"top_k\"?, \"seed\"?} or a Mooncake trace; '-' reads stdin.\n"
+        "\"top_p\"?, \"top_k\"?, \"seed\"?, \"priority\"?, \"namespace\"?} or a Mooncake trace\n"
+        "(\"namespace\"? too); '-' reads stdin. Any other field is an error.\n"
         "\n"
         "  --backend NAME          cpu (default) | sim | cuda\n"
         "  --model PRESET|DIR      default | qwen2.5-0.5b | qwen2.5-3b | qwen2.5-7b | llama-3-8b |\n"
@@ -65,6 +66,8 @@ static void usage_run(FILE *f)
         "  --seed N                weights, policy random, default sampling seeds (default 0)\n"
         "  --offline               ignore arrival times: everything at t = 0\n"
         "  --fixed-clock           sim: leave measured CPU time out of the clock (repeatable)\n"
+        "  --namespace NAME        cache namespace of trace lines without \"namespace\"\n"
+        "                          (tenants never share cached pages; default: none)\n"
         "  --out FILE              write the JSON Lines there instead of stdout\n"
         "  --no-progress           no progress bar\n"
         "  --pin FILE              pin static prefixes for the engine's life: JSON Lines of\n"
@@ -105,6 +108,7 @@ int run_parse_options(int argc, char **argv, run_opts *o, bool need_trace)
     bool no_progress = false;
     cli_opt opts[48 + TIER_OPTS_CLI] = {
         CLI_STR_OPT("--trace", &o->trace),
+        CLI_STR_OPT("--namespace", &o->namespace_name),
         CLI_STR_OPT("--out", &o->out),
         CLI_STR_OPT("--pin", &o->pin),
         CLI_CHOICE_OPT("--backend", &o->ec.backend, backend_names),
@@ -229,13 +233,14 @@ void run_ids_free(run_ids *ids)
     memset(ids, 0, sizeof *ids);
 }
 
-rkv_status run_load_trace(engine *e, const char *path, int32_t default_max_tokens, run_ids *ids,
-                          char *err, size_t errlen)
+rkv_status run_load_trace(engine *e, const char *path, int32_t default_max_tokens,
+                          const char *namespace_name, run_ids *ids, char *err, size_t errlen)
 {
     trace_options topt = {
         .format = TRACE_FORMAT_AUTO,
         .tokens = TRACE_TOKENS_VOCAB,
         .vocab_size = engine_backend(e)->vocab_size,
+        .namespace_name = namespace_name,
     };
     trace_reader *tr = NULL;
     rkv_status st = trace_open(path, &topt, &tr, err, errlen);
@@ -258,6 +263,7 @@ rkv_status run_load_trace(engine *e, const char *path, int32_t default_max_token
                 .seed = q.seed >= 0 ? ((uint64_t)q.seed << 1) | 1 : 0,
             },
             .arrival = q.arrival >= 0 ? q.arrival : 0,
+            .ns = q.ns,
             .priority = q.priority,
         };
         int64_t id;
@@ -373,7 +379,7 @@ static int run_replicas(const run_opts *o)
     replicas_config rcfg = {
         .engine = &o->ec, .replicas = o->replicas, .balance_threshold = o->router_threshold,
         .cache_threshold = o->router_cache_threshold,
-        .approx_tokens = o->router_tokens, .trace = o->trace,
+        .approx_tokens = o->router_tokens, .trace = o->trace, .namespace_name = o->namespace_name,
         .default_max_tokens = o->default_max_tokens, .prices = &o->prices, .pin = o->pin,
         .progress = o->progress,
     };
@@ -551,7 +557,7 @@ int cmd_run(int argc, char **argv)
         return rc;
     }
     run_ids ids = {0};
-    if ((st = run_load_trace(e, o.trace, o.default_max_tokens, &ids, err, sizeof err))) {
+    if ((st = run_load_trace(e, o.trace, o.default_max_tokens, o.namespace_name, &ids, err, sizeof err))) {
         report("", st, err);
         run_ids_free(&ids);
         run_teardown(e, &pins);

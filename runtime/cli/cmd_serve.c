@@ -186,10 +186,11 @@ int cmd_serve(int argc, char **argv)
     if (rc < 0) rc = run_parse_options(nrest, rest, &o, false);
     free(rest);
     if (rc >= 0) return rc;
-    if (o.trace || o.out || o.replicas > 1 || o.router) {
+    if (o.trace || o.namespace_name || o.out || o.replicas > 1 || o.router) {
         fprintf(stderr, "radixkv serve: %s is an option of run only: serve takes requests over "
                         "HTTP (start N servers behind a router for replicas)\n",
-                o.trace ? "--trace" : o.out ? "--out" : o.replicas > 1 ? "--replicas" : "--router");
+                o.trace ? "--trace" : o.namespace_name ? "--namespace" : o.out ? "--out"
+                : o.replicas > 1 ? "--replicas" : "--router");
         return 2;
     }
     sc.default_max_tokens = o.default_max_tokens;

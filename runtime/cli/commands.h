@@ -22,6 +22,7 @@ int cmd_serve(int argc, char **argv);
 typedef struct run_opts {
     engine_config ec;
     const char *trace;
+    const char *namespace_name; /* --namespace: trace lines without "namespace" */
     const char *out;
     const char *pin;
     int64_t kv_tokens;
@@ -50,10 +51,11 @@ typedef struct run_ids {
 
 /* Add every request of a trace (JSON Lines or Mooncake, tokens folded into
  * the backend's vocabulary) to e. default_max_tokens applies to lines without
- * "max_tokens". A bad line fails with "file:line: reason" in err and nothing
- * more is added. */
-rkv_status run_load_trace(engine *e, const char *path, int32_t default_max_tokens, run_ids *ids,
-                          char *err, size_t errlen);
+ * "max_tokens", namespace_name (NULL: the default) to lines without
+ * "namespace" (trace.h). A bad line fails with "file:line: reason" in err and
+ * nothing more is added. */
+rkv_status run_load_trace(engine *e, const char *path, int32_t default_max_tokens,
+                          const char *namespace_name, run_ids *ids, char *err, size_t errlen);
 void run_ids_free(run_ids *ids);
 
 #endif

@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <xxhash.h>
+
 #include "rkv_core.h"
 
 struct trace_reader {
@@ -39,7 +41,7 @@ rkv_status trace_open(const char *path, const trace_options *opt, trace_reader *
                       char *err, size_t errlen)
 {
     *out = NULL;
-    trace_options o = {TRACE_FORMAT_AUTO, TRACE_TOKENS_BLOCK, 0};
+    trace_options o = {TRACE_FORMAT_AUTO, TRACE_TOKENS_BLOCK, 0, NULL};
     if (opt) o = *opt;
     if (o.tokens == TRACE_TOKENS_VOCAB && o.vocab_size < 1) {
         rkv_set_err(err, errlen, "%s: vocabulary size must be >= 1 (got %d)", path, o.vocab_size);
@@ -93,6 +95,15 @@ int32_t trace_vocab_token(int64_t h, int32_t j, int32_t vocab_size)
      * block h + V/512 whenever 512 divides V. */
     uint64_t x = rkv_splitmix64((uint64_t)h * TRACE_MOONCAKE_BLOCK + (uint64_t)j);
     return (int32_t)(x % (uint64_t)vocab_size);
+}
+
+uint64_t trace_namespace_id(const char *name, size_t len)
+{
+    if (!name || len == 0) return 0;
+    /* A fixed seed keeps ids equal across processes and builds; 0 is the
+     * default namespace, so a name hashing to 0 moves to 1. */
+    uint64_t h = XXH3_64bits_withSeed(name, len, 0x6e616d6573706163ull);
+    return h ? h : 1;
 }
 
 static const char *json_type_name(const json_t *v)
@@ -171,10 +182,51 @@ static rkv_status opt_num(trace_reader *r, json_t *o, const char *key, double ma
     return RKV_OK;
 }
 
+/* The fields each format reads (trace.h); any other is refused. */
+static const char *const jsonl_fields[] = {"id", "tokens", "step", "max_tokens", "arrival",
+                                           "temperature", "top_p", "top_k", "seed", "priority",
+                                           "namespace", NULL};
+static const char *const mooncake_fields[] = {"timestamp", "input_length", "output_length",
+                                              "hash_ids", "namespace", NULL};
+
+static rkv_status known_fields(trace_reader *r, json_t *o, const char *const *fields,
+                               const char *format, char *err, size_t errlen)
+{
+    const char *key;
+    json_t *v;
+    json_object_foreach(o, key, v) {
+        bool ok = false;
+        for (int i = 0; fields[i] && !ok; i++) ok = strcmp(key, fields[i]) == 0;
+        if (ok) continue;
+        char list[160];
+        size_t used = 0;
+        for (int i = 0; fields[i] && used < sizeof list; i++)
+            used += (size_t)snprintf(list + used, sizeof list - used, "%s%s", i ? ", " : "", fields[i]);
+        FAIL("unknown field \"%.60s\" (a %s line has: %s)", key, format, list);
+    }
+    return RKV_OK;
+}
+
+/* "namespace", else the reader's default (trace.h). */
+static rkv_status parse_namespace(trace_reader *r, json_t *o, trace_request *q, char *err,
+                                  size_t errlen)
+{
+    json_t *v = json_object_get(o, "namespace");
+    if (!v) {
+        const char *d = r->opt.namespace_name;
+        q->ns = trace_namespace_id(d, d ? strlen(d) : 0);
+        return RKV_OK;
+    }
+    if (!json_is_string(v)) FAIL("\"namespace\" must be a string, got %s", json_type_name(v));
+    q->ns = trace_namespace_id(json_string_value(v), json_string_length(v));
+    return RKV_OK;
+}
+
 static rkv_status parse_jsonl(trace_reader *r, json_t *o, trace_request *q, char *err,
                               size_t errlen)
 {
-    rkv_status st;
+    rkv_status st = known_fields(r, o, jsonl_fields, "JSON Lines trace", err, errlen);
+    if (st != RKV_OK) return st;
     json_t *id = json_object_get(o, "id");
     if (!id) FAIL("missing field \"id\"");
     if (json_is_integer(id)) {
@@ -237,16 +289,18 @@ static rkv_status parse_jsonl(trace_reader *r, json_t *o, trace_request *q, char
         if (p < INT32_MIN || p > INT32_MAX) FAIL("\"priority\" out of range (%lld)", (long long)p);
         q->priority = (int32_t)p;
     }
-    return RKV_OK;
+    return parse_namespace(r, o, q, err, errlen);
 }
 
 static rkv_status parse_mooncake(trace_reader *r, json_t *o, trace_request *q, char *err,
                                  size_t errlen)
 {
-    rkv_status st;
-    static const char *const need[] = {"timestamp", "input_length", "output_length", "hash_ids"};
-    for (size_t i = 0; i < sizeof need / sizeof need[0]; i++)
-        if (!json_object_get(o, need[i])) FAIL("missing field \"%s\" (Mooncake format)", need[i]);
+    rkv_status st = known_fields(r, o, mooncake_fields, "Mooncake trace", err, errlen);
+    if (st != RKV_OK) return st;
+    for (size_t i = 0; i < 4; i++) /* the first four are required */
+        if (!json_object_get(o, mooncake_fields[i]))
+            FAIL("missing field \"%s\" (Mooncake format)", mooncake_fields[i]);
+    if ((st = parse_namespace(r, o, q, err, errlen)) != RKV_OK) return st;
     double ts = -1;
     if ((st = opt_num(r, o, "timestamp", 1e18, &ts, err, errlen)) != RKV_OK) return st;
     int64_t in_len = 0, out_len = 0;
@@ -355,6 +409,7 @@ rkv_status trace_next(trace_reader *r, trace_request *q, bool *eof, char *err, s
     q->top_k = -1;
     q->seed = -1;
     q->priority = 0;
+    q->ns = 0;
     q->n_hash_ids = 0;
     q->n_tokens = 0;
     rkv_status st;

@@ -58,6 +58,7 @@ typedef struct trace_options {
     trace_format format;     /* AUTO unless the caller insists */
     trace_tokens tokens;     /* Mooncake only */
     int32_t vocab_size;      /* TRACE_TOKENS_VOCAB only, >= 1 */
+    const char *namespace_name; /* lines without "namespace"; NULL: the default */
 } trace_options;
 
 typedef struct trace_request {
@@ -77,6 +78,7 @@ typedef struct trace_request {
     int32_t top_k;       /* -1 when absent */
     int64_t seed;        /* -1 when absent */
     int32_t priority;    /* eviction priority (evict_policy priority); 0 when absent */
+    uint64_t ns;         /* cache namespace (trace_namespace_id); 0: the default */
     /* Mooncake only (format MOONCAKE); tokens are derived from them. */
     int32_t n_hash_ids;
     int64_t *hash_ids;   /* (n_hash_ids) */
@@ -119,5 +121,10 @@ static inline int64_t trace_block_token(int64_t h, int32_t j)
     return h * TRACE_MOONCAKE_BLOCK + j;
 }
 int32_t trace_vocab_token(int64_t h, int32_t j, int32_t vocab_size);
+
+/* The cache namespace of a name: 0 for NULL or "", else a 64-bit hash of its
+ * bytes, never 0. The same name gives the same id in every process (a remote
+ * tier shared by engines keys pages by it). */
+uint64_t trace_namespace_id(const char *name, size_t len);
 
 #endif

@@ -32,6 +32,8 @@ typedef struct rreq {
     int32_t n, max_tokens;
     double arrival;
     sampling_params sampling;
+    uint64_t ns;       /* cache namespace */
+    int32_t priority;  /* eviction priority */
     char *id_json;
     int32_t replica;
     int64_t eid;
@@ -93,17 +95,17 @@ static void on_finish(void *vctx, engine *e, int64_t eid)
 }
 
 /* Longest prefix of tokens[0..n) in the approximate tree. */
-static int32_t approx_match(approx *a, const int32_t *tokens, int32_t n)
+static int32_t approx_match(approx *a, const int32_t *tokens, int32_t n, uint64_t ns)
 {
     cache_match m;
     cache_match_init(&m);
-    int32_t len = cache_match_prefix(a->c, tokens, n, 0, &m) == RKV_OK ? m.len : 0;
+    int32_t len = cache_match_prefix(a->c, tokens, n, ns, &m) == RKV_OK ? m.len : 0;
     cache_match_free(&m);
     return len;
 }
 
 /* Remember that tokens went to this replica (LRU room made inside the tree). */
-static rkv_status approx_insert(approx *a, const int32_t *tokens, int32_t n)
+static rkv_status approx_insert(approx *a, const int32_t *tokens, int32_t n, uint64_t ns)
 {
     const int32_t P = a->pool.page_size;
     int32_t nb = n / P;
@@ -114,9 +116,9 @@ static rkv_status approx_insert(approx *a, const int32_t *tokens, int32_t n)
     cache_match m;
     cache_match_init(&m);
     /* A tree too full of locked entries just forgets this prompt. */
-    rkv_status st = cache_client_admit(a->c, tokens, nb * P, 0, nb, &m, pages, NULL);
+    rkv_status st = cache_client_admit(a->c, tokens, nb * P, ns, nb, &m, pages, NULL);
     if (st == RKV_OK) {
-        st = cache_client_commit(a->c, tokens, nb * P, 0, pages, m.num_pages, nb, NULL);
+        st = cache_client_commit(a->c, tokens, nb * P, ns, pages, m.num_pages, nb, NULL);
         rkv_status us = cache_client_release(a->c, &m, NULL, 0);
         if (st == RKV_OK) st = us;
     } else if (st == RKV_ENOSPC) {
@@ -170,7 +172,7 @@ static int32_t route(driver *d, rreq *q, int64_t k)
     int32_t best = -1, best_len = 0, low = least_loaded(d);
     int32_t *lens = malloc(sizeof(int32_t) * (size_t)rc->replicas);
     for (int32_t i = 0; i < rc->replicas; i++) {
-        int32_t len = approx_match(&d->r[i].a, q->tokens, q->n - 1);
+        int32_t len = approx_match(&d->r[i].a, q->tokens, q->n - 1, q->ns);
         if (lens) lens[i] = len;
         if (len > best_len || (len == best_len && best >= 0 && len > 0
                                && d->r[i].outstanding < d->r[best].outstanding)) {
@@ -185,7 +187,7 @@ static int32_t route(driver *d, rreq *q, int64_t k)
         pick = smallest_tree(d); /* little to reuse anywhere: grow the emptiest tree */
     q->predicted = lens ? lens[pick] : (pick == best ? best_len : 0);
     free(lens);
-    approx_insert(&d->r[pick].a, q->tokens, q->n);
+    approx_insert(&d->r[pick].a, q->tokens, q->n, q->ns);
     return pick;
 }
 
@@ -221,7 +223,8 @@ static rkv_status advance(driver *d, double t, char *err, size_t errlen)
 static rkv_status load_trace(driver *d, int32_t vocab, char *err, size_t errlen)
 {
     const replicas_config *rc = d->rc;
-    trace_options topt = {.format = TRACE_FORMAT_AUTO, .tokens = TRACE_TOKENS_VOCAB, .vocab_size = vocab};
+    trace_options topt = {.format = TRACE_FORMAT_AUTO, .tokens = TRACE_TOKENS_VOCAB, .vocab_size = vocab,
+                          .namespace_name = rc->namespace_name};
     trace_reader *tr = NULL;
     rkv_status st = trace_open(rc->trace, &topt, &tr, err, errlen);
     if (st) return st;
@@ -250,6 +253,8 @@ static rkv_status load_trace(driver *d, int32_t vocab, char *err, size_t errlen)
         memcpy(r->tokens, q.tokens, sizeof(int32_t) * (size_t)q.n_tokens);
         r->n = q.n_tokens;
         r->max_tokens = q.max_tokens >= 0 ? q.max_tokens : rc->default_max_tokens;
+        r->ns = q.ns;
+        r->priority = q.priority;
         r->arrival = rc->engine->offline || q.arrival < 0 ? 0 : q.arrival;
         r->sampling = (sampling_params){
             .temperature = q.temperature >= 0 ? (float)q.temperature : 0.0f,
@@ -421,7 +426,8 @@ static rkv_status dispatch(driver *d, const int64_t *order, char *err, size_t er
             break;
         rp->req_of[rp->routed] = order[j];
         engine_request er = {.tokens = q->tokens, .n_tokens = q->n, .max_tokens = q->max_tokens,
-                             .stop_token = -1, .sampling = q->sampling, .arrival = q->arrival};
+                             .stop_token = -1, .sampling = q->sampling, .arrival = q->arrival,
+                             .ns = q->ns, .priority = q->priority};
         q->replica = i;
         rp->outstanding++;
         rp->routed++;

@@ -57,6 +57,7 @@ typedef struct replicas_config {
     int64_t approx_tokens;         /* cache-aware: each approximate tree's capacity;
                                       <= 0: the replica's KV tokens */
     const char *trace;
+    const char *namespace_name;    /* trace lines without "namespace" (trace.h) */
     int32_t default_max_tokens;
     const billing_prices *prices;
     const char *pin;               /* --pin FILE: pinned in every replica (pin_file.h) */

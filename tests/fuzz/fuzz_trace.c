@@ -37,8 +37,8 @@ static void read_all(const char *path, const trace_options *opt)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     const char *path = fuzz_file(data, size, "trace.jsonl");
-    trace_options block = {FUZZ_FORMAT, TRACE_TOKENS_BLOCK, 0};
-    trace_options vocab = {FUZZ_FORMAT, TRACE_TOKENS_VOCAB, 1000};
+    trace_options block = {FUZZ_FORMAT, TRACE_TOKENS_BLOCK, 0, NULL};
+    trace_options vocab = {FUZZ_FORMAT, TRACE_TOKENS_VOCAB, 1000, NULL};
     read_all(path, &block);
     read_all(path, &vocab);
     read_all(path, NULL);

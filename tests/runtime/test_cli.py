@@ -137,4 +137,32 @@ rc, out, err = run(["cache-sim", "--cache", "hash", "--hash", "md5", "--capacity
                     "--page-size", "1", "-"], TRACE)
 check(rc == 0 and '"hash":"md5"' in out.splitlines()[-1], f"--hash md5 with hash ({err.strip()})")
 
+# Namespaces (issue 28): equal tokens under different namespaces share no page,
+# in every kind that reuses, in cache-sim and in run (one engine and
+# replicas); --namespace names the namespace of lines without the field.
+P4 = list(range(1, 18))  # 17 tokens: 4 whole pages of 4 before the last token
+NS_TRACE = "".join(json.dumps(dict({"id": i, "step": i, "tokens": P4, "max_tokens": 2}, **extra)) + "\n"
+                   for i, extra in enumerate([{"namespace": "a"}, {"namespace": "b"}, {},
+                                              {"namespace": "a"}, {"namespace": ""}]))
+# matched per request: a (cold), b (cold), default (cold), a (hit), "" = default (hit)
+for kind in ("radix", "hash", "trie"):
+    rc, out, err = run(["cache-sim", "--cache", kind, "--capacity", "1000", "--page-size", "4", "-"],
+                       NS_TRACE)
+    got = [json.loads(l)["matched"] for l in out.splitlines() if '"request"' in l]
+    check(rc == 0 and got == [0, 0, 0, 16, 16], f"{kind}: namespaces kept apart: {got} {err.strip()}")
+    rc, out, err = run(["cache-sim", "--cache", kind, "--capacity", "1000", "--page-size", "4",
+                        "--namespace", "b", "-"], NS_TRACE)
+    got = [json.loads(l)["matched"] for l in out.splitlines() if '"request"' in l]
+    check(rc == 0 and got == [0, 0, 16, 16, 0], f"{kind} --namespace b: {got} {err.strip()}")
+for extra in ([], ["--replicas", "2", "--router", "cache-aware"]):
+    rc, out, err = run(["run", "--trace", "-", "--backend", "sim", "--max-running", "1",
+                        "--page-size", "4", "--no-progress"] + extra, NS_TRACE)
+    got = [json.loads(l)["cached_tokens"] for l in out.splitlines() if '"request"' in l]
+    check(rc == 0 and got == [0, 0, 0, 16, 16], f"run {extra}: namespaces kept apart: {got} {err.strip()}")
+rc, out, err = run(["cache-sim", "--cache", "radix", "--capacity", "100", "--page-size", "1", "-"],
+                   '{"id": 0, "tokens": [1, 2], "cache_salt": "x"}\n')
+check(rc != 0 and '<stdin>:1: unknown field "cache_salt"' in err, f"unknown trace field refused: {err.strip()}")
+rc, out, err = run(["serve", "--namespace", "a"])
+check(rc == 2 and "--namespace" in err, f"serve refuses --namespace: {err.strip()}")
+
 sys.exit(1 if failures else 0)

@@ -278,7 +278,7 @@ START_TEST(test_bad_traces)
         engine *e = sim_engine();
         run_ids ids = {0};
         char err[512] = "", want[600];
-        rkv_status st = run_load_trace(e, path, 4, &ids, err, sizeof err);
+        rkv_status st = run_load_trace(e, path, 4, NULL, &ids, err, sizeof err);
         ck_assert_msg(st != RKV_OK, "case %zu accepted", k);
         snprintf(want, sizeof want, "%s:%d: ", path, cases[k].line);
         ck_assert_msg(!strncmp(err, want, strlen(want)), "case %zu: '%s' lacks '%s'", k, err, want);

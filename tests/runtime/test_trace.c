@@ -108,6 +108,11 @@ static const struct {
     {"{\"id\": 1, \"tokens\": [1], \"step\": 1.5}", "\"step\" must be an integer"},
     {"{\"id\": 1, \"tokens\": [1], \"max_tokens\": \"x\"}", "\"max_tokens\" must be an integer"},
     {"{\"id\": 1, \"tokens\": [1], \"top_p\": 2}", "\"top_p\" out of range"},
+    /* Regression (issue 28): fields the reader did not know were dropped
+     * silently; "namespace" was one and changed which requests share pages. */
+    {"{\"id\": 1, \"tokens\": [1], \"salt\": \"a\"}", "unknown field \"salt\""},
+    {"{\"id\": 1, \"tokens\": [1], \"Namespace\": \"a\"}", "unknown field \"Namespace\""},
+    {"{\"id\": 1, \"tokens\": [1], \"namespace\": 3}", "\"namespace\" must be a string"},
 };
 
 START_TEST(test_malformed)
@@ -182,7 +187,7 @@ END_TEST
 START_TEST(test_mooncake_vocab_tokens)
 {
     char *path = write_tmp(mooncake);
-    trace_options opt = {TRACE_FORMAT_AUTO, TRACE_TOKENS_VOCAB, 1000};
+    trace_options opt = {TRACE_FORMAT_AUTO, TRACE_TOKENS_VOCAB, 1000, NULL};
     trace_reader *r;
     char err[256];
     ck_assert_int_eq(trace_open(path, &opt, &r, err, sizeof err), RKV_OK);
@@ -220,7 +225,61 @@ static const struct {
      "hash id 0 is not an integer"},
     {"{\"timestamp\": 0, \"input_length\": 10, \"output_length\": 1, \"hash_ids\": [4194304]}",
      "too large for block tokens"},
+    {"{\"timestamp\": 0, \"input_length\": 10, \"output_length\": 1, \"hash_ids\": [0], \"id\": 3}",
+     "unknown field \"id\" (a Mooncake trace line has"},
+    {"{\"timestamp\": 0, \"input_length\": 10, \"output_length\": 1, \"hash_ids\": [0], "
+     "\"namespace\": null}", "\"namespace\" must be a string"},
 };
+
+/* "namespace" in both formats, the reader's default for lines without it,
+ * and "" as the default namespace (trace.h). */
+START_TEST(test_namespace)
+{
+    char *path = write_tmp(
+        "{\"id\": 0, \"tokens\": [1, 2], \"namespace\": \"tenant-a\"}\n"
+        "{\"id\": 1, \"tokens\": [1, 2], \"namespace\": \"tenant-b\"}\n"
+        "{\"id\": 2, \"tokens\": [1, 2], \"namespace\": \"\"}\n"
+        "{\"id\": 3, \"tokens\": [1, 2]}\n"
+        "{\"id\": 4, \"tokens\": [1, 2], \"namespace\": \"tenant-a\"}\n");
+    char *moon = write_tmp(
+        "{\"timestamp\": 0, \"input_length\": 4, \"output_length\": 1, \"hash_ids\": [0], "
+        "\"namespace\": \"tenant-a\"}\n"
+        "{\"timestamp\": 0, \"input_length\": 4, \"output_length\": 1, \"hash_ids\": [0]}\n");
+    uint64_t a = trace_namespace_id("tenant-a", 8), b = trace_namespace_id("tenant-b", 8);
+    ck_assert(a != 0 && b != 0 && a != b);
+    ck_assert_uint_eq(trace_namespace_id("", 0), 0);
+    ck_assert_uint_eq(trace_namespace_id(NULL, 0), 0);
+    for (int with_default = 0; with_default < 2; with_default++) {
+        trace_options opt = {TRACE_FORMAT_AUTO, TRACE_TOKENS_BLOCK, 0,
+                             with_default ? "tenant-b" : NULL};
+        uint64_t dflt = with_default ? b : 0;
+        uint64_t want[] = {a, b, 0, dflt, a};
+        trace_reader *r;
+        char err[256];
+        trace_request q;
+        trace_request_init(&q);
+        bool eof;
+        ck_assert_int_eq(trace_open(path, &opt, &r, err, sizeof err), RKV_OK);
+        for (int i = 0; i < 5; i++) {
+            ck_assert_int_eq(trace_next(r, &q, &eof, err, sizeof err), RKV_OK);
+            ck_assert_msg(q.ns == want[i], "line %d (default %d): ns %llu", i + 1, with_default,
+                          (unsigned long long)q.ns);
+        }
+        trace_close(r);
+        ck_assert_int_eq(trace_open(moon, &opt, &r, err, sizeof err), RKV_OK);
+        ck_assert_int_eq(trace_next(r, &q, &eof, err, sizeof err), RKV_OK);
+        ck_assert_uint_eq(q.ns, a);
+        ck_assert_int_eq(trace_next(r, &q, &eof, err, sizeof err), RKV_OK);
+        ck_assert_uint_eq(q.ns, dflt);
+        trace_close(r);
+        trace_request_free(&q);
+    }
+    unlink(path);
+    unlink(moon);
+    free(path);
+    free(moon);
+}
+END_TEST
 
 START_TEST(test_mooncake_malformed)
 {
@@ -269,7 +328,7 @@ START_TEST(test_regress_mooncake_hash_overflow)
             ck_assert_msg(strstr(err, ":1: hash id 1 is too large") != NULL, "%s", err);
         }
         /* Vocabulary tokens (run): up to 2^54 - 1; beyond, the mix key wraps. */
-        trace_options vocab = {TRACE_FORMAT_AUTO, TRACE_TOKENS_VOCAB, 1000};
+        trace_options vocab = {TRACE_FORMAT_AUTO, TRACE_TOKENS_VOCAB, 1000, NULL};
         st = read_all(path, &vocab, &n, err, sizeof err);
         ck_assert_int_eq(st, i == 0 ? RKV_OK : RKV_EPARSE);
         if (i > 0) ck_assert_msg(strstr(err, ":1: hash id 1 is too large (") != NULL, "%s", err);
@@ -341,6 +400,7 @@ int main(void)
     Suite *s = suite_create("trace");
     TCase *tc = tcase_create("trace");
     tcase_add_test(tc, test_jsonl_fields);
+    tcase_add_test(tc, test_namespace);
     tcase_add_loop_test(tc, test_malformed, 0, (int)(sizeof bad_cases / sizeof bad_cases[0]));
     tcase_add_test(tc, test_missing_file);
     tcase_add_test(tc, test_mooncake_block_tokens);
