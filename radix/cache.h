@@ -23,6 +23,11 @@
  *   If *prefix_len comes back larger than what the caller matched (another
  *   request inserted the same tokens meanwhile), the caller frees its own pages
  *   in [matched/P, prefix_len/P): the cache keeps exactly one owner per page.
+ *   Exception, the hash kind under "keep" (vLLM's rule, cache_config): insert
+ *   adopts every full page beyond the caller's matched prefix, so
+ *   *prefix_len = matched and two pages may hold the same block (duplicates,
+ *   each still with one owner). Either way "free what is still INFLIGHT"
+ *   (cache_client.h) is right.
  *
  * Callers do not write this protocol out themselves: cache_client.h is its
  * one implementation (admit, commit, release).
@@ -88,7 +93,15 @@ typedef struct cache_config {
     const char *kind;        /* "radix" (default if NULL), "hash", "hash-nocache", "trie", "none" */
     const char *policy;      /* eviction: any evict_policy.h name, "lru" (default) */
     const char *hash_fn;     /* "xxh3" (default), "sha256", "md5" (hash kinds) */
+    /* hash kind, a full block computed twice (cache_hash.c): "keep" caches both
+     * copies, as vLLM does; "dedup" frees the second. NULL: keep under lru,
+     * dedup under the other policies (they evict leaves of a parent tree,
+     * which only dedup keeps); keep with another policy is refused. */
+    const char *hash_duplicates;
 } cache_config;
+
+/* Accepted values of cache_config.hash_duplicates, NULL-terminated. */
+extern const char *const cache_hash_duplicates_names[];
 
 /* What a kind can do, so that callers ask instead of comparing names. */
 enum {

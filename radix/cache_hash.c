@@ -36,9 +36,33 @@
  *
  * Insert plays "the request frees its blocks": the new blocks and any
  * unlocked blocks of the same chain are appended tail first; locked ones
- * follow when the matches holding them unlock. Hence a parent always leaves
- * the queue after its children (check() verifies it) and eviction only ever
- * removes leaves.
+ * follow when the matches holding them unlock. (Under dedup, "the chain" is
+ * every block insert's own walk found, so blocks another request cached
+ * after this one's match move to the tail too, not only the new ones.)
+ * Under dedup a parent always leaves the queue after its children (check()
+ * verifies it) and eviction only ever removes leaves.
+ *
+ * Duplicate blocks (--hash-duplicates). Two requests that compute the same
+ * full block before either caches it (in one step under SGLang's step
+ * semantics; a block-aligned prompt, whose last block is recomputed because
+ * a match leaves its last token out) each hold a page with the same content:
+ *
+ *   dedup  insert finds the first copy and frees the second (radix-like):
+ *          blocks name their parent by page, a tree of unique blocks.
+ *   keep   (vLLM v1: BlockPool.cache_full_blocks never looks up, so block
+ *          tables stay append-only) insert caches every page the caller
+ *          owns beyond its matched prefix, copies included. A block names
+ *          its parent by prefix: it stores the parent's digest (pfull), and
+ *          a lookup takes, among the blocks of equal digest, namespace,
+ *          tokens and parent digest, the one cached first (vLLM's
+ *          get_one_block: the first of its dict). Copies and blocks whose
+ *          parent was evicted (vLLM keeps both until they reach the queue's
+ *          head) are evicted in queue order like any block; only lru
+ *          (vLLM's order) is allowed. Parent pages are not tracked (-1).
+ *
+ * Digests chain on the full 128-bit digest of the parent (pfull); with the
+ * debug truncation (cache_hash_debug_set_bits) only the stored digest that
+ * finds candidates is cut, so the parent check of keep stays 128-bit.
  *
  * The interface keeps no state between calls, so both match and insert hash
  * every full block they are given (vLLM hashes a request's blocks once; here
@@ -58,8 +82,9 @@
 
 typedef struct hblock {
     block_hash hash;   /* digest as stored (truncated in debug mode) */
+    block_hash pfull;  /* the parent's full digest (block_hash_root for a first block) */
     uint64_t ns;
-    int32_t parent;    /* page of the parent block, -1 for a first block */
+    int32_t parent;    /* page of the parent block, -1 for a first block (and under keep) */
     int32_t children;  /* cached blocks whose parent is this one */
     int32_t ref;       /* locks held by matches; 0 = in the free queue */
     int32_t prev, next; /* free-queue links, -1 at the ends */
@@ -81,6 +106,7 @@ typedef struct hmeta {
 typedef struct cache_hash {
     cache base;
     bool nocache;
+    bool keep;            /* --hash-duplicates keep (see the top of the file) */
     int bits;             /* 128, or 1..64 when debug truncation is on */
     block_hasher hasher;
     hblock *blk;          /* (num_pages) by page id */
@@ -92,19 +118,24 @@ typedef struct cache_hash {
     const evict_policy *pol;
     hmeta *meta;          /* (num_pages) by page id; NULL under lru */
     int64_t num_cached, num_locked;
-    block_hash *hs;       /* (hs_cap) per-call digests */
+    block_hash *hs;       /* (hs_cap) per-call digests, truncated as stored */
+    block_hash *full;     /* (hs_cap) per-call full digests */
     int32_t *chain;       /* (hs_cap) per-call pages of the chain */
     int32_t hs_cap;
 } cache_hash;
 
 static const cache_ops hash_ops, nocache_ops;
 
+const char *const cache_hash_duplicates_names[] = {"keep", "dedup", NULL};
+
 /* ---- digests and the table ---------------------------------------------- */
 
+/* *full = H(parent's full digest | ns | t); *out = *full as stored. */
 static void digest(cache_hash *h, const block_hash *parent, uint64_t ns, const int32_t *t,
-                   block_hash *out)
+                   block_hash *full, block_hash *out)
 {
-    block_hasher_hash(&h->hasher, parent, ns, t, h->base.page_size, out);
+    block_hasher_hash(&h->hasher, parent, ns, t, h->base.page_size, full);
+    *out = *full;
     if (h->bits < 128) {
         out->lo &= h->bits == 64 ? ~0ull : ((1ull << h->bits) - 1);
         out->hi = 0;
@@ -118,18 +149,30 @@ static uint32_t bucket_of(const cache_hash *h, const block_hash *d)
 }
 
 /* The cached block with digest d whose namespace, parent and tokens are the
- * request's, or -1. The digest narrows the search; the rest decides. */
-static int32_t lookup(const cache_hash *h, const block_hash *d, int32_t parent, uint64_t ns,
-                      const int32_t *t)
+ * request's, or -1. The digest narrows the search; the rest decides. The
+ * parent is its page under dedup, its full digest pfull under keep; buckets
+ * list blocks in caching order, so keep finds the copy cached first. */
+static int32_t lookup(const cache_hash *h, const block_hash *d, int32_t parent,
+                      const block_hash *pfull, uint64_t ns, const int32_t *t)
 {
     size_t bytes = sizeof(int32_t) * (size_t)h->base.page_size;
     for (int32_t b = h->buckets[bucket_of(h, d)]; b >= 0; b = h->blk[b].hnext) {
         const hblock *k = &h->blk[b];
-        if (block_hash_equal(&k->hash, d) && k->parent == parent && k->ns == ns &&
+        if (block_hash_equal(&k->hash, d) && k->ns == ns &&
+            (h->keep ? block_hash_equal(&k->pfull, pfull) : k->parent == parent) &&
             memcmp(h->tok + (size_t)b * (size_t)h->base.page_size, t, bytes) == 0)
             return b;
     }
     return -1;
+}
+
+/* Append b to its bucket's list (caching order). */
+static void table_add(cache_hash *h, int32_t b)
+{
+    int32_t *link = &h->buckets[bucket_of(h, &h->blk[b].hash)];
+    while (*link >= 0) link = &h->blk[*link].hnext;
+    *link = b;
+    h->blk[b].hnext = -1;
 }
 
 static void table_remove(cache_hash *h, int32_t b)
@@ -173,6 +216,9 @@ static rkv_status reserve_scratch(cache_hash *h, int32_t nb)
     block_hash *hs = realloc(h->hs, sizeof *hs * (size_t)cap);
     if (!hs) return RKV_ENOMEM;
     h->hs = hs;
+    block_hash *full = realloc(h->full, sizeof *full * (size_t)cap);
+    if (!full) return RKV_ENOMEM;
+    h->full = full;
     int32_t *chain = realloc(h->chain, sizeof *chain * (size_t)cap);
     if (!chain) return RKV_ENOMEM;
     h->chain = chain;
@@ -188,15 +234,15 @@ static int32_t walk(cache_hash *h, const int32_t *tokens, int32_t nb, uint64_t n
     const block_hash *parent_hash = &block_hash_root;
     int32_t parent = -1, hit = 0;
     for (int32_t i = 0; i < nb; i++) {
-        digest(h, parent_hash, ns, tokens + (size_t)i * (size_t)P, &h->hs[i]);
-        parent_hash = &h->hs[i];
+        digest(h, parent_hash, ns, tokens + (size_t)i * (size_t)P, &h->full[i], &h->hs[i]);
         if (reuse && hit == i) {
-            int32_t b = lookup(h, &h->hs[i], parent, ns, tokens + (size_t)i * (size_t)P);
+            int32_t b = lookup(h, &h->hs[i], parent, parent_hash, ns, tokens + (size_t)i * (size_t)P);
             if (b >= 0) {
                 h->chain[hit++] = b;
                 parent = b;
             }
         }
+        parent_hash = &h->full[i];
     }
     h->base.stats.hash_computations += (uint64_t)nb;
     /* The chain's blocks were reached by this call (policies other than lru). */
@@ -240,7 +286,17 @@ static rkv_status hash_insert(cache *c, const int32_t *tokens, int32_t n, const 
     int32_t nb = n / P;
     rkv_status st = reserve_scratch(h, nb);
     if (st != RKV_OK) return st;
-    int32_t k = walk(h, tokens, nb, ns, !h->nocache);
+    /* keep: the caller's matched prefix is the leading pages that are cached
+     * blocks (the rest are its own, INFLIGHT); no lookup beyond it. */
+    int32_t k = walk(h, tokens, nb, ns, !h->nocache && !h->keep);
+    if (h->keep) {
+        for (k = 0; k < nb && pages[k] >= 0 && pages[k] < c->pool->num_pages
+                    && h->blk[pages[k]].cached; k++) {
+            const hblock *b = &h->blk[pages[k]];
+            if (!block_hash_equal(&b->hash, &h->hs[k]) || b->ns != ns) return RKV_EINVAL;
+            h->chain[k] = pages[k];
+        }
+    }
     c->stats.insert_calls++;
     if (h->nocache) {
         /* The cache owns everything beyond *prefix_len = 0 and keeps nothing. */
@@ -249,6 +305,8 @@ static rkv_status hash_insert(cache *c, const int32_t *tokens, int32_t n, const 
         *prefix_len = 0;
         return RKV_OK;
     }
+    for (int32_t i = k; h->keep && i < nb; i++)
+        if (pages[i] < 0 || pages[i] >= c->pool->num_pages) return RKV_EINVAL;
     /* Adopt first: it checks the whole batch, so a bad page changes nothing. */
     st = page_pool_adopt(c->pool, pages + k, nb - k);
     if (st != RKV_OK) return st;
@@ -257,17 +315,16 @@ static rkv_status hash_insert(cache *c, const int32_t *tokens, int32_t n, const 
         hblock *blk = &h->blk[b];
         memset(blk, 0, sizeof *blk);
         blk->hash = h->hs[i];
+        blk->pfull = i > 0 ? h->full[i - 1] : block_hash_root;
         blk->ns = ns;
-        blk->parent = i > 0 ? h->chain[i - 1] : -1;
+        blk->parent = i > 0 && !h->keep ? h->chain[i - 1] : -1;
         blk->prev = blk->next = -1;
         blk->cached = 1;
         if (h->meta) h->meta[b] = (hmeta){.id = ++h->seq, .hits = 1, .priority = c->priority, .index = i};
         if (blk->parent >= 0) h->blk[blk->parent].children++;
         memcpy(h->tok + (size_t)b * (size_t)P, tokens + (size_t)i * (size_t)P,
                sizeof(int32_t) * (size_t)P);
-        uint32_t bk = bucket_of(h, &blk->hash);
-        blk->hnext = h->buckets[bk];
-        h->buckets[bk] = b;
+        table_add(h, b);
         h->chain[i] = b;
     }
     h->num_cached += nb - k;
@@ -431,10 +488,15 @@ static rkv_status hash_check(const cache *c, char *err, size_t errlen)
             if (k->ref > 0 && p->ref == 0) FAIL("block %d locked, parent %d not", b, k->parent);
             if (k->ref == 0 && p->ref == 0 && pos[k->parent] < pos[b])
                 FAIL("block %d queued after its parent %d", b, k->parent);
-            ph = &p->hash;
+            block_hash pf, pd;
+            digest(h, &p->pfull, p->ns, h->tok + (size_t)k->parent * (size_t)P, &pf, &pd);
+            ph = &pf;
+        } else if (h->keep) {
+            ph = &k->pfull; /* named by prefix: nothing to compare it with */
         }
-        block_hash d;
-        digest(h, ph, k->ns, h->tok + (size_t)b * (size_t)P, &d);
+        if (!block_hash_equal(ph, &k->pfull)) FAIL("block %d: parent digest is stale", b);
+        block_hash d, df;
+        digest(h, ph, k->ns, h->tok + (size_t)b * (size_t)P, &df, &d);
         if (!block_hash_equal(&d, &k->hash)) FAIL("block %d: stored digest is stale", b);
         int32_t x = h->buckets[bucket_of(h, &k->hash)];
         while (x >= 0 && x != b) x = h->blk[x].hnext;
@@ -467,6 +529,29 @@ static void dump_tokens(FILE *f, const int32_t *t, int32_t n, const char *sep)
     for (int32_t i = 0; i < n; i++) fprintf(f, "%s%d", i ? sep : "", t[i]);
 }
 
+/* The parent page a dump shows: under keep, the first cached block whose
+ * full digest is b's parent digest (-1 when none is cached); the blocks do
+ * not store it because evictions would leave it dangling. Dumps only. */
+static int32_t shown_parent(const cache_hash *h, int32_t b)
+{
+    const hblock *k = &h->blk[b];
+    if (!h->keep || block_hash_equal(&k->pfull, &block_hash_root)) return k->parent;
+    block_hash want = k->pfull;
+    if (h->bits < 128) {
+        want.lo &= h->bits == 64 ? ~0ull : ((1ull << h->bits) - 1);
+        want.hi = 0;
+    }
+    cache_hash *m = (cache_hash *)h; /* the hasher's scratch is mutable */
+    for (int32_t x = h->buckets[bucket_of(h, &want)]; x >= 0; x = h->blk[x].hnext) {
+        block_hash full, d;
+        if (!block_hash_equal(&h->blk[x].hash, &want) || h->blk[x].ns != k->ns) continue;
+        digest(m, &h->blk[x].pfull, h->blk[x].ns, h->tok + (size_t)x * (size_t)h->base.page_size,
+               &full, &d);
+        if (block_hash_equal(&full, &k->pfull)) return x;
+    }
+    return -1;
+}
+
 static void hash_dump(const cache *c, FILE *f, cache_dump_format fmt)
 {
     const cache_hash *h = (const cache_hash *)c;
@@ -480,7 +565,7 @@ static void hash_dump(const cache *c, FILE *f, cache_dump_format fmt)
             fprintf(f, "  b%d [label=\"p%d ref %d\\n", b, b, k->ref);
             dump_tokens(f, h->tok + (size_t)b * (size_t)P, P, " ");
             fprintf(f, "\"%s];\n", k->ref ? ", style=filled, fillcolor=lightgrey" : "");
-            if (k->parent >= 0) fprintf(f, "  b%d -> b%d;\n", k->parent, b);
+            if (shown_parent(h, b) >= 0) fprintf(f, "  b%d -> b%d;\n", shown_parent(h, b), b);
         }
         fprintf(f, "}\n");
         return;
@@ -494,7 +579,7 @@ static void hash_dump(const cache *c, FILE *f, cache_dump_format fmt)
             if (!k->cached) continue;
             fprintf(f, "%s{\"page\":%d,\"parent\":%d,\"ns\":%llu,\"ref\":%d,"
                        "\"hash\":\"%016llx%016llx\",\"tokens\":[",
-                    first ? "" : ",", b, k->parent, (unsigned long long)k->ns, k->ref,
+                    first ? "" : ",", b, shown_parent(h, b), (unsigned long long)k->ns, k->ref,
                     (unsigned long long)k->hash.hi, (unsigned long long)k->hash.lo);
             dump_tokens(f, h->tok + (size_t)b * (size_t)P, P, ",");
             fprintf(f, "]}");
@@ -513,7 +598,7 @@ static void hash_dump(const cache *c, FILE *f, cache_dump_format fmt)
     for (int32_t b = 0; b < pool->num_pages; b++) {
         const hblock *k = &h->blk[b];
         if (!k->cached) continue;
-        fprintf(f, "  block %d parent %d ns %llu ref %d hash %016llx%016llx [", b, k->parent,
+        fprintf(f, "  block %d parent %d ns %llu ref %d hash %016llx%016llx [", b, shown_parent(h, b),
                 (unsigned long long)k->ns, k->ref, (unsigned long long)k->hash.hi,
                 (unsigned long long)k->hash.lo);
         dump_tokens(f, h->tok + (size_t)b * (size_t)P, P, " ");
@@ -534,6 +619,7 @@ static void hash_destroy(cache *c)
     free(h->tok);
     free(h->buckets);
     free(h->hs);
+    free(h->full);
     free(h->chain);
     free(h);
 }
@@ -557,6 +643,17 @@ rkv_status cache_hash_create(const cache_config *cfg, page_pool *pool, bool noca
     }
     const evict_policy *pol = evict_policy_lookup(cfg ? cfg->policy : NULL, "cache_hash", err, errlen);
     if (!pol) return RKV_EINVAL;
+    const char *dup = cfg ? cfg->hash_duplicates : NULL;
+    if (dup && strcmp(dup, "keep") && strcmp(dup, "dedup")) {
+        if (err) snprintf(err, errlen, "cache_hash: unknown duplicate rule '%s' (keep|dedup)", dup);
+        return RKV_EINVAL;
+    }
+    bool keep = dup ? !strcmp(dup, "keep") : pol == evict_policies[0];
+    if (keep && pol != evict_policies[0] && !nocache) {
+        if (err) snprintf(err, errlen, "cache_hash: duplicates 'keep' needs the lru policy (vLLM's "
+                          "free queue), not '%s'; use dedup", pol->name);
+        return RKV_EINVAL;
+    }
     cache_hash *h = calloc(1, sizeof *h);
     if (!h) return RKV_ENOMEM;
     h->pol = pol;
@@ -570,6 +667,7 @@ rkv_status cache_hash_create(const cache_config *cfg, page_pool *pool, bool noca
     h->base.pool = pool;
     h->base.page_size = pool->page_size;
     h->nocache = nocache;
+    h->keep = keep && !nocache;
     h->bits = 128;
     h->qhead = h->qtail = -1;
     size_t np = (size_t)(pool->num_pages ? pool->num_pages : 1);

@@ -739,6 +739,7 @@ void cache_sim_print_summary(FILE *out, const cache_sim_options *opt, const cach
     fprintf(out, "{\"type\":\"summary\",\"kind\":\"%s\"", opt->kind ? opt->kind : "radix");
     if (opt->policy) fprintf(out, ",\"policy\":\"%s\"", opt->policy);
     if (opt->hash_fn) fprintf(out, ",\"hash\":\"%s\"", opt->hash_fn);
+    if (opt->hash_duplicates) fprintf(out, ",\"hash_duplicates\":\"%s\"", opt->hash_duplicates);
     fprintf(out, ",\"capacity\":%" PRId64 ",\"page_size\":%d,\"pages\":%d,\"requests\":%" PRId64
             ",\"errors\":%" PRId64 ",\"steps\":%" PRId64 ",\"prompt_tokens\":%" PRId64
             ",\"matched_tokens\":%" PRId64 ",\"new_tokens\":%" PRId64 ",\"hit_rate\":%.6f"

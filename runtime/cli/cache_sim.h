@@ -42,6 +42,7 @@ typedef struct cache_sim_options {
     const char *kind;       /* for the summary line */
     const char *policy;     /* for the summary line (NULL: not applicable) */
     const char *hash_fn;    /* for the summary line (NULL: not applicable) */
+    const char *hash_duplicates; /* for the summary line: given by --hash-duplicates */
     int64_t capacity;       /* tokens, for the summary line */
     const char *dump_dir;   /* NULL: no per-step pictures */
     bool check;             /* full cache_check after every step */

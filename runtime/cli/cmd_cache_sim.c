@@ -43,6 +43,8 @@ static void usage_cache_sim(FILE *f)
         "  --page-size P       tokens per page\n"
         "  --evict-policy NAME eviction policy (radixkv list): lru (default) | ...\n"
         "  --hash NAME         block hash for hash kinds: xxh3 (default) | sha256 | md5\n"
+        "  --hash-duplicates keep|dedup  hash: a full block computed twice is kept twice\n"
+        "                      (keep, vLLM; the default under lru) or freed (dedup)\n"
         "  --dump-dir DIR      the tree after every step as JSON and DOT (SVG with graphviz)\n"
         "  --out FILE          write the JSON Lines there instead of stdout\n"
         "  --check             full consistency check of the cache after every step\n"
@@ -101,6 +103,7 @@ static int parse_cache_sim(int argc, char **argv, sim_cmd *m)
         CLI_INT_OPT("--page-size", &m->page_size, 1, 1 << 20),
         CLI_CHOICE_OPT("--evict-policy", &m->cfg.policy, evict_policy_name_list),
         CLI_CHOICE_OPT("--hash", &m->cfg.hash_fn, block_hash_fn_names),
+        CLI_CHOICE_OPT("--hash-duplicates", &m->cfg.hash_duplicates, cache_hash_duplicates_names),
         CLI_STR_OPT("--dump-dir", &o->dump_dir),
         CLI_STR_OPT("--out", &m->out_path),
         CLI_FLAG_OPT("--check", &o->check),
@@ -156,6 +159,12 @@ static int check_cache_sim(sim_cmd *m)
                 m->cfg.kind);
         return 2;
     }
+    if (m->cfg.hash_duplicates && strcmp(m->cfg.kind, "hash")) {
+        fprintf(stderr, "radixkv cache-sim: --hash-duplicates applies to --cache hash, not --cache %s\n",
+                m->cfg.kind);
+        return 2;
+    }
+    o->hash_duplicates = m->cfg.hash_duplicates;
     o->policy = tree_kind ? (m->cfg.policy ? m->cfg.policy : "lru") : NULL;
     o->hash_fn = hash_kind ? (m->cfg.hash_fn ? m->cfg.hash_fn : "xxh3") : NULL;
     if (m->model_name || m->gpu_name) {

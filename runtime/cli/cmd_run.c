@@ -52,6 +52,8 @@ static void usage_run(FILE *f)
         "  --cache KIND            radix (default) | hash | hash-nocache | trie | none\n"
         "  --evict-policy NAME     eviction policy (radixkv list): lru (default) | ...\n"
         "  --hash NAME             xxh3 (default) | sha256 | md5\n"
+        "  --hash-duplicates keep|dedup  hash: keep a full block computed twice (vLLM;\n"
+        "                          the default under lru) or free the copy (dedup)\n"
         "  --sched-policy NAME     fcfs (default) | lpm | dfs-weight | random\n"
         "  --schedule MODE         sync (default) | overlap\n"
         "  --page-size P           tokens per KV page (default 16)\n"
@@ -117,6 +119,8 @@ int run_parse_options(int argc, char **argv, run_opts *o, bool need_trace)
         CLI_CHOICE_OPT("--cache", &o->ec.cache_cfg.kind, cache_kind_names),
         CLI_CHOICE_OPT("--evict-policy", &o->ec.cache_cfg.policy, evict_policy_name_list),
         CLI_CHOICE_OPT("--hash", &o->ec.cache_cfg.hash_fn, block_hash_fn_names),
+        CLI_CHOICE_OPT("--hash-duplicates", &o->ec.cache_cfg.hash_duplicates,
+                       cache_hash_duplicates_names),
         CLI_CHOICE_OPT("--sched-policy", &o->ec.policy, policy_names),
         CLI_CHOICE_OPT("--schedule", &o->ec.schedule, schedule_names),
         CLI_INT_OPT("--page-size", &page_size, 1, 1 << 16),
@@ -173,6 +177,10 @@ static int check_run(run_opts *o, bool need_trace)
     const char *kind = o->ec.cache_cfg.kind ? o->ec.cache_cfg.kind : "radix";
     if (o->ec.cache_cfg.hash_fn && strncmp(kind, "hash", 4)) {
         fprintf(stderr, "radixkv run: --hash applies to the hash kinds, not --cache %s\n", kind);
+        return 2;
+    }
+    if (o->ec.cache_cfg.hash_duplicates && strcmp(kind, "hash")) {
+        fprintf(stderr, "radixkv run: --hash-duplicates applies to --cache hash, not --cache %s\n", kind);
         return 2;
     }
     if (!o->trace && need_trace) {

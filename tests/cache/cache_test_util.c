@@ -21,7 +21,8 @@ rkv_status tu_request(cache *c, const int32_t *tokens, int32_t n, uint64_t ns, c
 
 cache *tu_create(const char *kind, const char *hash_fn, page_pool *pool)
 {
-    cache_config cfg = {kind, NULL, hash_fn};
+    /* The hash tests model deduplicating inserts (dedup); keep has its own tests. */
+    cache_config cfg = {kind, NULL, hash_fn, "dedup"};
     cache *c = NULL;
     char err[256] = "";
     rkv_status st = cache_create(&cfg, pool, &c, err, sizeof err);

@@ -114,7 +114,9 @@ static void check_cache(const cache *c)
 static cache *make(const char *kind, const char *policy, int32_t pages, int32_t P)
 {
     ck_assert_int_eq(page_pool_init(&ipool, pages, P), RKV_OK);
-    cache_config cfg = {.kind = kind, .policy = policy};
+    /* The contract tests race inserts of equal tokens and expect the second
+     * to be freed: the hash kind's dedup rule (keep has its own tests). */
+    cache_config cfg = {.kind = kind, .policy = policy, .hash_duplicates = "dedup"};
     cache *c = NULL;
     char err[256] = "";
     ck_assert_int_eq(cache_create(&cfg, &ipool, &c, err, sizeof err), RKV_OK);
@@ -678,7 +680,7 @@ START_TEST(bad_names_rejected)
 {
     page_pool pool;
     ck_assert_int_eq(page_pool_init(&pool, 4, 4), RKV_OK);
-    cache_config cfg = {"hash", NULL, "crc32"};
+    cache_config cfg = {"hash", NULL, "crc32", NULL};
     cache *c = (cache *)&cfg;
     char err[256] = "";
     ck_assert_int_eq(cache_hash_create(&cfg, &pool, false, &c, err, sizeof err), RKV_EINVAL);
@@ -1118,7 +1120,7 @@ START_TEST(bad_input)
 {
     page_pool pool;
     ck_assert_int_eq(page_pool_init(&pool, 8, 2), RKV_OK);
-    cache_config cfg = {"trie", "no-such-policy", NULL};
+    cache_config cfg = {"trie", "no-such-policy", NULL, NULL};
     cache *c = NULL;
     char err[256] = "";
     ck_assert_int_eq(cache_trie_create(&cfg, &pool, &c, err, sizeof err), RKV_EINVAL);
@@ -1281,7 +1283,7 @@ START_TEST(trie_random_against_reference)
     srand(seed);
     page_pool pool;
     ck_assert_int_eq(page_pool_init(&pool, 24, P), RKV_OK);
-    cache_config cfg = {"trie", pol->name, NULL};
+    cache_config cfg = {"trie", pol->name, NULL, NULL};
     cache *c = NULL;
     char cerr[256] = "";
     ck_assert_msg(cache_create(&cfg, &pool, &c, cerr, sizeof cerr) == RKV_OK, "%s", cerr);
@@ -1461,7 +1463,7 @@ START_TEST(names_dispatch)
     }
     ck_assert_ptr_eq(cache_kind_find(NULL), &cache_kinds[0]);
     ck_assert_ptr_null(cache_kind_find("btree"));
-    cache_config cfg = {"hash", NULL, "sha1"};
+    cache_config cfg = {"hash", NULL, "sha1", NULL};
     cache *c = NULL;
     char err[256] = "";
     ck_assert_int_eq(cache_create(&cfg, &pool, &c, err, sizeof err), RKV_EINVAL);
@@ -1566,7 +1568,7 @@ typedef struct fixture {
 static void open_kind(fixture *f, const char *kind, const char *policy)
 {
     ck_assert_int_eq(page_pool_init(&f->pool, 64, 2), RKV_OK);
-    cache_config cfg = {kind, policy, NULL};
+    cache_config cfg = {kind, policy, NULL, NULL};
     char err[256] = "";
     ck_assert_msg(cache_create(&cfg, &f->pool, &f->c, err, sizeof err) == RKV_OK, "%s: %s", kind, err);
     cache_match_init(&f->m);
@@ -1721,7 +1723,7 @@ START_TEST(random_pressure_every_policy)
     srand(seed);
     page_pool pool;
     ck_assert_int_eq(page_pool_init(&pool, 24, 2), RKV_OK);
-    cache_config cfg = {kind, policy, NULL};
+    cache_config cfg = {kind, policy, NULL, NULL};
     cache *c = NULL;
     char err[256] = "";
     ck_assert_msg(cache_create(&cfg, &pool, &c, err, sizeof err) == RKV_OK, "%s", err);
@@ -1769,7 +1771,7 @@ START_TEST(every_kind_takes_every_policy)
         }
         page_pool pool;
         ck_assert_int_eq(page_pool_init(&pool, 8, 2), RKV_OK);
-        cache_config cfg = {k->name, "no-such-policy", NULL};
+        cache_config cfg = {k->name, "no-such-policy", NULL, NULL};
         cache *c = NULL;
         char err[256] = "";
         ck_assert_int_eq(cache_create(&cfg, &pool, &c, err, sizeof err), RKV_EINVAL);
@@ -1777,6 +1779,74 @@ START_TEST(every_kind_takes_every_policy)
                       "%s: '%s' names it and the choices", k->name, err);
         page_pool_destroy(&pool);
     }
+}
+END_TEST
+
+/* --hash-duplicates (issue 28): two requests compute the same full blocks
+ * before either caches them. keep (vLLM) caches both copies; a lookup takes
+ * the copy cached first, and when that one is evicted the other copy serves,
+ * even under the first copy's parent (blocks name their parent by prefix).
+ * dedup frees the second copy. */
+START_TEST(hash_duplicates_keep_and_dedup)
+{
+    for (int keep = 0; keep < 2; keep++) {
+        page_pool pool;
+        ck_assert_int_eq(page_pool_init(&pool, 8, 2), RKV_OK);
+        cache_config cfg = {.kind = "hash", .hash_duplicates = keep ? "keep" : "dedup"};
+        cache *c = NULL;
+        char err[256] = "";
+        ck_assert_int_eq(cache_create(&cfg, &pool, &c, err, sizeof err), RKV_OK);
+        int32_t t[5] = {1, 2, 3, 4, 5}, a[2], b[2], prefix = -1;
+        ck_assert_int_eq(page_pool_alloc(&pool, 2, a), RKV_OK);
+        ck_assert_int_eq(page_pool_alloc(&pool, 2, b), RKV_OK);
+        ck_assert_int_eq(cache_insert(c, t, 4, a, 0, &prefix), RKV_OK);
+        ck_assert_int_eq(prefix, 0);
+        ck_assert_int_eq(cache_insert(c, t, 4, b, 0, &prefix), RKV_OK);
+        ck_assert_int_eq(prefix, keep ? 0 : 4);
+        if (!keep) ck_assert_int_eq(page_pool_free(&pool, b, 2), RKV_OK);
+        ck_cache_ok(c);
+        ck_assert_int_eq(sizes(c).num_nodes, keep ? 4 : 2);
+        cache_match m;
+        cache_match_init(&m);
+        ck_assert_int_eq(cache_match_prefix(c, t, 5, 0, &m), RKV_OK);
+        ck_assert_int_eq(m.len, 4);
+        ck_assert_int_eq(m.pages[0], a[0]); /* the copy cached first */
+        ck_assert_int_eq(m.pages[1], a[1]);
+        /* The free queue holds a1 a0 (b1 b0): the head, a1, goes first. */
+        ck_assert_int_eq(cache_evict(c, 2), 2);
+        ck_cache_ok(c);
+        ck_assert_int_eq(cache_match_prefix(c, t, 5, 0, &m), RKV_OK);
+        ck_assert_int_eq(m.len, keep ? 4 : 2);
+        ck_assert_int_eq(m.pages[0], a[0]);
+        if (keep) ck_assert_int_eq(m.pages[1], b[1]); /* b's copy, under a's first block */
+        ck_assert_int_eq(cache_lock(c, &m), RKV_OK);
+        ck_cache_ok(c);
+        ck_assert_int_eq(cache_unlock(c, &m), RKV_OK);
+        cache_match_free(&m);
+        cache_destroy(c);
+        ck_assert_int_eq(pool.num_free, pool.num_pages);
+        page_pool_destroy(&pool);
+    }
+}
+END_TEST
+
+/* keep needs lru (vLLM's free queue); a bad value is refused, naming it. */
+START_TEST(hash_duplicates_refused)
+{
+    page_pool pool;
+    ck_assert_int_eq(page_pool_init(&pool, 8, 2), RKV_OK);
+    cache *c = NULL;
+    char err[256] = "";
+    cache_config cfg = {.kind = "hash", .policy = "lfu", .hash_duplicates = "keep"};
+    ck_assert_int_eq(cache_create(&cfg, &pool, &c, err, sizeof err), RKV_EINVAL);
+    ck_assert_msg(strstr(err, "lru") && strstr(err, "lfu"), "%s", err);
+    cfg = (cache_config){.kind = "hash", .hash_duplicates = "twice"};
+    ck_assert_int_eq(cache_create(&cfg, &pool, &c, err, sizeof err), RKV_EINVAL);
+    ck_assert_msg(strstr(err, "'twice'") != NULL, "%s", err);
+    cfg = (cache_config){.kind = "hash", .policy = "lfu"}; /* default: dedup */
+    ck_assert_int_eq(cache_create(&cfg, &pool, &c, err, sizeof err), RKV_OK);
+    cache_destroy(c);
+    page_pool_destroy(&pool);
 }
 END_TEST
 
@@ -1815,6 +1885,8 @@ int main(void)
 
     TCase *hash = tcase_create("hash");
     tcase_add_test(hash, only_full_blocks_hit);
+    tcase_add_test(hash, hash_duplicates_keep_and_dedup);
+    tcase_add_test(hash, hash_duplicates_refused);
     tcase_add_test(hash, chained_hashes_differ);
     tcase_add_test(hash, free_queue_order);
     tcase_add_test(hash, insert_refreshes_its_chain);

@@ -11,7 +11,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const char *path = fuzz_file(data, size, "pins.jsonl");
     page_pool pool;
     if (page_pool_init(&pool, 64, 2) != RKV_OK) abort();
-    cache_config cfg = {"radix", NULL, NULL};
+    cache_config cfg = {"radix", NULL, NULL, NULL};
     cache *c = NULL;
     char err[512] = "";
     if (cache_create(&cfg, &pool, &c, err, sizeof err) != RKV_OK) abort();

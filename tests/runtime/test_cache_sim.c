@@ -37,7 +37,7 @@ static void run_sim(const char *kind, const char *policy, int64_t capacity, int3
 
     page_pool pool;
     ck_assert_int_eq(page_pool_init(&pool, (int32_t)(capacity / P), P), RKV_OK);
-    cache_config cfg = {kind, policy, NULL};
+    cache_config cfg = {kind, policy, NULL, NULL};
     cache *c;
     char err[256];
     ck_assert_int_eq(cache_create(&cfg, &pool, &c, err, sizeof err), RKV_OK);
@@ -341,7 +341,7 @@ START_TEST(test_regress_silent_check_message)
     close(fd);
     page_pool pool;
     ck_assert_int_eq(page_pool_init(&pool, 8, 1), RKV_OK);
-    cache_config cfg = {"radix", NULL, NULL};
+    cache_config cfg = {"radix", NULL, NULL, NULL};
     cache *c;
     char err[512];
     ck_assert_int_eq(cache_create(&cfg, &pool, &c, err, sizeof err), RKV_OK);

@@ -165,4 +165,24 @@ check(rc != 0 and '<stdin>:1: unknown field "cache_salt"' in err, f"unknown trac
 rc, out, err = run(["serve", "--namespace", "a"])
 check(rc == 2 and "--namespace" in err, f"serve refuses --namespace: {err.strip()}")
 
+# --hash-duplicates (issue 28): a block-aligned prompt seen twice recomputes
+# its last block (a match leaves the last token out). keep (vLLM, the default
+# under lru) caches that copy beside the first, so the next eviction takes
+# both; dedup frees the copy at once.
+DUP = ('{"id": 0, "tokens": [1, 2, 3, 4, 5, 6, 7, 8]}\n{"id": 1, "tokens": [1, 2, 3, 4, 5, 6, 7, 8]}\n'
+       '{"id": 2, "tokens": [9, 10, 11, 12, 13]}\n')
+for dup, want in [(None, [[5, 6, 7, 8], [5, 6, 7, 8]]), ("keep", [[5, 6, 7, 8], [5, 6, 7, 8]]),
+                  ("dedup", [[5, 6, 7, 8]])]:
+    rc, out, err = run(["cache-sim", "--cache", "hash", "--capacity", "12", "--page-size", "4"]
+                       + (["--hash-duplicates", dup] if dup else []) + ["-"], DUP)
+    lines = [json.loads(l) for l in out.splitlines()]
+    ev = [l["evicted"] for l in lines if l["type"] == "step"]
+    check(rc == 0 and ev == [want], f"--hash-duplicates {dup}: evicted {ev} {err.strip()}")
+    check((lines[-1].get("hash_duplicates") == dup), f"summary names --hash-duplicates {dup}")
+for args, name in [(["--cache", "radix", "--hash-duplicates", "keep"], "--hash-duplicates applies to --cache hash"),
+                   (["--cache", "hash", "--hash-duplicates", "twice"], "--hash-duplicates"),
+                   (["--cache", "hash", "--evict-policy", "lfu", "--hash-duplicates", "keep"], "needs the lru policy")]:
+    rc, out, err = run(["cache-sim", "--capacity", "12", "--page-size", "4"] + args + ["-"], DUP)
+    check(rc == 2 and name in err, f"refused: {args}: {err.strip()}")
+
 sys.exit(1 if failures else 0)
