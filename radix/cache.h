@@ -107,6 +107,9 @@ extern const char *const cache_hash_duplicates_names[];
 enum {
     /* A match finds what an insert stored (not none, not hash-nocache). */
     CACHE_CAP_REUSE = 1u << 0,
+    /* lock and unlock read only m->pages: a caller may hold any cached pages
+     * it names, e.g. a request's own chain after its insert (hash). */
+    CACHE_CAP_LOCK_PAGES = 1u << 1,
 };
 
 /* What the eviction hook and cache_visit() see of one node (tree kinds). The

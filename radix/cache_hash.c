@@ -478,6 +478,7 @@ static rkv_status hash_check(const cache *c, char *err, size_t errlen)
         if (k->ref > 0) locked++;
         if ((k->ref == 0) != (pos[b] > 0)) FAIL("block %d: ref %d but queued %d", b, k->ref, pos[b] > 0);
         const block_hash *ph = &block_hash_root;
+        block_hash pf, pd; /* the parent's full digest, recomputed */
         if (k->parent >= 0) {
             if (k->parent >= pool->num_pages) FAIL("block %d: parent %d out of range", b, k->parent);
             nchild[k->parent]++;
@@ -488,7 +489,6 @@ static rkv_status hash_check(const cache *c, char *err, size_t errlen)
             if (k->ref > 0 && p->ref == 0) FAIL("block %d locked, parent %d not", b, k->parent);
             if (k->ref == 0 && p->ref == 0 && pos[k->parent] < pos[b])
                 FAIL("block %d queued after its parent %d", b, k->parent);
-            block_hash pf, pd;
             digest(h, &p->pfull, p->ns, h->tok + (size_t)k->parent * (size_t)P, &pf, &pd);
             ph = &pf;
         } else if (h->keep) {
@@ -626,7 +626,7 @@ static void hash_destroy(cache *c)
 
 static const cache_ops hash_ops = {
     "hash", hash_match, hash_insert, hash_lock, hash_unlock, hash_evict, hash_sizes, hash_check,
-    hash_dump, hash_destroy, NULL, NULL, NULL, CACHE_CAP_REUSE,
+    hash_dump, hash_destroy, NULL, NULL, NULL, CACHE_CAP_REUSE | CACHE_CAP_LOCK_PAGES,
 };
 static const cache_ops nocache_ops = {
     "hash-nocache", hash_match, hash_insert, hash_lock, hash_unlock, hash_evict, hash_sizes,

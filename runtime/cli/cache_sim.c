@@ -21,6 +21,8 @@
 
 extern char **environ;
 
+const char *const cache_sim_step_names[] = {"sglang", "vllm", NULL};
+
 /* One request of the current step. */
 typedef struct sim_req {
     trace_request q;
@@ -470,7 +472,8 @@ static rkv_status step_match(sim *s, int64_t step, int64_t *need, char *err, siz
     return RKV_OK;
 }
 
-/* 2: one eviction for the whole step's shortfall (need - free pages > 0). */
+/* 2: one eviction for the whole step's shortfall (need - free pages > 0);
+ * under vllm step semantics, one per request that is short. */
 static rkv_status step_evict(sim *s, int64_t need)
 {
     page_pool *pool = s->pool;
@@ -553,6 +556,119 @@ static rkv_status step_commit(sim *s, int64_t step, char *err, size_t errlen)
     return RKV_OK;
 }
 
+/* The whole step under --step-semantics vllm (cache_sim.h): each request in
+ * trace order is matched, given its pages (evicting its own shortfall) and
+ * inserted before the next one is matched, so later requests of the step hit
+ * the full blocks of earlier ones, as vLLM's scheduler caches full blocks at
+ * allocation. A request holds its blocks until the step ends: its whole chain
+ * is locked after the insert and its partial last page stays allocated; then
+ * every request is released in trace order, its blocks tail first (vLLM's
+ * free()). *evicts: the step evicted. */
+static rkv_status step_vllm(sim *s, int64_t step, bool *evicts, char *err, size_t errlen)
+{
+    const int32_t P = s->P;
+    rkv_status st;
+    bool fits = true;
+    *evicts = false;
+    for (int32_t i = 0; i < s->n_reqs; i++) {
+        sim_req *r = &s->reqs[i];
+        int32_t n = r->q.n_tokens;
+        int32_t total = (int32_t)(((int64_t)n + P - 1) / P), nfull = n / P;
+        r->served = r->locked = false;
+        r->error = NULL;
+        r->matched = r->need = 0;
+        if (total > s->pool->num_pages) {
+            r->error = "request needs more pages than the whole cache holds";
+            continue;
+        }
+        /* vLLM stops scheduling at the first request that does not fit:
+         * the rest of the step is not even matched. */
+        if (!fits) {
+            r->error = "locked pages leave no room for this request in its step";
+            continue;
+        }
+        if ((st = req_reserve_pages(r, total)) != RKV_OK) return st;
+        const tier_stats *ts = cache_tier_get_stats(s->c);
+        uint64_t th0 = ts ? ts->host_hit_tokens + ts->disk_hit_tokens : 0;
+        cache_set_priority(s->c, r->q.priority);
+        if ((st = cache_client_match(s->c, r->q.tokens, n - 1, r->q.ns, &r->m)) != RKV_OK) {
+            rkv_set_err(err, errlen, "step %" PRId64 ": match/lock failed: %s", step, rkv_status_str(st));
+            return st;
+        }
+        r->locked = true;
+        r->matched = r->m.len;
+        r->tier_hits = ts ? (int32_t)(ts->host_hit_tokens + ts->disk_hit_tokens - th0) : 0;
+        int32_t mp = r->m.num_pages;
+        r->need = total - mp;
+        if (r->need > s->pool->num_free) {
+            *evicts = true;
+            if ((st = step_evict(s, r->need)) != RKV_OK) return st;
+        }
+        if (page_pool_alloc(s->pool, r->need, r->pages + mp) != RKV_OK) {
+            fits = false;
+            r->error = "locked pages leave no room for this request in its step";
+            if ((st = cache_client_release(s->c, &r->m, NULL, 0)) != RKV_OK) return st;
+            r->locked = false;
+            continue;
+        }
+        if (mp) memcpy(r->pages, r->m.pages, sizeof(int32_t) * (size_t)mp);
+        int32_t prefix = 0;
+        /* Full pages only: the partial last page stays the request's. */
+        if ((st = cache_client_commit(s->c, r->q.tokens, n, r->q.ns, r->pages, mp, nfull, &prefix))
+            != RKV_OK) {
+            rkv_set_err(err, errlen, "step %" PRId64 ": insert of request %s failed: %s", step,
+                        r->q.id_json, rkv_status_str(st));
+            return st;
+        }
+        for (int32_t k = mp; s->page_toks && k < nfull; k++) {
+            int32_t pg = r->pages[k];
+            if (s->pool->state[pg] == PAGE_CACHED)
+                memcpy(s->page_toks + (int64_t)pg * P, r->q.tokens + (int64_t)k * P,
+                       sizeof(int32_t) * (size_t)P);
+        }
+        r->served = true;
+        if (!cache_can(s->c, CACHE_CAP_REUSE) || nfull == mp) continue;
+        /* Hold the whole chain: the request's own pages when the kind locks
+         * pages and insert adopted them all, else the chain a match of the
+         * full pages finds (dedup freed copies; the tree kinds, where this
+         * match enters the new nodes once more: their clock and hits move). */
+        cache_match held;
+        cache_match_init(&held);
+        if (cache_can(s->c, CACHE_CAP_LOCK_PAGES) && prefix == mp * P) {
+            if ((st = cache_match_reserve(&held, nfull)) == RKV_OK) {
+                memcpy(held.pages, r->pages, sizeof(int32_t) * (size_t)nfull);
+                held.num_pages = nfull;
+                held.len = nfull * P;
+                held.ns = r->q.ns;
+                st = cache_lock(s->c, &held);
+            }
+        } else {
+            st = cache_client_match(s->c, r->q.tokens, nfull * P, r->q.ns, &held);
+        }
+        if (st == RKV_OK) st = cache_unlock(s->c, &r->m);
+        if (st != RKV_OK) {
+            cache_match_free(&held);
+            rkv_set_err(err, errlen, "step %" PRId64 ": holding request %s failed: %s", step,
+                        r->q.id_json, rkv_status_str(st));
+            return st;
+        }
+        cache_match_free(&r->m);
+        r->m = held;
+    }
+    for (int32_t i = 0; i < s->n_reqs; i++) {
+        sim_req *r = &s->reqs[i];
+        if (!r->locked) continue;
+        int32_t n = r->q.n_tokens, nfull = n / P, partial = n % P ? 1 : 0;
+        const int32_t *own = partial ? r->pages + nfull : NULL;
+        if ((st = cache_client_release(s->c, &r->m, own, partial)) != RKV_OK) {
+            rkv_set_err(err, errlen, "step %" PRId64 ": release failed: %s", step, rkv_status_str(st));
+            return st;
+        }
+        r->locked = false;
+    }
+    return RKV_OK;
+}
+
 /* The step's request lines and counts, and its eviction line. */
 static void step_report(sim *s, int64_t step, bool evicted)
 {
@@ -599,11 +715,16 @@ static rkv_status run_step(sim *s, char *err, size_t errlen)
     s->n_ev_toks = 0;
     s->clock0 = 0;
     cache_clock(s->c, &s->clock0);
-    if ((st = step_match(s, step, &need, err, errlen)) != RKV_OK) return st;
-    bool evicts = need - s->pool->num_free > 0;
-    if (evicts && (st = step_evict(s, need)) != RKV_OK) return st;
-    if ((st = step_allocate(s)) != RKV_OK) return st;
-    if ((st = step_commit(s, step, err, errlen)) != RKV_OK) return st;
+    bool evicts = false;
+    if (s->opt->step_semantics == CACHE_SIM_STEP_VLLM) {
+        if ((st = step_vllm(s, step, &evicts, err, errlen)) != RKV_OK) return st;
+    } else {
+        if ((st = step_match(s, step, &need, err, errlen)) != RKV_OK) return st;
+        evicts = need - s->pool->num_free > 0;
+        if (evicts && (st = step_evict(s, need)) != RKV_OK) return st;
+        if ((st = step_allocate(s)) != RKV_OK) return st;
+        if ((st = step_commit(s, step, err, errlen)) != RKV_OK) return st;
+    }
     step_report(s, step, evicts);
     s->sum->steps++;
     if ((st = check_step(s, step, err, errlen)) != RKV_OK) return st;
@@ -740,6 +861,8 @@ void cache_sim_print_summary(FILE *out, const cache_sim_options *opt, const cach
     if (opt->policy) fprintf(out, ",\"policy\":\"%s\"", opt->policy);
     if (opt->hash_fn) fprintf(out, ",\"hash\":\"%s\"", opt->hash_fn);
     if (opt->hash_duplicates) fprintf(out, ",\"hash_duplicates\":\"%s\"", opt->hash_duplicates);
+    if (opt->step_semantics_given)
+        fprintf(out, ",\"step_semantics\":\"%s\"", cache_sim_step_names[opt->step_semantics]);
     fprintf(out, ",\"capacity\":%" PRId64 ",\"page_size\":%d,\"pages\":%d,\"requests\":%" PRId64
             ",\"errors\":%" PRId64 ",\"steps\":%" PRId64 ",\"prompt_tokens\":%" PRId64
             ",\"matched_tokens\":%" PRId64 ",\"new_tokens\":%" PRId64 ",\"hit_rate\":%.6f"

@@ -11,6 +11,16 @@
  *      free the pages insert found already cached and the partial last page
  *   5. unlock every match
  *
+ * That is --step-semantics sglang (the default; SGLang inserts when a request
+ * ends). --step-semantics vllm follows vLLM's scheduler instead: per request
+ * in trace order, match + lock, evict that request's own shortfall, allocate,
+ * insert its full blocks at once (later requests of the step hit them), and
+ * hold its whole chain and partial page until the step ends; then every
+ * request is released in trace order (tail blocks first). A request that does
+ * not fit gets the error line and so do the rest of its step (vLLM stops
+ * scheduling there). Tree kinds hold the chain through a second match of the
+ * full pages, which moves their clock and hit counts once more.
+ *
  * A request needing more pages than the pool holds is reported and skipped.
  * Under a spill tier (cache_tier.h) a match in step 1 may itself allocate
  * pages and evict to load kept pages back; the step's one eviction of step 2
@@ -18,7 +28,9 @@
  *
  * Output, JSON Lines on `out`:
  *   {"type":"request","id":..,"step":..,"matched":..,"new":..}   (or "error":"...")
- *   {"type":"step","step":..,"evicted":[[edge tokens],...]}     steps that evicted
+ *   {"type":"step","step":..,"evicted":[[edge tokens],...]}     steps that called evict
+ *     (the list may be empty: evict was called for a shortfall that only
+ *     locked entries could have covered)
  *     radix: each evicted node's own edge tokens, from the tree's eviction log;
  *     other kinds: each evicted page's tokens, in the order the kind returned
  *     the pages to the pool (for hash: its free-queue order)
@@ -38,11 +50,21 @@
 #include "cache.h"
 #include "trace.h"
 
+/* --step-semantics: how the requests of one step meet the cache. */
+typedef enum cache_sim_step {
+    CACHE_SIM_STEP_SGLANG = 0, /* the default: all match, then all insert */
+    CACHE_SIM_STEP_VLLM,       /* one request after another, each inserted at once */
+} cache_sim_step;
+/* "sglang", "vllm" by cache_sim_step, NULL-terminated. */
+extern const char *const cache_sim_step_names[];
+
 typedef struct cache_sim_options {
     const char *kind;       /* for the summary line */
     const char *policy;     /* for the summary line (NULL: not applicable) */
     const char *hash_fn;    /* for the summary line (NULL: not applicable) */
     const char *hash_duplicates; /* for the summary line: given by --hash-duplicates */
+    cache_sim_step step_semantics;
+    bool step_semantics_given;   /* the summary names it only when given */
     int64_t capacity;       /* tokens, for the summary line */
     const char *dump_dir;   /* NULL: no per-step pictures */
     bool check;             /* full cache_check after every step */

@@ -45,6 +45,10 @@ static void usage_cache_sim(FILE *f)
         "  --hash NAME         block hash for hash kinds: xxh3 (default) | sha256 | md5\n"
         "  --hash-duplicates keep|dedup  hash: a full block computed twice is kept twice\n"
         "                      (keep, vLLM; the default under lru) or freed (dedup)\n"
+        "  --step-semantics sglang|vllm  the requests of one step: all matched, then all\n"
+        "                      inserted (sglang, the default: SGLang inserts when a request\n"
+        "                      ends), or one after another, each inserted before the next\n"
+        "                      is matched (vllm: vLLM caches full blocks at allocation)\n"
         "  --dump-dir DIR      the tree after every step as JSON and DOT (SVG with graphviz)\n"
         "  --out FILE          write the JSON Lines there instead of stdout\n"
         "  --check             full consistency check of the cache after every step\n"
@@ -76,7 +80,7 @@ typedef struct sim_cmd {
     cache_sim_options o;
     billing_prices prices;
     int64_t page_size, pages;
-    const char *trace, *out_path, *pin_path, *model_name, *gpu_name, *namespace_name;
+    const char *trace, *out_path, *pin_path, *model_name, *gpu_name, *namespace_name, *step_name;
     tier_opts topt;
     model_config model;
     sim_profile gpu;
@@ -111,6 +115,7 @@ static int parse_cache_sim(int argc, char **argv, sim_cmd *m)
         CLI_FLAG_OPT("--summary-only", &o->summary_only),
         CLI_STR_OPT("--pin", &m->pin_path),
         CLI_STR_OPT("--namespace", &m->namespace_name),
+        CLI_CHOICE_OPT("--step-semantics", &m->step_name, cache_sim_step_names),
         CLI_STR_OPT("--model", &m->model_name),
         CLI_STR_OPT("--gpu", &m->gpu_name),
         CLI_CUSTOM_OPT("--price-cached", billing_parse_price_opt, &m->prices.cached),
@@ -165,6 +170,9 @@ static int check_cache_sim(sim_cmd *m)
         return 2;
     }
     o->hash_duplicates = m->cfg.hash_duplicates;
+    o->step_semantics_given = m->step_name != NULL;
+    o->step_semantics = m->step_name && !strcmp(m->step_name, "vllm") ? CACHE_SIM_STEP_VLLM
+                                                                      : CACHE_SIM_STEP_SGLANG;
     o->policy = tree_kind ? (m->cfg.policy ? m->cfg.policy : "lru") : NULL;
     o->hash_fn = hash_kind ? (m->cfg.hash_fn ? m->cfg.hash_fn : "xxh3") : NULL;
     if (m->model_name || m->gpu_name) {

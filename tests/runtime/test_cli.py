@@ -185,4 +185,31 @@ for args, name in [(["--cache", "radix", "--hash-duplicates", "keep"], "--hash-d
     rc, out, err = run(["cache-sim", "--capacity", "12", "--page-size", "4"] + args + ["-"], DUP)
     check(rc == 2 and name in err, f"refused: {args}: {err.strip()}")
 
+# --step-semantics (issue 28): sglang (default) matches every request of a
+# step before any insert; vllm inserts each request's full blocks before the
+# next is matched, so a step's later requests hit its earlier ones, and each
+# request holds its blocks (and its partial page) until the step ends.
+SAME = ('{"id": 0, "step": 0, "tokens": [1, 2, 3, 4, 5, 6, 7, 8, 9]}\n'
+        '{"id": 1, "step": 0, "tokens": [1, 2, 3, 4, 5, 6, 7, 8, 10]}\n'
+        '{"id": 2, "step": 1, "tokens": [1, 2, 3, 4, 5, 6, 7, 8, 11]}\n')
+HOLD = ('{"id": 0, "step": 0, "tokens": [1, 2, 3, 4, 5, 6, 7, 8, 9]}\n'
+        '{"id": 1, "step": 1, "tokens": [11, 12, 13, 14, 15, 16, 17, 18, 19]}\n'
+        '{"id": 2, "step": 1, "tokens": [21, 22, 23, 24, 25, 26, 27, 28, 29]}\n')
+for kind in ("radix", "hash", "trie"):
+    for sem, want in [(None, [0, 0, 8]), ("sglang", [0, 0, 8]), ("vllm", [0, 8, 8])]:
+        rc, out, err = run(["cache-sim", "--cache", kind, "--capacity", "100", "--page-size", "4",
+                            "--check"] + (["--step-semantics", sem] if sem else []) + ["-"], SAME)
+        lines = [json.loads(l) for l in out.splitlines()]
+        got = [l["matched"] for l in lines if l["type"] == "request"]
+        check(rc == 0 and got == want, f"{kind} --step-semantics {sem}: matched {got} {err.strip()}")
+        check(lines[-1].get("step_semantics") == sem, f"summary names --step-semantics {sem}")
+    # 5 pages: request 1 takes the 3 free ones and holds them; request 2 may
+    # evict only request 0's 2 pages, so it does not fit.
+    rc, out, err = run(["cache-sim", "--cache", kind, "--capacity", "20", "--page-size", "4", "--check",
+                        "--step-semantics", "vllm", "-"], HOLD)
+    got = [("error" in json.loads(l)) for l in out.splitlines() if '"request"' in l]
+    check(rc == 0 and got == [False, False, True], f"{kind} vllm: a request holds its pages: {got} {err.strip()}")
+rc, out, err = run(BASE + ["--step-semantics", "trtllm", "-"], TRACE)
+check(rc == 2 and "--step-semantics" in err, f"bad --step-semantics refused: {err.strip()}")
+
 sys.exit(1 if failures else 0)
