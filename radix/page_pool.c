@@ -85,19 +85,19 @@ static int32_t class_last(const page_pool *p)
 /* First page of the free extent whose last page is l. */
 static inline int32_t ext_first_of_last(const page_pool *p, int32_t l)
 {
-    int32_t v = p->tag[l];
+    int32_t v = p->ext[l].tag;
     return v > 0 ? l : -v - 1; /* a one-page extent's only tag is its length */
 }
 
 /* Add extent [f, f + c) (its pages FREE, no free neighbour) to its class. */
 static void ext_put(page_pool *p, int32_t f, int32_t c)
 {
-    p->tag[f] = c;
-    if (c > 1) p->tag[f + c - 1] = -(f + 1);
+    p->ext[f].tag = c;
+    if (c > 1) p->ext[f + c - 1].tag = -(f + 1);
     int32_t k = class_of(c), h = p->head[k];
-    p->next[f] = h;
-    p->prev[f] = -1;
-    if (h >= 0) p->prev[h] = f;
+    p->ext[f].next = h;
+    p->ext[f].prev = -1;
+    if (h >= 0) p->ext[h].prev = f;
     p->head[k] = f;
     class_mark(p, k, 1);
     p->num_extents++;
@@ -106,10 +106,10 @@ static void ext_put(page_pool *p, int32_t f, int32_t c)
 /* Remove the extent starting at f from its class list. */
 static void ext_take(page_pool *p, int32_t f)
 {
-    int32_t k = class_of(p->tag[f]), nx = p->next[f], pv = p->prev[f];
-    if (pv >= 0) p->next[pv] = nx;
+    int32_t k = class_of(p->ext[f].tag), nx = p->ext[f].next, pv = p->ext[f].prev;
+    if (pv >= 0) p->ext[pv].next = nx;
     else p->head[k] = nx;
-    if (nx >= 0) p->prev[nx] = pv;
+    if (nx >= 0) p->ext[nx].prev = pv;
     if (p->head[k] < 0) class_mark(p, k, 0);
     p->num_extents--;
 }
@@ -125,7 +125,7 @@ static void ext_free(page_pool *p, int32_t g, int32_t c)
     }
     int32_t r = g + c;
     if (r < p->num_pages && p->state[r] == PAGE_FREE) {
-        int32_t rc = p->tag[r];
+        int32_t rc = p->ext[r].tag;
         ext_take(p, r);
         c += rc;
     }
@@ -135,7 +135,7 @@ static void ext_free(page_pool *p, int32_t g, int32_t c)
 /* Hand out the first n pages of the extent at f (n <= its length) as a run. */
 static void ext_carve(page_pool *p, int32_t f, int32_t n, int32_t *out)
 {
-    int32_t c = p->tag[f];
+    int32_t c = p->ext[f].tag;
     ext_take(p, f);
     if (c > n) ext_put(p, f + n, c - n);
     memset(p->state + f, PAGE_INFLIGHT, (size_t)n);
@@ -150,8 +150,8 @@ static int32_t ext_fit(const page_pool *p, int32_t n)
 {
     int32_t k = class_of(n);
     int scanned = 0;
-    for (int32_t f = p->head[k]; f >= 0 && scanned < FIT_SCAN; f = p->next[f], scanned++)
-        if (p->tag[f] >= n) return f;
+    for (int32_t f = p->head[k]; f >= 0 && scanned < FIT_SCAN; f = p->ext[f].next, scanned++)
+        if (p->ext[f].tag >= n) return f;
     int32_t up = k + 1 < PAGE_CLASSES ? class_next(p, k + 1) : -1;
     return up >= 0 ? p->head[up] : -1;
 }
@@ -162,8 +162,8 @@ static int32_t ext_largest(const page_pool *p)
 {
     int32_t best = p->head[class_last(p)];
     int scanned = 0;
-    for (int32_t f = best; f >= 0 && scanned < FIT_SCAN; f = p->next[f], scanned++)
-        if (p->tag[f] > p->tag[best]) best = f;
+    for (int32_t f = best; f >= 0 && scanned < FIT_SCAN; f = p->ext[f].next, scanned++)
+        if (p->ext[f].tag > p->ext[best].tag) best = f;
     return best;
 }
 
@@ -175,11 +175,9 @@ rkv_status page_pool_init(page_pool *p, int32_t num_pages, int32_t page_size)
     if (num_pages < 0 || page_size < 1) return RKV_EINVAL;
     size_t n = (size_t)(num_pages ? num_pages : 1);
     p->state = calloc(n, 1);
-    p->tag = malloc(sizeof(int32_t) * n);
-    p->next = malloc(sizeof(int32_t) * n);
-    p->prev = malloc(sizeof(int32_t) * n);
+    p->ext = malloc(sizeof *p->ext * n);
     p->freed = malloc(sizeof(int32_t) * n);
-    if (!p->state || !p->tag || !p->next || !p->prev || !p->freed) {
+    if (!p->state || !p->ext || !p->freed) {
         page_pool_destroy(p);
         return RKV_ENOMEM;
     }
@@ -195,9 +193,7 @@ rkv_status page_pool_init(page_pool *p, int32_t num_pages, int32_t page_size)
 void page_pool_destroy(page_pool *p)
 {
     free(p->state);
-    free(p->tag);
-    free(p->next);
-    free(p->prev);
+    free(p->ext);
     free(p->freed);
     memset(p, 0, sizeof *p);
 }
@@ -213,7 +209,7 @@ rkv_status page_pool_alloc(page_pool *p, int32_t n, int32_t *out)
         int32_t take = n - got;
         if (f < 0) {
             f = ext_largest(p);
-            take = p->tag[f];
+            take = p->ext[f].tag;
         }
         ext_carve(p, f, take, out + got);
         got += take;
@@ -354,10 +350,10 @@ rkv_status page_pool_check(const page_pool *p, char *err, size_t errlen)
         int32_t j = i;
         while (j < p->num_pages && p->state[j] == PAGE_FREE) j++;
         int32_t c = j - i;
-        if (p->tag[i] != c)
-            CHECK_FAIL("free pages [%d, %d) but the extent at %d says %d pages", i, j, i, p->tag[i]);
-        if (c > 1 && p->tag[j - 1] != -(i + 1))
-            CHECK_FAIL("extent [%d, %d) has a bad tag %d at its last page", i, j, p->tag[j - 1]);
+        if (p->ext[i].tag != c)
+            CHECK_FAIL("free pages [%d, %d) but the extent at %d says %d pages", i, j, i, p->ext[i].tag);
+        if (c > 1 && p->ext[j - 1].tag != -(i + 1))
+            CHECK_FAIL("extent [%d, %d) has a bad tag %d at its last page", i, j, p->ext[j - 1].tag);
         extents++;
         i = j;
     }
@@ -367,12 +363,12 @@ rkv_status page_pool_check(const page_pool *p, char *err, size_t errlen)
     for (int32_t k = 0; k < PAGE_CLASSES; k++) {
         int on = (p->nonempty[k >> 6] >> (k & 63)) & 1;
         if (on != (p->head[k] >= 0)) CHECK_FAIL("class %d bitmap bit %d, list head %d", k, on, p->head[k]);
-        for (int32_t f = p->head[k], pv = -1; f >= 0; pv = f, f = p->next[f]) {
+        for (int32_t f = p->head[k], pv = -1; f >= 0; pv = f, f = p->ext[f].next) {
             /* the start of a maximal free run, of its class: with the counts
              * equal below, every extent is listed exactly once */
-            if (f >= p->num_pages || p->state[f] != PAGE_FREE || p->tag[f] < 1 ||
-                (f > 0 && p->state[f - 1] == PAGE_FREE) || class_of(p->tag[f]) != k ||
-                p->prev[f] != pv)
+            if (f >= p->num_pages || p->state[f] != PAGE_FREE || p->ext[f].tag < 1 ||
+                (f > 0 && p->state[f - 1] == PAGE_FREE) || class_of(p->ext[f].tag) != k ||
+                p->ext[f].prev != pv)
                 CHECK_FAIL("class %d lists a bad extent at page %d", k, f);
             if (++listed > extents) CHECK_FAIL("class lists hold more than %d extents", extents);
         }

@@ -60,10 +60,13 @@ typedef struct page_pool {
     int32_t num_cached;
     int32_t num_extents; /* free extents */
     uint8_t *state;      /* (num_pages) PAGE_* */
-    /* Free extents: at first page f of extent [f, f + c): tag[f] = c, next[f]
-     * and prev[f] link its class list (-1 ends); at its last page l (c > 1):
-     * tag[l] = -(f + 1). Other entries are stale. */
-    int32_t *tag, *next, *prev;
+    /* Free extents: at first page f of extent [f, f + c): ext[f].tag = c,
+     * ext[f].next and .prev link its class list (-1 ends); at its last page l
+     * (c > 1): ext[l].tag = -(f + 1). Other entries are stale. One array of
+     * triples, so a merge with a neighbour reads one line, not three. */
+    struct page_ext {
+        int32_t tag, next, prev;
+    } *ext;
     int32_t head[PAGE_CLASSES]; /* first extent of each class, -1 empty */
     uint64_t nonempty[(PAGE_CLASSES + 63) / 64];
     /* Frees since the last allocation, in order (see page_pool_freed_since). */
@@ -109,6 +112,16 @@ rkv_status page_pool_release(page_pool *p, const int32_t *pages, int32_t n);
 static inline uint64_t page_pool_free_mark(const page_pool *p) { return p->freed_total; }
 rkv_status page_pool_freed_since(const page_pool *p, uint64_t mark, const int32_t **pages,
                                  int32_t *n);
+
+/* Ask for the lines freeing run [first, first + count) will read (its state
+ * and its neighbours' extent tags), so a caller with other work to do first
+ * (the tree unlinking the node) overlaps their misses with its own. */
+static inline void page_pool_prefetch_run(const page_pool *p, int32_t first, int32_t count)
+{
+    __builtin_prefetch(p->state + first, 1);
+    if (first > 0) __builtin_prefetch(&p->ext[first - 1], 1);
+    if (first + count < p->num_pages) __builtin_prefetch(&p->ext[first + count], 1);
+}
 
 static inline int32_t page_pool_num_free(const page_pool *p) { return p->num_free; }
 static inline int32_t page_pool_pages_for(const page_pool *p, int64_t tokens)

@@ -306,7 +306,7 @@ START_TEST(test_coalescing)
     ck_assert_int_eq(p.num_extents, 2);
     ck_assert_int_eq(page_pool_free(&p, mid, 2), RKV_OK); /* bridges [2,4) and [6,8) */
     ck_assert_int_eq(p.num_extents, 1);
-    ck_assert_int_eq(p.tag[2], 6);
+    ck_assert_int_eq(p.ext[2].tag, 6);
     pool_ok(&p, 0);
     int32_t out[6];
     ck_assert_int_eq(page_pool_alloc(&p, 6, out), RKV_OK);
