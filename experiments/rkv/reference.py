@@ -3,10 +3,11 @@
 experiments/reference/SCALE.json holds, per experiment, the rows' numbers that do
 not depend on the machine, keyed by the row's configuration:
 
-    {"scale": "tiny", "commit": ..., "numbers": [
+    {"scale": "tiny", "commit": ..., "rows": [
        {"experiment": "routing", "variant": "generated" | "mooncake" | null,
-        "config": {...the row's config...}, "backend": "sim", "field": "hit_rate",
-        "value": 0.6564, "tolerance": {"abs": 1e-09}}, ...]}
+        "key": {"config": {...the row's config...}, "backend": "sim", ...},
+        "numbers": {"hit_rate": {"value": 0.6564, "tolerance": {"abs": 1e-09}}, ...}},
+       ...]}                                        (one row per line)
 
 Which fields, and how tight (TOLERANCE below), follows from what decides them:
 
@@ -69,12 +70,16 @@ def tolerance(row, cls):
 
 
 def key(row):
-    """A row's identity: its configuration, backend and (for records inside a row
-    such as tree_evolution's) its record kind."""
+    """A row's identity: its configuration, backend and (for experiments with
+    several kinds of row) its record kind and measure."""
     cfg = dict(row.get("config") or {})
     cfg.pop("scale", None)
-    return json.dumps({"config": cfg, "backend": row.get("backend"), "record": row.get("record"),
-                       "measure": row.get("measure")}, sort_keys=True)
+    return {"config": cfg, "backend": row.get("backend"), "record": row.get("record"),
+            "measure": row.get("measure")}
+
+
+def key_text(k):
+    return json.dumps(k, sort_keys=True)
 
 
 def variant(manifest, name):
@@ -89,8 +94,8 @@ def bundle_rows(bundle, name):
     return core.read_jsonl(path) if os.path.exists(path) else []
 
 
-def numbers_of(bundle):
-    """The reference numbers a bundle holds (for --record)."""
+def rows_of(bundle):
+    """The reference rows a bundle holds (for --record)."""
     with open(os.path.join(bundle, "manifest.json")) as f:
         m = json.load(f)
     out = []
@@ -98,6 +103,7 @@ def numbers_of(bundle):
         if (m["experiments"].get(name) or {}).get("state") != "ok":
             continue
         for r in bundle_rows(bundle, name):
+            nums = {}
             for cls in ("exact", "model"):
                 for field in spec.get(cls, []):
                     v = r.get(field)
@@ -106,32 +112,35 @@ def numbers_of(bundle):
                     if not isinstance(v, (bool, int, float)) or v != v:
                         continue
                     tol = tolerance(r, cls)
-                    if tol is None:
-                        continue
-                    out.append({"experiment": name, "variant": variant(m, name),
-                                "key": key(r), "field": field, "value": v, "tolerance": tol})
+                    if tol is not None:
+                        nums[field] = {"value": v, "tolerance": tol}
+            if nums:
+                out.append({"experiment": name, "variant": variant(m, name), "key": key(r),
+                            "numbers": nums})
     return m, out
 
 
 def record(bundle, path):
-    """Writes (or merges into) the reference file: numbers of another variant
+    """Writes (or merges into) the reference file: rows of another variant
     already there are kept, those of the variants this bundle ran are replaced."""
-    m, nums = numbers_of(bundle)
-    old = {"numbers": []}
+    m, rows = rows_of(bundle)
+    old = {"rows": []}
     if os.path.exists(path):
         with open(path) as f:
             old = json.load(f)
-    ran = {(n["experiment"], n["variant"]) for n in nums}
-    kept = [n for n in old["numbers"] if (n["experiment"], n["variant"]) not in ran]
-    ref = {"scale": m["scale"], "commit": m["commit"], "build_type": m.get("build_type"),
-           "host": m.get("host"), "date": m.get("date"),
-           "made_with": f"experiments/reproduce --scale {m['scale']} --record",
-           "numbers": sorted(kept + nums, key=lambda n: (n["experiment"], str(n["variant"]),
-                                                         n["key"], n["field"]))}
+    ran = {(r["experiment"], r["variant"]) for r in rows}
+    kept = [r for r in old["rows"] if (r["experiment"], r["variant"]) not in ran]
+    order = list(FIELDS)
+    rows = sorted(kept + rows, key=lambda r: (order.index(r["experiment"]), str(r["variant"]),
+                                              key_text(r["key"])))
+    head = {"scale": m["scale"], "commit": m["commit"], "build_type": m.get("build_type"),
+            "host": m.get("host"), "date": m.get("date"),
+            "made_with": f"experiments/reproduce --scale {m['scale']} --record"}
+    text = json.dumps(head, sort_keys=True)[:-1] + ', "rows": [\n'
+    text += ",\n".join(json.dumps(r, sort_keys=True) for r in rows) + "\n]}\n"
     with open(path, "w") as f:
-        json.dump(ref, f, indent=0, sort_keys=True)
-        f.write("\n")
-    return ref
+        f.write(text)
+    return dict(head, rows=rows)
 
 
 def within(ref, got, tol):
@@ -150,33 +159,36 @@ def compare(bundle, ref):
     with open(os.path.join(bundle, "manifest.json")) as f:
         m = json.load(f)
     out = {}
-    names = sorted({n["experiment"] for n in ref["numbers"]},
+    names = sorted({r["experiment"] for r in ref["rows"]},
                    key=lambda x: list(FIELDS).index(x) if x in FIELDS else 99)
     for name in names:
         o = m["experiments"].get(name) or {}
-        nums = [n for n in ref["numbers"] if n["experiment"] == name]
+        refs = [r for r in ref["rows"] if r["experiment"] == name]
+        total = sum(len(r["numbers"]) for r in refs)
         if o.get("state") in (None, "skipped"):
-            out[name] = ("skipped", 0, len(nums), [o.get("why") or "not run"])
+            out[name] = ("skipped", 0, total, [o.get("why") or "not run"])
             continue
         v = variant(m, name)
-        mine = [n for n in nums if n["variant"] == v]
+        mine = [r for r in refs if r["variant"] == v]
         if not mine:
-            out[name] = ("not run here", 0, len(nums),
-                         [f"the reference has the {nums[0]['variant']} variant, this run the {v}"])
+            out[name] = ("not run here", 0, total,
+                         [f"the reference has the {refs[0]['variant']} variant, this run the {v}"])
             continue
         rows = {}
         for r in bundle_rows(bundle, name):
-            rows.setdefault(key(r), r)
-        ok, misses = 0, []
-        for n in mine:
-            r = rows.get(n["key"])
-            got = r.get(n["field"]) if r else None
-            if r is not None and within(n["value"], got, n["tolerance"]):
-                ok += 1
-            else:
-                cfg = json.loads(n["key"])["config"]
+            rows.setdefault(key_text(key(r)), r)
+        ok, n, misses = 0, 0, []
+        for ref_row in mine:
+            r = rows.get(key_text(ref_row["key"]))
+            for field, want in sorted(ref_row["numbers"].items()):
+                n += 1
+                got = r.get(field) if r else None
+                if r is not None and within(want["value"], got, want["tolerance"]):
+                    ok += 1
+                    continue
+                cfg = ref_row["key"]["config"]
                 short = ", ".join(f"{k}={cfg[k]}" for k in list(cfg)[:4])
-                misses.append(f"{n['field']} at {short}: reference {n['value']}, got "
-                              f"{'no such row' if r is None else got} (tolerance {n['tolerance']})")
-        out[name] = ("reproduced" if ok == len(mine) else "NOT reproduced", ok, len(mine), misses)
+                misses.append(f"{field} at {short}: reference {want['value']}, got "
+                              f"{'no such row' if r is None else got} (tolerance {want['tolerance']})")
+        out[name] = ("reproduced" if ok == n else "NOT reproduced", ok, n, misses)
     return out
