@@ -97,16 +97,19 @@ def default_mooncake_dir():
 EPILOG = """\
 common options:
   every driver writes results/<name>.jsonl (one JSON object per line: experiment,
-  scale, config, seed, backend, model, commit, date, command, then its numbers)
-  and prints one verdict line on stdout; progress and tables go to stderr.
-  --check exits 1 when a stated property fails (each is printed as ok/FAIL);
-  without it a failed property is printed as 'no' and the exit status stays 0.
+  scale, config, seed, backend, model, commit, date, command, binary, binary_sha256,
+  build_type, host, then its numbers) and prints one verdict line on stdout;
+  progress and tables go to stderr. Each property is one stderr line: ok, FAIL
+  (--check: exit 1) or no (without --check; the exit status stays 0); wall-clock
+  figures are info lines, never checked. Exit 77: a required input is missing.
 environment:
   RADIXKV            the radixkv binary (else build-release/, else build/)
   RKV_MOONCAKE_DIR   the Mooncake traces (FAST25-release/traces of kvcache-ai/Mooncake)
   RKV_FIGURES        where the notebook writes figures (default notebooks/figures)
   RKV_PYTHON         the Python that runs notebooks (default: the first of
                      /usr/bin/python3 and python3 with matplotlib and nbconvert)
+  RKV_FAIL_PROPERTY  NAME (or all): add a failing property to that experiment's
+                     report (tests run_all's failure reporting)
 """
 
 
