@@ -24,7 +24,6 @@ import hashlib
 import json
 import os
 import platform
-import subprocess
 import sys
 
 from . import core

@@ -16,7 +16,6 @@ clone (scripts/ray_venv.sh); the driver then runs under that venv's python. Only
 driver imports Ray, and only with --ray.
 """
 import concurrent.futures
-import os
 import subprocess
 import sys
 
