@@ -16,6 +16,7 @@ clone (scripts/ray_venv.sh); the driver then runs under that venv's python. Only
 driver imports Ray, and only with --ray.
 """
 import concurrent.futures
+import os
 import subprocess
 import sys
 
@@ -40,7 +41,7 @@ def add_options(ap):
 
 
 def _run(cmd):
-    p = subprocess.run([str(x) for x in cmd], capture_output=True, text=True, cwd=core.ROOT)
+    p = subprocess.run([str(x) for x in cmd], capture_output=True, text=True)
     return Done(cmd, p.returncode, p.stdout, p.stderr)
 
 
@@ -80,13 +81,14 @@ def _on_ray(name, cmds, address, progress, labels):
         import os
         import subprocess
         if not os.path.isdir(cwd):
-            return 2, "", f"{cwd}: not on this node (the checkout must be at the same path)"
+            return 2, "", f"{cwd}: not on this node (the driver's folder must be at the same path)"
         p = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd)
         return p.returncode, p.stdout, p.stderr
 
     try:
         task = ray.remote(num_cpus=1)(one)
-        refs = [task.remote([str(x) for x in c], core.ROOT) for c in cmds]
+        # In the driver's folder, so that relative paths (meson passes some) mean the same.
+        refs = [task.remote([str(x) for x in c], os.getcwd()) for c in cmds]
         index = {r: i for i, r in enumerate(refs)}
         out = [None] * len(cmds)
         pending = list(refs)
