@@ -41,7 +41,10 @@ def rows(out):
             r = json.loads(line)
             for k in ("date", "host"):
                 r.pop(k, None)
-            r["command"] = r["command"].replace(out, "OUT")
+            # The --out folder differs between the runs; commands name it relative to
+            # the checkout when it is inside it.
+            for o in (out, os.path.relpath(out, ROOT)):
+                r["command"] = r["command"].replace(o, "OUT")
             rs.append(r)
     return rs
 
