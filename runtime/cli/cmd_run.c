@@ -452,6 +452,9 @@ static int print_summary(engine *e, const run_opts *o, const run_ids *ids, bool 
             hit, p50_ttft, p99_ttft, p50_tpot, p99_tpot, (long long)s.preemptions,
             (long long)s.steps, (long long)s.max_step_tokens, sched_ms, s.model_seconds,
             (long long)s.num_pages);
+    /* Every modelled number names the profile that made it. */
+    const sim_profile *sp = backend_sim_profile(be);
+    if (sp) fprintf(out, ",\"sim_profile\":\"%s\",\"sim_profile_hash\":\"%s\"", sp->id, sp->hash);
     billing bill;
     billing_compute(&o->prices, s.prompt_tokens, s.cached_tokens, &bill);
     billing_print_json(out, &o->prices, &bill);
