@@ -60,7 +60,7 @@ if [[ -n "$radixkv" ]]; then export RADIXKV="$radixkv"; fi
 # Experiments whose tables and figures the paper reads: re-draw from their
 # results when those exist (a changed notebook shows at once), else run them
 # at the tiny scale first when a binary exists.
-for name in tree_evolution hit_rate_sweep long_prefill overhead sim_calibration tiered_capacity routing; do
+for name in tree_evolution hit_rate_sweep long_prefill overhead sim_calibration sim_profiles tiered_capacity routing; do
   [[ -x experiments/$name/run ]] || continue
   out=$(results "$name")
   res=$out/$name.jsonl
