@@ -56,6 +56,19 @@ with tempfile.TemporaryDirectory() as d:
         and bad in p.stderr, p.stderr
     p = run(["--sim-profile", mine, "--gpu", "h100"])
     assert p.returncode == 2 and "pick one" in p.stderr, p.stderr
+    # cache-sim's time model takes the same profiles.
+    cs = [RADIXKV, "cache-sim", "--no-progress", "--cache", "radix", "--model", "qwen2.5-3b",
+          "--capacity", "4096", "--page-size", "16"]
+    q = subprocess.run(cs + ["--sim-profile", mine, TRACE], capture_output=True, text=True)
+    assert q.returncode == 0, q.stderr
+    cs_sum = [json.loads(l) for l in q.stdout.splitlines() if '"summary"' in l][-1]
+    assert cs_sum["gpu"] == "my-h100" and cs_sum["sim_profile_hash"] == \
+        hashlib.sha256(open(mine, "rb").read()).hexdigest()[:16], cs_sum
+    q = subprocess.run(cs + ["--gpu", "h100", TRACE], capture_output=True, text=True)
+    ref = [json.loads(l) for l in q.stdout.splitlines() if '"summary"' in l][-1]
+    assert ref["prefill_seconds"] == cs_sum["prefill_seconds"], (ref, cs_sum)
+    q = subprocess.run(cs + ["--sim-profile", bad, TRACE], capture_output=True, text=True)
+    assert q.returncode == 2 and "--sim-profile" in q.stderr and "efficiency.kv" in q.stderr, q.stderr
 p = run(["--gpu", "h100@nobody"])
 assert p.returncode == 2 and "--gpu" in p.stderr and "h100@nobody" in p.stderr, p.stderr
 
