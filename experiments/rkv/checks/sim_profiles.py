@@ -37,6 +37,12 @@ def check(rows, cfg, listed=None):
                     f"{prof}: removing fixed costs raises the 100 %-hit speedup "
                     f"({F['base']['speedup']:.3f}x -> host {F['host']['speedup']:.3f}x, "
                     f"all {F['all']['speedup']:.3f}x)"))
+        L = {r["pass"]: r for r in mine if r["kind"] == "long_prefill"}
+        if L:
+            out.append((L[2]["hit_rate"] > 0.9 and L[2]["ttft_mean"] < L[1]["ttft_mean"],
+                        f"{prof}: long prefill pass 2 finds its prompts cached (hit rate "
+                        f"{L[2]['hit_rate']:.3f}) and its TTFT falls "
+                        f"({L[1]['ttft_mean'] * 1e3:.1f} -> {L[2]['ttft_mean'] * 1e3:.1f} ms)"))
         curve = sorted((r for r in mine if r["kind"] == "fixed" and r["host_factor"] is not None),
                        key=lambda r: r["host_factor"])
         mono = all(a["speedup"] >= b["speedup"] for a, b in zip(curve, curve[1:]))
