@@ -89,6 +89,8 @@ HOLDS = {
 
 
 def apply_holds(p, raw_rel):
+    if p["fit"].get("tables"):
+        return  # a new kind of profile: nothing published to keep
     held = {}
     for path, (value, why) in HOLDS.get(raw_rel, {}).items():
         sec, key = path.split(".")
@@ -161,8 +163,10 @@ def profile_skeleton(pid, engine, summary, device, act, act_dtype, mixed_rows):
     }
 
 
-def fit_measured(raw_rel, engine, pid, sim_exe):
-    """own / peer from one raw file. Each rule's comment is its documentation."""
+def fit_measured(raw_rel, engine, pid, sim_exe, tables=False):
+    """own / peer from one raw file. Each rule's comment is its documentation.
+    tables: also keep the measured GEMM times as the profile's tables (the sim
+    then interpolates them, backend_sim.h) and fit the floors against them."""
     raw = json.load(open(os.path.join(ROOT, raw_rel)))
     if raw.get("schema") != "radixkv-gpu-raw/1":
         die(f"{raw_rel}: schema {raw.get('schema')!r}, want 'radixkv-gpu-raw/1'")
@@ -216,6 +220,15 @@ def fit_measured(raw_rel, engine, pid, sim_exe):
                        "act": 1.0}
     p["latency"] = {"gemm_s": float(f"{gemm_us}e-6"), "kernel_s": 0.0, "launch_s": 0.0}
     p["host"] = {"step_s": float(f"{host_ms}e-3"), "hidden_by_overlap": False}
+    if tables:
+        # Eager GEMM times by M for each measured (N, K), in seconds.
+        by = {}
+        for g in raw["gemm"]:
+            if not g["graph"]:
+                by.setdefault((g["name"], g["N"], g["K"]), []).append((g["M"], g["us"]))
+        p["tables"] = {"gemm": [{"name": n, "N": N, "K": K, "M": [m for m, _ in sorted(v)],
+                                 "s": [float(f"{us}e-6") for _, us in sorted(v)]}
+                                for (n, N, K), v in by.items()]}
     p["provenance"] = {k: prov[k] for k in ("device", "driver", "cuda", "cublas", "torch", "date")
                        if k in prov}
     p["provenance"].update({"raw": raw_rel, "raw_sha256": sha256_of(raw_rel)})
@@ -258,6 +271,8 @@ def fit_measured(raw_rel, engine, pid, sim_exe):
     p["efficiency"]["act"] = rnd(eff_act, 2)
     p["assumptions"] = OWN_ASSUMPTIONS if own else PEER_ASSUMPTIONS
     p["fit"] = {"method": engine, "raw": [raw_rel], "tool": "bench/sim_fit.py"}
+    if tables:
+        p["fit"]["tables"] = True
     apply_holds(p, raw_rel)
     return p
 
@@ -302,7 +317,8 @@ def fit_scaled(base_id, device_id, sim_exe):
 def derive(recipe_profile, sim_exe):
     fit = recipe_profile.get("fit") or die(f"profile {recipe_profile.get('id')}: no 'fit' recipe")
     if fit["method"] in ("own", "peer"):
-        return fit_measured(fit["raw"][0], fit["method"], recipe_profile["id"], sim_exe)
+        return fit_measured(fit["raw"][0], fit["method"], recipe_profile["id"], sim_exe,
+                            fit.get("tables", False))
     if fit["method"] == "scaled":
         return fit_scaled(fit["base"], recipe_profile["id"], sim_exe)
     die(f"profile {recipe_profile['id']}: unknown fit method {fit['method']!r}")
@@ -333,6 +349,8 @@ def main():
     ap.add_argument("--engine", choices=("own", "peer"))
     ap.add_argument("--id")
     ap.add_argument("--out")
+    ap.add_argument("--tables", action="store_true",
+                    help="keep the measured GEMM times as tables in the profile")
     ap.add_argument("--write-all", action="store_true")
     ap.add_argument("--check", action="store_true")
     a = ap.parse_args()
@@ -369,7 +387,7 @@ def main():
     if not (a.raw and a.engine and a.id):
         die("give --raw, --engine and --id (or --check / --write-all)")
     raw = os.path.relpath(os.path.abspath(a.raw), ROOT)
-    p = fit_measured(raw, a.engine, a.id, exe)
+    p = fit_measured(raw, a.engine, a.id, exe, a.tables)
     out = text(p)
     if a.out:
         open(a.out, "w").write(out)

@@ -124,6 +124,62 @@ static rkv_status choice(const pctx *c, json_t *o, const char *sec, const char *
     return perr(c, f, want);
 }
 
+/* "tables": {"gemm": [{"name", "N", "K", "M": [..], "s": [..]}, ...]} */
+static rkv_status gemm_tables_parse(const pctx *c, json_t *tables, sim_profile *out)
+{
+    static const char *const tab_k[] = {"gemm", NULL};
+    static const char *const row_k[] = {"name", "N", "K", "M", "s", NULL};
+    if (!json_is_object(tables)) return perr(c, "tables", "want an object");
+    rkv_status st = only_keys(c, tables, "tables", tab_k);
+    json_t *rows = json_object_get(tables, "gemm");
+    if (st || !rows) return st;
+    if (!json_is_array(rows) || json_array_size(rows) > SIM_GEMM_TABLES) {
+        char want[64];
+        snprintf(want, sizeof want, "want an array of at most %d tables", SIM_GEMM_TABLES);
+        return perr(c, "tables.gemm", want);
+    }
+    size_t i;
+    json_t *row;
+    json_array_foreach(rows, i, row) {
+        char sec[48], f[96];
+        snprintf(sec, sizeof sec, "tables.gemm[%zu]", i);
+        if (!json_is_object(row)) return perr(c, sec, "want an object");
+        if ((st = only_keys(c, row, sec, row_k))) return st;
+        sim_gemm_table *t = &out->gemm_table[i];
+        if ((st = num(c, row, sec, "N", 0, false, 1e9, &t->n)) ||
+            (st = num(c, row, sec, "K", 0, false, 1e9, &t->k)))
+            return st;
+        json_t *ms = json_object_get(row, "M"), *ss = json_object_get(row, "s");
+        size_t n = json_array_size(ms);
+        if (!json_is_array(ms) || n < 1 || n > SIM_GEMM_POINTS) {
+            snprintf(f, sizeof f, "%s.M", sec);
+            return perr(c, f, "want an array of 1 to 32 row counts");
+        }
+        if (!json_is_array(ss) || json_array_size(ss) != n) {
+            snprintf(f, sizeof f, "%s.s", sec);
+            return perr(c, f, "want an array of seconds, one per M");
+        }
+        for (size_t j = 0; j < n; j++) {
+            double m = json_number_value(json_array_get(ms, j));
+            double x = json_number_value(json_array_get(ss, j));
+            if (!json_is_number(json_array_get(ms, j)) || !(m >= 1) ||
+                (j > 0 && !(m > t->m[j - 1]))) {
+                snprintf(f, sizeof f, "%s.M[%zu]", sec, j);
+                return perr(c, f, "want row counts >= 1, strictly ascending");
+            }
+            if (!json_is_number(json_array_get(ss, j)) || !(x > 0) || !(x <= 10)) {
+                snprintf(f, sizeof f, "%s.s[%zu]", sec, j);
+                return perr(c, f, "want a time in (0, 10] seconds");
+            }
+            t->m[j] = m;
+            t->s[j] = x;
+        }
+        t->points = (int)n;
+    }
+    out->gemm_tables = (int)json_array_size(rows);
+    return RKV_OK;
+}
+
 static const char *const graph_modes[] = {"none", "decode", "mixed", NULL};
 static const char *const decode_row_modes[] = {"decode", "full_tile", NULL};
 
@@ -140,7 +196,8 @@ static rkv_status profile_from_text(const char *where, const unsigned char *text
     }
     memset(out, 0, sizeof *out);
     static const char *const top[] = {"schema", "id", "engine", "summary", "device",
-        "efficiency", "latency", "host", "switches", "assumptions", "provenance", "fit", NULL};
+        "efficiency", "latency", "host", "switches", "tables", "assumptions", "provenance", "fit",
+        NULL};
     static const char *const dev_k[] = {"name", "peak_flops", "bandwidth", "memory_bytes", "sms", NULL};
     static const char *const eff_k[] = {"gemm", "weight", "attn", "kv", "act", NULL};
     static const char *const lat_k[] = {"gemm_s", "kernel_s", "launch_s", NULL};
@@ -220,6 +277,8 @@ static rkv_status profile_from_text(const char *where, const unsigned char *text
                   "true is not modelled (overlap hides only the scheduler's CPU time); use false");
         goto out;
     }
+    json_t *tables = json_object_get(root, "tables");
+    if (tables && (st = gemm_tables_parse(&c, tables, out))) goto out;
     /* First 16 hex digits of the SHA-256 of the file's bytes: what
      * `sha256sum FILE | cut -c1-16` prints. */
     unsigned char md[32];
@@ -352,10 +411,21 @@ rkv_status sim_profile_parse(const char *spec, sim_profile *out, char *err, size
     return RKV_OK;
 }
 
-/* One GEMM y (M, N) = x (M, K) w (N, K)^T: compute-bound at large M, else a
- * fixed latency plus streaming the bf16 weights. */
+/* One GEMM y (M, N) = x (M, K) w (N, K)^T: the profile's measured table for
+ * this (N, K) when it has one (interpolated as backend_sim.h says); else
+ * compute-bound at large M, or a fixed latency plus streaming the bf16 weights. */
 static double gemm_seconds(const sim_profile *p, double M, double N, double K)
 {
+    for (int i = 0; i < p->gemm_tables; i++) {
+        const sim_gemm_table *t = &p->gemm_table[i];
+        if (t->n != N || t->k != K) continue;
+        int last = t->points - 1;
+        if (M <= t->m[0]) return t->s[0];
+        if (M >= t->m[last]) return t->s[last] * M / t->m[last];
+        int j = 1;
+        while (t->m[j] < M) j++;
+        return t->s[j - 1] + (t->s[j] - t->s[j - 1]) * (M - t->m[j - 1]) / (t->m[j] - t->m[j - 1]);
+    }
     double tc = 2 * M * N * K / (p->peak_flops * p->eff_gemm);
     double tw = p->gemm_latency_s + 2 * N * K / (p->bandwidth * p->eff_weight);
     return tc > tw ? tc : tw;

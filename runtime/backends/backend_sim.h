@@ -34,6 +34,19 @@
 #include "backend.h"
 #include "model_config.h"
 
+/* A measured GEMM table of a profile ("tables": {"gemm": [...]}): the times
+ * of y (M, N) = x (M, K) w^T at increasing M for one (N, K). A GEMM of that
+ * (N, K) is charged, between two measured M, the straight line through them;
+ * below the first M, the first time; above the last, the last time x M /
+ * M_last (large GEMMs grow linearly in M). Other shapes use the formula. */
+#define SIM_GEMM_TABLES 16
+#define SIM_GEMM_POINTS 32
+typedef struct sim_gemm_table {
+    double n, k;
+    int points;
+    double m[SIM_GEMM_POINTS], s[SIM_GEMM_POINTS]; /* M ascending, seconds */
+} sim_gemm_table;
+
 /* A sim profile: the cost model's constants for one (GPU, engine) pair, read
  * from a JSON file (runtime/backends/profiles/<id>.json, built into the
  * binary, or a user's file). SIM_COST_MODEL.md documents every field and
@@ -64,6 +77,8 @@ typedef struct sim_profile {
     int step_kernels;            /* non-GEMM kernels once per step */
     int gemms_per_layer;         /* GEMM launches per layer (eager launch cost only) */
     int step_gemms;              /* GEMM launches once per step (the LM head) */
+    int gemm_tables;             /* measured GEMM tables in use (0: the formula only) */
+    sim_gemm_table gemm_table[SIM_GEMM_TABLES];
 } sim_profile;
 
 /* The terms of one step, in seconds; their sum is sim_step_seconds(). */

@@ -114,6 +114,36 @@ START_TEST(test_hand_mixed_step)
 }
 END_TEST
 
+START_TEST(test_gemm_table)
+{
+    model_config m = tiny_model();
+    sim_profile p = round_profile();
+    tb t;
+    int s1[] = {1}, p1[] = {99};
+    sim_step_parts x0, x;
+    sim_step_terms(&m, &p, mk(&t, 1, s1, p1), &x0);
+    /* A table for the qkv GEMM (N 128, K 64): 10 us at M = 1, 20 us at M = 10. */
+    p.gemm_tables = 1;
+    p.gemm_table[0] = (sim_gemm_table){.n = 128, .k = 64, .points = 2, .m = {1, 10}, .s = {1e-5, 2e-5}};
+    sim_step_terms(&m, &p, mk(&t, 1, s1, p1), &x);
+    /* M = 1: the table's 10 us replaces the formula's 17.384 us in both layers. */
+    ck_assert_double_eq_tol(x.gemm, x0.gemm - 2 * 17.384e-6 + 2 * 1e-5, 1e-12);
+    /* M = 5, between the points: 10 us + 10 us x (5 - 1) / (10 - 1). */
+    int s5[] = {5}, p0[] = {0};
+    sim_profile q = round_profile();
+    sim_step_terms(&m, &q, mk(&t, 1, s5, p0), &x0);
+    sim_step_terms(&m, &p, mk(&t, 1, s5, p0), &x);
+    double f5 = 1e-6 + 2.0 * 128 * 64 / 1e9; /* formula at M = 5: weight-bound, as at M = 1 */
+    ck_assert_double_eq_tol(x.gemm, x0.gemm - 2 * f5 + 2 * (1e-5 + 1e-5 * 4 / 9), 1e-12);
+    /* M = 20, above the last point: 20 us x 20 / 10. */
+    int s20[] = {20};
+    sim_step_terms(&m, &q, mk(&t, 1, s20, p0), &x0);
+    sim_step_terms(&m, &p, mk(&t, 1, s20, p0), &x);
+    double f20 = 1e-6 + 2.0 * 128 * 64 / 1e9;
+    ck_assert_double_eq_tol(x.gemm, x0.gemm - 2 * f20 + 2 * 4e-5, 1e-12);
+}
+END_TEST
+
 static const char *const preset_names[] = {"default", "qwen2.5-3b", "llama-3-8b"};
 
 static double step1(const model_config *m, const sim_profile *p, int s, int pre)
@@ -306,6 +336,13 @@ START_TEST(test_malformed_profiles)
         {"\"id\": \"h100\"", "\"id\": \"\"", "id"},
         {"\"device\": {", "\"devices\": 1, \"device\": {", "devices"},
         {"\"step_kernels\": 3", "\"step_kernels\": 3.5", "switches.step_kernels"},
+        {"\"schema\": 1,", "\"schema\": 1, \"tables\": {\"gemm\": [{\"N\": 8, \"K\": 8, "
+         "\"M\": [1, 1], \"s\": [1e-5, 2e-5]}]},", "tables.gemm[0].M[1]"},
+        {"\"schema\": 1,", "\"schema\": 1, \"tables\": {\"gemm\": [{\"N\": 8, \"K\": 8, "
+         "\"M\": [1, 2], \"s\": [1e-5]}]},", "tables.gemm[0].s"},
+        {"\"schema\": 1,", "\"schema\": 1, \"tables\": {\"gemm\": [{\"N\": 8, \"K\": 8, "
+         "\"M\": [1], \"s\": [0]}]},", "tables.gemm[0].s[0]"},
+        {"\"schema\": 1,", "\"schema\": 1, \"tables\": {\"attn\": []},", "tables.attn"},
     };
     for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
         char *bad = replaced(good, cases[k].from, cases[k].to);
@@ -345,6 +382,7 @@ int main(int argc, char **argv)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_hand_decode_step);
     tcase_add_test(tc, test_hand_mixed_step);
+    tcase_add_test(tc, test_gemm_table);
     tcase_add_test(tc, test_monotone);
     tcase_add_test(tc, test_mixed_not_cheaper_than_parts);
     tcase_add_test(tc, test_builtin_profiles);
