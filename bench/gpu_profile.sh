@@ -23,7 +23,8 @@
 # The measuring run, in order (each step under a time limit; about 5 minutes on
 # an H100 after the build): device (nvidia-smi), radixkv's attention kernels
 # (attn_gpu_bench: prefill and decode shapes, device copy rate), the cuda
-# backend (cuda_backend_bench: GEMMs at the preset's shapes, prefill, cached
+# backend (cuda_backend_bench: GEMMs at the preset's shapes and M = 1 .. 1024 for the
+# profile's GEMM tables, prefill, cached
 # prefix, decode eager and as graphs), the peers' kernels on the same shapes
 # (torch_peer_attn.py with $PYTHON, when it imports torch: cuDNN / FA2 prefill,
 # GQA-native SDPA decode, copy and GEMM ceilings), the quick end-to-end sweep
@@ -83,7 +84,8 @@ PY
 step "radixkv attention kernels"
 timeout 90 "$build/bench/attn_gpu_bench" --reps 30 >"$work/attn_gpu_bench.jsonl"
 step "cuda backend: GEMMs, prefill, decode"
-timeout 120 "$build/bench/cuda_backend_bench" --model "$model" --reps 20 >"$work/cuda_backend.jsonl"
+timeout 150 "$build/bench/cuda_backend_bench" --model "$model" --reps 20 \
+    --gemm-m 1,8,32,64,128,256,512,1024 >"$work/cuda_backend.jsonl"
 tpy=${PYTHON:-python3}
 if "$tpy" -c 'import torch' 2>/dev/null; then
     step "peer kernels (torch $("$tpy" -c 'import torch; print(torch.__version__)'))"
