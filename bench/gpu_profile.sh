@@ -57,6 +57,7 @@ if [ "$dry" = 1 ]; then
 fi
 
 command -v nvidia-smi >/dev/null 2>&1 || { echo "gpu_profile.sh: no nvidia-smi: not a GPU machine (try --dry-run)" >&2; exit 2; }
+command -v nvcc >/dev/null 2>&1 || export PATH="/usr/local/cuda/bin:$PATH"
 build=${build:-build-gpu-profile}
 work="$out.d"
 mkdir -p "$work"
