@@ -282,9 +282,6 @@ def summary_of(lines):
 
 # The sim profile a modelled number came from (`radixkv run --backend sim` and
 # cache-sim summaries name it): a row built from a summary spreads these.
-SIM_PROFILE_KEYS = ("sim_profile", "sim_profile_hash")
-
-
 def sim_profile_of(summary):
     """{"sim_profile": id, "sim_profile_hash": hash} of a summary line; both
     None for a backend without a profile (cpu, cuda). cache-sim names the
