@@ -25,6 +25,7 @@
 #include "scheduler.h"
 #include "backend.h"
 #include "router.h"
+#include "host_mem.h"
 #include "interrupt.h"
 #include "evict_policy.h"
 #include "model_config.h"
@@ -221,6 +222,22 @@ static int check_run(run_opts *o, bool need_trace)
             return 2;
         }
         o->ec.backend_cfg.num_pages = (o->kv_tokens + P - 1) / P;
+    }
+    if (o->ec.backend_cfg.num_pages > 0) {
+        /* Refused before anything is sized (--num-pages 2^31 - 1 once grew to
+         * gigabytes until killed): the pool's and the cache's bookkeeping per
+         * page, and on the cpu backend the page's fp32 K/V in host memory. */
+        int64_t pages = o->ec.backend_cfg.num_pages, P = o->ec.backend_cfg.page_size;
+        bool host_kv = !(backend_caps(o->ec.backend) & BACKEND_CAP_MODELLED_TIME)
+                       && (!o->ec.backend || !strcmp(o->ec.backend, backend_names[0]));
+        uint64_t per_page = 64 + (host_kv ? (uint64_t)model_config_kv_bytes_per_token(&mc, 4) * (uint64_t)P : 0);
+        char what[160];
+        snprintf(what, sizeof what, "%s (%lld pages of %lld tokens)",
+                 o->kv_tokens > 0 ? "--kv-tokens" : "--num-pages", (long long)pages, (long long)P);
+        if (host_mem_check(what, per_page * (uint64_t)pages, err, sizeof err)) {
+            fprintf(stderr, "radixkv run: %s\n", err);
+            return 2;
+        }
     }
     tier_opts_finish(&o->tier, o->ec.backend_cfg.page_size);
     if (o->tier.cfg.remote.url) {

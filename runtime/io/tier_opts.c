@@ -126,7 +126,7 @@ void tier_opts_usage(FILE *f, int w)
     fprintf(f,
         "  %-*s host-memory spill tier: evicted pages kept there, loaded back on a hit\n"
         "  %-*s disk tier below it (0: none)\n"
-        "  %-*s one file per page under DIR (needed when K/V bytes move)\n"
+        "  %-*s the disk tier's file there, unlinked while open\n"
         "  %-*s write-back (default: spill on evict) | write-through (copy on insert)\n"
         "  %-*s host <-> GPU bandwidth of the time model, GB/s (default 50)\n"
         "  %-*s disk <-> host bandwidth of the time model, GB/s (default 3)\n"
