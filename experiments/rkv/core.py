@@ -316,6 +316,16 @@ def summary_of(lines):
     raise ValueError("no summary line")
 
 
+# The sim profile a modelled number came from (`radixkv run --backend sim` and
+# cache-sim summaries name it): a row built from a summary spreads these.
+def sim_profile_of(summary):
+    """{"sim_profile": id, "sim_profile_hash": hash} of a summary line; both
+    None for a backend without a profile (cpu, cuda). cache-sim names the
+    profile "gpu"."""
+    pid = summary.get("sim_profile", summary.get("gpu") if "sim_profile_hash" in summary else None)
+    return {"sim_profile": pid, "sim_profile_hash": summary.get("sim_profile_hash")}
+
+
 def gen_trace(name, radixkv, path, kind, args):
     """radixkv gen KIND --opt value ... --out path (kept when it exists with the
     same arguments: the trace is a pure function of them)."""
