@@ -20,6 +20,12 @@
 #include "commands.h"
 #include "cli.h"
 #include "engine.h"
+#include "block_hash.h"
+#include "cache_kinds.h"
+#include "scheduler.h"
+#include "backend.h"
+#include "router.h"
+#include "host_mem.h"
 #include "interrupt.h"
 #include "evict_policy.h"
 #include "model_config.h"
@@ -45,15 +51,18 @@ static void usage_run(FILE *f)
         "TRACE: JSON Lines {\"id\", \"tokens\", \"max_tokens\"?, \"arrival\"?, \"temperature\"?,\n"
         "\"top_p\"?, \"top_k\"?, \"seed\"?} or a Mooncake trace; '-' reads stdin.\n"
         "\n"
-        "  --backend NAME          cpu (default) | sim | cuda\n"
+    );
+    cli_usage_choices(f, 23, "--backend NAME", NULL, backend_names);
+    fprintf(f,
         "  --model PRESET|DIR      default | qwen2.5-0.5b | qwen2.5-3b | qwen2.5-7b | llama-3-8b |\n"
         "                          a config.json or a directory holding one\n"
-        "  --weights PATH          safetensors file or directory (default: seeded random)\n"
-        "  --cache KIND            radix (default) | hash | hash-nocache | trie | none\n"
-        "  --evict-policy NAME     eviction policy (radixkv list): lru (default) | ...\n"
-        "  --hash NAME             xxh3 (default) | sha256 | md5\n"
-        "  --sched-policy NAME     fcfs (default) | lpm | dfs-weight | random\n"
-        "  --schedule MODE         sync (default) | overlap\n"
+        "  --weights PATH          safetensors file or directory (default: seeded random)\n");
+    cli_usage_choices(f, 23, "--cache KIND", NULL, cache_kind_names);
+    cli_usage_choices(f, 23, "--evict-policy NAME", NULL, evict_policy_name_list);
+    cli_usage_choices(f, 23, "--hash NAME", NULL, block_hash_fn_names);
+    cli_usage_choices(f, 23, "--sched-policy NAME", NULL, sched_policy_names);
+    cli_usage_choices(f, 23, "--schedule MODE", NULL, engine_schedule_names);
+    fprintf(f,
         "  --page-size P           tokens per KV page (default 16)\n"
         "  --max-batched-tokens N  token budget per step (default 8192)\n"
         "  --max-running N         running requests at most (default 256)\n"
@@ -61,7 +70,9 @@ static void usage_run(FILE *f)
         "  --num-pages N           KV pages (default: the backend decides)\n"
         "  --kv-tokens N           KV capacity in tokens (ceil(N / P) pages)\n"
         "  --max-tokens N          output length for lines without max_tokens (default 16)\n"
-        "  --gpu PROFILE           sim: h100 (default) | h200 | a100 | a10g [,key=X ...]\n"
+        "  --gpu PROFILE           sim: a built-in profile, h100 (default), h100@peer, h200,\n"
+        "                          a100, a10g (radixkv list) [,key=X ...]\n"
+        "  --sim-profile FILE      sim: a profile JSON file instead (SIM_COST_MODEL.md)\n"
         "  --threads N             cpu: threads (default: all cores)\n"
         "  --seed N                weights, policy random, default sampling seeds (default 0)\n"
         "  --offline               ignore arrival times: everything at t = 0\n"
@@ -73,7 +84,9 @@ static void usage_run(FILE *f)
         "  --price-cached X        price per million cached input tokens (default 0.1)\n"
         "  --price-uncached X      price per million uncached input tokens (default 1)\n"
         "  --replicas N            N engines (data parallel) on one clock behind a router\n"
-        "  --router NAME           round-robin (default) | least-load | cache-aware\n"
+    );
+    cli_usage_choices(f, 23, "--router NAME", NULL, router_names);
+    fprintf(f,
         "  --router-threshold N    cache-aware: load gap (requests) that forces least-load (8)\n"
         "  --router-tokens N       cache-aware: capacity of each approximate tree (default:\n"
         "                          the replica's KV tokens)\n"
@@ -87,8 +100,6 @@ static void usage_run(FILE *f)
         "first admission at the cached price, the rest at the uncached one.\n");
 }
 
-static const char *const policy_names[] = {"fcfs", "lpm", "dfs-weight", "random", NULL};
-static const char *const schedule_names[] = {"sync", "overlap", NULL};
 
 static int check_run(run_opts *o, bool need_trace);
 
@@ -114,8 +125,8 @@ int run_parse_options(int argc, char **argv, run_opts *o, bool need_trace)
         CLI_CHOICE_OPT("--cache", &o->ec.cache_cfg.kind, cache_kind_names),
         CLI_CHOICE_OPT("--evict-policy", &o->ec.cache_cfg.policy, evict_policy_name_list),
         CLI_CHOICE_OPT("--hash", &o->ec.cache_cfg.hash_fn, block_hash_fn_names),
-        CLI_CHOICE_OPT("--sched-policy", &o->ec.policy, policy_names),
-        CLI_CHOICE_OPT("--schedule", &o->ec.schedule, schedule_names),
+        CLI_CHOICE_OPT("--sched-policy", &o->ec.policy, sched_policy_names),
+        CLI_CHOICE_OPT("--schedule", &o->ec.schedule, engine_schedule_names),
         CLI_INT_OPT("--page-size", &page_size, 1, 1 << 16),
         CLI_INT_OPT("--max-batched-tokens", &batched, 1, INT32_MAX / 4),
         CLI_INT_OPT("--max-running", &running, 1, 1 << 20),
@@ -124,6 +135,7 @@ int run_parse_options(int argc, char **argv, run_opts *o, bool need_trace)
         CLI_INT_OPT("--kv-tokens", &o->kv_tokens, 1, INT64_MAX / 2),
         CLI_INT_OPT("--max-tokens", &max_tokens, 1, 1 << 24),
         CLI_STR_OPT("--gpu", &o->ec.backend_cfg.gpu_profile),
+        CLI_STR_OPT("--sim-profile", &o->ec.backend_cfg.sim_profile_file),
         CLI_INT_OPT("--threads", &threads, 0, 1024),
         CLI_INT_OPT("--seed", &seed, 0, INT64_MAX),
         CLI_FLAG_OPT("--offline", &o->ec.offline),
@@ -187,6 +199,16 @@ static int check_run(run_opts *o, bool need_trace)
         fprintf(stderr, "radixkv run: --gpu: %s\n", err);
         return 2;
     }
+    if (o->ec.backend_cfg.sim_profile_file) {
+        if (o->ec.backend_cfg.gpu_profile) {
+            fprintf(stderr, "radixkv run: --gpu and --sim-profile both given; pick one\n");
+            return 2;
+        }
+        if (sim_profile_load_file(o->ec.backend_cfg.sim_profile_file, &sp, err, sizeof err)) {
+            fprintf(stderr, "radixkv run: --sim-profile: %s\n", err);
+            return 2;
+        }
+    }
     if (o->kv_tokens > 0) {
         if (o->ec.backend_cfg.num_pages > 0) {
             fprintf(stderr, "radixkv run: --kv-tokens and --num-pages both given; pick one\n");
@@ -201,6 +223,22 @@ static int check_run(run_opts *o, bool need_trace)
         }
         o->ec.backend_cfg.num_pages = (o->kv_tokens + P - 1) / P;
     }
+    if (o->ec.backend_cfg.num_pages > 0) {
+        /* Refused before anything is sized (--num-pages 2^31 - 1 once grew to
+         * gigabytes until killed): the pool's and the cache's bookkeeping per
+         * page, and on the cpu backend the page's fp32 K/V in host memory. */
+        int64_t pages = o->ec.backend_cfg.num_pages, P = o->ec.backend_cfg.page_size;
+        bool host_kv = !(backend_caps(o->ec.backend) & BACKEND_CAP_MODELLED_TIME)
+                       && (!o->ec.backend || !strcmp(o->ec.backend, backend_names[0]));
+        uint64_t per_page = 64 + (host_kv ? (uint64_t)model_config_kv_bytes_per_token(&mc, 4) * (uint64_t)P : 0);
+        char what[160];
+        snprintf(what, sizeof what, "%s (%lld pages of %lld tokens)",
+                 o->kv_tokens > 0 ? "--kv-tokens" : "--num-pages", (long long)pages, (long long)P);
+        if (host_mem_check(what, per_page * (uint64_t)pages, err, sizeof err)) {
+            fprintf(stderr, "radixkv run: %s\n", err);
+            return 2;
+        }
+    }
     tier_opts_finish(&o->tier, o->ec.backend_cfg.page_size);
     if (o->tier.cfg.remote.url) {
         /* Pages are shared only between engines whose K/V would be equal. */
@@ -214,7 +252,7 @@ static int check_run(run_opts *o, bool need_trace)
     if (o->tier.on) {
         o->ec.tier = &o->tier.cfg;
         /* sim moves stand-in bytes: the time model charges the model's K/V. */
-        if (o->ec.backend && !strcmp(o->ec.backend, "sim"))
+        if (backend_caps(o->ec.backend) & BACKEND_CAP_MODELLED_TIME)
             o->tier.cfg.modelled_page_bytes =
                 (double)model_config_kv_bytes_per_token(&mc, 2) * o->ec.backend_cfg.page_size;
     }
@@ -439,6 +477,9 @@ static int print_summary(engine *e, const run_opts *o, const run_ids *ids, bool 
             hit, p50_ttft, p99_ttft, p50_tpot, p99_tpot, (long long)s.preemptions,
             (long long)s.steps, (long long)s.max_step_tokens, sched_ms, s.model_seconds,
             (long long)s.num_pages);
+    /* Every modelled number names the profile that made it. */
+    const sim_profile *sp = backend_sim_profile(be);
+    if (sp) fprintf(out, ",\"sim_profile\":\"%s\",\"sim_profile_hash\":\"%s\"", sp->id, sp->hash);
     billing bill;
     billing_compute(&o->prices, s.prompt_tokens, s.cached_tokens, &bill);
     billing_print_json(out, &o->prices, &bill);
