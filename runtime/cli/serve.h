@@ -32,7 +32,14 @@ typedef struct serve_config {
     const char *model_name;    /* the id /v1/models lists */
     bool text_ids;             /* --tokenizer ids: text is decimal ids */
     int64_t max_queue;         /* outstanding prompts above max_running: 503 */
-    double drain_seconds;      /* SIGINT/SIGTERM: finish in-flight work this long */
+    double drain_seconds;      /* SIGINT/SIGTERM: finish in-flight work this long;
+                                  a second signal cuts it short */
+    int64_t max_body;          /* bytes; larger bodies get 413 (Content-Length
+                                  is checked before any byte is read) */
+    unsigned conn_timeout;     /* seconds a connection may stay silent while it
+                                  sends headers or body (or idles between
+                                  requests); 0: never */
+    unsigned max_connections;  /* open connections; more wait in the backlog */
     double keepalive_seconds;  /* a stream silent this long (queued, no token yet)
                                   writes an SSE comment, so a client that went
                                   away is noticed and its request cancelled */
@@ -114,6 +121,8 @@ struct serve {
     pthread_cond_t drained;    /* main thread: outstanding reached 0 */
     serve_job *inbox, *inbox_tail;
     bool draining;             /* refuse new work (503) */
+    int signals;               /* SIGINT/SIGTERM received (the signal thread) */
+    int first_signal;
     bool stop;                 /* engine thread: exit */
     bool cancel_pending;       /* a job was cancelled: scan */
     int64_t outstanding;
@@ -146,8 +155,9 @@ char *serve_metrics_text(const serve *s, const serve_metrics *m);
 
 /* HTTP side (serve_http.c). */
 int serve_http_start(serve *s, char *err, size_t errlen);
-/* Stop accepting connections; in-flight ones go on. */
-void serve_http_quiesce(serve *s);
+/* Has the client of a suspended, non-streaming job gone away (under s->mu)?
+ * Peeks at its socket: end of file or an error means gone. */
+bool serve_http_client_gone_locked(const serve_job *j);
 void serve_http_stop(serve *s);
 /* Wake a suspended connection (under s->mu). */
 void serve_http_resume_locked(serve *s, serve_job *j);

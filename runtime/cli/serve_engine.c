@@ -1,10 +1,12 @@
 /* serve_engine.c - the engine thread of `radixkv serve` and its metrics
  * (see serve.h for who touches what). */
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cache.h"
 #include "serve.h"
@@ -234,6 +236,15 @@ static void publish_locked(serve *s)
             engine_forget(s->e, eid);
             continue;
         }
+        if (!j->stream && !j->cancelled && t - j->t_written > s->cfg.keepalive_seconds) {
+            /* A suspended connection is not polled: look at its socket, so a
+             * client that went away stops its generation (as vLLM does). */
+            j->t_written = t;
+            if (serve_http_client_gone_locked(j)) {
+                j->cancelled = true;
+                s->cancel_pending = true;
+            }
+        }
         if (k > 0 && j->stream) {
             serve_http_resume_locked(s, j);
         } else if (j->stream && j->suspended && t - j->t_written > s->cfg.keepalive_seconds) {
@@ -279,10 +290,32 @@ static void add_job(serve *s, serve_job *j)
     }
 }
 
+/* The page accounting check of an idle engine, on the engine thread without
+ * s->mu: it walks every page (milliseconds for millions), and the HTTP side
+ * must not wait for it. The engine is touched by this thread only, so the
+ * check sees a quiet engine all the same.
+ * RKV_SERVE_TEST_CHECK_GATE names a FIFO the check first reads to its end:
+ * a test holds the engine inside the check that way and asks the server
+ * meanwhile. */
+static rkv_status idle_check(serve *s, char *msg, size_t len)
+{
+    const char *gate = getenv("RKV_SERVE_TEST_CHECK_GATE");
+    if (gate && *gate) {
+        int fd = open(gate, O_RDONLY | O_CLOEXEC);
+        char b[64];
+        if (fd >= 0) {
+            while (read(fd, b, sizeof b) > 0) {}
+            close(fd);
+        }
+    }
+    return engine_check(s->e, msg, len);
+}
+
 static void *engine_main(void *arg)
 {
     serve *s = arg;
     char err[400];
+    bool stepped = false; /* since the last idle check */
     pthread_mutex_lock(&s->mu);
     for (;;) {
         while (!s->stop && !s->inbox && s->n_active == 0)
@@ -310,7 +343,10 @@ static void *engine_main(void *arg)
         for (int64_t i = 0; i < ncancel && !st; i++) st = engine_cancel(s->e, cancel[i], err, sizeof err);
         free(cancel);
         bool done = true;
-        if (!st && s->n_active > 0) st = engine_step(s->e, &done, err, sizeof err);
+        if (!st && s->n_active > 0) {
+            st = engine_step(s->e, &done, err, sizeof err);
+            stepped = true;
+        }
 
         pthread_mutex_lock(&s->mu);
         if (st) {
@@ -341,12 +377,19 @@ static void *engine_main(void *arg)
             }
         }
         publish_locked(s);
-        if (s->n_active == 0) {
-            char msg[512];
-            s->m.accounting_ok = engine_check(s->e, msg, sizeof msg) == RKV_OK;
-            if (!s->m.accounting_ok) snprintf(s->fatal, sizeof s->fatal, "%s", msg);
-        }
         snapshot_locked(s);
+        if (s->n_active == 0 && stepped) {
+            char msg[512];
+            stepped = false;
+            pthread_mutex_unlock(&s->mu);
+            bool ok = idle_check(s, msg, sizeof msg) == RKV_OK;
+            pthread_mutex_lock(&s->mu);
+            s->m.accounting_ok = ok;
+            if (!ok) {
+                snprintf(s->fatal, sizeof s->fatal, "%s", msg);
+                pthread_cond_broadcast(&s->drained);
+            }
+        }
     }
     pthread_mutex_unlock(&s->mu);
     return NULL;

@@ -23,14 +23,13 @@
 #include "rkv_config.h"
 #include "serve.h"
 
-#define MAX_BODY (64u << 20)
-
 /* Per HTTP request. */
 typedef struct conn_ctx {
     serve *s;
     char *body;
     size_t len, cap;
     bool too_big;
+    bool answered;             /* refused from its headers: the rest is ignored */
     serve_job *job;            /* non-stream: waiting for the engine (a reference) */
 } conn_ctx;
 
@@ -631,7 +630,9 @@ static enum MHD_Result handle_completion(serve *s, struct MHD_Connection *c, con
         pthread_mutex_lock(&s->mu);
         s->m.requests_rejected++;
         pthread_mutex_unlock(&s->mu);
-        if (cc->too_big) return send_error(c, 413, NULL, "the body is larger than %u bytes", MAX_BODY);
+        if (cc->too_big)
+            return send_error(c, 413, NULL, "the body is larger than %lld bytes (--max-body-bytes)",
+                              (long long)s->cfg.max_body);
         return send_error(c, 400, NULL, "malformed JSON at line %d, column %d: %s", jerr.line,
                           jerr.column, jerr.text);
     }
@@ -706,6 +707,24 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (!(cc = calloc(1, sizeof *cc))) return MHD_NO;
         cc->s = s;
         *con_cls = cc;
+        /* A body over the cap is refused from its Content-Length, before a
+         * byte of it is read (MHD then closes the connection unread). */
+        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+                                                     MHD_HTTP_HEADER_CONTENT_LENGTH);
+        unsigned long long n = 0;
+        if (cl && sscanf(cl, "%llu", &n) == 1 && n > (unsigned long long)s->cfg.max_body) {
+            cc->too_big = cc->answered = true;
+            pthread_mutex_lock(&s->mu);
+            s->m.requests_rejected++;
+            pthread_mutex_unlock(&s->mu);
+            return send_error(c, 413, NULL,
+                              "the body is %llu bytes, more than %lld (--max-body-bytes)", n,
+                              (long long)s->cfg.max_body);
+        }
+        return MHD_YES;
+    }
+    if (cc->answered) {
+        *upload_size = 0;
         return MHD_YES;
     }
     if (cc->job) {
@@ -723,7 +742,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return ret;
     }
     if (*upload_size) {
-        if (cc->len + *upload_size > MAX_BODY) {
+        if (cc->len + *upload_size > (size_t)s->cfg.max_body) {
             cc->too_big = true;
         } else if (!cc->too_big) {
             if (cc->len + *upload_size + 1 > cc->cap) {
@@ -790,7 +809,8 @@ int serve_http_start(serve *s, char *err, size_t errlen)
     s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s,
                                  MHD_OPTION_SOCK_ADDR, ai->ai_addr,
                                  MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-                                 MHD_OPTION_CONNECTION_LIMIT, (unsigned)4096,
+                                 MHD_OPTION_CONNECTION_LIMIT, s->cfg.max_connections,
+                                 MHD_OPTION_CONNECTION_TIMEOUT, s->cfg.conn_timeout,
                                  MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)1024,
                                  MHD_OPTION_END);
     freeaddrinfo(ai);
@@ -808,10 +828,15 @@ int serve_http_port(const serve *s)
     return i ? i->port : s->cfg.port;
 }
 
-void serve_http_quiesce(serve *s)
+bool serve_http_client_gone_locked(const serve_job *j)
 {
-    MHD_socket fd = MHD_quiesce_daemon(s->daemon);
-    if (fd != MHD_INVALID_SOCKET) close(fd);
+    if (!j->conn || !j->suspended) return false;
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(j->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!ci) return false;
+    char b;
+    ssize_t r = recv(ci->connect_fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    return r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
 }
 
 void serve_http_stop(serve *s)

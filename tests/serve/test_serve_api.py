@@ -193,7 +193,7 @@ def queue_and_disconnect(radixkv):
 
 
 def drain(s):
-    # SIGTERM while a request runs: it completes, new connections are refused, exit 0.
+    # SIGTERM while a request runs: it completes, exit 0.
     result = {}
 
     def worker():
