@@ -24,10 +24,11 @@
 #include "evict_policy.h"
 #include "model_config.h"
 #include "pin_file.h"
-#include "router.h"
+#include "replicas.h"
 #include "tier_opts.h"
 #include "progress.h"
 #include "trace.h"
+#include "trace_engine.h"
 #include "rkv_core.h"
 
 /* ---- options ------------------------------------------------------------ */
@@ -229,66 +230,35 @@ void run_ids_free(run_ids *ids)
     memset(ids, 0, sizeof *ids);
 }
 
+typedef struct load_ctx {
+    engine *e;
+    run_ids *ids;
+} load_ctx;
+
+static rkv_status load_one(void *vctx, const trace_request *q, const engine_request *er, char *err,
+                           size_t errlen)
+{
+    load_ctx *c = vctx;
+    int64_t id;
+    rkv_status st = engine_add(c->e, er, &id, err, errlen);
+    if (st || !c->ids) return st;
+    run_ids *ids = c->ids;
+    if ((st = rkv_grow((void **)&ids->id_json, &ids->cap, ids->n + 1, sizeof *ids->id_json)))
+        return st;
+    if (!(ids->id_json[ids->n] = strdup(q->id_json ? q->id_json : "null"))) {
+        snprintf(err, errlen, "out of host memory");
+        return RKV_ENOMEM;
+    }
+    ids->n++;
+    return RKV_OK;
+}
+
 rkv_status run_load_trace(engine *e, const char *path, int32_t default_max_tokens, run_ids *ids,
                           char *err, size_t errlen)
 {
-    trace_options topt = {
-        .format = TRACE_FORMAT_AUTO,
-        .tokens = TRACE_TOKENS_VOCAB,
-        .vocab_size = engine_backend(e)->vocab_size,
-    };
-    trace_reader *tr = NULL;
-    rkv_status st = trace_open(path, &topt, &tr, err, errlen);
-    if (st) return st;
-    trace_request q;
-    trace_request_init(&q);
-    for (;;) {
-        bool eof = false;
-        if ((st = trace_next(tr, &q, &eof, err, errlen)) || eof) break;
-        engine_request er = {
-            .tokens = q.tokens,
-            .n_tokens = q.n_tokens,
-            .max_tokens = q.max_tokens >= 0 ? q.max_tokens : default_max_tokens,
-            .stop_token = -1,
-            .sampling = {
-                .temperature = q.temperature >= 0 ? (float)q.temperature : 0.0f,
-                .top_k = q.top_k >= 0 ? q.top_k : 0,
-                .top_p = q.top_p >= 0 ? (float)q.top_p : 1.0f,
-                /* 0 asks the engine to derive one; a given seed never maps to 0. */
-                .seed = q.seed >= 0 ? ((uint64_t)q.seed << 1) | 1 : 0,
-            },
-            .arrival = q.arrival >= 0 ? q.arrival : 0,
-            .priority = q.priority,
-        };
-        int64_t id;
-        char why[256];
-        if ((st = engine_add(e, &er, &id, why, sizeof why))) {
-            snprintf(err, errlen, "%s:%lld: %s", path, (long long)q.line, why);
-            break;
-        }
-        if (ids) {
-            if (ids->n == ids->cap) {
-                int64_t nc = ids->cap ? ids->cap * 2 : 256;
-                char **p = realloc(ids->id_json, sizeof(char *) * (size_t)nc);
-                if (!p) {
-                    st = RKV_ENOMEM;
-                    break;
-                }
-                ids->id_json = p;
-                ids->cap = nc;
-            }
-            ids->id_json[ids->n] = strdup(q.id_json ? q.id_json : "null");
-            if (!ids->id_json[ids->n]) {
-                st = RKV_ENOMEM;
-                break;
-            }
-            ids->n++;
-        }
-    }
-    if (st == RKV_ENOMEM) snprintf(err, errlen, "%s: out of host memory", path);
-    trace_request_free(&q);
-    trace_close(tr);
-    return st;
+    load_ctx c = {e, ids};
+    return trace_engine_load(path, engine_backend(e)->vocab_size, default_max_tokens, load_one, &c,
+                             err, errlen);
 }
 
 /* ---- output -------------------------------------------------------------- */
@@ -366,7 +336,7 @@ static rkv_status serve(engine *e, const run_opts *o, run_ids *ids, FILE *out, b
     return st;
 }
 
-/* --replicas / --router: N engines behind a router (router.h). */
+/* --replicas / --router: N engines behind a router (replicas.h). */
 static int run_replicas(const run_opts *o)
 {
     char err[512] = "";
@@ -378,14 +348,21 @@ static int run_replicas(const run_opts *o)
         .progress = o->progress,
     };
     router_kind_parse(o->router ? o->router : "round-robin", &rcfg.router);
-    FILE *rout = stdout;
-    if (o->out && !(rout = fopen(o->out, "w"))) {
-        fprintf(stderr, "radixkv run: --out: cannot write '%s': %s\n", o->out, strerror(errno));
+    FILE *raw = stdout, *rout = NULL;
+    if ((o->out && !(raw = fopen(o->out, "w"))) || !(rout = interrupt_stream(raw))) {
+        fprintf(stderr, "radixkv run: --out: cannot write '%s': %s\n", o->out ? o->out : "-",
+                raw ? "out of host memory for the output stream" : strerror(errno));
+        if (raw && raw != stdout) fclose(raw);
         return 1;
     }
-    rkv_status rst = replicas_run(&rcfg, rout, err, sizeof err);
-    if (rst) fprintf(stderr, "radixkv run: %s\n", err);
-    int wrc = rout != stdout ? fclose(rout) : fflush(stdout);
+    bool interrupted = false;
+    rkv_status rst = replicas_run(&rcfg, rout, &interrupted, err, sizeof err);
+    if (rst) fprintf(stderr, "radixkv run: %s\n", err[0] ? err : rkv_status_str(rst));
+    int wrc = fclose(rout);
+    if (!rst && interrupted) {
+        fprintf(stderr, "radixkv run: interrupted\n");
+        return interrupt_exit_status();
+    }
     return rst ? (rst == RKV_EINVAL || rst == RKV_ENOTSUP ? 2 : 1) : (wrc ? 1 : 0);
 }
 
@@ -523,10 +500,8 @@ int cmd_run(int argc, char **argv)
     memset(&o, 0, sizeof o);
     int rc = run_parse_options(argc, argv, &o, true);
     if (rc >= 0) return rc;
-    if (o.replicas > 1 || o.router) return run_replicas(&o);
-    /* Single engine only: the replicas' router runs its own loop, which a
-     * signal still ends the default way. */
     interrupt_install();
+    if (o.replicas > 1 || o.router) return run_replicas(&o);
 
     char err[512] = "";
     engine *e = NULL;
