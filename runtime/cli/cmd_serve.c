@@ -177,7 +177,7 @@ static void summary(FILE *f, serve *s)
             "\"pages_inflight\":%lld,\"num_pages\":%lld}\n",
             (long long)m->requests_ok, (long long)m->requests_cancelled,
             (long long)m->requests_rejected, (long long)m->requests_failed,
-            (long long)m->prefix_queries, (long long)m->prefix_hits, (long long)m->es.output_tokens,
+            (long long)m->prefix_queries, (long long)m->prefix_hits, (long long)m->generation_tokens,
             m->prefix_queries ? (double)m->prefix_hits / (double)m->prefix_queries : 0,
             (long long)m->es.steps, (long long)m->es.preemptions, (long long)m->pages_free,
             (long long)m->pages_cached, (long long)m->pages_inflight, (long long)m->pages_total);

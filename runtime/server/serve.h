@@ -55,12 +55,22 @@ typedef struct serve_hist {
     uint64_t n;
 } serve_hist;
 
+/* Why a prompt ended: vLLM's finished_reason values. */
+typedef enum serve_finish {
+    SERVE_FINISH_STOP, SERVE_FINISH_LENGTH, SERVE_FINISH_ABORT, SERVE_FINISH_ERROR,
+    SERVE_FINISH_KINDS
+} serve_finish;
+extern const char *const serve_finish_names[SERVE_FINISH_KINDS];
+
 typedef struct serve_metrics {
     engine_stats es;
     int64_t pages_free, pages_cached, pages_inflight, pages_total;
     uint64_t evicted_tokens, evict_calls;
     int64_t requests_ok, requests_cancelled, requests_rejected, requests_failed;
-    int64_t prefix_queries, prefix_hits;
+    /* Counted as they happen (prefill done, token published, finish), for
+     * every request whatever its end, as vLLM counts them. */
+    int64_t prefix_queries, prefix_hits, prompt_tokens, generation_tokens;
+    int64_t finished[SERVE_FINISH_KINDS]; /* by serve_finish */
     int64_t outstanding;       /* prompts submitted, not yet finished */
     bool accounting_ok;        /* the engine's page check when last idle */
     serve_hist ttft, itl, e2e;
@@ -77,6 +87,11 @@ struct serve_seq {
     int32_t *out;              /* (max_tokens) outputs published so far */
     int32_t n_out, sent;       /* published; written to the client (stream) */
     int32_t cached_tokens;
+    int32_t stop_reason;       /* the stop token id that ended it; -1: none */
+    bool stop_cut;             /* a stop id the engine does not watch came out:
+                                  outputs end there, the engine request is
+                                  cancelled, the prompt finishes as a stop */
+    bool prefilled;            /* its prompt was counted (first token out) */
     bool done;
     bool finish_sent;          /* stream: its finish_reason went out */
     char *error;               /* finished with an error (malloc'd) */
@@ -90,7 +105,9 @@ struct serve_job {
     serve_seq *seq;
     int32_t n_seq, n_done;
     int32_t max_tokens;
-    int32_t stop_token;
+    int32_t *stop_ids;         /* (n_stop) stop_token_ids; the engine watches
+                                  the first, the engine thread the others */
+    int32_t n_stop;
     sampling_params sampling;
     bool stream, include_usage;
     bool cancelled;            /* the client went away */
@@ -150,6 +167,8 @@ void serve_submit_locked(serve *s, serve_job *j);
 /* Drop one reference (under s->mu); frees the job at zero. */
 void serve_job_unref_locked(serve_job *j);
 void serve_hist_observe(serve_hist *h, double seconds);
+/* Why q ended (q->done). */
+serve_finish serve_seq_finish(const serve_job *j, const serve_seq *q);
 /* Prometheus text of the snapshot into a malloc'd string. */
 char *serve_metrics_text(const serve *s, const serve_metrics *m);
 

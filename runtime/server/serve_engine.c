@@ -28,6 +28,7 @@ static void job_free(serve_job *j)
         free(j->seq[i].error);
     }
     free(j->seq);
+    free(j->stop_ids);
     free(j->sse);
     free(j);
 }
@@ -49,6 +50,18 @@ void serve_submit_locked(serve *s, serve_job *j)
 }
 
 /* ---- metrics ------------------------------------------------------------ */
+
+const char *const serve_finish_names[SERVE_FINISH_KINDS] = {"stop", "length", "abort", "error"};
+
+/* vLLM's order: a stop token ends a prompt as "stop" even on its last
+ * allowed token. */
+serve_finish serve_seq_finish(const serve_job *j, const serve_seq *q)
+{
+    if (q->error) return j->cancelled || !strcmp(q->error, "cancelled") ? SERVE_FINISH_ABORT
+                                                                        : SERVE_FINISH_ERROR;
+    if (q->stop_reason >= 0) return SERVE_FINISH_STOP;
+    return q->n_out >= j->max_tokens ? SERVE_FINISH_LENGTH : SERVE_FINISH_STOP;
+}
 
 static const double hist_bounds[SERVE_HIST_BUCKETS] = {
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30};
@@ -95,14 +108,14 @@ char *serve_metrics_text(const serve *s, const serve_metrics *m)
            "Requests queued: submitted, not yet running.",
            (double)(m->outstanding - m->es.num_running));
     metric(f, "radixkv:prefix_cache_queries_total", "counter",
-           "Prompt tokens looked up in the prefix cache (finished requests).",
+           "Prompt tokens looked up in the prefix cache (prefilled requests).",
            (double)m->prefix_queries);
     metric(f, "radixkv:prefix_cache_hits_total", "counter",
-           "Prompt tokens found in the prefix cache (finished requests).", (double)m->prefix_hits);
-    metric(f, "radixkv:prompt_tokens_total", "counter", "Prompt tokens of finished requests.",
-           (double)m->es.prompt_tokens);
+           "Prompt tokens found in the prefix cache (prefilled requests).", (double)m->prefix_hits);
+    metric(f, "radixkv:prompt_tokens_total", "counter", "Prompt tokens of prefilled requests.",
+           (double)m->prompt_tokens);
     metric(f, "radixkv:generation_tokens_total", "counter", "Tokens generated.",
-           (double)m->es.output_tokens);
+           (double)m->generation_tokens);
     fprintf(f, "# HELP radixkv:kv_pages KV pages of the pool by state.\n"
                "# TYPE radixkv:kv_pages gauge\n"
                "radixkv:kv_pages{state=\"free\"} %lld\n"
@@ -183,10 +196,12 @@ static void seq_finish_locked(serve *s, serve_job *j, serve_seq *q, const char *
 {
     q->done = true;
     if (error && !q->error) q->error = strdup(error);
+    if (!q->error && q->n_out > 0)
+        for (int32_t k = 0; k < j->n_stop && q->stop_reason < 0; k++)
+            if (q->out[q->n_out - 1] == j->stop_ids[k]) q->stop_reason = j->stop_ids[k];
+    s->m.finished[serve_seq_finish(j, q)]++;
     if (!q->error) {
         s->m.requests_ok++;
-        s->m.prefix_queries += q->n_tokens;
-        s->m.prefix_hits += q->cached_tokens;
     } else if (j->cancelled) {
         s->m.requests_cancelled++;
     } else {
@@ -212,7 +227,28 @@ static void publish_locked(serve *s)
             i++;
             continue;
         }
-        int32_t k = r.num_output - q->n_out;
+        int32_t k = q->stop_cut ? 0 : r.num_output - q->n_out;
+        /* Stop ids past the first: outputs end at the first one seen, and
+         * the engine request is cancelled (it may have run on a step). */
+        for (int32_t x = 0; x < k && !q->stop_cut; x++)
+            for (int32_t y = 1; y < j->n_stop; y++)
+                if (r.output_ids[q->n_out + x] == j->stop_ids[y]) {
+                    k = x + 1;
+                    q->stop_cut = true;
+                    q->stop_reason = j->stop_ids[y];
+                    char err[256];
+                    if (!r.finished && engine_cancel(s->e, q->eid, err, sizeof err) != RKV_OK &&
+                        !s->fatal[0])
+                        snprintf(s->fatal, sizeof s->fatal, "engine: %s", err);
+                    break;
+                }
+        if (k > 0 && !q->prefilled) {
+            q->prefilled = true;
+            s->m.prompt_tokens += q->n_tokens;
+            s->m.prefix_queries += q->n_tokens;
+            s->m.prefix_hits += r.cached_tokens;
+        }
+        s->m.generation_tokens += k > 0 ? k : 0;
         if (k > 0) {
             if (q->n_out == 0) {
                 serve_hist_observe(&s->m.ttft, t - j->t_recv);
@@ -221,7 +257,7 @@ static void publish_locked(serve *s)
                 for (int32_t x = 0; x < k; x++) serve_hist_observe(&s->m.itl, (t - q->t_last) / k);
             }
             memcpy(q->out + q->n_out, r.output_ids + q->n_out, sizeof(int32_t) * (size_t)k);
-            q->n_out = r.num_output;
+            q->n_out += k;
             q->t_last = t;
         }
         if (r.finished) {
@@ -232,7 +268,7 @@ static void publish_locked(serve *s)
             /* seq_finish copies r.error and may free the job: forget after,
              * by the id saved here. */
             int64_t eid = q->eid;
-            seq_finish_locked(s, j, q, r.error);
+            seq_finish_locked(s, j, q, q->stop_cut ? NULL : r.error);
             engine_forget(s->e, eid);
             continue;
         }
@@ -274,7 +310,7 @@ static void add_job(serve *s, serve_job *j)
         double wall = serve_wall() - s->t0;
         engine_request er = {
             .tokens = q->tokens, .n_tokens = q->n_tokens, .max_tokens = j->max_tokens,
-            .stop_token = j->stop_token, .sampling = j->sampling,
+            .stop_token = j->n_stop ? j->stop_ids[0] : -1, .sampling = j->sampling,
             .arrival = es.clock > wall ? es.clock : wall,
         };
         pthread_mutex_lock(&s->mu);

@@ -41,8 +41,10 @@ typedef struct stream_ctx {
 
 /* ---- answers ------------------------------------------------------------ */
 
+/* Takes text (malloc'd). 503 and 429 say when to retry; allow: the methods a
+ * 405 names. */
 static enum MHD_Result send_text(struct MHD_Connection *c, unsigned status, const char *type,
-                                 char *text, bool retry)
+                                 char *text, const char *allow)
 {
     if (!text) {
         status = MHD_HTTP_INTERNAL_SERVER_ERROR;
@@ -56,7 +58,8 @@ static enum MHD_Result send_text(struct MHD_Connection *c, unsigned status, cons
         return MHD_NO;
     }
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
-    if (retry) MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
+    if (status == 503 || status == 429) MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
+    if (allow) MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, allow);
     enum MHD_Result ret = MHD_queue_response(c, status, r);
     MHD_destroy_response(r);
     return ret;
@@ -66,7 +69,7 @@ static enum MHD_Result send_json(struct MHD_Connection *c, unsigned status, json
 {
     char *text = v ? json_dumps(v, JSON_COMPACT) : NULL;
     json_decref(v);
-    return send_text(c, status, "application/json", text, false);
+    return send_text(c, status, "application/json", text, NULL);
 }
 
 /* OpenAI's error shape: {"error": {"message", "type", "param", "code"}}. */
@@ -79,20 +82,39 @@ static json_t *error_json(unsigned status, const char *param, const char *msg)
                      param, "code", (int)status);
 }
 
+static enum MHD_Result send_error_v(struct MHD_Connection *c, unsigned status, const char *param,
+                                    const char *allow, const char *fmt, va_list ap)
+{
+    char msg[512];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    json_t *v = error_json(status, param, msg);
+    char *text = v ? json_dumps(v, JSON_COMPACT) : NULL;
+    json_decref(v);
+    return send_text(c, status, "application/json", text, allow);
+}
+
 static enum MHD_Result send_error(struct MHD_Connection *c, unsigned status, const char *param,
                                   const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 static enum MHD_Result send_error(struct MHD_Connection *c, unsigned status, const char *param,
                                   const char *fmt, ...)
 {
-    char msg[512];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    enum MHD_Result r = send_error_v(c, status, param, NULL, fmt, ap);
     va_end(ap);
-    json_t *v = error_json(status, param, msg);
-    char *text = v ? json_dumps(v, JSON_COMPACT) : NULL;
-    json_decref(v);
-    return send_text(c, status, "application/json", text, status == 503 || status == 429);
+    return r;
+}
+
+/* 405 with the Allow header naming what the path takes. */
+static enum MHD_Result send_405(struct MHD_Connection *c, const char *allow, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static enum MHD_Result send_405(struct MHD_Connection *c, const char *allow, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    enum MHD_Result r = send_error_v(c, 405, NULL, allow, fmt, ap);
+    va_end(ap);
+    return r;
 }
 
 /* ---- checking a completion request -------------------------------------- */
@@ -186,12 +208,19 @@ static bool parse_text_ids(const serve *s, const char *text, int32_t **out, int3
                               "prompt: character %td is not part of a token id (the ids "
                               "tokenizer reads decimal ids separated by spaces)", p - text);
         }
+        /* The whole id is read (and quoted when too large), never a prefix. */
+        const char *start = p;
         long long x = 0;
-        while (*p >= '0' && *p <= '9' && x < s->vocab) x = x * 10 + (*p++ - '0');
+        while (*p >= '0' && *p <= '9') {
+            if (x < s->vocab) x = x * 10 + (*p - '0');
+            p++;
+        }
         if (x >= s->vocab) {
             free(ids);
             return fail_param(b, 400, "prompt",
-                              "prompt: token id %lld is outside the vocabulary [0, %d)", x, s->vocab);
+                              "prompt: token id %.*s at character %td is outside the vocabulary "
+                              "[0, %d)", (int)(p - start > 40 ? 40 : p - start), start,
+                              start - text, s->vocab);
         }
         ids[k++] = (int32_t)x;
     }
@@ -269,6 +298,7 @@ static bool parse_prompts(const serve *s, json_t *req, serve_job *j, bad *b)
         if (many) snprintf(where, sizeof where, "prompt[%zu]", i);
         else snprintf(where, sizeof where, "prompt");
         j->seq[i].eid = -1;
+        j->seq[i].stop_reason = -1;
         if (!parse_one_prompt(s, many ? json_array_get(p, i) : p, where, &j->seq[i].tokens,
                               &j->seq[i].n_tokens, b))
             return false;
@@ -305,18 +335,23 @@ static bool parse_completion(serve *s, json_t *req, serve_job *j, bad *b)
         !(json_is_string(stop) && !*json_string_value(stop)))
         return fail_param(b, 400, "stop",
                           "stop: stop strings need a tokenizer; use stop_token_ids (one id)");
-    j->stop_token = -1;
     json_t *sti = json_object_get(req, "stop_token_ids");
     if (sti && !json_is_null(sti)) {
-        if (!json_is_array(sti) || json_array_size(sti) > 1)
+        if (!json_is_array(sti))
             return fail_param(b, 400, "stop_token_ids",
-                              "stop_token_ids: expected a list of at most one token id");
-        if (json_array_size(sti) == 1) {
-            json_t *t = json_array_get(sti, 0);
+                              "stop_token_ids: expected a list of token ids, got %s",
+                              json_type_name(sti));
+        size_t n = json_array_size(sti);
+        if (n > 1024)
+            return fail_param(b, 400, "stop_token_ids", "stop_token_ids: %zu ids, at most 1024", n);
+        if (n && !(j->stop_ids = malloc(sizeof(int32_t) * n)))
+            return fail_param(b, 500, NULL, "out of memory");
+        for (size_t i = 0; i < n; i++) {
+            json_t *t = json_array_get(sti, i);
             if (!json_is_integer(t) || json_integer_value(t) < 0 || json_integer_value(t) >= s->vocab)
                 return fail_param(b, 400, "stop_token_ids",
-                                  "stop_token_ids[0]: expected a token id in [0, %d)", s->vocab);
-            j->stop_token = (int32_t)json_integer_value(t);
+                                  "stop_token_ids[%zu]: expected a token id in [0, %d)", i, s->vocab);
+            j->stop_ids[j->n_stop++] = (int32_t)json_integer_value(t);
         }
     }
     const char *const penalties[] = {"presence_penalty", "frequency_penalty"};
@@ -381,8 +416,14 @@ static bool parse_completion(serve *s, json_t *req, serve_job *j, bad *b)
 
 static const char *finish_reason(const serve_job *j, const serve_seq *q)
 {
-    if (q->error) return "abort";
-    return q->n_out >= j->max_tokens ? "length" : "stop";
+    serve_finish f = serve_seq_finish(j, q);
+    return serve_finish_names[f == SERVE_FINISH_ERROR ? SERVE_FINISH_ABORT : f];
+}
+
+/* vLLM's stop_reason: the stop token id that ended the prompt, else null. */
+static json_t *stop_reason_json(const serve_seq *q)
+{
+    return q->stop_reason >= 0 ? json_integer(q->stop_reason) : json_null();
 }
 
 static json_t *usage_json(const serve_job *j)
@@ -431,9 +472,10 @@ static enum MHD_Result answer_job(serve *s, struct MHD_Connection *c, serve_job 
     for (int32_t i = 0; choices && i < j->n_seq; i++) {
         const serve_seq *q = &j->seq[i];
         json_array_append_new(choices,
-            json_pack("{s:i,s:o,s:o,s:n,s:s}", "index", (int)i, "text",
+            json_pack("{s:i,s:o,s:o,s:n,s:s,s:o}", "index", (int)i, "text",
                       text_json(s, q->out, q->n_out), "token_ids", ids_json(q->out, q->n_out),
-                      "logprobs", "finish_reason", finish_reason(j, q)));
+                      "logprobs", "finish_reason", finish_reason(j, q), "stop_reason",
+                      stop_reason_json(q)));
     }
     json_t *v = json_pack("{s:s,s:s,s:I,s:s,s:o,s:o}", "id", j->id, "object", "text_completion",
                           "created", (json_int_t)j->created, "model", s->cfg.model_name,
@@ -482,17 +524,19 @@ static void sse_fill(serve *s, serve_job *j)
         serve_seq *q = &j->seq[i];
         while (q->sent < q->n_out) {
             bool last = q->done && q->sent + 1 == q->n_out;
-            json_t *ch = json_pack("{s:i,s:o,s:o,s:n,s:s?}", "index", (int)i, "text",
+            json_t *ch = json_pack("{s:i,s:o,s:o,s:n,s:s?,s:o}", "index", (int)i, "text",
                                    text_json(s, q->out + q->sent, 1), "token_ids",
                                    ids_json(q->out + q->sent, 1), "logprobs", "finish_reason",
-                                   last ? finish_reason(j, q) : NULL);
+                                   last ? finish_reason(j, q) : NULL, "stop_reason",
+                                   last ? stop_reason_json(q) : json_null());
             if (!sse_event(j, chunk_json(s, j, json_pack("[o]", ch), false))) return;
             q->sent++;
             if (last) q->finish_sent = true;
         }
         if (q->done && !q->finish_sent && !q->error) {
-            json_t *ch = json_pack("{s:i,s:s,s:[],s:n,s:s}", "index", (int)i, "text", "",
-                                   "token_ids", "logprobs", "finish_reason", finish_reason(j, q));
+            json_t *ch = json_pack("{s:i,s:s,s:[],s:n,s:s,s:o}", "index", (int)i, "text", "",
+                                   "token_ids", "logprobs", "finish_reason", finish_reason(j, q),
+                                   "stop_reason", stop_reason_json(q));
             if (!sse_event(j, chunk_json(s, j, json_pack("[o]", ch), false))) return;
             q->finish_sent = true;
         }
@@ -590,13 +634,24 @@ static json_t *server_info(const serve *s)
                      "text_ids_tokenizer", s->cfg.text_ids);
 }
 
+/* The paths GET (and HEAD) answer; anything else is 404 whatever the method. */
+static const char *const get_paths[] = {"/health", "/v1/models", "/model_info", "/get_model_info",
+                                        "/server_info", "/get_server_info", "/metrics", NULL};
+
+static bool is_get_path(const char *url)
+{
+    for (int i = 0; get_paths[i]; i++)
+        if (!strcmp(url, get_paths[i])) return true;
+    return false;
+}
+
 static enum MHD_Result handle_get(serve *s, struct MHD_Connection *c, const char *url)
 {
     if (!strcmp(url, "/health")) {
         pthread_mutex_lock(&s->mu);
         bool ok = !s->draining && !s->fatal[0];
         pthread_mutex_unlock(&s->mu);
-        return ok ? send_text(c, 200, "text/plain", strdup("ok\n"), false)
+        return ok ? send_text(c, 200, "text/plain", strdup("ok\n"), NULL)
                   : send_error(c, 503, NULL, "the server is shutting down");
     }
     if (!strcmp(url, "/v1/models"))
@@ -614,7 +669,7 @@ static enum MHD_Result handle_get(serve *s, struct MHD_Connection *c, const char
         pthread_mutex_lock(&s->mu);
         m = s->m;
         pthread_mutex_unlock(&s->mu);
-        return send_text(c, 200, "text/plain; version=0.0.4", serve_metrics_text(s, &m), false);
+        return send_text(c, 200, "text/plain; version=0.0.4", serve_metrics_text(s, &m), NULL);
     }
     return send_error(c, 404, NULL, "no such endpoint: GET %s", url);
 }
@@ -651,6 +706,17 @@ static enum MHD_Result handle_completion(serve *s, struct MHD_Connection *c, con
         serve_job_unref_locked(j);
         pthread_mutex_unlock(&s->mu);
         return send_error(c, b.status, b.param, "%s", b.msg);
+    }
+    if (j->n_seq > s->cfg.run->ec.max_running + s->cfg.max_queue) {
+        /* It would never fit: retrying cannot help, so not 503. */
+        int64_t cap = s->cfg.run->ec.max_running + s->cfg.max_queue;
+        int32_t n = j->n_seq;
+        s->m.requests_rejected++;
+        serve_job_unref_locked(j);
+        pthread_mutex_unlock(&s->mu);
+        return send_error(c, 400, "prompt",
+                          "prompt: %d prompts, more than this server ever holds at once "
+                          "(--max-running + --max-queue = %lld)", n, (long long)cap);
     }
     if (s->draining || s->fatal[0] ||
         s->outstanding + j->n_seq > s->cfg.run->ec.max_running + s->cfg.max_queue) {
@@ -761,13 +827,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     bool get = !strcmp(method, MHD_HTTP_METHOD_GET) || !strcmp(method, MHD_HTTP_METHOD_HEAD);
     bool post = !strcmp(method, MHD_HTTP_METHOD_POST);
     if (!strcmp(url, "/v1/completions")) {
-        if (!post) return send_error(c, 405, NULL, "%s /v1/completions: use POST", method);
+        if (!post) return send_405(c, "POST", "%s /v1/completions: use POST", method);
         return handle_completion(s, c, cc);
     }
     if (!strcmp(url, "/v1/chat/completions"))
         return send_error(c, 404, NULL, "chat completions need a chat template and a tokenizer; "
                                         "use /v1/completions with token ids");
-    if (!get) return send_error(c, 405, NULL, "%s %s: use GET", method, url);
+    if (!is_get_path(url)) return send_error(c, 404, NULL, "no such endpoint: %s %s", method, url);
+    if (!get) return send_405(c, "GET, HEAD", "%s %s: use GET", method, url);
     return handle_get(s, c, url);
 }
 
@@ -791,6 +858,32 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 
 /* ---- daemon ------------------------------------------------------------- */
 
+/* MHD's URL decoding, but %00 stays as it is: a decoded NUL would end the
+ * path early, so "/health%00.json" would answer as "/health". */
+static int hexval(char ch)
+{
+    return ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10
+         : ch >= 'A' && ch <= 'F' ? ch - 'A' + 10 : -1;
+}
+
+static size_t unescape_url(void *cls, struct MHD_Connection *c, char *uri)
+{
+    (void)cls;
+    (void)c;
+    char *w = uri;
+    for (const char *r = uri; *r;) {
+        int hi, lo;
+        if (r[0] == '%' && (hi = hexval(r[1])) >= 0 && (lo = hexval(r[2])) >= 0 && (hi | lo)) {
+            *w++ = (char)(hi * 16 + lo);
+            r += 3;
+        } else {
+            *w++ = *r++;
+        }
+    }
+    *w = 0;
+    return (size_t)(w - uri);
+}
+
 int serve_http_start(serve *s, char *err, size_t errlen)
 {
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
@@ -809,6 +902,7 @@ int serve_http_start(serve *s, char *err, size_t errlen)
     s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s,
                                  MHD_OPTION_SOCK_ADDR, ai->ai_addr,
                                  MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+                                 MHD_OPTION_UNESCAPE_CALLBACK, unescape_url, NULL,
                                  MHD_OPTION_CONNECTION_LIMIT, s->cfg.max_connections,
                                  MHD_OPTION_CONNECTION_TIMEOUT, s->cfg.conn_timeout,
                                  MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)1024,
