@@ -32,6 +32,8 @@ int cmd_serve(int argc, char **argv)
 
 #else
 
+#include <jansson.h>
+
 #include "cache_pin.h"
 #include "interrupt.h"
 #include "pin_file.h"
@@ -296,8 +298,13 @@ int cmd_serve(int argc, char **argv)
         goto out_engine;
     }
     int port = serve_http_port(s);
-    printf("{\"type\":\"listening\",\"host\":\"%s\",\"port\":%d,\"model\":\"%s\",\"backend\":\"%s\"}\n",
-           sc.host, port, sc.model_name, s->backend_name);
+    /* jansson writes the line: a model name may hold quotes. */
+    json_t *hello = json_pack("{s:s,s:s,s:i,s:s,s:s}", "type", "listening", "host", sc.host, "port",
+                              port, "model", sc.model_name, "backend", s->backend_name);
+    char *line = hello ? json_dumps(hello, JSON_COMPACT) : NULL;
+    json_decref(hello);
+    printf("%s\n", line ? line : "{\"type\":\"listening\"}");
+    free(line);
     fflush(stdout);
     fprintf(stderr, "radixkv serve: %s; cache %s, policy %s; listening on %s port %d\n",
             be->description, o.ec.cache_cfg.kind ? o.ec.cache_cfg.kind : "radix", o.ec.policy,

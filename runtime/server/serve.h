@@ -47,10 +47,14 @@ typedef struct serve_config {
     const run_opts *run;       /* engine options, as `radixkv run` parsed them */
 } serve_config;
 
-/* Latency histogram with fixed upper bounds (seconds), Prometheus style. */
-#define SERVE_HIST_BUCKETS 14
+/* Latency histogram, Prometheus style. It counts on the union of the bucket
+ * bounds it is printed with (radixkv's own, vLLM's), so each printed set of
+ * cumulative buckets is exact from one observation. */
+#define SERVE_HIST_MAX 64
 typedef struct serve_hist {
-    uint64_t count[SERVE_HIST_BUCKETS + 1]; /* last: +Inf */
+    double le[SERVE_HIST_MAX];              /* upper bounds (s), ascending */
+    int n_le;
+    uint64_t count[SERVE_HIST_MAX + 1];     /* per bucket; last: +Inf */
     double sum;
     uint64_t n;
 } serve_hist;
@@ -73,6 +77,7 @@ typedef struct serve_metrics {
     int64_t finished[SERVE_FINISH_KINDS]; /* by serve_finish */
     int64_t outstanding;       /* prompts submitted, not yet finished */
     bool accounting_ok;        /* the engine's page check when last idle */
+    int64_t pages_evictable;   /* cached, unlocked: reclaimable */
     serve_hist ttft, itl, e2e;
 } serve_metrics;
 
@@ -166,6 +171,8 @@ void serve_engine_stop(serve *s);
 void serve_submit_locked(serve *s, serve_job *j);
 /* Drop one reference (under s->mu); frees the job at zero. */
 void serve_job_unref_locked(serve_job *j);
+/* The histograms' bounds (radixkv's and vLLM's) into s->m. */
+void serve_metrics_init(serve *s);
 void serve_hist_observe(serve_hist *h, double seconds);
 /* Why q ended (q->done). */
 serve_finish serve_seq_finish(const serve_job *j, const serve_seq *q);

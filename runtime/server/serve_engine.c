@@ -63,34 +63,126 @@ serve_finish serve_seq_finish(const serve_job *j, const serve_seq *q)
     return q->n_out >= j->max_tokens ? SERVE_FINISH_LENGTH : SERVE_FINISH_STOP;
 }
 
-static const double hist_bounds[SERVE_HIST_BUCKETS] = {
-    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30};
+/* radixkv's own bounds, for all three latencies. */
+static const double rkv_le[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+                                1,     2.5,    5,     10,   30,    60,   120, 300,  600};
+/* vLLM's (vllm/v1/metrics/loggers.py), so its dashboards' quantiles read alike. */
+static const double vllm_ttft_le[] = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,
+                                      0.25,  0.5,   0.75, 1.0,  2.5,  5.0,  7.5,  10.0,
+                                      20.0,  40.0,  80.0, 160.0, 640.0, 2560.0};
+static const double vllm_itl_le[] = {0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2,  0.3,  0.4, 0.5,
+                                     0.75, 1.0,   2.5,  5.0,   7.5, 10.0, 20.0, 40.0, 80.0};
+static const double vllm_e2e_le[] = {0.3,  0.5,  0.8,  1.0,  1.5,   2.0,   2.5,   5.0,   10.0, 15.0, 20.0,
+                                     30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0};
+#define NLE(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+static void hist_init(serve_hist *h, const double *b, int nb)
+{
+    memset(h, 0, sizeof *h);
+    int i = 0, k = 0;
+    while (i < NLE(rkv_le) || k < nb) {
+        double x = k == nb || (i < NLE(rkv_le) && rkv_le[i] < b[k]) ? rkv_le[i++] : b[k++];
+        if (h->n_le == 0 || h->le[h->n_le - 1] < x) h->le[h->n_le++] = x;
+    }
+}
+
+void serve_metrics_init(serve *s)
+{
+    hist_init(&s->m.ttft, vllm_ttft_le, NLE(vllm_ttft_le));
+    hist_init(&s->m.itl, vllm_itl_le, NLE(vllm_itl_le));
+    hist_init(&s->m.e2e, vllm_e2e_le, NLE(vllm_e2e_le));
+}
 
 void serve_hist_observe(serve_hist *h, double seconds)
 {
     int k = 0;
-    while (k < SERVE_HIST_BUCKETS && seconds > hist_bounds[k]) k++;
+    while (k < h->n_le && seconds > h->le[k]) k++;
     h->count[k]++;
     h->sum += seconds;
     h->n++;
 }
 
-static void hist_print(FILE *f, const char *name, const char *help, const serve_hist *h)
+/* The histogram cut at bounds le (each one of h's), under name{labels}. */
+static void hist_print(FILE *f, const char *name, const char *labels, const char *help,
+                       const serve_hist *h, const double *le, int n_le)
 {
     fprintf(f, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
+    const char *sep = *labels ? "," : "";
     uint64_t cum = 0;
-    for (int k = 0; k < SERVE_HIST_BUCKETS; k++) {
-        cum += h->count[k];
-        fprintf(f, "%s_bucket{le=\"%g\"} %llu\n", name, hist_bounds[k], (unsigned long long)cum);
+    int k = 0;
+    for (int i = 0; i < n_le; i++) {
+        while (k < h->n_le && h->le[k] <= le[i]) cum += h->count[k++];
+        fprintf(f, "%s_bucket{%s%sle=\"%.17g\"} %llu\n", name, labels, sep, le[i],
+                (unsigned long long)cum);
     }
-    cum += h->count[SERVE_HIST_BUCKETS];
-    fprintf(f, "%s_bucket{le=\"+Inf\"} %llu\n%s_sum %.9g\n%s_count %llu\n", name,
-            (unsigned long long)cum, name, h->sum, name, (unsigned long long)h->n);
+    fprintf(f, "%s_bucket{%s%sle=\"+Inf\"} %llu\n", name, labels, sep, (unsigned long long)h->n);
+    const char *open = *labels ? "{" : "", *close = *labels ? "}" : "";
+    fprintf(f, "%s_sum%s%s%s %.9g\n%s_count%s%s%s %llu\n", name, open, labels, close, h->sum, name,
+            open, labels, close, (unsigned long long)h->n);
 }
 
 static void metric(FILE *f, const char *name, const char *type, const char *help, double v)
 {
     fprintf(f, "# HELP %s %s\n# TYPE %s %s\n%s %.17g\n", name, help, name, type, name, v);
+}
+
+/* One vLLM sample family: a gauge, or a counter (whose name ends in _total
+ * in HELP, TYPE and sample, as prometheus_client writes the text format). */
+static void vllm_metric(FILE *f, const char *name, bool counter, const char *labels,
+                        const char *help, double v)
+{
+    const char *t = counter ? "_total" : "";
+    fprintf(f, "# HELP %s%s %s\n# TYPE %s%s %s\n%s%s{%s} %.17g\n", name, t, help, name, t,
+            counter ? "counter" : "gauge", name, t, labels, v);
+}
+
+/* The quantities vLLM's OpenAI server exports and radixkv has too, under
+ * vLLM's names, types, labels and buckets, so its dashboards work as they are. */
+static void vllm_metrics(FILE *f, const serve *s, const serve_metrics *m)
+{
+    /* Label values escape \ and " (a model name is the user's). */
+    char name[256], labels[320];
+    size_t k = 0;
+    for (const char *p = s->cfg.model_name; *p && k + 2 < sizeof name; p++) {
+        if (*p == '\\' || *p == '"') name[k++] = '\\';
+        name[k++] = *p == '\n' ? ' ' : *p;
+    }
+    name[k] = 0;
+    snprintf(labels, sizeof labels, "engine=\"0\",model_name=\"%s\"", name);
+    vllm_metric(f, "vllm:num_requests_running", false, labels,
+                "Number of requests in model execution batches.", (double)m->es.num_running);
+    vllm_metric(f, "vllm:num_requests_waiting", false, labels,
+                "Number of requests waiting to be processed.",
+                (double)(m->outstanding - m->es.num_running));
+    double used = m->pages_total ? (double)(m->pages_total - m->pages_free - m->pages_evictable)
+                                       / (double)m->pages_total : 0;
+    vllm_metric(f, "vllm:kv_cache_usage_perc", false, labels,
+                "KV-cache usage. 1 means 100 percent usage.", used);
+    vllm_metric(f, "vllm:prefix_cache_queries", true, labels,
+                "Prefix cache queries, in terms of number of queried tokens.",
+                (double)m->prefix_queries);
+    vllm_metric(f, "vllm:prefix_cache_hits", true, labels,
+                "Prefix cache hits, in terms of number of cached tokens.", (double)m->prefix_hits);
+    vllm_metric(f, "vllm:num_preemptions", true, labels, "Cumulative number of preemption from the engine.",
+                (double)m->es.preemptions);
+    vllm_metric(f, "vllm:prompt_tokens", true, labels, "Number of prefill tokens processed.",
+                (double)m->prompt_tokens);
+    vllm_metric(f, "vllm:generation_tokens", true, labels, "Number of generation tokens processed.",
+                (double)m->generation_tokens);
+    fprintf(f, "# HELP vllm:request_success_total Count of successfully processed requests.\n"
+               "# TYPE vllm:request_success_total counter\n");
+    for (int r = 0; r < SERVE_FINISH_KINDS; r++)
+        fprintf(f, "vllm:request_success_total{%s,finished_reason=\"%s\"} %lld\n", labels,
+                serve_finish_names[r], (long long)m->finished[r]);
+    hist_print(f, "vllm:time_to_first_token_seconds", labels,
+               "Histogram of time to first token in seconds.", &m->ttft, vllm_ttft_le,
+               NLE(vllm_ttft_le));
+    hist_print(f, "vllm:inter_token_latency_seconds", labels,
+               "Histogram of inter-token latency in seconds.", &m->itl, vllm_itl_le,
+               NLE(vllm_itl_le));
+    hist_print(f, "vllm:e2e_request_latency_seconds", labels,
+               "Histogram of e2e request latency in seconds.", &m->e2e, vllm_e2e_le,
+               NLE(vllm_e2e_le));
 }
 
 /* Names follow vLLM's where one exists (prefix_cache_queries/hits,
@@ -141,13 +233,15 @@ char *serve_metrics_text(const serve *s, const serve_metrics *m)
             (long long)m->requests_ok, (long long)m->requests_cancelled,
             (long long)m->requests_rejected, (long long)m->requests_failed);
     metric(f, "radixkv:engine_steps_total", "counter", "Engine steps.", (double)m->es.steps);
-    hist_print(f, "radixkv:time_to_first_token_seconds",
-               "Time from the request's arrival at the server to its first token.", &m->ttft);
-    hist_print(f, "radixkv:inter_token_latency_seconds", "Time between two tokens of a request.",
-               &m->itl);
-    hist_print(f, "radixkv:e2e_request_latency_seconds",
-               "Time from the request's arrival to its last token.", &m->e2e);
-    (void)s;
+    hist_print(f, "radixkv:time_to_first_token_seconds", "",
+               "Time from the request's arrival at the server to its first token.", &m->ttft,
+               rkv_le, NLE(rkv_le));
+    hist_print(f, "radixkv:inter_token_latency_seconds", "", "Time between two tokens of a request.",
+               &m->itl, rkv_le, NLE(rkv_le));
+    hist_print(f, "radixkv:e2e_request_latency_seconds", "",
+               "Time from the request's arrival to its last token.", &m->e2e, rkv_le,
+               NLE(rkv_le));
+    vllm_metrics(f, s, m);
     if (fclose(f)) {
         free(buf);
         return NULL;
@@ -166,6 +260,7 @@ static void snapshot_locked(serve *s)
     m->pages_free = page_pool_num_free(c->pool);
     m->pages_inflight = c->pool->num_inflight;
     m->pages_cached = (sz.evictable_tokens + sz.protected_tokens) / c->page_size;
+    m->pages_evictable = sz.evictable_tokens / c->page_size;
     m->evicted_tokens = c->stats.evicted_tokens;
     m->evict_calls = c->stats.evict_calls;
     m->outstanding = s->outstanding;
@@ -438,6 +533,7 @@ int serve_engine_start(serve *s, char *err, size_t errlen)
     bool done;
     if (engine_step(s->e, &done, err, errlen)) return -1;
     s->t0 = serve_wall();
+    serve_metrics_init(s);
     s->m.accounting_ok = true;
     snapshot_locked(s);
     if (pthread_create(&s->thread, NULL, engine_main, s)) {

@@ -48,7 +48,8 @@ static enum MHD_Result send_text(struct MHD_Connection *c, unsigned status, cons
 {
     if (!text) {
         status = MHD_HTTP_INTERNAL_SERVER_ERROR;
-        text = strdup("{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\"}}");
+        text = strdup("{\"error\":{\"message\":\"out of memory\",\"type\":\"InternalServerError\","
+                      "\"param\":null,\"code\":500}}");
         if (!text) return MHD_NO;
     }
     struct MHD_Response *r =
@@ -72,14 +73,26 @@ static enum MHD_Result send_json(struct MHD_Connection *c, unsigned status, json
     return send_text(c, status, "application/json", text, NULL);
 }
 
-/* OpenAI's error shape: {"error": {"message", "type", "param", "code"}}. */
+/* vLLM's error body: {"error": {"message", "type", "param", "code"}}, type
+ * being the exception name vLLM's server gives that status. */
+static const char *error_type(unsigned status)
+{
+    switch (status) {
+    case 400: return "BadRequestError";
+    case 404: return "NotFoundError";
+    case 405: return "MethodNotAllowedError";
+    case 413: return "RequestEntityTooLargeError";
+    case 429: return "TooManyRequestsError";
+    case 501: return "NotImplementedError";
+    case 503: return "ServiceUnavailableError";
+    default: return status >= 500 ? "InternalServerError" : "BadRequestError";
+    }
+}
+
 static json_t *error_json(unsigned status, const char *param, const char *msg)
 {
-    const char *type = status == 404 ? "not_found_error"
-                     : status == 503 ? "server_overloaded"
-                     : status >= 500 ? "server_error" : "invalid_request_error";
-    return json_pack("{s:{s:s,s:s,s:s?,s:i}}", "error", "message", msg, "type", type, "param",
-                     param, "code", (int)status);
+    return json_pack("{s:{s:s,s:s,s:s?,s:i}}", "error", "message", msg, "type",
+                     error_type(status), "param", param, "code", (int)status);
 }
 
 static enum MHD_Result send_error_v(struct MHD_Connection *c, unsigned status, const char *param,

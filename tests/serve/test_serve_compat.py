@@ -3,7 +3,8 @@
 (standard library only): a request that can never fit is 400 not 503,
 finish_reason and stop_reason, several stop_token_ids, counters that move for
 every request however it ends, 404 vs 405 with Allow, %00 in a path, the ids
-tokenizer's errors, vLLM's metric names and error bodies.
+tokenizer's errors, vLLM's error bodies ({"error": {message, type, param,
+code}} with vLLM's type names). vLLM's metric names: test_serve_metrics.py.
 Usage: test_serve_compat.py PATH/TO/radixkv [PART...]"""
 import json
 import os
@@ -25,7 +26,8 @@ def never_fits(s):
     # --max-running 2 + --max-queue 1: four prompts in one request never fit.
     st, r, h = s.post({"prompt": [[1, 2], [3, 4], [5, 6], [7, 8]], "max_tokens": 1})
     check(st == 400 and r["error"]["param"] == "prompt" and "--max-queue" in r["error"]["message"]
-          and "Retry-After" not in h, f"4 prompts: {st} {r} {h}")
+          and r["error"]["type"] == "BadRequestError" and "Retry-After" not in h,
+          f"4 prompts: {st} {r} {h}")
     st, r, _ = s.post({"prompt": [[1, 2], [3, 4], [5, 6]], "max_tokens": 1})
     check(st == 200 and len(r["choices"]) == 3, f"3 prompts: {st} {r}")
 
@@ -102,7 +104,9 @@ def routing(s):
         st, text, h = s.request(method, path)
         check(st == status and h.get("Allow") == allow, f"{method} {path}: {st} {h} {text}")
         if status != 200:
-            check(json.loads(text)["error"]["code"] == status, f"{method} {path}: {text}")
+            err = json.loads(text)["error"]
+            want = {404: "NotFoundError", 405: "MethodNotAllowedError"}[status]
+            check(err["code"] == status and err["type"] == want, f"{method} {path}: {text}")
 
 
 def text_ids():
