@@ -67,6 +67,9 @@ static void usage_serve(FILE *f)
         "  --connection-timeout S  close a connection silent for S seconds while it sends its\n"
         "                          request or idles between requests; 0: never (default 10)\n"
         "  --max-connections N     open connections at most; more wait (default 1024)\n"
+        "  --max-logprobs N        requests may ask for logprobs up to N (at most 20); the\n"
+        "                          engine then keeps each output's logits (vocab floats per\n"
+        "                          token). 0 (default): logprobs > 0 is refused\n"
         "  --keepalive S           a stream with nothing to send for S seconds writes an SSE\n"
         "                          comment, so a client gone while queued is noticed (default 1)\n"
         "\n"
@@ -119,7 +122,7 @@ static int parse_serve(int argc, char **argv, serve_config *sc, char **rest, int
         static const char *const own[] = {"--host", "--port", "--model-name", "--tokenizer",
                                           "--max-queue", "--drain-timeout", "--keepalive",
                                           "--max-body-bytes", "--connection-timeout",
-                                          "--max-connections", NULL};
+                                          "--max-connections", "--max-logprobs", NULL};
         int k = 0;
         while (own[k] && strcmp(own[k], name)) k++;
         if (!strcmp(name, "--help") || !strcmp(name, "-h")) {
@@ -156,6 +159,9 @@ static int parse_serve(int argc, char **argv, serve_config *sc, char **rest, int
         } else if (!strcmp(name, "--max-connections")) {
             if ((rc = serve_int(name, v, 1, 1 << 20, &x))) return rc;
             sc->max_connections = (unsigned)x;
+        } else if (!strcmp(name, "--max-logprobs")) {
+            if ((rc = serve_int(name, v, 0, SERVE_MAX_LOGPROBS, &x))) return rc;
+            sc->max_logprobs = (int32_t)x;
         } else if (!strcmp(name, "--keepalive")) {
             if ((rc = serve_double(name, v, 0.01, 3600, &sc->keepalive_seconds))) return rc;
         } else if (!strcmp(v, "ids") || !strcmp(v, "none")) {
@@ -235,6 +241,8 @@ int cmd_serve(int argc, char **argv)
         return 2;
     }
     sc.default_max_tokens = o.default_max_tokens;
+    /* logprobs come from the logits the engine keeps per output. */
+    if (sc.max_logprobs > 0) o.ec.keep_logits = true;
     sc.run = &o;
     if (!sc.model_name) sc.model_name = o.ec.backend_cfg.model ? o.ec.backend_cfg.model : "default";
 

@@ -44,6 +44,8 @@ typedef struct serve_config {
                                   writes an SSE comment, so a client that went
                                   away is noticed and its request cancelled */
     int32_t default_max_tokens;
+    int32_t max_logprobs;      /* logprobs asked for at most; 0: the engine keeps
+                                  no logits and logprobs > 0 is refused */
     const run_opts *run;       /* engine options, as `radixkv run` parsed them */
 } serve_config;
 
@@ -81,6 +83,9 @@ typedef struct serve_metrics {
     serve_hist ttft, itl, e2e;
 } serve_metrics;
 
+#define SERVE_MAX_N 128          /* samples per prompt (n) */
+#define SERVE_MAX_LOGPROBS 20    /* as vLLM's default --max-logprobs */
+
 typedef struct serve_seq serve_seq;
 typedef struct serve_job serve_job;
 
@@ -91,12 +96,22 @@ struct serve_seq {
     int64_t eid;               /* engine id once added, else -1 */
     int32_t *out;              /* (max_tokens) outputs published so far */
     int32_t n_out, sent;       /* published; written to the client (stream) */
+    size_t sent_chars;         /* stream: text written so far (logprobs offsets) */
+    bool echo_sent;            /* stream: the echoed prompt went out */
     int32_t cached_tokens;
     int32_t stop_reason;       /* the stop token id that ended it; -1: none */
     bool stop_cut;             /* a stop id the engine does not watch came out:
                                   outputs end there, the engine request is
                                   cancelled, the prompt finishes as a stop */
     bool prefilled;            /* its prompt was counted (first token out) */
+    int32_t sample;            /* 0..n-1 among the samples of its prompt */
+    bool added;                /* handed to the engine (or failed there) */
+    int32_t stop_str;          /* index of the stop string that ended it; -1 */
+    char *text;                /* stop strings: the output text so far */
+    size_t text_len, text_cap, text_cut; /* text_cut: where the stop string began */
+    float *lp;                 /* logprobs: (max_tokens) the sampled token's */
+    int32_t *top_ids;          /* (max_tokens, logprobs) the most likely ids */
+    float *top_lp;             /* (max_tokens, logprobs) their logprobs */
     bool done;
     bool finish_sent;          /* stream: its finish_reason went out */
     char *error;               /* finished with an error (malloc'd) */
@@ -109,6 +124,17 @@ struct serve_job {
     serve_job *next;           /* inbox link */
     serve_seq *seq;
     int32_t n_seq, n_done;
+    int32_t n_samples;         /* n: seq[i*n + k] is sample k of prompt i;
+                                  samples k > 0 start once sample 0 has its
+                                  first token, so they find the prompt's pages
+                                  in the cache */
+    uint64_t seed;             /* request seed (seeded) */
+    bool seeded;
+    bool echo;                 /* the prompt leads each choice */
+    int32_t logprobs;          /* top-k per output token; -1: none */
+    char **stop_str;           /* (n_stop_str) stop strings (--tokenizer ids) */
+    int32_t n_stop_str;
+    size_t stop_str_max;       /* longest, bytes */
     int32_t max_tokens;
     int32_t *stop_ids;         /* (n_stop) stop_token_ids; the engine watches
                                   the first, the engine thread the others */

@@ -26,9 +26,15 @@ static void job_free(serve_job *j)
         free(j->seq[i].tokens);
         free(j->seq[i].out);
         free(j->seq[i].error);
+        free(j->seq[i].text);
+        free(j->seq[i].lp);
+        free(j->seq[i].top_ids);
+        free(j->seq[i].top_lp);
     }
     free(j->seq);
     free(j->stop_ids);
+    for (int32_t i = 0; i < j->n_stop_str; i++) free(j->stop_str[i]);
+    free(j->stop_str);
     free(j->sse);
     free(j);
 }
@@ -59,7 +65,7 @@ serve_finish serve_seq_finish(const serve_job *j, const serve_seq *q)
 {
     if (q->error) return j->cancelled || !strcmp(q->error, "cancelled") ? SERVE_FINISH_ABORT
                                                                         : SERVE_FINISH_ERROR;
-    if (q->stop_reason >= 0) return SERVE_FINISH_STOP;
+    if (q->stop_reason >= 0 || q->stop_str >= 0) return SERVE_FINISH_STOP;
     return q->n_out >= j->max_tokens ? SERVE_FINISH_LENGTH : SERVE_FINISH_STOP;
 }
 
@@ -310,6 +316,71 @@ static void seq_finish_locked(serve *s, serve_job *j, serve_seq *q, const char *
     }
 }
 
+static void add_followers_locked(serve *s, serve_job *j, serve_seq *lead, const char *fail);
+
+/* Stop strings (--tokenizer ids): append tok's text to q's output text;
+ * true when a stop string now occurs in it (q->stop_str, q->text_cut set).
+ * Only the tail can hold a new match: earlier text was searched before. */
+static bool text_stop(const serve_job *j, serve_seq *q, int32_t tok)
+{
+    char piece[16];
+    int n = snprintf(piece, sizeof piece, " %d", tok);
+    if (q->text_len + (size_t)n + 1 > q->text_cap) {
+        size_t nc = (q->text_len + (size_t)n + 1) * 2;
+        char *t = realloc(q->text, nc);
+        if (!t) return false; /* the text is checked again with the next token */
+        q->text = t;
+        q->text_cap = nc;
+    }
+    size_t from = q->text_len + 1 > j->stop_str_max ? q->text_len + 1 - j->stop_str_max : 0;
+    memcpy(q->text + q->text_len, piece, (size_t)n + 1);
+    q->text_len += (size_t)n;
+    size_t best = SIZE_MAX;
+    for (int32_t i = 0; i < j->n_stop_str; i++) {
+        const char *m = strstr(q->text + from, j->stop_str[i]);
+        if (m && (size_t)(m - q->text) < best) {
+            best = (size_t)(m - q->text);
+            q->stop_str = i;
+        }
+    }
+    if (best == SIZE_MAX) return false;
+    q->text_cut = best;
+    return true;
+}
+
+/* logprobs: the sampled token's log-probability under the model's own
+ * distribution (log_softmax of the logits, before temperature or top-p, as
+ * vLLM reports by default) and the j->logprobs most likely tokens. */
+static void logprobs_fill(const serve_job *j, serve_seq *q, int32_t t, const float *logits,
+                          int32_t V, int32_t tok)
+{
+    float mx = -INFINITY;
+    for (int32_t v = 0; v < V; v++) mx = logits[v] > mx ? logits[v] : mx;
+    double sum = 0;
+    for (int32_t v = 0; v < V; v++) sum += exp((double)(logits[v] - mx));
+    const float lse = mx + (float)log(sum);
+    q->lp[t] = logits[tok] - lse;
+    const int32_t K = j->logprobs;
+    int32_t *ids = q->top_ids + (size_t)t * (size_t)K;
+    float *lps = q->top_lp + (size_t)t * (size_t)K;
+    /* Insertion into a sorted list of K: V * K at worst, K is small. Ties go
+     * to the smaller id. */
+    int32_t have = 0;
+    for (int32_t v = 0; v < V; v++) {
+        float x = logits[v];
+        if (have == K && !(x > lps[K - 1])) continue;
+        int32_t p = have < K ? have++ : K - 1;
+        while (p > 0 && x > lps[p - 1]) {
+            lps[p] = lps[p - 1];
+            ids[p] = ids[p - 1];
+            p--;
+        }
+        lps[p] = x;
+        ids[p] = v;
+    }
+    for (int32_t i = 0; i < K; i++) lps[i] -= lse;
+}
+
 /* Copy what the last step produced into the jobs (under s->mu). */
 static void publish_locked(serve *s)
 {
@@ -323,20 +394,33 @@ static void publish_locked(serve *s)
             continue;
         }
         int32_t k = q->stop_cut ? 0 : r.num_output - q->n_out;
-        /* Stop ids past the first: outputs end at the first one seen, and
-         * the engine request is cancelled (it may have run on a step). */
-        for (int32_t x = 0; x < k && !q->stop_cut; x++)
-            for (int32_t y = 1; y < j->n_stop; y++)
-                if (r.output_ids[q->n_out + x] == j->stop_ids[y]) {
-                    k = x + 1;
-                    q->stop_cut = true;
-                    q->stop_reason = j->stop_ids[y];
-                    char err[256];
-                    if (!r.finished && engine_cancel(s->e, q->eid, err, sizeof err) != RKV_OK &&
-                        !s->fatal[0])
-                        snprintf(s->fatal, sizeof s->fatal, "engine: %s", err);
-                    break;
+        /* Stop ids past the first and stop strings: outputs end at the first
+         * one met, and the engine request is cancelled (it may have run on a
+         * step further). */
+        for (int32_t x = 0; x < k; x++) {
+            int32_t tok = r.output_ids[q->n_out + x];
+            bool hit = false;
+            for (int32_t y = 1; y < j->n_stop && !hit; y++)
+                if (tok == j->stop_ids[y]) {
+                    q->stop_reason = tok;
+                    hit = true;
                 }
+            if (!hit && j->n_stop_str) hit = text_stop(j, q, tok);
+            if (!hit) continue;
+            k = x + 1;
+            q->stop_cut = true;
+            char err[256];
+            if (!r.finished && engine_cancel(s->e, q->eid, err, sizeof err) != RKV_OK && !s->fatal[0])
+                snprintf(s->fatal, sizeof s->fatal, "engine: %s", err);
+            break;
+        }
+        if (k > 0 && j->logprobs >= 0 && r.logits)
+            for (int32_t x = 0; x < k; x++)
+                logprobs_fill(j, q, q->n_out + x, r.logits + (size_t)(q->n_out + x) * (size_t)s->vocab,
+                              s->vocab, r.output_ids[q->n_out + x]);
+        /* The other samples of the prompt start once its pages are cached. */
+        if ((k > 0 || r.finished) && q->sample == 0 && j->n_samples > 1 && !q[1].added)
+            add_followers_locked(s, j, q, NULL);
         if (k > 0 && !q->prefilled) {
             q->prefilled = true;
             s->m.prompt_tokens += q->n_tokens;
@@ -391,34 +475,52 @@ static void fail_all_locked(serve *s, const char *msg)
 {
     while (s->n_active > 0) {
         s->n_active--;
-        seq_finish_locked(s, s->active_job[s->n_active], s->active[s->n_active], msg);
+        serve_job *j = s->active_job[s->n_active];
+        serve_seq *q = s->active[s->n_active];
+        if (q->sample == 0 && j->n_samples > 1 && !q[1].added) add_followers_locked(s, j, q, msg);
+        seq_finish_locked(s, j, q, msg);
     }
+}
+
+/* Hand q to the engine (under s->mu, on the engine thread); a prompt that
+ * cannot start finishes at once with the reason. fail: finish it with that
+ * instead. The job stays alive: a job's last prompt is never added here
+ * before the others finished. */
+static void add_seq_locked(serve *s, serve_job *j, serve_seq *q, const char *fail)
+{
+    char err[256];
+    q->added = true;
+    engine_stats es;
+    engine_get_stats(s->e, &es);
+    double wall = serve_wall() - s->t0;
+    engine_request er = {
+        .tokens = q->tokens, .n_tokens = q->n_tokens, .max_tokens = j->max_tokens,
+        .stop_token = j->n_stop ? j->stop_ids[0] : -1, .sampling = j->sampling,
+        .arrival = es.clock > wall ? es.clock : wall,
+    };
+    /* Each sample its own stream: sample 0 keeps the request's own seed. */
+    if (j->seeded) er.sampling.seed = ((j->seed + (uint64_t)q->sample) << 1) | 1;
+    if (!fail && j->cancelled) fail = "cancelled";
+    rkv_status st = fail ? RKV_EINVAL : engine_add(s->e, &er, &q->eid, err, sizeof err);
+    if (st == RKV_OK && active_push(s, q, j) == 0) return;
+    q->eid = -1;
+    const char *why = fail ? fail : st ? err : "out of memory";
+    if (q->sample == 0 && j->n_samples > 1) add_followers_locked(s, j, q, why);
+    seq_finish_locked(s, j, q, why);
+}
+
+static void add_followers_locked(serve *s, serve_job *j, serve_seq *lead, const char *fail)
+{
+    for (int32_t k = 1; k < j->n_samples; k++) add_seq_locked(s, j, lead + k, fail);
 }
 
 static void add_job(serve *s, serve_job *j)
 {
-    char err[256];
-    for (int32_t i = 0; i < j->n_seq; i++) {
-        serve_seq *q = &j->seq[i];
-        engine_stats es;
-        engine_get_stats(s->e, &es);
-        double wall = serve_wall() - s->t0;
-        engine_request er = {
-            .tokens = q->tokens, .n_tokens = q->n_tokens, .max_tokens = j->max_tokens,
-            .stop_token = j->n_stop ? j->stop_ids[0] : -1, .sampling = j->sampling,
-            .arrival = es.clock > wall ? es.clock : wall,
-        };
-        pthread_mutex_lock(&s->mu);
-        bool cancelled = j->cancelled;
-        pthread_mutex_unlock(&s->mu);
-        rkv_status st = cancelled ? RKV_EINVAL : engine_add(s->e, &er, &q->eid, err, sizeof err);
-        pthread_mutex_lock(&s->mu);
-        if (st != RKV_OK || active_push(s, q, j)) {
-            q->eid = -1;
-            seq_finish_locked(s, j, q, cancelled ? "cancelled" : st ? err : "out of memory");
-        }
-        pthread_mutex_unlock(&s->mu);
-    }
+    pthread_mutex_lock(&s->mu);
+    /* Cached: the job may be freed with its last prompt. */
+    const int32_t n = j->n_seq, step = j->n_samples;
+    for (int32_t i = 0; i < n; i += step) add_seq_locked(s, j, &j->seq[i], NULL);
+    pthread_mutex_unlock(&s->mu);
 }
 
 /* The page accounting check of an idle engine, on the engine thread without

@@ -312,10 +312,38 @@ static bool parse_prompts(const serve *s, json_t *req, serve_job *j, bad *b)
         else snprintf(where, sizeof where, "prompt");
         j->seq[i].eid = -1;
         j->seq[i].stop_reason = -1;
+        j->seq[i].stop_str = -1;
         if (!parse_one_prompt(s, many ? json_array_get(p, i) : p, where, &j->seq[i].tokens,
                               &j->seq[i].n_tokens, b))
             return false;
     }
+    return true;
+}
+
+/* n > 1: seq[i*n + k] is sample k of prompt i (OpenAI's choice order), each
+ * with its own copy of the prompt. */
+static bool expand_samples(serve_job *j, bad *b)
+{
+    const int32_t n = j->n_samples, np = j->n_seq;
+    if (n == 1) return true;
+    serve_seq *all = calloc((size_t)np * (size_t)n, sizeof *all);
+    if (!all) return fail_param(b, 500, NULL, "out of memory");
+    for (int32_t i = 0; i < np; i++)
+        for (int32_t k = 0; k < n; k++) {
+            all[i * n + k] = j->seq[i];
+            all[i * n + k].sample = k;
+            if (k) all[i * n + k].tokens = NULL;
+        }
+    free(j->seq); /* its prompts now belong to the samples 0 */
+    j->seq = all;
+    j->n_seq = np * n;
+    for (int32_t i = 0; i < np; i++)
+        for (int32_t k = 1; k < n; k++) {
+            serve_seq *q = &all[i * n + k];
+            if (!(q->tokens = malloc(sizeof(int32_t) * (size_t)q->n_tokens)))
+                return fail_param(b, 500, NULL, "out of memory");
+            memcpy(q->tokens, all[i * n].tokens, sizeof(int32_t) * (size_t)q->n_tokens);
+        }
     return true;
 }
 
@@ -332,22 +360,56 @@ static bool parse_completion(serve *s, json_t *req, serve_job *j, bad *b)
                               json_string_value(model), s->cfg.model_name);
     }
     int64_t x = 1;
-    if (!get_int(req, "n", 1, 1, &x, b)) return fail_param(b, 400, "n", "n: only n = 1 is supported");
-    x = 1;
-    if (!get_int(req, "best_of", 1, 1, &x, b))
-        return fail_param(b, 400, "best_of", "best_of: only best_of = 1 is supported");
-    bool echo = false, ignore_eos = false;
-    if (!get_bool(req, "echo", &echo, b) || !get_bool(req, "ignore_eos", &ignore_eos, b)) return false;
-    if (echo) return fail_param(b, 400, "echo", "echo: not supported");
-    json_t *lp = json_object_get(req, "logprobs");
-    if (lp && !json_is_null(lp) && !(json_is_integer(lp) && json_integer_value(lp) == 0))
-        return fail_param(b, 400, "logprobs", "logprobs: not supported");
+    if (!get_int(req, "n", 1, SERVE_MAX_N, &x, b)) return false;
+    j->n_samples = (int32_t)x;
+    int64_t best_of = x;
+    if (!get_int(req, "best_of", 1, SERVE_MAX_N, &best_of, b)) return false;
+    if (best_of != x)
+        return fail_param(b, 400, "best_of", "best_of: %lld differs from n = %lld; radixkv returns "
+                          "every sample (best_of = n)", (long long)best_of, (long long)x);
+    bool ignore_eos = false;
+    if (!get_bool(req, "echo", &j->echo, b) || !get_bool(req, "ignore_eos", &ignore_eos, b))
+        return false;
+    int64_t lp = -1;
+    if (!get_int(req, "logprobs", 0, SERVE_MAX_LOGPROBS, &lp, b)) return false;
+    /* Without --max-logprobs, logprobs 0 stays what it was: none asked. */
+    if (lp > 0 && s->cfg.max_logprobs == 0)
+        return fail_param(b, 400, "logprobs", "logprobs: this server keeps no logits; start it with "
+                          "--max-logprobs N to return log-probabilities");
+    if (lp > s->cfg.max_logprobs)
+        return fail_param(b, 400, "logprobs", "logprobs: %lld is above this server's --max-logprobs "
+                          "%d", (long long)lp, s->cfg.max_logprobs);
+    j->logprobs = s->cfg.max_logprobs > 0 ? (int32_t)lp : -1;
+    if (j->logprobs >= 0 && j->echo)
+        return fail_param(b, 400, "logprobs", "logprobs with echo: the prompt's log-probabilities "
+                          "are not computed; ask for one or the other");
     json_t *stop = json_object_get(req, "stop");
-    if (stop && !json_is_null(stop) &&
-        !(json_is_array(stop) && json_array_size(stop) == 0) &&
-        !(json_is_string(stop) && !*json_string_value(stop)))
-        return fail_param(b, 400, "stop",
-                          "stop: stop strings need a tokenizer; use stop_token_ids (one id)");
+    if (stop && !json_is_null(stop)) {
+        size_t n = json_is_array(stop) ? json_array_size(stop) : 1;
+        if (!json_is_string(stop) && !json_is_array(stop))
+            return fail_param(b, 400, "stop", "stop: expected a string or a list of strings, got %s",
+                              json_type_name(stop));
+        if (n > 16) return fail_param(b, 400, "stop", "stop: %zu strings, at most 16", n);
+        if (!(j->stop_str = calloc(n ? n : 1, sizeof(char *))))
+            return fail_param(b, 500, NULL, "out of memory");
+        for (size_t i = 0; i < n; i++) {
+            json_t *t = json_is_array(stop) ? json_array_get(stop, i) : stop;
+            if (!json_is_string(t))
+                return fail_param(b, 400, "stop", "stop[%zu]: expected a string, got %s", i,
+                                  json_type_name(t));
+            const char *v = json_string_value(t);
+            if (!*v) continue; /* an empty string stops nothing (as OpenAI) */
+            if (!s->cfg.text_ids)
+                return fail_param(b, 400, "stop",
+                                  "stop: stop strings need a tokenizer; start the server with "
+                                  "--tokenizer ids, or use stop_token_ids");
+            if (!(j->stop_str[j->n_stop_str] = strdup(v)))
+                return fail_param(b, 500, NULL, "out of memory");
+            size_t len = strlen(v);
+            if (len > j->stop_str_max) j->stop_str_max = len;
+            j->n_stop_str++;
+        }
+    }
     json_t *sti = json_object_get(req, "stop_token_ids");
     if (sti && !json_is_null(sti)) {
         if (!json_is_array(sti))
@@ -402,6 +464,12 @@ static bool parse_completion(serve *s, json_t *req, serve_job *j, bad *b)
         /* as `radixkv run` maps a trace's seed: 0 means "derive one" */
         .seed = seeded ? ((uint64_t)seed << 1) | 1 : 0,
     };
+    j->seeded = seeded;
+    j->seed = (uint64_t)seed;
+    if (j->n_stop_str && j->stream)
+        return fail_param(b, 400, "stop", "stop: stop strings with stream are not supported (a "
+                          "stream would have to hold back text that may start one); use "
+                          "stop_token_ids, or stream = false");
     if (!parse_prompts(s, req, j, b)) return false;
     /* Never fits (context, pool): refuse now, naming the field to shorten. */
     for (int32_t i = 0; i < j->n_seq; i++) {
@@ -418,9 +486,16 @@ static bool parse_completion(serve *s, json_t *req, serve_job *j, bad *b)
             return fail_param(b, 400, param, "prompt[%d]: %s", i, why);
         return fail_param(b, 400, param, "%s: %s", param, why);
     }
+    if (!expand_samples(j, b)) return false;
     for (int32_t i = 0; i < j->n_seq; i++) {
-        j->seq[i].out = malloc(sizeof(int32_t) * (size_t)j->max_tokens);
-        if (!j->seq[i].out) return fail_param(b, 500, NULL, "out of memory");
+        serve_seq *q = &j->seq[i];
+        const size_t mt = (size_t)j->max_tokens, K = j->logprobs > 0 ? (size_t)j->logprobs : 1;
+        q->out = malloc(sizeof(int32_t) * mt);
+        if (!q->out) return fail_param(b, 500, NULL, "out of memory");
+        if (j->logprobs >= 0 && (!(q->lp = malloc(sizeof(float) * mt)) ||
+                                 !(q->top_ids = malloc(sizeof(int32_t) * mt * K)) ||
+                                 !(q->top_lp = malloc(sizeof(float) * mt * K))))
+            return fail_param(b, 500, NULL, "out of memory");
     }
     return true;
 }
@@ -433,9 +508,11 @@ static const char *finish_reason(const serve_job *j, const serve_seq *q)
     return serve_finish_names[f == SERVE_FINISH_ERROR ? SERVE_FINISH_ABORT : f];
 }
 
-/* vLLM's stop_reason: the stop token id that ended the prompt, else null. */
-static json_t *stop_reason_json(const serve_seq *q)
+/* vLLM's stop_reason: the stop token id or stop string that ended the
+ * prompt, else null. */
+static json_t *stop_reason_json(const serve_job *j, const serve_seq *q)
 {
+    if (q->stop_str >= 0) return json_string(j->stop_str[q->stop_str]);
     return q->stop_reason >= 0 ? json_integer(q->stop_reason) : json_null();
 }
 
@@ -453,18 +530,80 @@ static json_t *usage_json(const serve_job *j)
                      (json_int_t)cached);
 }
 
-/* Text of outputs: decimal ids each after a space with the ids tokenizer,
- * else empty (the ids are in token_ids). */
-static json_t *text_json(const serve *s, const int32_t *ids, int32_t n)
+/* The text a token stands for: " 123" with the ids tokenizer, else none
+ * (the ids are in token_ids). Returns its length. */
+static int token_text(const serve *s, int32_t id, char *buf, size_t n)
 {
-    if (!s->cfg.text_ids) return json_string("");
-    char *t = malloc((size_t)n * 12 + 1), *p = t;
+    if (!s->cfg.text_ids) return buf[0] = 0, 0;
+    return snprintf(buf, n, " %d", id);
+}
+
+/* Text of ids, after lead (may be NULL); n_cut >= 0 keeps only its first
+ * n_cut bytes of the ids' text (a stop string began there). */
+static json_t *text_json(const serve *s, const char *lead, const int32_t *ids, int32_t n,
+                         const char *cut_text, size_t n_cut)
+{
+    size_t ll = lead ? strlen(lead) : 0;
+    char *t = malloc(ll + (cut_text ? n_cut : (size_t)n * 12) + 1), *p = t;
     if (!t) return NULL;
+    memcpy(p, lead ? lead : "", ll);
+    p += ll;
+    if (cut_text) {
+        memcpy(p, cut_text, n_cut);
+        p += n_cut;
+    } else {
+        for (int32_t i = 0; i < n; i++) p += token_text(s, ids[i], p, 16);
+    }
     *p = 0;
-    for (int32_t i = 0; i < n; i++) p += sprintf(p, " %d", ids[i]);
     json_t *v = json_string(t);
     free(t);
     return v;
+}
+
+/* The echoed prompt's text (malloc'd; "" without a tokenizer). */
+static char *prompt_text(const serve *s, const serve_seq *q)
+{
+    char *t = malloc((size_t)q->n_tokens * 12 + 1), *p = t;
+    if (!t) return NULL;
+    *p = 0;
+    for (int32_t i = 0; i < q->n_tokens; i++) p += token_text(s, q->tokens[i], p, 16);
+    return t;
+}
+
+/* A token's name in logprobs: its text, or without a tokenizer vLLM's
+ * "token_id:ID" (--return-tokens-as-token-ids). */
+static void token_key(const serve *s, int32_t id, char *buf, size_t n)
+{
+    if (s->cfg.text_ids) snprintf(buf, n, " %d", id);
+    else snprintf(buf, n, "token_id:%d", id);
+}
+
+/* OpenAI's completion logprobs for outputs [from, from + n) of q: tokens,
+ * token_logprobs, top_logprobs (the k most likely and the sampled one) and
+ * text_offset from offset. NULL (json null) when none were asked. */
+static json_t *logprobs_json(const serve *s, const serve_job *j, const serve_seq *q, int32_t from,
+                             int32_t n, size_t offset)
+{
+    if (j->logprobs < 0) return json_null();
+    json_t *toks = json_array(), *lps = json_array(), *tops = json_array(), *offs = json_array();
+    for (int32_t t = from; t < from + n; t++) {
+        char key[32], txt[16];
+        token_key(s, q->out[t], key, sizeof key);
+        json_array_append_new(toks, json_string(key));
+        json_array_append_new(lps, json_real(q->lp[t]));
+        json_t *top = json_object();
+        for (int32_t k = 0; k < j->logprobs; k++) {
+            char kk[32];
+            token_key(s, q->top_ids[(size_t)t * (size_t)j->logprobs + (size_t)k], kk, sizeof kk);
+            json_object_set_new(top, kk, json_real(q->top_lp[(size_t)t * (size_t)j->logprobs + (size_t)k]));
+        }
+        json_object_set_new(top, key, json_real(q->lp[t]));
+        json_array_append_new(tops, top);
+        json_array_append_new(offs, json_integer((json_int_t)offset));
+        offset += (size_t)token_text(s, q->out[t], txt, sizeof txt);
+    }
+    return json_pack("{s:o,s:o,s:o,s:o}", "tokens", toks, "token_logprobs", lps, "top_logprobs",
+                     tops, "text_offset", offs);
 }
 
 static json_t *ids_json(const int32_t *ids, int32_t n)
@@ -484,11 +623,17 @@ static enum MHD_Result answer_job(serve *s, struct MHD_Connection *c, serve_job 
     json_t *choices = json_array();
     for (int32_t i = 0; choices && i < j->n_seq; i++) {
         const serve_seq *q = &j->seq[i];
-        json_array_append_new(choices,
-            json_pack("{s:i,s:o,s:o,s:n,s:s,s:o}", "index", (int)i, "text",
-                      text_json(s, q->out, q->n_out), "token_ids", ids_json(q->out, q->n_out),
-                      "logprobs", "finish_reason", finish_reason(j, q), "stop_reason",
-                      stop_reason_json(q)));
+        char *lead = j->echo ? prompt_text(s, q) : NULL;
+        json_t *ch = json_pack("{s:i,s:o,s:o,s:o,s:s,s:o}", "index", (int)i, "text",
+                               text_json(s, lead, q->out, q->n_out,
+                                         q->stop_str >= 0 ? q->text : NULL, q->text_cut),
+                               "token_ids", ids_json(q->out, q->n_out), "logprobs",
+                               logprobs_json(s, j, q, 0, q->n_out, lead ? strlen(lead) : 0),
+                               "finish_reason", finish_reason(j, q), "stop_reason",
+                               stop_reason_json(j, q));
+        free(lead);
+        if (ch && j->echo) json_object_set_new(ch, "prompt_token_ids", ids_json(q->tokens, q->n_tokens));
+        json_array_append_new(choices, ch);
     }
     json_t *v = json_pack("{s:s,s:s,s:I,s:s,s:o,s:o}", "id", j->id, "object", "text_completion",
                           "created", (json_int_t)j->created, "model", s->cfg.model_name,
@@ -535,21 +680,36 @@ static void sse_fill(serve *s, serve_job *j)
 {
     for (int32_t i = 0; i < j->n_seq; i++) {
         serve_seq *q = &j->seq[i];
+        if (j->echo && !q->echo_sent) {
+            /* The prompt first, as a chunk of its own. */
+            char *lead = prompt_text(s, q);
+            json_t *ch = json_pack("{s:i,s:s?,s:[],s:o,s:n,s:n,s:n}", "index", (int)i, "text", lead,
+                                   "token_ids", "prompt_token_ids",
+                                   ids_json(q->tokens, q->n_tokens), "logprobs", "finish_reason",
+                                   "stop_reason");
+            q->sent_chars = lead ? strlen(lead) : 0;
+            free(lead);
+            if (!sse_event(j, chunk_json(s, j, json_pack("[o]", ch), false))) return;
+            q->echo_sent = true;
+        }
         while (q->sent < q->n_out) {
             bool last = q->done && q->sent + 1 == q->n_out;
-            json_t *ch = json_pack("{s:i,s:o,s:o,s:n,s:s?,s:o}", "index", (int)i, "text",
-                                   text_json(s, q->out + q->sent, 1), "token_ids",
-                                   ids_json(q->out + q->sent, 1), "logprobs", "finish_reason",
-                                   last ? finish_reason(j, q) : NULL, "stop_reason",
-                                   last ? stop_reason_json(q) : json_null());
+            char txt[16];
+            json_t *ch = json_pack("{s:i,s:o,s:o,s:o,s:s?,s:o}", "index", (int)i, "text",
+                                   text_json(s, NULL, q->out + q->sent, 1, NULL, 0), "token_ids",
+                                   ids_json(q->out + q->sent, 1), "logprobs",
+                                   logprobs_json(s, j, q, q->sent, 1, q->sent_chars),
+                                   "finish_reason", last ? finish_reason(j, q) : NULL,
+                                   "stop_reason", last ? stop_reason_json(j, q) : json_null());
             if (!sse_event(j, chunk_json(s, j, json_pack("[o]", ch), false))) return;
+            q->sent_chars += (size_t)token_text(s, q->out[q->sent], txt, sizeof txt);
             q->sent++;
             if (last) q->finish_sent = true;
         }
         if (q->done && !q->finish_sent && !q->error) {
             json_t *ch = json_pack("{s:i,s:s,s:[],s:n,s:s,s:o}", "index", (int)i, "text", "",
                                    "token_ids", "logprobs", "finish_reason", finish_reason(j, q),
-                                   "stop_reason", stop_reason_json(q));
+                                   "stop_reason", stop_reason_json(j, q));
             if (!sse_event(j, chunk_json(s, j, json_pack("[o]", ch), false))) return;
             q->finish_sent = true;
         }
@@ -723,10 +883,14 @@ static enum MHD_Result handle_completion(serve *s, struct MHD_Connection *c, con
     if (j->n_seq > s->cfg.run->ec.max_running + s->cfg.max_queue) {
         /* It would never fit: retrying cannot help, so not 503. */
         int64_t cap = s->cfg.run->ec.max_running + s->cfg.max_queue;
-        int32_t n = j->n_seq;
+        int32_t n = j->n_seq, per = j->n_samples;
         s->m.requests_rejected++;
         serve_job_unref_locked(j);
         pthread_mutex_unlock(&s->mu);
+        if (per > 1)
+            return send_error(c, 400, "n", "n: %d prompts x n = %d sequences, more than this "
+                              "server ever holds at once (--max-running + --max-queue = %lld)",
+                              n / per, n, (long long)cap);
         return send_error(c, 400, "prompt",
                           "prompt: %d prompts, more than this server ever holds at once "
                           "(--max-running + --max-queue = %lld)", n, (long long)cap);
