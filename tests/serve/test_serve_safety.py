@@ -161,6 +161,12 @@ def connection_limits():
             check(not rest.startswith(b"HTTP/1.1 200"), f"half-sent request answered: {rest!r}")
         st, r, _ = s.post({"prompt": [1, 2, 3], "max_tokens": 2})
         check(st == 200, f"after the timeouts: {st} {r}")
+        # The timeout is for silence while sending: a request that waits on the
+        # engine longer than it (suspended, then a stream) is answered whole.
+        st, r, _ = s.post({"prompt": [1, 2, 3], "max_tokens": 600})
+        check(st == 200 and len(r["choices"][0]["token_ids"]) == 600, f"long request: {st}")
+        st, events, done = s.stream({"prompt": [4, 5], "max_tokens": 600})
+        check(st == 200 and done and len(events) == 600, f"long stream: {st} {len(events)}")
     finally:
         s.kill()
 
