@@ -328,7 +328,7 @@ static bool text_stop(const serve_job *j, serve_seq *q, int32_t tok)
     if (q->text_len + (size_t)n + 1 > q->text_cap) {
         size_t nc = (q->text_len + (size_t)n + 1) * 2;
         char *t = realloc(q->text, nc);
-        if (!t) return false; /* the text is checked again with the next token */
+        if (!t) return false; /* out of memory: this token's match is missed */
         q->text = t;
         q->text_cap = nc;
     }
@@ -366,7 +366,7 @@ static void logprobs_fill(const serve_job *j, serve_seq *q, int32_t t, const flo
     /* Insertion into a sorted list of K: V * K at worst, K is small. Ties go
      * to the smaller id. */
     int32_t have = 0;
-    for (int32_t v = 0; v < V; v++) {
+    for (int32_t v = 0; K > 0 && v < V; v++) {
         float x = logits[v];
         if (have == K && !(x > lps[K - 1])) continue;
         int32_t p = have < K ? have++ : K - 1;

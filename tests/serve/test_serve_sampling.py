@@ -112,6 +112,11 @@ def logprobs(d):
         st, r, _ = s.post({"prompt": p, "max_tokens": 4, "logprobs": 2, "temperature": 0})
         check(done and streamed == r["choices"][0]["logprobs"]["token_logprobs"],
               f"stream logprobs {streamed} vs {r['choices'][0]['logprobs']}")
+        # logprobs 0: the sampled token's alone.
+        st, r, _ = s.post({"prompt": p, "max_tokens": 3, "logprobs": 0, "temperature": 0})
+        lp0 = r["choices"][0]["logprobs"]
+        check(st == 200 and [list(t) for t in lp0["top_logprobs"]] == [[k] for k in lp0["tokens"]],
+              f"logprobs 0: {lp0}")
         st, r, _ = s.post({"prompt": p, "max_tokens": 2, "logprobs": 6})
         check(st == 400 and "--max-logprobs" in r["error"]["message"], f"logprobs 6: {r}")
         st, r, _ = s.post({"prompt": p, "max_tokens": 2, "logprobs": 1, "echo": True})
