@@ -14,7 +14,11 @@
  * threads and freed when both have let go of it (refs).
  *
  * Metrics are a snapshot the engine thread refreshes after every step, so
- * GET /metrics never waits for a step.
+ * GET /metrics never waits for a step; the idle page check runs without
+ * s->mu for the same reason. A suspended non-streaming connection is not
+ * polled by libmicrohttpd, so the engine thread peeks at its socket every
+ * keepalive_seconds and cancels the job of a client that went away.
+ * Signals arrive on interrupt.h's signal thread (cmd_serve.c).
  */
 #ifndef RKV_SERVE_H
 #define RKV_SERVE_H
