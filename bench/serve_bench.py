@@ -17,6 +17,7 @@ with wall time, so both measure the same schedule). Reported per configuration
       included for both alike: the kernel's rusage of the exited child), beside
       the wall spans
   hit rates of both (they must agree: the same cache sees the same prompts)
+Both processes run with one OpenBLAS thread unless --blas-threads says otherwise.
 
 Usage: serve_bench.py --radixkv build/runtime/radixkv [--repeats 3] [--num 64]
        [--prompt-len 256] [--output-len 8] [--backends cpu,sim] [--hit-rates 0,0.5,0.9]
@@ -110,7 +111,13 @@ def main():
     ap.add_argument("--hit-rates", default="0,0.5,0.9")
     ap.add_argument("--clients", default="batched,concurrent",
                     help="batched: one request with every prompt; concurrent: a thread each")
+    ap.add_argument("--blas-threads", default="1",
+                    help="OPENBLAS_NUM_THREADS for both processes (default 1: idle BLAS threads "
+                         "spin, and their CPU time would swamp a per-request overhead); "
+                         "'inherit' keeps the environment's")
     a = ap.parse_args()
+    if a.blas_threads != "inherit":
+        os.environ["OPENBLAS_NUM_THREADS"] = a.blas_threads
     with tempfile.TemporaryDirectory() as d:
         for backend in a.backends.split(","):
             engine = ["--backend", backend, "--max-tokens", str(a.output_len)]
@@ -153,6 +160,7 @@ def report(a, backend, h, engine, trace, reqs, clients):
                     "run_cpu_s": med(rows["run_cpu"]), "served_cpu_s": med(rows["served_cpu"]),
                     "run_hit_rate": med(rows["run_hit"]), "served_hit_rate": med(rows["served_hit"]),
                     "clock": "modelled (run) vs wall, paced (served)" if backend == "sim" else "wall",
+                    "blas_threads": os.environ.get("OPENBLAS_NUM_THREADS", "inherit"),
                 }), flush=True)
 
 
