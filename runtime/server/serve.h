@@ -85,6 +85,9 @@ typedef struct serve_metrics {
     bool accounting_ok;        /* the engine's page check when last idle */
     int64_t pages_evictable;   /* cached, unlocked: reclaimable */
     serve_hist ttft, itl, e2e;
+    /* Per finished prompt, in tokens (vLLM's 1-2-5 bounds up to the context):
+     * prompt length, tokens generated, max_tokens asked; n per request. */
+    serve_hist req_prompt, req_gen, req_max_tokens, req_n;
 } serve_metrics;
 
 #define SERVE_MAX_N 128          /* samples per prompt (n) */

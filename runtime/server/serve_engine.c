@@ -82,21 +82,44 @@ static const double vllm_e2e_le[] = {0.3,  0.5,  0.8,  1.0,  1.5,   2.0,   2.5, 
                                      30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0};
 #define NLE(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
-static void hist_init(serve_hist *h, const double *b, int nb)
+/* vLLM's request_params_n bounds. */
+static const double vllm_n_le[] = {1, 2, 5, 10, 20};
+
+/* h counts on the union of bounds a and b (ascending each). */
+static void hist_init(serve_hist *h, const double *a, int na, const double *b, int nb)
 {
     memset(h, 0, sizeof *h);
     int i = 0, k = 0;
-    while (i < NLE(rkv_le) || k < nb) {
-        double x = k == nb || (i < NLE(rkv_le) && rkv_le[i] < b[k]) ? rkv_le[i++] : b[k++];
+    while ((i < na || k < nb) && h->n_le < SERVE_HIST_MAX) {
+        double x = k == nb || (i < na && a[i] < b[k]) ? a[i++] : b[k++];
         if (h->n_le == 0 || h->le[h->n_le - 1] < x) h->le[h->n_le++] = x;
     }
 }
 
+/* vLLM's build_1_2_5_buckets(max): 1, 2, 5, 10, 20, 50, ... up to max. */
+static int bounds_125(double *le, int cap, double max)
+{
+    int n = 0;
+    for (double e = 1; n < cap; e *= 10)
+        for (int m = 0; m < 3 && n < cap; m++) {
+            double x = e * (m == 0 ? 1 : m == 1 ? 2 : 5);
+            if (x > max) return n;
+            le[n++] = x;
+        }
+    return n;
+}
+
 void serve_metrics_init(serve *s)
 {
-    hist_init(&s->m.ttft, vllm_ttft_le, NLE(vllm_ttft_le));
-    hist_init(&s->m.itl, vllm_itl_le, NLE(vllm_itl_le));
-    hist_init(&s->m.e2e, vllm_e2e_le, NLE(vllm_e2e_le));
+    hist_init(&s->m.ttft, rkv_le, NLE(rkv_le), vllm_ttft_le, NLE(vllm_ttft_le));
+    hist_init(&s->m.itl, rkv_le, NLE(rkv_le), vllm_itl_le, NLE(vllm_itl_le));
+    hist_init(&s->m.e2e, rkv_le, NLE(rkv_le), vllm_e2e_le, NLE(vllm_e2e_le));
+    double le[SERVE_HIST_MAX];
+    int n = bounds_125(le, SERVE_HIST_MAX, s->max_context);
+    hist_init(&s->m.req_prompt, le, n, NULL, 0);
+    hist_init(&s->m.req_gen, le, n, NULL, 0);
+    hist_init(&s->m.req_max_tokens, le, n, NULL, 0);
+    hist_init(&s->m.req_n, vllm_n_le, NLE(vllm_n_le), NULL, 0);
 }
 
 void serve_hist_observe(serve_hist *h, double seconds)
@@ -189,6 +212,16 @@ static void vllm_metrics(FILE *f, const serve *s, const serve_metrics *m)
     hist_print(f, "vllm:e2e_request_latency_seconds", labels,
                "Histogram of e2e request latency in seconds.", &m->e2e, vllm_e2e_le,
                NLE(vllm_e2e_le));
+    hist_print(f, "vllm:request_prompt_tokens", labels, "Number of prefill tokens processed.",
+               &m->req_prompt, m->req_prompt.le, m->req_prompt.n_le);
+    hist_print(f, "vllm:request_generation_tokens", labels,
+               "Number of generation tokens processed.", &m->req_gen, m->req_gen.le,
+               m->req_gen.n_le);
+    hist_print(f, "vllm:request_params_max_tokens", labels,
+               "Histogram of the max_tokens request parameter.", &m->req_max_tokens,
+               m->req_max_tokens.le, m->req_max_tokens.n_le);
+    hist_print(f, "vllm:request_params_n", labels, "Histogram of the n request parameter.",
+               &m->req_n, m->req_n.le, m->req_n.n_le);
 }
 
 /* Names follow vLLM's where one exists (prefix_cache_queries/hits,
@@ -301,6 +334,10 @@ static void seq_finish_locked(serve *s, serve_job *j, serve_seq *q, const char *
         for (int32_t k = 0; k < j->n_stop && q->stop_reason < 0; k++)
             if (q->out[q->n_out - 1] == j->stop_ids[k]) q->stop_reason = j->stop_ids[k];
     s->m.finished[serve_seq_finish(j, q)]++;
+    serve_hist_observe(&s->m.req_prompt, q->n_tokens);
+    serve_hist_observe(&s->m.req_gen, q->n_out);
+    serve_hist_observe(&s->m.req_max_tokens, j->max_tokens);
+    if (q->sample == 0 && q == j->seq) serve_hist_observe(&s->m.req_n, j->n_samples);
     if (!q->error) {
         s->m.requests_ok++;
     } else if (j->cancelled) {

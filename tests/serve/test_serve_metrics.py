@@ -37,6 +37,14 @@ VLLM = {  # family -> (type, histogram bounds)
     "vllm:e2e_request_latency_seconds": ("histogram", [
         0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0,
         240.0, 480.0, 960.0, 1920.0, 7680.0]),
+    # build_1_2_5_buckets(max_model_len), the default model's context being 16384
+    "vllm:request_prompt_tokens": ("histogram", [m * 10 ** e for e in range(5) for m in (1, 2, 5)
+                                                 if m * 10 ** e <= 16384]),
+    "vllm:request_generation_tokens": ("histogram", [m * 10 ** e for e in range(5)
+                                                     for m in (1, 2, 5) if m * 10 ** e <= 16384]),
+    "vllm:request_params_max_tokens": ("histogram", [m * 10 ** e for e in range(5)
+                                                     for m in (1, 2, 5) if m * 10 ** e <= 16384]),
+    "vllm:request_params_n": ("histogram", [1, 2, 5, 10, 20]),
 }
 
 
@@ -106,6 +114,11 @@ def main():
                    for x in select(s1, "vllm:request_success_total", model_name=MODEL)}
         check(reasons.get("length") == 3 and reasons.get("stop") == 1 and reasons.get("abort") == 0,
               f"request_success_total: {reasons}")
+        # Four requests of 24 prompt tokens: all in the (20, 50] bucket.
+        pt = {x.labels["le"]: x.value for x in select(s1, "vllm:request_prompt_tokens_bucket")}
+        check(pt["20"] == 0 and pt["50"] == 4 and pt["+Inf"] == 4, f"request_prompt_tokens: {pt}")
+        gen = select(s1, "vllm:request_generation_tokens_sum")
+        check(gen[0].value == 13, f"request_generation_tokens_sum: {gen}")
         # vLLM's and radixkv's counters count the same thing.
         for v, r_ in [("vllm:prefix_cache_hits_total", "radixkv:prefix_cache_hits_total"),
                       ("vllm:prefix_cache_queries_total", "radixkv:prefix_cache_queries_total"),
