@@ -82,9 +82,11 @@ def second_signal():
     # at once; every client still gets a whole answer, the summary is written.
     s = Server(RADIXKV, "--max-running", "2", "--drain-timeout", "600")
     try:
-        socks = [raw_request(s.port, {"prompt": [5 + k] * 8, "max_tokens": 8000}) for k in range(3)]
+        # A running stream, a running and two queued non-streaming requests.
         stream = raw_request(s.port, {"prompt": [9] * 8, "max_tokens": 8000}, stream=True)
-        wait_for(lambda: s.metrics()["radixkv:num_requests_running"] == 2, "requests never ran")
+        wait_for(lambda: s.metrics()["radixkv:num_requests_running"] == 1, "stream never ran")
+        socks = [raw_request(s.port, {"prompt": [5 + k] * 8, "max_tokens": 8000}) for k in range(3)]
+        wait_for(lambda: s.metrics()["radixkv:num_requests_waiting"] == 2, "requests never queued")
         s.proc.send_signal(signal.SIGTERM)
         wait_for(lambda: "draining" in s.stderr(), "no draining line")
         st, text, _ = s.request("GET", "/health")
@@ -103,8 +105,8 @@ def second_signal():
             head, _, body = raw.partition(b"\r\n\r\n")
             check(head.startswith(b"HTTP/1.1 ") and json.loads(body), f"answer: {raw[:200]!r}")
         raw = read_all(stream)
-        check(raw.startswith(b"HTTP/1.1 200") and raw.endswith(b"data: [DONE]\n\n\r\n0\r\n\r\n"),
-              f"stream cut: {raw[-200:]!r}")
+        check(raw.startswith(b"HTTP/1.1 200") and raw.count(b'"token_ids":[') > 1
+              and raw.endswith(b"data: [DONE]\n\n\r\n0\r\n\r\n"), f"stream cut: {raw[-200:]!r}")
     finally:
         s.kill()
 
