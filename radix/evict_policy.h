@@ -8,7 +8,7 @@
  * The order a policy defines: among the candidates a kind may evict (unlocked
  * leaves for the tree kinds, free leaf blocks for hash), the one with the
  * smallest key goes first; equal keys go to the smaller id (created first,
- * DESIGN.md's tie rule). The caller applies that last tie, never the policy,
+ * docs/ARCHITECTURE.md's tie rule). The caller applies that last tie, never the policy,
  * so no policy can break it. Keys compare as (k0, k1), unsigned.
  *
  * What a kind tells a policy about a node (evict_node): the logical clock of

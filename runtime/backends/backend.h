@@ -76,6 +76,11 @@ struct backend {
 extern const char *const backend_names[];
 /* Whether backend name is built into this binary. */
 bool backend_built(const char *name);
+/* The capabilities (BACKEND_CAP_*) every backend of that name has; NULL:
+ * the default backend; 0 for an unknown name. */
+unsigned backend_caps(const char *name);
+/* Its one-line summary (for `radixkv list` and help); NULL when unknown. */
+const char *backend_summary(const char *name);
 /* Create by name: "cpu", "cuda", "sim". Unknown name or a backend not built in:
  * RKV_EINVAL / RKV_ENOTSUP with a message in err. */
 rkv_status backend_create(const char *name, const backend_config *cfg, backend **out,

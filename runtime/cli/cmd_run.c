@@ -20,6 +20,11 @@
 #include "commands.h"
 #include "cli.h"
 #include "engine.h"
+#include "block_hash.h"
+#include "cache_kinds.h"
+#include "scheduler.h"
+#include "backend.h"
+#include "router.h"
 #include "interrupt.h"
 #include "evict_policy.h"
 #include "model_config.h"
@@ -45,15 +50,18 @@ static void usage_run(FILE *f)
         "TRACE: JSON Lines {\"id\", \"tokens\", \"max_tokens\"?, \"arrival\"?, \"temperature\"?,\n"
         "\"top_p\"?, \"top_k\"?, \"seed\"?} or a Mooncake trace; '-' reads stdin.\n"
         "\n"
-        "  --backend NAME          cpu (default) | sim | cuda\n"
+    );
+    cli_usage_choices(f, 23, "--backend NAME", NULL, backend_names);
+    fprintf(f,
         "  --model PRESET|DIR      default | qwen2.5-0.5b | qwen2.5-3b | qwen2.5-7b | llama-3-8b |\n"
         "                          a config.json or a directory holding one\n"
-        "  --weights PATH          safetensors file or directory (default: seeded random)\n"
-        "  --cache KIND            radix (default) | hash | hash-nocache | trie | none\n"
-        "  --evict-policy NAME     eviction policy (radixkv list): lru (default) | ...\n"
-        "  --hash NAME             xxh3 (default) | sha256 | md5\n"
-        "  --sched-policy NAME     fcfs (default) | lpm | dfs-weight | random\n"
-        "  --schedule MODE         sync (default) | overlap\n"
+        "  --weights PATH          safetensors file or directory (default: seeded random)\n");
+    cli_usage_choices(f, 23, "--cache KIND", NULL, cache_kind_names);
+    cli_usage_choices(f, 23, "--evict-policy NAME", NULL, evict_policy_name_list);
+    cli_usage_choices(f, 23, "--hash NAME", NULL, block_hash_fn_names);
+    cli_usage_choices(f, 23, "--sched-policy NAME", NULL, sched_policy_names);
+    cli_usage_choices(f, 23, "--schedule MODE", NULL, engine_schedule_names);
+    fprintf(f,
         "  --page-size P           tokens per KV page (default 16)\n"
         "  --max-batched-tokens N  token budget per step (default 8192)\n"
         "  --max-running N         running requests at most (default 256)\n"
@@ -73,7 +81,9 @@ static void usage_run(FILE *f)
         "  --price-cached X        price per million cached input tokens (default 0.1)\n"
         "  --price-uncached X      price per million uncached input tokens (default 1)\n"
         "  --replicas N            N engines (data parallel) on one clock behind a router\n"
-        "  --router NAME           round-robin (default) | least-load | cache-aware\n"
+    );
+    cli_usage_choices(f, 23, "--router NAME", NULL, router_names);
+    fprintf(f,
         "  --router-threshold N    cache-aware: load gap (requests) that forces least-load (8)\n"
         "  --router-tokens N       cache-aware: capacity of each approximate tree (default:\n"
         "                          the replica's KV tokens)\n"
@@ -87,8 +97,6 @@ static void usage_run(FILE *f)
         "first admission at the cached price, the rest at the uncached one.\n");
 }
 
-static const char *const policy_names[] = {"fcfs", "lpm", "dfs-weight", "random", NULL};
-static const char *const schedule_names[] = {"sync", "overlap", NULL};
 
 static int check_run(run_opts *o, bool need_trace);
 
@@ -114,8 +122,8 @@ int run_parse_options(int argc, char **argv, run_opts *o, bool need_trace)
         CLI_CHOICE_OPT("--cache", &o->ec.cache_cfg.kind, cache_kind_names),
         CLI_CHOICE_OPT("--evict-policy", &o->ec.cache_cfg.policy, evict_policy_name_list),
         CLI_CHOICE_OPT("--hash", &o->ec.cache_cfg.hash_fn, block_hash_fn_names),
-        CLI_CHOICE_OPT("--sched-policy", &o->ec.policy, policy_names),
-        CLI_CHOICE_OPT("--schedule", &o->ec.schedule, schedule_names),
+        CLI_CHOICE_OPT("--sched-policy", &o->ec.policy, sched_policy_names),
+        CLI_CHOICE_OPT("--schedule", &o->ec.schedule, engine_schedule_names),
         CLI_INT_OPT("--page-size", &page_size, 1, 1 << 16),
         CLI_INT_OPT("--max-batched-tokens", &batched, 1, INT32_MAX / 4),
         CLI_INT_OPT("--max-running", &running, 1, 1 << 20),
@@ -214,7 +222,7 @@ static int check_run(run_opts *o, bool need_trace)
     if (o->tier.on) {
         o->ec.tier = &o->tier.cfg;
         /* sim moves stand-in bytes: the time model charges the model's K/V. */
-        if (o->ec.backend && !strcmp(o->ec.backend, "sim"))
+        if (backend_caps(o->ec.backend) & BACKEND_CAP_MODELLED_TIME)
             o->tier.cfg.modelled_page_bytes =
                 (double)model_config_kv_bytes_per_token(&mc, 2) * o->ec.backend_cfg.page_size;
     }
