@@ -25,6 +25,7 @@
 #include "scheduler.h"
 #include "backend.h"
 #include "router.h"
+#include "host_mem.h"
 #include "interrupt.h"
 #include "evict_policy.h"
 #include "model_config.h"
@@ -69,7 +70,9 @@ static void usage_run(FILE *f)
         "  --num-pages N           KV pages (default: the backend decides)\n"
         "  --kv-tokens N           KV capacity in tokens (ceil(N / P) pages)\n"
         "  --max-tokens N          output length for lines without max_tokens (default 16)\n"
-        "  --gpu PROFILE           sim: h100 (default) | h200 | a100 | a10g [,key=X ...]\n"
+        "  --gpu PROFILE           sim: a built-in profile, h100 (default), h100@peer, h200,\n"
+        "                          a100, a10g (radixkv list) [,key=X ...]\n"
+        "  --sim-profile FILE      sim: a profile JSON file instead (SIM_COST_MODEL.md)\n"
         "  --threads N             cpu: threads (default: all cores)\n"
         "  --seed N                weights, policy random, default sampling seeds (default 0)\n"
         "  --offline               ignore arrival times: everything at t = 0\n"
@@ -132,6 +135,7 @@ int run_parse_options(int argc, char **argv, run_opts *o, bool need_trace)
         CLI_INT_OPT("--kv-tokens", &o->kv_tokens, 1, INT64_MAX / 2),
         CLI_INT_OPT("--max-tokens", &max_tokens, 1, 1 << 24),
         CLI_STR_OPT("--gpu", &o->ec.backend_cfg.gpu_profile),
+        CLI_STR_OPT("--sim-profile", &o->ec.backend_cfg.sim_profile_file),
         CLI_INT_OPT("--threads", &threads, 0, 1024),
         CLI_INT_OPT("--seed", &seed, 0, INT64_MAX),
         CLI_FLAG_OPT("--offline", &o->ec.offline),
@@ -195,6 +199,16 @@ static int check_run(run_opts *o, bool need_trace)
         fprintf(stderr, "radixkv run: --gpu: %s\n", err);
         return 2;
     }
+    if (o->ec.backend_cfg.sim_profile_file) {
+        if (o->ec.backend_cfg.gpu_profile) {
+            fprintf(stderr, "radixkv run: --gpu and --sim-profile both given; pick one\n");
+            return 2;
+        }
+        if (sim_profile_load_file(o->ec.backend_cfg.sim_profile_file, &sp, err, sizeof err)) {
+            fprintf(stderr, "radixkv run: --sim-profile: %s\n", err);
+            return 2;
+        }
+    }
     if (o->kv_tokens > 0) {
         if (o->ec.backend_cfg.num_pages > 0) {
             fprintf(stderr, "radixkv run: --kv-tokens and --num-pages both given; pick one\n");
@@ -208,6 +222,22 @@ static int check_run(run_opts *o, bool need_trace)
             return 2;
         }
         o->ec.backend_cfg.num_pages = (o->kv_tokens + P - 1) / P;
+    }
+    if (o->ec.backend_cfg.num_pages > 0) {
+        /* Refused before anything is sized (--num-pages 2^31 - 1 once grew to
+         * gigabytes until killed): the pool's and the cache's bookkeeping per
+         * page, and on the cpu backend the page's fp32 K/V in host memory. */
+        int64_t pages = o->ec.backend_cfg.num_pages, P = o->ec.backend_cfg.page_size;
+        bool host_kv = !(backend_caps(o->ec.backend) & BACKEND_CAP_MODELLED_TIME)
+                       && (!o->ec.backend || !strcmp(o->ec.backend, backend_names[0]));
+        uint64_t per_page = 64 + (host_kv ? (uint64_t)model_config_kv_bytes_per_token(&mc, 4) * (uint64_t)P : 0);
+        char what[160];
+        snprintf(what, sizeof what, "%s (%lld pages of %lld tokens)",
+                 o->kv_tokens > 0 ? "--kv-tokens" : "--num-pages", (long long)pages, (long long)P);
+        if (host_mem_check(what, per_page * (uint64_t)pages, err, sizeof err)) {
+            fprintf(stderr, "radixkv run: %s\n", err);
+            return 2;
+        }
     }
     tier_opts_finish(&o->tier, o->ec.backend_cfg.page_size);
     if (o->tier.cfg.remote.url) {
@@ -447,6 +477,9 @@ static int print_summary(engine *e, const run_opts *o, const run_ids *ids, bool 
             hit, p50_ttft, p99_ttft, p50_tpot, p99_tpot, (long long)s.preemptions,
             (long long)s.steps, (long long)s.max_step_tokens, sched_ms, s.model_seconds,
             (long long)s.num_pages);
+    /* Every modelled number names the profile that made it. */
+    const sim_profile *sp = backend_sim_profile(be);
+    if (sp) fprintf(out, ",\"sim_profile\":\"%s\",\"sim_profile_hash\":\"%s\"", sp->id, sp->hash);
     billing bill;
     billing_compute(&o->prices, s.prompt_tokens, s.cached_tokens, &bill);
     billing_print_json(out, &o->prices, &bill);

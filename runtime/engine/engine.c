@@ -334,19 +334,22 @@ rkv_status engine_check_request(const engine *e, const engine_request *req, char
 }
 
 /* A new request struct for req, id e->num_reqs (room for prompt, outputs and
- * one pending slot; logits with keep_logits). */
-static rkv_status eng_req_new(engine *e, const engine_request *req, eng_req **out)
+ * one pending slot; logits with keep_logits). A request that can never run
+ * (fit false) gets room for its prompt only: it finishes at once with an
+ * error, and max_tokens 2^31 - 1 must not cost gigabytes first. */
+static rkv_status eng_req_new(engine *e, const engine_request *req, bool fit, eng_req **out)
 {
     eng_req *q = calloc(1, sizeof *q);
     if (!q) return RKV_ENOMEM;
     sched_req *r = &q->s;
-    int64_t total = (int64_t)req->n_tokens + req->max_tokens;
+    int32_t outs = fit ? req->max_tokens : 1;
+    int64_t total = (int64_t)req->n_tokens + outs;
     r->tokens = malloc(sizeof(int32_t) * (size_t)(total + 1));
-    r->out_ids = malloc(sizeof(int32_t) * (size_t)req->max_tokens);
+    r->out_ids = malloc(sizeof(int32_t) * (size_t)outs);
     cache_match_init(&r->match);
     if (!r->tokens || !r->out_ids
         || (e->cfg.keep_logits
-            && !(q->logits = malloc(sizeof(float) * (size_t)req->max_tokens
+            && !(q->logits = malloc(sizeof(float) * (size_t)outs
                                     * (size_t)e->be->vocab_size)))) {
         sched_req_free(r);
         free(q->logits);
@@ -396,14 +399,15 @@ rkv_status engine_add(engine *e, const engine_request *req, int64_t *id, char *e
     if (st) return st;
     if ((st = rkv_grow((void **)&e->reqs, &e->reqs_cap, e->num_reqs + 1, sizeof(void *))))
         return st;
+    char msg[160];
+    bool fit = fits(e, req, msg, sizeof msg);
     eng_req *q = NULL;
-    if ((st = eng_req_new(e, req, &q))) return st;
+    if ((st = eng_req_new(e, req, fit, &q))) return st;
     e->reqs[e->num_reqs++] = q;
     *id = q->s.id;
 
     /* Never fits: accepted, finished at once with the reason. */
-    char msg[160];
-    if (fits(e, req, msg, sizeof msg)) return future_insert(e, q);
+    if (fit) return future_insert(e, q);
     if ((st = scheduler_fail(&e->sched, &q->s, msg))) return st;
     q->first_token_time = q->arrival;
     drain_finished(e, q->arrival);

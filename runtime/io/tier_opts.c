@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
@@ -24,71 +25,143 @@ static bool parse_i64(const char *v, int64_t lo, int64_t *out)
     return true;
 }
 
-int tier_opts_parse(tier_opts *o, const char *name, const char *v, char *bad, size_t badlen)
+/* How a value is read; each kind has one message for a bad value. */
+typedef enum tval {
+    TV_TOKENS0,   /* tokens in [0, 2^40] (int64_t) */
+    TV_TOKENS1,   /* tokens in [1, 2^40] (int64_t) */
+    TV_COUNT,     /* an integer >= 0 (int64_t) */
+    TV_MS,        /* milliseconds in [1, 600000] -> seconds (double) */
+    TV_GBPS,      /* GB/s > 0 -> bytes/s (double) */
+    TV_US,        /* microseconds in (0, 1e7] -> seconds (double) */
+    TV_PATH,      /* any string (const char *) */
+    TV_URL,       /* redis://HOST:PORT[/DB] (const char *) */
+    TV_NS,        /* 1 to 63 characters without ':' or spaces (const char *) */
+    TV_SET_BY_WT, /* write-back | write-through -> bool, true for write-through */
+    TV_SET_BY_WB, /* write-through | write-back -> bool, true for write-back */
+} tval;
+
+/* The options, in help order: name, value kind, where it goes, whether it
+ * turns the tier on, and the help line (help_arg after the name). */
+typedef struct tier_opt {
+    const char *name, *arg;
+    tval kind;
+    size_t off;       /* offset of the destination in tier_opts */
+    bool turns_on;
+    const char *help;
+} tier_opt;
+
+#define OFF(f) offsetof(tier_opts, f)
+static const tier_opt tier_table[TIER_OPTS_CLI] = {
+    {"--tier-host", "TOKENS", TV_TOKENS0, OFF(host_tokens), true,
+     "host-memory spill tier: evicted pages kept there, loaded back on a hit"},
+    {"--tier-disk", "TOKENS", TV_TOKENS0, OFF(disk_tokens), true, "disk tier below it (0: none)"},
+    {"--tier-dir", "DIR", TV_PATH, OFF(cfg.disk_dir), false,
+     "the disk tier's file there, unlinked while open"},
+    {"--tier-policy", "P", TV_SET_BY_WT, OFF(cfg.write_through), false,
+     "write-back (default: spill on evict) | write-through (copy on insert)"},
+    {"--host-bw", "GBPS", TV_GBPS, OFF(cfg.host_bw), false,
+     "host <-> GPU bandwidth of the time model, GB/s (default 50)"},
+    {"--disk-bw", "GBPS", TV_GBPS, OFF(cfg.disk_bw), false,
+     "disk <-> host bandwidth of the time model, GB/s (default 3)"},
+    {"--tier-fail-disk-after", "N", TV_COUNT, OFF(cfg.fail_disk_writes_after), false,
+     "fault injection: the disk is full after N page writes"},
+    {"--tier-remote", "URL", TV_URL, OFF(cfg.remote.url), true,
+     "shared remote tier below host and disk on a Redis server"},
+    {"--tier-remote-tokens", "T", TV_TOKENS1, OFF(remote_tokens), false,
+     "this engine's share of it (default 65536 pages)"},
+    {"--tier-remote-policy", "P", TV_SET_BY_WB, OFF(cfg.remote.write_back), false,
+     "write-through (default: store on insert, shared at once) | write-back"},
+    {"--tier-remote-timeout", "MS", TV_MS, OFF(cfg.remote.timeout_s), false,
+     "connect and reply timeout, ms (default 1000)"},
+    {"--tier-remote-ns", "NAME", TV_NS, OFF(cfg.remote.ns), false,
+     "key namespace: engines share pages only within one (default: default)"},
+    {"--remote-bw", "GBPS", TV_GBPS, OFF(cfg.remote.bw), false,
+     "remote bandwidth of the time model, GB/s (default 12.5)"},
+    {"--remote-latency", "US", TV_US, OFF(cfg.remote.latency_s), false,
+     "remote round trip of the time model, microseconds (default 50)"},
+};
+#undef OFF
+
+static bool parse_double(const char *v, double *out)
 {
-    bad[0] = 0;
+    char *end;
+    double g = v ? strtod(v, &end) : 0;
+    if (!v || end == v || *end || !isfinite(g)) return false;
+    *out = g;
+    return true;
+}
+
+/* One value into o per its row; a message in bad when it is refused. */
+static void tier_opt_set(tier_opts *o, const tier_opt *t, const char *v, char *bad, size_t badlen)
+{
+    void *dst = (char *)o + t->off;
+    const char *name = t->name, *vs = v ? v : "";
     int64_t x;
-    if (!strcmp(name, "--tier-host") || !strcmp(name, "--tier-disk")) {
-        if (!parse_i64(v, 0, &x) || x > ((int64_t)1 << 40))
-            snprintf(bad, badlen, "%s: expected tokens in [0, 2^40], got '%s'", name, v ? v : "");
-        else if (name[7] == 'h') o->host_tokens = x;
-        else o->disk_tokens = x;
-        o->on = true;
-    } else if (!strcmp(name, "--tier-dir")) {
-        o->cfg.disk_dir = v;
-    } else if (!strcmp(name, "--tier-policy")) {
-        if (v && !strcmp(v, "write-back")) o->cfg.write_through = false;
-        else if (v && !strcmp(v, "write-through")) o->cfg.write_through = true;
-        else snprintf(bad, badlen, "%s: unknown value '%s' (one of: write-back write-through)", name, v ? v : "");
-    } else if (!strcmp(name, "--host-bw") || !strcmp(name, "--disk-bw")) {
-        char *end;
-        double g = v ? strtod(v, &end) : 0;
-        if (!v || end == v || *end || !isfinite(g) || g <= 0)
-            snprintf(bad, badlen, "%s: expected GB/s > 0, got '%s'", name, v ? v : "");
-        else if (name[2] == 'h') o->cfg.host_bw = g * 1e9;
-        else o->cfg.disk_bw = g * 1e9;
-    } else if (!strcmp(name, "--tier-remote")) {
+    double g;
+    switch (t->kind) {
+    case TV_TOKENS0:
+    case TV_TOKENS1: {
+        int64_t lo = t->kind == TV_TOKENS1;
+        if (!parse_i64(v, lo, &x) || x > ((int64_t)1 << 40))
+            snprintf(bad, badlen, "%s: expected tokens in [%d, 2^40], got '%s'", name, (int)lo, vs);
+        else *(int64_t *)dst = x;
+        break;
+    }
+    case TV_COUNT:
+        if (!parse_i64(v, 0, &x)) snprintf(bad, badlen, "%s: expected an integer >= 0, got '%s'", name, vs);
+        else *(int64_t *)dst = x;
+        break;
+    case TV_MS:
+        if (!parse_i64(v, 1, &x) || x > 600000)
+            snprintf(bad, badlen, "%s: expected milliseconds in [1, 600000], got '%s'", name, vs);
+        else *(double *)dst = (double)x / 1e3;
+        break;
+    case TV_GBPS:
+        if (!parse_double(v, &g) || g <= 0) snprintf(bad, badlen, "%s: expected GB/s > 0, got '%s'", name, vs);
+        else *(double *)dst = g * 1e9;
+        break;
+    case TV_US:
+        if (!parse_double(v, &g) || g <= 0 || g > 1e7)
+            snprintf(bad, badlen, "%s: expected microseconds in (0, 1e7], got '%s'", name, vs);
+        else *(double *)dst = g * 1e-6;
+        break;
+    case TV_PATH: *(const char **)dst = v; break;
+    case TV_URL: {
         char host[256], why[128];
         int port, db;
         if (tier_remote_parse_url(v, host, sizeof host, &port, &db, why, sizeof why))
-            snprintf(bad, badlen, "%s: '%s': %s", name, v ? v : "", why);
-        o->cfg.remote.url = v;
-        o->on = true;
-    } else if (!strcmp(name, "--tier-remote-tokens")) {
-        if (!parse_i64(v, 1, &x) || x > ((int64_t)1 << 40))
-            snprintf(bad, badlen, "%s: expected tokens in [1, 2^40], got '%s'", name, v ? v : "");
-        else o->remote_tokens = x;
-    } else if (!strcmp(name, "--tier-remote-policy")) {
-        if (v && !strcmp(v, "write-back")) o->cfg.remote.write_back = true;
-        else if (v && !strcmp(v, "write-through")) o->cfg.remote.write_back = false;
-        else snprintf(bad, badlen, "%s: unknown value '%s' (one of: write-through write-back)", name, v ? v : "");
-    } else if (!strcmp(name, "--tier-remote-timeout")) {
-        if (!parse_i64(v, 1, &x) || x > 600000)
-            snprintf(bad, badlen, "%s: expected milliseconds in [1, 600000], got '%s'", name, v ? v : "");
-        else o->cfg.remote.timeout_s = (double)x / 1e3;
-    } else if (!strcmp(name, "--tier-remote-ns")) {
-        if (!v || !*v || strlen(v) > 63 || strpbrk(v, ": \t"))
-            snprintf(bad, badlen, "%s: expected 1 to 63 characters without ':' or spaces, got '%s'", name, v ? v : "");
-        else o->cfg.remote.ns = v;
-    } else if (!strcmp(name, "--remote-bw")) {
-        char *end;
-        double g = v ? strtod(v, &end) : 0;
-        if (!v || end == v || *end || !isfinite(g) || g <= 0)
-            snprintf(bad, badlen, "%s: expected GB/s > 0, got '%s'", name, v ? v : "");
-        else o->cfg.remote.bw = g * 1e9;
-    } else if (!strcmp(name, "--remote-latency")) {
-        char *end;
-        double us = v ? strtod(v, &end) : 0;
-        if (!v || end == v || *end || !isfinite(us) || us <= 0 || us > 1e7)
-            snprintf(bad, badlen, "%s: expected microseconds in (0, 1e7], got '%s'", name, v ? v : "");
-        else o->cfg.remote.latency_s = us * 1e-6;
-    } else if (!strcmp(name, "--tier-fail-disk-after")) {
-        if (!parse_i64(v, 0, &x)) snprintf(bad, badlen, "%s: expected an integer >= 0, got '%s'", name, v ? v : "");
-        else o->cfg.fail_disk_writes_after = x;
-    } else {
-        return 0;
+            snprintf(bad, badlen, "%s: '%s': %s", name, vs, why);
+        *(const char **)dst = v;
+        break;
     }
-    return 1;
+    case TV_NS:
+        if (!v || !*v || strlen(v) > 63 || strpbrk(v, ": \t"))
+            snprintf(bad, badlen, "%s: expected 1 to 63 characters without ':' or spaces, got '%s'", name, vs);
+        else *(const char **)dst = v;
+        break;
+    case TV_SET_BY_WT:
+    case TV_SET_BY_WB: {
+        /* Listed default first: the other choice sets the flag. */
+        const char *yes = t->kind == TV_SET_BY_WT ? "write-through" : "write-back";
+        const char *no = t->kind == TV_SET_BY_WT ? "write-back" : "write-through";
+        if (v && !strcmp(v, yes)) *(bool *)dst = true;
+        else if (v && !strcmp(v, no)) *(bool *)dst = false;
+        else snprintf(bad, badlen, "%s: unknown value '%s' (one of: %s %s)", name, vs, no, yes);
+        break;
+    }
+    }
+    if (t->turns_on) o->on = true;
+}
+
+int tier_opts_parse(tier_opts *o, const char *name, const char *v, char *bad, size_t badlen)
+{
+    bad[0] = 0;
+    for (int i = 0; i < TIER_OPTS_CLI; i++)
+        if (!strcmp(name, tier_table[i].name)) {
+            tier_opt_set(o, &tier_table[i], v, bad, badlen);
+            return 1;
+        }
+    return 0;
 }
 
 static int parse_cli(void *ctx, const char *name, const char *v, char *err, size_t errlen)
@@ -99,14 +172,8 @@ static int parse_cli(void *ctx, const char *name, const char *v, char *err, size
 
 void tier_opts_cli(tier_opts *o, cli_opt *opts, int *n)
 {
-    static const char *const names[TIER_OPTS_CLI] = {
-        "--tier-host", "--tier-disk", "--tier-dir", "--tier-policy",
-        "--host-bw", "--disk-bw", "--tier-fail-disk-after",
-        "--tier-remote", "--tier-remote-tokens", "--tier-remote-policy", "--tier-remote-timeout",
-        "--tier-remote-ns", "--remote-bw", "--remote-latency",
-    };
     for (int i = 0; i < TIER_OPTS_CLI; i++)
-        opts[(*n)++] = (cli_opt)CLI_CUSTOM_OPT(names[i], parse_cli, o);
+        opts[(*n)++] = (cli_opt)CLI_CUSTOM_OPT(tier_table[i].name, parse_cli, o);
 }
 
 void tier_opts_finish(tier_opts *o, int32_t P)
@@ -123,26 +190,11 @@ void tier_opts_set_model(tier_opts *o, const char *identity)
 
 void tier_opts_usage(FILE *f, int w)
 {
-    fprintf(f,
-        "  %-*s host-memory spill tier: evicted pages kept there, loaded back on a hit\n"
-        "  %-*s disk tier below it (0: none)\n"
-        "  %-*s one file per page under DIR (needed when K/V bytes move)\n"
-        "  %-*s write-back (default: spill on evict) | write-through (copy on insert)\n"
-        "  %-*s host <-> GPU bandwidth of the time model, GB/s (default 50)\n"
-        "  %-*s disk <-> host bandwidth of the time model, GB/s (default 3)\n"
-        "  %-*s fault injection: the disk is full after N page writes\n"
-        "  %-*s shared remote tier below host and disk on a Redis server\n"
-        "  %-*s this engine's share of it (default 65536 pages)\n"
-        "  %-*s write-through (default: store on insert, shared at once) | write-back\n"
-        "  %-*s connect and reply timeout, ms (default 1000)\n"
-        "  %-*s key namespace: engines share pages only within one (default: default)\n"
-        "  %-*s remote bandwidth of the time model, GB/s (default 12.5)\n"
-        "  %-*s remote round trip of the time model, microseconds (default 50)\n",
-        w, "--tier-host TOKENS", w, "--tier-disk TOKENS", w, "--tier-dir DIR", w, "--tier-policy P",
-        w, "--host-bw GBPS", w, "--disk-bw GBPS", w, "--tier-fail-disk-after N",
-        w, "--tier-remote URL", w, "--tier-remote-tokens T", w, "--tier-remote-policy P",
-        w, "--tier-remote-timeout MS", w, "--tier-remote-ns NAME", w, "--remote-bw GBPS",
-        w, "--remote-latency US");
+    for (int i = 0; i < TIER_OPTS_CLI; i++) {
+        char left[64];
+        snprintf(left, sizeof left, "%s %s", tier_table[i].name, tier_table[i].arg);
+        fprintf(f, "  %-*s %s\n", w, left, tier_table[i].help);
+    }
 }
 
 void tier_print_json(FILE *f, const tier_opts *o, const tier_stats *s,

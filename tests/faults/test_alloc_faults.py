@@ -138,13 +138,13 @@ with tempfile.TemporaryDirectory() as tmp:
             f.write(json.dumps({"id": i, "step": i, "arrival": 0.001 * i, "tokens": toks,
                                 "max_tokens": 3}) + "\n")
     scenario("run sim, growing batches", ["run", "--backend", "sim", "--no-progress", "--trace", grow,
-                                          "--page-size", "2", "--max-running", "8"], tmp, most=400)
+                                          "--page-size", "2", "--max-running", "8"], tmp, most=80)
     # The multi-replica driver under every router (its approximate trees
     # included: a failure there once changed the route silently).
     for router in ("round-robin", "least-load", "cache-aware"):
         scenario(f"run --replicas 2 --router {router}",
                  ["run", "--backend", "sim", "--no-progress", "--trace", grow, "--page-size", "2",
-                  "--replicas", "2", "--router", router], tmp, most=400 if router == "cache-aware" else 90)
+                  "--replicas", "2", "--router", router], tmp, most=80 if router == "cache-aware" else 30)
     env = dict(os.environ)
     env.setdefault("ASAN_OPTIONS", "detect_leaks=1")
     p = subprocess.run([ATTN], capture_output=True, text=True, env=env, timeout=120)
