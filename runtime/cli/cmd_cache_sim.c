@@ -13,7 +13,9 @@
 #include "billing.h"
 #include "block_hash.h"
 #include "cache.h"
+#include "cache_kinds.h"
 #include "cache_sim.h"
+#include "page_pool.h"
 #include "cache_tier.h"
 #include "cli.h"
 #include "commands.h"
@@ -35,14 +37,14 @@ static void usage_cache_sim(FILE *f)
         "Mooncake trace ({\"timestamp\", \"input_length\", \"output_length\", \"hash_ids\",\n"
         "\"namespace\"?}); '-' reads stdin. A field not listed in trace.h is an error.\n"
         "\n"
-        "  --cache KIND        ");
-    for (int i = 0; cache_kind_names[i]; i++) fprintf(f, "%s%s", i ? " | " : "", cache_kind_names[i]);
+        "");
+    cli_usage_choices(f, 19, "--cache KIND", NULL, cache_kind_names);
     fprintf(f,
-        "\n"
         "  --capacity TOKENS   cache size in tokens (floor(TOKENS / P) pages)\n"
-        "  --page-size P       tokens per page\n"
-        "  --evict-policy NAME eviction policy (radixkv list): lru (default) | ...\n"
-        "  --hash NAME         block hash for hash kinds: xxh3 (default) | sha256 | md5\n"
+        "  --page-size P       tokens per page\n");
+    cli_usage_choices(f, 19, "--evict-policy NAME", "", evict_policy_name_list);
+    cli_usage_choices(f, 19, "--hash NAME", "block hash for hash kinds: ", block_hash_fn_names);
+    fprintf(f,
         "  --hash-duplicates keep|dedup  hash: a full block computed twice is kept twice\n"
         "                      (keep, vLLM; the default under lru) or freed (dedup)\n"
         "  --step-semantics sglang|vllm  the requests of one step: all matched, then all\n"
@@ -63,7 +65,9 @@ static void usage_cache_sim(FILE *f)
         "  --model PRESET      time model: price each request's prefill (and, with a tier,\n"
         "                      recomputing its tier hits) by the sim backend's roofline;\n"
         "                      a tier page then costs the model's K/V bytes to move\n"
-        "  --gpu PROFILE       GPU of the time model: h100 (default) | h200 | a100 | a10g\n");
+        "  --gpu PROFILE       sim profile of the time model: h100 (default), h100@peer,\n"
+        "                      h200, a100, a10g (radixkv list) [,key=X ...]\n"
+        "  --sim-profile FILE  a sim profile JSON file instead\n");
     tier_opts_usage(f, 19);
     fprintf(f,
         "\n"
@@ -80,7 +84,8 @@ typedef struct sim_cmd {
     cache_sim_options o;
     billing_prices prices;
     int64_t page_size, pages;
-    const char *trace, *out_path, *pin_path, *model_name, *gpu_name, *namespace_name, *step_name;
+    const char *trace, *out_path, *pin_path, *model_name, *gpu_name, *profile_file;
+    const char *namespace_name, *step_name;
     tier_opts topt;
     model_config model;
     sim_profile gpu;
@@ -118,6 +123,7 @@ static int parse_cache_sim(int argc, char **argv, sim_cmd *m)
         CLI_CHOICE_OPT("--step-semantics", &m->step_name, cache_sim_step_names),
         CLI_STR_OPT("--model", &m->model_name),
         CLI_STR_OPT("--gpu", &m->gpu_name),
+        CLI_STR_OPT("--sim-profile", &m->profile_file),
         CLI_CUSTOM_OPT("--price-cached", billing_parse_price_opt, &m->prices.cached),
         CLI_CUSTOM_OPT("--price-uncached", billing_parse_price_opt, &m->prices.uncached),
         CLI_RENAMED("--policy", "--evict-policy"),
@@ -157,8 +163,11 @@ static int check_cache_sim(sim_cmd *m)
         return 2;
     }
     o->kind = m->cfg.kind;
-    bool tree_kind = !strcmp(m->cfg.kind, "radix") || !strcmp(m->cfg.kind, "trie");
-    bool hash_kind = !strncmp(m->cfg.kind, "hash", 4);
+    /* The kind's capabilities decide (cache_kinds.h), never its name. */
+    const cache_kind *kd = cache_kind_find(m->cfg.kind);
+    unsigned caps = kd ? kd->caps : 0;
+    bool evicts = caps & CACHE_CAP_EVICTS;
+    bool hash_kind = caps & CACHE_CAP_HASHES;
     if (m->cfg.hash_fn && !hash_kind) {
         fprintf(stderr, "radixkv cache-sim: --hash applies to the hash kinds, not --cache %s\n",
                 m->cfg.kind);
@@ -173,15 +182,22 @@ static int check_cache_sim(sim_cmd *m)
     o->step_semantics_given = m->step_name != NULL;
     o->step_semantics = m->step_name && !strcmp(m->step_name, "vllm") ? CACHE_SIM_STEP_VLLM
                                                                       : CACHE_SIM_STEP_SGLANG;
-    o->policy = tree_kind ? (m->cfg.policy ? m->cfg.policy : "lru") : NULL;
+    o->policy = evicts ? (m->cfg.policy ? m->cfg.policy : evict_policies[0]->name) : NULL;
     o->hash_fn = hash_kind ? (m->cfg.hash_fn ? m->cfg.hash_fn : "xxh3") : NULL;
-    if (m->model_name || m->gpu_name) {
+    if (m->gpu_name && m->profile_file) {
+        fprintf(stderr, "radixkv cache-sim: --gpu and --sim-profile both given; pick one\n");
+        return 2;
+    }
+    if (m->model_name || m->gpu_name || m->profile_file) {
         if (model_config_load(m->model_name, &m->model, err, sizeof err) != RKV_OK) {
             fprintf(stderr, "radixkv cache-sim: --model: %s\n", err);
             return 2;
         }
-        if (sim_profile_parse(m->gpu_name, &m->gpu, err, sizeof err) != RKV_OK) {
-            fprintf(stderr, "radixkv cache-sim: --gpu: %s\n", err);
+        if (m->profile_file
+                ? sim_profile_load_file(m->profile_file, &m->gpu, err, sizeof err) != RKV_OK
+                : sim_profile_parse(m->gpu_name, &m->gpu, err, sizeof err) != RKV_OK) {
+            fprintf(stderr, "radixkv cache-sim: %s: %s\n", m->profile_file ? "--sim-profile" : "--gpu",
+                    err);
             return 2;
         }
         o->model = &m->model;
@@ -212,9 +228,12 @@ static int build_cache(sim_cmd *m)
 {
     char err[512] = "";
     cache_pins_init(&m->pins);
-    /* What start-up fills for every page: the pool's free list and states,
-     * and for kinds without an eviction log the page-token table. */
-    uint64_t per_page = 5 + (strcmp(m->cfg.kind, "radix") && !m->o.summary_only ? 4 * (uint64_t)m->page_size : 0);
+    /* What start-up fills for every page: the pool's own bookkeeping,
+     * and, unless only a summary is asked for, the page-token table (counted
+     * for every kind: an upper bound, whether or not the kind logs evictions
+     * through its node hook). */
+    uint64_t per_page = PAGE_POOL_BYTES_PER_PAGE
+                        + (!m->o.summary_only ? 4 * (uint64_t)m->page_size : 0);
     char what[128];
     snprintf(what, sizeof what, "--capacity %" PRId64 " (%" PRId64 " pages of %" PRId64 ")",
              m->o.capacity, m->pages, (int64_t)m->page_size);

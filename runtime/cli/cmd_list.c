@@ -1,23 +1,26 @@
 /* cmd_list.c - `radixkv list [--json]`: what this binary offers, read from
  * the registries (cache kinds: cache_kinds.h; eviction policies:
  * evict_policy.h; hash functions: block_hash.h; backends: backend.h;
- * scheduling policies: scheduler.h). Experiments and notebooks read
+ * scheduling policies: scheduler.h; sim profiles: backend_sim.h). Experiments and notebooks read
  * `radixkv list --json` instead of keeping lists of their own.
  *
  * --json prints one JSON object on one line to stdout:
  *   {"kinds":[{"name","summary","reuses","evicts","hashes","tree","policies":[..],
  *              "hash_fns":[..]}],
  *    "policies":[{"name","summary","needs":[..]}], "hash_fns":[..],
- *    "backends":[{"name","built"}], "sched_policies":[..]}
+ *    "backends":[{"name","built","summary"}], "sched_policies":[..],
+ *    "sim_profiles":[{"name","hash","summary"}]}
  * A kind's "policies" are those that order its eviction (empty when it has no
  * order to choose); its "hash_fns" those it hashes with (empty if none).
- * Without --json the same lists go to stderr as text, for people. */
+ * Without --json the same lists go to stdout as text, for people (so that
+ * `radixkv list | grep` works). */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend.h"
+#include "backend_sim.h"
 #include "block_hash.h"
 #include "cache_kinds.h"
 #include "cli.h"
@@ -39,10 +42,10 @@ static json_t *list_json(void)
     for (const cache_kind *k = cache_kinds; k->name; k++)
         json_array_append_new(kinds, json_pack("{s:s, s:s, s:b, s:b, s:b, s:b, s:o, s:o}",
             "name", k->name, "summary", k->summary,
-            "reuses", (k->caps & CACHE_KIND_REUSES) != 0, "evicts", (k->caps & CACHE_KIND_EVICTS) != 0,
-            "hashes", (k->caps & CACHE_KIND_HASHES) != 0, "tree", (k->caps & CACHE_KIND_TREE) != 0,
-            "policies", names_json(k->caps & CACHE_KIND_EVICTS ? evict_policy_name_list : none),
-            "hash_fns", names_json(k->caps & CACHE_KIND_HASHES ? block_hash_fn_names : none)));
+            "reuses", (k->caps & CACHE_CAP_REUSE) != 0, "evicts", (k->caps & CACHE_CAP_EVICTS) != 0,
+            "hashes", (k->caps & CACHE_CAP_HASHES) != 0, "tree", (k->caps & CACHE_CAP_TREE) != 0,
+            "policies", names_json(k->caps & CACHE_CAP_EVICTS ? evict_policy_name_list : none),
+            "hash_fns", names_json(k->caps & CACHE_CAP_HASHES ? block_hash_fn_names : none)));
     json_t *pols = json_array();
     for (int i = 0; evict_policies[i]; i++) {
         const evict_policy *p = evict_policies[i];
@@ -55,13 +58,23 @@ static json_t *list_json(void)
     }
     json_t *backends = json_array();
     for (int i = 0; backend_names[i]; i++)
-        json_array_append_new(backends, json_pack("{s:s, s:b}", "name", backend_names[i], "built",
-                                                  backend_built(backend_names[i])));
+        json_array_append_new(backends, json_pack("{s:s, s:b, s:s}", "name", backend_names[i], "built",
+                                                  backend_built(backend_names[i]), "summary",
+                                                  backend_summary(backend_names[i])));
     json_t *sched = json_array();
-    for (int p = 0; strcmp(sched_policy_name((sched_policy)p), "?") != 0; p++)
-        json_array_append_new(sched, json_string(sched_policy_name((sched_policy)p)));
-    return json_pack("{s:o, s:o, s:o, s:o, s:o}", "kinds", kinds, "policies", pols, "hash_fns",
-                     names_json(block_hash_fn_names), "backends", backends, "sched_policies", sched);
+    for (int p = 0; sched_policy_names[p]; p++)
+        json_array_append_new(sched, json_string(sched_policy_names[p]));
+    json_t *profs = json_array();
+    for (int i = 0; sim_profile_ids[i]; i++) {
+        sim_profile sp;
+        char err[256];
+        bool ok = sim_profile_parse(sim_profile_ids[i], &sp, err, sizeof err) == RKV_OK;
+        json_array_append_new(profs, json_pack("{s:s, s:s, s:s}", "name", sim_profile_ids[i],
+            "hash", ok ? sp.hash : "?", "summary", ok ? sim_profile_summary(sim_profile_ids[i]) : err));
+    }
+    return json_pack("{s:o, s:o, s:o, s:o, s:o, s:o}", "kinds", kinds, "policies", pols, "hash_fns",
+                     names_json(block_hash_fn_names), "backends", backends, "sched_policies", sched,
+                     "sim_profiles", profs);
 }
 
 static void list_text(FILE *f, json_t *all)
@@ -79,21 +92,26 @@ static void list_text(FILE *f, json_t *all)
                 json_string_value(json_object_get(v, "summary")));
     fprintf(f, "hash functions (--hash):");
     json_array_foreach(json_object_get(all, "hash_fns"), i, v) fprintf(f, " %s", json_string_value(v));
-    fprintf(f, "\nbackends (--backend):");
+    fprintf(f, "\nbackends (--backend):\n");
     json_array_foreach(json_object_get(all, "backends"), i, v)
-        fprintf(f, " %s%s", json_string_value(json_object_get(v, "name")),
-                json_is_true(json_object_get(v, "built")) ? "" : " (not built)");
-    fprintf(f, "\nscheduling policies (run --sched-policy):");
+        fprintf(f, "  %-14s %s%s\n", json_string_value(json_object_get(v, "name")),
+                json_string_value(json_object_get(v, "summary")),
+                json_is_true(json_object_get(v, "built")) ? "" : " (not built into this binary)");
+    fprintf(f, "scheduling policies (run --sched-policy):");
     json_array_foreach(json_object_get(all, "sched_policies"), i, v) fprintf(f, " %s", json_string_value(v));
-    fprintf(f, "\n");
+    fprintf(f, "\nsim profiles (run --backend sim --gpu; or --sim-profile FILE):\n");
+    json_array_foreach(json_object_get(all, "sim_profiles"), i, v)
+        fprintf(f, "  %-14s %s  %s\n", json_string_value(json_object_get(v, "name")),
+                json_string_value(json_object_get(v, "hash")),
+                json_string_value(json_object_get(v, "summary")));
 }
 
 static void usage_list(FILE *f)
 {
     fprintf(f, "usage: radixkv list [--json]\n\n"
-               "Cache kinds, eviction policies, hash functions, backends and scheduling\n"
-               "policies of this binary. --json: one JSON object on stdout; otherwise text\n"
-               "on stderr.\n");
+               "Cache kinds, eviction policies, hash functions, backends, scheduling\n"
+               "policies and sim profiles of this binary. --json: one JSON object on\n"
+               "stdout; otherwise text on stdout.\n");
 }
 
 int cmd_list(int argc, char **argv)
@@ -126,7 +144,7 @@ int cmd_list(int argc, char **argv)
         printf("%s\n", s);
         free(s);
     } else {
-        list_text(stderr, all);
+        list_text(stdout, all);
     }
     json_decref(all);
     return 0;
