@@ -20,12 +20,19 @@
  *
  * Per kind, what the fields are:
  *   radix  time/hits per node (radix_tree.h), depth = tokens above the node's
- *          first token, len = its edge tokens
+ *          first token, len = its edge tokens. A split's new prefix node
+ *          inherits the hits, the lock count and the priority of the node it
+ *          was cut from and counts as created at the split; the suffix keeps
+ *          its id, its hits and its priority, and its depth grows by the
+ *          prefix's length (the cost policy reads the new depth).
  *   trie   the same per token node (len = 1; a page owner's depth is that of
  *          the page's first token)
  *   hash   per cached block: time = release order in vLLM's free queue (so lru
- *          is exactly the queue), hits = matches that reused it + 1, depth =
- *          block index × P, len = P, id = the order it was cached
+ *          is exactly the queue), hits = every call whose chain reached it,
+ *          inserts included (its own insert counts one, so hits = matches +
+ *          inserts that walked through it), depth = block index × P, len = P,
+ *          id = the order it was cached. These policies run only under
+ *          --hash-duplicates dedup (cache_hash.c).
  */
 #ifndef RKV_EVICT_POLICY_H
 #define RKV_EVICT_POLICY_H
