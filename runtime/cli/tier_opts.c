@@ -67,9 +67,15 @@ int tier_opts_parse(tier_opts *o, const char *name, const char *v, char *bad, si
             snprintf(bad, badlen, "%s: expected milliseconds in [1, 600000], got '%s'", name, v ? v : "");
         else o->cfg.remote.timeout_s = (double)x / 1e3;
     } else if (!strcmp(name, "--tier-remote-ns")) {
-        if (!v || !*v || strlen(v) > 63 || strpbrk(v, ": \t"))
-            snprintf(bad, badlen, "%s: expected 1 to 63 characters without ':' or spaces, got '%s'", name, v ? v : "");
+        if (!v || !*v || strlen(v) > TIER_REMOTE_NS_MAX || strpbrk(v, ": \t"))
+            snprintf(bad, badlen, "%s: expected 1 to %d characters without ':' or spaces, got '%s'", name,
+                     TIER_REMOTE_NS_MAX, v ? v : "");
         else o->cfg.remote.ns = v;
+    } else if (!strcmp(name, "--tier-remote-ttl")) {
+        if (!parse_i64(v, 0, &x) || x > TIER_REMOTE_TTL_MAX)
+            snprintf(bad, badlen, "%s: expected seconds in [0, %d] (0: no expiry), got '%s'", name,
+                     TIER_REMOTE_TTL_MAX, v ? v : "");
+        else o->cfg.remote.ttl_s = x;
     } else if (!strcmp(name, "--remote-bw")) {
         char *end;
         double g = v ? strtod(v, &end) : 0;
@@ -103,7 +109,7 @@ void tier_opts_cli(tier_opts *o, cli_opt *opts, int *n)
         "--tier-host", "--tier-disk", "--tier-dir", "--tier-policy",
         "--host-bw", "--disk-bw", "--tier-fail-disk-after",
         "--tier-remote", "--tier-remote-tokens", "--tier-remote-policy", "--tier-remote-timeout",
-        "--tier-remote-ns", "--remote-bw", "--remote-latency",
+        "--tier-remote-ns", "--tier-remote-ttl", "--remote-bw", "--remote-latency",
     };
     for (int i = 0; i < TIER_OPTS_CLI; i++)
         opts[(*n)++] = (cli_opt)CLI_CUSTOM_OPT(names[i], parse_cli, o);
@@ -136,12 +142,13 @@ void tier_opts_usage(FILE *f, int w)
         "  %-*s write-through (default: store on insert, shared at once) | write-back\n"
         "  %-*s connect and reply timeout, ms (default 1000)\n"
         "  %-*s key namespace: engines share pages only within one (default: default)\n"
+        "  %-*s expiry of stored pages on the server, seconds (default 86400; 0: none)\n"
         "  %-*s remote bandwidth of the time model, GB/s (default 12.5)\n"
         "  %-*s remote round trip of the time model, microseconds (default 50)\n",
         w, "--tier-host TOKENS", w, "--tier-disk TOKENS", w, "--tier-dir DIR", w, "--tier-policy P",
         w, "--host-bw GBPS", w, "--disk-bw GBPS", w, "--tier-fail-disk-after N",
         w, "--tier-remote URL", w, "--tier-remote-tokens T", w, "--tier-remote-policy P",
-        w, "--tier-remote-timeout MS", w, "--tier-remote-ns NAME", w, "--remote-bw GBPS",
+        w, "--tier-remote-timeout MS", w, "--tier-remote-ns NAME", w, "--tier-remote-ttl S", w, "--remote-bw GBPS",
         w, "--remote-latency US");
 }
 
@@ -169,15 +176,22 @@ void tier_print_json(FILE *f, const tier_opts *o, const tier_stats *s,
             s->spill_failures, s->bytes_from_host, s->bytes_to_host + s->bytes_to_disk,
             s->load_seconds, s->spill_seconds);
     if (!rs) return;
+    /* The same cut for the remote share: its hits at a re-match are counted
+     * again, so the remote hit tokens can exceed the matched tokens (a rate
+     * above 1 was seen); report the part that is within them. */
+    uint64_t local = s->host_hit_tokens + s->disk_hit_tokens;
+    uint64_t room = (uint64_t)tier_hits > local ? (uint64_t)tier_hits - local : 0;
+    uint64_t remote_hits = rs->hit_tokens < room ? rs->hit_tokens : room;
     fprintf(f, ",\"remote_policy\":\"%s\",\"remote_hit_tokens\":%" PRIu64 ",\"remote_hit_rate\":%.6f"
             ",\"remote_lookups\":%" PRIu64 ",\"remote_misses\":%" PRIu64 ",\"remote_corrupt_values\":%" PRIu64
-            ",\"remote_stored_pages\":%" PRIu64 ",\"remote_skipped_pages\":%" PRIu64
+            ",\"remote_stored_pages\":%" PRIu64 ",\"remote_refused_pages\":%" PRIu64
+            ",\"remote_skipped_pages\":%" PRIu64
             ",\"remote_deleted_pages\":%" PRIu64 ",\"remote_dropped_pages\":%" PRIu64
             ",\"remote_failed_lookups\":%" PRIu64 ",\"remote_reconnects\":%" PRIu64
             ",\"remote_bytes_loaded\":%.0f,\"remote_bytes_stored\":%.0f"
             ",\"remote_load_seconds\":%.6f,\"remote_store_seconds\":%.6f",
-            o->cfg.remote.write_back ? "write-back" : "write-through", rs->hit_tokens,
-            (double)rs->hit_tokens / pt, rs->lookups, rs->misses, rs->corrupt_values, rs->stored_pages,
-            rs->skipped_pages, rs->deleted_pages, rs->dropped_pages, rs->failed_lookups, rs->reconnects,
+            o->cfg.remote.write_back ? "write-back" : "write-through", remote_hits,
+            (double)remote_hits / pt, rs->lookups, rs->misses, rs->corrupt_values, rs->stored_pages,
+            rs->refused_pages, rs->skipped_pages, rs->deleted_pages, rs->dropped_pages, rs->failed_lookups, rs->reconnects,
             rs->bytes_loaded, rs->bytes_stored, rs->load_seconds, rs->store_seconds);
 }
