@@ -49,7 +49,7 @@ int attn_decode_check_host(const char *fn, const attn_shape *s, int32_t num_seqs
 int attn_slots_check_host(const char *fn, const attn_shape *s, int32_t num_tokens,
                           int32_t num_pages, const int32_t *slot_mapping);
 
-/* The merge of two partial states, written once (DESIGN.md, attention
+/* The merge of two partial states, written once (docs/ARCHITECTURE.md, attention
  * contract):
  *   m = max(l1, l2); l = m + log(e^(l1-m) + e^(l2-m));
  *   o = o1 w1 + o2 w2  with  w1 = e^(l1-l), w2 = e^(l2-l).

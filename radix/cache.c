@@ -62,7 +62,7 @@ rkv_status cache_create(const cache_config *cfg, page_pool *pool, cache **out, c
     if (k) {
         if (!evict_policy_lookup(cfg->policy, k->name, err, errlen)) return RKV_EINVAL;
         rkv_status st = k->create(cfg, pool, out, err, errlen);
-        if (st == RKV_OK) (*out)->caps = (*out)->ops->caps;
+        if (st == RKV_OK) (*out)->caps = k->caps;
         return st;
     }
     if (err) {

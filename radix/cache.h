@@ -90,10 +90,14 @@ typedef struct cache_config {
     const char *hash_fn;     /* "xxh3" (default), "sha256", "md5" (hash kinds) */
 } cache_config;
 
-/* What a kind can do, so that callers ask instead of comparing names. */
+/* What a kind can do, so that callers ask instead of comparing names: the
+ * one capability word of a kind, given by its line in the registry
+ * (cache_kinds.h) and copied into every cache it creates. */
 enum {
-    /* A match finds what an insert stored (not none, not hash-nocache). */
-    CACHE_CAP_REUSE = 1u << 0,
+    CACHE_CAP_REUSE = 1u << 0,  /* a match finds what an insert stored (not none, not hash-nocache) */
+    CACHE_CAP_EVICTS = 1u << 1, /* evicts in the order of an eviction policy (evict_policy.h) */
+    CACHE_CAP_HASHES = 1u << 2, /* hashes blocks with cfg->hash_fn */
+    CACHE_CAP_TREE = 1u << 3,   /* a tree of nodes with times: dumps, pictures, the node hooks */
 };
 
 /* What the eviction hook and cache_visit() see of one node (tree kinds). The
@@ -133,7 +137,6 @@ typedef struct cache_ops {
     bool (*set_evict_hook)(cache *c, cache_node_fn fn, void *ctx);
     bool (*visit)(const cache *c, cache_node_fn fn, void *ctx);
     bool (*clock)(const cache *c, uint64_t *out);
-    unsigned caps;       /* CACHE_CAP_* */
 } cache_ops;
 
 /* Common header; each kind embeds it first in its own struct. */
@@ -143,7 +146,7 @@ struct cache {
     int32_t page_size;
     cache_stats stats;
     int64_t pinned_tokens; /* locked for the cache's life (cache_pin.h); kinds leave it alone */
-    unsigned caps;         /* CACHE_CAP_*: ops->caps, or the wrapped kind's under a wrapper */
+    unsigned caps;         /* CACHE_CAP_*: the kind's registry line, or the wrapped kind's under a wrapper */
     int32_t priority;      /* of the request the next match / insert is for (cache_set_priority) */
 };
 

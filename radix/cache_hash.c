@@ -540,11 +540,11 @@ static void hash_destroy(cache *c)
 
 static const cache_ops hash_ops = {
     "hash", hash_match, hash_insert, hash_lock, hash_unlock, hash_evict, hash_sizes, hash_check,
-    hash_dump, hash_destroy, NULL, NULL, NULL, CACHE_CAP_REUSE,
+    hash_dump, hash_destroy, NULL, NULL, NULL,
 };
 static const cache_ops nocache_ops = {
     "hash-nocache", hash_match, hash_insert, hash_lock, hash_unlock, hash_evict, hash_sizes,
-    hash_check, hash_dump, hash_destroy, NULL, NULL, NULL, 0,
+    hash_check, hash_dump, hash_destroy, NULL, NULL, NULL,
 };
 
 rkv_status cache_hash_create(const cache_config *cfg, page_pool *pool, bool nocache,

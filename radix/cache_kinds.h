@@ -11,21 +11,14 @@
  *
  * Policies and hash functions: cache_create() checks cfg->policy against the
  * evict_policy table for every kind, so a bad name fails the same way
- * everywhere. A kind with CACHE_KIND_EVICTS orders its eviction by the policy
+ * everywhere. A kind with CACHE_CAP_EVICTS orders its eviction by the policy
  * (every registered one); a kind without it has no order to choose and
- * ignores the name. Only kinds with CACHE_KIND_HASHES read (and check)
+ * ignores the name. Only kinds with CACHE_CAP_HASHES read (and check)
  * cfg->hash_fn, from block_hash_fn_names. */
 #ifndef RKV_CACHE_KINDS_H
 #define RKV_CACHE_KINDS_H
 
 #include "cache.h"
-
-enum {
-    CACHE_KIND_REUSES = 1u << 0, /* keeps pages for later requests (all but none) */
-    CACHE_KIND_EVICTS = 1u << 1, /* evicts in the order of an eviction policy */
-    CACHE_KIND_HASHES = 1u << 2, /* hashes blocks with cfg->hash_fn */
-    CACHE_KIND_TREE = 1u << 3,   /* a tree of nodes with times (dumps, pictures) */
-};
 
 typedef rkv_status (*cache_kind_create_fn)(const cache_config *cfg, page_pool *pool, cache **out,
                                            char *err, size_t errlen);
@@ -33,7 +26,7 @@ typedef rkv_status (*cache_kind_create_fn)(const cache_config *cfg, page_pool *p
 typedef struct cache_kind {
     const char *name;
     cache_kind_create_fn create;
-    unsigned caps;       /* CACHE_KIND_* */
+    unsigned caps;       /* CACHE_CAP_* (cache.h): the kind's one capability word */
     const char *summary; /* one line, for `radixkv list` and help */
 } cache_kind;
 
@@ -53,13 +46,13 @@ rkv_status cache_trie_create(const cache_config *cfg, page_pool *pool, cache **o
 
 /* The registry, in the order lists show it; the first kind is the default. */
 #define CACHE_KIND_LIST(X)                                                                   \
-    X("radix", cache_radix_create, CACHE_KIND_REUSES | CACHE_KIND_EVICTS | CACHE_KIND_TREE,   \
+    X("radix", cache_radix_create, CACHE_CAP_REUSE | CACHE_CAP_EVICTS | CACHE_CAP_TREE,   \
       "compressed radix tree of tokens (SGLang RadixAttention)")                            \
-    X("hash", cache_hash_reuse_create, CACHE_KIND_REUSES | CACHE_KIND_EVICTS | CACHE_KIND_HASHES, \
+    X("hash", cache_hash_reuse_create, CACHE_CAP_REUSE | CACHE_CAP_EVICTS | CACHE_CAP_HASHES, \
       "full-block hashing with a free-block queue (vLLM v1)")                               \
-    X("hash-nocache", cache_hash_nocache_create, CACHE_KIND_HASHES,                          \
+    X("hash-nocache", cache_hash_nocache_create, CACHE_CAP_HASHES,                          \
       "computes every block hash, never reuses (the cost of hashing alone)")                \
-    X("trie", cache_trie_create, CACHE_KIND_REUSES | CACHE_KIND_EVICTS | CACHE_KIND_TREE,     \
+    X("trie", cache_trie_create, CACHE_CAP_REUSE | CACHE_CAP_EVICTS | CACHE_CAP_TREE,     \
       "one node per token, uncompressed (ablation of compression)")                         \
     X("none", cache_none_create, 0, "no reuse: pages go back to the pool when a request ends") \
     /* one line per kind, above this one */

@@ -65,7 +65,6 @@ static void none_destroy(cache *c) { free(c); }
 
 static const cache_ops none_ops = {
     .name = "none",
-    .caps = 0,
     .match = none_match,
     .insert = none_insert,
     .lock = none_lock,

@@ -178,7 +178,6 @@ static bool radix_clock(const cache *c, uint64_t *out)
 
 static const cache_ops radix_ops = {
     .name = "radix",
-    .caps = CACHE_CAP_REUSE,
     .match = radix_match,
     .insert = radix_insert,
     .lock = radix_lock,

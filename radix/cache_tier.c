@@ -55,6 +55,7 @@ typedef struct cache_tier {
     uint8_t *scratch;   /* (page_bytes) */
     int64_t disk_writes;
     int instance;
+    int disk_fd;          /* the disk tier's backing file, unlinked at once; -1: none */
     tier_remote *remote; /* NULL: no remote tier */
 
     /* per pool page */
@@ -200,12 +201,11 @@ static void drop(cache_tier *t, int32_t e)
 
 /* ---------------------------------------------------------------- disk */
 
-static void disk_path(const cache_tier *t, int32_t slot, char *buf, size_t n)
-{
-    snprintf(buf, n, "%s/rkv-%ld-%d-%d.page", t->cfg.disk_dir, (long)getpid(), t->instance, slot);
-}
-
-static bool disk_on_files(const cache_tier *t) { return t->cfg.disk_dir && t->mv.page_bytes > 0; }
+/* The disk tier is one file under disk_dir holding every slot at
+ * slot * page_bytes. It is unlinked right after it is created and the tier
+ * keeps the descriptor: whatever ends the process (a second signal, SIGKILL,
+ * a crash), nothing is left behind in the directory. */
+static bool disk_on_files(const cache_tier *t) { return t->disk_fd >= 0 && t->mv.page_bytes > 0; }
 
 static rkv_status disk_write(cache_tier *t, int32_t slot, const void *src)
 {
@@ -214,27 +214,17 @@ static rkv_status disk_write(cache_tier *t, int32_t slot, const void *src)
         return RKV_EIO;
     }
     if (disk_on_files(t)) {
-        char path[4096];
-        disk_path(t, slot, path, sizeof path);
-        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        if (fd < 0) return RKV_EIO;
+        const off_t base = (off_t)slot * (off_t)t->mv.page_bytes;
         size_t done = 0;
         while (done < t->mv.page_bytes) {
-            ssize_t w = write(fd, (const uint8_t *)src + done, t->mv.page_bytes - done);
+            ssize_t w = pwrite(t->disk_fd, (const uint8_t *)src + done, t->mv.page_bytes - done,
+                               base + (off_t)done);
+            if (w < 0 && errno == EINTR) continue;
             if (w <= 0) {
-                int e = w < 0 ? errno : ENOSPC;
-                close(fd);
-                unlink(path);
-                errno = e;
+                if (w == 0) errno = ENOSPC;
                 return RKV_EIO;
             }
             done += (size_t)w;
-        }
-        if (close(fd) != 0) {
-            int e = errno;
-            unlink(path);
-            errno = e;
-            return RKV_EIO;
         }
     }
     t->disk_writes++;
@@ -244,20 +234,15 @@ static rkv_status disk_write(cache_tier *t, int32_t slot, const void *src)
 static rkv_status disk_read(cache_tier *t, int32_t slot, void *dst)
 {
     if (!disk_on_files(t)) return RKV_OK;
-    char path[4096];
-    disk_path(t, slot, path, sizeof path);
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) return RKV_EIO;
+    const off_t base = (off_t)slot * (off_t)t->mv.page_bytes;
     size_t done = 0;
     while (done < t->mv.page_bytes) {
-        ssize_t r = read(fd, (uint8_t *)dst + done, t->mv.page_bytes - done);
-        if (r <= 0) {
-            close(fd);
-            return RKV_EIO;
-        }
+        ssize_t r = pread(t->disk_fd, (uint8_t *)dst + done, t->mv.page_bytes - done,
+                          base + (off_t)done);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return RKV_EIO;
         done += (size_t)r;
     }
-    close(fd);
     return RKV_OK;
 }
 
@@ -619,13 +604,7 @@ static void tier_destroy(cache *c)
     cache_tier *t = tier_of(c);
     cache_destroy(t->inner);
     tier_remote_close(t->remote);
-    if (disk_on_files(t)) {
-        char path[4096];
-        for (int32_t s = 0; s < t->cfg.disk_pages; s++) {
-            disk_path(t, s, path, sizeof path);
-            unlink(path);
-        }
-    }
+    if (t->disk_fd >= 0) close(t->disk_fd);
     free(t->ent);
     free(t->ent_toks);
     free(t->bucket);
@@ -693,6 +672,7 @@ rkv_status cache_tier_wrap(cache *inner, const tier_config *cfg, const tier_move
     t->cfg = *cfg;
     if (mover && pb) t->mv = *mover;
     t->instance = instances++;
+    t->disk_fd = -1;
     t->inner = inner;
     t->P = inner->page_size;
     t->base.ops = &tier_ops;
@@ -747,12 +727,18 @@ rkv_status cache_tier_wrap(cache *inner, const tier_config *cfg, const tier_move
             return rkv_fail(RKV_EIO, err, errlen, "tier directory %s cannot be written (nor created): %s",
                         cfg->disk_dir, strerror(e));
         }
-        snprintf(path, sizeof path, "%s/rkv-%ld-%d-probe", cfg->disk_dir, (long)getpid(), t->instance);
-        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        snprintf(path, sizeof path, "%s/rkv-%ld-%d.pages", cfg->disk_dir, (long)getpid(), t->instance);
+        int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        /* Written once to be sure the directory takes data, then unlinked
+         * while open (see disk_write). */
         bool ok = fd >= 0 && write(fd, "x", 1) == 1;
         int e = errno;
-        if (fd >= 0) close(fd);
-        unlink(path);
+        if (fd >= 0) unlink(path);
+        if (ok) {
+            t->disk_fd = fd;
+        } else if (fd >= 0) {
+            close(fd);
+        }
         if (!ok) {
             t->inner = NULL;
             t->cfg.disk_dir = NULL;

@@ -87,7 +87,7 @@ typedef struct tier_mover {
 typedef struct tier_config {
     int64_t host_pages;          /* host tier capacity in pages (>= 0) */
     int64_t disk_pages;          /* disk tier capacity in pages (0: none) */
-    const char *disk_dir;        /* one file per page under it; needed with data to move */
+    const char *disk_dir;        /* the disk tier's file goes there, unlinked while open; needed with data to move */
     bool write_through;          /* false: write-back on evict */
     double modelled_page_bytes;  /* bytes one page costs to move (0: mover's page_bytes) */
     double host_bw;              /* bytes/s host <-> GPU (0: 50e9) */

@@ -700,7 +700,6 @@ static const cache_ops trie_ops = {
     .check = trie_check,
     .dump = trie_dump,
     .destroy = trie_destroy,
-    .caps = CACHE_CAP_REUSE,
 };
 
 rkv_status cache_trie_create(const cache_config *cfg, page_pool *pool, cache **out, char *err,

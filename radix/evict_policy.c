@@ -2,7 +2,9 @@
  * Adding a policy: write radix/policy_<name>.c, add X(<name>) below and the
  * file to radix/meson.build. The first entry is the default. */
 #include "evict_policy.h"
+#include "rkv_core.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -66,4 +68,34 @@ const char *evict_policy_names(char *buf, size_t len)
         used += (size_t)snprintf(buf + used, len - used, "%s%s", i ? ", " : "",
                                  evict_policies[i]->name);
     return buf;
+}
+
+bool evict_policy_key_never_falls(const evict_policy *p, int trials, uint64_t seed, char *err,
+                                  size_t errlen)
+{
+    uint64_t r = seed;
+    for (int i = 0; i < trials; i++) {
+        /* Small ranges as well as large ones, so that ties and edges occur. */
+        uint64_t span = i % 2 ? 1000 : UINT64_C(1) << 40;
+        evict_node a = {
+            .time = rkv_splitmix64_next(&r) % span,
+            .hits = 1 + rkv_splitmix64_next(&r) % span,
+            .depth = (int64_t)(rkv_splitmix64_next(&r) % span),
+            .len = 1 + (int32_t)(rkv_splitmix64_next(&r) % 4096),
+            .priority = (int32_t)(rkv_splitmix64_next(&r) % 200) - 100,
+        };
+        evict_node b = a;
+        b.time += 1 + rkv_splitmix64_next(&r) % span;
+        b.hits += 1;
+        int32_t pr = (int32_t)(rkv_splitmix64_next(&r) % 200) - 100;
+        if (pr > b.priority) b.priority = pr;
+        if (evict_key_less(p->key(&b), p->key(&a))) {
+            if (err)
+                snprintf(err, errlen, "policy %s: key fell on access: time %" PRIu64 " -> %" PRIu64
+                         ", hits %" PRIu64 " -> %" PRIu64 ", priority %d -> %d", p->name, a.time,
+                         b.time, a.hits, b.hits, a.priority, b.priority);
+            return false;
+        }
+    }
+    return true;
 }

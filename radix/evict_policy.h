@@ -8,7 +8,7 @@
  * The order a policy defines: among the candidates a kind may evict (unlocked
  * leaves for the tree kinds, free leaf blocks for hash), the one with the
  * smallest key goes first; equal keys go to the smaller id (created first,
- * DESIGN.md's tie rule). The caller applies that last tie, never the policy,
+ * docs/ARCHITECTURE.md's tie rule). The caller applies that last tie, never the policy,
  * so no policy can break it. Keys compare as (k0, k1), unsigned.
  *
  * What a kind tells a policy about a node (evict_node): the logical clock of
@@ -83,6 +83,16 @@ const evict_policy *evict_policy_find(const char *name);
  * it, the caller (who) and the choices: "<who>: unknown eviction policy ...". */
 const evict_policy *evict_policy_lookup(const char *name, const char *who, char *err,
                                         size_t errlen);
+/* The contract every policy keeps: its key never falls when a node is
+ * accessed (time grows, hits grow, priority may only rise; depth and len do
+ * not change). Radix keeps its heap ordered lazily and fixes a key only when
+ * the node surfaces, which is exact only under this rule; a key that falls on
+ * access (MRU) would make radix evict in another order than trie and hash,
+ * silently. Checked here on `trials` random accesses from `seed` (the cache
+ * suite runs it over every registered policy): true when the key never fell;
+ * else false with the counter-example in err. */
+bool evict_policy_key_never_falls(const evict_policy *p, int trials, uint64_t seed, char *err,
+                                  size_t errlen);
 /* Index of p in the table, -1 if it is not registered. */
 int evict_policy_index(const evict_policy *p);
 /* "lru, lfu, ..." into buf (for error messages); returns buf. */

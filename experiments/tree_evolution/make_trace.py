@@ -19,7 +19,7 @@ Text is cut into words; a role marker ("User:", "Q:") is glued to the word
 after it, so that two messages diverge at their first word as in the figure
 (real tokenizers would share the marker and split one token later).
 
-A small reference model of the radix cache (DESIGN.md rules: a clock per
+A small reference model of the radix cache (docs/ARCHITECTURE.md rules: a clock per
 match/insert, LRU with ties to the node created first, the step semantics of
 cache-sim) replays the trace for every capacity; the capacity written to
 config.json is the middle of the range that gives exactly the figure's

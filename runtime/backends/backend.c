@@ -21,41 +21,78 @@ rkv_status backend_cuda_create(const backend_config *cfg, backend **out, char *e
                                size_t errlen);
 #endif
 
-const char *const backend_names[] = {"cpu", "sim", "cuda", NULL};
+/* The registry, in the order lists show it; the first is the default. A
+ * backend compiled out of this build keeps its line (create NULL) so that its
+ * name is known and refused with the reason. */
+typedef struct backend_entry {
+    const char *name;
+    rkv_status (*create)(const backend_config *cfg, backend **out, char *err, size_t errlen);
+    const char *missing; /* why create is NULL in this build */
+    unsigned caps;       /* BACKEND_CAP_* every instance has */
+    const char *summary;
+} backend_entry;
+
+#ifndef RKV_HAVE_BACKEND_SIM
+#define backend_sim_create NULL
+#endif
+#ifndef RKV_HAVE_BACKEND_CUDA
+#define backend_cuda_create NULL
+#endif
+
+/* name, constructor, what a build without it lacks, capabilities, summary. */
+#define BACKEND_LIST(X)                                                                     \
+    X("cpu", backend_cpu_create, "", 0, "the model on the CPU (OpenBLAS GEMMs, CPU attention)") \
+    X("sim", backend_sim_create, "", BACKEND_CAP_MODELLED_TIME,                              \
+      "no model: step times from a per-kernel cost model of a GPU")                         \
+    X("cuda", backend_cuda_create, " (needs CUDA)", 0,                                      \
+      "the model on the GPU (cuBLAS GEMMs, CUDA attention)")
+
+#define BACKEND_ENTRY(n, c, m, k, s) {n, c, m, k, s},
+#define BACKEND_NAME(n, c, m, k, s) n,
+static const backend_entry backends[] = {BACKEND_LIST(BACKEND_ENTRY)};
+enum { NUM_BACKENDS = sizeof backends / sizeof *backends };
+const char *const backend_names[] = {BACKEND_LIST(BACKEND_NAME) NULL};
+
+static const backend_entry *backend_find(const char *name)
+{
+    for (int i = 0; i < NUM_BACKENDS; i++)
+        if (!strcmp(name, backends[i].name)) return &backends[i];
+    return NULL;
+}
 
 bool backend_built(const char *name)
 {
-    if (!strcmp(name, "cpu")) return true;
-#ifdef RKV_HAVE_BACKEND_SIM
-    if (!strcmp(name, "sim")) return true;
-#endif
-#ifdef RKV_HAVE_BACKEND_CUDA
-    if (!strcmp(name, "cuda")) return true;
-#endif
-    return false;
+    const backend_entry *b = backend_find(name);
+    return b && b->create;
+}
+
+unsigned backend_caps(const char *name)
+{
+    const backend_entry *b = backend_find(name ? name : backends[0].name);
+    return b ? b->caps : 0;
+}
+
+const char *backend_summary(const char *name)
+{
+    const backend_entry *b = backend_find(name);
+    return b ? b->summary : NULL;
 }
 
 rkv_status backend_create(const char *name, const backend_config *cfg, backend **out,
                           char *err, size_t errlen)
 {
     *out = NULL;
-    if (!name || !strcmp(name, "cpu")) return backend_cpu_create(cfg, out, err, errlen);
-    if (!strcmp(name, "sim")) {
-#ifdef RKV_HAVE_BACKEND_SIM
-        return backend_sim_create(cfg, out, err, errlen);
-#else
-        snprintf(err, errlen, "backend 'sim' is not built into this binary");
-        return RKV_ENOTSUP;
-#endif
+    const backend_entry *b = backend_find(name ? name : backends[0].name);
+    if (!b) {
+        int n = snprintf(err, errlen, "unknown backend '%s' (", name);
+        for (int i = 0; i < NUM_BACKENDS && n > 0 && (size_t)n < errlen; i++)
+            n += snprintf(err + n, errlen - (size_t)n, "%s%s", i ? ", " : "", backends[i].name);
+        if (n > 0 && (size_t)n < errlen) snprintf(err + n, errlen - (size_t)n, ")");
+        return RKV_EINVAL;
     }
-    if (!strcmp(name, "cuda")) {
-#ifdef RKV_HAVE_BACKEND_CUDA
-        return backend_cuda_create(cfg, out, err, errlen);
-#else
-        snprintf(err, errlen, "backend 'cuda' is not built into this binary (needs CUDA)");
+    if (!b->create) {
+        snprintf(err, errlen, "backend '%s' is not built into this binary%s", b->name, b->missing);
         return RKV_ENOTSUP;
-#endif
     }
-    snprintf(err, errlen, "unknown backend '%s' (cpu, sim, cuda)", name);
-    return RKV_EINVAL;
+    return b->create(cfg, out, err, errlen);
 }

@@ -18,29 +18,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fwd_batch.h"
 #include "rkv_status.h"
 
-typedef struct sampling_params {
-    float temperature; /* 0: greedy */
-    int32_t top_k;     /* <= 0: off */
-    float top_p;       /* >= 1: off */
-    uint64_t seed;     /* per request */
-} sampling_params;
-
-typedef struct fwd_batch {
-    int32_t num_seqs;            /* B */
-    int32_t num_tokens;          /* T = q_starts[B] */
-    const int32_t *token_ids;    /* (T) */
-    const int32_t *positions;    /* (T) true positions (prefix shifts them) */
-    const int32_t *q_starts;     /* (B+1) */
-    const int32_t *prefix_lens;  /* (B) tokens already in KV pages */
-    const int32_t *page_table;   /* (B, max_pages) pages for prefix + these rows */
-    int32_t max_pages;
-    const int32_t *slot_mapping; /* (T) page * page_size + offset of each row's K/V */
-    const int32_t *sample_rows;  /* (B) absolute row to sample from, or -1 */
-    const sampling_params *sampling; /* (B) */
-    const int32_t *sample_steps; /* (B) index of the token being sampled (RNG stream position) */
-} fwd_batch;
 
 typedef struct backend_config {
     const char *model;        /* preset name or path to a config.json; NULL: built-in default */
@@ -96,6 +76,11 @@ struct backend {
 extern const char *const backend_names[];
 /* Whether backend name is built into this binary. */
 bool backend_built(const char *name);
+/* The capabilities (BACKEND_CAP_*) every backend of that name has; NULL:
+ * the default backend; 0 for an unknown name. */
+unsigned backend_caps(const char *name);
+/* Its one-line summary (for `radixkv list` and help); NULL when unknown. */
+const char *backend_summary(const char *name);
 /* Create by name: "cpu", "cuda", "sim". Unknown name or a backend not built in:
  * RKV_EINVAL / RKV_ENOTSUP with a message in err. */
 rkv_status backend_create(const char *name, const backend_config *cfg, backend **out,

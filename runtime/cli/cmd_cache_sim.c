@@ -13,6 +13,7 @@
 #include "billing.h"
 #include "block_hash.h"
 #include "cache.h"
+#include "cache_kinds.h"
 #include "cache_sim.h"
 #include "cache_tier.h"
 #include "cli.h"
@@ -34,14 +35,14 @@ static void usage_cache_sim(FILE *f)
         "TRACE is JSON Lines ({\"id\", \"tokens\", \"step\"?} per line) or a Mooncake trace\n"
         "({\"timestamp\", \"input_length\", \"output_length\", \"hash_ids\"}); '-' reads stdin.\n"
         "\n"
-        "  --cache KIND        ");
-    for (int i = 0; cache_kind_names[i]; i++) fprintf(f, "%s%s", i ? " | " : "", cache_kind_names[i]);
+        "");
+    cli_usage_choices(f, 19, "--cache KIND", NULL, cache_kind_names);
     fprintf(f,
-        "\n"
         "  --capacity TOKENS   cache size in tokens (floor(TOKENS / P) pages)\n"
-        "  --page-size P       tokens per page\n"
-        "  --evict-policy NAME eviction policy (radixkv list): lru (default) | ...\n"
-        "  --hash NAME         block hash for hash kinds: xxh3 (default) | sha256 | md5\n"
+        "  --page-size P       tokens per page\n");
+    cli_usage_choices(f, 19, "--evict-policy NAME", "", evict_policy_name_list);
+    cli_usage_choices(f, 19, "--hash NAME", "block hash for hash kinds: ", block_hash_fn_names);
+    fprintf(f,
         "  --dump-dir DIR      the tree after every step as JSON and DOT (SVG with graphviz)\n"
         "  --out FILE          write the JSON Lines there instead of stdout\n"
         "  --check             full consistency check of the cache after every step\n"
@@ -145,14 +146,17 @@ static int check_cache_sim(sim_cmd *m)
         return 2;
     }
     o->kind = m->cfg.kind;
-    bool tree_kind = !strcmp(m->cfg.kind, "radix") || !strcmp(m->cfg.kind, "trie");
-    bool hash_kind = !strncmp(m->cfg.kind, "hash", 4);
+    /* The kind's capabilities decide (cache_kinds.h), never its name. */
+    const cache_kind *kd = cache_kind_find(m->cfg.kind);
+    unsigned caps = kd ? kd->caps : 0;
+    bool evicts = caps & CACHE_CAP_EVICTS;
+    bool hash_kind = caps & CACHE_CAP_HASHES;
     if (m->cfg.hash_fn && !hash_kind) {
         fprintf(stderr, "radixkv cache-sim: --hash applies to the hash kinds, not --cache %s\n",
                 m->cfg.kind);
         return 2;
     }
-    o->policy = tree_kind ? (m->cfg.policy ? m->cfg.policy : "lru") : NULL;
+    o->policy = evicts ? (m->cfg.policy ? m->cfg.policy : evict_policies[0]->name) : NULL;
     o->hash_fn = hash_kind ? (m->cfg.hash_fn ? m->cfg.hash_fn : "xxh3") : NULL;
     if (m->model_name || m->gpu_name) {
         if (model_config_load(m->model_name, &m->model, err, sizeof err) != RKV_OK) {
@@ -192,8 +196,10 @@ static int build_cache(sim_cmd *m)
     char err[512] = "";
     cache_pins_init(&m->pins);
     /* What start-up fills for every page: the pool's free list and states,
-     * and for kinds without an eviction log the page-token table. */
-    uint64_t per_page = 5 + (strcmp(m->cfg.kind, "radix") && !m->o.summary_only ? 4 * (uint64_t)m->page_size : 0);
+     * and, unless only a summary is asked for, the page-token table (counted
+     * for every kind: an upper bound, whether or not the kind logs evictions
+     * through its node hook). */
+    uint64_t per_page = 5 + (!m->o.summary_only ? 4 * (uint64_t)m->page_size : 0);
     char what[128];
     snprintf(what, sizeof what, "--capacity %" PRId64 " (%" PRId64 " pages of %" PRId64 ")",
              m->o.capacity, m->pages, (int64_t)m->page_size);

@@ -8,10 +8,11 @@
  *   {"kinds":[{"name","summary","reuses","evicts","hashes","tree","policies":[..],
  *              "hash_fns":[..]}],
  *    "policies":[{"name","summary","needs":[..]}], "hash_fns":[..],
- *    "backends":[{"name","built"}], "sched_policies":[..]}
+ *    "backends":[{"name","built","summary"}], "sched_policies":[..]}
  * A kind's "policies" are those that order its eviction (empty when it has no
  * order to choose); its "hash_fns" those it hashes with (empty if none).
- * Without --json the same lists go to stderr as text, for people. */
+ * Without --json the same lists go to stdout as text, for people (so that
+ * `radixkv list | grep` works). */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,10 +40,10 @@ static json_t *list_json(void)
     for (const cache_kind *k = cache_kinds; k->name; k++)
         json_array_append_new(kinds, json_pack("{s:s, s:s, s:b, s:b, s:b, s:b, s:o, s:o}",
             "name", k->name, "summary", k->summary,
-            "reuses", (k->caps & CACHE_KIND_REUSES) != 0, "evicts", (k->caps & CACHE_KIND_EVICTS) != 0,
-            "hashes", (k->caps & CACHE_KIND_HASHES) != 0, "tree", (k->caps & CACHE_KIND_TREE) != 0,
-            "policies", names_json(k->caps & CACHE_KIND_EVICTS ? evict_policy_name_list : none),
-            "hash_fns", names_json(k->caps & CACHE_KIND_HASHES ? block_hash_fn_names : none)));
+            "reuses", (k->caps & CACHE_CAP_REUSE) != 0, "evicts", (k->caps & CACHE_CAP_EVICTS) != 0,
+            "hashes", (k->caps & CACHE_CAP_HASHES) != 0, "tree", (k->caps & CACHE_CAP_TREE) != 0,
+            "policies", names_json(k->caps & CACHE_CAP_EVICTS ? evict_policy_name_list : none),
+            "hash_fns", names_json(k->caps & CACHE_CAP_HASHES ? block_hash_fn_names : none)));
     json_t *pols = json_array();
     for (int i = 0; evict_policies[i]; i++) {
         const evict_policy *p = evict_policies[i];
@@ -55,11 +56,12 @@ static json_t *list_json(void)
     }
     json_t *backends = json_array();
     for (int i = 0; backend_names[i]; i++)
-        json_array_append_new(backends, json_pack("{s:s, s:b}", "name", backend_names[i], "built",
-                                                  backend_built(backend_names[i])));
+        json_array_append_new(backends, json_pack("{s:s, s:b, s:s}", "name", backend_names[i], "built",
+                                                  backend_built(backend_names[i]), "summary",
+                                                  backend_summary(backend_names[i])));
     json_t *sched = json_array();
-    for (int p = 0; strcmp(sched_policy_name((sched_policy)p), "?") != 0; p++)
-        json_array_append_new(sched, json_string(sched_policy_name((sched_policy)p)));
+    for (int p = 0; sched_policy_names[p]; p++)
+        json_array_append_new(sched, json_string(sched_policy_names[p]));
     return json_pack("{s:o, s:o, s:o, s:o, s:o}", "kinds", kinds, "policies", pols, "hash_fns",
                      names_json(block_hash_fn_names), "backends", backends, "sched_policies", sched);
 }
@@ -79,11 +81,12 @@ static void list_text(FILE *f, json_t *all)
                 json_string_value(json_object_get(v, "summary")));
     fprintf(f, "hash functions (--hash):");
     json_array_foreach(json_object_get(all, "hash_fns"), i, v) fprintf(f, " %s", json_string_value(v));
-    fprintf(f, "\nbackends (--backend):");
+    fprintf(f, "\nbackends (--backend):\n");
     json_array_foreach(json_object_get(all, "backends"), i, v)
-        fprintf(f, " %s%s", json_string_value(json_object_get(v, "name")),
-                json_is_true(json_object_get(v, "built")) ? "" : " (not built)");
-    fprintf(f, "\nscheduling policies (run --sched-policy):");
+        fprintf(f, "  %-14s %s%s\n", json_string_value(json_object_get(v, "name")),
+                json_string_value(json_object_get(v, "summary")),
+                json_is_true(json_object_get(v, "built")) ? "" : " (not built into this binary)");
+    fprintf(f, "scheduling policies (run --sched-policy):");
     json_array_foreach(json_object_get(all, "sched_policies"), i, v) fprintf(f, " %s", json_string_value(v));
     fprintf(f, "\n");
 }
@@ -93,7 +96,7 @@ static void usage_list(FILE *f)
     fprintf(f, "usage: radixkv list [--json]\n\n"
                "Cache kinds, eviction policies, hash functions, backends and scheduling\n"
                "policies of this binary. --json: one JSON object on stdout; otherwise text\n"
-               "on stderr.\n");
+               "on stdout.\n");
 }
 
 int cmd_list(int argc, char **argv)
@@ -126,7 +129,7 @@ int cmd_list(int argc, char **argv)
         printf("%s\n", s);
         free(s);
     } else {
-        list_text(stderr, all);
+        list_text(stdout, all);
     }
     json_decref(all);
     return 0;

@@ -20,14 +20,21 @@
 #include "commands.h"
 #include "cli.h"
 #include "engine.h"
+#include "block_hash.h"
+#include "cache_kinds.h"
+#include "scheduler.h"
+#include "backend.h"
+#include "router.h"
+#include "host_mem.h"
 #include "interrupt.h"
 #include "evict_policy.h"
 #include "model_config.h"
 #include "pin_file.h"
-#include "router.h"
+#include "replicas.h"
 #include "tier_opts.h"
 #include "progress.h"
 #include "trace.h"
+#include "trace_engine.h"
 #include "rkv_core.h"
 
 /* ---- options ------------------------------------------------------------ */
@@ -44,15 +51,18 @@ static void usage_run(FILE *f)
         "TRACE: JSON Lines {\"id\", \"tokens\", \"max_tokens\"?, \"arrival\"?, \"temperature\"?,\n"
         "\"top_p\"?, \"top_k\"?, \"seed\"?} or a Mooncake trace; '-' reads stdin.\n"
         "\n"
-        "  --backend NAME          cpu (default) | sim | cuda\n"
+    );
+    cli_usage_choices(f, 23, "--backend NAME", NULL, backend_names);
+    fprintf(f,
         "  --model PRESET|DIR      default | qwen2.5-0.5b | qwen2.5-3b | qwen2.5-7b | llama-3-8b |\n"
         "                          a config.json or a directory holding one\n"
-        "  --weights PATH          safetensors file or directory (default: seeded random)\n"
-        "  --cache KIND            radix (default) | hash | hash-nocache | trie | none\n"
-        "  --evict-policy NAME     eviction policy (radixkv list): lru (default) | ...\n"
-        "  --hash NAME             xxh3 (default) | sha256 | md5\n"
-        "  --sched-policy NAME     fcfs (default) | lpm | dfs-weight | random\n"
-        "  --schedule MODE         sync (default) | overlap\n"
+        "  --weights PATH          safetensors file or directory (default: seeded random)\n");
+    cli_usage_choices(f, 23, "--cache KIND", NULL, cache_kind_names);
+    cli_usage_choices(f, 23, "--evict-policy NAME", NULL, evict_policy_name_list);
+    cli_usage_choices(f, 23, "--hash NAME", NULL, block_hash_fn_names);
+    cli_usage_choices(f, 23, "--sched-policy NAME", NULL, sched_policy_names);
+    cli_usage_choices(f, 23, "--schedule MODE", NULL, engine_schedule_names);
+    fprintf(f,
         "  --page-size P           tokens per KV page (default 16)\n"
         "  --max-batched-tokens N  token budget per step (default 8192)\n"
         "  --max-running N         running requests at most (default 256)\n"
@@ -72,7 +82,9 @@ static void usage_run(FILE *f)
         "  --price-cached X        price per million cached input tokens (default 0.1)\n"
         "  --price-uncached X      price per million uncached input tokens (default 1)\n"
         "  --replicas N            N engines (data parallel) on one clock behind a router\n"
-        "  --router NAME           round-robin (default) | least-load | cache-aware\n"
+    );
+    cli_usage_choices(f, 23, "--router NAME", NULL, router_names);
+    fprintf(f,
         "  --router-threshold N    cache-aware: load gap (requests) that forces least-load (8)\n"
         "  --router-tokens N       cache-aware: capacity of each approximate tree (default:\n"
         "                          the replica's KV tokens)\n"
@@ -86,8 +98,6 @@ static void usage_run(FILE *f)
         "first admission at the cached price, the rest at the uncached one.\n");
 }
 
-static const char *const policy_names[] = {"fcfs", "lpm", "dfs-weight", "random", NULL};
-static const char *const schedule_names[] = {"sync", "overlap", NULL};
 
 static int check_run(run_opts *o, bool need_trace);
 
@@ -113,8 +123,8 @@ int run_parse_options(int argc, char **argv, run_opts *o, bool need_trace)
         CLI_CHOICE_OPT("--cache", &o->ec.cache_cfg.kind, cache_kind_names),
         CLI_CHOICE_OPT("--evict-policy", &o->ec.cache_cfg.policy, evict_policy_name_list),
         CLI_CHOICE_OPT("--hash", &o->ec.cache_cfg.hash_fn, block_hash_fn_names),
-        CLI_CHOICE_OPT("--sched-policy", &o->ec.policy, policy_names),
-        CLI_CHOICE_OPT("--schedule", &o->ec.schedule, schedule_names),
+        CLI_CHOICE_OPT("--sched-policy", &o->ec.policy, sched_policy_names),
+        CLI_CHOICE_OPT("--schedule", &o->ec.schedule, engine_schedule_names),
         CLI_INT_OPT("--page-size", &page_size, 1, 1 << 16),
         CLI_INT_OPT("--max-batched-tokens", &batched, 1, INT32_MAX / 4),
         CLI_INT_OPT("--max-running", &running, 1, 1 << 20),
@@ -200,6 +210,22 @@ static int check_run(run_opts *o, bool need_trace)
         }
         o->ec.backend_cfg.num_pages = (o->kv_tokens + P - 1) / P;
     }
+    if (o->ec.backend_cfg.num_pages > 0) {
+        /* Refused before anything is sized (--num-pages 2^31 - 1 once grew to
+         * gigabytes until killed): the pool's and the cache's bookkeeping per
+         * page, and on the cpu backend the page's fp32 K/V in host memory. */
+        int64_t pages = o->ec.backend_cfg.num_pages, P = o->ec.backend_cfg.page_size;
+        bool host_kv = !(backend_caps(o->ec.backend) & BACKEND_CAP_MODELLED_TIME)
+                       && (!o->ec.backend || !strcmp(o->ec.backend, backend_names[0]));
+        uint64_t per_page = 64 + (host_kv ? (uint64_t)model_config_kv_bytes_per_token(&mc, 4) * (uint64_t)P : 0);
+        char what[160];
+        snprintf(what, sizeof what, "%s (%lld pages of %lld tokens)",
+                 o->kv_tokens > 0 ? "--kv-tokens" : "--num-pages", (long long)pages, (long long)P);
+        if (host_mem_check(what, per_page * (uint64_t)pages, err, sizeof err)) {
+            fprintf(stderr, "radixkv run: %s\n", err);
+            return 2;
+        }
+    }
     tier_opts_finish(&o->tier, o->ec.backend_cfg.page_size);
     if (o->tier.cfg.remote.url) {
         /* Pages are shared only between engines whose K/V would be equal. */
@@ -213,7 +239,7 @@ static int check_run(run_opts *o, bool need_trace)
     if (o->tier.on) {
         o->ec.tier = &o->tier.cfg;
         /* sim moves stand-in bytes: the time model charges the model's K/V. */
-        if (o->ec.backend && !strcmp(o->ec.backend, "sim"))
+        if (backend_caps(o->ec.backend) & BACKEND_CAP_MODELLED_TIME)
             o->tier.cfg.modelled_page_bytes =
                 (double)model_config_kv_bytes_per_token(&mc, 2) * o->ec.backend_cfg.page_size;
     }
@@ -229,66 +255,35 @@ void run_ids_free(run_ids *ids)
     memset(ids, 0, sizeof *ids);
 }
 
+typedef struct load_ctx {
+    engine *e;
+    run_ids *ids;
+} load_ctx;
+
+static rkv_status load_one(void *vctx, const trace_request *q, const engine_request *er, char *err,
+                           size_t errlen)
+{
+    load_ctx *c = vctx;
+    int64_t id;
+    rkv_status st = engine_add(c->e, er, &id, err, errlen);
+    if (st || !c->ids) return st;
+    run_ids *ids = c->ids;
+    if ((st = rkv_grow((void **)&ids->id_json, &ids->cap, ids->n + 1, sizeof *ids->id_json)))
+        return st;
+    if (!(ids->id_json[ids->n] = strdup(q->id_json ? q->id_json : "null"))) {
+        snprintf(err, errlen, "out of host memory");
+        return RKV_ENOMEM;
+    }
+    ids->n++;
+    return RKV_OK;
+}
+
 rkv_status run_load_trace(engine *e, const char *path, int32_t default_max_tokens, run_ids *ids,
                           char *err, size_t errlen)
 {
-    trace_options topt = {
-        .format = TRACE_FORMAT_AUTO,
-        .tokens = TRACE_TOKENS_VOCAB,
-        .vocab_size = engine_backend(e)->vocab_size,
-    };
-    trace_reader *tr = NULL;
-    rkv_status st = trace_open(path, &topt, &tr, err, errlen);
-    if (st) return st;
-    trace_request q;
-    trace_request_init(&q);
-    for (;;) {
-        bool eof = false;
-        if ((st = trace_next(tr, &q, &eof, err, errlen)) || eof) break;
-        engine_request er = {
-            .tokens = q.tokens,
-            .n_tokens = q.n_tokens,
-            .max_tokens = q.max_tokens >= 0 ? q.max_tokens : default_max_tokens,
-            .stop_token = -1,
-            .sampling = {
-                .temperature = q.temperature >= 0 ? (float)q.temperature : 0.0f,
-                .top_k = q.top_k >= 0 ? q.top_k : 0,
-                .top_p = q.top_p >= 0 ? (float)q.top_p : 1.0f,
-                /* 0 asks the engine to derive one; a given seed never maps to 0. */
-                .seed = q.seed >= 0 ? ((uint64_t)q.seed << 1) | 1 : 0,
-            },
-            .arrival = q.arrival >= 0 ? q.arrival : 0,
-            .priority = q.priority,
-        };
-        int64_t id;
-        char why[256];
-        if ((st = engine_add(e, &er, &id, why, sizeof why))) {
-            snprintf(err, errlen, "%s:%lld: %s", path, (long long)q.line, why);
-            break;
-        }
-        if (ids) {
-            if (ids->n == ids->cap) {
-                int64_t nc = ids->cap ? ids->cap * 2 : 256;
-                char **p = realloc(ids->id_json, sizeof(char *) * (size_t)nc);
-                if (!p) {
-                    st = RKV_ENOMEM;
-                    break;
-                }
-                ids->id_json = p;
-                ids->cap = nc;
-            }
-            ids->id_json[ids->n] = strdup(q.id_json ? q.id_json : "null");
-            if (!ids->id_json[ids->n]) {
-                st = RKV_ENOMEM;
-                break;
-            }
-            ids->n++;
-        }
-    }
-    if (st == RKV_ENOMEM) snprintf(err, errlen, "%s: out of host memory", path);
-    trace_request_free(&q);
-    trace_close(tr);
-    return st;
+    load_ctx c = {e, ids};
+    return trace_engine_load(path, engine_backend(e)->vocab_size, default_max_tokens, load_one, &c,
+                             err, errlen);
 }
 
 /* ---- output -------------------------------------------------------------- */
@@ -366,7 +361,7 @@ static rkv_status serve(engine *e, const run_opts *o, run_ids *ids, FILE *out, b
     return st;
 }
 
-/* --replicas / --router: N engines behind a router (router.h). */
+/* --replicas / --router: N engines behind a router (replicas.h). */
 static int run_replicas(const run_opts *o)
 {
     char err[512] = "";
@@ -378,14 +373,21 @@ static int run_replicas(const run_opts *o)
         .progress = o->progress,
     };
     router_kind_parse(o->router ? o->router : "round-robin", &rcfg.router);
-    FILE *rout = stdout;
-    if (o->out && !(rout = fopen(o->out, "w"))) {
-        fprintf(stderr, "radixkv run: --out: cannot write '%s': %s\n", o->out, strerror(errno));
+    FILE *raw = stdout, *rout = NULL;
+    if ((o->out && !(raw = fopen(o->out, "w"))) || !(rout = interrupt_stream(raw))) {
+        fprintf(stderr, "radixkv run: --out: cannot write '%s': %s\n", o->out ? o->out : "-",
+                raw ? "out of host memory for the output stream" : strerror(errno));
+        if (raw && raw != stdout) fclose(raw);
         return 1;
     }
-    rkv_status rst = replicas_run(&rcfg, rout, err, sizeof err);
-    if (rst) fprintf(stderr, "radixkv run: %s\n", err);
-    int wrc = rout != stdout ? fclose(rout) : fflush(stdout);
+    bool interrupted = false;
+    rkv_status rst = replicas_run(&rcfg, rout, &interrupted, err, sizeof err);
+    if (rst) fprintf(stderr, "radixkv run: %s\n", err[0] ? err : rkv_status_str(rst));
+    int wrc = fclose(rout);
+    if (!rst && interrupted) {
+        fprintf(stderr, "radixkv run: interrupted\n");
+        return interrupt_exit_status();
+    }
     return rst ? (rst == RKV_EINVAL || rst == RKV_ENOTSUP ? 2 : 1) : (wrc ? 1 : 0);
 }
 
@@ -523,10 +525,8 @@ int cmd_run(int argc, char **argv)
     memset(&o, 0, sizeof o);
     int rc = run_parse_options(argc, argv, &o, true);
     if (rc >= 0) return rc;
-    if (o.replicas > 1 || o.router) return run_replicas(&o);
-    /* Single engine only: the replicas' router runs its own loop, which a
-     * signal still ends the default way. */
     interrupt_install();
+    if (o.replicas > 1 || o.router) return run_replicas(&o);
 
     char err[512] = "";
     engine *e = NULL;

@@ -213,7 +213,7 @@ int cmd_serve(int argc, char **argv)
     s->page_size = c->page_size;
     s->num_pages = c->pool->num_pages;
     s->backend_name = be->ops->name;
-    s->paced = !strcmp(be->ops->name, "sim");
+    s->paced = (be->ops->caps & BACKEND_CAP_MODELLED_TIME) != 0;
     cache_pins pins;
     cache_pins_init(&pins);
     int status = 0;

@@ -8,10 +8,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "billing.h"
 #include "engine.h"
 #include "rkv_status.h"
-#include "tier_opts.h"
+#include "run_opts.h"
 
 int cmd_cache_sim(int argc, char **argv);
 int cmd_run(int argc, char **argv);
@@ -19,22 +18,6 @@ int cmd_gen(int argc, char **argv);
 /* `radixkv serve` (cmd_serve.c): run's engine options behind an HTTP server. */
 int cmd_serve(int argc, char **argv);
 
-typedef struct run_opts {
-    engine_config ec;
-    const char *trace;
-    const char *out;
-    const char *pin;
-    int64_t kv_tokens;
-    int32_t default_max_tokens;
-    bool progress;
-    billing_prices prices;
-    tier_opts tier;
-    int32_t replicas;
-    const char *router;
-    int32_t router_threshold;
-    int64_t router_tokens;
-    double router_cache_threshold;
-} run_opts;
 
 /* `radixkv run`'s options into o (zeroed by the caller); serve reuses them.
  * Returns -1 to go on, else an exit status (0 after --help, 2 for bad usage,

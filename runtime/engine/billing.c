@@ -31,7 +31,9 @@ rkv_status billing_parse_price(const char *s, double *out)
     char *end;
     errno = 0;
     double x = strtod(s, &end);
-    if (errno || end == s || *end || !isfinite(x) || x < 0) return RKV_EINVAL;
+    /* Bounded so that every cost a summary prints stays a finite JSON number
+     * (1e308 once printed "inf"). */
+    if (errno || end == s || *end || !isfinite(x) || x < 0 || x > BILLING_MAX_PRICE) return RKV_EINVAL;
     *out = x;
     return RKV_OK;
 }
@@ -39,7 +41,8 @@ rkv_status billing_parse_price(const char *s, double *out)
 int billing_parse_price_opt(void *ctx, const char *opt, const char *s, char *err, size_t errlen)
 {
     if (billing_parse_price(s, ctx) == RKV_OK) return 0;
-    rkv_set_err(err, errlen, "%s: expected a price >= 0 per million tokens, got '%s'", opt,
+    rkv_set_err(err, errlen, "%s: expected a price in [0, %g] per million tokens, got '%s'", opt,
+                BILLING_MAX_PRICE,
                 s ? s : "");
     return 1;
 }

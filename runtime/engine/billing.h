@@ -22,6 +22,9 @@
 
 #include "rkv_status.h"
 
+/* The highest price accepted (per million tokens): costs of any trace stay finite. */
+#define BILLING_MAX_PRICE 1e9
+
 #define BILLING_DEFAULT_PRICE_CACHED 0.1
 #define BILLING_DEFAULT_PRICE_UNCACHED 1.0
 

@@ -12,6 +12,9 @@
 #include "scheduler.h"
 #include "rkv_core.h"
 
+/* The step loops, in the order of the help ("sync" is the default). */
+const char *const engine_schedule_names[] = {"sync", "overlap", NULL};
+
 typedef struct eng_req {
     sched_req s;
     double arrival;
@@ -124,15 +127,17 @@ rkv_status engine_create_with_backend(const engine_config *cfg_in, backend *b, e
     *out = NULL;
     engine_config cfg = *cfg_in;
     if (!cfg.policy) cfg.policy = "fcfs";
-    if (!cfg.schedule) cfg.schedule = "sync";
+    if (!cfg.schedule) cfg.schedule = engine_schedule_names[0];
     sched_policy pol;
     if (sched_policy_parse(cfg.policy, &pol)) {
-        snprintf(err, errlen, "engine: unknown policy '%s' (fcfs, lpm, dfs-weight, random)",
-                 cfg.policy);
+        int n = snprintf(err, errlen, "engine: unknown policy '%s' (", cfg.policy);
+        for (int i = 0; sched_policy_names[i] && n > 0 && (size_t)n < errlen; i++)
+            n += snprintf(err + n, errlen - (size_t)n, "%s%s", i ? ", " : "", sched_policy_names[i]);
+        if (n > 0 && (size_t)n < errlen) snprintf(err + n, errlen - (size_t)n, ")");
         backend_destroy(b);
         return RKV_EINVAL;
     }
-    if (strcmp(cfg.schedule, "sync") && strcmp(cfg.schedule, "overlap")) {
+    if (strcmp(cfg.schedule, engine_schedule_names[0]) && strcmp(cfg.schedule, engine_schedule_names[1])) {
         snprintf(err, errlen, "engine: unknown schedule '%s' (sync, overlap)", cfg.schedule);
         backend_destroy(b);
         return RKV_EINVAL;
@@ -157,7 +162,7 @@ rkv_status engine_create_with_backend(const engine_config *cfg_in, backend *b, e
     e->be = b;
     engine_clock_init(&e->clock, (b->ops->caps & BACKEND_CAP_MODELLED_TIME) != 0,
                       cfg.fixed_clock);
-    e->overlap = !strcmp(cfg.schedule, "overlap");
+    e->overlap = !strcmp(cfg.schedule, engine_schedule_names[1]);
     /* collect() returns no logits, so keep_logits stays on forward(). */
     e->async = e->overlap && b->ops->submit && b->ops->collect && !cfg.keep_logits;
     rkv_status st = page_pool_init(&e->pool, (int32_t)b->num_pages, b->page_size);
@@ -329,19 +334,22 @@ rkv_status engine_check_request(const engine *e, const engine_request *req, char
 }
 
 /* A new request struct for req, id e->num_reqs (room for prompt, outputs and
- * one pending slot; logits with keep_logits). */
-static rkv_status eng_req_new(engine *e, const engine_request *req, eng_req **out)
+ * one pending slot; logits with keep_logits). A request that can never run
+ * (fit false) gets room for its prompt only: it finishes at once with an
+ * error, and max_tokens 2^31 - 1 must not cost gigabytes first. */
+static rkv_status eng_req_new(engine *e, const engine_request *req, bool fit, eng_req **out)
 {
     eng_req *q = calloc(1, sizeof *q);
     if (!q) return RKV_ENOMEM;
     sched_req *r = &q->s;
-    int64_t total = (int64_t)req->n_tokens + req->max_tokens;
+    int32_t outs = fit ? req->max_tokens : 1;
+    int64_t total = (int64_t)req->n_tokens + outs;
     r->tokens = malloc(sizeof(int32_t) * (size_t)(total + 1));
-    r->out_ids = malloc(sizeof(int32_t) * (size_t)req->max_tokens);
+    r->out_ids = malloc(sizeof(int32_t) * (size_t)outs);
     cache_match_init(&r->match);
     if (!r->tokens || !r->out_ids
         || (e->cfg.keep_logits
-            && !(q->logits = malloc(sizeof(float) * (size_t)req->max_tokens
+            && !(q->logits = malloc(sizeof(float) * (size_t)outs
                                     * (size_t)e->be->vocab_size)))) {
         sched_req_free(r);
         free(q->logits);
@@ -391,14 +399,15 @@ rkv_status engine_add(engine *e, const engine_request *req, int64_t *id, char *e
     if (st) return st;
     if ((st = rkv_grow((void **)&e->reqs, &e->reqs_cap, e->num_reqs + 1, sizeof(void *))))
         return st;
+    char msg[160];
+    bool fit = fits(e, req, msg, sizeof msg);
     eng_req *q = NULL;
-    if ((st = eng_req_new(e, req, &q))) return st;
+    if ((st = eng_req_new(e, req, fit, &q))) return st;
     e->reqs[e->num_reqs++] = q;
     *id = q->s.id;
 
     /* Never fits: accepted, finished at once with the reason. */
-    char msg[160];
-    if (fits(e, req, msg, sizeof msg)) return future_insert(e, q);
+    if (fit) return future_insert(e, q);
     if ((st = scheduler_fail(&e->sched, &q->s, msg))) return st;
     q->first_token_time = q->arrival;
     drain_finished(e, q->arrival);
@@ -435,23 +444,28 @@ static rkv_status build_batch(engine *e, const sched_plan *plan, fwd_batch *b)
         if (np > maxp) maxp = np;
     }
     rkv_status st;
+    /* Arrays that share one capacity: each grows from the same old capacity
+     * (rkv_grow32 keeps an array as it was when it fails, so nothing leaks
+     * and a later step retries); the capacity moves only when all grew. */
     if (T > e->tok_cap) {
-        int32_t nc = T * 2;
-        e->token_ids = realloc(e->token_ids, sizeof(int32_t) * (size_t)nc);
-        e->positions = realloc(e->positions, sizeof(int32_t) * (size_t)nc);
-        e->slot_mapping = realloc(e->slot_mapping, sizeof(int32_t) * (size_t)nc);
-        if (!e->token_ids || !e->positions || !e->slot_mapping) return RKV_ENOMEM;
+        void **tok[] = {(void **)&e->token_ids, (void **)&e->positions, (void **)&e->slot_mapping};
+        int32_t nc = e->tok_cap;
+        for (size_t k = 0; k < sizeof tok / sizeof *tok; k++) {
+            nc = e->tok_cap;
+            if ((st = rkv_grow32(tok[k], &nc, T, sizeof(int32_t)))) return st;
+        }
         e->tok_cap = nc;
     }
     if (B + 1 > e->seq_cap) {
-        int32_t nc = (B + 1) * 2;
-        e->q_starts = realloc(e->q_starts, sizeof(int32_t) * (size_t)nc);
-        e->prefix_lens = realloc(e->prefix_lens, sizeof(int32_t) * (size_t)nc);
-        e->sample_rows = realloc(e->sample_rows, sizeof(int32_t) * (size_t)nc);
-        e->sample_steps = realloc(e->sample_steps, sizeof(int32_t) * (size_t)nc);
-        e->sampling = realloc(e->sampling, sizeof(sampling_params) * (size_t)nc);
-        if (!e->q_starts || !e->prefix_lens || !e->sample_rows || !e->sample_steps || !e->sampling)
-            return RKV_ENOMEM;
+        void **seq[] = {(void **)&e->q_starts, (void **)&e->prefix_lens, (void **)&e->sample_rows,
+                        (void **)&e->sample_steps};
+        int32_t nc = e->seq_cap;
+        for (size_t k = 0; k < sizeof seq / sizeof *seq; k++) {
+            nc = e->seq_cap;
+            if ((st = rkv_grow32(seq[k], &nc, B + 1, sizeof(int32_t)))) return st;
+        }
+        nc = e->seq_cap;
+        if ((st = rkv_grow32((void **)&e->sampling, &nc, B + 1, sizeof(sampling_params)))) return st;
         e->seq_cap = nc;
     }
     if ((st = rkv_grow((void **)&e->page_table, &e->pt_cap, (int64_t)B * maxp, sizeof(int32_t))))

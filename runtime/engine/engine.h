@@ -2,7 +2,7 @@
  *
  * The engine owns the backend, the page pool, the cache and the scheduler,
  * and every request added (until engine_destroy). One step reads as three
- * calls (see DESIGN.md "Data flow of one engine step"):
+ * calls (see docs/ARCHITECTURE.md, "Data flow of one request"):
  *
  *   engine_step():  scheduler_schedule()  -> plan: who runs which rows, pages
  *                   backend forward()     -> one token per sampling sequence
@@ -50,7 +50,7 @@ typedef struct engine_config {
     backend_config backend_cfg;     /* model, weights, page_size, num_pages, gpu_profile... */
     cache_config cache_cfg;         /* kind, eviction policy, hash function */
     const char *policy;             /* "fcfs" (default), "lpm", "dfs-weight", "random" */
-    const char *schedule;           /* "sync" (default), "overlap" */
+    const char *schedule;           /* engine_schedule_names: "sync" (default), "overlap" */
     int32_t max_num_batched_tokens; /* token budget per step (default 8192) */
     int32_t max_running;            /* running requests at most (default 256) */
     int32_t lpm_queue_limit;        /* lpm/dfs-weight act as fcfs above this queue length (128) */
@@ -66,6 +66,9 @@ typedef struct engine_config {
 
 /* Defaults as documented above (backend cpu, cache radix, page size 16). */
 void engine_config_default(engine_config *c);
+
+/* The step loops by name, NULL-terminated: "sync" (the default), "overlap". */
+extern const char *const engine_schedule_names[];
 
 typedef struct engine_request {
     const int32_t *tokens;   /* (n_tokens) prompt, ids in [0, vocab) */

@@ -11,25 +11,23 @@
 
 #define SCHED_DEFAULT_QUEUE_LIMIT 128
 
+/* The registry, in sched_policy order (the first is the default). */
+const char *const sched_policy_names[] = {"fcfs", "lpm", "dfs-weight", "random", NULL};
+
 rkv_status sched_policy_parse(const char *name, sched_policy *out)
 {
-    if (!name || !strcmp(name, "fcfs")) *out = SCHED_FCFS;
-    else if (!strcmp(name, "lpm")) *out = SCHED_LPM;
-    else if (!strcmp(name, "dfs-weight")) *out = SCHED_DFS_WEIGHT;
-    else if (!strcmp(name, "random")) *out = SCHED_RANDOM;
-    else return RKV_EINVAL;
-    return RKV_OK;
+    for (int i = 0; sched_policy_names[i]; i++)
+        if (!name || !strcmp(name, sched_policy_names[i])) {
+            *out = (sched_policy)i;
+            return RKV_OK;
+        }
+    return RKV_EINVAL;
 }
 
 const char *sched_policy_name(sched_policy p)
 {
-    switch (p) {
-    case SCHED_FCFS: return "fcfs";
-    case SCHED_LPM: return "lpm";
-    case SCHED_DFS_WEIGHT: return "dfs-weight";
-    case SCHED_RANDOM: return "random";
-    }
-    return "?";
+    return (unsigned)p < sizeof sched_policy_names / sizeof *sched_policy_names - 1
+        ? sched_policy_names[p] : "?";
 }
 
 rkv_status scheduler_init(scheduler *s, const scheduler_config *cfg, cache *c, page_pool *pool)

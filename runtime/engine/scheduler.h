@@ -144,6 +144,9 @@ typedef struct scheduler {
 } scheduler;
 
 /* Parse "fcfs" | "lpm" | "dfs-weight" | "random". */
+/* Their names, NULL-terminated, in sched_policy order (option choices, lists). */
+extern const char *const sched_policy_names[];
+/* NULL: the default (fcfs). RKV_EINVAL for an unknown name. */
 rkv_status sched_policy_parse(const char *name, sched_policy *out);
 const char *sched_policy_name(sched_policy p);
 

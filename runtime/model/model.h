@@ -30,7 +30,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "backend.h"
+#include "fwd_batch.h"
 #include "model_config.h"
 #include "rkv_status.h"
 
@@ -93,7 +93,7 @@ size_t kv_cache_page_bytes(const kv_cache *kv);
 rkv_status kv_cache_read_page(const kv_cache *kv, int32_t page, void *dst);
 rkv_status kv_cache_write_page(kv_cache *kv, int32_t page, const void *src);
 
-/* One step over a batch (backend.h's fwd_batch; sampling fields unused).
+/* One step over a batch (fwd_batch.h's fwd_batch; sampling fields unused).
  * logits (B, V): row i is written for every sequence with sample_rows[i] >= 0,
  * other rows are left alone. The batch is validated first (token ids,
  * positions, slots, page ids, row ranges): RKV_EINVAL / RKV_ERANGE naming the

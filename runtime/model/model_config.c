@@ -179,8 +179,10 @@ static rkv_status parse_config(json_t *root, const char *path, model_config *c, 
         (st = get_int(root, path, "hidden_size", 0, 0, 1, big, &c->hidden_size, err, errlen)) ||
         (st = get_int(root, path, "intermediate_size", 0, 0, 1, big, &c->intermediate_size, err,
                       errlen)) ||
-        (st = get_int(root, path, "num_hidden_layers", 0, 0, 1, big, &c->num_layers, err,
-                      errlen)) ||
+        /* Layers bound the per-layer tables sized before any weight: 2^31
+         * layers once grew without end instead of naming the field. */
+        (st = get_int(root, path, "num_hidden_layers", 0, 0, 1, MODEL_MAX_LAYERS, &c->num_layers,
+                      err, errlen)) ||
         (st = get_int(root, path, "num_attention_heads", 0, 0, 1, big, &c->num_heads, err,
                       errlen)))
         return st;

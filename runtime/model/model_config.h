@@ -21,6 +21,9 @@
 
 #include "rkv_status.h"
 
+/* The most layers a config may give (real checkpoints have at most a few hundred). */
+#define MODEL_MAX_LAYERS 4096
+
 typedef enum model_arch {
     MODEL_ARCH_LLAMA = 0, /* no biases */
     MODEL_ARCH_QWEN2 = 1, /* bias on q, k, v projections */

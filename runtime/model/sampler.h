@@ -1,6 +1,6 @@
 /* sampler.h - pick the next token from one row of logits.
  *
- * Modes (sampling_params in backend.h):
+ * Modes (sampling_params in fwd_batch.h):
  *   temperature <= 0 or top_k == 1   greedy: argmax, ties to the lowest id
  *   otherwise                        softmax(logits / T), then top-k, then top-p,
  *                                    one uniform draw
@@ -21,7 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "backend.h"
+#include "fwd_batch.h"
 #include "rkv_status.h"
 
 /* Bytes of scratch sampler_sample/sampler_distribution need for a vocabulary. */

@@ -50,8 +50,8 @@ static int count_with(unsigned caps)
     return n;
 }
 
-static const char *reusing_kind(int i) { return kind_with(CACHE_KIND_REUSES, i); }
-static const char *evicting_kind(int i) { return kind_with(CACHE_KIND_EVICTS, i); }
+static const char *reusing_kind(int i) { return kind_with(CACHE_CAP_REUSE, i); }
+static const char *evicting_kind(int i) { return kind_with(CACHE_CAP_EVICTS, i); }
 
 /* Loop index -> (kind that keeps pages, policy), every pair once. */
 static void reusing_kind_policy(int i, const char **kind, const char **policy)
@@ -1480,7 +1480,7 @@ static void same_matches(int32_t P, unsigned seed, int requests, uint64_t *adv)
     srand(seed);
     const int nk = num_kinds();
     ck_assert_int_le(nk, MAXKINDS);
-    ck_assert(cache_kinds[0].caps & CACHE_KIND_REUSES);
+    ck_assert(cache_kinds[0].caps & CACHE_CAP_REUSE);
     page_pool pool[MAXKINDS];
     cache *c[MAXKINDS];
     for (int k = 0; k < nk; k++) {
@@ -1520,7 +1520,7 @@ static void same_matches(int32_t P, unsigned seed, int requests, uint64_t *adv)
             ck_assert_int_eq(pool[k].num_inflight, 0);
         }
         for (int k = 1; k < nk; k++) {
-            if (cache_kinds[k].caps & CACHE_KIND_REUSES)
+            if (cache_kinds[k].caps & CACHE_CAP_REUSE)
                 ck_assert_msg(matched[k] == matched[0] && prefix[k] == prefix[0],
                               "seed %u P %d request %d: %s matched %d prefix %d, %s %d %d", seed,
                               P, r, cache_kinds[k].name, matched[k], prefix[k], cache_kinds[0].name,
@@ -1533,7 +1533,7 @@ static void same_matches(int32_t P, unsigned seed, int requests, uint64_t *adv)
     /* Every distinct full page is cached once in each kind that keeps pages. */
     for (int k = 1; k < nk; k++)
         ck_assert_int_eq(pool[k].num_cached,
-                         cache_kinds[k].caps & CACHE_KIND_REUSES ? pool[0].num_cached : 0);
+                         cache_kinds[k].caps & CACHE_CAP_REUSE ? pool[0].num_cached : 0);
     for (int k = 0; k < nk; k++) {
         cache_destroy(c[k]);
         page_pool_destroy(&pool[k]);
@@ -1955,8 +1955,8 @@ int main(void)
     suite_add_tcase(s, reg);
 
     TCase *contract = tcase_create("contract");
-    tcase_add_loop_test(contract, ownership_flow, 0, count_with(CACHE_KIND_REUSES) * npol);
-    tcase_add_loop_test(contract, namespaces_apart, 0, count_with(CACHE_KIND_REUSES));
+    tcase_add_loop_test(contract, ownership_flow, 0, count_with(CACHE_CAP_REUSE) * npol);
+    tcase_add_loop_test(contract, namespaces_apart, 0, count_with(CACHE_CAP_REUSE));
     tcase_add_loop_test(contract, same_matches_unlimited, 0, 3);
     tcase_add_loop_test(contract, same_matches_adversarial, 0, 4);
     suite_add_tcase(s, contract);
@@ -1964,11 +1964,11 @@ int main(void)
     TCase *pol = tcase_create("policies");
     tcase_add_test(pol, table_and_keys);
     tcase_add_test(pol, orders_agree_with_keys);
-    tcase_add_loop_test(pol, priority_keeps_the_important, 0, count_with(CACHE_KIND_EVICTS));
-    tcase_add_loop_test(pol, priority_shared_prefix_keeps_the_highest, 0, count_with(CACHE_KIND_EVICTS));
-    tcase_add_loop_test(pol, priority_rises_on_reuse, 0, count_with(CACHE_KIND_EVICTS));
-    tcase_add_loop_test(pol, cost_keeps_the_deep, 0, count_with(CACHE_KIND_EVICTS));
-    tcase_add_loop_test(pol, random_pressure_every_policy, 0, count_with(CACHE_KIND_EVICTS) * npol);
+    tcase_add_loop_test(pol, priority_keeps_the_important, 0, count_with(CACHE_CAP_EVICTS));
+    tcase_add_loop_test(pol, priority_shared_prefix_keeps_the_highest, 0, count_with(CACHE_CAP_EVICTS));
+    tcase_add_loop_test(pol, priority_rises_on_reuse, 0, count_with(CACHE_CAP_EVICTS));
+    tcase_add_loop_test(pol, cost_keeps_the_deep, 0, count_with(CACHE_CAP_EVICTS));
+    tcase_add_loop_test(pol, random_pressure_every_policy, 0, count_with(CACHE_CAP_EVICTS) * npol);
     tcase_add_loop_test(pol, adversarial_pressure_every_kind, 0, num_kinds() * npol * 4);
     suite_add_tcase(s, pol);
 

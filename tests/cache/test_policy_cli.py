@@ -45,8 +45,8 @@ check(reg["hash_fns"][0] == "xxh3" and {"cpu", "sim"} <= {b["name"] for b in reg
       "hash functions and backends")
 check(reg["sched_policies"][0] == "fcfs", f"schedulers {reg['sched_policies']}")
 rc, out, err = run(["list"])
-check(rc == 0 and out == "" and "eviction policies" in err and "priority" in err,
-      "list prints text to stderr")
+check(rc == 0 and "eviction policies" in out and "priority" in out and "backends" in out,
+      "list prints text to stdout (so that `radixkv list | grep` works)")
 rc, out, err = run(["list", "--bogus"])
 check(rc == 2 and "--bogus" in err, "list names a bad option")
 
@@ -74,7 +74,10 @@ with tempfile.TemporaryDirectory() as tmp:
             rc, out, err = run(["cache-sim", "--cache", k["name"], "--capacity", "512",
                                 "--page-size", "16", "--evict-policy", pol, trace])
             check(rc == 0, f"{k['name']} {pol} cache-sim ({err.strip()})")
-            sim = json.loads(out.splitlines()[-1])["hit_rate"] if rc == 0 else -1
+            summ = json.loads(out.splitlines()[-1]) if rc == 0 else {}
+            # Every evicting kind names the policy it applied (hash once left it out).
+            check(summ.get("policy") == pol, f"{k['name']} {pol}: summary policy {summ.get('policy')}")
+            sim = summ.get("hit_rate", -1)
             rc, out, err = run(["run", "--backend", "sim", "--cache", k["name"], "--evict-policy", pol,
                                 "--trace", trace, "--kv-tokens", "512", "--page-size", "16",
                                 "--max-running", "1"])

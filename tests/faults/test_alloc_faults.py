@@ -57,18 +57,19 @@ def stable(out):
     return lines
 
 
-def sample(total):
-    if total <= MAX_POINTS:
+def sample(total, most=None):
+    most = most or MAX_POINTS
+    if total <= most:
         return list(range(1, total + 1))
-    head, tail = MAX_POINTS // 3, MAX_POINTS // 6
-    mid = MAX_POINTS - head - tail
+    head, tail = most // 3, most // 6
+    mid = most - head - tail
     pts = set(range(1, head + 1)) | set(range(total - tail + 1, total + 1))
     step = (total - head - tail) / (mid + 1)
     pts |= {head + int(step * (i + 1)) for i in range(mid)}
     return sorted(pts)
 
 
-def scenario(name, args, tmp, tier_dir=None):
+def scenario(name, args, tmp, tier_dir=None, most=None):
     log = os.path.join(tmp, "alloc.log")
     rc, out0, err0, total, _ = run(args, 0, log)
     if total == 0:
@@ -76,7 +77,7 @@ def scenario(name, args, tmp, tier_dir=None):
         sys.exit(77)
     check(rc == 0, f"{name}: the run without a failure exits 0 ({err0.strip()[-300:]})")
     base = stable(out0)
-    pts = sample(total)
+    pts = sample(total, most)
     clean = absorbed = 0
     for k in pts:
         rc, out, err, calls, fired = run(args, k, log)
@@ -128,6 +129,22 @@ with tempfile.TemporaryDirectory() as tmp:
     scenario("run", ["run", "--threads", "1", "--no-progress", "--trace", trace, "--pin", pin,
                      "--kv-tokens", "24", "--page-size", "2", "--tier-host", "8", "--tier-disk", "8",
                      "--tier-dir", tdir, "--max-running", "4"], tmp, tier_dir=tdir)
+    # Batches that grow from step to step (the engine's batch arrays are
+    # re-grown: a failure there once leaked them), every point tried.
+    grow = os.path.join(tmp, "grow.jsonl")
+    with open(grow, "w") as f:
+        for i in range(8):
+            toks = [1, 2, 3, 4] + [100 + i] * (3 + 8 * i)
+            f.write(json.dumps({"id": i, "step": i, "arrival": 0.001 * i, "tokens": toks,
+                                "max_tokens": 3}) + "\n")
+    scenario("run sim, growing batches", ["run", "--backend", "sim", "--no-progress", "--trace", grow,
+                                          "--page-size", "2", "--max-running", "8"], tmp, most=80)
+    # The multi-replica driver under every router (its approximate trees
+    # included: a failure there once changed the route silently).
+    for router in ("round-robin", "least-load", "cache-aware"):
+        scenario(f"run --replicas 2 --router {router}",
+                 ["run", "--backend", "sim", "--no-progress", "--trace", grow, "--page-size", "2",
+                  "--replicas", "2", "--router", router], tmp, most=80 if router == "cache-aware" else 30)
     env = dict(os.environ)
     env.setdefault("ASAN_OPTIONS", "detect_leaks=1")
     p = subprocess.run([ATTN], capture_output=True, text=True, env=env, timeout=120)

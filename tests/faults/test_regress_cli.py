@@ -16,11 +16,16 @@ SANITIZE = " ".join(sys.argv[2:])  # a string or, in newer meson, a list
 failures = 0
 
 
-def run(args, env=None, timeout=60):
+def run(args, env=None, timeout=60, limit_as=None):
     e = dict(os.environ)
     e.update(env or {})
+    pre = None
+    if limit_as:
+        import resource
+        pre = lambda: resource.setrlimit(resource.RLIMIT_AS, (limit_as, limit_as))
     try:
-        p = subprocess.run([EXE] + args, capture_output=True, text=True, env=e, timeout=timeout)
+        p = subprocess.run([EXE] + args, capture_output=True, text=True, env=e, timeout=timeout,
+                           preexec_fn=pre)
     except subprocess.TimeoutExpired:
         return -1, "", f"(still running after {timeout} s)"
     return p.returncode, p.stdout, p.stderr
@@ -87,7 +92,7 @@ def regress_capacity_refused_up_front(d):
     t0 = time.monotonic()
     rc, out, err = run(SIM + ["--capacity", "2147483647", t], env={"RKV_MEM_AVAILABLE": "1000000000"},
                        timeout=20)
-    check(rc == 2 and "--capacity 2147483647 (2147483647 pages of 1) needs about 10.00 GiB" in err
+    check(rc == 2 and "--capacity 2147483647 (2147483647 pages of 1) needs about 18.00 GiB" in err
           and "0.93 GiB available" in err and time.monotonic() - t0 < 5 and out == "",
           f"huge --capacity: rc {rc}, {err.strip()}")
     rc, out, err = run(SIM + ["--capacity", "64", t], env={"RKV_MEM_AVAILABLE": "1000000000"})
@@ -163,6 +168,68 @@ def regress_pin_dir_reason(d):
     t = write(os.path.join(d, "one.jsonl"), '{"id": 0, "tokens": [1, 2, 3]}\n')
     rc, out, err = run(SIM + ["--capacity", "64", "--pin", d, t])
     check(rc == 1 and f"--pin {d}: cannot read: Is a directory" in err, f"--pin DIR: rc {rc}, {err.strip()}")
+
+
+def regress_run_pool_refused_up_front(d):
+    """#29 item 6: `run --num-pages 2147483647` sized its pool until killed;
+    now refused against available memory, naming the option, like cache-sim."""
+    t = write(os.path.join(d, "one.jsonl"), '{"id": 0, "tokens": [1, 2, 3]}\n')
+    for opt, val in (("--num-pages", "2147483647"), ("--kv-tokens", str(1 << 34))):
+        rc, out, err = run(RUN + ["--trace", t, opt, val], env={"RKV_MEM_AVAILABLE": "1000000000"},
+                           timeout=20)
+        check(rc == 2 and f"radixkv run: {opt} (" in err and "of host memory, 0.93 GiB available" in err
+              and out == "", f"run {opt} {val}: rc {rc}, {err.strip()[-200:]}")
+    rc, out, err = run(RUN + ["--trace", t, "--num-pages", "4096"], env={"RKV_MEM_AVAILABLE": "1000000000"})
+    check(rc == 0, f"a small pool still runs under the same limit: {err.strip()[-200:]}")
+
+
+def regress_gen_total_bounded(d):
+    """#29 item 6: gen with 2^48 tokens asked for grew without end; now refused."""
+    rc, out, err = run(["gen", "sweep", "--num", str(1 << 24), "--prompt-len", str(1 << 24)], timeout=60)
+    check(rc == 2 and "would hold more than" in err and "--num" in err,
+          f"gen of 2^48 tokens: rc {rc}, {err.strip()[-200:]}")
+
+
+def regress_max_tokens_huge_refused_cheaply(d):
+    """#29 item 6: max_tokens 2^31 - 1 allocated its output buffers (GBs)
+    before the request was refused; under a 3 GiB address-space limit it now
+    gets its error line and the run goes on (not under ASan, which reserves
+    terabytes of address space)."""
+    t = write(os.path.join(d, "huge.jsonl"),
+              '{"id": 0, "tokens": [1, 2, 3], "max_tokens": 2147483647}\n'
+              '{"id": 1, "tokens": [1, 2, 3], "max_tokens": 2}\n')
+    limit = None if "address" in SANITIZE else 3 << 30
+    rc, out, err = run(RUN + ["--trace", t, "--num-pages", "4096"], limit_as=limit)
+    lines = [json.loads(l) for l in out.splitlines()] if rc == 0 else []
+    bad = [l for l in lines if l.get("id") == 0]
+    check(rc == 0 and bad and "exceeds the model's context" in bad[0].get("error", "")
+          and any(l.get("id") == 1 and "output_ids" in l for l in lines),
+          f"max_tokens 2^31-1: rc {rc}, {out.strip()[:200]} {err.strip()[-200:]}")
+
+
+def regress_price_stays_finite(d):
+    """#29 item 6: --price-uncached 1e308 printed inf / -nan in the summary."""
+    t = write(os.path.join(d, "one.jsonl"), '{"id": 0, "tokens": [1, 2, 3]}\n')
+    for cmd in (RUN + ["--trace", t], SIM + ["--capacity", "64", t]):
+        rc, out, err = run(cmd + ["--price-uncached", "1e308"])
+        check(rc == 2 and "--price-uncached" in err and out == "",
+              f"{cmd[0]} --price-uncached 1e308: rc {rc}, {err.strip()[-200:]}")
+        rc, out, err = run(cmd + ["--price-uncached", "1e9"])
+        summ = json.loads(out.splitlines()[-1]) if rc == 0 else {}
+        check(rc == 0 and summ.get("cost_no_cache", -1) >= 0, f"{cmd[0]} price 1e9: rc {rc}")
+
+
+def regress_layers_named(d):
+    """#29 item 6: num_hidden_layers 2^31 - 1 failed (or grew) without naming the field."""
+    md = os.path.join(d, "m")
+    os.mkdir(md)
+    cfg = {"model_type": "llama", "hidden_size": 256, "intermediate_size": 128,
+           "num_attention_heads": 4, "num_key_value_heads": 2, "num_hidden_layers": 2147483647,
+           "vocab_size": 256, "max_position_embeddings": 512, "rms_norm_eps": 1e-5}
+    write(os.path.join(md, "config.json"), json.dumps(cfg))
+    t = write(os.path.join(d, "one.jsonl"), '{"id": 0, "tokens": [1, 2, 3]}\n')
+    rc, out, err = run(["run", "--no-progress", "--trace", t, "--model", md], timeout=30)
+    check(rc == 2 and "num_hidden_layers" in err, f"2^31 layers: rc {rc}, {err.strip()[-200:]}")
 
 
 with tempfile.TemporaryDirectory() as tmp:

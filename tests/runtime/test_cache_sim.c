@@ -1,4 +1,4 @@
-/* test_cache_sim.c - the cache simulator's step semantics (DESIGN.md, "Cache
+/* test_cache_sim.c - the cache simulator's step semantics (docs/ARCHITECTURE.md, "Cache
  * simulator contract") on small traces whose output is worked out by hand in
  * the comments, through the real radix kind. */
 #include <check.h>
@@ -265,7 +265,7 @@ START_TEST(test_priority_from_trace)
         "{\"id\": 2, \"tokens\": [9, 10, 11, 12], \"priority\": -3}\n"
         "{\"id\": 3, \"tokens\": [1, 2, 3, 4, 99]}\n";
     for (const cache_kind *k = cache_kinds; k->name; k++) {
-        if (!(k->caps & CACHE_KIND_EVICTS)) continue;
+        if (!(k->caps & CACHE_CAP_EVICTS)) continue;
         for (int p = 0; p < 2; p++) {
             sim_out o;
             run_sim(k->name, p ? "lru" : "priority", 8, 1, trace, &o);

@@ -1,5 +1,5 @@
 /* cache_sim.h - replay a request trace through one cache kind, no model
- * (`radixkv cache-sim`). The contract is DESIGN.md's "Cache simulator
+ * (`radixkv cache-sim`). The contract is docs/ARCHITECTURE.md's "Cache simulator
  * contract"; in short, per step (consecutive requests with equal step):
  *
  *   1. in trace order: match(tokens, n - 1), lock          -> matched_i

@@ -139,3 +139,11 @@ int cli_command(const char *cmd, cli_opt *opts, int argc, char **argv, cli_args 
     usage(stdout);
     return 0;
 }
+
+void cli_usage_choices(FILE *f, int width, const char *opt, const char *note,
+                       const char *const *names)
+{
+    fprintf(f, "  %-*s %s", width, opt, note ? note : "");
+    for (int i = 0; names[i]; i++) fprintf(f, i ? " | %s" : "%s (default)", names[i]);
+    fputc('\n', f);
+}

@@ -5,11 +5,17 @@
  *                  complete lines and a summary with "interrupted": true,
  *                  tears down (a spill tier removes its files) and exits
  *                  128 + signal (130 for SIGINT, 143 for SIGTERM)
- *   second signal  _exit(128 + signal) at once
+ *   second signal  nothing more: the stop already asked for goes on, and the
+ *                  summary is still written (a repeated Ctrl-C loses nothing)
+ *   third signal   _exit(128 + first signal) at once; a spill tier's disk file
+ *                  is unlinked while open (cache_tier.c), so even then no file
+ *                  is left behind
+ *   ignored        a signal inherited as ignored (SIG_IGN, e.g. `cmd &` for
+ *                  SIGINT) stays ignored
  *
  * interrupt_stream(f) puts f behind a writer that passes only whole lines to
  * the file descriptor and keeps a trailing partial line until its newline
- * comes: whatever ends the process (the second signal, SIGKILL), the output
+ * comes: whatever ends the process (the third signal, SIGKILL), the output
  * ends at a line boundary. Ownership: the returned FILE replaces f; fclose it
  * (that closes f too).
  */

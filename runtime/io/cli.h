@@ -91,6 +91,12 @@ int cli_command(const char *cmd, cli_opt *opts, int argc, char **argv, cli_args 
 /* Was the option named `name` given? (false for a name not in the table) */
 bool cli_given(const cli_opt *opts, const char *name);
 
+/* One help line listing an option's choices from its registry (never typed
+ * by hand): "  OPT<pad>first (default) | second | ...", OPT padded to width
+ * columns; note, if not NULL, is printed first ("block hash for hash kinds: "). */
+void cli_usage_choices(FILE *f, int width, const char *opt, const char *note,
+                       const char *const *names);
+
 /* Value parsers for custom options, same messages as the table's: 0 or 2. */
 int cli_parse_int(const char *opt, const char *v, int64_t lo, int64_t hi, int64_t *out,
                   char *err, size_t errlen);

@@ -3,7 +3,7 @@
  *
  *   --tier-host TOKENS        host-memory tier capacity (ceil(TOKENS / P) pages)
  *   --tier-disk TOKENS        disk tier capacity (0: none)
- *   --tier-dir DIR            one file per page under DIR (needed when bytes move)
+ *   --tier-dir DIR            the disk tier's file there, unlinked while open
  *   --tier-policy P           write-back (default) | write-through
  *   --host-bw GBPS            host <-> GPU bandwidth for the time model (default 50)
  *   --disk-bw GBPS            disk <-> host bandwidth (default 3)

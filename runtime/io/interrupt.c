@@ -7,23 +7,31 @@
 #include <string.h>
 #include <unistd.h>
 
-static volatile sig_atomic_t pending;
+static volatile sig_atomic_t pending, count;
 
 static void on_signal(int sig)
 {
-    if (pending) _exit(128 + sig);
-    pending = sig;
+    /* The first asks for a stop after the step under way; a second one is
+     * the impatient repeat of the same request (the summary is still
+     * written); a third gives up at once. */
+    if (++count >= 3) _exit(128 + (pending ? pending : sig));
+    if (!pending) pending = sig;
 }
 
 void interrupt_install(void)
 {
-    struct sigaction sa;
+    struct sigaction sa, old;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = SA_RESTART;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    const int sigs[] = {SIGINT, SIGTERM};
+    for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++) {
+        /* A signal the shell set to be ignored (`radixkv ... &` ignores
+         * SIGINT) stays ignored, as POSIX asks of non-interactive programs. */
+        if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler == SIG_IGN) continue;
+        sigaction(sigs[i], &sa, NULL);
+    }
 }
 
 int interrupt_pending(void) { return pending; }

@@ -6,8 +6,13 @@
 #include <string.h>
 #include "rkv_core.h"
 
-const char *const workload_kinds[] = {"sweep", "multi-turn", "few-shot", "long-doc",
-                                      "tree-of-thought", "self-consistency", "judge", NULL};
+/* The registry of kinds: each generator below, in list order. */
+#define WORKLOAD_LIST(X)                                                                     \
+    X("sweep", gen_sweep) X("multi-turn", gen_multi_turn) X("few-shot", gen_few_shot)        \
+    X("long-doc", gen_long_doc) X("tree-of-thought", gen_tree_of_thought)                   \
+    X("self-consistency", gen_self_consistency) X("judge", gen_judge)
+#define WL_NAME(n, f) n,
+const char *const workload_kinds[] = {WORKLOAD_LIST(WL_NAME) NULL};
 
 void workload_config_default(workload_config *c)
 {
@@ -43,6 +48,7 @@ typedef struct seq {
 static rkv_status seq_put(seq *s, const int32_t *t, int32_t n)
 {
     if (n == 0) return RKV_OK; /* t may be NULL (an empty shared prefix) */
+    if ((int64_t)s->n + n > ((int64_t)1 << 28)) return RKV_ERANGE; /* one prompt past the budget */
     if (s->n + n > s->cap) {
         int32_t nc = s->cap ? s->cap : 64;
         while (nc < s->n + n) nc *= 2;
@@ -72,7 +78,12 @@ typedef struct gen {
     workload *w;
     rng r;
     double t;      /* arrival clock */
+    int64_t tokens; /* prompt tokens emitted so far */
 } gen;
+
+/* The most prompt tokens one workload may hold (1 GiB of ids, some GB of JSON): a request for
+ * more (e.g. --num 2^24 --prompt-len 2^24) is refused, not grown without end. */
+#define WORKLOAD_MAX_TOKENS ((int64_t)1 << 28)
 
 static double next_arrival(gen *g)
 {
@@ -85,6 +96,7 @@ static rkv_status emit(gen *g, const seq *s, int32_t max_tokens, double arrival,
                        double temperature, int64_t seed)
 {
     workload *w = g->w;
+    if ((g->tokens += s->n) > WORKLOAD_MAX_TOKENS) return RKV_ERANGE;
     if (w->n == w->cap) {
         int64_t nc = w->cap ? w->cap * 2 : 64;
         wl_request *q = realloc(w->reqs, sizeof *q * (size_t)nc);
@@ -347,18 +359,25 @@ rkv_status workload_generate(const workload_config *c, workload *out, char *err,
         return RKV_EINVAL;
     }
     gen g = {.c = c, .w = out, .r = {c->seed}, .t = 0};
-    rkv_status st;
-    if (!strcmp(kind, "sweep")) st = gen_sweep(&g);
-    else if (!strcmp(kind, "multi-turn")) st = gen_multi_turn(&g);
-    else if (!strcmp(kind, "few-shot")) st = gen_few_shot(&g);
-    else if (!strcmp(kind, "long-doc")) st = gen_long_doc(&g);
-    else if (!strcmp(kind, "tree-of-thought")) st = gen_tree_of_thought(&g);
-    else if (!strcmp(kind, "self-consistency")) st = gen_self_consistency(&g);
-    else if (!strcmp(kind, "judge")) st = gen_judge(&g);
-    else {
-        snprintf(err, errlen,
-                 "workload: unknown kind '%s' (sweep, multi-turn, few-shot, long-doc, "
-                 "tree-of-thought, self-consistency, judge)", kind);
+    static const struct { const char *name; rkv_status (*fn)(gen *); } kinds[] = {
+#define WL_ENTRY(n, f) {n, f},
+        WORKLOAD_LIST(WL_ENTRY)
+    };
+    size_t k = 0;
+    while (k < sizeof kinds / sizeof *kinds && strcmp(kind, kinds[k].name)) k++;
+    if (k == sizeof kinds / sizeof *kinds) {
+        int n = snprintf(err, errlen, "workload: unknown kind '%s' (", kind);
+        for (size_t i = 0; workload_kinds[i] && n > 0 && (size_t)n < errlen; i++)
+            n += snprintf(err + n, errlen - (size_t)n, "%s%s", i ? ", " : "", workload_kinds[i]);
+        if (n > 0 && (size_t)n < errlen) snprintf(err + n, errlen - (size_t)n, ")");
+        return RKV_EINVAL;
+    }
+    rkv_status st = kinds[k].fn(&g);
+    if (st == RKV_ERANGE) {
+        workload_free(out);
+        snprintf(err, errlen, "workload: %s would hold more than %lld prompt tokens "
+                 "(lower --num, --prompt-len or the kind's other sizes)",
+                 kind, (long long)WORKLOAD_MAX_TOKENS);
         return RKV_EINVAL;
     }
     if (st) {

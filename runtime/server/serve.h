@@ -23,8 +23,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "commands.h"
 #include "engine.h"
+#include "run_opts.h"
 
 typedef struct serve_config {
     const char *host;          /* numeric IPv4 or IPv6 address to bind */
