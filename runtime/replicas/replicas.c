@@ -35,7 +35,7 @@ typedef struct rreq {
     bool holding, recompute;
     bool ok, finished; /* the whole request (both halves) */
     double ttft, tpot, latency;
-    int32_t outputs;
+    int32_t outputs, first, prompt_tokens, cached_tokens;
 } rreq;
 
 typedef struct replica {
@@ -127,33 +127,33 @@ static rkv_status disagg_fail(driver *d, rkv_status st, const char *what)
     return st;
 }
 
-/* The whole request's line (both halves) and its times. */
-static void disagg_line(driver *d, rreq *q, const engine_result *pre, const engine_result *dec)
+/* The whole request's line (both halves) and its times: error, or the
+ * decode half's outputs (dec, n_dec) after the first token, finished at
+ * finish. The engines forget the request once it is written (a trace of
+ * 145 M tokens would otherwise stay in memory three times). */
+static void disagg_line(driver *d, rreq *q, const char *error, const int32_t *dec, int32_t n_dec,
+                        double finish)
 {
     FILE *f = d->out;
     q->finished = true;
     fprintf(f, "{\"type\":\"request\",\"id\":%s,\"prefill\":%d,\"decode\":", q->id_json, q->replica);
     if (q->decode >= 0) fprintf(f, "%d", q->decode - d->np);
     else fputs("null", f);
-    const char *error = pre->error ? pre->error : dec ? dec->error : NULL;
     if (error) {
         fputs(",\"error\":", f);
         rkv_json_string(f, error);
-        fprintf(f, ",\"prompt_tokens\":%d}\n", pre->prompt_tokens);
+        fprintf(f, ",\"prompt_tokens\":%d}\n", q->prompt_tokens);
     } else {
-        double finish = dec ? dec->finish_time : pre->finish_time;
-        q->outputs = pre->num_output + (dec ? dec->num_output : 0);
-        q->ttft = pre->ttft;
+        q->outputs = 1 + n_dec;
         q->latency = finish - q->er.arrival;
         q->tpot = q->outputs > 1 ? (finish - q->t_first) / (q->outputs - 1) : 0;
         q->ok = true;
         fprintf(f, ",\"ttft\":%.6f,\"tpot\":%.6f,\"latency\":%.6f,\"prompt_tokens\":%d,"
                 "\"cached_tokens\":%d,\"kv_pages\":%d,\"kv_local_pages\":%d,\"kv_bytes\":%.0f,"
-                "\"transfer\":%.6f,\"output_tokens\":%d,\"output_ids\":[",
-                q->ttft, q->tpot, q->latency, pre->prompt_tokens, pre->cached_tokens, q->kv_sent,
-                q->kv_local, q->kv_sent * d->kv_page_bytes, q->transfer, q->outputs);
-        for (int32_t k = 0; k < pre->num_output; k++) fprintf(f, k ? ",%d" : "%d", pre->output_ids[k]);
-        for (int32_t k = 0; dec && k < dec->num_output; k++) fprintf(f, ",%d", dec->output_ids[k]);
+                "\"transfer\":%.6f,\"output_tokens\":%d,\"output_ids\":[%d",
+                q->ttft, q->tpot, q->latency, q->prompt_tokens, q->cached_tokens, q->kv_sent,
+                q->kv_local, q->kv_sent * d->kv_page_bytes, q->transfer, q->outputs, q->first);
+        for (int32_t k = 0; k < n_dec; k++) fprintf(f, ",%d", dec[k]);
         fputs("]}\n", f);
     }
     progress_update(&d->prog, ++d->done);
@@ -167,12 +167,18 @@ static rkv_status prefill_done(driver *d, int64_t qi)
     engine *e = d->r[q->replica].e;
     engine_result res;
     engine_result_get(e, q->eid, &res);
+    q->prompt_tokens = res.prompt_tokens;
+    q->cached_tokens = res.cached_tokens;
+    q->t_first = res.first_token_time;
+    q->ttft = res.ttft;
+    q->first = res.num_output > 0 ? res.output_ids[0] : -1;
     if (res.error || q->er.max_tokens <= 1 || res.num_output < 1 ||
         (q->er.stop_token >= 0 && res.output_ids[0] == q->er.stop_token)) {
-        disagg_line(d, q, &res, NULL);
+        disagg_line(d, q, res.error ? res.error : res.num_output < 1 ? "no output" : NULL, NULL, 0,
+                    res.finish_time);
+        engine_forget(e, q->eid);
         return RKV_OK;
     }
-    q->t_first = res.first_token_time;
     int32_t n = q->er.n_tokens;
     q->dtokens = malloc(sizeof(int32_t) * ((size_t)n + 1));
     if (!q->dtokens) return disagg_fail(d, RKV_ENOMEM, "replicas: the decode prompt");
@@ -193,6 +199,9 @@ static rkv_status prefill_done(driver *d, int64_t qi)
     rkv_status rst = cache_client_release(c, &m, NULL, 0);
     cache_match_free(&m);
     if (st || (st = rst)) return disagg_fail(d, st, "replicas: reading a prompt's pages");
+    engine_forget(e, q->eid);
+    free((void *)q->er.tokens); /* dtokens has them */
+    q->er.tokens = NULL;
     if (rkv_grow((void **)&d->pending, &d->pending_cap, d->npending + 1, sizeof *d->pending))
         return disagg_fail(d, RKV_ENOMEM, "replicas: the handoff queue");
     d->pending[d->npending++] = qi;
@@ -271,6 +280,8 @@ static rkv_status deliver(driver *d, int64_t qi, int64_t k)
         return st;
     }
     rp->busy = true;
+    free(q->dtokens); /* the engine copied them */
+    q->dtokens = NULL;
     return RKV_OK;
 }
 
@@ -286,15 +297,16 @@ static rkv_status disagg_post(driver *d)
             prefill_done(d, qi);
             continue;
         }
-        engine_result pre, dec;
-        engine_result_get(d->r[q->replica].e, q->eid, &pre);
+        engine_result dec;
         engine_result_get(d->r[i].e, q->deid, &dec);
         if (q->holding) {
             rkv_status st = cache_client_release(engine_cache(d->r[i].e), &q->held, NULL, 0);
             q->holding = false;
+            cache_match_free(&q->held);
             if (st) return disagg_fail(d, st, "replicas: releasing a handoff's pages");
         }
-        disagg_line(d, q, &pre, &dec);
+        disagg_line(d, q, dec.error, dec.output_ids, dec.num_output, dec.finish_time);
+        engine_forget(d->r[i].e, q->deid);
     }
     d->npost = 0;
     return d->fail;
@@ -439,10 +451,8 @@ static rkv_status disagg_summary(driver *d, char *err, size_t errlen)
             errors++;
             continue;
         }
-        engine_result pre;
-        engine_result_get(d->r[q->replica].e, q->eid, &pre);
-        prompt += pre.prompt_tokens;
-        cached += pre.cached_tokens;
+        prompt += q->prompt_tokens;
+        cached += q->cached_tokens;
         outputs += q->outputs;
         sent += q->kv_sent;
         local += q->kv_local;
