@@ -1,6 +1,6 @@
 /* cuda_backend_bench.c - the cuda backend's step times on one GPU, JSON Lines.
  *
- * usage: cuda_backend_bench [--model PRESET] [--reps N]
+ * usage: cuda_backend_bench [--model PRESET] [--reps N] [--gemm-m M,M,...]
  *
  * Scenarios, each with its baseline measured in the same run:
  *   prefill  one 1024-token prompt; baseline: the same prompt with a
@@ -10,7 +10,9 @@
  *   overlap  decode steps of two independent groups: submit/collect with two
  *            steps in flight against forward one after the other (wall time)
  *   gemm     the layer's GEMM shapes alone (cuBLAS, bf16 in, fp32 compute) with
- *            the fp32 output the backend uses against a bf16 output
+ *            the fp32 output the backend uses against a bf16 output, at the
+ *            row counts of --gemm-m (default 1,32,1024; at most 16, each
+ *            1..1024; bench/gpu_profile.sh asks for more, for the sim's tables)
  * Times are device times from CUDA events (step_seconds) unless "wall".
  */
 #include <stdio.h>
@@ -114,13 +116,39 @@ static double time_gemm(cublasHandle_t h, int M, int N, int K, cudaDataType_t ct
     return ms / reps;
 }
 
-static void gemm_scenario(const model_config *c, int reps)
+typedef struct gemm_rows {
+    int m[16], n;
+} gemm_rows;
+
+/* --gemm-m 1,8,32: row counts of the GEMM scenario. */
+static int parse_gemm_m(void *ctx, const char *name, const char *v, char *err, size_t errlen)
+{
+    gemm_rows *g = ctx;
+    g->n = 0;
+    const char *p = v;
+    while (*p) {
+        char *end;
+        long m = strtol(p, &end, 10);
+        if (end == p || m < 1 || m > 1024 || g->n == 16 || (*end && *end != ',')) {
+            snprintf(err, errlen, "%s: want up to 16 row counts in 1..1024, comma-separated", name);
+            return 1;
+        }
+        g->m[g->n++] = (int)m;
+        p = *end ? end + 1 : end;
+    }
+    if (!g->n) {
+        snprintf(err, errlen, "%s: no row count", name);
+        return 1;
+    }
+    return 0;
+}
+
+static void gemm_scenario(const model_config *c, int reps, const gemm_rows *rows)
 {
     const int C = c->hidden_size, F = c->intermediate_size;
     const int qkv = (c->num_heads + 2 * c->num_kv_heads) * c->head_dim;
     const int shapes[4][2] = {{qkv, C}, {C, c->num_heads * c->head_dim}, {2 * F, C}, {C, F}};
     const char *names[4] = {"qkv", "o", "gate_up", "down"};
-    const int ms_[3] = {1, 32, 1024};
     cublasHandle_t h;
     if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) return;
     void *x, *w, *y;
@@ -130,9 +158,9 @@ static void gemm_scenario(const model_config *c, int reps)
         return;
     cudaMemset(x, 0, (size_t)1024 * F * 2);
     cudaMemset(w, 0, maxw);
-    for (int m = 0; m < 3; m++)
+    for (int m = 0; m < rows->n; m++)
         for (int k = 0; k < 4; k++) {
-            int N = shapes[k][0], K = shapes[k][1], M = ms_[m];
+            int N = shapes[k][0], K = shapes[k][1], M = rows->m[m];
             double t32 = time_gemm(h, M, N, K, CUDA_R_32F, x, w, y, reps * 5);
             double t16 = time_gemm(h, M, N, K, CUDA_R_16BF, x, w, y, reps * 5);
             double bytes = 2.0 * N * K;
@@ -152,9 +180,11 @@ int main(int argc, char **argv)
 {
     const char *model = "qwen2.5-3b";
     int64_t reps64 = 20;
+    gemm_rows gm = {.m = {1, 32, 1024}, .n = 3};
     cli_opt table[] = {
         CLI_STR_OPT("--model", &model),
         CLI_INT_OPT("--reps", &reps64, 1, 100000),
+        CLI_CUSTOM_OPT("--gemm-m", parse_gemm_m, &gm),
         CLI_END,
     };
     char perr[256];
@@ -162,7 +192,7 @@ int main(int argc, char **argv)
     if (cli_parse("cuda_backend_bench", table, argc, argv, &a, perr, sizeof perr) || a.npos
         || a.help) {
         fprintf(stderr, "cuda_backend_bench: %s\nusage: cuda_backend_bench [--model PRESET] "
-                "[--reps N]\n", a.help || a.npos ? "options" : perr);
+                "[--reps N] [--gemm-m M,M,...]\n", a.help || a.npos ? "options" : perr);
         return 2;
     }
     int reps = (int)reps64;
@@ -243,6 +273,6 @@ int main(int argc, char **argv)
         free_batch(&g1);
     }
     backend_destroy(be);
-    gemm_scenario(&mc, reps);
+    gemm_scenario(&mc, reps, &gm);
     return 0;
 }

@@ -13,8 +13,11 @@ with wall time, so both measure the same schedule). Reported per configuration
   overhead_us = (served span - run span) / requests: the server's cost per request
   overhead_cpu_us = (server CPU - run CPU) / requests: the same in CPU time, which
       a loaded machine disturbs less than wall time
-  cpu_s of each process (user + system, from the kernel), beside the wall spans
+  cpu_s of each process (user + system of the whole process, start-up and exit
+      included for both alike: the kernel's rusage of the exited child), beside
+      the wall spans
   hit rates of both (they must agree: the same cache sees the same prompts)
+Both processes run with one OpenBLAS thread unless --blas-threads says otherwise.
 
 Usage: serve_bench.py --radixkv build/runtime/radixkv [--repeats 3] [--num 64]
        [--prompt-len 256] [--output-len 8] [--backends cpu,sim] [--hit-rates 0,0.5,0.9]
@@ -35,33 +38,34 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from serve_util import HOST, Server  # noqa: E402
 
 
-def proc_cpu(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+def children_cpu():
+    """User + system seconds of every exited child so far (the kernel's count)."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
 
 
 def run_inprocess(radixkv, trace, engine):
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu0 = children_cpu()
     out = subprocess.run([radixkv, "run", "--trace", trace, "--offline", "--no-progress", *engine],
                          capture_output=True, text=True, timeout=1800)
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = children_cpu() - cpu0
     if out.returncode:
         sys.exit("radixkv run failed: " + out.stderr)
     summary = [json.loads(l) for l in out.stdout.splitlines() if '"summary"' in l][-1]
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return summary["duration"], summary["hit_rate"], cpu, summary["requests"]
 
 
 def run_served(radixkv, reqs, engine, batched):
     """batched: one HTTP request carrying every prompt (a list of lists), so all
     arrive together as in the offline run; else one client thread per request."""
+    # The server's CPU is its whole process's, start-up and exit included, as
+    # run's is: measured alike, the difference is the serving alone.
+    cpu0 = children_cpu()
     s = Server(radixkv, *engine)
     if batched:
         reqs = [{"prompt": [r["prompt"] for r in reqs], "temperature": 0,
                  "max_tokens": reqs[0]["max_tokens"]}]
     try:
-        cpu0 = proc_cpu(s.proc.pid)
         results = [None] * len(reqs)
 
         def send(i):
@@ -79,7 +83,6 @@ def run_served(radixkv, reqs, engine, batched):
         for t in threads:
             t.join()
         span = time.perf_counter() - t0
-        cpu = proc_cpu(s.proc.pid) - cpu0
         bad = [r for r in results if not r or r[0] != 200]
         if bad:
             sys.exit(f"{len(bad)} requests failed: {bad[:2]}")
@@ -88,7 +91,7 @@ def run_served(radixkv, reqs, engine, batched):
         rc, _ = s.stop()
         if rc:
             sys.exit("server exited with " + str(rc) + ": " + s.stderr()[-2000:])
-        return span, hit, cpu
+        return span, hit, children_cpu() - cpu0
     finally:
         s.kill()
 
@@ -108,7 +111,13 @@ def main():
     ap.add_argument("--hit-rates", default="0,0.5,0.9")
     ap.add_argument("--clients", default="batched,concurrent",
                     help="batched: one request with every prompt; concurrent: a thread each")
+    ap.add_argument("--blas-threads", default="1",
+                    help="OPENBLAS_NUM_THREADS for both processes (default 1: idle BLAS threads "
+                         "spin, and their CPU time would swamp a per-request overhead); "
+                         "'inherit' keeps the environment's")
     a = ap.parse_args()
+    if a.blas_threads != "inherit":
+        os.environ["OPENBLAS_NUM_THREADS"] = a.blas_threads
     with tempfile.TemporaryDirectory() as d:
         for backend in a.backends.split(","):
             engine = ["--backend", backend, "--max-tokens", str(a.output_len)]
@@ -151,6 +160,7 @@ def report(a, backend, h, engine, trace, reqs, clients):
                     "run_cpu_s": med(rows["run_cpu"]), "served_cpu_s": med(rows["served_cpu"]),
                     "run_hit_rate": med(rows["run_hit"]), "served_hit_rate": med(rows["served_hit"]),
                     "clock": "modelled (run) vs wall, paced (served)" if backend == "sim" else "wall",
+                    "blas_threads": os.environ.get("OPENBLAS_NUM_THREADS", "inherit"),
                 }), flush=True)
 
 

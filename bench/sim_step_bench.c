@@ -1,7 +1,7 @@
 /* sim_step_bench.c - the sim backend's modelled time of single steps, JSON Lines.
  *
- * usage: sim_step_bench [--model PRESET] [--gpu PROFILE] [--page-size P]
- *                       --step NAME:B:PREFIX:ROWS [--step ...]
+ * usage: sim_step_bench [--model PRESET] [--gpu PROFILE | --sim-profile FILE]
+ *                       [--page-size P] --step NAME:B:PREFIX:ROWS [--step ...]
  *
  * Each --step is B sequences, each with PREFIX tokens already in KV pages and
  * ROWS new rows, the last of which samples (the shapes of bench/
@@ -10,7 +10,11 @@
  * backend charges each engine step with, so the figure is exactly what a
  * `radixkv run --backend sim` step of that shape costs. One line per step:
  *
- *   {"bench":"sim_step","name","model","gpu","batch","prefix","rows","ms"}
+ *   {"bench":"sim_step","name","model","gpu","sim_profile","sim_profile_hash","batch",
+ *    "prefix","rows","ms","gemm_ms","attn_ms","act_ms","kernels_ms","host_ms"}
+ *
+ * (the terms of sim_step_terms(), which add up to ms; bench/sim_fit.py fits
+ * a profile's latencies from them).
  *
  * No timing of this machine is involved: the output is a pure function of the
  * arguments (experiments/sim_calibration compares it with the GPU's figures).
@@ -34,8 +38,8 @@ static int usage(const char *msg)
 
 /* Seconds of one step of b sequences at (prefix, rows); the page table is
  * laid out per sequence (its values do not enter the cost). */
-static double step_seconds(const model_config *m, const sim_profile *p, int page, int b,
-                           int prefix, int rows)
+static void step_terms(const model_config *m, const sim_profile *p, int page, int b,
+                       int prefix, int rows, sim_step_parts *t)
 {
     const int T = b * rows, mp = (prefix + rows + page - 1) / page;
     int32_t *qs = malloc(sizeof(int32_t) * (size_t)(b + 1));
@@ -55,12 +59,11 @@ static double step_seconds(const model_config *m, const sim_profile *p, int page
     qs[b] = T;
     fwd_batch fb = {.num_seqs = b, .num_tokens = T, .q_starts = qs, .prefix_lens = pl,
                     .page_table = pt, .max_pages = mp, .sample_rows = sr};
-    double s = sim_step_seconds(m, p, &fb);
+    sim_step_terms(m, p, &fb, t);
     free(qs);
     free(pl);
     free(sr);
     free(pt);
-    return s;
 }
 
 /* --step is repeated: each one is kept, in order, for the loop below. */
@@ -82,12 +85,13 @@ static int add_step(void *ctx, const char *name, const char *v, char *err, size_
 
 int main(int argc, char **argv)
 {
-    const char *model = "qwen2.5-3b", *gpu = "h100";
+    const char *model = "qwen2.5-3b", *gpu = NULL, *file = NULL;
     int64_t page64 = 16;
     step_list steps = {.n = 0};
     cli_opt table[] = {
         CLI_STR_OPT("--model", &model),
         CLI_STR_OPT("--gpu", &gpu),
+        CLI_STR_OPT("--sim-profile", &file),
         CLI_INT_OPT("--page-size", &page64, 1, 1 << 20),
         CLI_REPEATED_OPT("--step", add_step, &steps),
         CLI_END,
@@ -98,12 +102,14 @@ int main(int argc, char **argv)
         return usage(perr);
     if (a.help || a.npos) return usage(a.help ? "options" : "no positional arguments");
     if (!steps.n) return usage("no --step given");
+    if (gpu && file) return usage("--gpu and --sim-profile both given; pick one");
     int page = (int)page64;
     char err[256];
     model_config m;
     sim_profile p;
     if (model_config_load(model, &m, err, sizeof err) != RKV_OK ||
-        sim_profile_parse(gpu, &p, err, sizeof err) != RKV_OK) {
+        (file ? sim_profile_load_file(file, &p, err, sizeof err)
+              : sim_profile_parse(gpu, &p, err, sizeof err)) != RKV_OK) {
         fprintf(stderr, "sim_step_bench: %s\n", err);
         return 2;
     }
@@ -118,10 +124,15 @@ int main(int argc, char **argv)
                     spec, (int)m.max_position);
             return 2;
         }
+        sim_step_parts t;
+        step_terms(&m, &p, page, b, prefix, rows, &t);
         printf("{\"bench\":\"sim_step\",\"name\":\"%s\",\"model\":\"%s\",\"gpu\":\"%s\","
-               "\"batch\":%d,\"prefix\":%d,\"rows\":%d,\"ms\":%.6f}\n",
-               name, model, gpu, b, prefix, rows,
-               1e3 * step_seconds(&m, &p, page, b, prefix, rows));
+               "\"sim_profile\":\"%s\",\"sim_profile_hash\":\"%s\","
+               "\"batch\":%d,\"prefix\":%d,\"rows\":%d,\"ms\":%.6f,\"gemm_ms\":%.6f,"
+               "\"attn_ms\":%.6f,\"act_ms\":%.6f,\"kernels_ms\":%.6f,\"host_ms\":%.6f}\n",
+               name, model, file ? file : gpu ? gpu : "h100", p.id, p.hash, b, prefix, rows,
+               1e3 * (t.gemm + t.attn + t.act + t.kernels + t.host), 1e3 * t.gemm, 1e3 * t.attn,
+               1e3 * t.act, 1e3 * t.kernels, 1e3 * t.host);
     }
     return 0;
 }

@@ -119,7 +119,7 @@ int main(int argc, char **argv)
     printf("{\"bench\":\"tier_hit_sim\",\"backend\":\"sim\",\"model\":\"%s\",\"gpu\":\"%s\",\"tokens\":%d,"
            "\"kv_bytes\":%.0f,\"recompute_s\":%.6g,\"host_load_s\":%.6g,\"disk_load_s\":%.6g,"
            "\"host_over_recompute\":%.6g,\"disk_over_recompute\":%.6g}\n",
-           m.name, prof.name, N, bytes, recompute, bytes / host_bw, bytes / host_bw + bytes / disk_bw,
+           m.name, prof.id, N, bytes, recompute, bytes / host_bw, bytes / host_bw + bytes / disk_bw,
            bytes / host_bw / recompute, (bytes / host_bw + bytes / disk_bw) / recompute);
     free(tok); free(pos); free(slots); free(pages); free(host);
     backend_destroy(be);

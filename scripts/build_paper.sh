@@ -1,35 +1,57 @@
 #!/usr/bin/env bash
-# Build paper/main.pdf with latexmk.
-# Usage: scripts/build_paper.sh [--install] [--strict] [--work DIR]
+# Build paper/main.pdf with latexmk from one set of results.
+# Usage: scripts/build_paper.sh [--install] [--strict] [--bundle DIR | --work DIR] [--mixed-scales]
 #   --install   install TeX first (scripts/deps.sh --with-docs); without it the
 #               build is skipped, with a message and exit status 0, when latexmk
 #               is missing.
-#   --strict    also fail on an undefined reference or citation, on a figure or
-#               table still shown as "not built yet", and on a number typed by
-#               hand in paper/ (tests/experiments/paper_numbers.py).
-#   --work DIR  leave the source tree alone: run every experiment the paper
-#               reads at the tiny scale into DIR/results, its notebook into
-#               DIR/figures, and build a copy of paper/ in DIR/paper (the test
-#               suite's paper test; exit 77 without latexmk).
+#   --strict    also fail on an undefined reference or citation, on a figure,
+#               table or text still shown as "not built yet", and on a number typed
+#               by hand in paper/ (tests/experiments/paper_numbers.py).
+#   --bundle DIR  the results bundle experiments/run_all wrote (DIR/manifest.json,
+#               DIR/NAME/NAME.jsonl): the paper reads it and nothing else; its
+#               notebooks draw into DIR/figures. No experiment is run.
+#   --work DIR  leave the source tree alone: experiments/run_all --scale tiny into the
+#               bundle DIR/results, then the paper from it in a copy of paper/ in
+#               DIR/paper (the test suite's paper test; exit 77 without latexmk).
+#   --mixed-scales  accept results of more than one scale (refused otherwise: a
+#               paper quietly mixing tiny and full numbers says nothing).
+#   --drawn     with --bundle: the notebooks already drew DIR/figures from these
+#               rows (run_all does); do not run them again.
+# Without --bundle or --work the results are experiments/NAME/results/, each
+# experiment's own (missing ones are run first at the tiny scale where a radixkv
+# binary is built: $RADIXKV, else build-release/, else build/).
 # Figures, tables and the macros that carry the prose's numbers
-# (paper/generated/*.tex): each experiment's notebook re-draws them from its
-# results into notebooks/figures/, copied here to paper/generated/. Missing
-# results are produced first at the tiny scale where a radixkv binary is built
-# ($RADIXKV, else build-release/, else build/); otherwise the paper shows a note
-# in their place.
+# (paper/generated/*.tex) are re-drawn by each experiment's notebook from the
+# results and copied to paper/generated/; the title page names the results
+# (scale, commit, build type, date, host: paper/generated/bundle.tex).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 strict=0
 work=""
+bundle=""
+mixed=0
+drawn=0
+usage="usage: scripts/build_paper.sh [--install] [--strict] [--bundle DIR [--drawn] | --work DIR] [--mixed-scales]"
 while (($#)); do
   case "$1" in
     --install) scripts/deps.sh --with-docs; shift ;;
     --strict) strict=1; shift ;;
-    --work) work="${2:?--work needs a folder}"; shift 2 ;;
-    *) echo "build_paper.sh: unknown option $1 (usage: scripts/build_paper.sh [--install] [--strict] [--work DIR])" >&2
+    --work) work="${2:?--work needs a folder ($usage)}"; shift 2 ;;
+    --bundle) bundle="${2:?--bundle needs a folder ($usage)}"; shift 2 ;;
+    --mixed-scales) mixed=1; shift ;;
+    --drawn) drawn=1; shift ;;
+    *) echo "build_paper.sh: unknown option $1 ($usage)" >&2
        exit 2 ;;
   esac
 done
+if [[ -n "$work" && -n "$bundle" ]]; then
+  echo "build_paper.sh: --bundle and --work exclude each other ($usage)" >&2
+  exit 2
+fi
+if [[ -n "$bundle" && ! -f $bundle/manifest.json ]]; then
+  echo "build_paper.sh: --bundle $bundle: no manifest.json there (experiments/run_all writes bundles)" >&2
+  exit 2
+fi
 if ! command -v latexmk >/dev/null; then
   echo "build_paper.sh: latexmk not found; skipping the paper (scripts/build_paper.sh --install adds TeX)" >&2
   [[ -n "$work" ]] && exit 77
@@ -39,17 +61,6 @@ fi
 figs=$PWD/notebooks/figures
 paperdir=$PWD/paper
 results() { echo "experiments/$1/results"; }
-if [[ -n "$work" ]]; then
-  mkdir -p "$work"
-  work=$(cd "$work" && pwd)
-  figs=$work/figures
-  paperdir=$work/paper
-  rm -rf "$paperdir" "$work/results"
-  cp -r paper "$paperdir"
-  rm -rf "$paperdir/generated" "$paperdir"/main.{aux,log,out,fls,fdb_latexmk,pdf}
-  results() { echo "$work/results/$1"; }
-fi
-export RKV_FIGURES=$figs
 radixkv="${RADIXKV:-}"
 if [[ -z "$radixkv" ]]; then
   for b in build-release build; do
@@ -57,46 +68,87 @@ if [[ -z "$radixkv" ]]; then
   done
 fi
 if [[ -n "$radixkv" ]]; then export RADIXKV="$radixkv"; fi
-# Experiments whose tables and figures the paper reads: re-draw from their
-# results when those exist (a changed notebook shows at once), else run them
-# at the tiny scale first when a binary exists.
-for name in tree_evolution hit_rate_sweep long_prefill overhead sim_calibration tiered_capacity routing; do
-  [[ -x experiments/$name/run ]] || continue
-  out=$(results "$name")
-  res=$out/$name.jsonl
-  [[ $name == tree_evolution ]] && res=$out/cache_sim.jsonl
-  if [[ -z "$work" && -f $res ]]; then
-    [[ -f notebooks/$name.ipynb ]] && notebooks/run.sh "$name"
-  elif [[ -n "$radixkv" ]]; then
-    experiments/$name/run --scale tiny --no-progress --notebook --out "$out"
+if [[ -n "$work" ]]; then
+  mkdir -p "$work"
+  work=$(cd "$work" && pwd)
+  paperdir=$work/paper
+  rm -rf "$paperdir" "$work/results"
+  cp -r paper "$paperdir"
+  rm -rf "$paperdir/generated" "$paperdir"/main.{aux,log,out,fls,fdb_latexmk,pdf}
+  if [[ -z "$radixkv" ]]; then
+    echo "build_paper.sh: --work needs a radixkv binary (\$RADIXKV, build-release/ or build/)" >&2
+    exit 1
   fi
+  # Every experiment into one bundle, with its notebook; a failed property is
+  # reported by run_all but still leaves its figures, so the paper goes on.
+  rc=0
+  experiments/run_all --scale tiny --out "$work/results" --no-paper || rc=$?
+  [[ -f $work/results/manifest.json ]] || exit "${rc:-1}"
+  bundle=$work/results
+  drawn=1
+fi
+if [[ -n "$bundle" ]]; then
+  bundle=$(cd "$bundle" && pwd)
+  figs=$bundle/figures
+  results() { echo "$bundle/$1"; }
+fi
+export RKV_FIGURES=$figs
+# One scale, unless told otherwise.
+dirs=()
+for d in experiments/*/; do
+  name=$(basename "$d")
+  [[ -f $(results "$name")/$name.jsonl ]] && dirs+=("$(cd "$(results "$name")" && pwd)")
 done
-# Experiments II: re-draw from their results where they exist, else run them
-# at the tiny scale (the Mooncake ones on a generated trace in the Mooncake
-# format when the real traces are missing: they exit 77 then).
-for name in real_trace_capacity eviction_policy page_size sglang_ablations remote_tier; do
-  out=$(results "$name")
-  # remote_tier starts a redis-server of its own: without one installed it is
-  # re-drawn from existing results only.
-  if [[ $name == remote_tier ]] && ! command -v redis-server >/dev/null; then
-    [[ -z "$work" && -f $out/$name.jsonl ]] && notebooks/run.sh "$name"
-    continue
+if ((${#dirs[@]})); then
+  found=$(cd experiments && python3 -m rkv.bundle scales "${dirs[@]}")
+  if (($(printf '%s\n' "$found" | grep -c .) > 1)) && ((!mixed)); then
+    echo "build_paper.sh: the results mix scales (scale, files, paths):" >&2
+    printf '%s\n' "$found" | cut -c1-300 >&2
+    echo "build_paper.sh: rerun them at one scale, build from one bundle (--bundle), or pass --mixed-scales" >&2
+    exit 1
   fi
-  if [[ -z "$work" && -f $out/$name.jsonl ]]; then
-    notebooks/run.sh "$name"
-  elif [[ -n "$radixkv" ]]; then
+fi
+if [[ -n "$bundle" ]]; then
+  # Re-draw every figure from the bundle's rows (a changed notebook shows at once).
+  ((drawn)) || for name in $(ls experiments); do
+    [[ -f $bundle/$name/$name.jsonl && -f notebooks/$name.ipynb ]] || continue
+    RKV_RESULTS=$bundle/$name notebooks/run.sh "$name"
+  done
+else
+  # Experiments whose tables and figures the paper reads: re-draw from their
+  # results when those exist, else run them at the tiny scale first when a
+  # binary exists (the Mooncake ones on a generated trace in the Mooncake format
+  # when the real traces are missing: they exit 77 then). remote_tier starts a
+  # redis-server of its own: without one installed it is re-drawn from existing
+  # results only.
+  for name in tree_evolution hit_rate_sweep long_prefill overhead sim_calibration tiered_capacity \
+              routing real_trace_capacity eviction_policy page_size sglang_ablations remote_tier; do
+    out=$(results "$name")
+    if [[ -f $out/$name.jsonl ]]; then
+      [[ -f notebooks/$name.ipynb ]] && RKV_RESULTS=$PWD/$out notebooks/run.sh "$name"
+      continue
+    fi
+    [[ -n "$radixkv" ]] || continue
+    [[ $name == remote_tier ]] && ! command -v redis-server >/dev/null && continue
     rc=0
     experiments/$name/run --scale tiny --no-progress --notebook --out "$out" || rc=$?
-    if ((rc == 77)); then
+    if ((rc == 77)) && grep -q -- --synthetic "experiments/$name/run"; then
       experiments/$name/run --scale tiny --no-progress --notebook --synthetic --out "$out"
-    elif ((rc != 0)); then
+    elif ((rc != 0 && rc != 77)); then
       exit "$rc"
     fi
-  fi
-done
+  done
+fi
 mkdir -p "$paperdir/generated"
 shopt -s nullglob
+rm -f "$paperdir/generated"/*
 for f in "$figs"/*.pdf "$figs"/*.png "$figs"/*.tex; do cp "$f" "$paperdir/generated/"; done
+# The title page's line on the results: the bundle's manifest, else what the rows say.
+if [[ -n "$bundle" ]]; then
+  (cd experiments && python3 -m rkv.bundle tex "$bundle" "$paperdir/generated/bundle.tex")
+else
+  (cd experiments && python3 -m rkv.bundle tex-rows "$paperdir/generated/bundle.tex" "${dirs[@]}")
+fi
 # The configured numbers the prose quotes (\rkv{cfg/NAME/...}), from config.json.
 (cd experiments && python3 -m rkv.tex --config-numbers "$paperdir/generated/config_numbers.tex")
 src=$PWD

@@ -2,11 +2,12 @@
 # Install the Debian packages radixkv needs, only those missing.
 # Usage: scripts/deps.sh [--with-docs]   (--with-docs adds TeX for the paper)
 set -euo pipefail
-# clang + libclang-rt-14-dev (Debian 12): libFuzzer for the fuzz targets (tests/fuzz).
+# clang + libclang-rt-14-dev (Debian 12): libFuzzer for the fuzz targets (tests/fuzz);
+# curl: scripts/fetch_traces.sh.
 pkgs=(meson ninja-build pkg-config gcc check libjemalloc-dev libopenblas-dev
       libxxhash-dev libssl-dev libjansson-dev libmicrohttpd-dev graphviz python3 python3-matplotlib
       python3-nbconvert python3-ipykernel python3-venv redis-server libhiredis-dev clang
-      libclang-rt-14-dev)
+      libclang-rt-14-dev curl)
 if [[ "${1:-}" == "--with-docs" ]]; then
   # lmodern: main.tex's font (not pulled in without recommends);
   # texlive-fonts-recommended: the T1 Type 1 fonts pdflatex embeds.

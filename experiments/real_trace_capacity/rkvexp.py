@@ -7,7 +7,8 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from rkv.core import (ROOT, Progress, Rows, add_mooncake_dir, check_binary,  # noqa: E402,F401
-                      default_mooncake_dir, fail, git_commit, parser, run_json, summary_of)
+                      default_mooncake_dir, driver_command, fail, git_commit, parser,
+                      report_properties, run_json, summary_of, verdict)
 from rkv.core import find_radixkv as default_radixkv  # noqa: E402,F401
 from rkv.core import run_notebook as _run_notebook  # noqa: E402
 from rkv.mooncake import *  # noqa: E402,F401,F403

@@ -5,6 +5,10 @@
     rkv.stats     repeats: median with min-max
     rkv.tex       the numbers the paper's prose and tables carry (generated)
     rkv.mooncake  Mooncake-format traces and cache-sim / run helpers
+    rkv.bundle    row provenance (binary, hash, build type, host), results bundles
+                  and their manifest, the scales a set of results mixes
+    rkv.reference reference numbers with tolerances (experiments/reproduce)
+    rkv.jobs      sweep points as independent jobs: --jobs N here, --ray ADDRESS
     rkv.checks.NAME  each experiment's stated properties, imported by both
                   experiments/NAME/run --check and notebooks/NAME.ipynb
 

@@ -82,8 +82,10 @@ def write_registry(reg, out):
 
 
 def check_binary(name, path):
+    """Fails unless `path` is an executable; records it (CHECKED) for the rows."""
     if not os.access(path, os.X_OK):
         fail(name, f"{path}: not found ({BUILD_HINT}; or pass --radixkv)")
+    CHECKED.append(path)
 
 
 def default_mooncake_dir():
@@ -95,16 +97,19 @@ def default_mooncake_dir():
 EPILOG = """\
 common options:
   every driver writes results/<name>.jsonl (one JSON object per line: experiment,
-  scale, config, seed, backend, model, commit, date, command, then its numbers)
-  and prints one verdict line on stdout; progress and tables go to stderr.
-  --check exits 1 when a stated property fails (each is printed as ok/FAIL);
-  without it a failed property is printed as 'no' and the exit status stays 0.
+  scale, config, seed, backend, model, commit, date, command, binary, binary_sha256,
+  build_type, host, then its numbers) and prints one verdict line on stdout;
+  progress and tables go to stderr. Each property is one stderr line: ok, FAIL
+  (--check: exit 1) or no (without --check; the exit status stays 0); wall-clock
+  figures are info lines, never checked. Exit 77: a required input is missing.
 environment:
   RADIXKV            the radixkv binary (else build-release/, else build/)
   RKV_MOONCAKE_DIR   the Mooncake traces (FAST25-release/traces of kvcache-ai/Mooncake)
   RKV_FIGURES        where the notebook writes figures (default notebooks/figures)
   RKV_PYTHON         the Python that runs notebooks (default: the first of
                      /usr/bin/python3 and python3 with matplotlib and nbconvert)
+  RKV_FAIL_PROPERTY  NAME (or all): add a failing property to that experiment's
+                     report (tests run_all's failure reporting)
 """
 
 
@@ -163,12 +168,20 @@ def git_commit():
         return "unknown"
 
 
+def driver_command():
+    """The command line this driver was started with (paths in the checkout relative):
+    the command of a row computed in the driver itself rather than by one program."""
+    return command_text([os.path.abspath(sys.argv[0])] + sys.argv[1:])
+
+
 def utc_now():
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def command_text(cmd):
     """A command as a string with paths inside the checkout made relative."""
+    if isinstance(cmd, str):
+        return cmd
     out = []
     for x in cmd:
         x = str(x)
@@ -178,23 +191,46 @@ def command_text(cmd):
     return " ".join(out)
 
 
-ROW_KEYS = ("experiment", "scale", "config", "seed", "backend", "model", "commit", "date", "command")
+ROW_KEYS = ("experiment", "scale", "config", "seed", "backend", "model", "commit", "date", "command",
+            "binary", "binary_sha256", "build_type", "host")
+# Keys no row may leave empty: what was run, and with which configuration.
+REQUIRED = ("config", "command")
+# The programs this driver checked before running them (check_binary), first
+# first: the binary rows record unless Meta is told another.
+CHECKED = []
 
 
 class Meta:
     """The row format. Every row carries ROW_KEYS (None where a key does not
-    apply), then its own numbers."""
+    apply; never for REQUIRED), then its own numbers. Provenance (rkv.bundle):
+    the binary, its sha256 and build type, and the host's CPU model, CPU count
+    and load average at the time the row is made."""
 
-    def __init__(self, name, scale):
-        self.base = {"experiment": name, "scale": scale, "commit": git_commit(), "date": utc_now()}
+    def __init__(self, name, scale, binary=None, config_keys=()):
+        """config_keys: for drivers whose rows carry their configuration as
+        top-level fields (which notebooks read), the names of those fields;
+        a row's `config` is then gathered from them."""
+        from . import bundle
+        self.bundle = bundle
+        self.config_keys = config_keys
+        binary = binary or (CHECKED[0] if CHECKED else None)
+        self.base = {"experiment": name, "scale": scale, "commit": git_commit(), "date": utc_now(),
+                     **bundle.binary_fields(binary)}
 
     def row(self, **kw):
         r = dict(self.base)
         for k in ROW_KEYS:
             r.setdefault(k, None)
+        r["host"] = self.bundle.host()
         r.update(kw)
+        if r["config"] is None and self.config_keys:
+            r["config"] = {k: r[k] for k in self.config_keys if k in r}
         if isinstance(r["command"], (list, tuple)):
             r["command"] = command_text(r["command"])
+        missing = [k for k in REQUIRED if r.get(k) in (None, "", {})]
+        if missing:
+            raise ValueError(f"{r['experiment']}: a row without {' and '.join(missing)} "
+                             f"(every row names the command and configuration that made it)")
         return r
 
 
@@ -208,10 +244,10 @@ class Rows:
         self.meta = Meta(experiment, scale)
 
     def write(self, config, metrics, seed=0, backend="cache-sim", model=None, command=None):
+        if self.meta.base["scale"] is None and isinstance(config, dict):
+            self.meta.base["scale"] = config.get("scale")
         row = self.meta.row(config=config, seed=seed, backend=backend, model=model,
                             command=command, **metrics)
-        if row["scale"] is None and isinstance(config, dict):
-            row["scale"] = config.get("scale")
         self.f.write(json.dumps(row) + "\n")
         self.f.flush()
         return row
@@ -278,6 +314,16 @@ def summary_of(lines):
         if rec.get("type") == "summary":
             return rec
     raise ValueError("no summary line")
+
+
+# The sim profile a modelled number came from (`radixkv run --backend sim` and
+# cache-sim summaries name it): a row built from a summary spreads these.
+def sim_profile_of(summary):
+    """{"sim_profile": id, "sim_profile_hash": hash} of a summary line; both
+    None for a backend without a profile (cpu, cuda). cache-sim names the
+    profile "gpu"."""
+    pid = summary.get("sim_profile", summary.get("gpu") if "sim_profile_hash" in summary else None)
+    return {"sim_profile": pid, "sim_profile_hash": summary.get("sim_profile_hash")}
 
 
 def gen_trace(name, radixkv, path, kind, args):
@@ -356,16 +402,26 @@ def run_notebook(name, out=None, env_name="RKV_RESULTS", exit_on_skip=True):
 
 
 def report_properties(name, checks, strict):
-    """checks: (ok, text) pairs, printed to stderr. With strict (--check) a
-    failed one prints as FAIL and the process exits 1; without, it prints as
-    'no' and the caller goes on (nothing printed says FAIL with exit status 0).
-    Returns whether all hold."""
-    bad = [t for ok, t in checks if not ok]
+    """The one way a driver reports its properties. checks: (ok, text) pairs,
+    printed to stderr, one line each: "ok", "FAIL" (with strict, i.e. --check)
+    or "no" (without: nothing printed says FAIL while the exit status stays 0),
+    and "info" where ok is None: a wall-clock figure, reported with its spread
+    and never deciding anything. With strict a failed property exits 1 after
+    the verdict line (`NAME: properties do not hold: ...` on stdout). Returns
+    whether all decided ones hold."""
+    checks = list(checks)
+    if os.environ.get("RKV_FAIL_PROPERTY") in (name, "all"):
+        # A property broken on purpose: run_all's test checks that one failing
+        # experiment is named at the end and stops nothing before it.
+        checks.append((False, f"injected failure (RKV_FAIL_PROPERTY={os.environ['RKV_FAIL_PROPERTY']})"))
+    decided = [(ok, t) for ok, t in checks if ok is not None]
+    bad = [t for ok, t in decided if not ok]
     for ok, t in checks:
-        mark = "ok  " if ok else ("FAIL" if strict else "no  ")
+        mark = "info" if ok is None else "ok  " if ok else ("FAIL" if strict else "no  ")
         print(f"  {mark} {t}", file=sys.stderr)
     if bad and strict:
-        fail(name, f"{len(bad)} of {len(checks)} properties do not hold")
+        print(f"{name}: {len(bad)} of {len(decided)} properties do not hold: " + "; ".join(bad))
+        sys.exit(1)
     return not bad
 
 

@@ -7,7 +7,7 @@ import os
 import random
 import time
 
-from .core import fail, run_json, summary_of
+from .core import command_text, fail, run_json, summary_of
 
 BLOCK = 512  # tokens per Mooncake hash id
 
@@ -109,6 +109,7 @@ def _run_summary(cmd, name):
     s["ttft_mean"] = sum(r["ttft"] for r in done) / len(done) if done else None
     s["latency_mean"] = sum(r["latency"] for r in done) / len(done) if done else None
     s["wall_seconds"] = wall
+    s["command"] = command_text(cmd)
     return s
 
 
@@ -169,6 +170,7 @@ def cache_sim(radixkv, trace, cache, capacity, page_size, name, policy=None):
     w0 = time.perf_counter()
     s = summary_of(run_json(cmd, name))
     s["wall_seconds"] = time.perf_counter() - w0
+    s["command"] = command_text(cmd)
     return s
 
 

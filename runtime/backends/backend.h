@@ -30,7 +30,8 @@ typedef struct backend_config {
     int64_t num_pages;        /* <= 0: backend decides (cuda: from memory fraction) */
     double mem_fraction;      /* cuda: fraction of free device memory for weights+KV */
     int num_threads;          /* cpu: <= 0 all cores */
-    const char *gpu_profile;  /* sim: "h100" (default), "h200", "a100", "a10g" */
+    const char *gpu_profile;  /* sim: a built-in profile ("h100", the default; `radixkv list`) */
+    const char *sim_profile_file; /* sim: a profile JSON file instead (not with gpu_profile) */
     int cascade;              /* cpu: 1 = cascade attention over pages shared by several
                                  sequences of a step (attention.h); 0 = off (default) */
 } backend_config;

@@ -1,7 +1,10 @@
 /* backend_sim.c - the roofline-clocked backend without a model; see backend_sim.h. */
 #include "backend_sim.h"
 
+#include <errno.h>
+#include <jansson.h>
 #include <math.h>
+#include <openssl/evp.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -20,24 +23,324 @@ typedef struct sim_backend {
     int32_t *slot_pos;
 } sim_backend;
 
-/* Ceilings and per-kernel figures; the h100 row is fitted to the cuda backend
- * on an H100 (SIM_COST_MODEL.md, "Calibration"). The efficiencies are
- * fractions of each profile's ceiling and are shared by all profiles; the
- * ceilings of a100/a10g are their datasheet peaks scaled by what the H100
- * reached of its own datasheet (GEMM 790 of 989 TFLOP/s: 0.80; copy 2.98 of
- * 3.35 TB/s: 0.89), so every row means "what a kernel can reach". */
-#define SIM_FRACTIONS 0.95, 0.91, 0.27, 0.77, 0.66
-#define SIM_LATENCIES 9.2e-6, 5.4e-6, 1.43e-6, 1.3e-3, 1
-static const sim_profile profiles[] = {
-    /* name, peak, bandwidth, memory, SMs, eff_gemm, eff_weight, eff_attn, eff_kv,
-     * eff_act, gemm_latency, kernel, launch, overhead, graphs */
-    {"h100", 790e12, 3.0e12, 80e9, 132, SIM_FRACTIONS, SIM_LATENCIES},
-    /* Same compute die and driver as the H100, HBM3e. */
-    {"h200", 790e12, 4.3e12, 141e9, 132, SIM_FRACTIONS, SIM_LATENCIES},
-    /* A100-80GB SXM (312 TFLOP/s, 2.0 TB/s) and A10G (125, 0.6): datasheet x 0.80 / 0.89. */
-    {"a100", 312e12 * 0.80, 2.0e12 * 0.89, 80e9, 108, SIM_FRACTIONS, SIM_LATENCIES},
-    {"a10g", 125e12 * 0.80, 0.6e12 * 0.89, 24e9, 80, SIM_FRACTIONS, SIM_LATENCIES},
-};
+/* The built-in profiles: runtime/backends/profiles/<id>.json, embedded byte
+ * for byte by profiles/embed.py (so the hash a run reports is the file's). */
+extern const unsigned char *const sim_profile_texts[];
+extern const size_t sim_profile_lens[];
+
+/* ---- profile files -------------------------------------------------------- */
+
+/* Errors name the profile (its id or path) and the field, e.g.
+ * "sim profile h100@peer: field efficiency.attn: want a number in (0, 1]". */
+typedef struct pctx {
+    const char *where;
+    char *err;
+    size_t errlen;
+} pctx;
+
+static rkv_status perr(const pctx *c, const char *field, const char *what)
+{
+    snprintf(c->err, c->errlen, "sim profile %s: field %s: %s", c->where, field, what);
+    return RKV_EINVAL;
+}
+
+/* Every key of obj must be one of keys (NULL-terminated): a misspelt field is
+ * refused, never silently left at a default. */
+static rkv_status only_keys(const pctx *c, json_t *obj, const char *prefix,
+                            const char *const *keys)
+{
+    const char *k;
+    json_t *v;
+    json_object_foreach(obj, k, v) {
+        int i = 0;
+        while (keys[i] && strcmp(keys[i], k)) i++;
+        if (!keys[i]) {
+            char f[96];
+            snprintf(f, sizeof f, "%s%s%s", prefix, *prefix ? "." : "", k);
+            return perr(c, f, "unknown field");
+        }
+    }
+    return RKV_OK;
+}
+
+static json_t *section(const pctx *c, json_t *root, const char *name, const char *const *keys,
+                       rkv_status *st)
+{
+    json_t *o = json_object_get(root, name);
+    if (!json_is_object(o)) {
+        *st = perr(c, name, o ? "want an object" : "missing");
+        return NULL;
+    }
+    *st = only_keys(c, o, name, keys);
+    return *st ? NULL : o;
+}
+
+/* A number lo < v <= hi (lo_closed: lo <= v). */
+static rkv_status num(const pctx *c, json_t *o, const char *sec, const char *key, double lo,
+                      bool lo_closed, double hi, double *out)
+{
+    char f[96], want[96];
+    snprintf(f, sizeof f, "%s.%s", sec, key);
+    json_t *v = json_object_get(o, key);
+    double x = json_is_number(v) ? json_number_value(v) : NAN;
+    if (!(lo_closed ? x >= lo : x > lo) || !(x <= hi)) {
+        snprintf(want, sizeof want, "%s a number in %c%g, %g]", v ? "want" : "missing:",
+                 lo_closed ? '[' : '(', lo, hi);
+        return perr(c, f, want);
+    }
+    *out = x;
+    return RKV_OK;
+}
+
+static rkv_status integer(const pctx *c, json_t *o, const char *sec, const char *key, int lo,
+                          int hi, int *out)
+{
+    char f[96], want[96];
+    snprintf(f, sizeof f, "%s.%s", sec, key);
+    json_t *v = json_object_get(o, key);
+    if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi) {
+        snprintf(want, sizeof want, "%s an integer in [%d, %d]", v ? "want" : "missing:", lo, hi);
+        return perr(c, f, want);
+    }
+    *out = (int)json_integer_value(v);
+    return RKV_OK;
+}
+
+/* One of names (NULL-terminated); its index in *out. */
+static rkv_status choice(const pctx *c, json_t *o, const char *sec, const char *key,
+                         const char *const *names, int *out)
+{
+    char f[96], want[160];
+    snprintf(f, sizeof f, "%s.%s", sec, key);
+    const char *s = json_string_value(json_object_get(o, key));
+    for (int i = 0; s && names[i]; i++)
+        if (!strcmp(s, names[i])) {
+            *out = i;
+            return RKV_OK;
+        }
+    size_t n = (size_t)snprintf(want, sizeof want, "%s one of", s ? "want" : "missing or not a string:");
+    for (int i = 0; names[i] && n < sizeof want; i++)
+        n += (size_t)snprintf(want + n, sizeof want - n, "%s %s", i ? "," : "", names[i]);
+    return perr(c, f, want);
+}
+
+/* "tables": {"gemm": [{"name", "N", "K", "M": [..], "s": [..]}, ...]} */
+static rkv_status gemm_tables_parse(const pctx *c, json_t *tables, sim_profile *out)
+{
+    static const char *const tab_k[] = {"gemm", NULL};
+    static const char *const row_k[] = {"name", "N", "K", "M", "s", NULL};
+    if (!json_is_object(tables)) return perr(c, "tables", "want an object");
+    rkv_status st = only_keys(c, tables, "tables", tab_k);
+    json_t *rows = json_object_get(tables, "gemm");
+    if (st || !rows) return st;
+    if (!json_is_array(rows) || json_array_size(rows) > SIM_GEMM_TABLES) {
+        char want[64];
+        snprintf(want, sizeof want, "want an array of at most %d tables", SIM_GEMM_TABLES);
+        return perr(c, "tables.gemm", want);
+    }
+    size_t i;
+    json_t *row;
+    json_array_foreach(rows, i, row) {
+        char sec[48], f[96];
+        snprintf(sec, sizeof sec, "tables.gemm[%zu]", i);
+        if (!json_is_object(row)) return perr(c, sec, "want an object");
+        if ((st = only_keys(c, row, sec, row_k))) return st;
+        sim_gemm_table *t = &out->gemm_table[i];
+        if ((st = num(c, row, sec, "N", 0, false, 1e9, &t->n)) ||
+            (st = num(c, row, sec, "K", 0, false, 1e9, &t->k)))
+            return st;
+        json_t *ms = json_object_get(row, "M"), *ss = json_object_get(row, "s");
+        size_t n = json_array_size(ms);
+        if (!json_is_array(ms) || n < 1 || n > SIM_GEMM_POINTS) {
+            snprintf(f, sizeof f, "%s.M", sec);
+            return perr(c, f, "want an array of 1 to 32 row counts");
+        }
+        if (!json_is_array(ss) || json_array_size(ss) != n) {
+            snprintf(f, sizeof f, "%s.s", sec);
+            return perr(c, f, "want an array of seconds, one per M");
+        }
+        for (size_t j = 0; j < n; j++) {
+            double m = json_number_value(json_array_get(ms, j));
+            double x = json_number_value(json_array_get(ss, j));
+            if (!json_is_number(json_array_get(ms, j)) || !(m >= 1) ||
+                (j > 0 && !(m > t->m[j - 1]))) {
+                snprintf(f, sizeof f, "%s.M[%zu]", sec, j);
+                return perr(c, f, "want row counts >= 1, strictly ascending");
+            }
+            if (!json_is_number(json_array_get(ss, j)) || !(x > 0) || !(x <= 10)) {
+                snprintf(f, sizeof f, "%s.s[%zu]", sec, j);
+                return perr(c, f, "want a time in (0, 10] seconds");
+            }
+            t->m[j] = m;
+            t->s[j] = x;
+        }
+        t->points = (int)n;
+    }
+    out->gemm_tables = (int)json_array_size(rows);
+    return RKV_OK;
+}
+
+static const char *const graph_modes[] = {"none", "decode", "mixed", NULL};
+static const char *const decode_row_modes[] = {"decode", "full_tile", NULL};
+
+/* Parse the profile text (len bytes) named `where` into out. */
+static rkv_status profile_from_text(const char *where, const unsigned char *text, size_t len,
+                                    sim_profile *out, char *err, size_t errlen)
+{
+    pctx c = {where, err, errlen};
+    json_error_t je;
+    json_t *root = json_loadb((const char *)text, len, JSON_REJECT_DUPLICATES, &je);
+    if (!root) {
+        snprintf(err, errlen, "sim profile %s: line %d: %s", where, je.line, je.text);
+        return RKV_EINVAL;
+    }
+    memset(out, 0, sizeof *out);
+    static const char *const top[] = {"schema", "id", "engine", "summary", "device",
+        "efficiency", "latency", "host", "switches", "tables", "assumptions", "provenance", "fit",
+        NULL};
+    static const char *const dev_k[] = {"name", "peak_flops", "bandwidth", "memory_bytes", "sms", NULL};
+    static const char *const eff_k[] = {"gemm", "weight", "attn", "kv", "act", NULL};
+    static const char *const lat_k[] = {"gemm_s", "kernel_s", "launch_s", NULL};
+    static const char *const host_k[] = {"step_s", "hidden_by_overlap", NULL};
+    static const char *const sw_k[] = {"mixed_decode_rows", "graphs", "mixed_graph_rows",
+        "act_dtype", "act_bytes_per_row", "small_kernels_per_layer", "step_kernels",
+        "gemms_per_layer", "step_gemms", NULL};
+    static const char *const act_k[] = {"hidden", "qkv", "kv", "ffn", NULL};
+    rkv_status st = json_is_object(root) ? only_keys(&c, root, "", top) : perr(&c, "(top)", "want an object");
+    json_t *dev = NULL, *eff = NULL, *lat = NULL, *host = NULL, *sw = NULL, *act = NULL;
+    if (!st) {
+        json_t *v = json_object_get(root, "schema");
+        if (!json_is_integer(v) || json_integer_value(v) != 1)
+            st = perr(&c, "schema", "want 1 (the only version this binary reads)");
+    }
+    if (!st) {
+        const char *id = json_string_value(json_object_get(root, "id"));
+        if (!id || !*id || strlen(id) > 63 || strchr(id, ',') || strchr(id, '"') ||
+            strchr(id, '\\'))
+            st = perr(&c, "id", "want a non-empty string of at most 63 characters without , \" or \\");
+        else snprintf(out->id, sizeof out->id, "%s", id);
+    }
+    if (!st && !json_is_string(json_object_get(root, "summary")))
+        st = perr(&c, "summary", "want a string");
+    if (!st) dev = section(&c, root, "device", dev_k, &st);
+    if (!st) eff = section(&c, root, "efficiency", eff_k, &st);
+    if (!st) lat = section(&c, root, "latency", lat_k, &st);
+    if (!st) host = section(&c, root, "host", host_k, &st);
+    if (!st) sw = section(&c, root, "switches", sw_k, &st);
+    if (!st) act = section(&c, sw, "act_bytes_per_row", act_k, &st);
+    if (st) goto out;
+    if (!json_is_object(json_object_get(root, "provenance"))) {
+        st = perr(&c, "provenance", "want an object (device, versions, date, raw file and hash)");
+        goto out;
+    }
+    int gm = 0, dm = 0;
+    if ((st = num(&c, dev, "device", "peak_flops", 0, false, 1e18, &out->peak_flops)) ||
+        (st = num(&c, dev, "device", "bandwidth", 0, false, 1e15, &out->bandwidth)) ||
+        (st = num(&c, dev, "device", "memory_bytes", 0, false, 1e15, &out->memory_bytes)) ||
+        (st = integer(&c, dev, "device", "sms", 1, 1 << 16, &out->sms)) ||
+        (st = num(&c, eff, "efficiency", "gemm", 0, false, 1, &out->eff_gemm)) ||
+        (st = num(&c, eff, "efficiency", "weight", 0, false, 1, &out->eff_weight)) ||
+        (st = num(&c, eff, "efficiency", "attn", 0, false, 1, &out->eff_attn)) ||
+        (st = num(&c, eff, "efficiency", "kv", 0, false, 1, &out->eff_kv)) ||
+        (st = num(&c, eff, "efficiency", "act", 0, false, 1, &out->eff_act)) ||
+        (st = num(&c, lat, "latency", "gemm_s", 0, true, 1, &out->gemm_latency_s)) ||
+        (st = num(&c, lat, "latency", "kernel_s", 0, true, 1, &out->kernel_s)) ||
+        (st = num(&c, lat, "latency", "launch_s", 0, true, 1, &out->launch_s)) ||
+        (st = num(&c, host, "host", "step_s", 0, true, 10, &out->overhead_s)) ||
+        (st = choice(&c, sw, "switches", "graphs", graph_modes, &gm)) ||
+        (st = integer(&c, sw, "switches", "mixed_graph_rows", 0, 1 << 30, &out->mixed_graph_rows)) ||
+        (st = choice(&c, sw, "switches", "mixed_decode_rows", decode_row_modes, &dm)) ||
+        (st = integer(&c, sw, "switches", "small_kernels_per_layer", 0, 1000, &out->small_kernels_per_layer)) ||
+        (st = integer(&c, sw, "switches", "step_kernels", 0, 1000, &out->step_kernels)) ||
+        (st = integer(&c, sw, "switches", "gemms_per_layer", 0, 1000, &out->gemms_per_layer)) ||
+        (st = integer(&c, sw, "switches", "step_gemms", 0, 1000, &out->step_gemms)) ||
+        (st = num(&c, act, "switches.act_bytes_per_row", "hidden", 0, true, 1e4, &out->act_bytes[0])) ||
+        (st = num(&c, act, "switches.act_bytes_per_row", "qkv", 0, true, 1e4, &out->act_bytes[1])) ||
+        (st = num(&c, act, "switches.act_bytes_per_row", "kv", 0, true, 1e4, &out->act_bytes[2])) ||
+        (st = num(&c, act, "switches.act_bytes_per_row", "ffn", 0, true, 1e4, &out->act_bytes[3])))
+        goto out;
+    out->graphs = gm;
+    out->decode_rows_full_tile = dm == 1;
+    if (!json_is_string(json_object_get(sw, "act_dtype"))) {
+        st = perr(&c, "switches.act_dtype", "want a string (what act_bytes_per_row assumes)");
+        goto out;
+    }
+    json_t *hid = json_object_get(host, "hidden_by_overlap");
+    if (!json_is_boolean(hid)) {
+        st = perr(&c, "host.hidden_by_overlap", "want true or false");
+        goto out;
+    }
+    if (json_is_true(hid)) {
+        /* The engine's overlap clock hides the scheduler's measured CPU time
+         * only; a host time it cannot place must not be dropped silently. */
+        st = perr(&c, "host.hidden_by_overlap",
+                  "true is not modelled (overlap hides only the scheduler's CPU time); use false");
+        goto out;
+    }
+    json_t *tables = json_object_get(root, "tables");
+    if (tables && (st = gemm_tables_parse(&c, tables, out))) goto out;
+    /* First 16 hex digits of the SHA-256 of the file's bytes: what
+     * `sha256sum FILE | cut -c1-16` prints. */
+    unsigned char md[32];
+    unsigned int mdlen = 0;
+    if (!EVP_Digest(text, len, md, &mdlen, EVP_sha256(), NULL) || mdlen < 8) {
+        snprintf(err, errlen, "sim profile %s: SHA-256 failed", where);
+        st = RKV_EINVAL;
+        goto out;
+    }
+    for (int i = 0; i < 8; i++) snprintf(out->hash + 2 * i, 3, "%02x", md[i]);
+out:
+    json_decref(root);
+    return st;
+}
+
+rkv_status sim_profile_load_file(const char *path, sim_profile *out, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, errlen, "sim profile %s: cannot open: %s", path, strerror(errno));
+        return RKV_EINVAL;
+    }
+    size_t cap = 1 << 16, len = 0;
+    unsigned char *buf = malloc(cap);
+    while (buf) {
+        len += fread(buf + len, 1, cap - len, f);
+        if (len < cap) break;
+        unsigned char *nb = cap < (1u << 26) ? realloc(buf, cap * 2) : NULL;
+        if (!nb) {
+            free(buf);
+            buf = NULL;
+            break;
+        }
+        buf = nb;
+        cap *= 2;
+    }
+    bool bad = ferror(f);
+    fclose(f);
+    if (!buf || bad) {
+        free(buf);
+        snprintf(err, errlen, "sim profile %s: %s", path, bad ? "read error" : "larger than 64 MiB or out of memory");
+        return buf ? RKV_EINVAL : RKV_ENOMEM;
+    }
+    rkv_status st = profile_from_text(path, buf, len, out, err, errlen);
+    free(buf);
+    return st;
+}
+
+const char *sim_profile_summary(const char *id)
+{
+    static char line[256];
+    for (int i = 0; sim_profile_ids[i]; i++) {
+        if (strcmp(sim_profile_ids[i], id)) continue;
+        json_t *root = json_loadb((const char *)sim_profile_texts[i], sim_profile_lens[i], 0, NULL);
+        snprintf(line, sizeof line, "%s", root ? json_string_value(json_object_get(root, "summary")) : "?");
+        json_decref(root);
+        return line;
+    }
+    return NULL;
+}
+
+/* ---- overrides ------------------------------------------------------------ */
 
 typedef struct sim_key {
     const char *key;
@@ -65,14 +368,19 @@ rkv_status sim_profile_parse(const char *spec, sim_profile *out, char *err, size
     char *name = strtok_r(buf, ",", &save);
     if (!name) name = "h100";
     size_t i = 0;
-    for (; i < sizeof profiles / sizeof profiles[0]; i++)
-        if (!strcmp(profiles[i].name, name)) break;
-    if (i == sizeof profiles / sizeof profiles[0]) {
-        snprintf(err, errlen, "sim: unknown GPU profile '%s' (known: h100, h200, a100, a10g)",
-                 name);
+    while (sim_profile_ids[i] && strcmp(sim_profile_ids[i], name)) i++;
+    if (!sim_profile_ids[i]) {
+        char known[256];
+        size_t n = 0;
+        known[0] = 0;
+        for (size_t j = 0; sim_profile_ids[j] && n < sizeof known; j++)
+            n += (size_t)snprintf(known + n, sizeof known - n, "%s%s", j ? ", " : "", sim_profile_ids[j]);
+        snprintf(err, errlen, "sim: unknown GPU profile '%s' (known: %s; or --sim-profile FILE)",
+                 name, known);
         return RKV_EINVAL;
     }
-    *out = profiles[i];
+    rkv_status st = profile_from_text(name, sim_profile_texts[i], sim_profile_lens[i], out, err, errlen);
+    if (st) return st;
     for (char *kv = strtok_r(NULL, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
         char *eq = strchr(kv, '=');
         char *end = NULL;
@@ -98,36 +406,48 @@ rkv_status sim_profile_parse(const char *spec, sim_profile *out, char *err, size
             return RKV_EINVAL;
         }
     }
+    /* The id a run reports names the overrides too: the hash is the file's. */
+    if (spec && strchr(spec, ',')) snprintf(out->id, sizeof out->id, "%s", spec);
     return RKV_OK;
 }
 
-/* One GEMM y (M, N) = x (M, K) w (N, K)^T: compute-bound at large M, else a
- * fixed latency plus streaming the bf16 weights. */
+/* One GEMM y (M, N) = x (M, K) w (N, K)^T: the profile's measured table for
+ * this (N, K) when it has one (interpolated as backend_sim.h says); else
+ * compute-bound at large M, or a fixed latency plus streaming the bf16 weights. */
 static double gemm_seconds(const sim_profile *p, double M, double N, double K)
 {
+    for (int i = 0; i < p->gemm_tables; i++) {
+        const sim_gemm_table *t = &p->gemm_table[i];
+        if (t->n != N || t->k != K) continue;
+        int last = t->points - 1;
+        if (M <= t->m[0]) return t->s[0];
+        if (M >= t->m[last]) return t->s[last] * M / t->m[last];
+        int j = 1;
+        while (t->m[j] < M) j++;
+        return t->s[j - 1] + (t->s[j] - t->s[j - 1]) * (M - t->m[j - 1]) / (t->m[j] - t->m[j - 1]);
+    }
     double tc = 2 * M * N * K / (p->peak_flops * p->eff_gemm);
     double tw = p->gemm_latency_s + 2 * N * K / (p->bandwidth * p->eff_weight);
     return tc > tw ? tc : tw;
 }
 
-/* Activation bytes per row per layer of the small kernels around the GEMMs
- * (fp32 residual stream and GEMM outputs, bf16 GEMM inputs):
+/* Activation bytes per row per layer of the small kernels around the GEMMs,
+ * with the profile's coefficients. radixkv's cuda backend (fp32 residual
+ * stream and GEMM outputs, bf16 GEMM inputs) has 28, 6, 8, 10:
  *   2 x add+RMSNorm   read resid, proj (fp32), write resid (fp32), normed (bf16): 2 x 14 C
  *   bias+RoPE         read qkv (fp32), write q, k, v (bf16):                  6 (qd + 2 kvd)
  *   store K/V         read k, v, write them into pages (bf16):                8 kvd
  *   SwiGLU            read gate, up (fp32), write act (bf16):                 10 F */
-static double act_bytes_per_row(const model_config *m)
+static double act_bytes_per_row(const model_config *m, const sim_profile *p)
 {
     double C = m->hidden_size, F = m->intermediate_size;
     double qd = (double)m->num_heads * m->head_dim, kvd = (double)m->num_kv_heads * m->head_dim;
-    return 28 * C + 6 * (qd + 2 * kvd) + 8 * kvd + 10 * F;
+    return p->act_bytes[0] * C + p->act_bytes[1] * (qd + 2 * kvd) + p->act_bytes[2] * kvd +
+           p->act_bytes[3] * F;
 }
 
-#define SIM_SMALL_KERNELS_PER_LAYER 6 /* 2 norms, RoPE, K/V store, attention, SwiGLU */
-#define SIM_STEP_KERNELS 3            /* embed, final norm + gather, argmax */
-#define SIM_MIXED_GRAPH_ROWS 256      /* graphs=2: mixed steps up to this many rows */
-
-double sim_step_seconds(const model_config *m, const sim_profile *p, const fwd_batch *b)
+void sim_step_terms(const model_config *m, const sim_profile *p, const fwd_batch *b,
+                    sim_step_parts *out)
 {
     double C = m->hidden_size, F = m->intermediate_size, V = m->vocab_size, L = m->num_layers;
     double qd = (double)m->num_heads * m->head_dim, kvd = (double)m->num_kv_heads * m->head_dim;
@@ -137,19 +457,24 @@ double sim_step_seconds(const model_config *m, const sim_profile *p, const fwd_b
         int32_t s = b->q_starts[i + 1] - b->q_starts[i];
         if (s > max_s) max_s = s;
     }
+    const bool decode = max_s <= 1;
     /* The prefill kernel's row tile: 128 rows, 64 when no suffix is longer. */
     const double bm = max_s > 64 ? 128 : 64;
     for (int32_t i = 0; i < b->num_seqs; i++) {
         double s = b->q_starts[i + 1] - b->q_starts[i], pre = b->prefix_lens[i];
+        ctx += pre + s;
+        /* A decode row beside prompt rows: radixkv's prefill kernel gives it
+         * a whole tile; engines that send decode rows to a decode kernel (or
+         * size the tile by the rows present) pay only its K/V read, which
+         * the bandwidth term below already holds. */
+        if (!decode && s <= 1 && !p->decode_rows_full_tile) continue;
         double nt = ceil(s / bm);
         /* Query-key pairs the prefill kernel computes: whole row tiles, each
          * over the keys up to its last row (bm rows even when the sequence
          * has one: a decode row among prompt rows costs a full tile). */
         pairs += bm * (nt * pre + bm * nt * (nt - 1) / 2 + s);
-        ctx += pre + s;
         tiles += nt;
     }
-    const bool decode = max_s <= 1;
 
     /* GEMMs of one layer (qkv, o, gate_up, down) and the LM head over the
      * step's sequences (the backend runs it on one row per sequence). */
@@ -169,12 +494,19 @@ double sim_step_seconds(const model_config *m, const sim_profile *p, const fwd_b
     }
     t_attn *= L;
 
-    double t_act = L * T * act_bytes_per_row(m) / (p->bandwidth * p->eff_act);
-    double kernels = SIM_SMALL_KERNELS_PER_LAYER * L + SIM_STEP_KERNELS;
-    bool graph = (p->graphs >= 1 && decode) || (p->graphs >= 2 && T <= SIM_MIXED_GRAPH_ROWS);
+    double t_act = L * T * act_bytes_per_row(m, p) / (p->bandwidth * p->eff_act);
+    double kernels = p->small_kernels_per_layer * L + p->step_kernels;
+    bool graph = (p->graphs >= 1 && decode) || (p->graphs >= 2 && T <= p->mixed_graph_rows);
     double t_launch = kernels * p->kernel_s;
-    if (!graph) t_launch += (kernels + 4 * L + 1) * p->launch_s;
-    return t_gemm + t_attn + t_act + t_launch + p->overhead_s;
+    if (!graph) t_launch += (kernels + p->gemms_per_layer * L + p->step_gemms) * p->launch_s;
+    *out = (sim_step_parts){t_gemm, t_attn, t_act, t_launch, p->overhead_s};
+}
+
+double sim_step_seconds(const model_config *m, const sim_profile *p, const fwd_batch *b)
+{
+    sim_step_parts t;
+    sim_step_terms(m, p, b, &t);
+    return t.gemm + t.attn + t.act + t.kernels + t.host;
 }
 
 static rkv_status sim_forward(backend *bb, const fwd_batch *b, int32_t *out_tokens,
@@ -276,13 +608,26 @@ static const backend_ops sim_ops = {
     .caps = BACKEND_CAP_MODELLED_TIME,
 };
 
+const sim_profile *backend_sim_profile(const backend *b)
+{
+    return b && b->ops == &sim_ops ? &((const sim_backend *)b)->prof : NULL;
+}
+
 rkv_status backend_sim_create(const backend_config *cfg, backend **out, char *err, size_t errlen)
 {
     *out = NULL;
     sim_backend *sb = calloc(1, sizeof *sb);
     if (!sb) return RKV_ENOMEM;
     rkv_status st = model_config_load(cfg->model, &sb->model, err, errlen);
-    if (st == RKV_OK) st = sim_profile_parse(cfg->gpu_profile, &sb->prof, err, errlen);
+    if (st == RKV_OK && cfg->sim_profile_file && cfg->gpu_profile) {
+        snprintf(err, errlen, "sim: a GPU profile (%s) and a profile file (%s) given; pick one",
+                 cfg->gpu_profile, cfg->sim_profile_file);
+        st = RKV_EINVAL;
+    } else if (st == RKV_OK) {
+        st = cfg->sim_profile_file
+                 ? sim_profile_load_file(cfg->sim_profile_file, &sb->prof, err, errlen)
+                 : sim_profile_parse(cfg->gpu_profile, &sb->prof, err, errlen);
+    }
     if (st) {
         free(sb);
         return st;
@@ -303,7 +648,7 @@ rkv_status backend_sim_create(const backend_config *cfg, backend **out, char *er
         if (num_pages > INT32_MAX / cfg->page_size) num_pages = INT32_MAX / cfg->page_size;
         if (num_pages < 1) {
             snprintf(err, errlen, "sim: %s weights (%.1f GB) leave no KV memory on %s",
-                     sb->model.name, weights / 1e9, sb->prof.name);
+                     sb->model.name, weights / 1e9, sb->prof.id);
             free(sb);
             return RKV_ENOSPC;
         }
@@ -327,7 +672,7 @@ rkv_status backend_sim_create(const backend_config *cfg, backend **out, char *er
     sb->base.num_pages = num_pages;
     sb->base.max_context = sb->model.max_position;
     snprintf(sb->base.description, sizeof sb->base.description,
-             "sim %s: %s, %lld pages x %d tokens", sb->prof.name, sb->model.name,
+             "sim %.64s: %s, %lld pages x %d tokens", sb->prof.id, sb->model.name,
              (long long)num_pages, cfg->page_size);
     *out = &sb->base;
     return RKV_OK;

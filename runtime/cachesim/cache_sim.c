@@ -767,8 +767,9 @@ void cache_sim_print_summary(FILE *out, const cache_sim_options *opt, const cach
         tier_print_json(out, opt->tier, ts, cache_tier_remote_stats(c), sum->prompt_tokens,
                         sum->matched_tokens);
     if (opt->model && opt->gpu) {
-        fprintf(out, ",\"model\":\"%s\",\"gpu\":\"%s\",\"prefill_seconds\":%.6f", opt->model->name,
-                opt->gpu->name, sum->prefill_seconds);
+        fprintf(out, ",\"model\":\"%s\",\"gpu\":\"%s\",\"sim_profile_hash\":\"%s\","
+                "\"prefill_seconds\":%.6f", opt->model->name, opt->gpu->id, opt->gpu->hash,
+                sum->prefill_seconds);
         if (ts)
             fprintf(out, ",\"recompute_seconds_tier_hits\":%.6f,\"tier_seconds_saved\":%.6f",
                     sum->recompute_seconds, sum->recompute_seconds - ts->load_seconds);

@@ -55,7 +55,9 @@ static void usage_cache_sim(FILE *f)
         "  --model PRESET      time model: price each request's prefill (and, with a tier,\n"
         "                      recomputing its tier hits) by the sim backend's roofline;\n"
         "                      a tier page then costs the model's K/V bytes to move\n"
-        "  --gpu PROFILE       GPU of the time model: h100 (default) | h200 | a100 | a10g\n");
+        "  --gpu PROFILE       sim profile of the time model: h100 (default), h100@peer,\n"
+        "                      h200, a100, a10g (radixkv list) [,key=X ...]\n"
+        "  --sim-profile FILE  a sim profile JSON file instead\n");
     tier_opts_usage(f, 19);
     fprintf(f,
         "\n"
@@ -72,7 +74,7 @@ typedef struct sim_cmd {
     cache_sim_options o;
     billing_prices prices;
     int64_t page_size, pages;
-    const char *trace, *out_path, *pin_path, *model_name, *gpu_name;
+    const char *trace, *out_path, *pin_path, *model_name, *gpu_name, *profile_file;
     tier_opts topt;
     model_config model;
     sim_profile gpu;
@@ -107,6 +109,7 @@ static int parse_cache_sim(int argc, char **argv, sim_cmd *m)
         CLI_STR_OPT("--pin", &m->pin_path),
         CLI_STR_OPT("--model", &m->model_name),
         CLI_STR_OPT("--gpu", &m->gpu_name),
+        CLI_STR_OPT("--sim-profile", &m->profile_file),
         CLI_CUSTOM_OPT("--price-cached", billing_parse_price_opt, &m->prices.cached),
         CLI_CUSTOM_OPT("--price-uncached", billing_parse_price_opt, &m->prices.uncached),
         CLI_RENAMED("--policy", "--evict-policy"),
@@ -158,13 +161,20 @@ static int check_cache_sim(sim_cmd *m)
     }
     o->policy = evicts ? (m->cfg.policy ? m->cfg.policy : evict_policies[0]->name) : NULL;
     o->hash_fn = hash_kind ? (m->cfg.hash_fn ? m->cfg.hash_fn : "xxh3") : NULL;
-    if (m->model_name || m->gpu_name) {
+    if (m->gpu_name && m->profile_file) {
+        fprintf(stderr, "radixkv cache-sim: --gpu and --sim-profile both given; pick one\n");
+        return 2;
+    }
+    if (m->model_name || m->gpu_name || m->profile_file) {
         if (model_config_load(m->model_name, &m->model, err, sizeof err) != RKV_OK) {
             fprintf(stderr, "radixkv cache-sim: --model: %s\n", err);
             return 2;
         }
-        if (sim_profile_parse(m->gpu_name, &m->gpu, err, sizeof err) != RKV_OK) {
-            fprintf(stderr, "radixkv cache-sim: --gpu: %s\n", err);
+        if (m->profile_file
+                ? sim_profile_load_file(m->profile_file, &m->gpu, err, sizeof err) != RKV_OK
+                : sim_profile_parse(m->gpu_name, &m->gpu, err, sizeof err) != RKV_OK) {
+            fprintf(stderr, "radixkv cache-sim: %s: %s\n", m->profile_file ? "--sim-profile" : "--gpu",
+                    err);
             return 2;
         }
         o->model = &m->model;

@@ -1,14 +1,15 @@
 /* cmd_list.c - `radixkv list [--json]`: what this binary offers, read from
  * the registries (cache kinds: cache_kinds.h; eviction policies:
  * evict_policy.h; hash functions: block_hash.h; backends: backend.h;
- * scheduling policies: scheduler.h). Experiments and notebooks read
+ * scheduling policies: scheduler.h; sim profiles: backend_sim.h). Experiments and notebooks read
  * `radixkv list --json` instead of keeping lists of their own.
  *
  * --json prints one JSON object on one line to stdout:
  *   {"kinds":[{"name","summary","reuses","evicts","hashes","tree","policies":[..],
  *              "hash_fns":[..]}],
  *    "policies":[{"name","summary","needs":[..]}], "hash_fns":[..],
- *    "backends":[{"name","built","summary"}], "sched_policies":[..]}
+ *    "backends":[{"name","built","summary"}], "sched_policies":[..],
+ *    "sim_profiles":[{"name","hash","summary"}]}
  * A kind's "policies" are those that order its eviction (empty when it has no
  * order to choose); its "hash_fns" those it hashes with (empty if none).
  * Without --json the same lists go to stdout as text, for people (so that
@@ -19,6 +20,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "backend_sim.h"
 #include "block_hash.h"
 #include "cache_kinds.h"
 #include "cli.h"
@@ -62,8 +64,17 @@ static json_t *list_json(void)
     json_t *sched = json_array();
     for (int p = 0; sched_policy_names[p]; p++)
         json_array_append_new(sched, json_string(sched_policy_names[p]));
-    return json_pack("{s:o, s:o, s:o, s:o, s:o}", "kinds", kinds, "policies", pols, "hash_fns",
-                     names_json(block_hash_fn_names), "backends", backends, "sched_policies", sched);
+    json_t *profs = json_array();
+    for (int i = 0; sim_profile_ids[i]; i++) {
+        sim_profile sp;
+        char err[256];
+        bool ok = sim_profile_parse(sim_profile_ids[i], &sp, err, sizeof err) == RKV_OK;
+        json_array_append_new(profs, json_pack("{s:s, s:s, s:s}", "name", sim_profile_ids[i],
+            "hash", ok ? sp.hash : "?", "summary", ok ? sim_profile_summary(sim_profile_ids[i]) : err));
+    }
+    return json_pack("{s:o, s:o, s:o, s:o, s:o, s:o}", "kinds", kinds, "policies", pols, "hash_fns",
+                     names_json(block_hash_fn_names), "backends", backends, "sched_policies", sched,
+                     "sim_profiles", profs);
 }
 
 static void list_text(FILE *f, json_t *all)
@@ -88,15 +99,19 @@ static void list_text(FILE *f, json_t *all)
                 json_is_true(json_object_get(v, "built")) ? "" : " (not built into this binary)");
     fprintf(f, "scheduling policies (run --sched-policy):");
     json_array_foreach(json_object_get(all, "sched_policies"), i, v) fprintf(f, " %s", json_string_value(v));
-    fprintf(f, "\n");
+    fprintf(f, "\nsim profiles (run --backend sim --gpu; or --sim-profile FILE):\n");
+    json_array_foreach(json_object_get(all, "sim_profiles"), i, v)
+        fprintf(f, "  %-14s %s  %s\n", json_string_value(json_object_get(v, "name")),
+                json_string_value(json_object_get(v, "hash")),
+                json_string_value(json_object_get(v, "summary")));
 }
 
 static void usage_list(FILE *f)
 {
     fprintf(f, "usage: radixkv list [--json]\n\n"
-               "Cache kinds, eviction policies, hash functions, backends and scheduling\n"
-               "policies of this binary. --json: one JSON object on stdout; otherwise text\n"
-               "on stdout.\n");
+               "Cache kinds, eviction policies, hash functions, backends, scheduling\n"
+               "policies and sim profiles of this binary. --json: one JSON object on\n"
+               "stdout; otherwise text on stdout.\n");
 }
 
 int cmd_list(int argc, char **argv)

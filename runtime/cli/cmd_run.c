@@ -70,7 +70,9 @@ static void usage_run(FILE *f)
         "  --num-pages N           KV pages (default: the backend decides)\n"
         "  --kv-tokens N           KV capacity in tokens (ceil(N / P) pages)\n"
         "  --max-tokens N          output length for lines without max_tokens (default 16)\n"
-        "  --gpu PROFILE           sim: h100 (default) | h200 | a100 | a10g [,key=X ...]\n"
+        "  --gpu PROFILE           sim: a built-in profile, h100 (default), h100@peer, h200,\n"
+        "                          a100, a10g (radixkv list) [,key=X ...]\n"
+        "  --sim-profile FILE      sim: a profile JSON file instead (SIM_COST_MODEL.md)\n"
         "  --threads N             cpu: threads (default: all cores)\n"
         "  --seed N                weights, policy random, default sampling seeds (default 0)\n"
         "  --offline               ignore arrival times: everything at t = 0\n"
@@ -143,6 +145,7 @@ int run_parse_options(int argc, char **argv, run_opts *o, bool need_trace)
         CLI_INT_OPT("--kv-tokens", &o->kv_tokens, 1, INT64_MAX / 2),
         CLI_INT_OPT("--max-tokens", &max_tokens, 1, 1 << 24),
         CLI_STR_OPT("--gpu", &o->ec.backend_cfg.gpu_profile),
+        CLI_STR_OPT("--sim-profile", &o->ec.backend_cfg.sim_profile_file),
         CLI_INT_OPT("--threads", &threads, 0, 1024),
         CLI_INT_OPT("--seed", &seed, 0, INT64_MAX),
         CLI_FLAG_OPT("--offline", &o->ec.offline),
@@ -231,6 +234,16 @@ static int check_run(run_opts *o, bool need_trace)
     if (o->ec.backend_cfg.gpu_profile && sim_profile_parse(o->ec.backend_cfg.gpu_profile, &sp, err, sizeof err)) {
         fprintf(stderr, "radixkv run: --gpu: %s\n", err);
         return 2;
+    }
+    if (o->ec.backend_cfg.sim_profile_file) {
+        if (o->ec.backend_cfg.gpu_profile) {
+            fprintf(stderr, "radixkv run: --gpu and --sim-profile both given; pick one\n");
+            return 2;
+        }
+        if (sim_profile_load_file(o->ec.backend_cfg.sim_profile_file, &sp, err, sizeof err)) {
+            fprintf(stderr, "radixkv run: --sim-profile: %s\n", err);
+            return 2;
+        }
     }
     if (o->kv_tokens > 0) {
         if (o->ec.backend_cfg.num_pages > 0) {
@@ -501,6 +514,9 @@ static int print_summary(engine *e, const run_opts *o, const run_ids *ids, bool 
             hit, p50_ttft, p99_ttft, p50_tpot, p99_tpot, (long long)s.preemptions,
             (long long)s.steps, (long long)s.max_step_tokens, sched_ms, s.model_seconds,
             (long long)s.num_pages);
+    /* Every modelled number names the profile that made it. */
+    const sim_profile *sp = backend_sim_profile(be);
+    if (sp) fprintf(out, ",\"sim_profile\":\"%s\",\"sim_profile_hash\":\"%s\"", sp->id, sp->hash);
     billing bill;
     billing_compute(&o->prices, s.prompt_tokens, s.cached_tokens, &bill);
     billing_print_json(out, &o->prices, &bill);

@@ -3,7 +3,11 @@
  *   options (serve's own + run's engine options) -> engine_create, pins
  *   -> engine thread + HTTP thread (serve.h) -> wait for SIGINT/SIGTERM
  *   -> drain: refuse new work, finish what is in flight (or cancel it after
- *      --drain-timeout), check the page accounting, print a summary, exit 0.
+ *      --drain-timeout or at a second signal), check the page accounting,
+ *      print a summary, exit 0.
+ *
+ * Signals are taken on interrupt.h's signal thread, started before any
+ * other thread of the command, so no thread ever takes the default action.
  */
 #include <errno.h>
 #include <signal.h>
@@ -28,7 +32,10 @@ int cmd_serve(int argc, char **argv)
 
 #else
 
+#include <jansson.h>
+
 #include "cache_pin.h"
+#include "interrupt.h"
 #include "pin_file.h"
 #include "serve.h"
 
@@ -40,7 +47,9 @@ static void usage_serve(FILE *f)
         "Serves the engine over HTTP, OpenAI-style: POST /v1/completions (prompts as token ids,\n"
         "streaming as server-sent events), GET /v1/models, /health, /metrics (Prometheus),\n"
         "/model_info and /server_info (what a router asks a worker). The engine steps on its\n"
-        "own thread. SIGINT/SIGTERM: stop accepting, finish the requests in flight, exit 0.\n"
+        "own thread. SIGINT/SIGTERM: refuse new work (503), finish the requests in flight,\n"
+        "exit 0; a second signal cancels what is left at once (answers and the summary are\n"
+        "still written).\n"
         "On start one JSON line {\"type\":\"listening\",\"port\":N,...} goes to stdout; at the end\n"
         "a summary line.\n"
         "\n"
@@ -53,6 +62,14 @@ static void usage_serve(FILE *f)
         "                          503 with Retry-After (default 1024)\n"
         "  --drain-timeout S       on SIGINT/SIGTERM, seconds to finish in-flight requests\n"
         "                          before cancelling them (default 30)\n"
+        "  --max-body-bytes N      larger request bodies get 413, checked against\n"
+        "                          Content-Length before reading (default 8388608)\n"
+        "  --connection-timeout S  close a connection silent for S seconds while it sends its\n"
+        "                          request or idles between requests; 0: never (default 10)\n"
+        "  --max-connections N     open connections at most; more wait (default 1024)\n"
+        "  --max-logprobs N        requests may ask for logprobs up to N (at most 20); the\n"
+        "                          engine then keeps each output's logits (vocab floats per\n"
+        "                          token). 0 (default): logprobs > 0 is refused\n"
         "  --keepalive S           a stream with nothing to send for S seconds writes an SSE\n"
         "                          comment, so a client gone while queued is noticed (default 1)\n"
         "\n"
@@ -86,6 +103,9 @@ static int parse_serve(int argc, char **argv, serve_config *sc, char **rest, int
     sc->max_queue = 1024;
     sc->drain_seconds = 30;
     sc->keepalive_seconds = 1;
+    sc->max_body = 8 << 20;
+    sc->conn_timeout = 10;
+    sc->max_connections = 1024;
     *nrest = 0;
     rest[(*nrest)++] = "run";
     for (int i = 1; i < argc; i++) {
@@ -100,7 +120,9 @@ static int parse_serve(int argc, char **argv, serve_config *sc, char **rest, int
             snprintf(name, sizeof name, "%s", a);
         }
         static const char *const own[] = {"--host", "--port", "--model-name", "--tokenizer",
-                                          "--max-queue", "--drain-timeout", "--keepalive", NULL};
+                                          "--max-queue", "--drain-timeout", "--keepalive",
+                                          "--max-body-bytes", "--connection-timeout",
+                                          "--max-connections", "--max-logprobs", NULL};
         int k = 0;
         while (own[k] && strcmp(own[k], name)) k++;
         if (!strcmp(name, "--help") || !strcmp(name, "-h")) {
@@ -128,6 +150,18 @@ static int parse_serve(int argc, char **argv, serve_config *sc, char **rest, int
             sc->max_queue = x;
         } else if (!strcmp(name, "--drain-timeout")) {
             if ((rc = serve_double(name, v, 0, 86400, &sc->drain_seconds))) return rc;
+        } else if (!strcmp(name, "--max-body-bytes")) {
+            if ((rc = serve_int(name, v, 1, (int64_t)1 << 40, &x))) return rc;
+            sc->max_body = x;
+        } else if (!strcmp(name, "--connection-timeout")) {
+            if ((rc = serve_int(name, v, 0, 86400, &x))) return rc;
+            sc->conn_timeout = (unsigned)x;
+        } else if (!strcmp(name, "--max-connections")) {
+            if ((rc = serve_int(name, v, 1, 1 << 20, &x))) return rc;
+            sc->max_connections = (unsigned)x;
+        } else if (!strcmp(name, "--max-logprobs")) {
+            if ((rc = serve_int(name, v, 0, SERVE_MAX_LOGPROBS, &x))) return rc;
+            sc->max_logprobs = (int32_t)x;
         } else if (!strcmp(name, "--keepalive")) {
             if ((rc = serve_double(name, v, 0.01, 3600, &sc->keepalive_seconds))) return rc;
         } else if (!strcmp(v, "ids") || !strcmp(v, "none")) {
@@ -151,16 +185,16 @@ static void summary(FILE *f, serve *s)
             "\"pages_inflight\":%lld,\"num_pages\":%lld}\n",
             (long long)m->requests_ok, (long long)m->requests_cancelled,
             (long long)m->requests_rejected, (long long)m->requests_failed,
-            (long long)m->prefix_queries, (long long)m->prefix_hits, (long long)m->es.output_tokens,
+            (long long)m->prefix_queries, (long long)m->prefix_hits, (long long)m->generation_tokens,
             m->prefix_queries ? (double)m->prefix_hits / (double)m->prefix_queries : 0,
             (long long)m->es.steps, (long long)m->es.preemptions, (long long)m->pages_free,
             (long long)m->pages_cached, (long long)m->pages_inflight, (long long)m->pages_total);
     fflush(f);
 }
 
-/* Wait on s->drained until the deadline passes or nothing is outstanding
- * (http: no connection holds a job any more). */
-static void wait_drained_locked(serve *s, double seconds, bool http)
+/* Wait on s->drained until the deadline passes, nothing is outstanding
+ * (http: no connection holds a job any more) or min_stop signals came. */
+static void wait_drained_locked(serve *s, double seconds, bool http, int min_stop)
 {
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);
@@ -170,8 +204,22 @@ static void wait_drained_locked(serve *s, double seconds, bool http)
         until.tv_sec++;
         until.tv_nsec -= 1000000000L;
     }
-    while (http ? s->http_jobs > 0 : s->outstanding > 0 && !s->fatal[0])
+    while (http ? s->http_jobs > 0 : s->outstanding > 0 && !s->fatal[0] && s->signals < min_stop)
         if (pthread_cond_timedwait(&s->drained, &s->mu, &until) == ETIMEDOUT) break;
+}
+
+/* The signal thread: the first signal starts the drain, a second cuts it
+ * short (wait_drained_locked wakes on s->drained). */
+static void on_signal(int sig, int count, void *arg)
+{
+    serve *s = arg;
+    fprintf(stderr, "radixkv serve: %s: %s\n", sig == SIGINT ? "SIGINT" : "SIGTERM",
+            count == 1 ? "draining" : count == 2 ? "cancelling the requests in flight"
+                                                 : "already cancelling");
+    pthread_mutex_lock(&s->mu);
+    if (s->signals++ == 0) s->first_signal = sig;
+    pthread_cond_broadcast(&s->drained);
+    pthread_mutex_unlock(&s->mu);
 }
 
 int cmd_serve(int argc, char **argv)
@@ -193,16 +241,37 @@ int cmd_serve(int argc, char **argv)
         return 2;
     }
     sc.default_max_tokens = o.default_max_tokens;
+    /* logprobs come from the logits the engine keeps per output. */
+    if (sc.max_logprobs > 0) o.ec.keep_logits = true;
     sc.run = &o;
     if (!sc.model_name) sc.model_name = o.ec.backend_cfg.model ? o.ec.backend_cfg.model : "default";
 
     serve *s = calloc(1, sizeof *s);
     if (!s) return 1;
     s->cfg = sc;
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->wake, NULL);
+    pthread_cond_init(&s->drained, NULL);
+    /* Before any thread starts (the engine's backend may start some): every
+     * later thread inherits the blocked mask. A client that goes away must
+     * not kill the server: SIGPIPE is ignored. */
+    if (interrupt_thread_start(on_signal, s)) {
+        fprintf(stderr, "radixkv serve: cannot start the signal thread: %s\n", strerror(errno));
+        pthread_cond_destroy(&s->drained);
+        pthread_cond_destroy(&s->wake);
+        pthread_mutex_destroy(&s->mu);
+        free(s);
+        return 1;
+    }
+    signal(SIGPIPE, SIG_IGN);
     char err[512];
     rkv_status st = engine_create(&o.ec, &s->e, err, sizeof err);
     if (st) {
         fprintf(stderr, "radixkv serve: %s\n", err);
+        interrupt_thread_stop();
+        pthread_cond_destroy(&s->drained);
+        pthread_cond_destroy(&s->wake);
+        pthread_mutex_destroy(&s->mu);
         free(s);
         return st == RKV_EINVAL || st == RKV_ENOTSUP ? 2 : 1;
     }
@@ -225,60 +294,40 @@ int cmd_serve(int argc, char **argv)
             goto out_engine;
         }
     }
-    pthread_mutex_init(&s->mu, NULL);
-    pthread_cond_init(&s->wake, NULL);
-    pthread_cond_init(&s->drained, NULL);
-
-    /* Signals go to this thread only (sigtimedwait below): block them before
-     * any thread starts, so every thread inherits the mask. A client that
-     * goes away must not kill the server: SIGPIPE is ignored. */
-    sigset_t sigs, old;
-    sigemptyset(&sigs);
-    sigaddset(&sigs, SIGINT);
-    sigaddset(&sigs, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &sigs, &old);
-    signal(SIGPIPE, SIG_IGN);
-
     if (serve_engine_start(s, err, sizeof err)) {
         fprintf(stderr, "radixkv serve: %s\n", err);
         status = 1;
-        goto out_sync;
+        goto out_engine;
     }
     if (serve_http_start(s, err, sizeof err)) {
         fprintf(stderr, "radixkv serve: %s\n", err);
         serve_engine_stop(s);
         status = 2;
-        goto out_sync;
+        goto out_engine;
     }
     int port = serve_http_port(s);
-    printf("{\"type\":\"listening\",\"host\":\"%s\",\"port\":%d,\"model\":\"%s\",\"backend\":\"%s\"}\n",
-           sc.host, port, sc.model_name, s->backend_name);
+    /* jansson writes the line: a model name may hold quotes. */
+    json_t *hello = json_pack("{s:s,s:s,s:i,s:s,s:s}", "type", "listening", "host", sc.host, "port",
+                              port, "model", sc.model_name, "backend", s->backend_name);
+    char *line = hello ? json_dumps(hello, JSON_COMPACT) : NULL;
+    json_decref(hello);
+    printf("%s\n", line ? line : "{\"type\":\"listening\"}");
+    free(line);
     fflush(stdout);
     fprintf(stderr, "radixkv serve: %s; cache %s, policy %s; listening on %s port %d\n",
             be->description, o.ec.cache_cfg.kind ? o.ec.cache_cfg.kind : "radix", o.ec.policy,
             sc.host, port);
 
-    for (;;) {
-        struct timespec tick = {.tv_sec = 0, .tv_nsec = 200000000L};
-        int sig = sigtimedwait(&sigs, NULL, &tick);
-        if (sig == SIGINT || sig == SIGTERM) {
-            fprintf(stderr, "radixkv serve: %s: draining\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
-            break;
-        }
-        pthread_mutex_lock(&s->mu);
-        bool broken = s->fatal[0];
-        pthread_mutex_unlock(&s->mu);
-        if (broken) break;
-    }
+    /* Until a signal or an engine failure (both broadcast s->drained). */
+    pthread_mutex_lock(&s->mu);
+    while (!s->signals && !s->fatal[0]) pthread_cond_wait(&s->drained, &s->mu);
 
-    /* Drain: refuse new work, let in-flight requests finish, then cancel the
-     * rest; connections get their answers before the daemon stops. */
-    pthread_mutex_lock(&s->mu);
+    /* Drain: new work gets 503 (the port stays open, so a probe reads 503
+     * rather than a refused connection), in-flight requests finish, then the
+     * rest is cancelled; connections get their answers before the daemon
+     * stops. */
     s->draining = true;
-    pthread_mutex_unlock(&s->mu);
-    serve_http_quiesce(s);
-    pthread_mutex_lock(&s->mu);
-    wait_drained_locked(s, sc.drain_seconds, false);
+    wait_drained_locked(s, sc.drain_seconds, false, 2);
     if (s->outstanding > 0) {
         fprintf(stderr, "radixkv serve: cancelling %lld requests still in flight\n",
                 (long long)s->outstanding);
@@ -286,13 +335,13 @@ int cmd_serve(int argc, char **argv)
         for (serve_job *j = s->inbox; j; j = j->next) j->cancelled = true;
         s->cancel_pending = true;
         pthread_cond_signal(&s->wake);
-        wait_drained_locked(s, 10, false);
+        wait_drained_locked(s, 10, false, INT32_MAX);
     }
     pthread_mutex_unlock(&s->mu);
     serve_engine_stop(s);
     /* Answers already produced still have to reach their clients. */
     pthread_mutex_lock(&s->mu);
-    wait_drained_locked(s, 5, true);
+    wait_drained_locked(s, 5, true, INT32_MAX);
     pthread_mutex_unlock(&s->mu);
     serve_http_stop(s);
 
@@ -309,15 +358,14 @@ int cmd_serve(int argc, char **argv)
     pthread_mutex_lock(&s->mu);
     summary(stdout, s);
     pthread_mutex_unlock(&s->mu);
-out_sync:
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    pthread_cond_destroy(&s->drained);
-    pthread_cond_destroy(&s->wake);
-    pthread_mutex_destroy(&s->mu);
 out_engine:
     cache_pins_release(c, &pins);
     cache_pins_free(&pins);
     engine_destroy(s->e);
+    interrupt_thread_stop();
+    pthread_cond_destroy(&s->drained);
+    pthread_cond_destroy(&s->wake);
+    pthread_mutex_destroy(&s->mu);
     free(s);
     return status;
 }

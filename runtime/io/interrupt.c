@@ -2,6 +2,8 @@
 #include "interrupt.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +39,96 @@ void interrupt_install(void)
 int interrupt_pending(void) { return pending; }
 
 int interrupt_exit_status(void) { return pending ? 128 + pending : 0; }
+
+/* ---- the signal thread (servers) ----------------------------------------- */
+
+static struct {
+    int pipe[2];
+    pthread_t thread;
+    void (*fn)(int, int, void *);
+    void *arg;
+    sigset_t old_mask;
+} sigthread = {.pipe = {-1, -1}};
+
+/* Async-signal-safe: one byte per signal, read by the thread. errno is kept
+ * for the code the signal interrupted. */
+static void forward_signal(int sig)
+{
+    int saved = errno;
+    unsigned char b = (unsigned char)sig;
+    ssize_t w = write(sigthread.pipe[1], &b, 1);
+    (void)w; /* a full pipe already holds enough signals to act on */
+    errno = saved;
+}
+
+static void *signal_main(void *unused)
+{
+    (void)unused;
+    /* This thread may take the signals itself: the handler writes the pipe. */
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    pthread_sigmask(SIG_UNBLOCK, &sigs, NULL);
+    int count = 0;
+    for (;;) {
+        unsigned char b;
+        ssize_t r = read(sigthread.pipe[0], &b, 1);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0 || b == 0) break; /* 0: interrupt_thread_stop */
+        sigthread.fn(b, ++count, sigthread.arg);
+    }
+    return NULL;
+}
+
+int interrupt_thread_start(void (*fn)(int sig, int count, void *arg), void *arg)
+{
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    if (pthread_sigmask(SIG_BLOCK, &sigs, &sigthread.old_mask)) return -1;
+    /* The write end never blocks: a handler must not wait on a full pipe. */
+    if (pipe2(sigthread.pipe, O_CLOEXEC)) goto fail;
+    fcntl(sigthread.pipe[1], F_SETFL, fcntl(sigthread.pipe[1], F_GETFL) | O_NONBLOCK);
+    sigthread.fn = fn;
+    sigthread.arg = arg;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = forward_signal;
+    sigfillset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    struct sigaction old_int, old_term;
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+    int e = pthread_create(&sigthread.thread, NULL, signal_main, NULL);
+    if (e == 0) return 0;
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+    close(sigthread.pipe[0]);
+    close(sigthread.pipe[1]);
+    sigthread.pipe[0] = sigthread.pipe[1] = -1;
+    errno = e;
+fail:
+    pthread_sigmask(SIG_SETMASK, &sigthread.old_mask, NULL);
+    return -1;
+}
+
+void interrupt_thread_stop(void)
+{
+    if (sigthread.pipe[1] < 0) return;
+    unsigned char stop = 0;
+    while (write(sigthread.pipe[1], &stop, 1) < 0 && errno == EINTR) {}
+    pthread_join(sigthread.thread, NULL);
+    /* The command is finishing, its output written: a signal from here on
+     * (or one still pending on a thread that blocks it) is ignored rather
+     * than allowed to kill the process at the last moment. */
+    signal(SIGINT, SIG_IGN);
+    signal(SIGTERM, SIG_IGN);
+    close(sigthread.pipe[0]);
+    close(sigthread.pipe[1]);
+    sigthread.pipe[0] = sigthread.pipe[1] = -1;
+}
 
 /* The whole-line writer: stdio hands it whatever it flushes; it writes up to
  * the last newline and keeps the rest. */

@@ -18,6 +18,19 @@
  * comes: whatever ends the process (the third signal, SIGKILL), the output
  * ends at a line boundary. Ownership: the returned FILE replaces f; fclose it
  * (that closes f too).
+ *
+ * A server (serve) takes signals on a dedicated thread instead, and a second
+ * signal never exits by itself: interrupt_thread_start(fn, arg) blocks SIGINT
+ * and SIGTERM in the calling thread (so every thread it starts later inherits
+ * the mask) and installs a handler that only writes the signal number to a
+ * pipe. Threads started before that, at library load (OpenBLAS's pool starts
+ * from its constructor, before main), still take the signals, but run that
+ * handler rather than the default action that kills the process. The
+ * dedicated thread reads the pipe and calls fn(sig, count, arg), count being
+ * 1 for the first signal, 2 for the second, and so on; fn runs on that
+ * thread only, so it may lock mutexes. interrupt_thread_stop() joins the
+ * thread; SIGINT and SIGTERM are ignored from then on (the command is
+ * writing its last lines and exiting).
  */
 #ifndef RKV_INTERRUPT_H
 #define RKV_INTERRUPT_H
@@ -30,6 +43,10 @@ void interrupt_install(void);
 int interrupt_pending(void);
 /* The exit status for a pending signal: 128 + signal. */
 int interrupt_exit_status(void);
+/* The signal thread (see above); 0 on success, -1 (errno set) when it could
+ * not start. One at a time per process. */
+int interrupt_thread_start(void (*fn)(int sig, int count, void *arg), void *arg);
+void interrupt_thread_stop(void);
 /* f behind a whole-line writer (see above); NULL when out of memory. */
 FILE *interrupt_stream(FILE *f);
 

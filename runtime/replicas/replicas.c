@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend_sim.h"
 #include "cache.h"
 #include "cache_client.h"
 #include "cache_pin.h"
@@ -582,6 +583,9 @@ static rkv_status summary(driver *d, char *err, size_t errlen)
     if (npred)
         fprintf(f, ",\"predicted_requests\":%lld,\"router_abs_error\":%.6f,\"router_overestimates\":%.6f",
                 (long long)npred, pred_prompt > 0 ? abs_err / pred_prompt : 0, (double)over / (double)npred);
+    /* Every modelled number names the profile that made it (replicas share one). */
+    const sim_profile *sp = backend_sim_profile(engine_backend(d->r[0].e));
+    if (sp) fprintf(f, ",\"sim_profile\":\"%s\",\"sim_profile_hash\":\"%s\"", sp->id, sp->hash);
     billing_prices def;
     billing_prices_default(&def);
     billing b;

@@ -14,7 +14,11 @@
  * threads and freed when both have let go of it (refs).
  *
  * Metrics are a snapshot the engine thread refreshes after every step, so
- * GET /metrics never waits for a step.
+ * GET /metrics never waits for a step; the idle page check runs without
+ * s->mu for the same reason. A suspended non-streaming connection is not
+ * polled by libmicrohttpd, so the engine thread peeks at its socket every
+ * keepalive_seconds and cancels the job of a client that went away.
+ * Signals arrive on interrupt.h's signal thread (cmd_serve.c).
  */
 #ifndef RKV_SERVE_H
 #define RKV_SERVE_H
@@ -32,32 +36,62 @@ typedef struct serve_config {
     const char *model_name;    /* the id /v1/models lists */
     bool text_ids;             /* --tokenizer ids: text is decimal ids */
     int64_t max_queue;         /* outstanding prompts above max_running: 503 */
-    double drain_seconds;      /* SIGINT/SIGTERM: finish in-flight work this long */
+    double drain_seconds;      /* SIGINT/SIGTERM: finish in-flight work this long;
+                                  a second signal cuts it short */
+    int64_t max_body;          /* bytes; larger bodies get 413 (Content-Length
+                                  is checked before any byte is read) */
+    unsigned conn_timeout;     /* seconds a connection may stay silent while it
+                                  sends headers or body (or idles between
+                                  requests); 0: never */
+    unsigned max_connections;  /* open connections; more wait in the backlog */
     double keepalive_seconds;  /* a stream silent this long (queued, no token yet)
                                   writes an SSE comment, so a client that went
                                   away is noticed and its request cancelled */
     int32_t default_max_tokens;
+    int32_t max_logprobs;      /* logprobs asked for at most; 0: the engine keeps
+                                  no logits and logprobs > 0 is refused */
     const run_opts *run;       /* engine options, as `radixkv run` parsed them */
 } serve_config;
 
-/* Latency histogram with fixed upper bounds (seconds), Prometheus style. */
-#define SERVE_HIST_BUCKETS 14
+/* Latency histogram, Prometheus style. It counts on the union of the bucket
+ * bounds it is printed with (radixkv's own, vLLM's), so each printed set of
+ * cumulative buckets is exact from one observation. */
+#define SERVE_HIST_MAX 64
 typedef struct serve_hist {
-    uint64_t count[SERVE_HIST_BUCKETS + 1]; /* last: +Inf */
+    double le[SERVE_HIST_MAX];              /* upper bounds (s), ascending */
+    int n_le;
+    uint64_t count[SERVE_HIST_MAX + 1];     /* per bucket; last: +Inf */
     double sum;
     uint64_t n;
 } serve_hist;
+
+/* Why a prompt ended: vLLM's finished_reason values. */
+typedef enum serve_finish {
+    SERVE_FINISH_STOP, SERVE_FINISH_LENGTH, SERVE_FINISH_ABORT, SERVE_FINISH_ERROR,
+    SERVE_FINISH_KINDS
+} serve_finish;
+extern const char *const serve_finish_names[SERVE_FINISH_KINDS];
 
 typedef struct serve_metrics {
     engine_stats es;
     int64_t pages_free, pages_cached, pages_inflight, pages_total;
     uint64_t evicted_tokens, evict_calls;
     int64_t requests_ok, requests_cancelled, requests_rejected, requests_failed;
-    int64_t prefix_queries, prefix_hits;
+    /* Counted as they happen (prefill done, token published, finish), for
+     * every request whatever its end, as vLLM counts them. */
+    int64_t prefix_queries, prefix_hits, prompt_tokens, generation_tokens;
+    int64_t finished[SERVE_FINISH_KINDS]; /* by serve_finish */
     int64_t outstanding;       /* prompts submitted, not yet finished */
     bool accounting_ok;        /* the engine's page check when last idle */
+    int64_t pages_evictable;   /* cached, unlocked: reclaimable */
     serve_hist ttft, itl, e2e;
+    /* Per finished prompt, in tokens (vLLM's 1-2-5 bounds up to the context):
+     * prompt length, tokens generated, max_tokens asked; n per request. */
+    serve_hist req_prompt, req_gen, req_max_tokens, req_n;
 } serve_metrics;
+
+#define SERVE_MAX_N 128          /* samples per prompt (n) */
+#define SERVE_MAX_LOGPROBS 20    /* as vLLM's default --max-logprobs */
 
 typedef struct serve_seq serve_seq;
 typedef struct serve_job serve_job;
@@ -69,7 +103,22 @@ struct serve_seq {
     int64_t eid;               /* engine id once added, else -1 */
     int32_t *out;              /* (max_tokens) outputs published so far */
     int32_t n_out, sent;       /* published; written to the client (stream) */
+    size_t sent_chars;         /* stream: text written so far (logprobs offsets) */
+    bool echo_sent;            /* stream: the echoed prompt went out */
     int32_t cached_tokens;
+    int32_t stop_reason;       /* the stop token id that ended it; -1: none */
+    bool stop_cut;             /* a stop id the engine does not watch came out:
+                                  outputs end there, the engine request is
+                                  cancelled, the prompt finishes as a stop */
+    bool prefilled;            /* its prompt was counted (first token out) */
+    int32_t sample;            /* 0..n-1 among the samples of its prompt */
+    bool added;                /* handed to the engine (or failed there) */
+    int32_t stop_str;          /* index of the stop string that ended it; -1 */
+    char *text;                /* stop strings: the output text so far */
+    size_t text_len, text_cap, text_cut; /* text_cut: where the stop string began */
+    float *lp;                 /* logprobs: (max_tokens) the sampled token's */
+    int32_t *top_ids;          /* (max_tokens, logprobs) the most likely ids */
+    float *top_lp;             /* (max_tokens, logprobs) their logprobs */
     bool done;
     bool finish_sent;          /* stream: its finish_reason went out */
     char *error;               /* finished with an error (malloc'd) */
@@ -82,8 +131,21 @@ struct serve_job {
     serve_job *next;           /* inbox link */
     serve_seq *seq;
     int32_t n_seq, n_done;
+    int32_t n_samples;         /* n: seq[i*n + k] is sample k of prompt i;
+                                  samples k > 0 start once sample 0 has its
+                                  first token, so they find the prompt's pages
+                                  in the cache */
+    uint64_t seed;             /* request seed (seeded) */
+    bool seeded;
+    bool echo;                 /* the prompt leads each choice */
+    int32_t logprobs;          /* top-k per output token; -1: none */
+    char **stop_str;           /* (n_stop_str) stop strings (--tokenizer ids) */
+    int32_t n_stop_str;
+    size_t stop_str_max;       /* longest, bytes */
     int32_t max_tokens;
-    int32_t stop_token;
+    int32_t *stop_ids;         /* (n_stop) stop_token_ids; the engine watches
+                                  the first, the engine thread the others */
+    int32_t n_stop;
     sampling_params sampling;
     bool stream, include_usage;
     bool cancelled;            /* the client went away */
@@ -114,6 +176,8 @@ struct serve {
     pthread_cond_t drained;    /* main thread: outstanding reached 0 */
     serve_job *inbox, *inbox_tail;
     bool draining;             /* refuse new work (503) */
+    int signals;               /* SIGINT/SIGTERM received (the signal thread) */
+    int first_signal;
     bool stop;                 /* engine thread: exit */
     bool cancel_pending;       /* a job was cancelled: scan */
     int64_t outstanding;
@@ -140,14 +204,19 @@ void serve_engine_stop(serve *s);
 void serve_submit_locked(serve *s, serve_job *j);
 /* Drop one reference (under s->mu); frees the job at zero. */
 void serve_job_unref_locked(serve_job *j);
+/* The histograms' bounds (radixkv's and vLLM's) into s->m. */
+void serve_metrics_init(serve *s);
 void serve_hist_observe(serve_hist *h, double seconds);
+/* Why q ended (q->done). */
+serve_finish serve_seq_finish(const serve_job *j, const serve_seq *q);
 /* Prometheus text of the snapshot into a malloc'd string. */
 char *serve_metrics_text(const serve *s, const serve_metrics *m);
 
 /* HTTP side (serve_http.c). */
 int serve_http_start(serve *s, char *err, size_t errlen);
-/* Stop accepting connections; in-flight ones go on. */
-void serve_http_quiesce(serve *s);
+/* Has the client of a suspended, non-streaming job gone away (under s->mu)?
+ * Peeks at its socket: end of file or an error means gone. */
+bool serve_http_client_gone_locked(const serve_job *j);
 void serve_http_stop(serve *s);
 /* Wake a suspended connection (under s->mu). */
 void serve_http_resume_locked(serve *s, serve_job *j);

@@ -1,10 +1,12 @@
 /* serve_engine.c - the engine thread of `radixkv serve` and its metrics
  * (see serve.h for who touches what). */
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cache.h"
 #include "serve.h"
@@ -24,8 +26,15 @@ static void job_free(serve_job *j)
         free(j->seq[i].tokens);
         free(j->seq[i].out);
         free(j->seq[i].error);
+        free(j->seq[i].text);
+        free(j->seq[i].lp);
+        free(j->seq[i].top_ids);
+        free(j->seq[i].top_lp);
     }
     free(j->seq);
+    free(j->stop_ids);
+    for (int32_t i = 0; i < j->n_stop_str; i++) free(j->stop_str[i]);
+    free(j->stop_str);
     free(j->sse);
     free(j);
 }
@@ -48,34 +57,171 @@ void serve_submit_locked(serve *s, serve_job *j)
 
 /* ---- metrics ------------------------------------------------------------ */
 
-static const double hist_bounds[SERVE_HIST_BUCKETS] = {
-    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30};
+const char *const serve_finish_names[SERVE_FINISH_KINDS] = {"stop", "length", "abort", "error"};
+
+/* vLLM's order: a stop token ends a prompt as "stop" even on its last
+ * allowed token. */
+serve_finish serve_seq_finish(const serve_job *j, const serve_seq *q)
+{
+    if (q->error) return j->cancelled || !strcmp(q->error, "cancelled") ? SERVE_FINISH_ABORT
+                                                                        : SERVE_FINISH_ERROR;
+    if (q->stop_reason >= 0 || q->stop_str >= 0) return SERVE_FINISH_STOP;
+    return q->n_out >= j->max_tokens ? SERVE_FINISH_LENGTH : SERVE_FINISH_STOP;
+}
+
+/* radixkv's own bounds, for all three latencies. */
+static const double rkv_le[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+                                1,     2.5,    5,     10,   30,    60,   120, 300,  600};
+/* vLLM's (vllm/v1/metrics/loggers.py), so its dashboards' quantiles read alike. */
+static const double vllm_ttft_le[] = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,
+                                      0.25,  0.5,   0.75, 1.0,  2.5,  5.0,  7.5,  10.0,
+                                      20.0,  40.0,  80.0, 160.0, 640.0, 2560.0};
+static const double vllm_itl_le[] = {0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2,  0.3,  0.4, 0.5,
+                                     0.75, 1.0,   2.5,  5.0,   7.5, 10.0, 20.0, 40.0, 80.0};
+static const double vllm_e2e_le[] = {0.3,  0.5,  0.8,  1.0,  1.5,   2.0,   2.5,   5.0,   10.0, 15.0, 20.0,
+                                     30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0};
+#define NLE(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+/* vLLM's request_params_n bounds. */
+static const double vllm_n_le[] = {1, 2, 5, 10, 20};
+
+/* h counts on the union of bounds a and b (ascending each). */
+static void hist_init(serve_hist *h, const double *a, int na, const double *b, int nb)
+{
+    memset(h, 0, sizeof *h);
+    int i = 0, k = 0;
+    while ((i < na || k < nb) && h->n_le < SERVE_HIST_MAX) {
+        double x = k == nb || (i < na && a[i] < b[k]) ? a[i++] : b[k++];
+        if (h->n_le == 0 || h->le[h->n_le - 1] < x) h->le[h->n_le++] = x;
+    }
+}
+
+/* vLLM's build_1_2_5_buckets(max): 1, 2, 5, 10, 20, 50, ... up to max. */
+static int bounds_125(double *le, int cap, double max)
+{
+    int n = 0;
+    for (double e = 1; n < cap; e *= 10)
+        for (int m = 0; m < 3 && n < cap; m++) {
+            double x = e * (m == 0 ? 1 : m == 1 ? 2 : 5);
+            if (x > max) return n;
+            le[n++] = x;
+        }
+    return n;
+}
+
+void serve_metrics_init(serve *s)
+{
+    hist_init(&s->m.ttft, rkv_le, NLE(rkv_le), vllm_ttft_le, NLE(vllm_ttft_le));
+    hist_init(&s->m.itl, rkv_le, NLE(rkv_le), vllm_itl_le, NLE(vllm_itl_le));
+    hist_init(&s->m.e2e, rkv_le, NLE(rkv_le), vllm_e2e_le, NLE(vllm_e2e_le));
+    double le[SERVE_HIST_MAX];
+    int n = bounds_125(le, SERVE_HIST_MAX, s->max_context);
+    hist_init(&s->m.req_prompt, le, n, NULL, 0);
+    hist_init(&s->m.req_gen, le, n, NULL, 0);
+    hist_init(&s->m.req_max_tokens, le, n, NULL, 0);
+    hist_init(&s->m.req_n, vllm_n_le, NLE(vllm_n_le), NULL, 0);
+}
 
 void serve_hist_observe(serve_hist *h, double seconds)
 {
     int k = 0;
-    while (k < SERVE_HIST_BUCKETS && seconds > hist_bounds[k]) k++;
+    while (k < h->n_le && seconds > h->le[k]) k++;
     h->count[k]++;
     h->sum += seconds;
     h->n++;
 }
 
-static void hist_print(FILE *f, const char *name, const char *help, const serve_hist *h)
+/* The histogram cut at bounds le (each one of h's), under name{labels}. */
+static void hist_print(FILE *f, const char *name, const char *labels, const char *help,
+                       const serve_hist *h, const double *le, int n_le)
 {
     fprintf(f, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
+    const char *sep = *labels ? "," : "";
     uint64_t cum = 0;
-    for (int k = 0; k < SERVE_HIST_BUCKETS; k++) {
-        cum += h->count[k];
-        fprintf(f, "%s_bucket{le=\"%g\"} %llu\n", name, hist_bounds[k], (unsigned long long)cum);
+    int k = 0;
+    for (int i = 0; i < n_le; i++) {
+        while (k < h->n_le && h->le[k] <= le[i]) cum += h->count[k++];
+        fprintf(f, "%s_bucket{%s%sle=\"%.17g\"} %llu\n", name, labels, sep, le[i],
+                (unsigned long long)cum);
     }
-    cum += h->count[SERVE_HIST_BUCKETS];
-    fprintf(f, "%s_bucket{le=\"+Inf\"} %llu\n%s_sum %.9g\n%s_count %llu\n", name,
-            (unsigned long long)cum, name, h->sum, name, (unsigned long long)h->n);
+    fprintf(f, "%s_bucket{%s%sle=\"+Inf\"} %llu\n", name, labels, sep, (unsigned long long)h->n);
+    const char *open = *labels ? "{" : "", *close = *labels ? "}" : "";
+    fprintf(f, "%s_sum%s%s%s %.9g\n%s_count%s%s%s %llu\n", name, open, labels, close, h->sum, name,
+            open, labels, close, (unsigned long long)h->n);
 }
 
 static void metric(FILE *f, const char *name, const char *type, const char *help, double v)
 {
     fprintf(f, "# HELP %s %s\n# TYPE %s %s\n%s %.17g\n", name, help, name, type, name, v);
+}
+
+/* One vLLM sample family: a gauge, or a counter (whose name ends in _total
+ * in HELP, TYPE and sample, as prometheus_client writes the text format). */
+static void vllm_metric(FILE *f, const char *name, bool counter, const char *labels,
+                        const char *help, double v)
+{
+    const char *t = counter ? "_total" : "";
+    fprintf(f, "# HELP %s%s %s\n# TYPE %s%s %s\n%s%s{%s} %.17g\n", name, t, help, name, t,
+            counter ? "counter" : "gauge", name, t, labels, v);
+}
+
+/* The quantities vLLM's OpenAI server exports and radixkv has too, under
+ * vLLM's names, types, labels and buckets, so its dashboards work as they are. */
+static void vllm_metrics(FILE *f, const serve *s, const serve_metrics *m)
+{
+    /* Label values escape \ and " (a model name is the user's). */
+    char name[256], labels[320];
+    size_t k = 0;
+    for (const char *p = s->cfg.model_name; *p && k + 2 < sizeof name; p++) {
+        if (*p == '\\' || *p == '"') name[k++] = '\\';
+        name[k++] = *p == '\n' ? ' ' : *p;
+    }
+    name[k] = 0;
+    snprintf(labels, sizeof labels, "engine=\"0\",model_name=\"%s\"", name);
+    vllm_metric(f, "vllm:num_requests_running", false, labels,
+                "Number of requests in model execution batches.", (double)m->es.num_running);
+    vllm_metric(f, "vllm:num_requests_waiting", false, labels,
+                "Number of requests waiting to be processed.",
+                (double)(m->outstanding - m->es.num_running));
+    double used = m->pages_total ? (double)(m->pages_total - m->pages_free - m->pages_evictable)
+                                       / (double)m->pages_total : 0;
+    vllm_metric(f, "vllm:kv_cache_usage_perc", false, labels,
+                "KV-cache usage. 1 means 100 percent usage.", used);
+    vllm_metric(f, "vllm:prefix_cache_queries", true, labels,
+                "Prefix cache queries, in terms of number of queried tokens.",
+                (double)m->prefix_queries);
+    vllm_metric(f, "vllm:prefix_cache_hits", true, labels,
+                "Prefix cache hits, in terms of number of cached tokens.", (double)m->prefix_hits);
+    vllm_metric(f, "vllm:num_preemptions", true, labels, "Cumulative number of preemption from the engine.",
+                (double)m->es.preemptions);
+    vllm_metric(f, "vllm:prompt_tokens", true, labels, "Number of prefill tokens processed.",
+                (double)m->prompt_tokens);
+    vllm_metric(f, "vllm:generation_tokens", true, labels, "Number of generation tokens processed.",
+                (double)m->generation_tokens);
+    fprintf(f, "# HELP vllm:request_success_total Count of successfully processed requests.\n"
+               "# TYPE vllm:request_success_total counter\n");
+    for (int r = 0; r < SERVE_FINISH_KINDS; r++)
+        fprintf(f, "vllm:request_success_total{%s,finished_reason=\"%s\"} %lld\n", labels,
+                serve_finish_names[r], (long long)m->finished[r]);
+    hist_print(f, "vllm:time_to_first_token_seconds", labels,
+               "Histogram of time to first token in seconds.", &m->ttft, vllm_ttft_le,
+               NLE(vllm_ttft_le));
+    hist_print(f, "vllm:inter_token_latency_seconds", labels,
+               "Histogram of inter-token latency in seconds.", &m->itl, vllm_itl_le,
+               NLE(vllm_itl_le));
+    hist_print(f, "vllm:e2e_request_latency_seconds", labels,
+               "Histogram of e2e request latency in seconds.", &m->e2e, vllm_e2e_le,
+               NLE(vllm_e2e_le));
+    hist_print(f, "vllm:request_prompt_tokens", labels, "Number of prefill tokens processed.",
+               &m->req_prompt, m->req_prompt.le, m->req_prompt.n_le);
+    hist_print(f, "vllm:request_generation_tokens", labels,
+               "Number of generation tokens processed.", &m->req_gen, m->req_gen.le,
+               m->req_gen.n_le);
+    hist_print(f, "vllm:request_params_max_tokens", labels,
+               "Histogram of the max_tokens request parameter.", &m->req_max_tokens,
+               m->req_max_tokens.le, m->req_max_tokens.n_le);
+    hist_print(f, "vllm:request_params_n", labels, "Histogram of the n request parameter.",
+               &m->req_n, m->req_n.le, m->req_n.n_le);
 }
 
 /* Names follow vLLM's where one exists (prefix_cache_queries/hits,
@@ -93,14 +239,14 @@ char *serve_metrics_text(const serve *s, const serve_metrics *m)
            "Requests queued: submitted, not yet running.",
            (double)(m->outstanding - m->es.num_running));
     metric(f, "radixkv:prefix_cache_queries_total", "counter",
-           "Prompt tokens looked up in the prefix cache (finished requests).",
+           "Prompt tokens looked up in the prefix cache (prefilled requests).",
            (double)m->prefix_queries);
     metric(f, "radixkv:prefix_cache_hits_total", "counter",
-           "Prompt tokens found in the prefix cache (finished requests).", (double)m->prefix_hits);
-    metric(f, "radixkv:prompt_tokens_total", "counter", "Prompt tokens of finished requests.",
-           (double)m->es.prompt_tokens);
+           "Prompt tokens found in the prefix cache (prefilled requests).", (double)m->prefix_hits);
+    metric(f, "radixkv:prompt_tokens_total", "counter", "Prompt tokens of prefilled requests.",
+           (double)m->prompt_tokens);
     metric(f, "radixkv:generation_tokens_total", "counter", "Tokens generated.",
-           (double)m->es.output_tokens);
+           (double)m->generation_tokens);
     fprintf(f, "# HELP radixkv:kv_pages KV pages of the pool by state.\n"
                "# TYPE radixkv:kv_pages gauge\n"
                "radixkv:kv_pages{state=\"free\"} %lld\n"
@@ -126,13 +272,15 @@ char *serve_metrics_text(const serve *s, const serve_metrics *m)
             (long long)m->requests_ok, (long long)m->requests_cancelled,
             (long long)m->requests_rejected, (long long)m->requests_failed);
     metric(f, "radixkv:engine_steps_total", "counter", "Engine steps.", (double)m->es.steps);
-    hist_print(f, "radixkv:time_to_first_token_seconds",
-               "Time from the request's arrival at the server to its first token.", &m->ttft);
-    hist_print(f, "radixkv:inter_token_latency_seconds", "Time between two tokens of a request.",
-               &m->itl);
-    hist_print(f, "radixkv:e2e_request_latency_seconds",
-               "Time from the request's arrival to its last token.", &m->e2e);
-    (void)s;
+    hist_print(f, "radixkv:time_to_first_token_seconds", "",
+               "Time from the request's arrival at the server to its first token.", &m->ttft,
+               rkv_le, NLE(rkv_le));
+    hist_print(f, "radixkv:inter_token_latency_seconds", "", "Time between two tokens of a request.",
+               &m->itl, rkv_le, NLE(rkv_le));
+    hist_print(f, "radixkv:e2e_request_latency_seconds", "",
+               "Time from the request's arrival to its last token.", &m->e2e, rkv_le,
+               NLE(rkv_le));
+    vllm_metrics(f, s, m);
     if (fclose(f)) {
         free(buf);
         return NULL;
@@ -151,6 +299,7 @@ static void snapshot_locked(serve *s)
     m->pages_free = page_pool_num_free(c->pool);
     m->pages_inflight = c->pool->num_inflight;
     m->pages_cached = (sz.evictable_tokens + sz.protected_tokens) / c->page_size;
+    m->pages_evictable = sz.evictable_tokens / c->page_size;
     m->evicted_tokens = c->stats.evicted_tokens;
     m->evict_calls = c->stats.evict_calls;
     m->outstanding = s->outstanding;
@@ -181,10 +330,16 @@ static void seq_finish_locked(serve *s, serve_job *j, serve_seq *q, const char *
 {
     q->done = true;
     if (error && !q->error) q->error = strdup(error);
+    if (!q->error && q->n_out > 0)
+        for (int32_t k = 0; k < j->n_stop && q->stop_reason < 0; k++)
+            if (q->out[q->n_out - 1] == j->stop_ids[k]) q->stop_reason = j->stop_ids[k];
+    s->m.finished[serve_seq_finish(j, q)]++;
+    serve_hist_observe(&s->m.req_prompt, q->n_tokens);
+    serve_hist_observe(&s->m.req_gen, q->n_out);
+    serve_hist_observe(&s->m.req_max_tokens, j->max_tokens);
+    if (q->sample == 0 && q == j->seq) serve_hist_observe(&s->m.req_n, j->n_samples);
     if (!q->error) {
         s->m.requests_ok++;
-        s->m.prefix_queries += q->n_tokens;
-        s->m.prefix_hits += q->cached_tokens;
     } else if (j->cancelled) {
         s->m.requests_cancelled++;
     } else {
@@ -196,6 +351,71 @@ static void seq_finish_locked(serve *s, serve_job *j, serve_seq *q, const char *
         serve_http_resume_locked(s, j);
         serve_job_unref_locked(j);
     }
+}
+
+static void add_followers_locked(serve *s, serve_job *j, serve_seq *lead, const char *fail);
+
+/* Stop strings (--tokenizer ids): append tok's text to q's output text;
+ * true when a stop string now occurs in it (q->stop_str, q->text_cut set).
+ * Only the tail can hold a new match: earlier text was searched before. */
+static bool text_stop(const serve_job *j, serve_seq *q, int32_t tok)
+{
+    char piece[16];
+    int n = snprintf(piece, sizeof piece, " %d", tok);
+    if (q->text_len + (size_t)n + 1 > q->text_cap) {
+        size_t nc = (q->text_len + (size_t)n + 1) * 2;
+        char *t = realloc(q->text, nc);
+        if (!t) return false; /* out of memory: this token's match is missed */
+        q->text = t;
+        q->text_cap = nc;
+    }
+    size_t from = q->text_len + 1 > j->stop_str_max ? q->text_len + 1 - j->stop_str_max : 0;
+    memcpy(q->text + q->text_len, piece, (size_t)n + 1);
+    q->text_len += (size_t)n;
+    size_t best = SIZE_MAX;
+    for (int32_t i = 0; i < j->n_stop_str; i++) {
+        const char *m = strstr(q->text + from, j->stop_str[i]);
+        if (m && (size_t)(m - q->text) < best) {
+            best = (size_t)(m - q->text);
+            q->stop_str = i;
+        }
+    }
+    if (best == SIZE_MAX) return false;
+    q->text_cut = best;
+    return true;
+}
+
+/* logprobs: the sampled token's log-probability under the model's own
+ * distribution (log_softmax of the logits, before temperature or top-p, as
+ * vLLM reports by default) and the j->logprobs most likely tokens. */
+static void logprobs_fill(const serve_job *j, serve_seq *q, int32_t t, const float *logits,
+                          int32_t V, int32_t tok)
+{
+    float mx = -INFINITY;
+    for (int32_t v = 0; v < V; v++) mx = logits[v] > mx ? logits[v] : mx;
+    double sum = 0;
+    for (int32_t v = 0; v < V; v++) sum += exp((double)(logits[v] - mx));
+    const float lse = mx + (float)log(sum);
+    q->lp[t] = logits[tok] - lse;
+    const int32_t K = j->logprobs;
+    int32_t *ids = q->top_ids + (size_t)t * (size_t)K;
+    float *lps = q->top_lp + (size_t)t * (size_t)K;
+    /* Insertion into a sorted list of K: V * K at worst, K is small. Ties go
+     * to the smaller id. */
+    int32_t have = 0;
+    for (int32_t v = 0; K > 0 && v < V; v++) {
+        float x = logits[v];
+        if (have == K && !(x > lps[K - 1])) continue;
+        int32_t p = have < K ? have++ : K - 1;
+        while (p > 0 && x > lps[p - 1]) {
+            lps[p] = lps[p - 1];
+            ids[p] = ids[p - 1];
+            p--;
+        }
+        lps[p] = x;
+        ids[p] = v;
+    }
+    for (int32_t i = 0; i < K; i++) lps[i] -= lse;
 }
 
 /* Copy what the last step produced into the jobs (under s->mu). */
@@ -210,7 +430,41 @@ static void publish_locked(serve *s)
             i++;
             continue;
         }
-        int32_t k = r.num_output - q->n_out;
+        int32_t k = q->stop_cut ? 0 : r.num_output - q->n_out;
+        /* Stop ids past the first and stop strings: outputs end at the first
+         * one met, and the engine request is cancelled (it may have run on a
+         * step further). */
+        for (int32_t x = 0; x < k; x++) {
+            int32_t tok = r.output_ids[q->n_out + x];
+            bool hit = false;
+            for (int32_t y = 1; y < j->n_stop && !hit; y++)
+                if (tok == j->stop_ids[y]) {
+                    q->stop_reason = tok;
+                    hit = true;
+                }
+            if (!hit && j->n_stop_str) hit = text_stop(j, q, tok);
+            if (!hit) continue;
+            k = x + 1;
+            q->stop_cut = true;
+            char err[256];
+            if (!r.finished && engine_cancel(s->e, q->eid, err, sizeof err) != RKV_OK && !s->fatal[0])
+                snprintf(s->fatal, sizeof s->fatal, "engine: %s", err);
+            break;
+        }
+        if (k > 0 && j->logprobs >= 0 && r.logits)
+            for (int32_t x = 0; x < k; x++)
+                logprobs_fill(j, q, q->n_out + x, r.logits + (size_t)(q->n_out + x) * (size_t)s->vocab,
+                              s->vocab, r.output_ids[q->n_out + x]);
+        /* The other samples of the prompt start once its pages are cached. */
+        if ((k > 0 || r.finished) && q->sample == 0 && j->n_samples > 1 && !q[1].added)
+            add_followers_locked(s, j, q, NULL);
+        if (k > 0 && !q->prefilled) {
+            q->prefilled = true;
+            s->m.prompt_tokens += q->n_tokens;
+            s->m.prefix_queries += q->n_tokens;
+            s->m.prefix_hits += r.cached_tokens;
+        }
+        s->m.generation_tokens += k > 0 ? k : 0;
         if (k > 0) {
             if (q->n_out == 0) {
                 serve_hist_observe(&s->m.ttft, t - j->t_recv);
@@ -219,7 +473,7 @@ static void publish_locked(serve *s)
                 for (int32_t x = 0; x < k; x++) serve_hist_observe(&s->m.itl, (t - q->t_last) / k);
             }
             memcpy(q->out + q->n_out, r.output_ids + q->n_out, sizeof(int32_t) * (size_t)k);
-            q->n_out = r.num_output;
+            q->n_out += k;
             q->t_last = t;
         }
         if (r.finished) {
@@ -230,9 +484,18 @@ static void publish_locked(serve *s)
             /* seq_finish copies r.error and may free the job: forget after,
              * by the id saved here. */
             int64_t eid = q->eid;
-            seq_finish_locked(s, j, q, r.error);
+            seq_finish_locked(s, j, q, q->stop_cut ? NULL : r.error);
             engine_forget(s->e, eid);
             continue;
+        }
+        if (!j->stream && !j->cancelled && t - j->t_written > s->cfg.keepalive_seconds) {
+            /* A suspended connection is not polled: look at its socket, so a
+             * client that went away stops its generation (as vLLM does). */
+            j->t_written = t;
+            if (serve_http_client_gone_locked(j)) {
+                j->cancelled = true;
+                s->cancel_pending = true;
+            }
         }
         if (k > 0 && j->stream) {
             serve_http_resume_locked(s, j);
@@ -249,40 +512,80 @@ static void fail_all_locked(serve *s, const char *msg)
 {
     while (s->n_active > 0) {
         s->n_active--;
-        seq_finish_locked(s, s->active_job[s->n_active], s->active[s->n_active], msg);
+        serve_job *j = s->active_job[s->n_active];
+        serve_seq *q = s->active[s->n_active];
+        if (q->sample == 0 && j->n_samples > 1 && !q[1].added) add_followers_locked(s, j, q, msg);
+        seq_finish_locked(s, j, q, msg);
     }
+}
+
+/* Hand q to the engine (under s->mu, on the engine thread); a prompt that
+ * cannot start finishes at once with the reason. fail: finish it with that
+ * instead. The job stays alive: a job's last prompt is never added here
+ * before the others finished. */
+static void add_seq_locked(serve *s, serve_job *j, serve_seq *q, const char *fail)
+{
+    char err[256];
+    q->added = true;
+    engine_stats es;
+    engine_get_stats(s->e, &es);
+    double wall = serve_wall() - s->t0;
+    engine_request er = {
+        .tokens = q->tokens, .n_tokens = q->n_tokens, .max_tokens = j->max_tokens,
+        .stop_token = j->n_stop ? j->stop_ids[0] : -1, .sampling = j->sampling,
+        .arrival = es.clock > wall ? es.clock : wall,
+    };
+    /* Each sample its own stream: sample 0 keeps the request's own seed. */
+    if (j->seeded) er.sampling.seed = ((j->seed + (uint64_t)q->sample) << 1) | 1;
+    if (!fail && j->cancelled) fail = "cancelled";
+    rkv_status st = fail ? RKV_EINVAL : engine_add(s->e, &er, &q->eid, err, sizeof err);
+    if (st == RKV_OK && active_push(s, q, j) == 0) return;
+    q->eid = -1;
+    const char *why = fail ? fail : st ? err : "out of memory";
+    if (q->sample == 0 && j->n_samples > 1) add_followers_locked(s, j, q, why);
+    seq_finish_locked(s, j, q, why);
+}
+
+static void add_followers_locked(serve *s, serve_job *j, serve_seq *lead, const char *fail)
+{
+    for (int32_t k = 1; k < j->n_samples; k++) add_seq_locked(s, j, lead + k, fail);
 }
 
 static void add_job(serve *s, serve_job *j)
 {
-    char err[256];
-    for (int32_t i = 0; i < j->n_seq; i++) {
-        serve_seq *q = &j->seq[i];
-        engine_stats es;
-        engine_get_stats(s->e, &es);
-        double wall = serve_wall() - s->t0;
-        engine_request er = {
-            .tokens = q->tokens, .n_tokens = q->n_tokens, .max_tokens = j->max_tokens,
-            .stop_token = j->stop_token, .sampling = j->sampling,
-            .arrival = es.clock > wall ? es.clock : wall,
-        };
-        pthread_mutex_lock(&s->mu);
-        bool cancelled = j->cancelled;
-        pthread_mutex_unlock(&s->mu);
-        rkv_status st = cancelled ? RKV_EINVAL : engine_add(s->e, &er, &q->eid, err, sizeof err);
-        pthread_mutex_lock(&s->mu);
-        if (st != RKV_OK || active_push(s, q, j)) {
-            q->eid = -1;
-            seq_finish_locked(s, j, q, cancelled ? "cancelled" : st ? err : "out of memory");
+    pthread_mutex_lock(&s->mu);
+    /* Cached: the job may be freed with its last prompt. */
+    const int32_t n = j->n_seq, step = j->n_samples;
+    for (int32_t i = 0; i < n; i += step) add_seq_locked(s, j, &j->seq[i], NULL);
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* The page accounting check of an idle engine, on the engine thread without
+ * s->mu: it walks every page (milliseconds for millions), and the HTTP side
+ * must not wait for it. The engine is touched by this thread only, so the
+ * check sees a quiet engine all the same.
+ * RKV_SERVE_TEST_CHECK_GATE names a FIFO the check first reads to its end:
+ * a test holds the engine inside the check that way and asks the server
+ * meanwhile. */
+static rkv_status idle_check(serve *s, char *msg, size_t len)
+{
+    const char *gate = getenv("RKV_SERVE_TEST_CHECK_GATE");
+    if (gate && *gate) {
+        int fd = open(gate, O_RDONLY | O_CLOEXEC);
+        char b[64];
+        if (fd >= 0) {
+            while (read(fd, b, sizeof b) > 0) {}
+            close(fd);
         }
-        pthread_mutex_unlock(&s->mu);
     }
+    return engine_check(s->e, msg, len);
 }
 
 static void *engine_main(void *arg)
 {
     serve *s = arg;
     char err[400];
+    bool stepped = false; /* since the last idle check */
     pthread_mutex_lock(&s->mu);
     for (;;) {
         while (!s->stop && !s->inbox && s->n_active == 0)
@@ -310,7 +613,10 @@ static void *engine_main(void *arg)
         for (int64_t i = 0; i < ncancel && !st; i++) st = engine_cancel(s->e, cancel[i], err, sizeof err);
         free(cancel);
         bool done = true;
-        if (!st && s->n_active > 0) st = engine_step(s->e, &done, err, sizeof err);
+        if (!st && s->n_active > 0) {
+            st = engine_step(s->e, &done, err, sizeof err);
+            stepped = true;
+        }
 
         pthread_mutex_lock(&s->mu);
         if (st) {
@@ -341,12 +647,19 @@ static void *engine_main(void *arg)
             }
         }
         publish_locked(s);
-        if (s->n_active == 0) {
-            char msg[512];
-            s->m.accounting_ok = engine_check(s->e, msg, sizeof msg) == RKV_OK;
-            if (!s->m.accounting_ok) snprintf(s->fatal, sizeof s->fatal, "%s", msg);
-        }
         snapshot_locked(s);
+        if (s->n_active == 0 && stepped) {
+            char msg[512];
+            stepped = false;
+            pthread_mutex_unlock(&s->mu);
+            bool ok = idle_check(s, msg, sizeof msg) == RKV_OK;
+            pthread_mutex_lock(&s->mu);
+            s->m.accounting_ok = ok;
+            if (!ok) {
+                snprintf(s->fatal, sizeof s->fatal, "%s", msg);
+                pthread_cond_broadcast(&s->drained);
+            }
+        }
     }
     pthread_mutex_unlock(&s->mu);
     return NULL;
@@ -359,6 +672,7 @@ int serve_engine_start(serve *s, char *err, size_t errlen)
     bool done;
     if (engine_step(s->e, &done, err, errlen)) return -1;
     s->t0 = serve_wall();
+    serve_metrics_init(s);
     s->m.accounting_ok = true;
     snapshot_locked(s);
     if (pthread_create(&s->thread, NULL, engine_main, s)) {

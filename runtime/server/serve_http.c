@@ -23,14 +23,13 @@
 #include "rkv_config.h"
 #include "serve.h"
 
-#define MAX_BODY (64u << 20)
-
 /* Per HTTP request. */
 typedef struct conn_ctx {
     serve *s;
     char *body;
     size_t len, cap;
     bool too_big;
+    bool answered;             /* refused from its headers: the rest is ignored */
     serve_job *job;            /* non-stream: waiting for the engine (a reference) */
 } conn_ctx;
 
@@ -42,12 +41,15 @@ typedef struct stream_ctx {
 
 /* ---- answers ------------------------------------------------------------ */
 
+/* Takes text (malloc'd). 503 and 429 say when to retry; allow: the methods a
+ * 405 names. */
 static enum MHD_Result send_text(struct MHD_Connection *c, unsigned status, const char *type,
-                                 char *text, bool retry)
+                                 char *text, const char *allow)
 {
     if (!text) {
         status = MHD_HTTP_INTERNAL_SERVER_ERROR;
-        text = strdup("{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\"}}");
+        text = strdup("{\"error\":{\"message\":\"out of memory\",\"type\":\"InternalServerError\","
+                      "\"param\":null,\"code\":500}}");
         if (!text) return MHD_NO;
     }
     struct MHD_Response *r =
@@ -57,7 +59,8 @@ static enum MHD_Result send_text(struct MHD_Connection *c, unsigned status, cons
         return MHD_NO;
     }
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
-    if (retry) MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
+    if (status == 503 || status == 429) MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
+    if (allow) MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, allow);
     enum MHD_Result ret = MHD_queue_response(c, status, r);
     MHD_destroy_response(r);
     return ret;
@@ -67,17 +70,40 @@ static enum MHD_Result send_json(struct MHD_Connection *c, unsigned status, json
 {
     char *text = v ? json_dumps(v, JSON_COMPACT) : NULL;
     json_decref(v);
-    return send_text(c, status, "application/json", text, false);
+    return send_text(c, status, "application/json", text, NULL);
 }
 
-/* OpenAI's error shape: {"error": {"message", "type", "param", "code"}}. */
+/* vLLM's error body: {"error": {"message", "type", "param", "code"}}, type
+ * being the exception name vLLM's server gives that status. */
+static const char *error_type(unsigned status)
+{
+    switch (status) {
+    case 400: return "BadRequestError";
+    case 404: return "NotFoundError";
+    case 405: return "MethodNotAllowedError";
+    case 413: return "RequestEntityTooLargeError";
+    case 429: return "TooManyRequestsError";
+    case 501: return "NotImplementedError";
+    case 503: return "ServiceUnavailableError";
+    default: return status >= 500 ? "InternalServerError" : "BadRequestError";
+    }
+}
+
 static json_t *error_json(unsigned status, const char *param, const char *msg)
 {
-    const char *type = status == 404 ? "not_found_error"
-                     : status == 503 ? "server_overloaded"
-                     : status >= 500 ? "server_error" : "invalid_request_error";
-    return json_pack("{s:{s:s,s:s,s:s?,s:i}}", "error", "message", msg, "type", type, "param",
-                     param, "code", (int)status);
+    return json_pack("{s:{s:s,s:s,s:s?,s:i}}", "error", "message", msg, "type",
+                     error_type(status), "param", param, "code", (int)status);
+}
+
+static enum MHD_Result send_error_v(struct MHD_Connection *c, unsigned status, const char *param,
+                                    const char *allow, const char *fmt, va_list ap)
+{
+    char msg[512];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    json_t *v = error_json(status, param, msg);
+    char *text = v ? json_dumps(v, JSON_COMPACT) : NULL;
+    json_decref(v);
+    return send_text(c, status, "application/json", text, allow);
 }
 
 static enum MHD_Result send_error(struct MHD_Connection *c, unsigned status, const char *param,
@@ -85,15 +111,23 @@ static enum MHD_Result send_error(struct MHD_Connection *c, unsigned status, con
 static enum MHD_Result send_error(struct MHD_Connection *c, unsigned status, const char *param,
                                   const char *fmt, ...)
 {
-    char msg[512];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    enum MHD_Result r = send_error_v(c, status, param, NULL, fmt, ap);
     va_end(ap);
-    json_t *v = error_json(status, param, msg);
-    char *text = v ? json_dumps(v, JSON_COMPACT) : NULL;
-    json_decref(v);
-    return send_text(c, status, "application/json", text, status == 503 || status == 429);
+    return r;
+}
+
+/* 405 with the Allow header naming what the path takes. */
+static enum MHD_Result send_405(struct MHD_Connection *c, const char *allow, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static enum MHD_Result send_405(struct MHD_Connection *c, const char *allow, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    enum MHD_Result r = send_error_v(c, 405, NULL, allow, fmt, ap);
+    va_end(ap);
+    return r;
 }
 
 /* ---- checking a completion request -------------------------------------- */
@@ -187,12 +221,19 @@ static bool parse_text_ids(const serve *s, const char *text, int32_t **out, int3
                               "prompt: character %td is not part of a token id (the ids "
                               "tokenizer reads decimal ids separated by spaces)", p - text);
         }
+        /* The whole id is read (and quoted when too large), never a prefix. */
+        const char *start = p;
         long long x = 0;
-        while (*p >= '0' && *p <= '9' && x < s->vocab) x = x * 10 + (*p++ - '0');
+        while (*p >= '0' && *p <= '9') {
+            if (x < s->vocab) x = x * 10 + (*p - '0');
+            p++;
+        }
         if (x >= s->vocab) {
             free(ids);
             return fail_param(b, 400, "prompt",
-                              "prompt: token id %lld is outside the vocabulary [0, %d)", x, s->vocab);
+                              "prompt: token id %.*s at character %td is outside the vocabulary "
+                              "[0, %d)", (int)(p - start > 40 ? 40 : p - start), start,
+                              start - text, s->vocab);
         }
         ids[k++] = (int32_t)x;
     }
@@ -270,10 +311,39 @@ static bool parse_prompts(const serve *s, json_t *req, serve_job *j, bad *b)
         if (many) snprintf(where, sizeof where, "prompt[%zu]", i);
         else snprintf(where, sizeof where, "prompt");
         j->seq[i].eid = -1;
+        j->seq[i].stop_reason = -1;
+        j->seq[i].stop_str = -1;
         if (!parse_one_prompt(s, many ? json_array_get(p, i) : p, where, &j->seq[i].tokens,
                               &j->seq[i].n_tokens, b))
             return false;
     }
+    return true;
+}
+
+/* n > 1: seq[i*n + k] is sample k of prompt i (OpenAI's choice order), each
+ * with its own copy of the prompt. */
+static bool expand_samples(serve_job *j, bad *b)
+{
+    const int32_t n = j->n_samples, np = j->n_seq;
+    if (n == 1) return true;
+    serve_seq *all = calloc((size_t)np * (size_t)n, sizeof *all);
+    if (!all) return fail_param(b, 500, NULL, "out of memory");
+    for (int32_t i = 0; i < np; i++)
+        for (int32_t k = 0; k < n; k++) {
+            all[i * n + k] = j->seq[i];
+            all[i * n + k].sample = k;
+            if (k) all[i * n + k].tokens = NULL;
+        }
+    free(j->seq); /* its prompts now belong to the samples 0 */
+    j->seq = all;
+    j->n_seq = np * n;
+    for (int32_t i = 0; i < np; i++)
+        for (int32_t k = 1; k < n; k++) {
+            serve_seq *q = &all[i * n + k];
+            if (!(q->tokens = malloc(sizeof(int32_t) * (size_t)q->n_tokens)))
+                return fail_param(b, 500, NULL, "out of memory");
+            memcpy(q->tokens, all[i * n].tokens, sizeof(int32_t) * (size_t)q->n_tokens);
+        }
     return true;
 }
 
@@ -290,34 +360,73 @@ static bool parse_completion(serve *s, json_t *req, serve_job *j, bad *b)
                               json_string_value(model), s->cfg.model_name);
     }
     int64_t x = 1;
-    if (!get_int(req, "n", 1, 1, &x, b)) return fail_param(b, 400, "n", "n: only n = 1 is supported");
-    x = 1;
-    if (!get_int(req, "best_of", 1, 1, &x, b))
-        return fail_param(b, 400, "best_of", "best_of: only best_of = 1 is supported");
-    bool echo = false, ignore_eos = false;
-    if (!get_bool(req, "echo", &echo, b) || !get_bool(req, "ignore_eos", &ignore_eos, b)) return false;
-    if (echo) return fail_param(b, 400, "echo", "echo: not supported");
-    json_t *lp = json_object_get(req, "logprobs");
-    if (lp && !json_is_null(lp) && !(json_is_integer(lp) && json_integer_value(lp) == 0))
-        return fail_param(b, 400, "logprobs", "logprobs: not supported");
+    if (!get_int(req, "n", 1, SERVE_MAX_N, &x, b)) return false;
+    j->n_samples = (int32_t)x;
+    int64_t best_of = x;
+    if (!get_int(req, "best_of", 1, SERVE_MAX_N, &best_of, b)) return false;
+    if (best_of != x)
+        return fail_param(b, 400, "best_of", "best_of: %lld differs from n = %lld; radixkv returns "
+                          "every sample (best_of = n)", (long long)best_of, (long long)x);
+    bool ignore_eos = false;
+    if (!get_bool(req, "echo", &j->echo, b) || !get_bool(req, "ignore_eos", &ignore_eos, b))
+        return false;
+    int64_t lp = -1;
+    if (!get_int(req, "logprobs", 0, SERVE_MAX_LOGPROBS, &lp, b)) return false;
+    /* Without --max-logprobs, logprobs 0 stays what it was: none asked. */
+    if (lp > 0 && s->cfg.max_logprobs == 0)
+        return fail_param(b, 400, "logprobs", "logprobs: this server keeps no logits; start it with "
+                          "--max-logprobs N to return log-probabilities");
+    if (lp > s->cfg.max_logprobs)
+        return fail_param(b, 400, "logprobs", "logprobs: %lld is above this server's --max-logprobs "
+                          "%d", (long long)lp, s->cfg.max_logprobs);
+    j->logprobs = s->cfg.max_logprobs > 0 ? (int32_t)lp : -1;
+    if (j->logprobs >= 0 && j->echo)
+        return fail_param(b, 400, "logprobs", "logprobs with echo: the prompt's log-probabilities "
+                          "are not computed; ask for one or the other");
     json_t *stop = json_object_get(req, "stop");
-    if (stop && !json_is_null(stop) &&
-        !(json_is_array(stop) && json_array_size(stop) == 0) &&
-        !(json_is_string(stop) && !*json_string_value(stop)))
-        return fail_param(b, 400, "stop",
-                          "stop: stop strings need a tokenizer; use stop_token_ids (one id)");
-    j->stop_token = -1;
+    if (stop && !json_is_null(stop)) {
+        size_t n = json_is_array(stop) ? json_array_size(stop) : 1;
+        if (!json_is_string(stop) && !json_is_array(stop))
+            return fail_param(b, 400, "stop", "stop: expected a string or a list of strings, got %s",
+                              json_type_name(stop));
+        if (n > 16) return fail_param(b, 400, "stop", "stop: %zu strings, at most 16", n);
+        if (!(j->stop_str = calloc(n ? n : 1, sizeof(char *))))
+            return fail_param(b, 500, NULL, "out of memory");
+        for (size_t i = 0; i < n; i++) {
+            json_t *t = json_is_array(stop) ? json_array_get(stop, i) : stop;
+            if (!json_is_string(t))
+                return fail_param(b, 400, "stop", "stop[%zu]: expected a string, got %s", i,
+                                  json_type_name(t));
+            const char *v = json_string_value(t);
+            if (!*v) continue; /* an empty string stops nothing (as OpenAI) */
+            if (!s->cfg.text_ids)
+                return fail_param(b, 400, "stop",
+                                  "stop: stop strings need a tokenizer; start the server with "
+                                  "--tokenizer ids, or use stop_token_ids");
+            if (!(j->stop_str[j->n_stop_str] = strdup(v)))
+                return fail_param(b, 500, NULL, "out of memory");
+            size_t len = strlen(v);
+            if (len > j->stop_str_max) j->stop_str_max = len;
+            j->n_stop_str++;
+        }
+    }
     json_t *sti = json_object_get(req, "stop_token_ids");
     if (sti && !json_is_null(sti)) {
-        if (!json_is_array(sti) || json_array_size(sti) > 1)
+        if (!json_is_array(sti))
             return fail_param(b, 400, "stop_token_ids",
-                              "stop_token_ids: expected a list of at most one token id");
-        if (json_array_size(sti) == 1) {
-            json_t *t = json_array_get(sti, 0);
+                              "stop_token_ids: expected a list of token ids, got %s",
+                              json_type_name(sti));
+        size_t n = json_array_size(sti);
+        if (n > 1024)
+            return fail_param(b, 400, "stop_token_ids", "stop_token_ids: %zu ids, at most 1024", n);
+        if (n && !(j->stop_ids = malloc(sizeof(int32_t) * n)))
+            return fail_param(b, 500, NULL, "out of memory");
+        for (size_t i = 0; i < n; i++) {
+            json_t *t = json_array_get(sti, i);
             if (!json_is_integer(t) || json_integer_value(t) < 0 || json_integer_value(t) >= s->vocab)
                 return fail_param(b, 400, "stop_token_ids",
-                                  "stop_token_ids[0]: expected a token id in [0, %d)", s->vocab);
-            j->stop_token = (int32_t)json_integer_value(t);
+                                  "stop_token_ids[%zu]: expected a token id in [0, %d)", i, s->vocab);
+            j->stop_ids[j->n_stop++] = (int32_t)json_integer_value(t);
         }
     }
     const char *const penalties[] = {"presence_penalty", "frequency_penalty"};
@@ -355,6 +464,12 @@ static bool parse_completion(serve *s, json_t *req, serve_job *j, bad *b)
         /* as `radixkv run` maps a trace's seed: 0 means "derive one" */
         .seed = seeded ? ((uint64_t)seed << 1) | 1 : 0,
     };
+    j->seeded = seeded;
+    j->seed = (uint64_t)seed;
+    if (j->n_stop_str && j->stream)
+        return fail_param(b, 400, "stop", "stop: stop strings with stream are not supported (a "
+                          "stream would have to hold back text that may start one); use "
+                          "stop_token_ids, or stream = false");
     if (!parse_prompts(s, req, j, b)) return false;
     /* Never fits (context, pool): refuse now, naming the field to shorten. */
     for (int32_t i = 0; i < j->n_seq; i++) {
@@ -371,9 +486,16 @@ static bool parse_completion(serve *s, json_t *req, serve_job *j, bad *b)
             return fail_param(b, 400, param, "prompt[%d]: %s", i, why);
         return fail_param(b, 400, param, "%s: %s", param, why);
     }
+    if (!expand_samples(j, b)) return false;
     for (int32_t i = 0; i < j->n_seq; i++) {
-        j->seq[i].out = malloc(sizeof(int32_t) * (size_t)j->max_tokens);
-        if (!j->seq[i].out) return fail_param(b, 500, NULL, "out of memory");
+        serve_seq *q = &j->seq[i];
+        const size_t mt = (size_t)j->max_tokens, K = j->logprobs > 0 ? (size_t)j->logprobs : 1;
+        q->out = malloc(sizeof(int32_t) * mt);
+        if (!q->out) return fail_param(b, 500, NULL, "out of memory");
+        if (j->logprobs >= 0 && (!(q->lp = malloc(sizeof(float) * mt)) ||
+                                 !(q->top_ids = malloc(sizeof(int32_t) * mt * K)) ||
+                                 !(q->top_lp = malloc(sizeof(float) * mt * K))))
+            return fail_param(b, 500, NULL, "out of memory");
     }
     return true;
 }
@@ -382,8 +504,16 @@ static bool parse_completion(serve *s, json_t *req, serve_job *j, bad *b)
 
 static const char *finish_reason(const serve_job *j, const serve_seq *q)
 {
-    if (q->error) return "abort";
-    return q->n_out >= j->max_tokens ? "length" : "stop";
+    serve_finish f = serve_seq_finish(j, q);
+    return serve_finish_names[f == SERVE_FINISH_ERROR ? SERVE_FINISH_ABORT : f];
+}
+
+/* vLLM's stop_reason: the stop token id or stop string that ended the
+ * prompt, else null. */
+static json_t *stop_reason_json(const serve_job *j, const serve_seq *q)
+{
+    if (q->stop_str >= 0) return json_string(j->stop_str[q->stop_str]);
+    return q->stop_reason >= 0 ? json_integer(q->stop_reason) : json_null();
 }
 
 static json_t *usage_json(const serve_job *j)
@@ -400,18 +530,80 @@ static json_t *usage_json(const serve_job *j)
                      (json_int_t)cached);
 }
 
-/* Text of outputs: decimal ids each after a space with the ids tokenizer,
- * else empty (the ids are in token_ids). */
-static json_t *text_json(const serve *s, const int32_t *ids, int32_t n)
+/* The text a token stands for: " 123" with the ids tokenizer, else none
+ * (the ids are in token_ids). Returns its length. */
+static int token_text(const serve *s, int32_t id, char *buf, size_t n)
 {
-    if (!s->cfg.text_ids) return json_string("");
-    char *t = malloc((size_t)n * 12 + 1), *p = t;
+    if (!s->cfg.text_ids) return buf[0] = 0, 0;
+    return snprintf(buf, n, " %d", id);
+}
+
+/* Text of ids, after lead (may be NULL); n_cut >= 0 keeps only its first
+ * n_cut bytes of the ids' text (a stop string began there). */
+static json_t *text_json(const serve *s, const char *lead, const int32_t *ids, int32_t n,
+                         const char *cut_text, size_t n_cut)
+{
+    size_t ll = lead ? strlen(lead) : 0;
+    char *t = malloc(ll + (cut_text ? n_cut : (size_t)n * 12) + 1), *p = t;
     if (!t) return NULL;
+    memcpy(p, lead ? lead : "", ll);
+    p += ll;
+    if (cut_text) {
+        memcpy(p, cut_text, n_cut);
+        p += n_cut;
+    } else {
+        for (int32_t i = 0; i < n; i++) p += token_text(s, ids[i], p, 16);
+    }
     *p = 0;
-    for (int32_t i = 0; i < n; i++) p += sprintf(p, " %d", ids[i]);
     json_t *v = json_string(t);
     free(t);
     return v;
+}
+
+/* The echoed prompt's text (malloc'd; "" without a tokenizer). */
+static char *prompt_text(const serve *s, const serve_seq *q)
+{
+    char *t = malloc((size_t)q->n_tokens * 12 + 1), *p = t;
+    if (!t) return NULL;
+    *p = 0;
+    for (int32_t i = 0; i < q->n_tokens; i++) p += token_text(s, q->tokens[i], p, 16);
+    return t;
+}
+
+/* A token's name in logprobs: its text, or without a tokenizer vLLM's
+ * "token_id:ID" (--return-tokens-as-token-ids). */
+static void token_key(const serve *s, int32_t id, char *buf, size_t n)
+{
+    if (s->cfg.text_ids) snprintf(buf, n, " %d", id);
+    else snprintf(buf, n, "token_id:%d", id);
+}
+
+/* OpenAI's completion logprobs for outputs [from, from + n) of q: tokens,
+ * token_logprobs, top_logprobs (the k most likely and the sampled one) and
+ * text_offset from offset. NULL (json null) when none were asked. */
+static json_t *logprobs_json(const serve *s, const serve_job *j, const serve_seq *q, int32_t from,
+                             int32_t n, size_t offset)
+{
+    if (j->logprobs < 0) return json_null();
+    json_t *toks = json_array(), *lps = json_array(), *tops = json_array(), *offs = json_array();
+    for (int32_t t = from; t < from + n; t++) {
+        char key[32], txt[16];
+        token_key(s, q->out[t], key, sizeof key);
+        json_array_append_new(toks, json_string(key));
+        json_array_append_new(lps, json_real(q->lp[t]));
+        json_t *top = json_object();
+        for (int32_t k = 0; k < j->logprobs; k++) {
+            char kk[32];
+            token_key(s, q->top_ids[(size_t)t * (size_t)j->logprobs + (size_t)k], kk, sizeof kk);
+            json_object_set_new(top, kk, json_real(q->top_lp[(size_t)t * (size_t)j->logprobs + (size_t)k]));
+        }
+        json_object_set_new(top, key, json_real(q->lp[t]));
+        json_array_append_new(tops, top);
+        json_array_append_new(offs, json_integer((json_int_t)offset));
+        offset += (size_t)token_text(s, q->out[t], txt, sizeof txt);
+    }
+    return json_pack("{s:o,s:o,s:o,s:o}", "tokens", toks, "token_logprobs", lps, "top_logprobs",
+                     tops, "text_offset", offs);
 }
 
 static json_t *ids_json(const int32_t *ids, int32_t n)
@@ -431,10 +623,17 @@ static enum MHD_Result answer_job(serve *s, struct MHD_Connection *c, serve_job 
     json_t *choices = json_array();
     for (int32_t i = 0; choices && i < j->n_seq; i++) {
         const serve_seq *q = &j->seq[i];
-        json_array_append_new(choices,
-            json_pack("{s:i,s:o,s:o,s:n,s:s}", "index", (int)i, "text",
-                      text_json(s, q->out, q->n_out), "token_ids", ids_json(q->out, q->n_out),
-                      "logprobs", "finish_reason", finish_reason(j, q)));
+        char *lead = j->echo ? prompt_text(s, q) : NULL;
+        json_t *ch = json_pack("{s:i,s:o,s:o,s:o,s:s,s:o}", "index", (int)i, "text",
+                               text_json(s, lead, q->out, q->n_out,
+                                         q->stop_str >= 0 ? q->text : NULL, q->text_cut),
+                               "token_ids", ids_json(q->out, q->n_out), "logprobs",
+                               logprobs_json(s, j, q, 0, q->n_out, lead ? strlen(lead) : 0),
+                               "finish_reason", finish_reason(j, q), "stop_reason",
+                               stop_reason_json(j, q));
+        free(lead);
+        if (ch && j->echo) json_object_set_new(ch, "prompt_token_ids", ids_json(q->tokens, q->n_tokens));
+        json_array_append_new(choices, ch);
     }
     json_t *v = json_pack("{s:s,s:s,s:I,s:s,s:o,s:o}", "id", j->id, "object", "text_completion",
                           "created", (json_int_t)j->created, "model", s->cfg.model_name,
@@ -481,19 +680,36 @@ static void sse_fill(serve *s, serve_job *j)
 {
     for (int32_t i = 0; i < j->n_seq; i++) {
         serve_seq *q = &j->seq[i];
+        if (j->echo && !q->echo_sent) {
+            /* The prompt first, as a chunk of its own. */
+            char *lead = prompt_text(s, q);
+            json_t *ch = json_pack("{s:i,s:s?,s:[],s:o,s:n,s:n,s:n}", "index", (int)i, "text", lead,
+                                   "token_ids", "prompt_token_ids",
+                                   ids_json(q->tokens, q->n_tokens), "logprobs", "finish_reason",
+                                   "stop_reason");
+            q->sent_chars = lead ? strlen(lead) : 0;
+            free(lead);
+            if (!sse_event(j, chunk_json(s, j, json_pack("[o]", ch), false))) return;
+            q->echo_sent = true;
+        }
         while (q->sent < q->n_out) {
             bool last = q->done && q->sent + 1 == q->n_out;
-            json_t *ch = json_pack("{s:i,s:o,s:o,s:n,s:s?}", "index", (int)i, "text",
-                                   text_json(s, q->out + q->sent, 1), "token_ids",
-                                   ids_json(q->out + q->sent, 1), "logprobs", "finish_reason",
-                                   last ? finish_reason(j, q) : NULL);
+            char txt[16];
+            json_t *ch = json_pack("{s:i,s:o,s:o,s:o,s:s?,s:o}", "index", (int)i, "text",
+                                   text_json(s, NULL, q->out + q->sent, 1, NULL, 0), "token_ids",
+                                   ids_json(q->out + q->sent, 1), "logprobs",
+                                   logprobs_json(s, j, q, q->sent, 1, q->sent_chars),
+                                   "finish_reason", last ? finish_reason(j, q) : NULL,
+                                   "stop_reason", last ? stop_reason_json(j, q) : json_null());
             if (!sse_event(j, chunk_json(s, j, json_pack("[o]", ch), false))) return;
+            q->sent_chars += (size_t)token_text(s, q->out[q->sent], txt, sizeof txt);
             q->sent++;
             if (last) q->finish_sent = true;
         }
         if (q->done && !q->finish_sent && !q->error) {
-            json_t *ch = json_pack("{s:i,s:s,s:[],s:n,s:s}", "index", (int)i, "text", "",
-                                   "token_ids", "logprobs", "finish_reason", finish_reason(j, q));
+            json_t *ch = json_pack("{s:i,s:s,s:[],s:n,s:s,s:o}", "index", (int)i, "text", "",
+                                   "token_ids", "logprobs", "finish_reason", finish_reason(j, q),
+                                   "stop_reason", stop_reason_json(j, q));
             if (!sse_event(j, chunk_json(s, j, json_pack("[o]", ch), false))) return;
             q->finish_sent = true;
         }
@@ -591,13 +807,24 @@ static json_t *server_info(const serve *s)
                      "text_ids_tokenizer", s->cfg.text_ids);
 }
 
+/* The paths GET (and HEAD) answer; anything else is 404 whatever the method. */
+static const char *const get_paths[] = {"/health", "/v1/models", "/model_info", "/get_model_info",
+                                        "/server_info", "/get_server_info", "/metrics", NULL};
+
+static bool is_get_path(const char *url)
+{
+    for (int i = 0; get_paths[i]; i++)
+        if (!strcmp(url, get_paths[i])) return true;
+    return false;
+}
+
 static enum MHD_Result handle_get(serve *s, struct MHD_Connection *c, const char *url)
 {
     if (!strcmp(url, "/health")) {
         pthread_mutex_lock(&s->mu);
         bool ok = !s->draining && !s->fatal[0];
         pthread_mutex_unlock(&s->mu);
-        return ok ? send_text(c, 200, "text/plain", strdup("ok\n"), false)
+        return ok ? send_text(c, 200, "text/plain", strdup("ok\n"), NULL)
                   : send_error(c, 503, NULL, "the server is shutting down");
     }
     if (!strcmp(url, "/v1/models"))
@@ -615,7 +842,7 @@ static enum MHD_Result handle_get(serve *s, struct MHD_Connection *c, const char
         pthread_mutex_lock(&s->mu);
         m = s->m;
         pthread_mutex_unlock(&s->mu);
-        return send_text(c, 200, "text/plain; version=0.0.4", serve_metrics_text(s, &m), false);
+        return send_text(c, 200, "text/plain; version=0.0.4", serve_metrics_text(s, &m), NULL);
     }
     return send_error(c, 404, NULL, "no such endpoint: GET %s", url);
 }
@@ -631,7 +858,9 @@ static enum MHD_Result handle_completion(serve *s, struct MHD_Connection *c, con
         pthread_mutex_lock(&s->mu);
         s->m.requests_rejected++;
         pthread_mutex_unlock(&s->mu);
-        if (cc->too_big) return send_error(c, 413, NULL, "the body is larger than %u bytes", MAX_BODY);
+        if (cc->too_big)
+            return send_error(c, 413, NULL, "the body is larger than %lld bytes (--max-body-bytes)",
+                              (long long)s->cfg.max_body);
         return send_error(c, 400, NULL, "malformed JSON at line %d, column %d: %s", jerr.line,
                           jerr.column, jerr.text);
     }
@@ -650,6 +879,21 @@ static enum MHD_Result handle_completion(serve *s, struct MHD_Connection *c, con
         serve_job_unref_locked(j);
         pthread_mutex_unlock(&s->mu);
         return send_error(c, b.status, b.param, "%s", b.msg);
+    }
+    if (j->n_seq > s->cfg.run->ec.max_running + s->cfg.max_queue) {
+        /* It would never fit: retrying cannot help, so not 503. */
+        int64_t cap = s->cfg.run->ec.max_running + s->cfg.max_queue;
+        int32_t n = j->n_seq, per = j->n_samples;
+        s->m.requests_rejected++;
+        serve_job_unref_locked(j);
+        pthread_mutex_unlock(&s->mu);
+        if (per > 1)
+            return send_error(c, 400, "n", "n: %d prompts x n = %d sequences, more than this "
+                              "server ever holds at once (--max-running + --max-queue = %lld)",
+                              n / per, n, (long long)cap);
+        return send_error(c, 400, "prompt",
+                          "prompt: %d prompts, more than this server ever holds at once "
+                          "(--max-running + --max-queue = %lld)", n, (long long)cap);
     }
     if (s->draining || s->fatal[0] ||
         s->outstanding + j->n_seq > s->cfg.run->ec.max_running + s->cfg.max_queue) {
@@ -706,6 +950,24 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (!(cc = calloc(1, sizeof *cc))) return MHD_NO;
         cc->s = s;
         *con_cls = cc;
+        /* A body over the cap is refused from its Content-Length, before a
+         * byte of it is read (MHD then closes the connection unread). */
+        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+                                                     MHD_HTTP_HEADER_CONTENT_LENGTH);
+        unsigned long long n = 0;
+        if (cl && sscanf(cl, "%llu", &n) == 1 && n > (unsigned long long)s->cfg.max_body) {
+            cc->too_big = cc->answered = true;
+            pthread_mutex_lock(&s->mu);
+            s->m.requests_rejected++;
+            pthread_mutex_unlock(&s->mu);
+            return send_error(c, 413, NULL,
+                              "the body is %llu bytes, more than %lld (--max-body-bytes)", n,
+                              (long long)s->cfg.max_body);
+        }
+        return MHD_YES;
+    }
+    if (cc->answered) {
+        *upload_size = 0;
         return MHD_YES;
     }
     if (cc->job) {
@@ -723,7 +985,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return ret;
     }
     if (*upload_size) {
-        if (cc->len + *upload_size > MAX_BODY) {
+        if (cc->len + *upload_size > (size_t)s->cfg.max_body) {
             cc->too_big = true;
         } else if (!cc->too_big) {
             if (cc->len + *upload_size + 1 > cc->cap) {
@@ -742,13 +1004,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     bool get = !strcmp(method, MHD_HTTP_METHOD_GET) || !strcmp(method, MHD_HTTP_METHOD_HEAD);
     bool post = !strcmp(method, MHD_HTTP_METHOD_POST);
     if (!strcmp(url, "/v1/completions")) {
-        if (!post) return send_error(c, 405, NULL, "%s /v1/completions: use POST", method);
+        if (!post) return send_405(c, "POST", "%s /v1/completions: use POST", method);
         return handle_completion(s, c, cc);
     }
     if (!strcmp(url, "/v1/chat/completions"))
         return send_error(c, 404, NULL, "chat completions need a chat template and a tokenizer; "
                                         "use /v1/completions with token ids");
-    if (!get) return send_error(c, 405, NULL, "%s %s: use GET", method, url);
+    if (!is_get_path(url)) return send_error(c, 404, NULL, "no such endpoint: %s %s", method, url);
+    if (!get) return send_405(c, "GET, HEAD", "%s %s: use GET", method, url);
     return handle_get(s, c, url);
 }
 
@@ -772,6 +1035,32 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 
 /* ---- daemon ------------------------------------------------------------- */
 
+/* MHD's URL decoding, but %00 stays as it is: a decoded NUL would end the
+ * path early, so "/health%00.json" would answer as "/health". */
+static int hexval(char ch)
+{
+    return ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10
+         : ch >= 'A' && ch <= 'F' ? ch - 'A' + 10 : -1;
+}
+
+static size_t unescape_url(void *cls, struct MHD_Connection *c, char *uri)
+{
+    (void)cls;
+    (void)c;
+    char *w = uri;
+    for (const char *r = uri; *r;) {
+        int hi, lo;
+        if (r[0] == '%' && (hi = hexval(r[1])) >= 0 && (lo = hexval(r[2])) >= 0 && (hi | lo)) {
+            *w++ = (char)(hi * 16 + lo);
+            r += 3;
+        } else {
+            *w++ = *r++;
+        }
+    }
+    *w = 0;
+    return (size_t)(w - uri);
+}
+
 int serve_http_start(serve *s, char *err, size_t errlen)
 {
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
@@ -790,7 +1079,9 @@ int serve_http_start(serve *s, char *err, size_t errlen)
     s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s,
                                  MHD_OPTION_SOCK_ADDR, ai->ai_addr,
                                  MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-                                 MHD_OPTION_CONNECTION_LIMIT, (unsigned)4096,
+                                 MHD_OPTION_UNESCAPE_CALLBACK, unescape_url, NULL,
+                                 MHD_OPTION_CONNECTION_LIMIT, s->cfg.max_connections,
+                                 MHD_OPTION_CONNECTION_TIMEOUT, s->cfg.conn_timeout,
                                  MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)1024,
                                  MHD_OPTION_END);
     freeaddrinfo(ai);
@@ -808,10 +1099,15 @@ int serve_http_port(const serve *s)
     return i ? i->port : s->cfg.port;
 }
 
-void serve_http_quiesce(serve *s)
+bool serve_http_client_gone_locked(const serve_job *j)
 {
-    MHD_socket fd = MHD_quiesce_daemon(s->daemon);
-    if (fd != MHD_INVALID_SOCKET) close(fd);
+    if (!j->conn || !j->suspended) return false;
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(j->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!ci) return false;
+    char b;
+    ssize_t r = recv(ci->connect_fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    return r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
 }
 
 void serve_http_stop(serve *s)

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The official `openai` Python client against `radixkv serve`: completions,
 streams, usage with cached tokens; greedy outputs equal `radixkv run`'s on the
-same requests; a bad request surfaces as the client's BadRequestError.
+same requests; n > 1, logprobs and echo as the client's types carry them; a
+bad request surfaces as the client's BadRequestError.
 Runs under RKV_SERVE_PYTHON (scripts/serve_venv.sh); exits 77 (skip) without it.
 Usage: test_serve_openai.py PATH/TO/radixkv"""
 import os
@@ -18,7 +19,7 @@ ENGINE = ["--page-size", "4", "--num-pages", "256"]
 
 
 def main():
-    s = Server(RADIXKV, "--model-name", "tiny", *ENGINE)
+    s = Server(RADIXKV, "--model-name", "tiny", "--max-logprobs", "3", *ENGINE)
     try:
         client = openai.OpenAI(base_url=s.base + "/v1", api_key="none", max_retries=0, timeout=120)
         check([m.id for m in client.models.list().data] == ["tiny"], "models.list")
@@ -42,6 +43,20 @@ def main():
                                             temperature=0).choices[0].token_ids for t, mt in reqs]
         ref = run_reference(RADIXKV, reqs, *ENGINE)
         check(served == ref, f"served {served} != run {ref}")
+        # n samples share the prompt's pages; logprobs; echo.
+        many = client.completions.create(model="tiny", prompt=p, max_tokens=3, n=3,
+                                         temperature=1.0, seed=5)
+        check([c.index for c in many.choices] == [0, 1, 2] and
+              many.usage.prompt_tokens_details.cached_tokens >= 2 * 28, f"n=3: {many}")
+        lp = client.completions.create(model="tiny", prompt=p, max_tokens=3, temperature=0,
+                                       logprobs=3).choices[0].logprobs
+        check(len(lp.token_logprobs) == 3 and all(x <= 0 for x in lp.token_logprobs) and
+              all(len(t) == 3 and max(t.values()) == x
+                  for t, x in zip(lp.top_logprobs, lp.token_logprobs)) and
+              lp.tokens == [f"token_id:{t}" for t in ids[:3]], f"logprobs: {lp}")
+        e = client.completions.create(model="tiny", prompt=p, max_tokens=2, temperature=0,
+                                      echo=True).choices[0]
+        check(e.model_extra["prompt_token_ids"] == p and e.token_ids == ids[:2], f"echo: {e}")
         try:
             client.completions.create(model="tiny", prompt=[1, 99999], max_tokens=2)
             check(False, "an id outside the vocabulary was accepted")

@@ -1,0 +1,211 @@
+"""Provenance of rows and results bundles.
+
+Every row says what made it (Meta.row in rkv.core adds these fields):
+
+    binary         the program that produced the numbers, relative to the checkout
+    binary_sha256  its sha256 (two builds of one commit differ; this tells them apart)
+    build_type     meson's buildtype, with ndebug and sanitizers, of its build folder
+    host           {"cpu": model name, "cpus": online CPUs, "load": 1-minute load
+                    average when the row was written}: wall-clock numbers mean
+                    something only beside the load they were measured under
+
+A results bundle is one folder of one scale, the unit the paper is built from:
+
+    BUNDLE/manifest.json      written here: scale, commit, binary, build type,
+                              host, date, each experiment's outcome
+    BUNDLE/NAME/NAME.jsonl    each experiment's rows (experiments/NAME/run --out BUNDLE/NAME)
+    BUNDLE/figures/           the notebooks' figures and tables
+
+`python3 -m rkv.bundle scales DIR...` prints the scales the rows under DIR carry
+(scripts/build_paper.sh refuses a bundle with more than one); `tex BUNDLE OUT`
+writes the paper's title-page note on the bundle.
+"""
+import hashlib
+import json
+import os
+import platform
+import sys
+
+from . import core
+
+_SHA = {}
+
+
+def sha256_of(path):
+    """sha256 of a file, once per process per path."""
+    path = os.path.abspath(path)
+    if path not in _SHA:
+        h = hashlib.sha256()
+        try:
+            with open(path, "rb") as f:
+                for chunk in iter(lambda: f.read(1 << 20), b""):
+                    h.update(chunk)
+            _SHA[path] = h.hexdigest()
+        except OSError:
+            _SHA[path] = None
+    return _SHA[path]
+
+
+def build_type(binary):
+    """The build folder's options: 'release, ndebug' or 'debug, sanitize=address,undefined';
+    None when the binary is not in a meson build folder."""
+    d = os.path.dirname(os.path.abspath(binary))
+    while d != os.path.dirname(d):
+        info = os.path.join(d, "meson-info", "intro-buildoptions.json")
+        if os.path.exists(info):
+            with open(info) as f:
+                opts = {o["name"]: o["value"] for o in json.load(f)}
+            parts = [str(opts.get("buildtype"))]
+            if opts.get("b_ndebug") in ("true", True):
+                parts.append("ndebug")
+            if opts.get("b_sanitize") not in (None, "none", []):
+                s = opts["b_sanitize"]
+                parts.append("sanitize=" + (",".join(s) if isinstance(s, list) else str(s)))
+            return ", ".join(parts)
+        d = os.path.dirname(d)
+    return None
+
+
+_CPU = []
+
+
+def cpu_model():
+    if not _CPU:
+        _CPU.append(_read_cpu_model())
+    return _CPU[0]
+
+
+def _read_cpu_model():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.lower().startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def host():
+    try:
+        load = round(os.getloadavg()[0], 2)
+    except OSError:
+        load = None
+    return {"cpu": cpu_model(), "cpus": os.cpu_count(), "load": load}
+
+
+def binary_fields(binary):
+    """binary, binary_sha256 and build_type of one program."""
+    if not binary:
+        return {"binary": None, "binary_sha256": None, "build_type": None}
+    return {"binary": core.command_text([os.path.abspath(binary)]),
+            "binary_sha256": sha256_of(binary), "build_type": build_type(binary)}
+
+
+def write_manifest(out, scale, binary, outcome):
+    """BUNDLE/manifest.json: what the bundle is and how each experiment ended."""
+    m = {"scale": scale, "commit": core.git_commit(), "date": core.utc_now(),
+         **binary_fields(binary), "host": host(),
+         "python": platform.python_version(), "system": platform.platform(),
+         "mooncake_traces": os.path.isdir(core.default_mooncake_dir()),
+         "experiments": outcome}
+    tmp = os.path.join(out, "manifest.json.tmp")
+    with open(tmp, "w") as f:
+        json.dump(m, f, indent=1, sort_keys=True)
+        f.write("\n")
+    os.replace(tmp, os.path.join(out, "manifest.json"))
+    return m
+
+
+def rows_of(folders):
+    """(path, row) over each experiment's rows: FOLDER/NAME.jsonl where an
+    experiment's results folder is named NAME (a bundle's NAME/), else the one
+    *.jsonl in it whose rows name an experiment (experiments/NAME/results/)."""
+    for d in folders:
+        d = os.path.abspath(d)
+        cands = [os.path.join(d, os.path.basename(d) + ".jsonl")]
+        if os.path.basename(d) == "results":
+            name = os.path.basename(os.path.dirname(d))
+            cands = [os.path.join(d, name + ".jsonl")]
+        for p in cands:
+            if not os.path.exists(p):
+                continue
+            with open(p) as f:
+                for line in f:
+                    if line.strip():
+                        yield p, json.loads(line)
+
+
+def scales(folders):
+    """{scale: [files]}: the scales a set of results folders mixes."""
+    seen = {}
+    for p, r in rows_of(folders):
+        s = r.get("scale") or (r.get("config") or {}).get("scale")
+        seen.setdefault(s, set()).add(p)
+    return {k: sorted(v) for k, v in seen.items()}
+
+
+def rows_tex(out, folders):
+    """The title-page note for results without a manifest (experiments/NAME/results)."""
+    sc, commits, builds, dates = set(), set(), set(), []
+    for _, r in rows_of(folders):
+        sc.add(str(r.get("scale") or (r.get("config") or {}).get("scale")))
+        commits.add(str(r.get("commit")))
+        builds.add(str(r.get("build_type") or "unknown"))
+        if r.get("date"):
+            dates.append(r["date"][:10])
+    def tt(xs):
+        return ", ".join(f"\\texttt{{{tex_escape(x)}}}" for x in sorted(xs)) or "none"
+    span = f"{min(dates)} to {max(dates)}" if dates else "unknown dates"
+    with open(out, "w") as f:
+        f.write(f"Results: each experiment's own folder (no bundle manifest); scale {tt(sc)}, "
+                f"commit {tt(commits)}, {', '.join(sorted(builds))} build, {span}.\n")
+
+
+def tex_escape(s):
+    return "".join("\\" + c if c in "&%$#_{}" else c for c in str(s))
+
+
+def title_tex(bundle_dir, out):
+    """The paper's title-page note on the results it was built from."""
+    path = os.path.join(bundle_dir, "manifest.json")
+    with open(path) as f:
+        m = json.load(f)
+    date = (m.get("date") or "")[:10]
+    line = (f"Results: scale \\texttt{{{tex_escape(m['scale'])}}}, commit "
+            f"\\texttt{{{tex_escape(m['commit'])}}}, {tex_escape(m.get('build_type') or 'unknown')} build, "
+            f"{tex_escape(date)}, on {tex_escape(m['host']['cpu'])} "
+            f"({m['host']['cpus']} CPUs, load {m['host']['load']})")
+    skipped = sorted(n for n, o in m.get("experiments", {}).items() if o.get("state") == "skipped")
+    generated = sorted(n for n, o in m.get("experiments", {}).items() if o.get("trace") == "synthetic")
+    if generated:
+        line += "; generated stand-in for the Mooncake traces in " + ", ".join(
+            f"\\texttt{{{tex_escape(n)}}}" for n in generated)
+    if skipped:
+        line += "; skipped: " + ", ".join(f"\\texttt{{{tex_escape(n)}}}" for n in skipped)
+    with open(out, "w") as f:
+        f.write(line + ".\n")
+
+
+def main(argv):
+    if len(argv) >= 2 and argv[0] == "scales":
+        found = scales(argv[1:])
+        for s, files in sorted(found.items(), key=lambda kv: str(kv[0])):
+            print(f"{s}\t{len(files)}\t{' '.join(files)}")
+        return 0
+    if len(argv) == 3 and argv[0] == "tex":
+        title_tex(argv[1], argv[2])
+        return 0
+    if len(argv) >= 2 and argv[0] == "tex-rows":
+        rows_tex(argv[1], argv[2:])
+        return 0
+    if len(argv) == 4 and argv[0] == "manifest":
+        write_manifest(argv[1], argv[2], argv[3], {})
+        return 0
+    print("usage: python3 -m rkv.bundle scales DIR... | tex BUNDLE OUT.tex | manifest DIR SCALE BINARY",
+          file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

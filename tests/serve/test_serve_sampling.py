@@ -1,0 +1,227 @@
+#!/usr/bin/env python3
+"""n > 1, logprobs, echo and stop strings of `radixkv serve` (standard library only).
+
+logprobs are checked against the cpu model's own logits: this test writes a
+small Llama checkpoint (config.json + model.safetensors, seeded weights), serves
+it, and recomputes the last-token logits of prompt + outputs[:t] with
+tests/runtime/model_logits on the same files; the served token_logprobs and
+top_logprobs must equal log_softmax of those (|diff| <= 1e-4).
+n > 1: the samples of one prompt share its pages (each sample after the first
+finds the prompt's full pages cached) and differ under sampling.
+Usage: test_serve_sampling.py PATH/TO/radixkv PATH/TO/model_logits [PART...]"""
+import json
+import math
+import os
+import random
+import struct
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(__file__))
+from serve_util import Server, check  # noqa: E402
+
+RADIXKV, MODEL_LOGITS = sys.argv[1], sys.argv[2]
+TOL = 1e-4
+CFG = dict(architectures=["LlamaForCausalLM"], model_type="llama", vocab_size=160,
+           hidden_size=128, intermediate_size=160, num_hidden_layers=2, num_attention_heads=2,
+           num_key_value_heads=1, head_dim=64, max_position_embeddings=512, rms_norm_eps=1e-5,
+           rope_theta=10000.0, tie_word_embeddings=False, hidden_act="silu",
+           torch_dtype="float32")
+
+
+def write_model(d):
+    """config.json + model.safetensors (float32) with unit-scale activations."""
+    rng = random.Random(20251125)
+    C, F, V = CFG["hidden_size"], CFG["intermediate_size"], CFG["vocab_size"]
+    QD = CFG["num_attention_heads"] * CFG["head_dim"]
+    KD = CFG["num_key_value_heads"] * CFG["head_dim"]
+    shapes = {"model.embed_tokens.weight": (V, C), "model.norm.weight": (C,),
+              "lm_head.weight": (V, C)}
+    for layer in range(CFG["num_hidden_layers"]):
+        p = f"model.layers.{layer}."
+        shapes.update({p + "input_layernorm.weight": (C,), p + "post_attention_layernorm.weight": (C,),
+                       p + "self_attn.q_proj.weight": (QD, C), p + "self_attn.k_proj.weight": (KD, C),
+                       p + "self_attn.v_proj.weight": (KD, C), p + "self_attn.o_proj.weight": (C, QD),
+                       p + "mlp.gate_proj.weight": (F, C), p + "mlp.up_proj.weight": (F, C),
+                       p + "mlp.down_proj.weight": (C, F)})
+    header, blobs, off = {}, [], 0
+    for name, shape in shapes.items():
+        n = math.prod(shape)
+        if name.endswith("norm.weight"):
+            vals = [1.0 + 0.1 * rng.gauss(0, 1) for _ in range(n)]
+        elif "embed_tokens" in name or name.startswith("lm_head"):
+            vals = [rng.gauss(0, 1) * 2.0 / shape[1] ** 0.5 for _ in range(n)]
+        else:
+            vals = [rng.gauss(0, 1) / shape[1] ** 0.5 for _ in range(n)]
+        blob = struct.pack(f"<{n}f", *vals)
+        header[name] = {"dtype": "F32", "shape": list(shape), "data_offsets": [off, off + len(blob)]}
+        blobs.append(blob)
+        off += len(blob)
+    h = json.dumps(header).encode()
+    h += b" " * (-len(h) % 8)
+    with open(os.path.join(d, "model.safetensors"), "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump(CFG, f)
+
+
+def model_logprobs(d, prompts):
+    """log_softmax of the cpu model's last-token logits, per prompt."""
+    req = os.path.join(d, "requests.json")
+    with open(req, "w") as f:
+        json.dump([{"tokens": p, "prefix": 0} for p in prompts], f)
+    out = subprocess.run([MODEL_LOGITS, d, req], capture_output=True, text=True, timeout=300)
+    check(out.returncode == 0, f"model_logits: {out.stderr}")
+    res = []
+    for line in out.stdout.splitlines():
+        lg = json.loads(line)["logits"]
+        m = max(lg)
+        lse = m + math.log(sum(math.exp(x - m) for x in lg))
+        res.append([x - lse for x in lg])
+    check(len(res) == len(prompts), f"model_logits gave {len(res)} rows")
+    return res
+
+
+def logprobs(d):
+    s = Server(RADIXKV, "--model", d, "--max-logprobs", "5", "--page-size", "4",
+               "--model-name", "m")
+    try:
+        p = [(i * 37 + 11) % 160 for i in range(13)]
+        for body in [{"temperature": 0}, {"temperature": 1.0, "seed": 3}]:
+            st, r, _ = s.post(dict(body, prompt=p, max_tokens=4, logprobs=5))
+            check(st == 200, f"{st} {r}")
+            ch = r["choices"][0]
+            out, lp = ch["token_ids"], ch["logprobs"]
+            check(lp["tokens"] == [f"token_id:{t}" for t in out] and len(lp["top_logprobs"]) == 4,
+                  f"logprobs shape: {lp}")
+            ref = model_logprobs(d, [p + out[:t] for t in range(len(out))])
+            for t, tok in enumerate(out):
+                check(abs(lp["token_logprobs"][t] - ref[t][tok]) <= TOL,
+                      f"{body} token {t}: {lp['token_logprobs'][t]} vs model {ref[t][tok]}")
+                best = sorted(range(160), key=lambda v: (-ref[t][v], v))[:5]
+                got = lp["top_logprobs"][t]
+                want = {f"token_id:{v}": ref[t][v] for v in best + [tok]}
+                check(set(got) == set(want) and all(abs(got[k] - want[k]) <= TOL for k in want),
+                      f"{body} top_logprobs {t}: {got} vs {want}")
+                if body["temperature"] == 0:
+                    check(tok == best[0], f"greedy token {tok} is not the model's argmax {best[0]}")
+        # The stream carries the same numbers, one token per chunk.
+        st, events, done = s.stream({"prompt": p, "max_tokens": 4, "logprobs": 2, "temperature": 0})
+        streamed = [e["choices"][0]["logprobs"]["token_logprobs"][0] for e in events if e["choices"]]
+        st, r, _ = s.post({"prompt": p, "max_tokens": 4, "logprobs": 2, "temperature": 0})
+        check(done and streamed == r["choices"][0]["logprobs"]["token_logprobs"],
+              f"stream logprobs {streamed} vs {r['choices'][0]['logprobs']}")
+        # logprobs 0: the sampled token's alone.
+        st, r, _ = s.post({"prompt": p, "max_tokens": 3, "logprobs": 0, "temperature": 0})
+        lp0 = r["choices"][0]["logprobs"]
+        check(st == 200 and [list(t) for t in lp0["top_logprobs"]] == [[k] for k in lp0["tokens"]],
+              f"logprobs 0: {lp0}")
+        st, r, _ = s.post({"prompt": p, "max_tokens": 2, "logprobs": 6})
+        check(st == 400 and "--max-logprobs" in r["error"]["message"], f"logprobs 6: {r}")
+        st, r, _ = s.post({"prompt": p, "max_tokens": 2, "logprobs": 1, "echo": True})
+        check(st == 400 and r["error"]["param"] == "logprobs", f"logprobs + echo: {r}")
+    finally:
+        s.kill()
+    s = Server(RADIXKV, "--page-size", "4")
+    try:
+        st, r, _ = s.post({"prompt": [1, 2], "max_tokens": 2, "logprobs": 1})
+        check(st == 400 and "--max-logprobs" in r["error"]["message"], f"no --max-logprobs: {r}")
+    finally:
+        s.kill()
+
+
+def samples():
+    s = Server(RADIXKV, "--page-size", "4", "--num-pages", "256", "--max-running", "8")
+    try:
+        p = [(i * 53 + 7) % 4000 + 1 for i in range(26)]
+        st, r, _ = s.post({"prompt": p, "max_tokens": 5, "n": 4, "temperature": 1.0, "seed": 11})
+        check(st == 200 and [c["index"] for c in r["choices"]] == [0, 1, 2, 3], f"n=4: {r}")
+        outs = [tuple(c["token_ids"]) for c in r["choices"]]
+        check(len(set(outs)) > 1, f"four samples alike: {outs}")
+        # Samples 1..3 find the prompt's 6 full pages (24 tokens) cached.
+        check(r["usage"]["prompt_tokens"] == 4 * 26 and
+              r["usage"]["prompt_tokens_details"]["cached_tokens"] == 3 * 24, f"usage: {r['usage']}")
+        # Sample 0 is what n = 1 gives with the same seed.
+        st, one, _ = s.post({"prompt": p, "max_tokens": 5, "temperature": 1.0, "seed": 11})
+        check(tuple(one["choices"][0]["token_ids"]) == outs[0], f"sample 0 {outs[0]} vs n=1 {one}")
+        # Two prompts x n = 2: choices i*n + k; greedy samples are equal.
+        q = [5, 6, 7, 8, 9]
+        st, r, _ = s.post({"prompt": [p, q], "max_tokens": 3, "n": 2, "temperature": 0})
+        ids = [c["token_ids"] for c in r["choices"]]
+        check(st == 200 and len(ids) == 4 and ids[0] == ids[1] and ids[2] == ids[3], f"{ids}")
+        st, events, done = s.stream({"prompt": p, "max_tokens": 3, "n": 3, "temperature": 0})
+        per = {}
+        for e in events:
+            for c in e["choices"]:
+                per.setdefault(c["index"], []).extend(c["token_ids"])
+        check(done and sorted(per) == [0, 1, 2] and per[0] == per[1] == per[2], f"stream n=3: {per}")
+        # More sequences than the server ever holds (8 + 1024): 400 naming n.
+        st, r, _ = s.post({"prompt": [[1, 2]] * 9, "max_tokens": 1, "n": 128})
+        check(st == 400 and r["error"]["param"] == "n", f"9 x 128: {r}")
+        for bad, param in [({"n": 0}, "n"), ({"n": 129}, "n"), ({"n": 2, "best_of": 3}, "best_of")]:
+            st, r, _ = s.post(dict(bad, prompt=[1, 2], max_tokens=1))
+            check(st == 400 and r["error"]["param"] == param, f"{bad}: {r}")
+        m = s.wait_idle()
+        check(m["radixkv:page_accounting_ok"] == 1, f"accounting: {m}")
+        rc, summary = s.stop()
+        check(rc == 0 and summary["pages_inflight"] == 0, f"exit {rc}: {summary}")
+    finally:
+        s.kill()
+
+
+def echo_and_stop():
+    s = Server(RADIXKV, "--tokenizer", "ids", "--page-size", "4")
+    try:
+        st, r, _ = s.post({"prompt": "5 6 7", "max_tokens": 8, "temperature": 0})
+        base = r["choices"][0]
+        out = base["token_ids"]
+        check(base["text"] == "".join(f" {t}" for t in out), f"text: {base}")
+        st, r, _ = s.post({"prompt": "5 6 7", "max_tokens": 8, "temperature": 0, "echo": True})
+        ch = r["choices"][0]
+        check(ch["text"] == " 5 6 7" + base["text"] and ch["prompt_token_ids"] == [5, 6, 7]
+              and ch["token_ids"] == out, f"echo: {ch}")
+        st, events, done = s.stream({"prompt": "5 6 7", "max_tokens": 8, "temperature": 0,
+                                     "echo": True})
+        text = "".join(c["text"] for e in events for c in e["choices"])
+        check(done and text == " 5 6 7" + base["text"], f"stream echo: {text!r}")
+        # A stop string across two tokens: the text ends before it, the ids
+        # with the token that completed it; stop_reason names it.
+        stop = f"{out[2]} {str(out[3])[:1]}"
+        first = base["text"].find(stop)
+        ends = [len("".join(f" {t}" for t in out[:i + 1])) for i in range(len(out))]
+        last = next(i for i, e in enumerate(ends) if e >= first + len(stop))
+        st, r, _ = s.post({"prompt": "5 6 7", "max_tokens": 8, "temperature": 0,
+                           "stop": ["999999", stop]})
+        ch = r["choices"][0]
+        check(ch["finish_reason"] == "stop" and ch["stop_reason"] == stop
+              and ch["text"] == base["text"][:first] and ch["token_ids"] == out[:last + 1],
+              f"stop {stop!r}: {ch}")
+        st, r, _ = s.post({"prompt": "5 6 7", "max_tokens": 2, "stop": "1", "stream": True})
+        check(st == 400 and r["error"]["param"] == "stop", f"stop + stream: {r}")
+    finally:
+        s.kill()
+    s = Server(RADIXKV)
+    try:
+        st, r, _ = s.post({"prompt": [1, 2], "max_tokens": 2, "stop": ["x"]})
+        check(st == 400 and "--tokenizer ids" in r["error"]["message"], f"stop, no tokenizer: {r}")
+        st, r, _ = s.post({"prompt": [1, 2], "max_tokens": 2, "stop": [""]})
+        check(st == 200, f"empty stop string: {r}")
+    finally:
+        s.kill()
+
+
+def main():
+    only = sys.argv[3:]
+    with tempfile.TemporaryDirectory() as d:
+        write_model(d)
+        for t in [samples, echo_and_stop, lambda: logprobs(d)]:
+            name = t.__name__ if t.__name__ != "<lambda>" else "logprobs"
+            if not only or name in only:
+                t()
+                print(f"{name}: ok", file=sys.stderr)
+    print("serve sampling: ok")
+
+
+if __name__ == "__main__":
+    main()
