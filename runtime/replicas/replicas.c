@@ -505,6 +505,8 @@ static rkv_status disagg_summary(driver *d, char *err, size_t errlen)
     billing b;
     billing_compute(rc->prices ? rc->prices : &def, prompt, cached, &b);
     billing_print_json(f, rc->prices ? rc->prices : &def, &b);
+    const sim_profile *sp = backend_sim_profile(engine_backend(d->r[0].e));
+    if (sp) fprintf(f, ",\"sim_profile\":\"%s\",\"sim_profile_hash\":\"%s\"", sp->id, sp->hash);
     if (d->interrupted) fputs(",\"interrupted\":true", f);
     fputs("}\n", f);
     fprintf(stderr, "  disaggregated   %d prefill + %d decode engines, router %s, link %s\n"

@@ -72,6 +72,7 @@ for router in ["round-robin", "least-load", "cache-aware"]:
         s = summary(out)
         got = [json.dumps(r["id"]) for r in reqs]
         check(rc == 0 and s is not None, f"{what}: runs ({err.strip()[-300:]})")
+        check(s is None or s.get("sim_profile") == "h100", f"{what}: the summary names the sim profile")
         if s is None:
             continue
         check(sorted(got) == sorted(ids), f"{what}: every request finishes exactly once")
