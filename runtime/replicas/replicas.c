@@ -215,12 +215,11 @@ static rkv_status prefill_done(driver *d, int64_t qi)
 static rkv_status deliver(driver *d, int64_t qi, int64_t k)
 {
     rreq *q = &d->reqs[qi];
-    int32_t M = d->engines - d->np, j, pred;
+    int32_t j, pred;
     char why[256] = "";
     rkv_status st = router_route(d->drt, q->dtokens, q->er.n_tokens + 1, k, d->load + d->np, &j,
                                  &pred, why, sizeof why);
     if (st) return disagg_fail(d, st, "replicas: decode router");
-    (void)M;
     int32_t di = d->np + j;
     replica *rp = &d->r[di];
     cache *c = engine_cache(rp->e);
