@@ -46,7 +46,18 @@
  *                            and 128k leaves; growth of the cost per leaf
  *                            (O(log n) with few cache misses keeps it near 1)
  *
- * Usage: radix_bench [--scale S] [--seed N]   (S multiplies the sizes, default 1)
+ *   steady_*                 steady state: a long replay with eviction
+ *                            pressure, then match, match_runs, insert and
+ *                            evict each timed cold and warm in its own replay,
+ *                            beside the same replay on a pool that never
+ *                            fills; runs per allocation and per match, host
+ *                            bytes per cached token (see scenario 6)
+ *
+ * Usage: radix_bench [--scale S] [--seed N] [--only SCENARIO] [--mooncake DIR]
+ *   S multiplies the sizes (default 1); --only runs the scenario groups whose
+ *   name starts with SCENARIO; the Mooncake steady-state replay runs when a
+ *   directory holding conversation_trace.jsonl is given (--mooncake, else
+ *   $RKV_MOONCAKE_DIR), and is skipped with a note on stderr otherwise.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -907,6 +918,417 @@ static void bench_shared_prompt_tree(double scale)
     free(g.req);
 }
 
+/* ---- scenario 6: steady state ---------------------------------------------
+ *
+ * A cache lives where eviction has freed pages all over the pool. A long
+ * replay through the engine's flow (match, lock, evict the shortfall, alloc,
+ * insert, unlock) with a pool of a quarter of the stream's unique tokens
+ * reaches that state in its first three quarters; the last quarter (the
+ * window) is timed batch by batch. Each figure gets its own replay, so it is
+ * measured first on its batch ("cold": the requests' paths untouched since
+ * they were last used) and then once more right after ("warm"); the flow then
+ * runs untimed, so every replay goes through the same states. The same replay
+ * with a pool that never fills ("fresh") is printed beside it.
+ *
+ *   match        flat page ids (radix_tree_match)
+ *   match_runs   page runs (radix_tree_match_runs)
+ *   insert       radix_tree_insert; cold: a group of 16 requests matched and
+ *                given pages, then inserted; warm: each inserted right after
+ *                its own match
+ *   evict        per evicted leaf: cold as the flow's shortfalls evict; warm:
+ *                up to 4096 leaves one per call after the window
+ *
+ * Sources: the shared-prompt tree's requests drawn with a skew (u^2 over the
+ * shuffled requests; page size 1), and, given a trace directory, the Mooncake
+ * conversation trace (block h's token j = h * 512 + j; page size 16). */
+typedef struct steady_src {
+    const char *name;
+    int32_t P;
+    int32_t nreq;         /* requests in the stream */
+    int32_t maxlen;
+    int64_t unique_tokens;
+    /* request i's tokens into buf; returns the length */
+    int32_t (*get)(const void *ctx, int32_t i, int32_t *buf);
+    const void *ctx;
+} steady_src;
+
+typedef struct sp_stream {
+    const sp_tree *g;
+    int32_t *pick; /* (nreq) request of the tree at each stream position */
+} sp_stream;
+
+static int32_t sp_stream_get(const void *ctx, int32_t i, int32_t *buf)
+{
+    const sp_stream *s = ctx;
+    int32_t path[SP_LEVELS];
+    return sp_materialise(s->g, s->pick[i], buf, path);
+}
+
+typedef struct mc_trace {
+    int32_t nreq;
+    int64_t *off; /* (nreq + 1) into ids */
+    int32_t *ids; /* hash ids */
+    int32_t *len; /* input_length */
+} mc_trace;
+
+static int32_t mc_get(const void *ctx, int32_t i, int32_t *buf)
+{
+    const mc_trace *m = ctx;
+    int32_t n = 0;
+    for (int64_t k = m->off[i]; k < m->off[i + 1] && n < m->len[i]; k++)
+        for (int32_t j = 0; j < 512 && n < m->len[i]; j++) buf[n++] = m->ids[k] * 512 + j;
+    return n;
+}
+
+/* The Mooncake conversation trace: only "input_length" and "hash_ids" of
+ * each line. Returns 0 when the file is missing; exits on malformed lines. */
+static int mc_load(const char *dir, mc_trace *m, int32_t limit)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/conversation_trace.jsonl", dir);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    int64_t cap_ids = 1 << 20;
+    int32_t cap = 1 << 14;
+    memset(m, 0, sizeof *m);
+    m->off = xmalloc(sizeof(int64_t) * (size_t)(cap + 1));
+    m->len = xmalloc(sizeof(int32_t) * (size_t)cap);
+    m->ids = xmalloc(sizeof(int32_t) * (size_t)cap_ids);
+    m->off[0] = 0;
+    char *line = NULL;
+    size_t lcap = 0;
+    int64_t lineno = 0;
+    while (getline(&line, &lcap, f) > 0 && m->nreq < limit) {
+        lineno++;
+        char *a = strstr(line, "\"input_length\":"), *h = strstr(line, "\"hash_ids\":");
+        char *br = h ? strchr(h, '[') : NULL;
+        if (!a || !br) {
+            fprintf(stderr, "radix_bench: %s:%lld: no input_length or hash_ids\n", path,
+                    (long long)lineno);
+            exit(1);
+        }
+        if (m->nreq == cap) {
+            cap *= 2;
+            m->off = realloc(m->off, sizeof(int64_t) * (size_t)(cap + 1));
+            m->len = realloc(m->len, sizeof(int32_t) * (size_t)cap);
+            if (!m->off || !m->len) die("mooncake trace", RKV_ENOMEM);
+        }
+        m->len[m->nreq] = (int32_t)strtol(a + 15, NULL, 10);
+        int64_t o = m->off[m->nreq];
+        for (char *p = br + 1; *p && *p != ']';) {
+            char *end;
+            long v = strtol(p, &end, 10);
+            if (end == p) break;
+            if (o == cap_ids) {
+                cap_ids *= 2;
+                m->ids = realloc(m->ids, sizeof(int32_t) * (size_t)cap_ids);
+                if (!m->ids) die("mooncake trace", RKV_ENOMEM);
+            }
+            m->ids[o++] = (int32_t)v;
+            p = end;
+            while (*p == ',' || *p == ' ') p++;
+        }
+        m->off[++m->nreq] = o;
+    }
+    free(line);
+    fclose(f);
+    return 1;
+}
+
+enum { ST_MATCH, ST_RUNS, ST_INSERT, ST_EVICT, ST_FIGS };
+static const char *const st_fig_name[ST_FIGS] = {"match", "match_runs", "insert", "evict"};
+enum { ST_BATCH = 64, ST_GROUP = 16, ST_WARM_EVICT = 4096 };
+
+/* What one replay measured (its figure's cold and warm time, per unit). */
+typedef struct st_res {
+    stopwatch cold, warm, base;
+    int64_t cold_units, warm_units;
+    int64_t allocs, alloc_runs, alloc_pages, matches, match_runs, evicted_leaves;
+    int64_t cached, nodes, host_bytes, splits;
+    double bytes_per_token, hit_rate;
+} st_res;
+
+typedef struct st_ctx {
+    const steady_src *src;
+    radix_tree *t;
+    page_pool pool;
+    int32_t *tok, *copy, *pages, *len; /* (ST_BATCH * maxlen), lengths */
+    radix_page_run *runs;
+    int32_t node[ST_BATCH], have[ST_BATCH];
+    int64_t req_tokens, hit_tokens;
+} st_ctx;
+
+static int32_t runs_of(const int32_t *pages, int32_t n)
+{
+    int32_t r = n > 0;
+    for (int32_t i = 1; i < n; i++) r += pages[i] != pages[i - 1] + 1;
+    return r;
+}
+
+/* Admission of request k of the batch: match (runs, expanded to its page
+ * table), lock, evict the shortfall, allocate. Returns 0 when it does not
+ * fit (it is then unlocked). */
+static int st_admit(st_ctx *x, int32_t k, st_res *r, stopwatch *evict_sw, int64_t *evicted)
+{
+    const int32_t P = x->src->P, maxlen = x->src->maxlen;
+    int32_t *tok = x->tok + (size_t)k * maxlen, *pages = x->pages + (size_t)k * maxlen;
+    int32_t n = x->len[k] - x->len[k] % P, len = 0, nruns = 0;
+    rkv_status st = radix_tree_match_runs(x->t, tok, n, 0, x->runs, &nruns, &len, &x->node[k]);
+    if (st != RKV_OK) die("radix_tree_match_runs", st);
+    radix_page_runs_expand(x->runs, nruns, pages);
+    if ((st = radix_tree_lock(x->t, x->node[k])) != RKV_OK) die("radix_tree_lock", st);
+    x->have[k] = len / P;
+    x->req_tokens += n;
+    x->hit_tokens += len;
+    if (r) r->matches++, r->match_runs += nruns;
+    int32_t need = n / P - x->have[k];
+    if (need > x->pool.num_free) {
+        radix_tree_sizes s0, s1;
+        radix_tree_get_sizes(x->t, &s0);
+        stopwatch t0 = sw_start();
+        radix_tree_evict(x->t, (int64_t)(need - x->pool.num_free) * P);
+        if (evict_sw) sw_stop(evict_sw, t0);
+        radix_tree_get_sizes(x->t, &s1);
+        if (evicted) *evicted += (int64_t)(s1.evictions - s0.evictions);
+    }
+    if (page_pool_alloc(&x->pool, need, pages + x->have[k]) != RKV_OK) {
+        radix_tree_unlock(x->t, x->node[k]);
+        return 0;
+    }
+    if (r && need > 0) {
+        r->allocs++;
+        r->alloc_pages += need;
+        r->alloc_runs += runs_of(pages + x->have[k], need);
+    }
+    return 1;
+}
+
+/* Insert request k (admitted), free the pages the tree did not take, unlock. */
+static void st_commit(st_ctx *x, int32_t k, stopwatch *ins_sw)
+{
+    const int32_t P = x->src->P, maxlen = x->src->maxlen;
+    int32_t *tok = x->tok + (size_t)k * maxlen, *pages = x->pages + (size_t)k * maxlen;
+    int32_t n = x->len[k] - x->len[k] % P, prefix = 0;
+    stopwatch t0 = sw_start();
+    rkv_status st = radix_tree_insert(x->t, tok, n, pages, 0, &prefix);
+    if (ins_sw) sw_stop(ins_sw, t0);
+    if (st != RKV_OK) die("radix_tree_insert", st);
+    if (prefix / P > x->have[k])
+        page_pool_free(&x->pool, pages + x->have[k], prefix / P - x->have[k]);
+    radix_tree_unlock(x->t, x->node[k]);
+}
+
+/* Match every request of the batch (flat ids or runs), timed into sw. */
+static void st_match_all(st_ctx *x, int32_t count, int runs, stopwatch *sw)
+{
+    const int32_t P = x->src->P, maxlen = x->src->maxlen;
+    int32_t len, node, nruns;
+    stopwatch t0 = sw_start();
+    for (int32_t k = 0; k < count; k++) {
+        const int32_t *tok = x->tok + (size_t)k * maxlen;
+        int32_t n = x->len[k] - x->len[k] % P;
+        if (runs) radix_tree_match_runs(x->t, tok, n, 0, x->runs, &nruns, &len, &node);
+        else radix_tree_match(x->t, tok, n, 0, x->pages + (size_t)k * maxlen, &len, &node);
+    }
+    sw_stop(sw, t0);
+}
+
+/* One replay of the whole stream with a pool of pool_pages, timing figure fig
+ * over the window [win0, nreq). */
+static void st_replay(const steady_src *src, int32_t pool_pages, int fig, st_res *r)
+{
+    st_ctx x;
+    memset(&x, 0, sizeof x);
+    x.src = src;
+    memset(r, 0, sizeof *r);
+    rkv_status st = page_pool_init(&x.pool, pool_pages, src->P);
+    if (st != RKV_OK) die("page_pool_init", st);
+    if ((st = radix_tree_create(&x.pool, RADIX_LRU, &x.t)) != RKV_OK) die("radix_tree_create", st);
+    size_t room = (size_t)ST_BATCH * (size_t)src->maxlen;
+    x.tok = xmalloc(sizeof(int32_t) * room);
+    x.copy = xmalloc(sizeof(int32_t) * room);
+    x.pages = xmalloc(sizeof(int32_t) * room);
+    x.len = xmalloc(sizeof(int32_t) * ST_BATCH);
+    x.runs = xmalloc(sizeof(radix_page_run) * (size_t)(src->maxlen / src->P + 1));
+    int32_t win0 = src->nreq - src->nreq / 4;
+    for (int32_t first = 0; first < src->nreq; first += ST_BATCH) {
+        int32_t count = src->nreq - first < ST_BATCH ? src->nreq - first : ST_BATCH;
+        for (int32_t k = 0; k < count; k++)
+            x.len[k] = src->get(src->ctx, first + k, x.tok + (size_t)k * src->maxlen);
+        int timed = first >= win0;
+        st_res *rr = timed ? r : NULL;
+        if (timed) { /* the memcmp floor over the batch's tokens */
+            for (int32_t k = 0; k < count; k++)
+                memcpy(x.copy + (size_t)k * src->maxlen, x.tok + (size_t)k * src->maxlen,
+                       sizeof(int32_t) * (size_t)x.len[k]);
+            stopwatch t0 = sw_start();
+            for (int32_t k = 0; k < count; k++)
+                sink += memcmp(x.tok + (size_t)k * src->maxlen, x.copy + (size_t)k * src->maxlen,
+                               sizeof(int32_t) * (size_t)x.len[k]);
+            sw_stop(&r->base, t0);
+        }
+        if (timed && (fig == ST_MATCH || fig == ST_RUNS)) {
+            st_match_all(&x, count, fig == ST_RUNS, &r->cold);
+            st_match_all(&x, count, fig == ST_RUNS, &r->warm);
+            r->cold_units += count;
+            r->warm_units += count;
+        }
+        if (timed && fig == ST_INSERT) {
+            /* cold: groups matched first, then inserted */
+            for (int32_t g = 0; g < count; g += ST_GROUP) {
+                int32_t ge = g + ST_GROUP < count ? g + ST_GROUP : count;
+                int ok[ST_GROUP];
+                for (int32_t k = g; k < ge; k++) ok[k - g] = st_admit(&x, k, rr, NULL, NULL);
+                for (int32_t k = g; k < ge; k++)
+                    if (ok[k - g]) st_commit(&x, k, &r->cold), r->cold_units++;
+            }
+            /* warm: the same requests again, each inserted after its own match
+             * (now mostly cached: the insert walks the whole path) */
+            for (int32_t k = 0; k < count; k++)
+                if (st_admit(&x, k, NULL, NULL, NULL)) st_commit(&x, k, &r->warm), r->warm_units++;
+            continue;
+        }
+        for (int32_t k = 0; k < count; k++) {
+            int evicting = timed && fig == ST_EVICT;
+            if (st_admit(&x, k, rr, evicting ? &r->cold : NULL, evicting ? &r->cold_units : NULL))
+                st_commit(&x, k, NULL);
+        }
+    }
+    if (fig == ST_EVICT) { /* warm: leaves one per call, back to back */
+        for (int32_t i = 0; i < ST_WARM_EVICT; i++) {
+            stopwatch t0 = sw_start();
+            int64_t got = radix_tree_evict(x.t, 1);
+            sw_stop(&r->warm, t0);
+            if (!got) break;
+            r->warm_units++;
+        }
+    }
+    radix_tree_sizes s;
+    radix_tree_get_sizes(x.t, &s);
+    r->cached = s.evictable_tokens + s.protected_tokens;
+    r->nodes = s.num_nodes;
+    r->host_bytes = s.host_bytes;
+    r->splits = (int64_t)s.splits;
+    r->bytes_per_token = bytes_per_token(x.t);
+    r->hit_rate = x.req_tokens ? (double)x.hit_tokens / (double)x.req_tokens : 0;
+    if (fig != ST_EVICT) { /* bytes per token at the end of the window, not after the extra evictions */
+        char err[256];
+        if ((st = radix_tree_check(x.t, err, sizeof err)) != RKV_OK) {
+            fprintf(stderr, "radix_bench: steady state: %s\n", err);
+            exit(1);
+        }
+    }
+    radix_tree_destroy(x.t);
+    page_pool_destroy(&x.pool);
+    free(x.tok);
+    free(x.copy);
+    free(x.pages);
+    free(x.len);
+    free(x.runs);
+}
+
+static void bench_steady(const steady_src *src)
+{
+    int32_t churned = (int32_t)(src->unique_tokens / 4 / src->P);
+    int32_t fresh = (int32_t)(src->unique_tokens / src->P + src->maxlen / src->P + 1);
+    const char *pool_name[2] = {"churned", "fresh"};
+    int32_t pool_pages[2] = {churned, fresh};
+    for (int fig = 0; fig < ST_FIGS; fig++) {
+        series cold[2] = {{0}}, warm[2] = {{0}}, rcold[2] = {{0}}, rwarm[2] = {{0}};
+        series wcold[2] = {{0}};
+        st_res last[2];
+        /* the two pools alternate, so both see the same load */
+        for (int round = 0; round < REPEATS; round++)
+            for (int p = 0; p < 2; p++) {
+                st_res r;
+                st_replay(src, pool_pages[p], fig, &r);
+                if (r.cold_units) {
+                    series_add(&cold[p], 1e9 * r.cold.cpu / (double)r.cold_units);
+                    series_add(&wcold[p], 1e9 * r.cold.wall / (double)r.cold_units);
+                }
+                if (r.warm_units) series_add(&warm[p], 1e9 * r.warm.cpu / (double)r.warm_units);
+                if (fig != ST_EVICT && r.base.cpu > 0) {
+                    series_add(&rcold[p], r.base.cpu / r.cold.cpu);
+                    series_add(&rwarm[p], r.base.cpu / r.warm.cpu);
+                }
+                last[p] = r;
+            }
+        for (int p = 0; p < 2; p++) {
+            const st_res *r = &last[p];
+            const char *unit = fig == ST_EVICT ? "leaf" : "request";
+            printf("{\"scenario\":\"steady_%s_%s\",\"pool\":\"%s\",\"page_size\":%d,\"requests\":%d,"
+                   "\"window_requests\":%d,\"unique_tokens\":%lld,\"pool_pages\":%d,"
+                   "\"cached_tokens\":%lld,\"nodes\":%lld,\"hit_rate\":%.4f,\"repeats\":%d,"
+                   "\"host_bytes_per_token\":%.3f,\"runs_per_alloc\":%.3f,\"pages_per_alloc\":%.1f,"
+                   "\"runs_per_match\":%.3f",
+                   src->name, st_fig_name[fig], pool_name[p], src->P, src->nreq, src->nreq / 4,
+                   (long long)src->unique_tokens, pool_pages[p], (long long)r->cached,
+                   (long long)r->nodes, r->hit_rate, REPEATS, r->bytes_per_token,
+                   r->allocs ? (double)r->alloc_runs / (double)r->allocs : 0.0,
+                   r->allocs ? (double)r->alloc_pages / (double)r->allocs : 0.0,
+                   r->matches ? (double)r->match_runs / (double)r->matches : 0.0);
+            char key[64];
+            snprintf(key, sizeof key, "cpu_ns_per_%s_cold", unit);
+            put_range(key, &cold[p]);
+            snprintf(key, sizeof key, "wall_ns_per_%s_cold", unit);
+            put_range(key, &wcold[p]);
+            snprintf(key, sizeof key, "cpu_ns_per_%s_warm", unit);
+            put_range(key, &warm[p]);
+            if (rcold[p].n) {
+                printf(",\"baseline\":\"memcmp of the request's tokens\"");
+                put_range("ratio_cold", &rcold[p]);
+                put_range("ratio_warm", &rwarm[p]);
+            }
+            printf("}\n");
+        }
+        fflush(stdout);
+    }
+}
+
+static void bench_steady_sources(double scale, const char *mooncake_dir)
+{
+    sp_tree g;
+    int32_t nsys = (int32_t)(SP_SYS * scale + 0.5);
+    uint64_t saved = rng_state;
+    rng_state = mix64(bench_seed ^ 0x5a5a5a5aULL); /* the same tree as shared_prompt_tree */
+    sp_make(&g, nsys < 1 ? 1 : nsys);
+    sp_stream s = {&g, xmalloc(sizeof(int32_t) * (size_t)g.nreq)};
+    for (int32_t i = 0; i < g.nreq; i++) { /* skewed: u^2 over the shuffled requests */
+        double u = (double)(rnd64() >> 11) * 0x1.0p-53;
+        s.pick[i] = (int32_t)(u * u * g.nreq);
+    }
+    rng_state = saved;
+    steady_src src = {"shared_prompt", 1, g.nreq, g.maxlen, g.ntok, sp_stream_get, &s};
+    bench_steady(&src);
+    free(s.pick);
+    free(g.tok);
+    free(g.seg);
+    free(g.req);
+
+    if (!mooncake_dir) return;
+    mc_trace m;
+    if (!mc_load(mooncake_dir, &m, (int32_t)(12031 * scale) + 1)) {
+        fprintf(stderr, "radix_bench: no %s/conversation_trace.jsonl: Mooncake scenarios skipped\n",
+                mooncake_dir);
+        return;
+    }
+    int32_t maxid = 0, maxlen = 0;
+    for (int64_t k = 0; k < m.off[m.nreq]; k++) if (m.ids[k] > maxid) maxid = m.ids[k];
+    uint8_t *seen = calloc((size_t)maxid + 1, 1);
+    int64_t unique = 0;
+    for (int32_t i = 0; i < m.nreq; i++) {
+        if (m.len[i] > maxlen) maxlen = m.len[i];
+        for (int64_t k = m.off[i]; k < m.off[i + 1]; k++)
+            if (!seen[m.ids[k]]) seen[m.ids[k]] = 1, unique += 512;
+    }
+    free(seen);
+    steady_src mc = {"mooncake", 16, m.nreq, maxlen, unique, mc_get, &m};
+    bench_steady(&mc);
+    free(m.off);
+    free(m.ids);
+    free(m.len);
+}
+
 /* ---- scenario 4: eviction cost against tree size ------------------------- */
 
 /* A flat tree of n leaves of 8 tokens, shuffled by n/2 matches; then evicted
@@ -986,6 +1408,7 @@ static void bench_evict_scaling(double scale)
 int main(int argc, char **argv)
 {
     double scale = 1.0;
+    const char *only = NULL, *mooncake = getenv("RKV_MOONCAKE_DIR");
     rng_state = 42;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--scale") && i + 1 < argc) {
@@ -996,21 +1419,46 @@ int main(int argc, char **argv)
             }
         } else if (!strcmp(argv[i], "--seed") && i + 1 < argc) {
             rng_state = strtoull(argv[++i], NULL, 0);
+        } else if (!strcmp(argv[i], "--mooncake") && i + 1 < argc) {
+            mooncake = argv[++i];
+        } else if (!strcmp(argv[i], "--only") && i + 1 < argc) {
+            only = argv[++i];
         } else {
-            fprintf(stderr, "radix_bench: unknown option '%s'\nusage: radix_bench [--scale S] [--seed N]\n",
+            fprintf(stderr, "radix_bench: unknown option '%s'\nusage: radix_bench [--scale S] [--seed N] [--only SCENARIO] [--mooncake DIR]\n",
                     argv[i]);
             return 2;
         }
     }
     bench_seed = rng_state;
-    bench_long_match("match_cached_100k_nopages", 0, 1, LONG_NOPAGES, scale);
-    bench_long_match("match_cached_100k", 0, 1, LONG_FLAT, scale);
-    bench_long_match("match_cached_100k_runs", 0, 1, LONG_RUNS, scale);
-    bench_long_match("match_cached_100k_runs_expanded", 0, 1, LONG_RUNS_EXPANDED, scale);
-    bench_long_match("match_cached_100k_chain", 1, 1, LONG_FLAT, scale);
-    bench_long_match("match_cached_100k_p16", 0, 16, LONG_FLAT, scale);
-    bench_shared_prompt_tree(scale);
-    bench_shared(scale);
-    bench_evict_scaling(scale);
+    /* scenario groups in the order they run; --only PREFIX runs those whose
+     * name starts with it (each draws its data from its own seed) */
+    const struct { const char *name; int kind; } groups[] = {
+        {"match_cached_100k", 0}, {"shared_prompt_tree", 1}, {"shared_prompts", 2},
+        {"evict_scaling", 3}, {"steady", 4},
+    };
+    int ran = 0;
+    for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++) {
+        if (only && strncmp(groups[g].name, only, strlen(only))) continue;
+        ran++;
+        switch (groups[g].kind) {
+        case 0:
+            bench_long_match("match_cached_100k_nopages", 0, 1, LONG_NOPAGES, scale);
+            bench_long_match("match_cached_100k", 0, 1, LONG_FLAT, scale);
+            bench_long_match("match_cached_100k_runs", 0, 1, LONG_RUNS, scale);
+            bench_long_match("match_cached_100k_runs_expanded", 0, 1, LONG_RUNS_EXPANDED, scale);
+            bench_long_match("match_cached_100k_chain", 1, 1, LONG_FLAT, scale);
+            bench_long_match("match_cached_100k_p16", 0, 16, LONG_FLAT, scale);
+            break;
+        case 1: bench_shared_prompt_tree(scale); break;
+        case 2: bench_shared(scale); break;
+        case 3: bench_evict_scaling(scale); break;
+        default: bench_steady_sources(scale, mooncake); break;
+        }
+    }
+    if (!ran) {
+        fprintf(stderr, "radix_bench: --only '%s' names no scenario (match_cached_100k, "
+                "shared_prompt_tree, shared_prompts, evict_scaling, steady)\n", only);
+        return 2;
+    }
     return sink == 12345 ? 1 : 0;
 }

@@ -9,7 +9,9 @@ its repeats is shown per build as "median [min - max]": the median of the runs'
 medians, the smallest min and the largest max; then after/before of the medians.
 CPU-time figures and ratios only (wall-clock figures stay in the JSON: on a loaded
 machine they measure the other jobs). Scalar fields that describe memory
-(host_bytes_per_token, allocator_bytes_per_token) are shown the same way.
+(host_bytes_per_token, allocator_bytes_per_token) and page-id layout
+(runs_per_alloc, runs_per_match) are shown the same way. Steady-state scenarios
+are shown per pool (churned, fresh).
 """
 import argparse
 import json
@@ -18,7 +20,9 @@ import statistics
 
 def load(path):
     with open(path) as f:
-        return {d["scenario"]: d for d in map(json.loads, filter(str.strip, f))}
+        # steady-state scenarios print one line per pool ("churned", "fresh")
+        return {d["scenario"] + (f" ({d['pool']} pool)" if "pool" in d else ""): d
+                for d in map(json.loads, filter(str.strip, f))}
 
 
 def combine(paths):
@@ -66,7 +70,8 @@ def main():
         b = before.get(name, {})
         for key, v in a.items():
             timed = isinstance(v, dict) and "wall" not in key
-            memory = key in ("host_bytes_per_token", "allocator_bytes_per_token")
+            memory = key in ("host_bytes_per_token", "allocator_bytes_per_token",
+                             "runs_per_alloc", "runs_per_match")
             if not (timed or memory):
                 continue
             old = b.get(key)

@@ -406,12 +406,15 @@ static int64_t tier_evict(cache *c, int64_t n_tokens)
 {
     cache_tier *t = tier_of(c);
     page_pool *pool = c->pool;
-    int32_t free0 = pool->num_free;
+    uint64_t mark = page_pool_free_mark(pool);
     int64_t freed = cache_evict(t->inner, n_tokens);
-    /* Evict only frees: the pages it returned are on top of the free stack,
-     * and their bytes stay put until someone allocates them. */
-    for (int32_t k = free0; k < pool->num_free; k++) {
-        int32_t pg = pool->free_stack[k];
+    /* Evict only frees: the pool's log since the mark holds the pages it
+     * returned, and their bytes stay put until someone allocates them. */
+    const int32_t *gone = NULL;
+    int32_t ngone = 0;
+    page_pool_freed_since(pool, mark, &gone, &ngone); /* no allocation between */
+    for (int32_t k = 0; k < ngone; k++) {
+        int32_t pg = gone[k];
         if (!t->meta_valid[pg]) continue;
         spill(t, pg);
         t->meta_valid[pg] = 0;

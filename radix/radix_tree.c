@@ -1319,13 +1319,21 @@ int64_t radix_tree_evict(radix_tree *t, int64_t n_tokens)
             node_info(t, s, node_ns(t, s), np <= t->info_cap ? t->info_pages : NULL, &in);
             t->evict_cb(t->evict_ctx, &in);
         }
+        /* the pool's lines for its runs are asked for first and read after
+         * the parent's child table is updated: their misses overlap */
+        const int32_t *area = node_area(x);
+        int32_t np = x->len / t->P, nr = area_nruns(area);
+        for (int32_t i = 0; i < nr; i++) {
+            radix_page_run r = area_run(area, i, np);
+            page_pool_prefetch_run(t->pool, r.first, r.count);
+        }
+        int32_t ps = x->parent;
+        child_remove(t, N(t, ps), s);
         node_pages_free(t, x);
         freed += x->len;
         t->evictable -= x->len;
         t->num_nodes--;
         t->evictions++;
-        int32_t ps = x->parent;
-        child_remove(t, N(t, ps), s);
         rt_free(t, x->edge, node_edge_bytes(x));
         slot_free(t, s);
         if (is_candidate(N(t, ps))) cand_enter(t, ps); /* a childless, unlocked parent */

@@ -476,13 +476,17 @@ static rkv_status step_evict(sim *s, int64_t need)
     page_pool *pool = s->pool;
     const int32_t P = s->P;
     int32_t free0 = pool->num_free;
+    uint64_t mark = page_pool_free_mark(pool);
     int64_t freed = 0;
     /* Still short (locked entries): step 3 sorts out who gets pages. */
     (void)cache_client_make_room(s->c, need, &freed);
-    /* Without an eviction log, the pages pushed on the pool's free stack
-     * are the evicted blocks, in the order the kind freed them. */
-    for (int32_t k = free0; s->page_toks && k < pool->num_free; k++) {
-        int32_t pg = pool->free_stack[k];
+    /* Without an eviction log, the pages the pool logged as freed since the
+     * mark are the evicted blocks, in the order the kind freed them. */
+    const int32_t *gone = NULL;
+    int32_t ngone = 0;
+    page_pool_freed_since(pool, mark, &gone, &ngone); /* eviction only frees */
+    for (int32_t k = 0; s->page_toks && k < ngone; k++) {
+        int32_t pg = gone[k];
         on_evict(s, &(cache_node_info){.id = (uint64_t)pg, .len = P,
                                        .tokens = s->page_toks + (int64_t)pg * P});
     }

@@ -9,14 +9,14 @@
 #include <string.h>
 #include <unistd.h>
 
-static volatile sig_atomic_t pending, count;
+static volatile sig_atomic_t pending, signals_seen;
 
 static void on_signal(int sig)
 {
     /* The first asks for a stop after the step under way; a second one is
      * the impatient repeat of the same request (the summary is still
      * written); a third gives up at once. */
-    if (++count >= 3) _exit(128 + (pending ? pending : sig));
+    if (++signals_seen >= 3) _exit(128 + (pending ? pending : sig));
     if (!pending) pending = sig;
 }
 

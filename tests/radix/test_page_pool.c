@@ -1,9 +1,18 @@
-/* test_page_pool.c - the page pool against a trivially correct model. */
+/* test_page_pool.c - the page pool against a trivially correct model: page
+ * states, and for the free extents the maximal runs of free pages the model
+ * sees (allocation fit, coalescing, the free log). */
 #include <check.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "page_pool.h"
+#include "rkv_core.h"
+
+static void pool_ok(const page_pool *p, int step)
+{
+    char err[256];
+    ck_assert_msg(page_pool_check(p, err, sizeof err) == RKV_OK, "step %d: %s", step, err);
+}
 
 START_TEST(test_alloc_all_or_nothing)
 {
@@ -102,6 +111,211 @@ START_TEST(test_random_against_model)
 }
 END_TEST
 
+/* ---- free extents ------------------------------------------------------ */
+
+/* The model's maximal free runs: longest, and whether one has exactly n pages. */
+static void model_runs(const uint8_t *model, int32_t N, int32_t n, int32_t *longest, int *exact,
+                       int32_t *nruns)
+{
+    *longest = 0;
+    *exact = 0;
+    *nruns = 0;
+    for (int32_t i = 0; i < N;) {
+        if (model[i] != PAGE_FREE) {
+            i++;
+            continue;
+        }
+        int32_t j = i;
+        while (j < N && model[j] == PAGE_FREE) j++;
+        if (j - i > *longest) *longest = j - i;
+        if (j - i == n) *exact = 1;
+        (*nruns)++;
+        i = j;
+    }
+}
+
+/* Length of the maximal free run of the model around page pg. */
+static int32_t model_run_at(const uint8_t *model, int32_t N, int32_t pg)
+{
+    int32_t a = pg, b = pg;
+    while (a > 0 && model[a - 1] == PAGE_FREE) a--;
+    while (b < N && model[b] == PAGE_FREE) b++;
+    return b - a;
+}
+
+/* Seeded churn: requests of 1..48 pages allocated, some cached, freed whole,
+ * as runs or page by page in any order. After every step the pool's check
+ * (extents = maximal free runs, tagged, listed once in their class) and:
+ *   - an allocation is one ascending run whenever a free extent can hold it,
+ *     and an exact fit (up to the exact classes) takes an extent of exactly
+ *     its size rather than cutting a longer one;
+ *   - it never comes out in more runs than there are free extents;
+ *   - the free log since a mark lists exactly the pages freed, in order, and
+ *     a mark older than the last allocation is refused. */
+START_TEST(test_extents_against_model)
+{
+    enum { N = 512, MAXREQ = 64, MAXN = 48 };
+    for (uint64_t seed = 1; seed <= 4; seed++) {
+        page_pool p;
+        ck_assert_int_eq(page_pool_init(&p, N, 1), RKV_OK);
+        uint8_t model[N] = {0};
+        int32_t req[MAXREQ][MAXN], req_n[MAXREQ];
+        int32_t nreq = 0;
+        uint64_t rng = seed * 0x1234567ULL;
+        uint64_t mark = page_pool_free_mark(&p);
+        int32_t log[N], nlog = 0; /* the model's frees since mark */
+        int stale_mark_checked = 0;
+        for (int step = 0; step < 6000; step++) {
+            uint64_t r = rkv_splitmix64_next(&rng);
+            int op = (int)(r % 8);
+            if (op < 4 && nreq < MAXREQ) { /* allocate a request */
+                int32_t n = 1 + (int32_t)((r >> 8) % MAXN);
+                int32_t nfree = 0, longest, nruns;
+                int exact;
+                for (int32_t i = 0; i < N; i++) nfree += model[i] == PAGE_FREE;
+                model_runs(model, N, n, &longest, &exact, &nruns);
+                int32_t *out = req[nreq];
+                rkv_status st = page_pool_alloc(&p, n, out);
+                if (n > nfree) {
+                    ck_assert_int_eq(st, RKV_ENOSPC);
+                } else {
+                    ck_assert_int_eq(st, RKV_OK);
+                    int32_t runs = 1;
+                    for (int32_t i = 1; i < n; i++) runs += out[i] != out[i - 1] + 1;
+                    if (longest >= n) {
+                        ck_assert_msg(runs == 1, "seed %llu step %d: %d pages in %d runs, a free "
+                                      "extent of %d pages held them", (unsigned long long)seed,
+                                      step, n, runs, longest);
+                        int32_t from = model_run_at(model, N, out[0]);
+                        ck_assert_msg(!(exact && n <= PAGE_CLASS_EXACT) || from == n,
+                                      "seed %llu step %d: %d pages cut from an extent of %d, "
+                                      "one of exactly %d was free", (unsigned long long)seed, step,
+                                      n, from, n);
+                    }
+                    ck_assert_int_le(runs, nruns);
+                    for (int32_t i = 0; i < n; i++) {
+                        ck_assert_msg(model[out[i]] == PAGE_FREE, "page %d handed out twice", out[i]);
+                        model[out[i]] = PAGE_INFLIGHT;
+                    }
+                    req_n[nreq++] = n;
+                    /* the mark before the allocation is spent */
+                    const int32_t *got;
+                    int32_t ng;
+                    if (!stale_mark_checked && mark < page_pool_free_mark(&p)) {
+                        ck_assert_int_eq(page_pool_freed_since(&p, mark, &got, &ng), RKV_EINVAL);
+                        stale_mark_checked = 1;
+                    }
+                    mark = page_pool_free_mark(&p);
+                    nlog = 0;
+                }
+            } else if (op < 5 && nreq > 0) { /* a cache adopts a request's pages */
+                int32_t k = (int32_t)((r >> 8) % (uint64_t)nreq);
+                if (model[req[k][0]] == PAGE_INFLIGHT) {
+                    ck_assert_int_eq(page_pool_adopt(&p, req[k], req_n[k]), RKV_OK);
+                    for (int32_t i = 0; i < req_n[k]; i++) model[req[k][i]] = PAGE_CACHED;
+                }
+            } else if (nreq > 0) { /* free a request: whole list, as runs, or shuffled */
+                int32_t k = (int32_t)((r >> 8) % (uint64_t)nreq), n = req_n[k];
+                int32_t *pg = req[k];
+                int how = (int)((r >> 20) % 3);
+                if (how == 2) /* any order: a Fisher-Yates shuffle */
+                    for (int32_t i = n - 1; i > 0; i--) {
+                        int32_t j = (int32_t)(rkv_splitmix64_next(&rng) % (uint64_t)(i + 1));
+                        int32_t x = pg[i];
+                        pg[i] = pg[j];
+                        pg[j] = x;
+                    }
+                if (how == 1) {
+                    for (int32_t i = 0; i < n;) {
+                        int32_t j = i + 1;
+                        while (j < n && pg[j] == pg[j - 1] + 1) j++;
+                        ck_assert_int_eq(page_pool_free_run(&p, pg[i], j - i), RKV_OK);
+                        i = j;
+                    }
+                } else {
+                    ck_assert_int_eq(page_pool_free(&p, pg, n), RKV_OK);
+                }
+                for (int32_t i = 0; i < n; i++) {
+                    model[pg[i]] = PAGE_FREE;
+                    log[nlog++] = pg[i];
+                }
+                memcpy(req[k], req[nreq - 1], sizeof req[k]);
+                req_n[k] = req_n[nreq - 1];
+                nreq--;
+            }
+            pool_ok(&p, step);
+            int cnt[3] = {0, 0, 0}, first_diff = -1;
+            for (int32_t i = 0; i < N; i++) {
+                if (p.state[i] != model[i] && first_diff < 0) first_diff = i;
+                cnt[model[i]]++;
+            }
+            ck_assert_msg(first_diff < 0, "seed %llu step %d: page %d state differs from the model",
+                          (unsigned long long)seed, step, first_diff);
+            ck_assert_int_eq(cnt[0], p.num_free);
+            const int32_t *got;
+            int32_t ng;
+            ck_assert_int_eq(page_pool_freed_since(&p, mark, &got, &ng), RKV_OK);
+            ck_assert_int_eq(ng, nlog);
+            ck_assert_msg(!ng || !memcmp(got, log, sizeof(int32_t) * (size_t)ng),
+                          "step %d: free log out of order", step);
+        }
+        ck_assert_int_eq(stale_mark_checked, 1);
+        for (int32_t k = 0; k < nreq; k++) ck_assert_int_eq(page_pool_free(&p, req[k], req_n[k]), RKV_OK);
+        pool_ok(&p, -1);
+        ck_assert_int_eq(p.num_extents, 1); /* everything merged back into one */
+        page_pool_destroy(&p);
+    }
+}
+END_TEST
+
+/* Regression: a run freed before other pages must still come back as a run.
+ * The free stack this pool replaced handed out the pages freed last first, so
+ * a request after an eviction that freed a run and then single pages got the
+ * single pages: scattered ids, one stored run per page. */
+START_TEST(test_freed_run_survives_later_frees)
+{
+    page_pool p;
+    ck_assert_int_eq(page_pool_init(&p, 16, 1), RKV_OK);
+    int32_t all[16], got[4];
+    ck_assert_int_eq(page_pool_alloc(&p, 16, all), RKV_OK);
+    ck_assert_int_eq(page_pool_free_run(&p, 4, 4), RKV_OK);
+    int32_t singles[3] = {12, 0, 9};
+    ck_assert_int_eq(page_pool_free(&p, singles, 3), RKV_OK);
+    ck_assert_int_eq(page_pool_alloc(&p, 4, got), RKV_OK);
+    for (int i = 0; i < 4; i++) ck_assert_int_eq(got[i], 4 + i);
+    /* and a single page takes a single free page, not a piece of a run */
+    ck_assert_int_eq(page_pool_free_run(&p, 4, 4), RKV_OK);
+    ck_assert_int_eq(page_pool_alloc(&p, 1, got), RKV_OK);
+    ck_assert_int_ne(got[0], 4);
+    pool_ok(&p, 0);
+    page_pool_destroy(&p);
+}
+END_TEST
+
+/* Freeing merges with the free extents on both sides, in any free order. */
+START_TEST(test_coalescing)
+{
+    page_pool p;
+    ck_assert_int_eq(page_pool_init(&p, 10, 1), RKV_OK);
+    int32_t all[10];
+    ck_assert_int_eq(page_pool_alloc(&p, 10, all), RKV_OK);
+    ck_assert_int_eq(p.num_extents, 0);
+    int32_t a[2] = {3, 2}, b[2] = {6, 7}, mid[2] = {5, 4};
+    ck_assert_int_eq(page_pool_free(&p, a, 2), RKV_OK);
+    ck_assert_int_eq(page_pool_free(&p, b, 2), RKV_OK);
+    ck_assert_int_eq(p.num_extents, 2);
+    ck_assert_int_eq(page_pool_free(&p, mid, 2), RKV_OK); /* bridges [2,4) and [6,8) */
+    ck_assert_int_eq(p.num_extents, 1);
+    ck_assert_int_eq(p.ext[2].tag, 6);
+    pool_ok(&p, 0);
+    int32_t out[6];
+    ck_assert_int_eq(page_pool_alloc(&p, 6, out), RKV_OK);
+    for (int i = 0; i < 6; i++) ck_assert_int_eq(out[i], 2 + i);
+    pool_ok(&p, 1);
+    page_pool_destroy(&p);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("page_pool");
@@ -109,6 +323,9 @@ int main(void)
     tcase_add_test(tc, test_alloc_all_or_nothing);
     tcase_add_test(tc, test_bad_free_changes_nothing);
     tcase_add_test(tc, test_random_against_model);
+    tcase_add_test(tc, test_extents_against_model);
+    tcase_add_test(tc, test_freed_run_survives_later_frees);
+    tcase_add_test(tc, test_coalescing);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
