@@ -32,8 +32,8 @@ typedef struct rreq {
     uint8_t *kv;       /* (kv_pages_read, page bytes) the pages in flight */
     int32_t kv_read, kv_sent, kv_local; /* pages read at prefill, sent, already at decode */
     double t_first, transfer;
-    cache_match held;  /* on the decode engine, until it finishes there */
-    bool holding, recompute;
+    int32_t decode_cached; /* tokens the decode engine found at admission */
+    bool recompute;
     bool ok, finished; /* the whole request (both halves) */
     double ttft, tpot, latency;
     int32_t outputs, first, prompt_tokens, cached_tokens;
@@ -151,9 +151,11 @@ static void disagg_line(driver *d, rreq *q, const char *error, const int32_t *de
         q->ok = true;
         fprintf(f, ",\"ttft\":%.6f,\"tpot\":%.6f,\"latency\":%.6f,\"prompt_tokens\":%d,"
                 "\"cached_tokens\":%d,\"kv_pages\":%d,\"kv_local_pages\":%d,\"kv_bytes\":%.0f,"
-                "\"transfer\":%.6f,\"output_tokens\":%d,\"output_ids\":[%d",
+                "\"transfer\":%.6f,\"decode_cached_tokens\":%d,\"output_tokens\":%d,"
+                "\"output_ids\":[%d",
                 q->ttft, q->tpot, q->latency, q->prompt_tokens, q->cached_tokens, q->kv_sent,
-                q->kv_local, q->kv_sent * d->kv_page_bytes, q->transfer, q->outputs, q->first);
+                q->kv_local, q->kv_sent * d->kv_page_bytes, q->transfer, q->decode_cached,
+                q->outputs, q->first);
         for (int32_t k = 0; k < n_dec; k++) fprintf(f, ",%d", dec[k]);
         fputs("]}\n", f);
     }
@@ -210,7 +212,7 @@ static rkv_status prefill_done(driver *d, int64_t qi)
 }
 
 /* The handoff at t_first: a decode engine by least-load, the pages it lacks
- * written and cached there (held until the request finishes), the request
+ * written and cached there, unlocked like any cached prefix, the request
  * added to arrive when the link has moved them. */
 static rkv_status deliver(driver *d, int64_t qi, int64_t k)
 {
@@ -229,7 +231,6 @@ static rkv_status deliver(driver *d, int64_t qi, int64_t k)
     if (!pages) return disagg_fail(d, RKV_ENOMEM, "replicas: a handoff's pages");
     cache_match m;
     cache_match_init(&m);
-    cache_match_init(&q->held);
     st = cache_client_admit(c, q->dtokens, nfull * P, q->er.ns, nfull, &m, pages, NULL);
     if (st == RKV_ENOSPC) {
         /* No room on j even after eviction: j computes the prompt again. */
@@ -247,10 +248,10 @@ static rkv_status deliver(driver *d, int64_t qi, int64_t k)
         }
         rkv_status rst = cache_client_release(c, &m, NULL, 0);
         if (st == RKV_OK) st = rst;
-        /* Held so that j's evictions cannot drop them before it admits the
-         * request (a decode engine reserves its pages for a pull, too). */
-        if (st == RKV_OK && (st = cache_client_match(c, q->dtokens, nfull * P, q->er.ns, &q->held)) == RKV_OK)
-            q->holding = true;
+        /* Not held until j admits the request: holds of requests still
+         * waiting could fill j's pool so that none of them could run. The
+         * pages are j's newest, so its evictions take them last; when they
+         * do, j recomputes them ("decode_cached_tokens" says so). */
         q->kv_sent = nfull - q->kv_local;
     }
     cache_match_free(&m);
@@ -286,7 +287,7 @@ static rkv_status deliver(driver *d, int64_t qi, int64_t k)
 }
 
 /* What the last step finished: prefill halves hand over, decode halves
- * release their held pages and write the request's line. */
+ * write the request's line. */
 static rkv_status disagg_post(driver *d)
 {
     for (int64_t k = 0; k + 1 < d->npost && !d->fail; k += 2) {
@@ -299,12 +300,7 @@ static rkv_status disagg_post(driver *d)
         }
         engine_result dec;
         engine_result_get(d->r[i].e, q->deid, &dec);
-        if (q->holding) {
-            rkv_status st = cache_client_release(engine_cache(d->r[i].e), &q->held, NULL, 0);
-            q->holding = false;
-            cache_match_free(&q->held);
-            if (st) return disagg_fail(d, st, "replicas: releasing a handoff's pages");
-        }
+        q->decode_cached = dec.cached_tokens;
         disagg_line(d, q, dec.error, dec.output_ids, dec.num_output, dec.finish_time);
         engine_forget(d->r[i].e, q->deid);
     }
@@ -436,7 +432,8 @@ static rkv_status disagg_summary(driver *d, char *err, size_t errlen)
 {
     const replicas_config *rc = d->rc;
     int64_t n = d->n, ok = 0, errors = 0, met = 0, outputs = 0, prompt = 0, cached = 0;
-    int64_t sent = 0, local = 0, recompute = 0;
+    int64_t sent = 0, local = 0, recompute = 0, lost = 0;
+    int32_t P = engine_backend(d->r[0].e)->page_size;
     double t_end = 0, transfer = 0;
     double *v = malloc(sizeof(double) * 3 * (size_t)(n + 1));
     if (!v) {
@@ -457,6 +454,7 @@ static rkv_status disagg_summary(driver *d, char *err, size_t errlen)
         sent += q->kv_sent;
         local += q->kv_local;
         recompute += q->recompute;
+        lost += q->decode >= 0 && q->decode_cached < (q->kv_local + q->kv_sent) * P;
         transfer += q->transfer;
         ttft[ok] = q->ttft;
         tpot[ok] = q->tpot;
@@ -485,9 +483,11 @@ static rkv_status disagg_summary(driver *d, char *err, size_t errlen)
             rkv_percentile(ttft, ok, 99), rkv_percentile(lat, ok, 50), rkv_percentile(lat, ok, 99));
     slo_print(f, rc, tpot, ok, met, n, span);
     fprintf(f, ",\"kv_pages\":%lld,\"kv_bytes\":%.0f,\"kv_local_pages\":%lld,\"decode_hit_rate\":%.6f,"
-            "\"kv_recompute_requests\":%lld,\"transfer_seconds\":%.6f,\"per_prefill_requests\":[",
+            "\"kv_recompute_requests\":%lld,\"kv_evicted_requests\":%lld,\"transfer_seconds\":%.6f,"
+            "\"per_prefill_requests\":[",
             (long long)sent, (double)sent * d->kv_page_bytes, (long long)local,
-            sent + local ? (double)local / (double)(sent + local) : 0, (long long)recompute, transfer);
+            sent + local ? (double)local / (double)(sent + local) : 0, (long long)recompute,
+            (long long)lost, transfer);
     for (int32_t i = 0; i < d->engines; i++) {
         if (i == d->np) fputs("],\"per_decode_requests\":[", f);
         fprintf(f, i && i != d->np ? ",%lld" : "%lld", (long long)d->load[i].routed);
@@ -733,9 +733,6 @@ static void driver_free(driver *d)
 {
     for (int64_t k = 0; k < d->n; k++) {
         rreq *q = &d->reqs[k];
-        /* Still held when a signal or an error stopped the run. */
-        if (q->holding) cache_client_release(engine_cache(d->r[q->decode].e), &q->held, NULL, 0);
-        cache_match_free(&q->held);
         free(q->dtokens);
         free(q->kv);
     }

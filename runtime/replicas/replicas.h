@@ -30,9 +30,13 @@
  *      |  its full pages read from prefill i's cache (match, read_page, unlock)
  *      v  (queued until every busy engine's clock has reached t1)
  *   least-load --> decode j: pages j already holds stay; the others are
- *      written into fresh pages of j and inserted into j's cache, locked until
- *      the request finishes there; request = prompt + first token,
- *      max_tokens - 1, arriving at t1 + kv_link_seconds(pages sent)
+ *      written into fresh pages of j and inserted into j's cache (unlocked,
+ *      as any cached prefix: holds for requests not yet admitted could fill
+ *      j's pool so that none of them runs); request = prompt + first token,
+ *      max_tokens - 1, arriving at t1 + kv_link_seconds(pages sent). Should
+ *      j evict them before it admits the request, it computes them again
+ *      (the line's "decode_cached_tokens" is below the pages handed over;
+ *      the summary counts such requests in "kv_evicted_requests").
  *
  * Decode engines are picked by least-load (router.h): a decode step's cost
  * grows with its batch, and a prefix cache only lowers what is sent. A
