@@ -81,10 +81,10 @@ typedef struct cache_trie {
     int32_t live;        /* nodes in use, roots included */
     int32_t *buckets;    /* (mask + 1) child table, -1 empty */
     uint32_t mask;
-    theap *heap;         /* (cap / P + 1) candidates, min (policy key, created) first */
+    theap *heap;         /* (heap_cap) candidates, min (policy key, created) first */
     const evict_policy *pol;
     tmeta *meta;         /* (cap) by node; NULL when the policy reads neither */
-    int32_t heap_n;
+    int32_t heap_n, heap_cap;
     int32_t *roots;      /* (nroots) root node of each namespace */
     int32_t nroots, roots_cap;
     uint64_t clock, seq;
@@ -148,11 +148,6 @@ static rkv_status reserve_nodes(cache_trie *t, int64_t more)
         tnode *nodes = realloc(t->nodes, sizeof *nodes * (size_t)cap);
         if (!nodes) return RKV_ENOMEM;
         t->nodes = nodes;
-        /* Candidates own a page each, and a page's P tokens are P distinct
-         * nodes: cap / P entries always suffice. */
-        theap *heap = realloc(t->heap, sizeof *heap * (size_t)(cap / t->base.page_size + 1));
-        if (!heap) return RKV_ENOMEM;
-        t->heap = heap;
         if (t->pol->needs & (EVICT_NEEDS_HITS | EVICT_NEEDS_PRIORITY)) {
             tmeta *meta = realloc(t->meta, sizeof *meta * (size_t)cap);
             if (!meta) return RKV_ENOMEM;
@@ -172,6 +167,25 @@ static rkv_status reserve_nodes(cache_trie *t, int64_t more)
         for (int32_t x = 0; x < t->high; x++)
             if (t->nodes[x].depth > 0 && t->nodes[t->nodes[x].parent].indexed) table_add(t, x);
     }
+    return RKV_OK;
+}
+
+/* Room in the eviction heap for every owner after `more` new pages. A
+ * candidate owns a page, so owners bound the candidates; the node count does
+ * not divide by P into a bound, since pages that share leading tokens share
+ * their nodes (P = 16: six pages that differ only in their last token are 21
+ * nodes and six candidates). */
+static rkv_status reserve_heap(cache_trie *t, int64_t more)
+{
+    int64_t want = t->owners + more;
+    if (want <= t->heap_cap) return RKV_OK;
+    if (want > INT32_MAX / 2) return RKV_ENOMEM;
+    int32_t cap = t->heap_cap ? t->heap_cap : 16;
+    while (cap < want) cap *= 2;
+    theap *heap = realloc(t->heap, sizeof *heap * (size_t)cap);
+    if (!heap) return RKV_ENOMEM;
+    t->heap = heap;
+    t->heap_cap = cap;
     return RKV_OK;
 }
 
@@ -412,6 +426,7 @@ static rkv_status trie_insert(cache *c, const int32_t *tokens, int32_t n, const 
     if (d == m) return RKV_OK;
     /* 2: room for the new nodes (and a root), then the pages, before any change. */
     rkv_status st = reserve_nodes(t, (int64_t)(m - d) + (x < 0));
+    if (st == RKV_OK) st = reserve_heap(t, m / P - k);
     if (st != RKV_OK) return st;
     if (x < 0 && t->nroots == t->roots_cap) {
         int32_t cap = t->roots_cap ? 2 * t->roots_cap : 4;
@@ -581,6 +596,8 @@ static rkv_status trie_check(const cache *c, char *err, size_t errlen)
         if (k != nchild[x]) FAIL("node %d: sibling list holds %d of %d children", x, k, nchild[x]);
         if (n->nchildren == 0 && n->parent >= 0 && n->page < 0) FAIL("node %d: a leaf without a page", x);
     }
+    if (t->heap_n > t->heap_cap || t->owners > t->heap_cap)
+        FAIL("heap holds %d of %d slots for %lld owners", t->heap_n, t->heap_cap, (long long)t->owners);
     if (live != t->live || tokens != t->num_tokens || owners != t->owners ||
         locked != t->locked_owners || cands != t->heap_n)
         FAIL("counts: live %lld/%d tokens %lld/%lld owners %lld/%lld locked %lld/%lld heap %lld/%d",

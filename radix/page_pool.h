@@ -52,6 +52,10 @@ enum { PAGE_FREE = 0, PAGE_INFLIGHT = 1, PAGE_CACHED = 2 };
  * (lengths below 2^31). */
 enum { PAGE_CLASS_EXACT = 32, PAGE_CLASSES = PAGE_CLASS_EXACT + 4 * 26 };
 
+/* Host bytes the pool itself keeps per page: its state byte, its extent
+ * triple and its slot in the free log (for up-front memory checks). */
+#define PAGE_POOL_BYTES_PER_PAGE (1 + 3 * 4 + 4)
+
 typedef struct page_pool {
     int32_t num_pages;
     int32_t page_size;   /* tokens per page, >= 1 */

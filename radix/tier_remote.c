@@ -7,6 +7,7 @@
 #include "tier_remote.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +21,7 @@ void tier_remote_config_default(tier_remote_config *c)
 {
     memset(c, 0, sizeof *c);
     c->pages = 65536;
+    c->ttl_s = 86400;
 }
 
 int tier_remote_parse_url(const char *url, char *host, size_t hostlen, int *port, int *db,
@@ -69,6 +71,7 @@ void tier_remote_stats_add(tier_remote_stats *sum, const tier_remote_stats *s)
     sum->skipped_pages += s->skipped_pages;
     sum->deleted_pages += s->deleted_pages;
     sum->dropped_pages += s->dropped_pages;
+    sum->refused_pages += s->refused_pages;
     sum->failed_lookups += s->failed_lookups;
     sum->reconnects += s->reconnects;
     sum->bytes_loaded += s->bytes_loaded;
@@ -79,28 +82,100 @@ void tier_remote_stats_add(tier_remote_stats *sum, const tier_remote_stats *s)
     sum->down = sum->down || s->down;
 }
 
-#if RKV_HAVE_HIREDIS
 
-#include <hiredis/hiredis.h>
+/* ---------------------------------------------------------------- values */
 
-enum { HDR_BYTES = 32, KEY_MAX = 160 };
+enum { HDR_BYTES = 120 };
 #define RKV_MAGIC 0x50564b52u /* "RKVP" little-endian */
-#define RKV_VALUE_VERSION 1
+#define RKV_VALUE_VERSION 2
 
+/* Version 2 carries what the key names (chain hash, model id, namespace), so
+ * a valid value stored under another key, e.g. one of an equal page of
+ * tokens after a different prefix, is told apart from the right one. */
 typedef struct rhdr {
     uint32_t magic;
     uint16_t version, hdr_bytes;
     uint32_t page_size;
     uint32_t payload;   /* page bytes after the tokens */
     double modelled;    /* bytes the page stands for in the time model */
-    uint64_t sum;       /* XXH3-64 of tokens | payload */
+    uint64_t sum;       /* XXH3-64 of everything after this field */
+    uint64_t k0, k1;    /* the chain hash: the key it belongs to */
+    uint64_t model_id;
+    char ns[64];        /* NUL-padded */
 } rhdr;
 _Static_assert(sizeof(rhdr) == HDR_BYTES, "header layout");
+_Static_assert(sizeof(((rhdr *)0)->ns) >= TIER_REMOTE_NS_MAX + 1, "namespace fits the header");
 
+#define SUM_FROM offsetof(rhdr, k0)
+
+size_t tier_remote_value_bytes(int32_t P, size_t page_bytes)
+{
+    return HDR_BYTES + sizeof(int32_t) * (size_t)P + page_bytes;
+}
+
+void tier_remote_value_encode(const tier_remote_value_id *id, const int32_t *toks, const void *bytes,
+                              double modelled, uint8_t *out)
+{
+    rhdr h;
+    memset(&h, 0, sizeof h);
+    h.magic = RKV_MAGIC;
+    h.version = RKV_VALUE_VERSION;
+    h.hdr_bytes = HDR_BYTES;
+    h.page_size = (uint32_t)id->page_size;
+    h.payload = (uint32_t)id->page_bytes;
+    h.modelled = modelled;
+    h.k0 = id->k0;
+    h.k1 = id->k1;
+    h.model_id = id->model_id;
+    snprintf(h.ns, sizeof h.ns, "%s", id->ns);
+    memcpy(out, &h, HDR_BYTES);
+    uint8_t *body = out + HDR_BYTES;
+    memcpy(body, toks, sizeof(int32_t) * (size_t)id->page_size);
+    if (id->page_bytes) memcpy(body + sizeof(int32_t) * (size_t)id->page_size, bytes, id->page_bytes);
+    h.sum = XXH3_64bits(out + SUM_FROM, tier_remote_value_bytes(id->page_size, id->page_bytes) - SUM_FROM);
+    memcpy(out + offsetof(rhdr, sum), &h.sum, sizeof h.sum);
+}
+
+const void *tier_remote_value_check(const tier_remote_value_id *id, const int32_t *toks,
+                                    const void *val, size_t len)
+{
+    const int32_t P = id->page_size;
+    if (P < 1 || len != tier_remote_value_bytes(P, id->page_bytes)) return NULL;
+    rhdr h;
+    memcpy(&h, val, HDR_BYTES);
+    const uint8_t *body = (const uint8_t *)val + HDR_BYTES;
+    char ns[sizeof h.ns];
+    memset(ns, 0, sizeof ns);
+    snprintf(ns, sizeof ns, "%s", id->ns);
+    if (h.magic != RKV_MAGIC || h.version != RKV_VALUE_VERSION || h.hdr_bytes != HDR_BYTES
+        || h.page_size != (uint32_t)P || h.payload != id->page_bytes
+        || h.k0 != id->k0 || h.k1 != id->k1 || h.model_id != id->model_id
+        || memcmp(h.ns, ns, sizeof ns)
+        || h.sum != XXH3_64bits((const uint8_t *)val + SUM_FROM, len - SUM_FROM)
+        || memcmp(body, toks, sizeof(int32_t) * (size_t)P))
+        return NULL;
+    return body + sizeof(int32_t) * (size_t)P;
+}
+
+#if RKV_HAVE_HIREDIS
+
+#include <hiredis/hiredis.h>
+
+enum { KEY_MAX = 160 };
+
+/* An index entry: a key this engine stored, and under which connection. */
 typedef struct rent {
     uint64_t k0, k1;
     int32_t hnext, prev, next;
+    uint32_t epoch;        /* the connection (r->epoch) its SET went out on */
+    double stored_at;      /* monotonic seconds of that SET (expiry refresh) */
 } rent;
+
+/* A command whose reply is still unread, in pipeline order. */
+typedef struct qop {
+    uint64_t k0, k1;
+    bool set;              /* SET (else DEL) */
+} qop;
 
 struct tier_remote {
     tier_remote_config cfg;
@@ -112,10 +187,12 @@ struct tier_remote {
     size_t page_bytes, value_bytes;
     double page_cost;
     tier_remote_stats st;
-    bool warned_load, warned_store;
+    bool warned_load, warned_store, warned_refused;
     double next_retry;     /* monotonic seconds */
+    uint32_t epoch;        /* connections made so far */
 
     int32_t queued;        /* SETs and DELs appended, replies unread */
+    qop q[TIER_REMOTE_BATCH + 1]; /* (queued) what they were */
     uint8_t *val;          /* (value_bytes) */
 
     uint8_t *got;          /* (got_cap, page_bytes) bytes of the last fetch */
@@ -184,7 +261,10 @@ static void go_down(tier_remote *r, bool loading)
     snprintf(why, sizeof why, "%s", r->c && r->c->err ? r->c->errstr : "unreachable");
     if (r->c) redisFree(r->c);
     r->c = NULL;
-    if (!loading) r->st.dropped_pages += (uint64_t)r->queued; /* sent, never confirmed */
+    /* SETs sent but never confirmed: dropped. Their keys stay in the index
+     * (they may be on the server), so they are stored again when met again
+     * and deleted when they age out of it: nothing is orphaned. */
+    for (int32_t i = 0; i < r->queued; i++) r->st.dropped_pages += r->q[i].set;
     r->queued = 0;
     r->st.down = true;
     r->next_retry = mono_now() + 1.0;
@@ -208,25 +288,54 @@ static bool up(tier_remote *r)
         r->next_retry = mono_now() + 1.0;
         return false;
     }
-    /* The server may have restarted empty: what we stored is unknown now. */
-    index_clear(r);
+    /* The server may have restarted empty: what we stored is unknown now.
+     * The index keeps those keys (they bound this engine's share, and are
+     * deleted when they age out) but a new epoch makes each of them stored
+     * again before it counts as there. A later outage warns again. */
+    r->epoch++;
     r->st.down = false;
     r->st.reconnects++;
+    r->warned_load = r->warned_store = false;
     return true;
 }
 
-/* Read the replies of queued stores. */
+static int32_t index_find(const tier_remote *r, uint64_t k0, uint64_t k1);
+static void index_remove(tier_remote *r, int32_t e);
+
+/* Read the replies of queued stores. A SET counts as stored only when the
+ * server says OK; one it refuses (an error reply: out of memory under
+ * maxmemory with noeviction, a read-only replica, ...) is counted, warned
+ * about once, and its key leaves the index (it is not there). */
 static void drain(tier_remote *r)
 {
-    while (r->c && r->queued > 0) {
-        void *rep = NULL;
-        if (redisGetReply(r->c, &rep) != REDIS_OK) {
+    int32_t done = 0;
+    while (r->c && done < r->queued) {
+        redisReply *rep = NULL;
+        if (redisGetReply(r->c, (void **)&rep) != REDIS_OK) {
+            memmove(r->q, r->q + done, sizeof *r->q * (size_t)(r->queued - done));
+            r->queued -= done;
             go_down(r, false);
             return;
         }
-        freeReplyObject(rep);
-        r->queued--;
+        const qop *op = &r->q[done++];
+        bool ok = rep && rep->type != REDIS_REPLY_ERROR;
+        if (op->set && ok && rep->type == REDIS_REPLY_STATUS) {
+            r->st.stored_pages++;
+            r->st.bytes_stored += r->page_cost;
+        } else if (op->set) {
+            r->st.refused_pages++;
+            int32_t e = index_find(r, op->k0, op->k1);
+            if (e >= 0) index_remove(r, e);
+            if (!r->warned_refused) {
+                r->warned_refused = true;
+                fprintf(stderr, "radixkv: warning: remote tier redis://%s:%d refused a page store: %s; "
+                        "refused stores are counted (remote_refused_pages), never as stored\n",
+                        r->host, r->port, rep && rep->type == REDIS_REPLY_ERROR ? rep->str : "unexpected reply");
+            }
+        }
+        if (rep) freeReplyObject(rep);
     }
+    r->queued = 0;
 }
 
 /* ---------------------------------------------------------------- index */
@@ -285,12 +394,18 @@ rkv_status tier_remote_open(const tier_remote_config *cfg, int32_t P, size_t pag
         snprintf(err, errlen, "remote tier: no URL or page size");
         return RKV_EINVAL;
     }
+    if (cfg->ttl_s < 0 || cfg->ttl_s > TIER_REMOTE_TTL_MAX) {
+        snprintf(err, errlen, "remote tier %s: key expiry must be in [0, %d] seconds", cfg->url,
+                 TIER_REMOTE_TTL_MAX);
+        return RKV_EINVAL;
+    }
     if (cfg->pages < 1 || cfg->pages > INT32_MAX / 2) {
         snprintf(err, errlen, "remote tier %s: capacity must be in [1, %d] pages", cfg->url, INT32_MAX / 2);
         return RKV_EINVAL;
     }
-    if (cfg->ns && (strlen(cfg->ns) == 0 || strlen(cfg->ns) >= 64 || strpbrk(cfg->ns, ": \t\r\n"))) {
-        snprintf(err, errlen, "remote tier namespace '%s': 1 to 63 characters, no ':' or spaces", cfg->ns);
+    if (cfg->ns && (strlen(cfg->ns) == 0 || strlen(cfg->ns) > TIER_REMOTE_NS_MAX || strpbrk(cfg->ns, ": \t\r\n"))) {
+        snprintf(err, errlen, "remote tier namespace '%s': 1 to %d characters, no ':' or spaces", cfg->ns,
+                 TIER_REMOTE_NS_MAX);
         return RKV_EINVAL;
     }
     tier_remote *r = calloc(1, sizeof *r);
@@ -307,7 +422,7 @@ rkv_status tier_remote_open(const tier_remote_config *cfg, int32_t P, size_t pag
     snprintf(r->ns, sizeof r->ns, "%s", cfg->ns ? cfg->ns : "default");
     r->P = P;
     r->page_bytes = page_bytes;
-    r->value_bytes = HDR_BYTES + sizeof(int32_t) * (size_t)P + page_bytes;
+    r->value_bytes = tier_remote_value_bytes(P, page_bytes);
     r->page_cost = cfg->modelled_page_bytes > 0 ? cfg->modelled_page_bytes : (double)page_bytes;
     r->cap = (int32_t)cfg->pages;
     uint64_t nb = 16;
@@ -356,8 +471,10 @@ void tier_remote_flush(tier_remote *r) { drain(r); }
 void tier_remote_put(tier_remote *r, const uint64_t key[2], const int32_t *toks, const void *bytes)
 {
     int32_t e = index_find(r, key[0], key[1]);
-    if (e >= 0) { /* stored already (by us): keep it young */
-        index_unlink(r, e);
+    double now = mono_now();
+    if (e >= 0 && r->ent[e].epoch == r->epoch
+        && (r->cfg.ttl_s <= 0 || now - r->ent[e].stored_at < 0.5 * (double)r->cfg.ttl_s)) {
+        index_unlink(r, e); /* stored already (by us, on this connection): keep it young */
         index_push(r, e);
         r->st.skipped_pages++;
         return;
@@ -368,52 +485,53 @@ void tier_remote_put(tier_remote *r, const uint64_t key[2], const int32_t *toks,
         return;
     }
     char k[KEY_MAX];
-    if (r->free_top == 0) { /* our share is full: its oldest key goes */
+    if (e < 0 && r->free_top == 0) { /* our share is full: its oldest key goes */
         int32_t old = r->tail;
         int kl = key_string(r, r->ent[old].k0, r->ent[old].k1, k);
         redisAppendCommand(r->c, "DEL %b", k, (size_t)kl);
-        r->queued++;
+        r->q[r->queued++] = (qop){r->ent[old].k0, r->ent[old].k1, false};
         index_remove(r, old);
         r->st.deleted_pages++;
     }
-    rhdr h = {RKV_MAGIC, RKV_VALUE_VERSION, HDR_BYTES, (uint32_t)r->P, (uint32_t)r->page_bytes, r->page_cost, 0};
-    uint8_t *body = r->val + HDR_BYTES;
-    memcpy(body, toks, sizeof(int32_t) * (size_t)r->P);
-    if (r->page_bytes) memcpy(body + sizeof(int32_t) * (size_t)r->P, bytes, r->page_bytes);
-    h.sum = XXH3_64bits(body, r->value_bytes - HDR_BYTES);
-    memcpy(r->val, &h, HDR_BYTES);
+    tier_remote_value_id id = {r->P, r->page_bytes, key[0], key[1], r->cfg.model_id, r->ns};
+    tier_remote_value_encode(&id, toks, bytes, r->page_cost, r->val);
     int kl = key_string(r, key[0], key[1], k);
-    redisAppendCommand(r->c, "SET %b %b", k, (size_t)kl, r->val, r->value_bytes);
-    r->queued++;
-    e = r->free_stack[--r->free_top];
-    r->ent[e].k0 = key[0];
-    r->ent[e].k1 = key[1];
-    r->ent[e].hnext = r->bucket[key[0] & r->mask];
-    r->bucket[key[0] & r->mask] = e;
+    /* An expiry bounds what an engine that stops without deleting its keys
+     * (killed, or cut off from the server) leaves behind. */
+    if (r->cfg.ttl_s > 0)
+        redisAppendCommand(r->c, "SET %b %b EX %lld", k, (size_t)kl, r->val, r->value_bytes,
+                           (long long)r->cfg.ttl_s);
+    else
+        redisAppendCommand(r->c, "SET %b %b", k, (size_t)kl, r->val, r->value_bytes);
+    r->q[r->queued++] = (qop){key[0], key[1], true};
+    if (e < 0) {
+        e = r->free_stack[--r->free_top];
+        r->ent[e].k0 = key[0];
+        r->ent[e].k1 = key[1];
+        r->ent[e].hnext = r->bucket[key[0] & r->mask];
+        r->bucket[key[0] & r->mask] = e;
+        r->st.indexed++;
+    } else {
+        index_unlink(r, e);
+    }
     index_push(r, e);
-    r->st.indexed++;
-    r->st.stored_pages++;
-    r->st.bytes_stored += r->page_cost;
+    r->ent[e].epoch = r->epoch;
+    r->ent[e].stored_at = now;
     r->st.store_seconds += r->page_cost / bw_of(r);
     if (r->queued >= TIER_REMOTE_BATCH) drain(r);
 }
 
 /* ---------------------------------------------------------------- load */
 
-/* Is reply rep a valid value for tokens toks? Copies its bytes to dst. */
-static bool accept(tier_remote *r, const redisReply *rep, const int32_t *toks, uint8_t *dst)
+/* Is reply rep the valid value of key kk for tokens toks? Copies its bytes to dst. */
+static bool accept(tier_remote *r, const redisReply *rep, const uint64_t *kk, const int32_t *toks,
+                   uint8_t *dst)
 {
     if (rep->type != REDIS_REPLY_STRING) return false;
-    rhdr h;
-    if (rep->len != r->value_bytes) return false;
-    memcpy(&h, rep->str, HDR_BYTES);
-    const uint8_t *body = (const uint8_t *)rep->str + HDR_BYTES;
-    if (h.magic != RKV_MAGIC || h.version != RKV_VALUE_VERSION || h.hdr_bytes != HDR_BYTES
-        || h.page_size != (uint32_t)r->P || h.payload != r->page_bytes
-        || h.sum != XXH3_64bits(body, r->value_bytes - HDR_BYTES)
-        || memcmp(body, toks, sizeof(int32_t) * (size_t)r->P))
-        return false;
-    if (r->page_bytes) memcpy(dst, body + sizeof(int32_t) * (size_t)r->P, r->page_bytes);
+    tier_remote_value_id id = {r->P, r->page_bytes, kk[0], kk[1], r->cfg.model_id, r->ns};
+    const void *bytes = tier_remote_value_check(&id, toks, rep->str, rep->len);
+    if (!bytes) return false;
+    if (r->page_bytes) memcpy(dst, bytes, r->page_bytes);
     return true;
 }
 
@@ -460,9 +578,9 @@ int32_t tier_remote_fetch(tier_remote *r, const uint64_t *keys, const int32_t *t
                 miss = true;
                 r->st.misses++;
             } else if (!miss) {
-                if (accept(r, rep, tokens + (int64_t)at * r->P, r->got + (size_t)at * r->page_bytes)) {
+                const uint64_t *kk = keys + 2 * (int64_t)at;
+                if (accept(r, rep, kk, tokens + (int64_t)at * r->P, r->got + (size_t)at * r->page_bytes)) {
                     r->got_n = at + 1;
-                    const uint64_t *kk = keys + 2 * (int64_t)at;
                     int32_t e = index_find(r, kk[0], kk[1]);
                     if (e >= 0) { /* ours and read again: keep it young */
                         index_unlink(r, e);

@@ -39,9 +39,10 @@
  *
  * Faults. Open fails with a message naming the URL when the server cannot be
  * reached. After an I/O error or timeout mid-run the tier is down: lookups
- * are misses and stores are drops, each announced by one warning on stderr;
- * a reconnect is tried at most once a second and, when it works, the index
- * starts empty (the server may have restarted empty).
+ * are misses and stores are drops, each announced by one warning on stderr
+ * (per outage: a later outage warns again); a reconnect is tried at most once
+ * a second and, when it works, every key of the index is stored again when
+ * next met (the server may have restarted empty).
  *
  * Time model (the sim clock): a lookup costs one round trip (latency) per
  * batch sent plus modelled bytes / bw per page used; a store costs
@@ -60,7 +61,11 @@
 
 #include "rkv_status.h"
 
-enum { TIER_REMOTE_BATCH = 32 };
+enum {
+    TIER_REMOTE_BATCH = 32,
+    TIER_REMOTE_NS_MAX = 63,        /* namespace characters */
+    TIER_REMOTE_TTL_MAX = 31536000, /* key expiry, seconds (a year) */
+};
 
 typedef struct tier_remote_config {
     const char *url;          /* redis://HOST:PORT[/DB]; NULL: no remote tier */
@@ -74,6 +79,8 @@ typedef struct tier_remote_config {
     const char *ns;           /* key namespace (NULL: "default") */
     uint64_t model_id;        /* identity of the model whose K/V the pages hold */
     double modelled_page_bytes; /* what one page costs to move (0: its real bytes) */
+    int64_t ttl_s;            /* expiry of every stored key, seconds; 0: none
+                                 (default 86400) */
 } tier_remote_config;
 
 void tier_remote_config_default(tier_remote_config *c);
@@ -83,7 +90,8 @@ typedef struct tier_remote_stats {
     uint64_t lookups;                /* GETs sent */
     uint64_t misses;                 /* runs that ended at a missing key */
     uint64_t corrupt_values;         /* values present but rejected (miss) */
-    uint64_t stored_pages;           /* SETs sent */
+    uint64_t stored_pages;           /* SETs the server confirmed */
+    uint64_t refused_pages;          /* SETs the server refused (error reply) */
     uint64_t skipped_pages;          /* stores skipped: in the index already */
     uint64_t deleted_pages;          /* index full: oldest key deleted on the server */
     uint64_t dropped_pages;          /* stores lost while the server was down */
@@ -126,6 +134,26 @@ bool tier_remote_write_back(const tier_remote *r);
 /* sum += s, counter by counter (replicas' totals); down and indexed: or, sum. */
 void tier_remote_stats_add(tier_remote_stats *sum, const tier_remote_stats *s);
 const tier_remote_stats *tier_remote_get_stats(const tier_remote *r);
+
+/* The value format, for tests and fuzzing: what a value must match. */
+typedef struct tier_remote_value_id {
+    int32_t page_size;
+    size_t page_bytes;
+    uint64_t k0, k1;   /* chain hash (the key) */
+    uint64_t model_id;
+    const char *ns;    /* at most TIER_REMOTE_NS_MAX characters */
+} tier_remote_value_id;
+
+/* Bytes of one value. */
+size_t tier_remote_value_bytes(int32_t page_size, size_t page_bytes);
+/* Writes the value of id with tokens toks (page_size) and bytes (page_bytes)
+ * to out (tier_remote_value_bytes of room). */
+void tier_remote_value_encode(const tier_remote_value_id *id, const int32_t *toks, const void *bytes,
+                              double modelled, uint8_t *out);
+/* The page bytes inside val (len bytes) when it is the valid value of id for
+ * toks; NULL otherwise (any length, any content). */
+const void *tier_remote_value_check(const tier_remote_value_id *id, const int32_t *toks,
+                                    const void *val, size_t len);
 
 /* Parses redis://HOST:PORT[/DB] into host (hostlen bytes), port and db. 0 on
  * success; -1 with a reason in why. */

@@ -15,6 +15,7 @@
 #include "cache.h"
 #include "cache_kinds.h"
 #include "cache_sim.h"
+#include "page_pool.h"
 #include "cache_tier.h"
 #include "cli.h"
 #include "commands.h"
@@ -205,11 +206,12 @@ static int build_cache(sim_cmd *m)
 {
     char err[512] = "";
     cache_pins_init(&m->pins);
-    /* What start-up fills for every page: the pool's free list and states,
+    /* What start-up fills for every page: the pool's own bookkeeping,
      * and, unless only a summary is asked for, the page-token table (counted
      * for every kind: an upper bound, whether or not the kind logs evictions
      * through its node hook). */
-    uint64_t per_page = 5 + (!m->o.summary_only ? 4 * (uint64_t)m->page_size : 0);
+    uint64_t per_page = PAGE_POOL_BYTES_PER_PAGE
+                        + (!m->o.summary_only ? 4 * (uint64_t)m->page_size : 0);
     char what[128];
     snprintf(what, sizeof what, "--capacity %" PRId64 " (%" PRId64 " pages of %" PRId64 ")",
              m->o.capacity, m->pages, (int64_t)m->page_size);

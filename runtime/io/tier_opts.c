@@ -35,7 +35,8 @@ typedef enum tval {
     TV_US,        /* microseconds in (0, 1e7] -> seconds (double) */
     TV_PATH,      /* any string (const char *) */
     TV_URL,       /* redis://HOST:PORT[/DB] (const char *) */
-    TV_NS,        /* 1 to 63 characters without ':' or spaces (const char *) */
+    TV_NS,        /* 1 to TIER_REMOTE_NS_MAX characters without ':' or spaces (const char *) */
+    TV_TTL,       /* seconds in [0, TIER_REMOTE_TTL_MAX], 0: none (int64_t) */
     TV_SET_BY_WT, /* write-back | write-through -> bool, true for write-through */
     TV_SET_BY_WB, /* write-through | write-back -> bool, true for write-back */
 } tval;
@@ -75,6 +76,8 @@ static const tier_opt tier_table[TIER_OPTS_CLI] = {
      "connect and reply timeout, ms (default 1000)"},
     {"--tier-remote-ns", "NAME", TV_NS, OFF(cfg.remote.ns), false,
      "key namespace: engines share pages only within one (default: default)"},
+    {"--tier-remote-ttl", "S", TV_TTL, OFF(cfg.remote.ttl_s), false,
+     "expiry of stored pages on the server, seconds (default 86400; 0: none)"},
     {"--remote-bw", "GBPS", TV_GBPS, OFF(cfg.remote.bw), false,
      "remote bandwidth of the time model, GB/s (default 12.5)"},
     {"--remote-latency", "US", TV_US, OFF(cfg.remote.latency_s), false,
@@ -135,9 +138,16 @@ static void tier_opt_set(tier_opts *o, const tier_opt *t, const char *v, char *b
         break;
     }
     case TV_NS:
-        if (!v || !*v || strlen(v) > 63 || strpbrk(v, ": \t"))
-            snprintf(bad, badlen, "%s: expected 1 to 63 characters without ':' or spaces, got '%s'", name, vs);
+        if (!v || !*v || strlen(v) > TIER_REMOTE_NS_MAX || strpbrk(v, ": \t"))
+            snprintf(bad, badlen, "%s: expected 1 to %d characters without ':' or spaces, got '%s'", name,
+                     TIER_REMOTE_NS_MAX, vs);
         else *(const char **)dst = v;
+        break;
+    case TV_TTL:
+        if (!parse_i64(v, 0, &x) || x > TIER_REMOTE_TTL_MAX)
+            snprintf(bad, badlen, "%s: expected seconds in [0, %d] (0: no expiry), got '%s'", name,
+                     TIER_REMOTE_TTL_MAX, vs);
+        else *(int64_t *)dst = x;
         break;
     case TV_SET_BY_WT:
     case TV_SET_BY_WB: {
@@ -221,15 +231,22 @@ void tier_print_json(FILE *f, const tier_opts *o, const tier_stats *s,
             s->spill_failures, s->bytes_from_host, s->bytes_to_host + s->bytes_to_disk,
             s->load_seconds, s->spill_seconds);
     if (!rs) return;
+    /* The same cut for the remote share: its hits at a re-match are counted
+     * again, so the remote hit tokens can exceed the matched tokens (a rate
+     * above 1 was seen); report the part that is within them. */
+    uint64_t local = s->host_hit_tokens + s->disk_hit_tokens;
+    uint64_t room = (uint64_t)tier_hits > local ? (uint64_t)tier_hits - local : 0;
+    uint64_t remote_hits = rs->hit_tokens < room ? rs->hit_tokens : room;
     fprintf(f, ",\"remote_policy\":\"%s\",\"remote_hit_tokens\":%" PRIu64 ",\"remote_hit_rate\":%.6f"
             ",\"remote_lookups\":%" PRIu64 ",\"remote_misses\":%" PRIu64 ",\"remote_corrupt_values\":%" PRIu64
-            ",\"remote_stored_pages\":%" PRIu64 ",\"remote_skipped_pages\":%" PRIu64
+            ",\"remote_stored_pages\":%" PRIu64 ",\"remote_refused_pages\":%" PRIu64
+            ",\"remote_skipped_pages\":%" PRIu64
             ",\"remote_deleted_pages\":%" PRIu64 ",\"remote_dropped_pages\":%" PRIu64
             ",\"remote_failed_lookups\":%" PRIu64 ",\"remote_reconnects\":%" PRIu64
             ",\"remote_bytes_loaded\":%.0f,\"remote_bytes_stored\":%.0f"
             ",\"remote_load_seconds\":%.6f,\"remote_store_seconds\":%.6f",
-            o->cfg.remote.write_back ? "write-back" : "write-through", rs->hit_tokens,
-            (double)rs->hit_tokens / pt, rs->lookups, rs->misses, rs->corrupt_values, rs->stored_pages,
-            rs->skipped_pages, rs->deleted_pages, rs->dropped_pages, rs->failed_lookups, rs->reconnects,
+            o->cfg.remote.write_back ? "write-back" : "write-through", remote_hits,
+            (double)remote_hits / pt, rs->lookups, rs->misses, rs->corrupt_values, rs->stored_pages,
+            rs->refused_pages, rs->skipped_pages, rs->deleted_pages, rs->dropped_pages, rs->failed_lookups, rs->reconnects,
             rs->bytes_loaded, rs->bytes_stored, rs->load_seconds, rs->store_seconds);
 }

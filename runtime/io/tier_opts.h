@@ -38,7 +38,7 @@ void tier_opts_init(tier_opts *o);
 int tier_opts_parse(tier_opts *o, const char *name, const char *value, char *bad, size_t badlen);
 /* The options above as cli.h table entries, appended at opts[*n] (room for
  * TIER_OPTS_CLI more) and parsed into o by tier_opts_parse. */
-enum { TIER_OPTS_CLI = 14 };
+enum { TIER_OPTS_CLI = 15 };
 void tier_opts_cli(tier_opts *o, cli_opt *opts, int *n);
 /* Capacities from tokens to pages of P tokens. */
 void tier_opts_finish(tier_opts *o, int32_t page_size);

@@ -243,13 +243,25 @@ static rkv_status parse_config(json_t *root, const char *path, model_config *c, 
                         off_fields[i]);
     }
 
-    /* eos_token_id may be an integer or a list (the first one stops). */
+    /* eos_token_id may be null, an integer or a list (the first one stops).
+     * Each id must be a token of the vocabulary: one outside it could never
+     * be sampled, so generation would silently never stop at it. */
     c->eos_token_id = -1;
     json_t *eos = json_object_get(root, "eos_token_id");
-    if (json_is_array(eos) && json_array_size(eos) > 0) eos = json_array_get(eos, 0);
-    if (json_is_integer(eos)) {
-        json_int_t e = json_integer_value(eos);
-        if (e >= 0 && e < c->vocab_size) c->eos_token_id = (int32_t)e;
+    size_t neos = json_is_array(eos) ? json_array_size(eos) : eos && !json_is_null(eos);
+    for (size_t i = 0; i < neos; i++) {
+        json_t *x = json_is_array(eos) ? json_array_get(eos, i) : eos;
+        char where[48] = "";
+        if (json_is_array(eos)) snprintf(where, sizeof where, "[%zu]", i);
+        if (!json_is_integer(x))
+            return rkv_fail(RKV_EPARSE, err, errlen, "%s: field 'eos_token_id%s' must be an integer",
+                            path, where);
+        json_int_t e = json_integer_value(x);
+        if (e < 0 || e >= c->vocab_size)
+            return rkv_fail(RKV_EINVAL, err, errlen,
+                            "%s: field 'eos_token_id%s' = %lld is outside the vocabulary [0, %d)",
+                            path, where, (long long)e, c->vocab_size);
+        if (i == 0) c->eos_token_id = (int32_t)e;
     }
     return RKV_OK;
 }

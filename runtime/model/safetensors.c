@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <limits.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -87,6 +88,40 @@ static rkv_status push_tensor(safetensors *st, const st_tensor *t)
     return RKV_OK;
 }
 
+static const st_tensor *sort_base;
+static int by_offset(const void *a, const void *b)
+{
+    const unsigned char *x = sort_base[*(const int *)a].data, *y = sort_base[*(const int *)b].data;
+    return x < y ? -1 : x > y;
+}
+
+/* Tensors first.. of one file (just parsed) may not share bytes: two that
+ * overlap would read each other's data as weights. */
+static rkv_status check_overlap(safetensors *st, int first, const char *path, char *err,
+                                size_t errlen)
+{
+    int n = st->num_tensors - first;
+    if (n < 2) return RKV_OK;
+    int *ix = malloc(sizeof *ix * (size_t)n);
+    if (!ix) return rkv_fail(RKV_ENOMEM, err, errlen, "%s: out of host memory", path);
+    for (int i = 0; i < n; i++) ix[i] = first + i;
+    sort_base = st->tensors;
+    qsort(ix, (size_t)n, sizeof *ix, by_offset);
+    rkv_status s = RKV_OK;
+    const st_tensor *prev = NULL;
+    for (int i = 0; i < n && !s; i++) {
+        const st_tensor *t = &st->tensors[ix[i]];
+        if (t->numel == 0) continue;
+        if (prev && (const unsigned char *)prev->data + prev->numel * prev->elem_bytes >
+                        (const unsigned char *)t->data)
+            s = rkv_fail(RKV_EPARSE, err, errlen, "%s: tensors '%s' and '%s' overlap in the data",
+                         path, prev->name, t->name);
+        prev = t;
+    }
+    free(ix);
+    return s;
+}
+
 /* Parse and validate the header of shard fi; every tensor must lie inside
  * the file with exactly dtype x shape bytes. */
 static rkv_status parse_header(safetensors *st, int fi, char *err, size_t errlen)
@@ -103,7 +138,8 @@ static rkv_status parse_header(safetensors *st, int fi, char *err, size_t errlen
                     "%s: truncated or bad header: header length %llu exceeds the file "
                     "(%zu bytes)", f->path, (unsigned long long)n, f->size);
     json_error_t je;
-    json_t *h = json_loadb((const char *)p + 8, (size_t)n, 0, &je);
+    /* A name given twice would leave one of its two tensors unused, silently. */
+    json_t *h = json_loadb((const char *)p + 8, (size_t)n, JSON_REJECT_DUPLICATES, &je);
     if (!h) return rkv_fail(RKV_EPARSE, err, errlen, "%s: bad header JSON: %s", f->path, je.text);
     if (!json_is_object(h)) {
         json_decref(h);
@@ -112,6 +148,7 @@ static rkv_status parse_header(safetensors *st, int fi, char *err, size_t errlen
     json_array_append_new(st->headers, h); /* keeps the strings alive */
     const unsigned char *data = p + 8 + n;
     uint64_t data_size = f->size - 8 - n;
+    const int first = st->num_tensors;
 
     const char *name;
     json_t *v;
@@ -165,7 +202,7 @@ static rkv_status parse_header(safetensors *st, int fi, char *err, size_t errlen
         rkv_status s = push_tensor(st, &t);
         if (s) return s;
     }
-    return RKV_OK;
+    return check_overlap(st, first, f->path, err, errlen);
 }
 
 static rkv_status add_file(safetensors *st, const char *path, char *err, size_t errlen)
@@ -179,20 +216,27 @@ static rkv_status add_file(safetensors *st, const char *path, char *err, size_t 
     return parse_header(st, st->num_files - 1, err, errlen);
 }
 
-/* Sharded checkpoint: open every distinct shard the index names. */
+/* Sharded checkpoint: open every distinct shard the index names, then hold
+ * the shards to the index exactly: every tensor of a shard is mapped to that
+ * shard, every mapped tensor is in its shard, no name is in two shards. A
+ * lookup then finds the tensor weight_map names and no other. */
 static rkv_status open_index(safetensors *st, const char *dir, const char *index, char *err,
                              size_t errlen)
 {
     json_error_t je;
-    json_t *root = json_load_file(index, 0, &je);
+    json_t *root = json_load_file(index, JSON_REJECT_DUPLICATES, &je);
     if (!root) return rkv_fail(RKV_EPARSE, err, errlen, "%s:%d: bad JSON: %s", index, je.line, je.text);
     json_t *wm = json_object_get(root, "weight_map");
+    json_t *shards = json_object(), *owner = json_object();
     rkv_status s = RKV_OK;
+    if (!shards || !owner) {
+        s = rkv_fail(RKV_ENOMEM, err, errlen, "%s: out of host memory", index);
+        goto out;
+    }
     if (!json_is_object(wm)) {
         s = rkv_fail(RKV_EPARSE, err, errlen, "%s: missing object 'weight_map'", index);
         goto out;
     }
-    json_t *seen = json_object();
     const char *tname;
     json_t *v;
     json_object_foreach(wm, tname, v) {
@@ -202,23 +246,53 @@ static rkv_status open_index(safetensors *st, const char *dir, const char *index
             break;
         }
         const char *shard = json_string_value(v);
-        if (strchr(shard, '/') || json_object_get(seen, shard)) continue;
-        json_object_set_new(seen, shard, json_true());
+        if (!*shard || strchr(shard, '/') || !strcmp(shard, "..") || !strcmp(shard, ".")) {
+            s = rkv_fail(RKV_EPARSE, err, errlen, "%s: weight_map entry '%s': shard \"%s\" is not a "
+                         "file name in the checkpoint's directory", index, tname, shard);
+            break;
+        }
+        if (json_object_get(shards, shard)) continue;
+        if (json_object_set_new(shards, shard, json_integer(st->num_files))) {
+            s = rkv_fail(RKV_ENOMEM, err, errlen, "%s: out of host memory", index);
+            break;
+        }
         char p[PATH_MAX];
         snprintf(p, sizeof p, "%s/%s", dir, shard);
         if ((s = add_file(st, p, err, errlen))) break;
     }
+    /* Each tensor of each shard: once in all shards, */
+    for (int i = 0; !s && i < st->num_tensors; i++) {
+        const st_tensor *t = &st->tensors[i];
+        json_t *o = json_object_get(owner, t->name);
+        if (o)
+            s = rkv_fail(RKV_EPARSE, err, errlen, "%s: tensor '%s' is in two shards, %s and %s", index,
+                         t->name, st->files[json_integer_value(o)].path, st->files[t->file].path);
+        else if (json_object_set_new(owner, t->name, json_integer(t->file)))
+            s = rkv_fail(RKV_ENOMEM, err, errlen, "%s: out of host memory", index);
+    }
+    /* and mapped to its own shard. */
+    for (int i = 0; !s && i < st->num_tensors; i++) {
+        const st_tensor *t = &st->tensors[i];
+        json_t *m = json_object_get(wm, t->name);
+        if (!m)
+            s = rkv_fail(RKV_EPARSE, err, errlen, "%s: tensor '%s' is not in weight_map (shard %s holds it)",
+                         index, t->name, st->files[t->file].path);
+        else if (json_integer_value(json_object_get(shards, json_string_value(m))) != t->file)
+            s = rkv_fail(RKV_EPARSE, err, errlen, "%s: tensor '%s' is in shard %s, weight_map maps it to %s",
+                         index, t->name, st->files[t->file].path, json_string_value(m));
+    }
     if (!s) { /* every mapped name must exist in its shard */
         json_object_foreach(wm, tname, v) {
-            if (!safetensors_find(st, tname)) {
+            if (!json_object_get(owner, tname)) {
                 s = rkv_fail(RKV_EPARSE, err, errlen, "%s: tensor '%s' listed in weight_map is not in "
                          "shard %s", index, tname, json_string_value(v));
                 break;
             }
         }
     }
-    json_decref(seen);
 out:
+    json_decref(shards);
+    json_decref(owner);
     json_decref(root);
     return s;
 }
@@ -382,5 +456,12 @@ rkv_status safetensors_read_f32(const safetensors *st, const char *name, int ndi
                     "%s: tensor '%s' has dtype %s; only F32, F16 and BF16 are supported",
                     st->files[t->file].path, name, t->dtype);
     }
+    /* A NaN or Inf weight turns every output it touches into NaN, which the
+     * sampler would read as some token: refuse it here, named. */
+    for (int64_t i = 0; i < t->numel; i++)
+        if (!isfinite(dst[i]))
+            return rkv_fail(RKV_EINVAL, err, errlen, "%s: tensor '%s' holds %s at element %lld",
+                            st->files[t->file].path, name, isnan(dst[i]) ? "NaN" : "Inf",
+                            (long long)i);
     return RKV_OK;
 }

@@ -31,4 +31,27 @@ int tu_run_suite(Suite *s);
 /* Create a kind by name over pool (any name in cache_kinds[]). */
 cache *tu_create(const char *kind, const char *hash_fn, page_pool *pool);
 
+/* Adversarial requests for the random differential tests (issue 29): the
+ * shapes plain random tokens almost never make (twin half the time, the
+ * others a sixth each):
+ *   twin      prev's first k whole pages, then prev's page k with only its
+ *             last token changed (pages that share all but their last token)
+ *   repeat    one token over and over, or one page's tokens repeated: equal
+ *             pages after different prefixes
+ *   boundary  prev's first k·P - 1, k·P or k·P + 1 tokens, then new ones
+ *             (splits at and beside page boundaries)
+ *   random    tokens from a small alphabet, after a random cut of prev
+ * Writes 1..max_n tokens to out (which may alias prev) and returns how many;
+ * *rng is the caller's seeded state (tu_rand). */
+int32_t tu_adversarial(uint64_t *rng, int32_t P, const int32_t *prev, int32_t prev_n,
+                       int32_t max_n, int32_t *out);
+
+/* splitmix64 step on *state, and a draw in [0, n). */
+uint64_t tu_rand(uint64_t *state);
+int32_t tu_rand_below(uint64_t *state, int32_t n);
+
+/* Operations a differential test runs per case: its default, times
+ * RKV_DIFF_SCALE when set (a long run: RKV_DIFF_SCALE=100). */
+long tu_diff_steps(long dflt);
+
 #endif

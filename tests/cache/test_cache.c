@@ -754,7 +754,7 @@ END_TEST
  * Blocks are found by their whole prefix (no digests); the free queue is an
  * array, head first. */
 
-enum { HMAXT = 16, HMAXE = 256, HMAXHELD = 4 };
+enum { HRMAXT = 16, HMAXT = 64, HMAXE = 256, HMAXHELD = 4 };
 
 typedef struct ref_block {
     uint64_t ns;
@@ -857,13 +857,11 @@ typedef struct hheld {
     cache_match m;
 } hheld;
 
-/* Loop index: P in {1, 2, 4} times digests of 128 or 3 bits. */
-START_TEST(hash_random_against_reference)
+/* steps seeded random operations on the hash kind (digests of `bits` bits)
+ * and vLLM's rules, a comparison after each; requests are plain random
+ * tokens of up to HRMAXT (adv NULL) or tu_adversarial()'s from *adv. */
+static void hash_against_reference(int32_t P, int bits, unsigned seed, long steps, uint64_t *adv)
 {
-    static const int32_t Ps[] = {1, 2, 4};
-    const int32_t P = Ps[_i % 3];
-    const int bits = _i < 3 ? 128 : 3;
-    unsigned seed = 9090u + (unsigned)_i;
     srand(seed);
     page_pool pool;
     ck_assert_int_eq(page_pool_init(&pool, 24, P), RKV_OK);
@@ -875,12 +873,20 @@ START_TEST(hash_random_against_reference)
     hheld hold[HMAXHELD];
     int nheld = 0;
     int32_t prev[HMAXT] = {0}, t[HMAXT], pages[HMAXT], want[HMAXT];
-    for (int step = 0; step < 400; step++) {
+    int32_t prev_n = 0;
+    for (long step = 0; step < steps; step++) {
         int op = rand() % 10;
         if (op < 6) {
-            int32_t n = 1 + rand() % HMAXT, keep = rand() % (n + 1);
-            for (int32_t i = 0; i < n; i++) t[i] = i < keep ? prev[i] : rand() % 3;
+            int32_t n;
+            if (adv) {
+                n = tu_adversarial(adv, P, prev, prev_n, HMAXT, t);
+            } else {
+                n = 1 + rand() % HRMAXT;
+                int32_t keep = rand() % (n + 1);
+                for (int32_t i = 0; i < n; i++) t[i] = i < keep ? prev[i] : rand() % 3;
+            }
             memcpy(prev, t, sizeof t);
+            prev_n = n;
             uint64_t ns = (uint64_t)(rand() % 2) * 5;
             hheld *h = nheld < HMAXHELD ? &hold[nheld] : NULL;
             cache_match tmp;
@@ -888,17 +894,17 @@ START_TEST(hash_random_against_reference)
             cache_match_init(m);
             ck_assert_int_eq(cache_match_prefix(c, t, n, ns, m), RKV_OK);
             int32_t rl = rm_match(&r, ns, t, n, want);
-            ck_assert_msg(m->len == rl, "seed %u step %d: matched %d, reference %d", seed, step,
+            ck_assert_msg(m->len == rl, "seed %u step %ld: matched %d, reference %d", seed, step,
                           m->len, rl);
             for (int32_t i = 0; i < m->num_pages; i++)
-                ck_assert_msg(m->pages[i] == want[i], "seed %u step %d: page %d", seed, step, i);
+                ck_assert_msg(m->pages[i] == want[i], "seed %u step %ld: page %d", seed, step, i);
             ck_assert_int_eq(cache_lock(c, m), RKV_OK);
             rm_lock(&r, m->pages, m->num_pages, +1);
             int32_t nb = n / P, need = nb - m->num_pages, fr = page_pool_num_free(&pool);
             if (need > fr) {
                 int64_t e = cache_evict(c, (int64_t)(need - fr) * P);
                 ck_assert_msg(e == rm_evict(&r, (int64_t)(need - fr) * P),
-                              "seed %u step %d: evicted %lld", seed, step, (long long)e);
+                              "seed %u step %ld: evicted %lld", seed, step, (long long)e);
             }
             int ok = need <= page_pool_num_free(&pool);
             if (ok) {
@@ -907,7 +913,7 @@ START_TEST(hash_random_against_reference)
                 int32_t prefix = -1;
                 ck_assert_int_eq(cache_insert(c, t, n, pages, ns, &prefix), RKV_OK);
                 int32_t rp = rm_insert(&r, ns, t, n, pages);
-                ck_assert_msg(prefix == rp, "seed %u step %d: prefix %d, reference %d", seed,
+                ck_assert_msg(prefix == rp, "seed %u step %ld: prefix %d, reference %d", seed,
                               step, prefix, rp);
             }
             if (h && ok && rand() % 2) {
@@ -926,7 +932,7 @@ START_TEST(hash_random_against_reference)
         } else {
             int64_t want_n = rand() % (3 * P + 1);
             int64_t e = cache_evict(c, want_n);
-            ck_assert_msg(e == rm_evict(&r, want_n), "seed %u step %d: evicted %lld", seed,
+            ck_assert_msg(e == rm_evict(&r, want_n), "seed %u step %ld: evicted %lld", seed,
                           step, (long long)e);
         }
         cache_sizes s;
@@ -935,11 +941,11 @@ START_TEST(hash_random_against_reference)
         for (int32_t i = 0; i < r.n; i++) pr += r.b[i].ref ? P : 0;
         ck_assert_msg(s.protected_tokens == pr && s.evictable_tokens == (int64_t)r.qn * P &&
                           s.num_nodes == r.n,
-                      "seed %u step %d: sizes %lld/%lld/%lld, reference %lld/%lld/%d", seed, step,
+                      "seed %u step %ld: sizes %lld/%lld/%lld, reference %lld/%lld/%d", seed, step,
                       (long long)s.evictable_tokens, (long long)s.protected_tokens,
                       (long long)s.num_nodes, (long long)r.qn * P, (long long)pr, r.n);
         char err[512] = "";
-        ck_assert_msg(cache_check(c, err, sizeof err) == RKV_OK, "seed %u step %d: %s", seed,
+        ck_assert_msg(cache_check(c, err, sizeof err) == RKV_OK, "seed %u step %ld: %s", seed,
                       step, err);
     }
     /* The queue's order, head first, as the dump shows it. */
@@ -961,6 +967,28 @@ START_TEST(hash_random_against_reference)
     cache_destroy(c);
     ck_assert_int_eq(pool.num_free, 24);
     page_pool_destroy(&pool);
+}
+
+/* Loop index: P in {1, 2, 4} times digests of 128 or 3 bits. */
+START_TEST(hash_random_against_reference)
+{
+    static const int32_t Ps[] = {1, 2, 4};
+    hash_against_reference(Ps[_i % 3], _i < 3 ? 128 : 3, 9090u + (unsigned)_i, 400, NULL);
+}
+END_TEST
+
+/* Issue 29: the adversarial workload, P in {1, 2, 4, 16} times digests of
+ * 128 or 3 bits (3 bits: collisions everywhere, the token re-check at work). */
+START_TEST(hash_adversarial_against_reference)
+{
+    static const int32_t Ps[] = {1, 2, 4, 16};
+    const int32_t P = Ps[_i % 4];
+    const int bits = _i < 4 ? 128 : 3;
+    uint64_t adv = 0xa11ce000u + (uint64_t)_i;
+    long steps = tu_diff_steps(4000);
+    hash_against_reference(P, bits, 5150u + (unsigned)_i, steps, &adv);
+    printf("hash P %d, %d-bit digests: %ld operations against the reference, 0 divergences\n", P,
+           bits, steps);
 }
 END_TEST
 
@@ -1071,6 +1099,39 @@ START_TEST(pages_end_at_their_last_token)
 }
 END_TEST
 
+/* Issue 29 item 1: the eviction heap was sized by nodes / P, but pages that
+ * share their leading tokens share nodes. P = 16 and 40 one-page requests
+ * that differ only in their last token: 55 nodes, 40 candidates; the heap
+ * held 64 / 16 + 1 = 5 (ASan: heap-buffer-overflow in heap_set). */
+START_TEST(pages_sharing_all_but_their_last_token)
+{
+    enum { P = 16, N = 40 };
+    page_pool pool;
+    ck_assert_int_eq(page_pool_init(&pool, 64, P), RKV_OK);
+    cache *c = tu_create("trie", NULL, &pool);
+    int32_t t[P];
+    for (int32_t i = 0; i < P; i++) t[i] = 7;
+    for (int32_t r = 0; r < N; r++) {
+        t[P - 1] = 100 + r;
+        ck_assert_int_eq(put(c, t, P, 0), 0);
+    }
+    ck_assert_int_eq(sizes(c).num_nodes, P - 1 + N);
+    ck_assert_int_eq(sizes(c).evictable_tokens, N * P);
+    /* They go in LRU order, oldest first (a look at a missing page enters
+     * only the shared nodes, which own no page). */
+    for (int32_t r = 0; r < N; r++) {
+        t[P - 1] = 100 + r;
+        ck_assert_int_eq(cache_evict(c, 1), P);
+        ck_assert_int_eq(look(c, t, P, 0), 0);
+        ck_cache_ok(c);
+    }
+    ck_assert_int_eq(sizes(c).num_nodes, 0);
+    cache_destroy(c);
+    ck_assert_int_eq(pool.num_free, 64);
+    page_pool_destroy(&pool);
+}
+END_TEST
+
 /* Every kind that keeps pages. */
 START_TEST(namespaces_apart)
 {
@@ -1144,7 +1205,7 @@ END_TEST
 
 /* ---- reference model: the set of cached pages, each a whole prefix ------ */
 
-enum { MAXT = 16, MAXE = 256, MAXHELD = 4 };
+enum { RMAXT = 16, MAXT = 64, MAXE = 256, MAXHELD = 4 };
 
 typedef struct ref_entry {
     uint64_t ns;
@@ -1269,18 +1330,17 @@ typedef struct held {
     int32_t tokens[MAXT];
 } held;
 
-/* Runs 0..5 under each policy in turn (lru first, as before the policies). */
-START_TEST(trie_random_against_reference)
+/* steps seeded random operations on the trie and the reference model, a
+ * comparison after each. Requests are plain random tokens of up to RMAXT
+ * (adv NULL), or tu_adversarial()'s of up to MAXT drawn from *adv. */
+static void trie_against_reference(const evict_policy *pol, int32_t P, int32_t alphabet,
+                                   unsigned seed, long steps, uint64_t *adv)
 {
-    static const int32_t Ps[] = {1, 2, 4};
-    const int32_t P = Ps[_i % 3];
-    /* A wide alphabet gives nodes more children than the list holds. */
-    const int32_t alphabet = _i % 6 < 3 ? 3 : 12;
-    const evict_policy *pol = evict_policies[_i / 6];
-    unsigned seed = 4242u + (unsigned)(_i % 6);
     srand(seed);
+    /* 24 pages; 96 at P = 16, so that many one-page leaves can share nodes. */
+    const int32_t npages = adv && P == 16 ? 96 : 24;
     page_pool pool;
-    ck_assert_int_eq(page_pool_init(&pool, 24, P), RKV_OK);
+    ck_assert_int_eq(page_pool_init(&pool, npages, P), RKV_OK);
     cache_config cfg = {"trie", pol->name, NULL};
     cache *c = NULL;
     char cerr[256] = "";
@@ -1292,13 +1352,21 @@ START_TEST(trie_random_against_reference)
     held hold[MAXHELD];
     int nheld = 0;
     int32_t prev[MAXT] = {0}, t[MAXT], pages[MAXT], want[MAXT];
-    for (int step = 0; step < 400; step++) {
+    int32_t prev_n = 0;
+    for (long step = 0; step < steps; step++) {
         int op = rand() % 10;
         if (op < 6) {
             /* A request: match, lock, room, insert, free duplicates. */
-            int32_t n = 1 + rand() % MAXT, keep = rand() % (n + 1);
-            for (int32_t i = 0; i < n; i++) t[i] = i < keep ? prev[i] : rand() % alphabet;
+            int32_t n;
+            if (adv) {
+                n = tu_adversarial(adv, P, prev, prev_n, MAXT, t);
+            } else {
+                n = 1 + rand() % RMAXT;
+                int32_t keep = rand() % (n + 1);
+                for (int32_t i = 0; i < n; i++) t[i] = i < keep ? prev[i] : rand() % alphabet;
+            }
             memcpy(prev, t, sizeof t);
+            prev_n = n;
             uint64_t ns = (uint64_t)(rand() % 2) * 9;
             /* Priorities only where the policy reads them, so the lru runs
              * draw the same numbers as they always did. */
@@ -1310,17 +1378,17 @@ START_TEST(trie_random_against_reference)
             cache_match_init(m);
             ck_assert_int_eq(cache_match_prefix(c, t, n, ns, m), RKV_OK);
             int32_t rm = ref_match(&r, ns, t, n, want);
-            ck_assert_msg(m->len == rm, "%s seed %u step %d: matched %d, reference %d", pol->name,
+            ck_assert_msg(m->len == rm, "%s seed %u step %ld: matched %d, reference %d", pol->name,
                           seed, step, m->len, rm);
             for (int32_t i = 0; i < m->num_pages; i++)
-                ck_assert_msg(m->pages[i] == want[i], "seed %u step %d: page %d", seed, step, i);
+                ck_assert_msg(m->pages[i] == want[i], "seed %u step %ld: page %d", seed, step, i);
             ck_assert_int_eq(cache_lock(c, m), RKV_OK);
             ref_lock(&r, ns, t, m->len, +1);
             int32_t nb = n / P, need = nb - m->num_pages, fr = page_pool_num_free(&pool);
             if (need > fr) {
                 int64_t e = cache_evict(c, (int64_t)(need - fr) * P);
                 ck_assert_msg(e == ref_evict(&r, (int64_t)(need - fr) * P),
-                              "seed %u step %d: evicted %lld", seed, step, (long long)e);
+                              "seed %u step %ld: evicted %lld", seed, step, (long long)e);
             }
             int ok = need <= page_pool_num_free(&pool);
             if (ok) {
@@ -1329,7 +1397,7 @@ START_TEST(trie_random_against_reference)
                 int32_t prefix = -1;
                 ck_assert_int_eq(cache_insert(c, t, n, pages, ns, &prefix), RKV_OK);
                 int32_t rp = ref_insert(&r, ns, t, n, pages);
-                ck_assert_msg(prefix == rp, "seed %u step %d: prefix %d, reference %d", seed,
+                ck_assert_msg(prefix == rp, "seed %u step %ld: prefix %d, reference %d", seed,
                               step, prefix, rp);
                 ck_assert_int_eq(prefix, m->len); /* locked, so nothing came or went */
             }
@@ -1352,19 +1420,19 @@ START_TEST(trie_random_against_reference)
         } else {
             int64_t want_n = rand() % (3 * P + 1);
             int64_t e = cache_evict(c, want_n);
-            ck_assert_msg(e == ref_evict(&r, want_n), "seed %u step %d: evicted %lld", seed,
+            ck_assert_msg(e == ref_evict(&r, want_n), "seed %u step %ld: evicted %lld", seed,
                           step, (long long)e);
         }
         cache_sizes s = sizes(c);
         int64_t ev = 0, pr = 0;
         for (int32_t i = 0; i < r.n; i++) *(r.e[i].ref ? &pr : &ev) += P;
         ck_assert_msg(s.evictable_tokens == ev && s.protected_tokens == pr,
-                      "seed %u step %d: sizes %lld/%lld, reference %lld/%lld", seed, step,
+                      "seed %u step %ld: sizes %lld/%lld, reference %lld/%lld", seed, step,
                       (long long)s.evictable_tokens, (long long)s.protected_tokens,
                       (long long)ev, (long long)pr);
         ck_assert_int_eq(pool.num_inflight, 0);
         char err[512] = "";
-        ck_assert_msg(cache_check(c, err, sizeof err) == RKV_OK, "seed %u step %d: %s", seed,
+        ck_assert_msg(cache_check(c, err, sizeof err) == RKV_OK, "seed %u step %ld: %s", seed,
                       step, err);
     }
     while (nheld > 0) {
@@ -1372,8 +1440,31 @@ START_TEST(trie_random_against_reference)
         cache_match_free(&hold[--nheld].m);
     }
     cache_destroy(c);
-    ck_assert_int_eq(pool.num_free, 24);
+    ck_assert_int_eq(pool.num_free, npages);
     page_pool_destroy(&pool);
+}
+
+/* Runs 0..5 under each policy in turn (lru first, as before the policies). */
+START_TEST(trie_random_against_reference)
+{
+    static const int32_t Ps[] = {1, 2, 4};
+    /* A wide alphabet gives nodes more children than the list holds. */
+    trie_against_reference(evict_policies[_i / 6], Ps[_i % 3], _i % 6 < 3 ? 3 : 12,
+                           4242u + (unsigned)(_i % 6), 400, NULL);
+}
+END_TEST
+
+/* Issue 29: the adversarial workload (tu_adversarial) under every policy and
+ * page size 1, 2, 4 and 16. */
+START_TEST(trie_adversarial_against_reference)
+{
+    static const int32_t Ps[] = {1, 2, 4, 16};
+    const evict_policy *pol = evict_policies[_i / 4];
+    const int32_t P = Ps[_i % 4];
+    uint64_t adv = 0x5eed0000u + (uint64_t)_i;
+    long steps = tu_diff_steps(4000);
+    trie_against_reference(pol, P, 3, 777u + (unsigned)_i, steps, &adv);
+    printf("trie %s P %d: %ld operations against the reference, 0 divergences\n", pol->name, P, steps);
 }
 END_TEST
 
@@ -1384,11 +1475,8 @@ END_TEST
 
 enum { MAXLEN = 64, MAXKINDS = 16 };
 
-START_TEST(same_matches_unlimited)
+static void same_matches(int32_t P, unsigned seed, int requests, uint64_t *adv)
 {
-    static const int32_t Ps[] = {1, 4, 16};
-    const int32_t P = Ps[_i % 3];
-    unsigned seed = 777u + (unsigned)_i;
     srand(seed);
     const int nk = num_kinds();
     ck_assert_int_le(nk, MAXKINDS);
@@ -1396,14 +1484,21 @@ START_TEST(same_matches_unlimited)
     page_pool pool[MAXKINDS];
     cache *c[MAXKINDS];
     for (int k = 0; k < nk; k++) {
-        ck_assert_int_eq(page_pool_init(&pool[k], 400 * MAXLEN / P + 1, P), RKV_OK);
+        ck_assert_int_eq(page_pool_init(&pool[k], requests * MAXLEN / P + 1, P), RKV_OK);
         c[k] = tu_create(cache_kinds[k].name, NULL, &pool[k]);
     }
-    int32_t t[MAXLEN], prev[MAXLEN] = {0};
-    for (int r = 0; r < 400; r++) {
-        int32_t n = 2 + rand() % (MAXLEN - 1), keep = rand() % (n + 1);
-        for (int32_t i = 0; i < n; i++) t[i] = i < keep ? prev[i] : rand() % 4;
+    int32_t t[MAXLEN], prev[MAXLEN] = {0}, prev_n = 0;
+    for (int r = 0; r < requests; r++) {
+        int32_t n;
+        if (adv) {
+            n = tu_adversarial(adv, P, prev, prev_n, MAXLEN, t);
+        } else {
+            n = 2 + rand() % (MAXLEN - 1);
+            int32_t keep = rand() % (n + 1);
+            for (int32_t i = 0; i < n; i++) t[i] = i < keep ? prev[i] : rand() % 4;
+        }
         memcpy(prev, t, sizeof t);
+        prev_n = n;
         uint64_t ns = (uint64_t)(rand() % 3 == 0);
         int32_t matched[MAXKINDS], prefix[MAXKINDS];
         for (int k = 0; k < nk; k++) {
@@ -1443,6 +1538,22 @@ START_TEST(same_matches_unlimited)
         cache_destroy(c[k]);
         page_pool_destroy(&pool[k]);
     }
+}
+
+START_TEST(same_matches_unlimited)
+{
+    static const int32_t Ps[] = {1, 4, 16};
+    same_matches(Ps[_i % 3], 777u + (unsigned)_i, 400, NULL);
+}
+END_TEST
+
+/* Issue 29: the same on the adversarial workload, P in {1, 2, 4, 16}. */
+START_TEST(same_matches_adversarial)
+{
+    static const int32_t Ps[] = {1, 2, 4, 16};
+    uint64_t adv = 0xbadcafe0u + (uint64_t)_i;
+    same_matches(Ps[_i % 4], 31u + (unsigned)_i, 400, &adv);
+    printf("every kind, P %d: 400 adversarial requests match as the radix kind does\n", Ps[_i % 4]);
 }
 END_TEST
 
@@ -1755,6 +1866,57 @@ START_TEST(random_pressure_every_policy)
 }
 END_TEST
 
+/* Issue 29: the adversarial workload into a small cache for every kind x
+ * policy x page size (1, 2, 4, 16), cache_check after each request (heap
+ * order, stale keys, page ownership, the pool's sum). */
+START_TEST(adversarial_pressure_every_kind)
+{
+    static const int32_t Ps[] = {1, 2, 4, 16};
+    const int npol = evict_policy_count();
+    const char *kind = cache_kinds[_i / (4 * npol)].name;
+    const char *policy = evict_policies[_i / 4 % npol]->name;
+    const int32_t P = Ps[_i % 4];
+    uint64_t rng = 0xfeed0000u + (uint64_t)_i;
+    /* Room for the longest request (64 tokens) and a few pages more. */
+    const int32_t npages = 64 / P + 8;
+    page_pool pool;
+    ck_assert_int_eq(page_pool_init(&pool, npages, P), RKV_OK);
+    cache_config cfg = {kind, policy, NULL};
+    cache *c = NULL;
+    char err[256] = "";
+    ck_assert_msg(cache_create(&cfg, &pool, &c, err, sizeof err) == RKV_OK, "%s", err);
+    int32_t t[64], prev[64] = {0}, prev_n = 0;
+    long steps = tu_diff_steps(1500);
+    for (long r = 0; r < steps; r++) {
+        int32_t n = tu_adversarial(&rng, P, prev, prev_n, 64, t);
+        memcpy(prev, t, sizeof t);
+        prev_n = n;
+        cache_set_priority(c, tu_rand_below(&rng, 4) - 1);
+        cache_match m;
+        cache_match_init(&m);
+        int32_t matched = 0, prefix = 0;
+        rkv_status st = tu_request(c, t, n, (uint64_t)tu_rand_below(&rng, 2), &m, &matched, &prefix);
+        ck_assert_msg(st == RKV_OK, "%s %s P %d request %ld: %s", kind, policy, P, r,
+                      rkv_status_str(st));
+        ck_assert_int_eq(cache_unlock(c, &m), RKV_OK);
+        cache_match_free(&m);
+        char e[512] = "";
+        ck_assert_msg(cache_check(c, e, sizeof e) == RKV_OK, "%s %s P %d request %ld: %s", kind,
+                      policy, P, r, e);
+        ck_assert_int_eq(pool.num_inflight, 0);
+        ck_assert_int_eq(pool.num_free + pool.num_cached, pool.num_pages);
+        if (tu_rand_below(&rng, 8) == 0) cache_evict(c, tu_rand_below(&rng, 4 * P));
+    }
+    int64_t left = sizes(c).evictable_tokens;
+    ck_assert_int_eq(cache_evict(c, 1 << 20), left);
+    ck_assert_int_eq(pool.num_cached, 0);
+    cache_destroy(c);
+    ck_assert_int_eq(pool.num_free, npages);
+    page_pool_destroy(&pool);
+    printf("%s %s P %d: %ld adversarial requests, every check passed\n", kind, policy, P, steps);
+}
+END_TEST
+
 /* Every registered policy is accepted by every kind, an unknown one by none. */
 START_TEST(every_kind_takes_every_policy)
 {
@@ -1796,6 +1958,7 @@ int main(void)
     tcase_add_loop_test(contract, ownership_flow, 0, count_with(CACHE_CAP_REUSE) * npol);
     tcase_add_loop_test(contract, namespaces_apart, 0, count_with(CACHE_CAP_REUSE));
     tcase_add_loop_test(contract, same_matches_unlimited, 0, 3);
+    tcase_add_loop_test(contract, same_matches_adversarial, 0, 4);
     suite_add_tcase(s, contract);
 
     TCase *pol = tcase_create("policies");
@@ -1806,6 +1969,7 @@ int main(void)
     tcase_add_loop_test(pol, priority_rises_on_reuse, 0, count_with(CACHE_CAP_EVICTS));
     tcase_add_loop_test(pol, cost_keeps_the_deep, 0, count_with(CACHE_CAP_EVICTS));
     tcase_add_loop_test(pol, random_pressure_every_policy, 0, count_with(CACHE_CAP_EVICTS) * npol);
+    tcase_add_loop_test(pol, adversarial_pressure_every_kind, 0, num_kinds() * npol * 4);
     suite_add_tcase(s, pol);
 
     TCase *radix = tcase_create("radix_none");
@@ -1826,6 +1990,7 @@ int main(void)
     tcase_add_test(hash, bad_calls_change_nothing);
     tcase_add_test(hash, dump_formats);
     tcase_add_loop_test(hash, hash_random_against_reference, 0, 6);
+    tcase_add_loop_test(hash, hash_adversarial_against_reference, 0, 8);
     suite_add_tcase(s, hash);
 
     TCase *trie = tcase_create("trie");
@@ -1833,7 +1998,9 @@ int main(void)
     tcase_add_test(trie, lru_leaf_order);
     tcase_add_test(trie, pages_end_at_their_last_token);
     tcase_add_test(trie, bad_input);
+    tcase_add_test(trie, pages_sharing_all_but_their_last_token);
     tcase_add_loop_test(trie, trie_random_against_reference, 0, 6 * npol);
+    tcase_add_loop_test(trie, trie_adversarial_against_reference, 0, 4 * npol);
     suite_add_tcase(s, trie);
 
     return tu_run_suite(s);

@@ -14,17 +14,27 @@ and never give a sanitizer report (leaks included: run with detect_leaks=1).
 After an error the commands run the cache's own check on what remains; it
 must pass.
 
+--part loaders runs the scenarios added for issue 29 instead (the sharded
+checkpoint loader, `run --tier-remote` against a redis-server started here),
+as a test of its own so that each part has its own time limit.
+
 Needs a build with -Dfault_injection=true (radix/fault_alloc.h); otherwise 77.
-Usage: test_alloc_faults.py RADIXKV FAULT_ATTN [--max-points N]
+Usage: test_alloc_faults.py RADIXKV FAULT_ATTN [--max-points N] [--part base|loaders]
 """
 import json
 import os
+import random
+import shutil
+import socket
+import struct
 import subprocess
 import sys
 import tempfile
+import time
 
 EXE, ATTN = sys.argv[1], sys.argv[2]
 MAX_POINTS = int(sys.argv[sys.argv.index("--max-points") + 1]) if "--max-points" in sys.argv else 120
+PART = sys.argv[sys.argv.index("--part") + 1] if "--part" in sys.argv else "base"
 failures = 0
 
 
@@ -69,9 +79,16 @@ def sample(total, most=None):
     return sorted(pts)
 
 
-def scenario(name, args, tmp, tier_dir=None, most=None):
+def scenario(name, args, tmp, tier_dir=None, most=None, fresh_ns=False):
     log = os.path.join(tmp, "alloc.log")
-    rc, out0, err0, total, _ = run(args, 0, log)
+    tries = [0]
+
+    def with_ns(a):
+        """A remote tier namespace of its own per invocation (fresh_ns)."""
+        tries[0] += 1
+        return a + ["--tier-remote-ns", f"faults{tries[0]}"] if fresh_ns else a
+
+    rc, out0, err0, total, _ = run(with_ns(args), 0, log)
     if total == 0:
         print("radixkv was built without -Dfault_injection=true: skipping", file=sys.stderr)
         sys.exit(77)
@@ -80,7 +97,7 @@ def scenario(name, args, tmp, tier_dir=None, most=None):
     pts = sample(total, most)
     clean = absorbed = 0
     for k in pts:
-        rc, out, err, calls, fired = run(args, k, log)
+        rc, out, err, calls, fired = run(with_ns(args), k, log)
         what = f"{name}: allocation {k} of {total}"
         check("Sanitizer" not in err and "runtime error" not in err,
               f"{what}: sanitizer report\n{err[-3000:]}")
@@ -110,6 +127,67 @@ def scenario(name, args, tmp, tier_dir=None, most=None):
           f"{absorbed} absorbed without a change", file=sys.stderr)
 
 
+def write_sharded_checkpoint(d):
+    """A tiny Llama-style checkpoint in two shards with an index (issue 29:
+    the sharded loader joins the loop)."""
+    V, C, F, QD, KD = 64, 128, 32, 128, 64
+    cfg = {"model_type": "llama", "vocab_size": V, "hidden_size": C, "intermediate_size": F,
+           "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 1,
+           "max_position_embeddings": 256, "eos_token_id": 1, "tie_word_embeddings": False}
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump(cfg, f)
+    L = "model.layers.0."
+    shapes = [("model.embed_tokens.weight", [V, C]), (L + "input_layernorm.weight", [C]),
+              (L + "self_attn.q_proj.weight", [QD, C]), (L + "self_attn.k_proj.weight", [KD, C]),
+              (L + "self_attn.v_proj.weight", [KD, C]), (L + "self_attn.o_proj.weight", [C, QD]),
+              (L + "post_attention_layernorm.weight", [C]), (L + "mlp.gate_proj.weight", [F, C]),
+              (L + "mlp.up_proj.weight", [F, C]), (L + "mlp.down_proj.weight", [C, F]),
+              ("model.norm.weight", [C]), ("lm_head.weight", [V, C])]
+    rnd = random.Random(5)
+    names = ["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"]
+    weight_map = {}
+    for part, shard in enumerate(names):
+        mine = shapes[:6] if part == 0 else shapes[6:]
+        header, blobs, off = {}, [], 0
+        for name, shape in mine:
+            n = 1
+            for x in shape:
+                n *= x
+            blob = struct.pack(f"<{n}f", *[rnd.uniform(-0.1, 0.1) for _ in range(n)])
+            header[name] = {"dtype": "F32", "shape": shape, "data_offsets": [off, off + len(blob)]}
+            blobs.append(blob)
+            off += len(blob)
+            weight_map[name] = shard
+        h = json.dumps(header).encode()
+        h += b" " * (-len(h) % 8)
+        with open(os.path.join(d, shard), "wb") as f:
+            f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+    with open(os.path.join(d, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {}, "weight_map": weight_map}, f)
+
+
+def start_redis(tmp):
+    """A redis-server on a free port, or None when it is not installed."""
+    if not shutil.which("redis-server"):
+        return None, None
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                             "--appendonly", "no", "--dir", tmp, "--daemonize", "no"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(500):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return proc, f"redis://127.0.0.1:{port}"
+        except OSError:
+            time.sleep(0.01)
+    proc.kill()
+    proc.wait()
+    return None, None
+
+
 with tempfile.TemporaryDirectory() as tmp:
     trace = os.path.join(tmp, "trace.jsonl")
     with open(trace, "w") as f:
@@ -119,16 +197,6 @@ with tempfile.TemporaryDirectory() as tmp:
     pin = os.path.join(tmp, "pin.jsonl")
     with open(pin, "w") as f:
         f.write('{"tokens": [1, 2, 3, 4]}\n')
-    scenario("cache-sim radix", ["cache-sim", "--cache", "radix", "--capacity", "16", "--page-size", "2",
-                                 "--tier-host", "8", "--tier-disk", "8", "--pin", pin, "--check",
-                                 "--no-progress", trace], tmp)
-    scenario("cache-sim hash", ["cache-sim", "--cache", "hash", "--capacity", "16", "--page-size", "2",
-                                "--check", "--no-progress", trace], tmp)
-    tdir = os.path.join(tmp, "tier")
-    os.mkdir(tdir)
-    scenario("run", ["run", "--threads", "1", "--no-progress", "--trace", trace, "--pin", pin,
-                     "--kv-tokens", "24", "--page-size", "2", "--tier-host", "8", "--tier-disk", "8",
-                     "--tier-dir", tdir, "--max-running", "4"], tmp, tier_dir=tdir)
     # Batches that grow from step to step (the engine's batch arrays are
     # re-grown: a failure there once leaked them), every point tried.
     grow = os.path.join(tmp, "grow.jsonl")
@@ -137,20 +205,52 @@ with tempfile.TemporaryDirectory() as tmp:
             toks = [1, 2, 3, 4] + [100 + i] * (3 + 8 * i)
             f.write(json.dumps({"id": i, "step": i, "arrival": 0.001 * i, "tokens": toks,
                                 "max_tokens": 3}) + "\n")
-    scenario("run sim, growing batches", ["run", "--backend", "sim", "--no-progress", "--trace", grow,
-                                          "--page-size", "2", "--max-running", "8"], tmp, most=80)
-    # The multi-replica driver under every router (its approximate trees
-    # included: a failure there once changed the route silently).
-    for router in ("round-robin", "least-load", "cache-aware"):
-        scenario(f"run --replicas 2 --router {router}",
-                 ["run", "--backend", "sim", "--no-progress", "--trace", grow, "--page-size", "2",
-                  "--replicas", "2", "--router", router], tmp, most=80 if router == "cache-aware" else 30)
-    env = dict(os.environ)
-    env.setdefault("ASAN_OPTIONS", "detect_leaks=1")
-    p = subprocess.run([ATTN], capture_output=True, text=True, env=env, timeout=120)
-    sys.stderr.write(p.stdout)
-    check(p.returncode == 0 and "Sanitizer" not in p.stderr,
-          f"attention entry points: exit {p.returncode}\n{p.stderr[-2000:]}")
+    if PART == "base":
+        scenario("cache-sim radix", ["cache-sim", "--cache", "radix", "--capacity", "16", "--page-size", "2",
+                                     "--tier-host", "8", "--tier-disk", "8", "--pin", pin, "--check",
+                                     "--no-progress", trace], tmp)
+        scenario("cache-sim hash", ["cache-sim", "--cache", "hash", "--capacity", "16", "--page-size", "2",
+                                    "--check", "--no-progress", trace], tmp)
+        tdir = os.path.join(tmp, "tier")
+        os.mkdir(tdir)
+        scenario("run", ["run", "--threads", "1", "--no-progress", "--trace", trace, "--pin", pin,
+                         "--kv-tokens", "24", "--page-size", "2", "--tier-host", "8", "--tier-disk", "8",
+                         "--tier-dir", tdir, "--max-running", "4"], tmp, tier_dir=tdir)
+        scenario("run sim, growing batches", ["run", "--backend", "sim", "--no-progress", "--trace", grow,
+                                              "--page-size", "2", "--max-running", "8"], tmp, most=80)
+        # The multi-replica driver under every router (its approximate trees
+        # included: a failure there once changed the route silently).
+        for router in ("round-robin", "least-load", "cache-aware"):
+            scenario(f"run --replicas 2 --router {router}",
+                     ["run", "--backend", "sim", "--no-progress", "--trace", grow, "--page-size", "2",
+                      "--replicas", "2", "--router", router], tmp, most=80 if router == "cache-aware" else 30)
+        env = dict(os.environ)
+        env.setdefault("ASAN_OPTIONS", "detect_leaks=1")
+        p = subprocess.run([ATTN], capture_output=True, text=True, env=env, timeout=120)
+        sys.stderr.write(p.stdout)
+        check(p.returncode == 0 and "Sanitizer" not in p.stderr,
+              f"attention entry points: exit {p.returncode}\n{p.stderr[-2000:]}")
+    else:
+        # The sharded checkpoint loader (config, index, two shards) under a short run.
+        ckpt = os.path.join(tmp, "ckpt")
+        os.mkdir(ckpt)
+        write_sharded_checkpoint(ckpt)
+        scenario("run, sharded checkpoint", ["run", "--threads", "1", "--no-progress", "--trace", trace,
+                                             "--model", ckpt, "--weights", ckpt, "--page-size", "2",
+                                             "--max-running", "4"], tmp, most=60)
+        # The remote tier (a redis-server started here; left out without one). Its
+        # namespace is new at every point, so no point reads another's pages.
+        proc, url = start_redis(tmp)
+        if proc:
+            try:
+                scenario("run --tier-remote", ["run", "--backend", "sim", "--no-progress", "--trace", grow,
+                                               "--page-size", "2", "--kv-tokens", "48", "--tier-remote", url,
+                                               "--tier-remote-ttl", "60"], tmp, most=60, fresh_ns=True)
+            finally:
+                proc.kill()
+                proc.wait()
+        else:
+            print("run --tier-remote: redis-server not found, scenario left out", file=sys.stderr)
 
 print(f"{failures} check(s) failed" if failures else "every allocation point ends cleanly", file=sys.stderr)
 sys.exit(1 if failures else 0)

@@ -142,6 +142,16 @@ START_TEST(rejections)
         {"{\"model_type\": \"llama\", \"vocab_size\": 10, \"hidden_size\": 128,"
          " \"intermediate_size\": 8, \"num_hidden_layers\": 1, \"num_attention_heads\": 2,"
          " \"rms_norm_eps\": -1}", RKV_ENOTSUP, "rms_norm_eps"},
+        /* Issue 29 item 3: an eos id outside the vocabulary was dropped silently. */
+        {"{\"model_type\": \"llama\", \"vocab_size\": 10, \"hidden_size\": 128,"
+         " \"intermediate_size\": 8, \"num_hidden_layers\": 1, \"num_attention_heads\": 2,"
+         " \"eos_token_id\": 10}", RKV_EINVAL, "'eos_token_id' = 10 is outside the vocabulary"},
+        {"{\"model_type\": \"llama\", \"vocab_size\": 10, \"hidden_size\": 128,"
+         " \"intermediate_size\": 8, \"num_hidden_layers\": 1, \"num_attention_heads\": 2,"
+         " \"eos_token_id\": [3, -1]}", RKV_EINVAL, "'eos_token_id[1]' = -1"},
+        {"{\"model_type\": \"llama\", \"vocab_size\": 10, \"hidden_size\": 128,"
+         " \"intermediate_size\": 8, \"num_hidden_layers\": 1, \"num_attention_heads\": 2,"
+         " \"eos_token_id\": \"2\"}", RKV_EPARSE, "'eos_token_id' must be an integer"},
         {"{\"model_type\": \"llama\", \"vocab_size\": 10,", RKV_EPARSE, "bad JSON"},
         {"[1, 2]", RKV_EPARSE, "object"},
     };

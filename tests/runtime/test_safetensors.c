@@ -282,6 +282,136 @@ START_TEST(sharded_and_tied)
 }
 END_TEST
 
+static rkv_status load(char *err, size_t errlen);
+
+/* Write the two-shard checkpoint of e[0..n) with shard1 holding [0, cut) and
+ * an index mapping tensor i to map(i). */
+static const char *const shard_names[2] = {"model-00001-of-00002.safetensors",
+                                            "model-00002-of-00002.safetensors"};
+
+static void write_index(entry *e, int n, int cut, int wrong)
+{
+    json_t *wm = json_object();
+    for (int i = 0; i < n; i++)
+        json_object_set_new(wm, e[i].name, json_string(shard_names[(i < cut) ^ (i == wrong) ? 0 : 1]));
+    json_t *idx = json_pack("{s:{s:I},s:o}", "metadata", "total_size", (json_int_t)0,
+                            "weight_map", wm);
+    ck_assert_int_eq(json_dump_file(idx, path_in("model.safetensors.index.json"), 0), 0);
+    json_decref(idx);
+}
+
+/* Issue 29 item 3: the index is honoured exactly. Before, every shard was
+ * opened and the first tensor of a name in any shard was used, whatever
+ * weight_map said: a second lm_head in the other shard changed the outputs. */
+START_TEST(index_honoured_exactly)
+{
+    model *m = random_model(11), *other = random_model(12);
+    entry e[64], o[64];
+    int n = list_tensors(m, e);
+    list_tensors(other, o);
+    int cut = n / 2, head = n - 1; /* lm_head, in shard 2 */
+    ck_assert_str_eq(e[head].name, "lm_head.weight");
+    char err[512] = "";
+    model_config c = tiny();
+    model *m2 = NULL;
+
+    /* 1) a stray lm_head (another model's) in shard 1 besides the mapped one */
+    e[cut] = o[head];
+    write_file(path_in(shard_names[0]), e, 0, cut + 1, NULL, 0);
+    list_tensors(m, e);
+    write_file(path_in(shard_names[1]), e, cut, n, NULL, 0);
+    write_index(e, n, cut, -1);
+    ck_assert_int_eq(model_create(&c, dir, 0, 1, &m2, err, sizeof err), RKV_EPARSE);
+    ck_assert_msg(strstr(err, "lm_head.weight") && strstr(err, "two shards"), "%s", err);
+
+    /* 2) a tensor present only in a shard weight_map does not map it to */
+    write_file(path_in(shard_names[0]), e, 0, cut, NULL, 0);
+    write_file(path_in(shard_names[1]), e, cut, n, NULL, 0);
+    write_index(e, n, cut, 3);
+    ck_assert_int_eq(model_create(&c, dir, 0, 1, &m2, err, sizeof err), RKV_EPARSE);
+    ck_assert_msg(strstr(err, e[3].name) && strstr(err, shard_names[0]) &&
+                      strstr(err, "weight_map maps it to"), "%s", err);
+
+    /* 3) a tensor in a shard but not in weight_map at all */
+    write_index(e, n - 1, cut, -1);
+    ck_assert_int_eq(model_create(&c, dir, 0, 1, &m2, err, sizeof err), RKV_EPARSE);
+    ck_assert_msg(strstr(err, "lm_head.weight") && strstr(err, "not in weight_map"), "%s", err);
+
+    /* 4) a shard name that leaves the directory */
+    json_t *idx = json_pack("{s:{s:s}}", "weight_map", "model.norm.weight", "../x.safetensors");
+    ck_assert_int_eq(json_dump_file(idx, path_in("model.safetensors.index.json"), 0), 0);
+    json_decref(idx);
+    ck_assert_int_eq(model_create(&c, dir, 0, 1, &m2, err, sizeof err), RKV_EPARSE);
+    ck_assert_msg(strstr(err, "../x.safetensors") && strstr(err, "model.norm.weight"), "%s", err);
+
+    /* and the right index loads the mapped weights */
+    write_index(e, n, cut, -1);
+    ck_assert_msg(model_create(&c, dir, 0, 1, &m2, err, sizeof err) == RKV_OK, "%s", err);
+    ck_assert(memcmp(m2->lm_head, m->lm_head, sizeof(float) * (size_t)numel(&e[head])) == 0);
+    model_destroy(m2);
+    model_destroy(m);
+    model_destroy(other);
+}
+END_TEST
+
+/* Issue 29 item 3: a name twice in one header, and two tensors sharing bytes,
+ * were accepted (one of the two silently used). */
+START_TEST(duplicate_and_overlapping_tensors)
+{
+    const char *f = path_in("model.safetensors");
+    char hdr[512], err[512] = "";
+    snprintf(hdr, sizeof hdr, "{\"a\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]},"
+             " \"a\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [8, 16]}}");
+    float data[4] = {1, 2, 3, 4};
+    entry e = {.name = "a", .dtype = "F32", .ndim = 1, .shape = {4, 0}, .src = data};
+    write_file(f, &e, 0, 1, hdr, 0);
+    safetensors *st = NULL;
+    ck_assert_int_eq(safetensors_open(f, &st, err, sizeof err), RKV_EPARSE);
+    ck_assert_msg(strstr(err, f) && strstr(err, "duplicate"), "%s", err);
+    snprintf(hdr, sizeof hdr, "{\"a\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]},"
+             " \"b\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [4, 12]}}");
+    write_file(f, &e, 0, 1, hdr, 0);
+    ck_assert_int_eq(safetensors_open(f, &st, err, sizeof err), RKV_EPARSE);
+    ck_assert_msg(strstr(err, f) && strstr(err, "'a' and 'b' overlap"), "%s", err);
+    /* adjacent is fine */
+    snprintf(hdr, sizeof hdr, "{\"a\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]},"
+             " \"b\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [8, 16]}}");
+    write_file(f, &e, 0, 1, hdr, 0);
+    ck_assert_msg(safetensors_open(f, &st, err, sizeof err) == RKV_OK, "%s", err);
+    safetensors_close(st);
+}
+END_TEST
+
+/* Issue 29 item 3: NaN and Inf weights were loaded; now named and refused. */
+START_TEST(non_finite_weights)
+{
+    model *m = random_model(5);
+    entry e[64];
+    int n = list_tensors(m, e);
+    const char *f = path_in("model.safetensors");
+    static const char *dts[] = {"F32", "F16", "BF16"};
+    for (int k = 0; k < 3; k++) {
+        for (int bad = 0; bad < 2; bad++) {
+            float *w = (float *)e[5].src;
+            float keep = w[3];
+            w[3] = bad ? INFINITY : NAN;
+            e[5].dtype = dts[k];
+            write_file(f, e, 0, n, NULL, 0);
+            w[3] = keep;
+            e[5].dtype = "F32";
+            char err[512] = "";
+            ck_assert_int_eq(load(err, sizeof err), RKV_EINVAL);
+            ck_assert_msg(strstr(err, e[5].name) && strstr(err, bad ? "Inf" : "NaN") &&
+                              strstr(err, "element 3"), "%s %s", dts[k], err);
+        }
+    }
+    write_file(f, e, 0, n, NULL, 0);
+    char err[512];
+    ck_assert_msg(load(err, sizeof err) == RKV_OK, "%s", err);
+    model_destroy(m);
+}
+END_TEST
+
 /* ---- every loader error -------------------------------------------------------- */
 
 static rkv_status load(char *err, size_t errlen)
@@ -400,6 +530,9 @@ int main(void)
     tcase_add_test(tc, round_trip_bf16);
     tcase_add_test(tc, sharded_and_tied);
     tcase_add_test(tc, loader_errors);
+    tcase_add_test(tc, index_honoured_exactly);
+    tcase_add_test(tc, duplicate_and_overlapping_tensors);
+    tcase_add_test(tc, non_finite_weights);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -400,6 +400,247 @@ START_TEST(test_remote_corrupt_values)
 }
 END_TEST
 
+/* Issue 29 item 2: a value carried nothing that tied it to its key. Pages
+ * of one repeated token hold equal tokens after different prefixes, so
+ * rotating their values on the server passed the checksum and the token
+ * check, and a wrong page's K/V was used. Now the value carries the chain
+ * hash, model id and namespace: a moved value is a miss, counted bad. The
+ * same for a value copied to another namespace's key. */
+START_TEST(test_remote_value_bound_to_its_key)
+{
+    server sv = {0};
+    server_start(&sv);
+    eng a, b, other;
+    eng_open(&a, kinds[_i], &sv, "teamA", 1, false, 0, 0);
+    int32_t toks[MAXTOK];
+    for (int32_t j = 0; j < 6 * P; j++) toks[j] = 7; /* 6 equal pages */
+    request(&a, toks, 6 * P);
+    redisContext *cli = server_cli(&sv);
+    redisReply *keys = redisCommand(cli, "KEYS rkv:teamA:*");
+    ck_assert_int_eq(keys->type, REDIS_REPLY_ARRAY);
+    ck_assert_int_eq((int)keys->elements, 6);
+    /* Rotate: key i gets the value of key i + 1; and copy each to teamB. */
+    redisReply *v[6];
+    for (size_t i = 0; i < 6; i++) v[i] = redisCommand(cli, "GET %s", keys->element[i]->str);
+    for (size_t i = 0; i < 6; i++) {
+        const char *k = keys->element[i]->str;
+        redisReply *x = redisCommand(cli, "SET %s %b", k, v[(i + 1) % 6]->str, v[(i + 1) % 6]->len);
+        freeReplyObject(x);
+        char k2[256];
+        snprintf(k2, sizeof k2, "rkv:teamB:%s", k + strlen("rkv:teamA:"));
+        x = redisCommand(cli, "SET %s %b", k2, v[i]->str, v[i]->len);
+        freeReplyObject(x);
+    }
+    for (size_t i = 0; i < 6; i++) freeReplyObject(v[i]);
+    freeReplyObject(keys);
+    redisFree(cli);
+    eng_open(&b, kinds[_i], &sv, "teamA", 1, false, 0, 0);
+    ck_assert_int_eq(request(&b, toks, 6 * P), 0); /* request() checks every page's bytes */
+    ck_assert_uint_eq(rstats(&b)->hit_pages, 0);
+    ck_assert_uint_eq(rstats(&b)->corrupt_values, 1);
+    eng_open(&other, kinds[_i], &sv, "teamB", 1, false, 0, 0);
+    ck_assert_int_eq(request(&other, toks, 6 * P), 0);
+    ck_assert_uint_eq(rstats(&other)->corrupt_values, 1);
+    eng_close(&a);
+    eng_close(&b);
+    eng_close(&other);
+    server_stop(&sv);
+}
+END_TEST
+
+/* The value format alone: what encode writes, check accepts for exactly
+ * that key, model, namespace and tokens. */
+START_TEST(test_remote_value_format)
+{
+    int32_t toks[P] = {1, 2, 3, 4}, other[P] = {1, 2, 3, 5};
+    uint8_t bytes[PB], val[512];
+    for (int j = 0; j < PB; j++) bytes[j] = (uint8_t)(3 * j + 1);
+    tier_remote_value_id id = {P, PB, 11, 22, 33, "ns"};
+    size_t n = tier_remote_value_bytes(P, PB);
+    ck_assert_uint_le(n, sizeof val);
+    tier_remote_value_encode(&id, toks, bytes, 1e3, val);
+    const uint8_t *got = tier_remote_value_check(&id, toks, val, n);
+    ck_assert_ptr_nonnull(got);
+    ck_assert(!memcmp(got, bytes, PB));
+    ck_assert_ptr_null(tier_remote_value_check(&id, other, val, n));
+    ck_assert_ptr_null(tier_remote_value_check(&id, toks, val, n - 1));
+    tier_remote_value_id w = id;
+    w.k0 = 12;
+    ck_assert_ptr_null(tier_remote_value_check(&w, toks, val, n));
+    w = id;
+    w.k1 = 0;
+    ck_assert_ptr_null(tier_remote_value_check(&w, toks, val, n));
+    w = id;
+    w.model_id = 34;
+    ck_assert_ptr_null(tier_remote_value_check(&w, toks, val, n));
+    w = id;
+    w.ns = "ns2";
+    ck_assert_ptr_null(tier_remote_value_check(&w, toks, val, n));
+    /* Every byte is covered: any one flipped is refused. */
+    for (size_t i = 0; i < n; i++) {
+        if (i >= 16 && i < 24) continue; /* the modelled size: a number for the clock only */
+        val[i] ^= 0x40;
+        ck_assert_msg(tier_remote_value_check(&id, toks, val, n) == NULL, "byte %zu flipped", i);
+        val[i] ^= 0x40;
+    }
+}
+END_TEST
+
+/* Issue 29 item 7: a reconnect emptied the index, so every key written
+ * before it was orphaned (98 keys left with a share of 50). Now the index
+ * keeps them through the outage and deletes them as they age out: the
+ * server holds at most the share. */
+START_TEST(test_remote_orphans_bounded_across_reconnects)
+{
+    server sv = {0};
+    server_start(&sv);
+    enum { SHARE = 10 };
+    eng a;
+    eng_open(&a, "radix", &sv, NULL, 1, false, 0, SHARE);
+    int32_t toks[MAXTOK];
+    for (int round = 0; round < 3; round++) {
+        for (int d = 0; d < 6; d++) request(&a, toks, doc(10 * round + d, 50 + d, toks));
+        ck_assert_int_le(server_int(&sv, "DBSIZE"), SHARE);
+        /* Cut the engine's connection; it reconnects at most once a second. */
+        ck_assert_int_ge(server_int(&sv, "CLIENT KILL TYPE normal SKIPME yes"), 1);
+        request(&a, toks, doc(99, 1, toks));
+        struct timespec ts = {1, 200 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    for (int d = 0; d < 6; d++) request(&a, toks, doc(40 + d, 50 + d, toks));
+    ck_assert_uint_ge(rstats(&a)->reconnects, 2);
+    ck_assert_int_le(server_int(&sv, "DBSIZE"), SHARE);
+    eng_close(&a);
+    server_stop(&sv);
+}
+END_TEST
+
+/* Issue 29 item 7: SETs carried no expiry; now cfg.ttl_s (0: none). */
+START_TEST(test_remote_keys_expire)
+{
+    server sv = {0};
+    server_start(&sv);
+    for (int ttl = 0; ttl < 2; ttl++) {
+        page_pool pool;
+        ck_assert_int_eq(page_pool_init(&pool, PAGES, P), RKV_OK);
+        tier_config tc;
+        tier_config_default(&tc);
+        ck_assert_int_eq(tc.remote.ttl_s, 86400);
+        tc.remote.url = sv.url;
+        tc.remote.ns = ttl ? "ttl" : "none";
+        tc.remote.ttl_s = ttl ? 600 : 0;
+        fake_kv kv;
+        tier_mover mv = {&kv, PB, kv_read, kv_write};
+        eng e = {0};
+        e.pool = pool;
+        cache *inner = tu_create("radix", NULL, &e.pool);
+        char err[256] = "";
+        ck_assert_msg(cache_tier_wrap(inner, &tc, &mv, &e.c, err, sizeof err) == RKV_OK, "%s", err);
+        int32_t toks[MAXTOK];
+        request(&e, toks, doc(1, 5, toks));
+        cache_evict(e.c, (int64_t)PAGES * P);
+        cache_destroy(e.c);
+        page_pool_destroy(&e.pool);
+        redisContext *cli = server_cli(&sv);
+        redisReply *keys = redisCommand(cli, ttl ? "KEYS rkv:ttl:*" : "KEYS rkv:none:*");
+        ck_assert_int_ge((int)keys->elements, 1);
+        for (size_t i = 0; i < keys->elements; i++) {
+            redisReply *t = redisCommand(cli, "TTL %s", keys->element[i]->str);
+            ck_assert_int_eq(t->type, REDIS_REPLY_INTEGER);
+            if (ttl) ck_assert_msg(t->integer > 500 && t->integer <= 600, "TTL %lld", t->integer);
+            else ck_assert_int_eq(t->integer, -1);
+            freeReplyObject(t);
+        }
+        freeReplyObject(keys);
+        redisFree(cli);
+    }
+    server_stop(&sv);
+}
+END_TEST
+
+/* Issue 29 item 7: with a full server every SET failed and the run still
+ * reported its pages stored (reply types never read). Now a refused store is
+ * counted as refused, never stored, and its key leaves the index. */
+START_TEST(test_remote_full_server_refuses)
+{
+    server sv = {0};
+    server_start(&sv);
+    redisContext *cli = server_cli(&sv);
+    redisReply *r = redisCommand(cli, "CONFIG SET maxmemory-policy noeviction");
+    freeReplyObject(r);
+    r = redisCommand(cli, "CONFIG SET maxmemory 1");
+    freeReplyObject(r);
+    redisFree(cli);
+    eng a;
+    eng_open(&a, kinds[_i], &sv, NULL, 1, false, 0, 0);
+    int32_t toks[MAXTOK];
+    for (int d = 0; d < 4; d++) request(&a, toks, doc(d, 9, toks));
+    ck_assert_int_eq(server_int(&sv, "DBSIZE"), 0);
+    /* A lookup drains the queued replies first. */
+    request(&a, toks, doc(0, 9, toks));
+    const tier_remote_stats *s = rstats(&a);
+    ck_assert_uint_eq(s->stored_pages, 0);
+    ck_assert_uint_gt(s->refused_pages, 0);
+    ck_assert_int_eq(s->indexed, 0);
+    eng_close(&a);
+    server_stop(&sv);
+}
+END_TEST
+
+/* Count lines of stderr containing what, while fn runs. */
+static int stderr_lines_with(void (*fn)(server *), server *sv, const char *what)
+{
+    char path[] = "/tmp/rkv-remote-err-XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    fflush(stderr);
+    int saved = dup(2);
+    dup2(fd, 2);
+    fn(sv);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    FILE *f = fopen(path, "r");
+    char line[512];
+    int n = 0;
+    while (f && fgets(line, sizeof line, f)) n += strstr(line, what) != NULL;
+    if (f) fclose(f);
+    close(fd);
+    unlink(path);
+    return n;
+}
+
+static void two_outages(server *sv)
+{
+    eng a;
+    eng_open(&a, "radix", sv, NULL, 1, false, 0, 0);
+    int32_t toks[MAXTOK];
+    for (int outage = 0; outage < 2; outage++) {
+        request(&a, toks, doc(outage, 100, toks));
+        server_kill(sv);
+        /* New documents: the engine has to reach the server, and fails. */
+        request(&a, toks, doc(20 + 2 * outage, 200, toks));
+        request(&a, toks, doc(21 + 2 * outage, 300, toks));
+        server_start(sv);
+        struct timespec ts = {1, 200 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+        request(&a, toks, doc(7 + outage, 400, toks)); /* reconnects */
+        ck_assert_msg(!rstats(&a)->down, "outage %d: reconnects %llu", outage, (unsigned long long)rstats(&a)->reconnects);
+    }
+    ck_assert_uint_eq(rstats(&a)->reconnects, 2);
+    eng_close(&a);
+}
+
+/* Issue 29 item 7: a second outage printed no warning. */
+START_TEST(test_remote_second_outage_warns_again)
+{
+    server sv = {0};
+    server_start(&sv);
+    ck_assert_int_eq(stderr_lines_with(two_outages, &sv, "page lookups count as misses"), 2);
+    server_stop(&sv);
+}
+END_TEST
+
 /* Start-up against no server fails, naming the URL; a bad URL too. */
 START_TEST(test_remote_unreachable)
 {
@@ -445,6 +686,12 @@ int main(void)
     tcase_add_loop_test(tc, test_remote_server_evicts, 0, 1);
     tcase_add_loop_test(tc, test_remote_corrupt_values, 0, 3);
     tcase_add_test(tc, test_remote_unreachable);
+    tcase_add_loop_test(tc, test_remote_value_bound_to_its_key, 0, 3);
+    tcase_add_test(tc, test_remote_value_format);
+    tcase_add_test(tc, test_remote_orphans_bounded_across_reconnects);
+    tcase_add_test(tc, test_remote_keys_expire);
+    tcase_add_loop_test(tc, test_remote_full_server_refuses, 0, 3);
+    tcase_add_test(tc, test_remote_second_outage_warns_again);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -81,6 +81,12 @@ def outputs(out):
     rows = [json.loads(l) for l in out.splitlines() if l.strip()]
     reqs = {r["id"]: r.get("output_ids") for r in rows if r.get("type") == "request"}
     summ = [r for r in rows if r.get("type") == "summary"]
+    for r in summ:  # a rate is a fraction; stores count only what the server took
+        if "remote_hit_rate" in r:
+            check(0 <= r["remote_hit_rate"] <= 1, f"remote_hit_rate {r['remote_hit_rate']} in [0, 1]")
+            check(r["remote_hit_tokens"] <= r["cached_tokens"],
+                  f"remote hits {r['remote_hit_tokens']} within cached {r['cached_tokens']}")
+            check(r.get("remote_refused_pages") == 0, f"no store refused ({r.get('remote_refused_pages')})")
     return reqs, summ[-1] if summ else None
 
 
