@@ -98,6 +98,15 @@ static void usage_run(FILE *f)
         "                          the replica's KV tokens)\n"
         "  --router-cache-threshold X  cache-aware: below this matched share of the prompt,\n"
         "                          route to the replica with the smallest tree (0.5)\n"
+        "  --prefill N --decode M  sim: disaggregated, N prefill engines (routed by --router)\n"
+        "                          hand each request with its first token and its prompt's\n"
+        "                          full pages to one of M decode engines (least-load); each\n"
+        "                          engine has its own cache (see replicas/replicas.h)\n"
+        "  --link SPEC             the handoff's cost on the sim clock: rdma (default) | tcp\n"
+        "                          [,bandwidth=B/s][,latency=S][,per_page=S] (kv_link.h)\n"
+        "  --slo-ttft S            SLO on time to first token (seconds): the summary adds the\n"
+        "  --slo-tpot S            share of requests within both SLOs and their rate\n"
+        "                          (goodput); with either, runs use the multi-engine driver\n"
     );
     tier_opts_usage(f, 23);
     fprintf(f,
@@ -120,6 +129,7 @@ int run_parse_options(int argc, char **argv, run_opts *o, bool need_trace)
     int64_t page_size = o->ec.backend_cfg.page_size, batched = o->ec.max_num_batched_tokens;
     int64_t running = o->ec.max_running, queue_limit = o->ec.lpm_queue_limit, num_pages = 0;
     int64_t max_tokens = 16, replicas = 1, router_threshold = 8, threads = 0, seed = 0;
+    int64_t prefill = 0, decode = 0;
     bool no_progress = false;
     cli_opt opts[48 + TIER_OPTS_CLI] = {
         CLI_STR_OPT("--trace", &o->trace),
@@ -157,6 +167,11 @@ int run_parse_options(int argc, char **argv, run_opts *o, bool need_trace)
         CLI_INT_OPT("--router-threshold", &router_threshold, 0, INT32_MAX),
         CLI_DOUBLE_OPT("--router-cache-threshold", &o->router_cache_threshold, 0, 1),
         CLI_INT_OPT("--router-tokens", &o->router_tokens, 1, INT64_MAX / 2),
+        CLI_INT_OPT("--prefill", &prefill, 1, 1024),
+        CLI_INT_OPT("--decode", &decode, 1, 1024),
+        CLI_STR_OPT("--link", &o->link),
+        CLI_DOUBLE_OPT("--slo-ttft", &o->slo_ttft, 1e-9, 1e9),
+        CLI_DOUBLE_OPT("--slo-tpot", &o->slo_tpot, 1e-9, 1e9),
         CLI_RENAMED("--policy", "--sched-policy"),
     };
     int nopts = 0;
@@ -177,6 +192,8 @@ int run_parse_options(int argc, char **argv, run_opts *o, bool need_trace)
     o->ec.backend_cfg.num_pages = num_pages;
     o->default_max_tokens = (int32_t)max_tokens;
     o->replicas = (int32_t)replicas;
+    o->prefill = (int32_t)prefill;
+    o->decode = (int32_t)decode;
     o->router_threshold = (int32_t)router_threshold;
     o->ec.backend_cfg.num_threads = (int)threads;
     o->ec.seed = o->ec.backend_cfg.seed = (uint64_t)seed;
@@ -199,6 +216,25 @@ static int check_run(run_opts *o, bool need_trace)
     }
     if (!o->trace && need_trace) {
         fprintf(stderr, "radixkv run: --trace FILE is required (see radixkv run --help)\n");
+        return 2;
+    }
+    if ((o->prefill > 0) != (o->decode > 0)) {
+        fprintf(stderr, "radixkv run: --%s needs --%s too (N prefill and M decode engines)\n",
+                o->prefill ? "prefill" : "decode", o->prefill ? "decode" : "prefill");
+        return 2;
+    }
+    if (o->prefill && o->replicas > 1) {
+        fprintf(stderr, "radixkv run: --replicas and --prefill/--decode exclude each other "
+                "(colocated or disaggregated engines)\n");
+        return 2;
+    }
+    if (o->link && !o->prefill) {
+        fprintf(stderr, "radixkv run: --link applies to --prefill/--decode (the handoff)\n");
+        return 2;
+    }
+    if (o->prefill && !(backend_caps(o->ec.backend) & BACKEND_CAP_MODELLED_TIME)) {
+        fprintf(stderr, "radixkv run: --prefill/--decode run on the sim clock: use --backend sim"
+                " (not %s)\n", o->ec.backend ? o->ec.backend : backend_names[0]);
         return 2;
     }
     char err[512];
@@ -397,7 +433,8 @@ static int run_replicas(const run_opts *o)
         .cache_threshold = o->router_cache_threshold,
         .approx_tokens = o->router_tokens, .trace = o->trace, .namespace_name = o->namespace_name,
         .default_max_tokens = o->default_max_tokens, .prices = &o->prices, .pin = o->pin,
-        .progress = o->progress,
+        .progress = o->progress, .prefill = o->prefill, .decode = o->decode, .link = o->link,
+        .slo_ttft = o->slo_ttft, .slo_tpot = o->slo_tpot,
     };
     router_kind_parse(o->router ? o->router : "round-robin", &rcfg.router);
     FILE *raw = stdout, *rout = NULL;
@@ -556,7 +593,8 @@ int cmd_run(int argc, char **argv)
     int rc = run_parse_options(argc, argv, &o, true);
     if (rc >= 0) return rc;
     interrupt_install();
-    if (o.replicas > 1 || o.router) return run_replicas(&o);
+    if (o.replicas > 1 || o.router || o.prefill || o.slo_ttft > 0 || o.slo_tpot > 0)
+        return run_replicas(&o);
 
     char err[512] = "";
     engine *e = NULL;

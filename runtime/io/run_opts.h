@@ -1,6 +1,6 @@
 /* run_opts.h - the options of `radixkv run` as data: the engine's
  * configuration and what sits around an engine (trace, output, pins, tier,
- * prices, replicas and router). The command line fills it (cli/cmd_run.c's
+ * prices, replicas and router, disaggregation and SLOs). The command line fills it (cli/cmd_run.c's
  * run_parse_options); `radixkv serve` and the multi-replica driver read it.
  */
 #ifndef RKV_RUN_OPTS_H
@@ -29,6 +29,9 @@ typedef struct run_opts {
     int32_t router_threshold;
     int64_t router_tokens;
     double router_cache_threshold;
+    int32_t prefill, decode;       /* disaggregated engines (replicas.h); 0: colocated */
+    const char *link;              /* the handoff's link (kv_link.h) */
+    double slo_ttft, slo_tpot;     /* seconds; 0: none */
 } run_opts;
 
 #endif

@@ -14,6 +14,7 @@
 #include "pin_file.h"
 #include "progress.h"
 #include "interrupt.h"
+#include "model_config.h"
 #include "rkv_core.h"
 #include "router.h"
 #include "trace_engine.h"
@@ -24,6 +25,18 @@ typedef struct rreq {
     int32_t replica;
     int64_t eid;
     int32_t predicted; /* -1: no prediction */
+    /* Disaggregated only: */
+    int32_t decode;    /* decode engine (index among all), -1: none (yet) */
+    int64_t deid;
+    int32_t *dtokens;  /* prompt + first token, the decode engine's prompt */
+    uint8_t *kv;       /* (kv_pages_read, page bytes) the pages in flight */
+    int32_t kv_read, kv_sent, kv_local; /* pages read at prefill, sent, already at decode */
+    double t_first, transfer;
+    int32_t decode_cached; /* tokens the decode engine found at admission */
+    bool recompute;
+    bool ok, finished; /* the whole request (both halves) */
+    double ttft, tpot, latency;
+    int32_t outputs, first, prompt_tokens, cached_tokens;
 } rreq;
 
 typedef struct replica {
@@ -36,6 +49,24 @@ typedef struct replica {
 
 typedef struct driver {
     const replicas_config *rc;
+    int32_t engines;   /* replicas, or prefill + decode */
+    engine_config ec;  /* every engine's; never offline when disaggregated
+                          (arrivals were zeroed already, and a handoff's must
+                          stay) */
+    int32_t np;        /* prefill engines (disaggregated), else 0 */
+    router *drt;       /* decode engines' router (least-load) */
+    kv_link link;
+    double kv_page_bytes; /* the model's bf16 K/V of one page */
+    size_t page_bytes;    /* the backend's page (read_page / write_page) */
+    /* Finished in the last step, to be handled between steps (the
+     * callback runs inside the step): (request, engine) pairs. */
+    int64_t *post;
+    int64_t npost, post_cap;
+    int64_t *pending;  /* handoffs waiting for the clocks to reach t_first */
+    int64_t npending, pending_cap;
+    int64_t delivered; /* handoffs so far (the decode router's request count) */
+    rkv_status fail;
+    char fail_msg[400];
     replica *r;
     router_load *load; /* (replicas) what the router sees */
     router *rt;
@@ -55,6 +86,17 @@ static void on_finish(void *vctx, engine *e, int64_t eid)
     driver *d = fc->d;
     replica *rp = &d->r[fc->i];
     d->load[fc->i].outstanding--;
+    if (d->np) {
+        /* Handled between steps (disagg_post): it touches caches. */
+        if (rkv_grow((void **)&d->post, &d->post_cap, d->npost + 2, sizeof *d->post)) {
+            if (!d->fail) snprintf(d->fail_msg, sizeof d->fail_msg, "replicas: out of host memory");
+            d->fail = RKV_ENOMEM;
+            return;
+        }
+        d->post[d->npost++] = rp->req_of[eid];
+        d->post[d->npost++] = fc->i;
+        return;
+    }
     rreq *q = &d->reqs[rp->req_of[eid]];
     engine_result res;
     engine_result_get(e, eid, &res);
@@ -75,15 +117,222 @@ static void on_finish(void *vctx, engine *e, int64_t eid)
     progress_update(&d->prog, ++d->done);
 }
 
-/* Step the busy replica furthest behind while it is behind t (t < 0: until
- * every replica is done). */
+/* ---- Disaggregation: prefill engines hand requests to decode engines. ---- */
+
+static rkv_status disagg_fail(driver *d, rkv_status st, const char *what)
+{
+    if (!d->fail) {
+        d->fail = st;
+        snprintf(d->fail_msg, sizeof d->fail_msg, "%s: %s", what, rkv_status_str(st));
+    }
+    return st;
+}
+
+/* The whole request's line (both halves) and its times: error, or the
+ * decode half's outputs (dec, n_dec) after the first token, finished at
+ * finish. The engines forget the request once it is written (a trace of
+ * 145 M tokens would otherwise stay in memory three times). */
+static void disagg_line(driver *d, rreq *q, const char *error, const int32_t *dec, int32_t n_dec,
+                        double finish)
+{
+    FILE *f = d->out;
+    q->finished = true;
+    fprintf(f, "{\"type\":\"request\",\"id\":%s,\"prefill\":%d,\"decode\":", q->id_json, q->replica);
+    if (q->decode >= 0) fprintf(f, "%d", q->decode - d->np);
+    else fputs("null", f);
+    if (error) {
+        fputs(",\"error\":", f);
+        rkv_json_string(f, error);
+        fprintf(f, ",\"prompt_tokens\":%d}\n", q->prompt_tokens);
+    } else {
+        q->outputs = 1 + n_dec;
+        q->latency = finish - q->er.arrival;
+        q->tpot = q->outputs > 1 ? (finish - q->t_first) / (q->outputs - 1) : 0;
+        q->ok = true;
+        fprintf(f, ",\"ttft\":%.6f,\"tpot\":%.6f,\"latency\":%.6f,\"prompt_tokens\":%d,"
+                "\"cached_tokens\":%d,\"kv_pages\":%d,\"kv_local_pages\":%d,\"kv_bytes\":%.0f,"
+                "\"transfer\":%.6f,\"decode_cached_tokens\":%d,\"output_tokens\":%d,"
+                "\"output_ids\":[%d",
+                q->ttft, q->tpot, q->latency, q->prompt_tokens, q->cached_tokens, q->kv_sent,
+                q->kv_local, q->kv_sent * d->kv_page_bytes, q->transfer, q->decode_cached,
+                q->outputs, q->first);
+        for (int32_t k = 0; k < n_dec; k++) fprintf(f, ",%d", dec[k]);
+        fputs("]}\n", f);
+    }
+    progress_update(&d->prog, ++d->done);
+}
+
+/* A prompt computed on prefill engine i: done there (error, one output, stop
+ * token), or its full pages read out of i's cache and the handoff queued. */
+static rkv_status prefill_done(driver *d, int64_t qi)
+{
+    rreq *q = &d->reqs[qi];
+    engine *e = d->r[q->replica].e;
+    engine_result res;
+    engine_result_get(e, q->eid, &res);
+    q->prompt_tokens = res.prompt_tokens;
+    q->cached_tokens = res.cached_tokens;
+    q->t_first = res.first_token_time;
+    q->ttft = res.ttft;
+    q->first = res.num_output > 0 ? res.output_ids[0] : -1;
+    if (res.error || q->er.max_tokens <= 1 || res.num_output < 1 ||
+        (q->er.stop_token >= 0 && res.output_ids[0] == q->er.stop_token)) {
+        disagg_line(d, q, res.error ? res.error : res.num_output < 1 ? "no output" : NULL, NULL, 0,
+                    res.finish_time);
+        engine_forget(e, q->eid);
+        return RKV_OK;
+    }
+    int32_t n = q->er.n_tokens;
+    q->dtokens = malloc(sizeof(int32_t) * ((size_t)n + 1));
+    if (!q->dtokens) return disagg_fail(d, RKV_ENOMEM, "replicas: the decode prompt");
+    memcpy(q->dtokens, q->er.tokens, sizeof(int32_t) * (size_t)n);
+    q->dtokens[n] = res.output_ids[0];
+    /* The pages the prompt left in i's cache (all of them but after an
+     * eviction in the same step, which a commit never does). */
+    cache *c = engine_cache(e);
+    backend *b = engine_backend(e);
+    cache_match m;
+    cache_match_init(&m);
+    rkv_status st = cache_client_match(c, q->er.tokens, n, q->er.ns, &m);
+    if (st == RKV_OK && m.num_pages > 0 && !(q->kv = malloc(d->page_bytes * (size_t)m.num_pages)))
+        st = RKV_ENOMEM;
+    for (int32_t k = 0; st == RKV_OK && k < m.num_pages; k++)
+        st = b->ops->read_page(b, m.pages[k], q->kv + d->page_bytes * (size_t)k);
+    if (st == RKV_OK) q->kv_read = m.num_pages;
+    rkv_status rst = cache_client_release(c, &m, NULL, 0);
+    cache_match_free(&m);
+    if (st || (st = rst)) return disagg_fail(d, st, "replicas: reading a prompt's pages");
+    engine_forget(e, q->eid);
+    free((void *)q->er.tokens); /* dtokens has them */
+    q->er.tokens = NULL;
+    if (rkv_grow((void **)&d->pending, &d->pending_cap, d->npending + 1, sizeof *d->pending))
+        return disagg_fail(d, RKV_ENOMEM, "replicas: the handoff queue");
+    d->pending[d->npending++] = qi;
+    return RKV_OK;
+}
+
+/* The handoff at t_first: a decode engine by least-load, the pages it lacks
+ * written and cached there, unlocked like any cached prefix, the request
+ * added to arrive when the link has moved them. */
+static rkv_status deliver(driver *d, int64_t qi, int64_t k)
+{
+    rreq *q = &d->reqs[qi];
+    int32_t j, pred;
+    char why[256] = "";
+    rkv_status st = router_route(d->drt, q->dtokens, q->er.n_tokens + 1, k, d->load + d->np, &j,
+                                 &pred, why, sizeof why);
+    if (st) return disagg_fail(d, st, "replicas: decode router");
+    int32_t di = d->np + j;
+    replica *rp = &d->r[di];
+    cache *c = engine_cache(rp->e);
+    backend *b = engine_backend(rp->e);
+    int32_t P = b->page_size, nfull = q->kv_read;
+    int32_t *pages = malloc(sizeof(int32_t) * ((size_t)nfull + 1));
+    if (!pages) return disagg_fail(d, RKV_ENOMEM, "replicas: a handoff's pages");
+    cache_match m;
+    cache_match_init(&m);
+    st = cache_client_admit(c, q->dtokens, nfull * P, q->er.ns, nfull, &m, pages, NULL);
+    if (st == RKV_ENOSPC) {
+        /* No room on j even after eviction: j computes the prompt again. */
+        q->recompute = true;
+        st = RKV_OK;
+    } else if (st == RKV_OK) {
+        q->kv_local = m.num_pages;
+        for (int32_t p = m.num_pages; st == RKV_OK && p < nfull; p++)
+            st = b->ops->write_page(b, pages[p], q->kv + d->page_bytes * (size_t)p);
+        if (st == RKV_OK) {
+            st = cache_client_commit(c, q->dtokens, nfull * P, q->er.ns, pages, m.num_pages, nfull,
+                                     NULL);
+        } else {
+            cache_client_release(c, &m, pages + m.num_pages, nfull - m.num_pages);
+        }
+        rkv_status rst = cache_client_release(c, &m, NULL, 0);
+        if (st == RKV_OK) st = rst;
+        /* Not held until j admits the request: holds of requests still
+         * waiting could fill j's pool so that none of them could run. The
+         * pages are j's newest, so its evictions take them last; when they
+         * do, j recomputes them ("decode_cached_tokens" says so). */
+        q->kv_sent = nfull - q->kv_local;
+    }
+    cache_match_free(&m);
+    free(pages);
+    free(q->kv);
+    q->kv = NULL;
+    if (st) return disagg_fail(d, st, "replicas: caching a handoff's pages");
+    q->transfer = kv_link_seconds(&d->link, q->kv_sent, d->kv_page_bytes);
+    engine_request er = q->er;
+    er.tokens = q->dtokens;
+    er.n_tokens = q->er.n_tokens + 1;
+    er.max_tokens = q->er.max_tokens - 1;
+    er.arrival = q->t_first + q->transfer;
+    router_load *ld = &d->load[di];
+    if (rkv_grow((void **)&rp->req_of, &rp->req_cap, ld->routed + 1, sizeof *rp->req_of))
+        return disagg_fail(d, RKV_ENOMEM, "replicas: decode bookkeeping");
+    rp->req_of[ld->routed] = qi;
+    ld->outstanding++;
+    ld->routed++;
+    q->decode = di;
+    if ((st = engine_add(rp->e, &er, &q->deid, why, sizeof why))) {
+        if (!d->fail) {
+            d->fail = st;
+            snprintf(d->fail_msg, sizeof d->fail_msg, "%s: request %s at decode engine %d: %s",
+                     d->rc->trace, q->id_json, j, why[0] ? why : rkv_status_str(st));
+        }
+        return st;
+    }
+    rp->busy = true;
+    free(q->dtokens); /* the engine copied them */
+    q->dtokens = NULL;
+    return RKV_OK;
+}
+
+/* What the last step finished: prefill halves hand over, decode halves
+ * write the request's line. */
+static rkv_status disagg_post(driver *d)
+{
+    for (int64_t k = 0; k + 1 < d->npost && !d->fail; k += 2) {
+        int64_t qi = d->post[k];
+        int32_t i = (int32_t)d->post[k + 1];
+        rreq *q = &d->reqs[qi];
+        if (i < d->np) {
+            prefill_done(d, qi);
+            continue;
+        }
+        engine_result dec;
+        engine_result_get(d->r[i].e, q->deid, &dec);
+        q->decode_cached = dec.cached_tokens;
+        disagg_line(d, q, dec.error, dec.output_ids, dec.num_output, dec.finish_time);
+        engine_forget(d->r[i].e, q->deid);
+    }
+    d->npost = 0;
+    return d->fail;
+}
+
+/* The earliest queued handoff (ties: the request earlier in the
+ * trace), or -1. */
+static int64_t pending_first(const driver *d, double *t)
+{
+    int64_t best = -1;
+    for (int64_t k = 0; k < d->npending; k++) {
+        const rreq *q = &d->reqs[d->pending[k]];
+        if (best < 0 || q->t_first < *t || (q->t_first == *t && d->pending[k] < d->pending[best])) {
+            best = k;
+            *t = q->t_first;
+        }
+    }
+    return best;
+}
+
+/* Step the busy engine furthest behind while it is behind t (t < 0: until
+ * every engine is done). A queued handoff at t1 goes first once no busy
+ * engine is behind t1, so the decode router and cache see time t1. */
 static rkv_status advance(driver *d, double t, char *err, size_t errlen)
 {
     for (;;) {
         if ((d->interrupted = interrupt_pending() != 0)) return RKV_OK;
         int32_t pick = -1;
         double low = 0;
-        for (int32_t i = 0; i < d->rc->replicas; i++) {
+        for (int32_t i = 0; i < d->engines; i++) {
             if (!d->r[i].busy) continue;
             engine_stats s;
             engine_get_stats(d->r[i].e, &s);
@@ -93,16 +342,30 @@ static rkv_status advance(driver *d, double t, char *err, size_t errlen)
                 low = s.clock;
             }
         }
+        double th = 0;
+        int64_t h = d->npending ? pending_first(d, &th) : -1;
+        if (h >= 0 && (t < 0 || th <= t) && (pick < 0 || th <= low)) {
+            int64_t qi = d->pending[h];
+            d->pending[h] = d->pending[--d->npending];
+            if (deliver(d, qi, d->delivered++)) goto failed;
+            continue;
+        }
         if (pick < 0) return RKV_OK;
         bool done = false;
         char why[400] = "";
         rkv_status st = engine_step(d->r[pick].e, &done, why, sizeof why);
         if (st != RKV_OK) {
-            snprintf(err, errlen, "replica %d: %s", pick, why[0] ? why : rkv_status_str(st));
+            snprintf(err, errlen, "%s %d: %s", d->np ? (pick < d->np ? "prefill engine" : "decode engine")
+                     : "replica", d->np && pick >= d->np ? pick - d->np : pick,
+                     why[0] ? why : rkv_status_str(st));
             return st;
         }
         if (done) d->r[pick].busy = false;
+        if (d->np && (d->fail || disagg_post(d))) goto failed;
     }
+failed:
+    snprintf(err, errlen, "%s", d->fail_msg);
+    return d->fail;
 }
 
 /* One trace request kept for dispatch (trace_engine_load's callback). */
@@ -141,12 +404,130 @@ static int cmp_arrival(const void *a, const void *b, void *ctx)
     return (i > j) - (i < j);
 }
 
+/* Requests within both SLOs (an unset one always holds); errors never are. */
+static bool slo_met(const replicas_config *rc, double ttft, double tpot)
+{
+    return (rc->slo_ttft <= 0 || ttft <= rc->slo_ttft) && (rc->slo_tpot <= 0 || tpot <= rc->slo_tpot);
+}
+
+/* The SLO fields of a summary: TPOT percentiles, the share of requests
+ * within both SLOs and their rate (DistServe's goodput). tpot sorted. */
+static void slo_print(FILE *f, const replicas_config *rc, const double *tpot, int64_t ntpot,
+                      int64_t met, int64_t requests, double span)
+{
+    fprintf(f, ",\"tpot_p50\":%.6f,\"tpot_p99\":%.6f", rkv_percentile(tpot, ntpot, 50),
+            rkv_percentile(tpot, ntpot, 99));
+    if (rc->slo_ttft <= 0 && rc->slo_tpot <= 0) return;
+    fputs(",\"slo_ttft\":", f);
+    if (rc->slo_ttft > 0) fprintf(f, "%.6f", rc->slo_ttft);
+    else fputs("null", f);
+    fputs(",\"slo_tpot\":", f);
+    if (rc->slo_tpot > 0) fprintf(f, "%.6f", rc->slo_tpot);
+    else fputs("null", f);
+    fprintf(f, ",\"slo_met\":%lld,\"slo_attainment\":%.6f,\"goodput\":%.6f", (long long)met,
+            requests ? (double)met / (double)requests : 0, (double)met / span);
+}
+
+static rkv_status disagg_summary(driver *d, char *err, size_t errlen)
+{
+    const replicas_config *rc = d->rc;
+    int64_t n = d->n, ok = 0, errors = 0, met = 0, outputs = 0, prompt = 0, cached = 0;
+    int64_t sent = 0, local = 0, recompute = 0, lost = 0;
+    int32_t P = engine_backend(d->r[0].e)->page_size;
+    double t_end = 0, transfer = 0;
+    double *v = malloc(sizeof(double) * 3 * (size_t)(n + 1));
+    if (!v) {
+        snprintf(err, errlen, "out of host memory for the summary's latency percentiles");
+        return RKV_ENOMEM;
+    }
+    double *ttft = v, *tpot = v + n + 1, *lat = v + 2 * (n + 1);
+    for (int64_t k = 0; k < n; k++) {
+        rreq *q = &d->reqs[k];
+        if (!q->finished) continue;
+        if (!q->ok) {
+            errors++;
+            continue;
+        }
+        prompt += q->prompt_tokens;
+        cached += q->cached_tokens;
+        outputs += q->outputs;
+        sent += q->kv_sent;
+        local += q->kv_local;
+        recompute += q->recompute;
+        lost += q->decode >= 0 && q->decode_cached < (q->kv_local + q->kv_sent) * P;
+        transfer += q->transfer;
+        ttft[ok] = q->ttft;
+        tpot[ok] = q->tpot;
+        lat[ok] = q->latency;
+        ok++;
+        met += slo_met(rc, q->ttft, q->tpot);
+        if (q->er.arrival + q->latency > t_end) t_end = q->er.arrival + q->latency;
+    }
+    qsort(ttft, (size_t)ok, sizeof(double), rkv_cmp_double);
+    qsort(tpot, (size_t)ok, sizeof(double), rkv_cmp_double);
+    qsort(lat, (size_t)ok, sizeof(double), rkv_cmp_double);
+    double span = t_end > 0 ? t_end : 1e-9;
+    FILE *f = d->out;
+    fprintf(f, "{\"type\":\"summary\",\"mode\":\"disaggregated\",\"prefill\":%d,\"decode\":%d,"
+            "\"router\":\"%s\",\"decode_router\":\"least-load\",\"cache\":\"%s\",\"link\":\"%s\","
+            "\"link_bandwidth\":%.6g,\"link_latency\":%.6g,\"link_per_page\":%.6g,"
+            "\"requests\":%lld,\"errors\":%lld,\"duration\":%.6f,\"requests_per_s\":%.6f,"
+            "\"output_tokens_per_s\":%.6f,\"prompt_tokens\":%lld,\"cached_tokens\":%lld,"
+            "\"hit_rate\":%.6f,\"ttft_p50\":%.6f,\"ttft_p99\":%.6f,\"latency_p50\":%.6f,"
+            "\"latency_p99\":%.6f",
+            d->np, d->engines - d->np, router_names[rc->router],
+            rc->engine->cache_cfg.kind ? rc->engine->cache_cfg.kind : "radix", d->link.name,
+            d->link.bandwidth, d->link.latency, d->link.per_page, (long long)n, (long long)errors,
+            span, (double)ok / span, (double)outputs / span, (long long)prompt, (long long)cached,
+            prompt ? (double)cached / (double)prompt : 0, rkv_percentile(ttft, ok, 50),
+            rkv_percentile(ttft, ok, 99), rkv_percentile(lat, ok, 50), rkv_percentile(lat, ok, 99));
+    slo_print(f, rc, tpot, ok, met, n, span);
+    fprintf(f, ",\"kv_pages\":%lld,\"kv_bytes\":%.0f,\"kv_local_pages\":%lld,\"decode_hit_rate\":%.6f,"
+            "\"kv_recompute_requests\":%lld,\"kv_evicted_requests\":%lld,\"transfer_seconds\":%.6f,"
+            "\"per_prefill_requests\":[",
+            (long long)sent, (double)sent * d->kv_page_bytes, (long long)local,
+            sent + local ? (double)local / (double)(sent + local) : 0, (long long)recompute,
+            (long long)lost, transfer);
+    for (int32_t i = 0; i < d->engines; i++) {
+        if (i == d->np) fputs("],\"per_decode_requests\":[", f);
+        fprintf(f, i && i != d->np ? ",%lld" : "%lld", (long long)d->load[i].routed);
+    }
+    fputs("],\"per_prefill_hit_rate\":[", f);
+    for (int32_t i = 0; i < d->np; i++) {
+        engine_stats s;
+        engine_get_stats(d->r[i].e, &s);
+        fprintf(f, i ? ",%.6f" : "%.6f", s.prompt_tokens ? (double)s.cached_tokens / (double)s.prompt_tokens : 0);
+    }
+    fputc(']', f);
+    billing_prices def;
+    billing_prices_default(&def);
+    billing b;
+    billing_compute(rc->prices ? rc->prices : &def, prompt, cached, &b);
+    billing_print_json(f, rc->prices ? rc->prices : &def, &b);
+    const sim_profile *sp = backend_sim_profile(engine_backend(d->r[0].e));
+    if (sp) fprintf(f, ",\"sim_profile\":\"%s\",\"sim_profile_hash\":\"%s\"", sp->id, sp->hash);
+    if (d->interrupted) fputs(",\"interrupted\":true", f);
+    fputs("}\n", f);
+    fprintf(stderr, "  disaggregated   %d prefill + %d decode engines, router %s, link %s\n"
+            "  requests        %lld (%lld errors) in %.3f s\n"
+            "  TTFT p50 %.2f ms, TPOT p50 %.2f ms; %lld pages sent (%.1f MB), %lld already there\n",
+            d->np, d->engines - d->np, router_names[rc->router], d->link.name, (long long)n,
+            (long long)errors, span, 1e3 * rkv_percentile(ttft, ok, 50),
+            1e3 * rkv_percentile(tpot, ok, 50), (long long)sent, 1e-6 * (double)sent * d->kv_page_bytes,
+            (long long)local);
+    free(v);
+    return RKV_OK;
+}
+
 static rkv_status summary(driver *d, char *err, size_t errlen)
 {
     const replicas_config *rc = d->rc;
     int64_t prompt = 0, cached = 0, outputs = 0, errors = 0, nt = 0, npred = 0, over = 0;
     double t_end = 0, abs_err = 0, pred_prompt = 0;
-    double *ttft = malloc(sizeof(double) * (size_t)(d->n + 1));
+    double *ttft = malloc(sizeof(double) * 2 * (size_t)(d->n + 1));
+    double *tpot = ttft ? ttft + d->n + 1 : NULL;
+    int64_t met = 0;
+    bool slo = rc->slo_ttft > 0 || rc->slo_tpot > 0;
     if (!ttft) {
         /* Without them the summary's times would be zeros that look measured. */
         snprintf(err, errlen, "out of host memory for the summary's latency percentiles");
@@ -165,7 +546,9 @@ static rkv_status summary(driver *d, char *err, size_t errlen)
         prompt += res.prompt_tokens;
         cached += res.cached_tokens;
         outputs += res.num_output;
-        if (ttft) ttft[nt++] = res.ttft;
+        tpot[nt] = res.tpot;
+        met += slo_met(rc, res.ttft, res.tpot);
+        ttft[nt++] = res.ttft;
         if (res.finish_time > t_end) t_end = res.finish_time;
         if (q->predicted >= 0) {
             npred++;
@@ -174,7 +557,8 @@ static rkv_status summary(driver *d, char *err, size_t errlen)
             over += q->predicted > res.cached_tokens;
         }
     }
-    if (ttft) qsort(ttft, (size_t)nt, sizeof(double), rkv_cmp_double);
+    qsort(ttft, (size_t)nt, sizeof(double), rkv_cmp_double);
+    qsort(tpot, (size_t)nt, sizeof(double), rkv_cmp_double);
     double span = t_end > 0 ? t_end : 1e-9;
     double hit = prompt ? (double)cached / (double)prompt : 0;
     FILE *f = d->out;
@@ -195,6 +579,8 @@ static rkv_status summary(driver *d, char *err, size_t errlen)
         fprintf(f, i ? ",%.6f" : "%.6f", s.prompt_tokens ? (double)s.cached_tokens / (double)s.prompt_tokens : 0);
     }
     fputc(']', f);
+    /* Only when asked, so that runs without SLOs print what they always did. */
+    if (slo) slo_print(f, rc, tpot, nt, met, d->n, span);
     if (npred)
         fprintf(f, ",\"predicted_requests\":%lld,\"router_abs_error\":%.6f,\"router_overestimates\":%.6f",
                 (long long)npred, pred_prompt > 0 ? abs_err / pred_prompt : 0, (double)over / (double)npred);
@@ -260,7 +646,7 @@ static rkv_status replica_open(driver *d, int32_t i, fin_ctx *fc, char *err, siz
 {
     const replicas_config *rc = d->rc;
     replica *rp = &d->r[i];
-    rkv_status st = engine_create(rc->engine, &rp->e, err, errlen);
+    rkv_status st = engine_create(&d->ec, &rp->e, err, errlen);
     if (st) return st;
     *fc = (fin_ctx){d, i};
     engine_on_finish(rp->e, on_finish, fc);
@@ -284,20 +670,24 @@ static rkv_status router_open(driver *d, char *err, size_t errlen)
 {
     const replicas_config *rc = d->rc;
     backend *be = engine_backend(d->r[0].e);
-    int64_t *pages = malloc(sizeof(int64_t) * (size_t)rc->replicas);
+    int32_t n = d->np ? d->np : rc->replicas; /* the engines a request arrives at */
+    int64_t *pages = malloc(sizeof(int64_t) * (size_t)n);
     if (!pages) return RKV_ENOMEM;
-    for (int32_t i = 0; i < rc->replicas; i++) {
+    for (int32_t i = 0; i < n; i++) {
         backend *bi = engine_backend(d->r[i].e);
         pages[i] = rc->approx_tokens > 0 ? (rc->approx_tokens + bi->page_size - 1) / bi->page_size
                                          : bi->num_pages;
     }
     router_config cfg = {
-        .kind = rc->router, .replicas = rc->replicas, .balance_threshold = rc->balance_threshold,
+        .kind = rc->router, .replicas = n, .balance_threshold = rc->balance_threshold,
         .cache_threshold = rc->cache_threshold, .page_size = be->page_size, .approx_pages = pages,
     };
     rkv_status st = router_create(&cfg, &d->rt, err, errlen);
     free(pages);
-    return st;
+    if (st || !d->np) return st;
+    router_config dcfg = {.kind = ROUTER_LEAST_LOAD, .replicas = d->engines - d->np,
+                          .page_size = be->page_size};
+    return router_create(&dcfg, &d->drt, err, errlen);
 }
 
 /* Every request in arrival order (order[]): the clock advances to its
@@ -314,6 +704,10 @@ static rkv_status dispatch(driver *d, const int64_t *order, char *err, size_t er
             break;
         replica *rp = &d->r[i];
         router_load *ld = &d->load[i];
+        /* Disaggregated: the prefill engine computes the prompt and the
+         * first token only. */
+        engine_request er = q->er;
+        if (d->np) er.max_tokens = 1;
         if ((st = rkv_grow((void **)&rp->req_of, &rp->req_cap, ld->routed + 1,
                            sizeof *rp->req_of))) {
             snprintf(err, errlen, "replicas: out of host memory");
@@ -324,7 +718,7 @@ static rkv_status dispatch(driver *d, const int64_t *order, char *err, size_t er
         ld->outstanding++;
         ld->routed++;
         char why[256] = "";
-        if ((st = engine_add(rp->e, &q->er, &q->eid, why, sizeof why))) {
+        if ((st = engine_add(rp->e, &er, &q->eid, why, sizeof why))) {
             snprintf(err, errlen, "%s: request %s: %s", d->rc->trace, q->id_json,
                      why[0] ? why : rkv_status_str(st));
             break;
@@ -337,7 +731,12 @@ static rkv_status dispatch(driver *d, const int64_t *order, char *err, size_t er
 
 static void driver_free(driver *d)
 {
-    for (int32_t i = 0; d->r && i < d->rc->replicas; i++) {
+    for (int64_t k = 0; k < d->n; k++) {
+        rreq *q = &d->reqs[k];
+        free(q->dtokens);
+        free(q->kv);
+    }
+    for (int32_t i = 0; d->r && i < d->engines; i++) {
         replica *rp = &d->r[i];
         if (rp->e) cache_pins_release(engine_cache(rp->e), &rp->pins);
         cache_pins_free(&rp->pins);
@@ -349,38 +748,83 @@ static void driver_free(driver *d)
         free(d->reqs[k].id_json);
     }
     router_destroy(d->rt);
+    router_destroy(d->drt);
     free(d->reqs);
     free(d->load);
     free(d->r);
+    free(d->post);
+    free(d->pending);
+}
+
+/* Disaggregated: what the engines must be able to do, and the link. */
+static rkv_status disagg_open(driver *d, char *err, size_t errlen)
+{
+    const replicas_config *rc = d->rc;
+    engine *e = d->r[0].e;
+    backend *b = engine_backend(e);
+    if (!(b->ops->caps & BACKEND_CAP_MODELLED_TIME) || !b->ops->read_page || !b->ops->write_page ||
+        !b->ops->page_bytes) {
+        snprintf(err, errlen, "--prefill/--decode: the handoff runs on the sim clock; use "
+                 "--backend sim (not %s)", b->ops->name);
+        return RKV_ENOTSUP;
+    }
+    if (!cache_can(engine_cache(e), CACHE_CAP_REUSE)) {
+        snprintf(err, errlen, "--prefill/--decode: --cache %s keeps no pages for the prefill engine "
+                 "to hand over", rc->engine->cache_cfg.kind);
+        return RKV_ENOTSUP;
+    }
+    rkv_status st = kv_link_parse(rc->link, &d->link, err, errlen);
+    if (st) {
+        char why[300];
+        snprintf(why, sizeof why, "%s", err);
+        snprintf(err, errlen, "--link: %s", why);
+        return st;
+    }
+    model_config m;
+    if ((st = model_config_load(d->ec.backend_cfg.model, &m, err, errlen))) return st;
+    d->kv_page_bytes = (double)model_config_kv_bytes_per_token(&m, 2) * b->page_size;
+    return b->ops->page_bytes(b, &d->page_bytes);
 }
 
 rkv_status replicas_run(const replicas_config *rc, FILE *out, bool *interrupted, char *err,
                         size_t errlen)
 {
     *interrupted = false;
-    if (rc->replicas < 1) {
-        snprintf(err, errlen, "--replicas must be >= 1");
+    bool disagg = rc->prefill > 0 || rc->decode > 0;
+    if (disagg ? rc->prefill < 1 || rc->decode < 1 : rc->replicas < 1) {
+        snprintf(err, errlen, disagg ? "--prefill and --decode go together, each >= 1"
+                                     : "--replicas must be >= 1");
         return RKV_EINVAL;
     }
-    driver d = {.rc = rc, .out = out};
+    driver d = {.rc = rc, .out = out, .ec = *rc->engine};
+    d.engines = disagg ? rc->prefill + rc->decode : rc->replicas;
+    d.np = disagg ? rc->prefill : 0;
+    if (disagg) d.ec.offline = false;
     rkv_status st = RKV_OK;
-    d.r = calloc((size_t)rc->replicas, sizeof *d.r);
-    d.load = calloc((size_t)rc->replicas, sizeof *d.load);
-    fin_ctx *fc = calloc((size_t)rc->replicas, sizeof *fc);
+    d.r = calloc((size_t)d.engines, sizeof *d.r);
+    d.load = calloc((size_t)d.engines, sizeof *d.load);
+    fin_ctx *fc = calloc((size_t)d.engines, sizeof *fc);
     int64_t *order = NULL;
     if (!d.r || !d.load || !fc) {
         st = RKV_ENOMEM;
         goto done;
     }
-    for (int32_t i = 0; i < rc->replicas && st == RKV_OK; i++)
+    for (int32_t i = 0; i < d.engines && st == RKV_OK; i++)
         st = replica_open(&d, i, &fc[i], err, errlen);
-    if (st || (st = router_open(&d, err, errlen))) goto done;
-    fprintf(stderr, "radixkv run: %d replicas of %s; router %s\n", rc->replicas,
-            engine_backend(d.r[0].e)->description, router_names[rc->router]);
+    if (st || (disagg && (st = disagg_open(&d, err, errlen))) || (st = router_open(&d, err, errlen)))
+        goto done;
+    if (disagg)
+        fprintf(stderr, "radixkv run: %d prefill + %d decode engines of %s; router %s, link %s\n",
+                rc->prefill, rc->decode, engine_backend(d.r[0].e)->description,
+                router_names[rc->router], d.link.name);
+    else
+        fprintf(stderr, "radixkv run: %d replicas of %s; router %s\n", rc->replicas,
+                engine_backend(d.r[0].e)->description, router_names[rc->router]);
     if ((st = trace_engine_load(rc->trace, engine_backend(d.r[0].e)->vocab_size,
                                 rc->default_max_tokens, rc->namespace_name, keep_request, &d,
                                 err, errlen)))
         goto done;
+    for (int64_t k = 0; k < d.n; k++) d.reqs[k].decode = -1;
     order = malloc(sizeof(int64_t) * (size_t)(d.n + 1));
     if (!order) {
         st = RKV_ENOMEM;
@@ -391,12 +835,13 @@ rkv_status replicas_run(const replicas_config *rc, FILE *out, bool *interrupted,
     progress_start(&d.prog, "run", "requests", d.n, rc->progress);
     st = dispatch(&d, order, err, errlen);
     progress_finish(&d.prog);
-    for (int32_t i = 0; st == RKV_OK && !d.interrupted && i < rc->replicas; i++) {
+    for (int32_t i = 0; st == RKV_OK && !d.interrupted && i < d.engines; i++) {
         char why[400] = "";
         if ((st = engine_check(d.r[i].e, why, sizeof why)))
-            snprintf(err, errlen, "replica %d: %s", i, why[0] ? why : rkv_status_str(st));
+            snprintf(err, errlen, "%s %d: %s", disagg ? (i < d.np ? "prefill engine" : "decode engine")
+                     : "replica", disagg && i >= d.np ? i - d.np : i, why[0] ? why : rkv_status_str(st));
     }
-    if (st == RKV_OK) st = summary(&d, err, errlen);
+    if (st == RKV_OK) st = disagg ? disagg_summary(&d, err, errlen) : summary(&d, err, errlen);
     *interrupted = d.interrupted;
 done:
     if (st == RKV_ENOMEM && !err[0]) snprintf(err, errlen, "replicas: out of host memory");

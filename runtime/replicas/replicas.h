@@ -23,6 +23,36 @@
  * as the mean absolute error over prompt tokens, and the share of requests
  * predicted too high.
  *
+ * Disaggregation (prefill > 0 and decode > 0; sim backend): engines 0..N-1
+ * prefill, N..N+M-1 decode, each with its own cache.
+ *
+ *   arrival --router--> prefill i: prompt, max_tokens 1 -> first token at t1
+ *      |  its full pages read from prefill i's cache (match, read_page, unlock)
+ *      v  (queued until every busy engine's clock has reached t1)
+ *   least-load --> decode j: pages j already holds stay; the others are
+ *      written into fresh pages of j and inserted into j's cache (unlocked,
+ *      as any cached prefix: holds for requests not yet admitted could fill
+ *      j's pool so that none of them runs); request = prompt + first token,
+ *      max_tokens - 1, arriving at t1 + kv_link_seconds(pages sent). Should
+ *      j evict them before it admits the request, it computes them again
+ *      (the line's "decode_cached_tokens" is below the pages handed over;
+ *      the summary counts such requests in "kv_evicted_requests").
+ *
+ * Decode engines are picked by least-load (router.h): a decode step's cost
+ * grows with its batch, and a prefix cache only lowers what is sent. A
+ * prompt's partial last page is not sent: the decode engine recomputes it with
+ * the first token (a few rows). When j has no room even after eviction, no page
+ * is sent and j recomputes the prompt (counted in "kv_recompute_requests").
+ * The prefill engine's match to read the pages is an access (it refreshes the
+ * prompt's LRU time there, as the commit that just inserted it did).
+ * Times: ttft = t1 - arrival, tpot = (finish - t1) / (outputs - 1), latency =
+ * finish - arrival. At temperature 0 the outputs equal a colocated engine's;
+ * at temperature > 0 the decode engine's draws restart their step count.
+ *
+ * SLOs (slo_ttft, slo_tpot > 0): a request meets them when it finished without
+ * error within both; the summary gives the share of requests that do
+ * ("slo_attainment") and their rate over the run ("goodput", DistServe's).
+ *
  * Ownership: replicas_run creates and destroys the engines; the caller keeps
  * cfg and the output stream.
  */
@@ -35,6 +65,7 @@
 
 #include "billing.h"
 #include "engine.h"
+#include "kv_link.h"
 #include "router.h"
 
 typedef struct replicas_config {
@@ -51,6 +82,9 @@ typedef struct replicas_config {
     const billing_prices *prices;
     const char *pin;               /* --pin FILE: pinned in every replica (pin_file.h) */
     bool progress;
+    int32_t prefill, decode;       /* both > 0: disaggregated (replicas unused) */
+    const char *link;              /* kv_link.h spec; NULL: rdma */
+    double slo_ttft, slo_tpot;     /* seconds; <= 0: no such SLO */
 } replicas_config;
 
 /* Route and serve the whole trace; per-request lines (with "replica" and,

@@ -29,6 +29,18 @@ rows = [{"workload": "multi-turn", "replicas": n, "router": r, "hit_rate": h}
                         (2, "round-robin", .6), (2, "cache-aware", .5))]
 expect_violation("routing", routing.check(rows, {}))
 
+# disaggregation: a lost request, a steadier colocated TPOT, a cold decode cache.
+sys.path.insert(0, os.path.join(ROOT, "experiments", "disaggregation"))
+import checks as disaggregation  # noqa: E402
+base = {"errors": 0, "requests": 10, "trace_requests": 10, "rate": 8, "decode_hit_rate": .9}
+expect_violation("disaggregation (lost request)", disaggregation.check(
+    [dict(base, workload="static-prefix", arm="1:1", mode="disaggregated", requests=9)], {}))
+expect_violation("disaggregation (TPOT spread)", disaggregation.check(
+    [dict(base, workload="long-prompt", arm="colocated", mode="colocated", tpot_p50=1, tpot_p99=1.01),
+     dict(base, workload="long-prompt", arm="1:1", mode="disaggregated", tpot_p50=1, tpot_p99=1.2)], {}))
+expect_violation("disaggregation (decode hit rate)", disaggregation.check(
+    [dict(base, workload="static-prefix", arm="1:1", mode="disaggregated", decode_hit_rate=.5)], {}))
+
 # tiered_capacity: a larger host tier that lowers the hit rate.
 base = {"disk_multiple": 0, "host_hit_tokens": 0, "tier_load_seconds": 0,
         "recompute_seconds_tier_hits": 0}
