@@ -219,7 +219,7 @@ static rkv_status deliver(driver *d, int64_t qi, int64_t k)
     rreq *q = &d->reqs[qi];
     int32_t j, pred;
     char why[256] = "";
-    rkv_status st = router_route(d->drt, q->dtokens, q->er.n_tokens + 1, k, d->load + d->np, &j,
+    rkv_status st = router_route(d->drt, q->dtokens, q->er.n_tokens + 1, q->er.ns, k, d->load + d->np, &j,
                                  &pred, why, sizeof why);
     if (st) return disagg_fail(d, st, "replicas: decode router");
     int32_t di = d->np + j;
