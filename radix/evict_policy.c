@@ -62,12 +62,7 @@ int evict_policy_index(const evict_policy *p)
 
 const char *evict_policy_names(char *buf, size_t len)
 {
-    size_t used = 0;
-    if (len) buf[0] = 0;
-    for (int i = 0; evict_policies[i] && used < len; i++)
-        used += (size_t)snprintf(buf + used, len - used, "%s%s", i ? ", " : "",
-                                 evict_policies[i]->name);
-    return buf;
+    return rkv_join_names(buf, len, evict_policy_name_list);
 }
 
 bool evict_policy_key_never_falls(const evict_policy *p, int trials, uint64_t seed, char *err,

@@ -1,6 +1,8 @@
 /* rkv_core.c - see rkv_core.h. */
 #include "rkv_core.h"
 
+#include <string.h>
+
 #include <math.h>
 #include <stdlib.h>
 
@@ -52,4 +54,20 @@ void rkv_json_string(FILE *f, const char *s)
         else fputc(ch, f);
     }
     fputc('"', f);
+}
+
+int rkv_name_index(const char *const *names, const char *name)
+{
+    for (int i = 0; name && names[i]; i++)
+        if (!strcmp(names[i], name)) return i;
+    return -1;
+}
+
+const char *rkv_join_names(char *buf, size_t len, const char *const *names)
+{
+    size_t used = 0;
+    if (len) buf[0] = 0;
+    for (int i = 0; names[i] && used < len; i++)
+        used += (size_t)snprintf(buf + used, len - used, "%s%s", i ? ", " : "", names[i]);
+    return buf;
 }

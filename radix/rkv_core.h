@@ -6,6 +6,8 @@
  *   rkv_grow             amortized growth of a malloc'd array
  *   rkv_percentile       nearest-rank percentile of a sorted sample
  *   rkv_json_string      a C string as a JSON string literal
+ *   rkv_name_index,      a name in a registry's NULL-terminated name list, and
+ *   rkv_join_names       the list as "a, b, c" for messages
  *   rkv_fail, rkv_set_err (rkv_status.h) the error helpers: a message into the
  *                        caller's buffer, naming the place, and a status back
  *
@@ -66,6 +68,11 @@ int rkv_cmp_double(const void *a, const void *b);
 /* s as a JSON string, quotes included: '"' and '\\' escaped, control
  * characters as \u00XX; other bytes (UTF-8) as they are. */
 void rkv_json_string(FILE *f, const char *s);
+
+/* Index of name in names (NULL-terminated), -1 when absent or name is NULL. */
+int rkv_name_index(const char *const *names, const char *name);
+/* names joined as "a, b, c" into buf (cut to len); returns buf. */
+const char *rkv_join_names(char *buf, size_t len, const char *const *names);
 #endif
 
 #ifdef __cplusplus

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "rkv_core.h"
 
 rkv_status backend_cpu_create(const backend_config *cfg, backend **out, char *err,
                               size_t errlen);
@@ -84,10 +85,9 @@ rkv_status backend_create(const char *name, const backend_config *cfg, backend *
     *out = NULL;
     const backend_entry *b = backend_find(name ? name : backends[0].name);
     if (!b) {
-        int n = snprintf(err, errlen, "unknown backend '%s' (", name);
-        for (int i = 0; i < NUM_BACKENDS && n > 0 && (size_t)n < errlen; i++)
-            n += snprintf(err + n, errlen - (size_t)n, "%s%s", i ? ", " : "", backends[i].name);
-        if (n > 0 && (size_t)n < errlen) snprintf(err + n, errlen - (size_t)n, ")");
+        char names[128];
+        snprintf(err, errlen, "unknown backend '%s' (%s)", name,
+                 rkv_join_names(names, sizeof names, backend_names));
         return RKV_EINVAL;
     }
     if (!b->create) {

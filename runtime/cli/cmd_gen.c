@@ -9,6 +9,7 @@
 #include "cli.h"
 #include "commands.h"
 #include "model_config.h"
+#include "rkv_core.h"
 #include "workloads.h"
 
 static void usage_gen(FILE *f)
@@ -83,9 +84,8 @@ static int parse_gen(int argc, char **argv, workload_config *cp, const char **ou
         fprintf(stderr, "radixkv gen: unexpected argument '%s' (one KIND only)\n", a.pos[1]);
         return 2;
     }
-    int k = 0;
-    while (workload_kinds[k] && strcmp(workload_kinds[k], a.pos[0])) k++;
-    if (!workload_kinds[k]) {
+    int k = rkv_name_index(workload_kinds, a.pos[0]);
+    if (k < 0) {
         fprintf(stderr, "radixkv gen: unknown kind '%s' (one of:", a.pos[0]);
         for (k = 0; workload_kinds[k]; k++) fprintf(stderr, " %s", workload_kinds[k]);
         fprintf(stderr, ")\n");

@@ -130,10 +130,9 @@ rkv_status engine_create_with_backend(const engine_config *cfg_in, backend *b, e
     if (!cfg.schedule) cfg.schedule = engine_schedule_names[0];
     sched_policy pol;
     if (sched_policy_parse(cfg.policy, &pol)) {
-        int n = snprintf(err, errlen, "engine: unknown policy '%s' (", cfg.policy);
-        for (int i = 0; sched_policy_names[i] && n > 0 && (size_t)n < errlen; i++)
-            n += snprintf(err + n, errlen - (size_t)n, "%s%s", i ? ", " : "", sched_policy_names[i]);
-        if (n > 0 && (size_t)n < errlen) snprintf(err + n, errlen - (size_t)n, ")");
+        char names[128];
+        snprintf(err, errlen, "engine: unknown policy '%s' (%s)", cfg.policy,
+                 rkv_join_names(names, sizeof names, sched_policy_names));
         backend_destroy(b);
         return RKV_EINVAL;
     }

@@ -8,17 +8,16 @@
 #include "cache.h"
 #include "cache_client.h"
 #include "page_pool.h"
+#include "rkv_core.h"
 
 const char *const router_names[] = {"round-robin", "least-load", "cache-aware", NULL};
 
 rkv_status router_kind_parse(const char *name, router_kind *out)
 {
-    for (int i = 0; router_names[i]; i++)
-        if (name && !strcmp(name, router_names[i])) {
-            *out = (router_kind)i;
-            return RKV_OK;
-        }
-    return RKV_EINVAL;
+    int i = rkv_name_index(router_names, name);
+    if (i < 0) return RKV_EINVAL;
+    *out = (router_kind)i;
+    return RKV_OK;
 }
 
 /* One replica's approximate prefix tree: a radix cache over its own pool. */

@@ -16,12 +16,10 @@ const char *const sched_policy_names[] = {"fcfs", "lpm", "dfs-weight", "random",
 
 rkv_status sched_policy_parse(const char *name, sched_policy *out)
 {
-    for (int i = 0; sched_policy_names[i]; i++)
-        if (!name || !strcmp(name, sched_policy_names[i])) {
-            *out = (sched_policy)i;
-            return RKV_OK;
-        }
-    return RKV_EINVAL;
+    int i = name ? rkv_name_index(sched_policy_names, name) : 0; /* NULL: the default */
+    if (i < 0) return RKV_EINVAL;
+    *out = (sched_policy)i;
+    return RKV_OK;
 }
 
 const char *sched_policy_name(sched_policy p)

@@ -366,10 +366,9 @@ rkv_status workload_generate(const workload_config *c, workload *out, char *err,
     size_t k = 0;
     while (k < sizeof kinds / sizeof *kinds && strcmp(kind, kinds[k].name)) k++;
     if (k == sizeof kinds / sizeof *kinds) {
-        int n = snprintf(err, errlen, "workload: unknown kind '%s' (", kind);
-        for (size_t i = 0; workload_kinds[i] && n > 0 && (size_t)n < errlen; i++)
-            n += snprintf(err + n, errlen - (size_t)n, "%s%s", i ? ", " : "", workload_kinds[i]);
-        if (n > 0 && (size_t)n < errlen) snprintf(err + n, errlen - (size_t)n, ")");
+        char names[256];
+        snprintf(err, errlen, "workload: unknown kind '%s' (%s)", kind,
+                 rkv_join_names(names, sizeof names, workload_kinds));
         return RKV_EINVAL;
     }
     rkv_status st = kinds[k].fn(&g);
