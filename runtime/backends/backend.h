@@ -43,6 +43,9 @@ enum {
     /* step_seconds is a model's estimate, not a measurement: the engine's
      * clock advances by it (plus measured host time) instead of wall time. */
     BACKEND_CAP_MODELLED_TIME = 1u << 0,
+    /* The K/V pages live in host memory, in fp32 (run's up-front memory
+     * check counts them). */
+    BACKEND_CAP_HOST_KV = 1u << 1,
 };
 
 typedef struct backend_ops {

@@ -277,8 +277,7 @@ static int check_run(run_opts *o, bool need_trace)
          * gigabytes until killed): the pool's and the cache's bookkeeping per
          * page, and on the cpu backend the page's fp32 K/V in host memory. */
         int64_t pages = o->ec.backend_cfg.num_pages, P = o->ec.backend_cfg.page_size;
-        bool host_kv = !(backend_caps(o->ec.backend) & BACKEND_CAP_MODELLED_TIME)
-                       && (!o->ec.backend || !strcmp(o->ec.backend, backend_names[0]));
+        bool host_kv = backend_caps(o->ec.backend) & BACKEND_CAP_HOST_KV;
         uint64_t per_page = 64 + (host_kv ? (uint64_t)model_config_kv_bytes_per_token(&mc, 4) * (uint64_t)P : 0);
         char what[160];
         snprintf(what, sizeof what, "%s (%lld pages of %lld tokens)",
