@@ -6,7 +6,9 @@
 #               is missing.
 #   --strict    also fail on an undefined reference or citation, on a figure,
 #               table or text still shown as "not built yet", and on a number typed
-#               by hand in paper/ (tests/experiments/paper_numbers.py).
+#               by hand in paper/ (tests/experiments/paper_numbers.py), on an
+#               overfull box, and on a figure not drawn at the size it is placed
+#               at (tests/experiments/figure_check.py).
 #   --bundle DIR  the results bundle experiments/run_all wrote (DIR/manifest.json,
 #               DIR/NAME/NAME.jsonl): the paper reads it and nothing else; its
 #               notebooks draw into DIR/figures. No experiment is run.
@@ -142,7 +144,7 @@ fi
 mkdir -p "$paperdir/generated"
 shopt -s nullglob
 rm -f "$paperdir/generated"/*
-for f in "$figs"/*.pdf "$figs"/*.png "$figs"/*.tex; do cp "$f" "$paperdir/generated/"; done
+for f in "$figs"/*.pdf "$figs"/*.png "$figs"/*.tex "$figs"/*.fig.json; do cp "$f" "$paperdir/generated/"; done
 # The title page's line on the results: the bundle's manifest, else what the rows say.
 if [[ -n "$bundle" ]]; then
   (cd experiments && python3 -m rkv.bundle tex "$bundle" "$paperdir/generated/bundle.tex")
@@ -168,7 +170,13 @@ if ((strict)); then
     grep "not built yet" main.log >&2
     bad=1
   fi
+  # A box LaTeX could not fit (a table or line wider than the text) prints past the margin.
+  if grep -E "^Overfull \\\\[hv]box" main.log >&2; then
+    bad=1
+  fi
   python3 "$src/tests/experiments/paper_numbers.py" "$src/paper" >&2 || bad=1
+  # Every placed figure drawn at its print width, fonts >= 7 pt, no offset labels.
+  python3 "$src/tests/experiments/figure_check.py" "$paperdir" >&2 || bad=1
   if ((bad)); then
     echo "build_paper.sh: --strict: the paper has the problems above" >&2
     exit 1

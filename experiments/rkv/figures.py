@@ -1,0 +1,113 @@
+"""Figures drawn at the size the paper prints them.
+
+The paper (paper/main.tex: a4paper, 2.2 cm margins, one column) is 166 mm wide;
+a figure placed with \\nbfigure{NAME.pdf}{W\\linewidth} must be drawn W * 166 mm
+wide, so that its fonts print at the size they were set at. Every notebook
+draws through this module:
+
+    from rkv import figures as rfig
+    rfig.setup()                                   # fonts >= 7 pt, no offset labels
+    fig, axes = rfig.subplots(1, 3, height=2.2)    # width = the text width
+    ...
+    rfig.save(fig, FIG, "name")                    # NAME.pdf, NAME.png, NAME.fig.json
+
+save() writes NAME.fig.json beside the figure: its drawn size, the smallest
+font of any visible text and any offset label ("+2.017e2", "1e6") an axis
+shows. tests/experiments/figure_check.py compares these with where the paper
+places the figure (scripts/build_paper.sh --strict runs it).
+"""
+import json
+from pathlib import Path
+
+TEXT_WIDTH_MM = 166.0
+TEXT_WIDTH_IN = TEXT_WIDTH_MM / 25.4
+MIN_FONT_PT = 7.0
+BASE_FONT_PT = 8.0
+
+
+def setup():
+    """matplotlib's defaults for print: 8 pt text, 7 pt ticks and legends,
+    plain tick labels (no offset or scientific multiplier), a layout engine
+    that keeps labels inside the drawn size."""
+    import matplotlib
+    matplotlib.rcParams.update({
+        "font.size": BASE_FONT_PT,
+        "axes.titlesize": BASE_FONT_PT,
+        "axes.labelsize": BASE_FONT_PT,
+        "xtick.labelsize": MIN_FONT_PT,
+        "ytick.labelsize": MIN_FONT_PT,
+        "legend.fontsize": MIN_FONT_PT,
+        "legend.title_fontsize": MIN_FONT_PT,
+        "figure.titlesize": BASE_FONT_PT,
+        "axes.formatter.useoffset": False,
+        "axes.formatter.limits": (-6, 9),
+        "lines.linewidth": 1.0,
+        "lines.markersize": 3.5,
+        "axes.linewidth": 0.6,
+        "xtick.major.width": 0.6,
+        "ytick.major.width": 0.6,
+        "legend.frameon": False,
+        "figure.constrained_layout.use": True,
+        "savefig.bbox": None,
+        "pdf.fonttype": 42,
+    })
+
+
+def width_in(fraction=1.0):
+    """The drawn width, in inches, of a figure placed at `fraction` of the text width."""
+    return fraction * TEXT_WIDTH_IN
+
+
+def subplots(nrows=1, ncols=1, height=2.4, width=1.0, **kw):
+    """plt.subplots at the print width (`width` as a fraction of the text
+    width) and `height` inches."""
+    import matplotlib.pyplot as plt
+    kw.setdefault("squeeze", False)
+    return plt.subplots(nrows, ncols, figsize=(width_in(width), height), **kw)
+
+
+def figure(height=2.4, width=1.0, **kw):
+    import matplotlib.pyplot as plt
+    return plt.figure(figsize=(width_in(width), height), **kw)
+
+
+def inspect(fig):
+    """What the figure check needs: size, the smallest visible font, offset
+    labels, and the texts under the minimum."""
+    from matplotlib.text import Text
+    fig.canvas.draw()
+    w, h = fig.get_size_inches()
+    sizes, small = [], []
+    for t in fig.findobj(Text):
+        if not t.get_visible() or not t.get_text().strip():
+            continue
+        # A text clipped out of its axes (a tick label beyond the limits) is not drawn.
+        if t.get_figure() is None:
+            continue
+        s = float(t.get_fontsize())
+        sizes.append(s)
+        if s < MIN_FONT_PT - 1e-6:
+            small.append({"text": t.get_text()[:40], "pt": s})
+    offsets = []
+    for ax in fig.get_axes():
+        for axis in (ax.xaxis, ax.yaxis):
+            o = axis.get_offset_text()
+            if o.get_visible() and o.get_text().strip():
+                offsets.append(o.get_text())
+    return {"width_in": round(float(w), 4), "height_in": round(float(h), 4),
+            "min_font_pt": min(sizes) if sizes else None,
+            "small_texts": small, "offset_texts": offsets}
+
+
+def save(fig, folder, name, width=1.0, png_dpi=200):
+    """NAME.pdf and NAME.png in `folder`, and NAME.fig.json with what
+    inspect() found and the placement width (fraction of the text width) the
+    notebook drew for."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    meta = inspect(fig)
+    meta.update({"name": name, "width_fraction": width, "text_width_in": round(TEXT_WIDTH_IN, 4)})
+    fig.savefig(folder / f"{name}.pdf")
+    fig.savefig(folder / f"{name}.png", dpi=png_dpi)
+    (folder / f"{name}.fig.json").write_text(json.dumps(meta, indent=1) + "\n")
+    return meta
