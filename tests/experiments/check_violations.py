@@ -63,10 +63,11 @@ expect_violation("overhead slope", overhead.check(rows, cfg, timed=True))
 # machine measured 0.705x where 0.5x was required, the rerun 0.007x); the prefilled
 # token count does. Reuse that holds with a slow pass 2 must pass; no reuse must fail.
 def lp(pass_, hit, ttft):
-    return {"backend": "cpu", "cache_label": "radix", "pass": pass_, "errors": 0, "requests": 2,
-            "prompt_len": 512, "hit_rate": hit, "ttft_mean": ttft, "ttft_mean_min": ttft * 0.9,
-            "ttft_mean_max": ttft * 1.1}
-lp_cfg = {"tolerances": {"ttft_drop": 0.5, "tpot_within": 0.1}}
+    return {"backend": "cpu", "cache_label": "radix", "output_len": 8, "pass": pass_, "errors": 0,
+            "requests": 2, "prompt_len": 512, "hit_rate": hit, "ttft_mean": ttft,
+            "ttft_mean_min": ttft * 0.9, "ttft_mean_max": ttft * 1.1, "requests_per_s": 1 / ttft}
+lp_cfg = {"tolerances": {"ttft_drop": 0.5, "tpot_within": 0.1, "flat_within": 0.05,
+                         "pass_speedup_min": 1.25}}
 pairs = long_prefill.check([lp(1, 0.0, 1.0), lp(2, 0.97, 0.705)], lp_cfg)
 if not all(ok or ok is None for ok, _ in pairs) or not any(ok is None for ok, _ in pairs):
     print(f"FAIL long_prefill: a slow wall clock decided a property or was not reported: {pairs}")
@@ -74,6 +75,15 @@ if not all(ok or ok is None for ok, _ in pairs) or not any(ok is None for ok, _ 
 else:
     print("ok   long_prefill: a 0.705x wall-clock TTFT is reported (info), not failed")
 expect_violation("long_prefill reuse", long_prefill.check([lp(1, 0.0, 1.0), lp(2, 0.0, 0.01)], lp_cfg))
+# On the modelled clock: a caching kind whose pass 2 is no faster than pass 1, and
+# no caching whose throughput changes from pass to pass, must fail.
+def lps(label, pass_, hit, rps):
+    return dict(lp(pass_, hit, 0.1 if hit else 1.0), backend="sim", cache_label=label,
+                requests_per_s=rps, tpot_mean=None)
+expect_violation("long_prefill pass 2 not faster", long_prefill.check(
+    [lps("radix", 1, 0.0, 1.0), lps("radix", 2, 0.99, 1.1)], lp_cfg))
+expect_violation("long_prefill none not flat", long_prefill.check(
+    [lps("none", 1, 0.0, 1.0), lps("none", 2, 0.0, 1.5)], lp_cfg))
 
 # Every row names its command and configuration.
 try:
