@@ -59,10 +59,15 @@ def check(rows, cfg):
                                         f"{at} {lab} pass {k}: requests/s flat, {q:.4f}x pass 1's "
                                         f"(within {flat:.0%}, modelled clock)"))
                     elif b in MODELLED:
-                        q = pk["ttft_mean"] / p1["ttft_mean"]
+                        # The first request served waits for no other's decode, so
+                        # its TTFT is its prefill, which the cache shortens; the mean
+                        # TTFT also holds the queue behind the running requests'
+                        # decodes (long outputs), which no cache shortens.
+                        q = pk["ttft_min"] / p1["ttft_min"]
                         out.append((q <= drop and pk["hit_rate"] > 0.9,
-                                    f"{at} {lab} pass {k}: mean TTFT {q:.3f}x pass 1's "
-                                    f"(at most {drop:g}x, modelled clock), hit rate {pk['hit_rate']:.3f}"))
+                                    f"{at} {lab} pass {k}: first request's TTFT {q:.3f}x pass 1's "
+                                    f"(at most {drop:g}x, modelled clock; mean TTFT "
+                                    f"{pk['ttft_mean'] / p1['ttft_mean']:.3f}x), hit rate {pk['hit_rate']:.3f}"))
                         if p1.get("requests_per_s"):
                             s = pk["requests_per_s"] / p1["requests_per_s"]
                             out.append((s >= faster, f"{at} {lab} pass {k}: requests/s {s:.2f}x pass 1's "
