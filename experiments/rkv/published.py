@@ -93,3 +93,13 @@ def check(pub, cfg, name):
         if "pass" in m and not 1 <= m["pass"] <= cfg["workload"].get("passes", 1):
             bad.append(f"{name}: {lab} maps to pass {m['pass']}, outside the config's passes")
     return bad
+
+
+def sweep_points():
+    """The four points of Table 1 that experiments/mechanisms explains: no
+    caching and the trie at 0 %, block hashing at 100 % with sync and async
+    scheduling (requests/s)."""
+    pub = load("hit_rate_sweep")
+    return {"none_h0": value(pub, 0, "naïve-sync"), "trie_h0": value(pub, 0, "yoco-sync"),
+            "hash_h1_sync": value(pub, 100, "prefix_caching-sync"),
+            "hash_h1_overlap": value(pub, 100, "prefix_caching-async-2")}

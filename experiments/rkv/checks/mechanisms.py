@@ -1,6 +1,7 @@
 """The stated properties of experiments/mechanisms, and the analysis both the
 driver (--check) and notebooks/mechanisms.ipynb read from its rows: curves
 per mechanism and where each crosses the write-up's number."""
+from .. import published
 
 
 def crossing(points, target):
@@ -13,7 +14,7 @@ def crossing(points, target):
 
 
 def writeup_ratios(cfg):
-    w = cfg["writeup"]
+    w = published.sweep_points()
     return {"trie": w["trie_h0"] / w["none_h0"],
             "overlap": w["hash_h1_overlap"] / w["hash_h1_sync"],
             "gain": w["hash_h1_sync"] / w["none_h0"]}
@@ -132,9 +133,9 @@ def check(rows, cfg):
     cross = trie_crossings(curves, W["trie"])
     wu = curves.get("writeup")
     if wu:
-        out.append((abs(wu["none_rps"] / cfg["writeup"]["none_h0"] - 1) < 0.01,
+        out.append((abs(wu["none_rps"] / published.sweep_points()["none_h0"] - 1) < 0.01,
                     f"trie: the overhead fitted to the write-up ({wu['overhead_ms']:.3g} ms per step) brings "
-                    f"none at h = 0 to its requests/s ({wu['none_rps']:.2f} vs {cfg['writeup']['none_h0']})"))
+                    f"none at h = 0 to its requests/s ({wu['none_rps']:.2f} vs {published.sweep_points()['none_h0']})"))
     for k, (ns, x) in cross.items():
         out.append((ns is not None, f"trie, overhead {k}: the per-token costs bracket the write-up's "
                                     f"{W['trie']:.3f}x (at {ns if ns is None else round(ns)} ns per token)"))
