@@ -123,7 +123,7 @@ else
   # when the real traces are missing: they exit 77 then). remote_tier starts a
   # redis-server of its own: without one installed it is re-drawn from existing
   # results only.
-  for name in tree_evolution hit_rate_sweep long_prefill overhead sim_calibration tiered_capacity \
+  for name in tree_evolution hit_rate_sweep long_prefill overhead sim_calibration sim_profiles mechanisms tiered_capacity \
               routing real_trace_capacity eviction_policy page_size sglang_ablations remote_tier; do
     out=$(results "$name")
     if [[ -f $out/$name.jsonl ]]; then

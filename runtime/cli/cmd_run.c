@@ -81,6 +81,11 @@ static void usage_run(FILE *f)
         "  --seed N                weights, policy random, default sampling seeds (default 0)\n"
         "  --offline               ignore arrival times: everything at t = 0\n"
         "  --fixed-clock           sim: leave measured CPU time out of the clock (repeatable)\n"
+        "  --sim-host-us-per-step X  sim: add X microseconds of host time to every step on the\n"
+        "                          clock, as scheduler time (overlap hides it behind the step\n"
+        "                          in flight, sync does not); counted with --fixed-clock too\n"
+        "  --sim-host-ns-per-token X  sim: add X nanoseconds of host time per token the cache\n"
+        "                          matches or inserts, as scheduler time (SIM_COST_MODEL.md)\n"
         "  --namespace NAME        cache namespace of trace lines without \"namespace\"\n"
         "                          (tenants never share cached pages; default: none)\n"
         "  --out FILE              write the JSON Lines there instead of stdout\n"
@@ -130,8 +135,9 @@ int run_parse_options(int argc, char **argv, run_opts *o, bool need_trace)
     int64_t running = o->ec.max_running, queue_limit = o->ec.lpm_queue_limit, num_pages = 0;
     int64_t max_tokens = 16, replicas = 1, router_threshold = 8, threads = 0, seed = 0;
     int64_t prefill = 0, decode = 0;
+    double host_us = -1, host_ns = -1; /* < 0: not given */
     bool no_progress = false;
-    cli_opt opts[48 + TIER_OPTS_CLI] = {
+    cli_opt opts[50 + TIER_OPTS_CLI] = {
         CLI_STR_OPT("--trace", &o->trace),
         CLI_STR_OPT("--namespace", &o->namespace_name),
         CLI_STR_OPT("--out", &o->out),
@@ -159,6 +165,8 @@ int run_parse_options(int argc, char **argv, run_opts *o, bool need_trace)
         CLI_INT_OPT("--seed", &seed, 0, INT64_MAX),
         CLI_FLAG_OPT("--offline", &o->ec.offline),
         CLI_FLAG_OPT("--fixed-clock", &o->ec.fixed_clock),
+        CLI_DOUBLE_OPT("--sim-host-us-per-step", &host_us, 0, 1e9),
+        CLI_DOUBLE_OPT("--sim-host-ns-per-token", &host_ns, 0, 1e12),
         CLI_FLAG_OPT("--no-progress", &no_progress),
         CLI_CUSTOM_OPT("--price-cached", billing_parse_price_opt, &o->prices.cached),
         CLI_CUSTOM_OPT("--price-uncached", billing_parse_price_opt, &o->prices.uncached),
@@ -198,6 +206,9 @@ int run_parse_options(int argc, char **argv, run_opts *o, bool need_trace)
     o->ec.backend_cfg.num_threads = (int)threads;
     o->ec.seed = o->ec.backend_cfg.seed = (uint64_t)seed;
     o->progress = !no_progress;
+    o->sim_host = host_us >= 0 || host_ns >= 0;
+    o->ec.host_step_s = host_us > 0 ? host_us * 1e-6 : 0;
+    o->ec.host_token_s = host_ns > 0 ? host_ns * 1e-9 : 0;
     return check_run(o, need_trace);
 }
 
@@ -235,6 +246,12 @@ static int check_run(run_opts *o, bool need_trace)
     if (o->prefill && !(backend_caps(o->ec.backend) & BACKEND_CAP_MODELLED_TIME)) {
         fprintf(stderr, "radixkv run: --prefill/--decode run on the sim clock: use --backend sim"
                 " (not %s)\n", o->ec.backend ? o->ec.backend : backend_names[0]);
+        return 2;
+    }
+    if (o->sim_host && !(backend_caps(o->ec.backend) & BACKEND_CAP_MODELLED_TIME)) {
+        fprintf(stderr, "radixkv run: --sim-host-us-per-step/--sim-host-ns-per-token add host time"
+                " to the sim clock: use --backend sim (not %s, whose clock is wall time)\n",
+                o->ec.backend ? o->ec.backend : backend_names[0]);
         return 2;
     }
     char err[512];
@@ -530,6 +547,11 @@ static int print_summary(engine *e, const run_opts *o, const run_ids *ids, bool 
     /* Every modelled number names the profile that made it. */
     const sim_profile *sp = backend_sim_profile(be);
     if (sp) fprintf(out, ",\"sim_profile\":\"%s\",\"sim_profile_hash\":\"%s\"", sp->id, sp->hash);
+    if (o->sim_host)
+        fprintf(out, ",\"sim_host_us_per_step\":%.6g,\"sim_host_ns_per_token\":%.6g,"
+                "\"cache_touched_tokens\":%lld,\"injected_host_seconds\":%.6f",
+                o->ec.host_step_s * 1e6, o->ec.host_token_s * 1e9,
+                (long long)s.cache_touched_tokens, s.injected_host_seconds);
     billing bill;
     billing_compute(&o->prices, s.prompt_tokens, s.cached_tokens, &bill);
     billing_print_json(out, &o->prices, &bill);

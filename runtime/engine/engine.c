@@ -66,6 +66,10 @@ struct engine {
     int64_t prompt_tokens, cached_tokens;
     double sched_cpu, model_seconds;
     int empty_steps;
+    /* Injected host cost (cfg.host_step_s, host_token_s): the cache's
+     * matched + inserted tokens already charged, and the seconds charged. */
+    uint64_t touched_charged;
+    double injected;
 
     engine_finish_fn on_finish;
     void *on_finish_ctx;
@@ -149,6 +153,18 @@ rkv_status engine_create_with_backend(const engine_config *cfg_in, backend *b, e
     }
     if (b->num_pages > INT32_MAX || b->num_pages < 1) {
         snprintf(err, errlen, "engine: backend has %lld KV pages", (long long)b->num_pages);
+        backend_destroy(b);
+        return RKV_EINVAL;
+    }
+    if (!(cfg.host_step_s >= 0 && cfg.host_step_s < 1e6) || !(cfg.host_token_s >= 0 && cfg.host_token_s < 1e6)) {
+        snprintf(err, errlen, "engine: injected host time per step (%g s) and per cache token (%g s)"
+                 " must be finite and >= 0", cfg.host_step_s, cfg.host_token_s);
+        backend_destroy(b);
+        return RKV_EINVAL;
+    }
+    if ((cfg.host_step_s > 0 || cfg.host_token_s > 0) && !(b->ops->caps & BACKEND_CAP_MODELLED_TIME)) {
+        snprintf(err, errlen, "engine: injected host time needs a modelled clock (the sim backend),"
+                 " not the %s backend, whose clock is wall time", b->ops->name);
         backend_destroy(b);
         return RKV_EINVAL;
     }
@@ -616,23 +632,37 @@ static rkv_status step_idle(engine *e, bool *done, char *err, size_t errlen)
     return admit_arrivals(e, engine_clock_idle_until(&e->clock, next));
 }
 
+/* The injected per-token host cost of the cache work done since the last
+ * call (cfg.host_token_s per token matched or inserted); counted in
+ * e->injected. */
+static double injected_tokens(engine *e)
+{
+    const cache_stats *cs = &e->cache->stats;
+    uint64_t touched = cs->matched_tokens + cs->inserted_tokens;
+    double s = e->cfg.host_token_s * (double)(touched - e->touched_charged);
+    e->touched_charged = touched;
+    e->injected += s;
+    return s;
+}
+
 /* After scheduling plans[k] (host CPU since c0): count the CPU time, take the
  * tier's load time onto the clock. false: the plan is empty (nothing fits:
  * a preemption just freed pages, or every running request finished in
  * flight); the clock still moves, and repeatedly empty with nothing running
  * means the scheduler is stuck, which is a bug. */
 static rkv_status scheduled(engine *e, int k, double c0, bool has_floor, double floor,
-                            double *cpu, bool *empty, char *err, size_t errlen)
+                            double *cpu, double *inj, bool *empty, char *err, size_t errlen)
 {
     *cpu = cpu_now() - c0;
     e->sched_cpu += *cpu;
+    *inj = injected_tokens(e);
     engine_clock_transfer(&e->clock, cache_tier_take_seconds(e->cache));
     *empty = e->plans[k].n == 0;
     if (!*empty) {
         e->empty_steps = 0;
         return RKV_OK;
     }
-    engine_clock_launch(&e->clock, *cpu, has_floor, floor);
+    engine_clock_launch(&e->clock, *cpu, *inj, has_floor, floor);
     if (++e->empty_steps > 2 && e->sched.num_running == 0) {
         snprintf(err, errlen, "engine: %d requests waiting and none can be scheduled",
                  e->sched.num_waiting);
@@ -642,15 +672,17 @@ static rkv_status scheduled(engine *e, int k, double c0, bool has_floor, double 
 }
 
 /* Run plans[k] on the backend; it becomes the current plan. The clock
- * launches it after the host work (cpu + batch building), not before floor. */
-static rkv_status forward(engine *e, int k, double cpu, bool has_floor, double floor,
+ * launches it after the host work (cpu + batch building, the injected inj +
+ * host_step_s), not before floor. */
+static rkv_status forward(engine *e, int k, double cpu, double inj, bool has_floor, double floor,
                           double *step_s, char *err, size_t errlen)
 {
     double prep = 0;
     rkv_status st = launch(e, k, &prep, step_s, err, errlen);
     if (st) return st;
     e->cur = k;
-    engine_clock_launch(&e->clock, cpu + prep, has_floor, floor);
+    e->injected += e->cfg.host_step_s;
+    engine_clock_launch(&e->clock, cpu + prep, inj + e->cfg.host_step_s, has_floor, floor);
     return RKV_OK;
 }
 
@@ -668,18 +700,18 @@ static rkv_status step_done(engine *e, char *err, size_t errlen)
 static rkv_status step_sync(engine *e, char *err, size_t errlen)
 {
     int k = e->cur;
-    double c0 = cpu_now(), cpu = 0, step_s = 0;
+    double c0 = cpu_now(), cpu = 0, inj = 0, step_s = 0;
     bool empty = false;
     rkv_status st = scheduler_schedule(&e->sched, &e->plans[k], true, err, errlen);
-    if (st == RKV_OK) st = scheduled(e, k, c0, false, 0, &cpu, &empty, err, errlen);
+    if (st == RKV_OK) st = scheduled(e, k, c0, false, 0, &cpu, &inj, &empty, err, errlen);
     if (st || empty) return st;
-    if ((st = forward(e, k, cpu, false, 0, &step_s, err, errlen))) return st;
+    if ((st = forward(e, k, cpu, inj, false, 0, &step_s, err, errlen))) return st;
     engine_clock_device(&e->clock, step_s);
     double c1 = cpu_now();
     if ((st = commit(e, k, now(e), err, errlen))) return st;
     double cc = cpu_now() - c1;
     e->sched_cpu += cc;
-    engine_clock_host(&e->clock, cc);
+    engine_clock_host(&e->clock, cc, injected_tokens(e));
     return step_done(e, err, errlen);
 }
 
@@ -720,7 +752,7 @@ static rkv_status step_overlap(engine *e, char *err, size_t errlen)
 {
     bool had_inflight = e->inflight;
     int k = had_inflight ? e->cur ^ 1 : e->cur;
-    double c0 = cpu_now(), cpu = 0, step_s = 0, t_done = 0;
+    double c0 = cpu_now(), cpu = 0, inj = 0, step_s = 0, t_done = 0;
     bool empty = false;
     rkv_status st;
     if (had_inflight && e->async) {
@@ -744,9 +776,9 @@ static rkv_status step_overlap(engine *e, char *err, size_t errlen)
     } else if ((st = scheduler_schedule(&e->sched, &e->plans[k], true, err, errlen))) {
         return st;
     }
-    if ((st = scheduled(e, k, c0, had_inflight, t_done, &cpu, &empty, err, errlen)) || empty)
+    if ((st = scheduled(e, k, c0, had_inflight, t_done, &cpu, &inj, &empty, err, errlen)) || empty)
         return st;
-    if ((st = forward(e, k, cpu, had_inflight, t_done, &step_s, err, errlen))) return st;
+    if ((st = forward(e, k, cpu, inj, had_inflight, t_done, &step_s, err, errlen))) return st;
     e->inflight = true;
     e->submitted = e->async;
     e->inflight_end = now(e) + step_s;
@@ -885,6 +917,8 @@ void engine_get_stats(const engine *e, engine_stats *out)
     out->max_step_tokens = e->max_step_tokens;
     out->sched_cpu_seconds = e->sched_cpu;
     out->model_seconds = e->model_seconds;
+    out->cache_touched_tokens = (int64_t)(e->cache->stats.matched_tokens + e->cache->stats.inserted_tokens);
+    out->injected_host_seconds = e->injected;
     out->clock = now(e);
     out->num_pages = e->pool.num_pages;
     out->num_running = e->sched.num_running;

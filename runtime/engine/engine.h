@@ -24,7 +24,9 @@
  * (BACKEND_CAP_MODELLED_TIME: sim) run on a modelled clock: a step costs the
  * backend's modelled time, plus the scheduler's measured CPU time in sync
  * mode, or the larger of the two in overlap mode (the CPU work hides behind
- * the GPU's). Other backends use wall time. Arrival times are honoured: an
+ * the GPU's). A configured host cost (host_step_s per step, host_token_s per
+ * token the cache matches or inserts) joins the scheduler's time on the
+ * modelled clock, also with fixed_clock. Other backends use wall time. Arrival times are honoured: an
  * idle engine jumps to the next arrival (no sleeping). Offline mode submits
  * all at t = 0.
  *
@@ -59,6 +61,12 @@ typedef struct engine_config {
     bool fixed_clock;               /* sim: leave measured CPU time out of the clock, so
                                        timings are repeatable (tests) */
     bool keep_logits;               /* keep each output's logits (V floats; tests) */
+    /* A host cost injected on a modelled clock (sim only; 0: none), counted
+     * with fixed_clock too, as scheduler time: sync adds it to each step,
+     * overlap hides it behind the step in flight (engine_clock.h). */
+    double host_step_s;             /* seconds per launched step */
+    double host_token_s;            /* seconds per token the cache matches or inserts
+                                       (cache_stats matched_tokens + inserted_tokens) */
     const struct tier_config *tier; /* spill tier under the cache (cache_tier.h); NULL: none.
                                        K/V bytes move through the backend's read_page /
                                        write_page; on sim, load time joins the clock */
@@ -105,6 +113,8 @@ typedef struct engine_stats {
     int64_t max_step_tokens; /* largest step (never above the budget) */
     double sched_cpu_seconds; /* scheduling + commit + batch building, summed */
     double model_seconds;    /* backend step times, summed */
+    int64_t cache_touched_tokens;  /* tokens the cache matched or inserted */
+    double injected_host_seconds;  /* host_step_s and host_token_s charged, summed */
     double clock;            /* engine time now */
     int64_t num_pages;
     int64_t num_running, num_waiting; /* now (waiting: arrived, not admitted) */

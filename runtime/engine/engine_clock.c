@@ -36,10 +36,11 @@ double engine_clock_idle_until(engine_clock *c, double next)
     return next;
 }
 
-void engine_clock_launch(engine_clock *c, double cpu_s, bool has_floor, double floor)
+void engine_clock_launch(engine_clock *c, double cpu_s, double injected_s, bool has_floor,
+                         double floor)
 {
     if (!c->modelled) return;
-    double t = c->t + (c->fixed ? 0 : cpu_s);
+    double t = c->t + (c->fixed ? 0 : cpu_s) + injected_s;
     c->t = has_floor && floor > t ? floor : t;
 }
 
@@ -48,9 +49,10 @@ void engine_clock_device(engine_clock *c, double step_s)
     if (c->modelled) c->t += step_s;
 }
 
-void engine_clock_host(engine_clock *c, double cpu_s)
+void engine_clock_host(engine_clock *c, double cpu_s, double injected_s)
 {
-    if (c->modelled && !c->fixed) c->t += cpu_s;
+    if (!c->modelled) return;
+    c->t += (c->fixed ? 0 : cpu_s) + injected_s;
 }
 
 void engine_clock_transfer(engine_clock *c, double s)

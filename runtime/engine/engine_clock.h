@@ -6,7 +6,9 @@
  *   modelled  (backends with BACKEND_CAP_MODELLED_TIME, e.g. sim) time is a
  *             sum: each step's modelled device seconds, the host CPU time the
  *             scheduler spent (left out with `fixed`, for repeatable runs),
- *             and the seconds a spill tier spent loading pages back.
+ *             a configured host cost (engine_config host_step_s and
+ *             host_token_s: counted with `fixed` too, since it is not
+ *             measured) and the seconds a spill tier spent loading pages back.
  *
  * One step on the modelled clock (sync):
  *
@@ -43,13 +45,17 @@ double engine_clock_now(const engine_clock *c);
 /* Nothing to do until `next`: jump there (a no-op when it has passed).
  * Returns the time now, after the jump. */
 double engine_clock_idle_until(engine_clock *c, double next);
-/* Modelled: the host spent cpu_s scheduling and building the batch, and the
- * batch launches no earlier than floor (has_floor: a step is in flight). */
-void engine_clock_launch(engine_clock *c, double cpu_s, bool has_floor, double floor);
+/* Modelled: the host spent cpu_s scheduling and building the batch (measured,
+ * left out when fixed) and injected_s more (a configured host cost, counted
+ * even when fixed), and the batch launches no earlier than floor (has_floor:
+ * a step is in flight, so overlap hides host time up to its end). */
+void engine_clock_launch(engine_clock *c, double cpu_s, double injected_s, bool has_floor,
+                         double floor);
 /* Modelled: the device ran for step_s. */
 void engine_clock_device(engine_clock *c, double step_s);
-/* Modelled: host work after the step (commit), unless fixed. */
-void engine_clock_host(engine_clock *c, double cpu_s);
+/* Modelled: host work after the step (commit): cpu_s unless fixed, plus
+ * injected_s (configured, always). */
+void engine_clock_host(engine_clock *c, double cpu_s, double injected_s);
 /* Modelled: seconds spent moving pages (a spill tier's loads). */
 void engine_clock_transfer(engine_clock *c, double s);
 

@@ -63,10 +63,11 @@ expect_violation("overhead slope", overhead.check(rows, cfg, timed=True))
 # machine measured 0.705x where 0.5x was required, the rerun 0.007x); the prefilled
 # token count does. Reuse that holds with a slow pass 2 must pass; no reuse must fail.
 def lp(pass_, hit, ttft):
-    return {"backend": "cpu", "cache_label": "radix", "pass": pass_, "errors": 0, "requests": 2,
-            "prompt_len": 512, "hit_rate": hit, "ttft_mean": ttft, "ttft_mean_min": ttft * 0.9,
-            "ttft_mean_max": ttft * 1.1}
-lp_cfg = {"tolerances": {"ttft_drop": 0.5, "tpot_within": 0.1}}
+    return {"backend": "cpu", "cache_label": "radix", "output_len": 8, "pass": pass_, "errors": 0,
+            "requests": 2, "prompt_len": 512, "hit_rate": hit, "ttft_mean": ttft, "ttft_min": ttft,
+            "ttft_mean_min": ttft * 0.9, "ttft_mean_max": ttft * 1.1, "requests_per_s": 1 / ttft}
+lp_cfg = {"tolerances": {"ttft_drop": 0.5, "tpot_within": 0.1, "flat_within": 0.05,
+                         "pass_speedup_min": 1.25}}
 pairs = long_prefill.check([lp(1, 0.0, 1.0), lp(2, 0.97, 0.705)], lp_cfg)
 if not all(ok or ok is None for ok, _ in pairs) or not any(ok is None for ok, _ in pairs):
     print(f"FAIL long_prefill: a slow wall clock decided a property or was not reported: {pairs}")
@@ -74,6 +75,41 @@ if not all(ok or ok is None for ok, _ in pairs) or not any(ok is None for ok, _ 
 else:
     print("ok   long_prefill: a 0.705x wall-clock TTFT is reported (info), not failed")
 expect_violation("long_prefill reuse", long_prefill.check([lp(1, 0.0, 1.0), lp(2, 0.0, 0.01)], lp_cfg))
+# On the modelled clock: a caching kind whose pass 2 is no faster than pass 1, and
+# no caching whose throughput changes from pass to pass, must fail.
+def lps(label, pass_, hit, rps):
+    return dict(lp(pass_, hit, 0.1 if hit else 1.0), backend="sim", cache_label=label,
+                requests_per_s=rps, tpot_mean=None)
+expect_violation("long_prefill pass 2 not faster", long_prefill.check(
+    [lps("radix", 1, 0.0, 1.0), lps("radix", 2, 0.99, 1.1)], lp_cfg))
+expect_violation("long_prefill none not flat", long_prefill.check(
+    [lps("none", 1, 0.0, 1.0), lps("none", 2, 0.0, 1.5)], lp_cfg))
+
+# mechanisms: a trie that gets faster with a per-token cost, and overlap more than
+# twice as fast as sync (it can hide at most one of two costs).
+from rkv.checks import mechanisms  # noqa: E402
+mcfg = {"writeup": {"none_h0": 21.03, "trie_h0": 19.86, "hash_h1_sync": 98.84, "hash_h1_overlap": 124.47}}
+run = {"errors": 0, "cache_touched_tokens": 0, "injected_host_seconds": 0.0, "model_seconds": 10.0,
+       "steps": 100, "prompt_tokens": 1000}
+mrows = [dict(run, kind="trie", cache="none", overhead_label="profile", overhead_ms=1.3,
+              requests_per_s=50.0, duration=10.0)]
+for ns, rps in ((0, 50.0), (500, 46.0), (1000, 48.0)):
+    x = ns * 1e-9 * 1000 / 10.0
+    mrows.append(dict(run, kind="trie", cache="trie", overhead_label="profile", overhead_ms=1.3, token_ns=ns,
+                      cache_touched_tokens=1000, injected_host_seconds=x * 10.0, requests_per_s=rps,
+                      duration=10.0 * (1 + x)))
+for us, sync, ov in ((0, 10.0, 10.0), (50000, 15.0, 6.0), (200000, 30.0, 20.0)):
+    for sched, d in (("sync", sync), ("overlap", ov)):
+        mrows.append(dict(run, kind="overlap", hit_rate_target=1.0, step_us=us, schedule=sched,
+                          duration=d, requests_per_s=100 / d))
+for f, g in ((0, 6.0), (1, 3.0)):
+    mrows.append(dict(run, kind="fixed", sweep="all", factor=f, gain=g, steps_h0=10, steps_h1=8,
+                      model_seconds_h1=1.0 + f))
+expect_violation("mechanisms", mechanisms.check(mrows, mcfg))
+bad = [t for ok, t in mechanisms.check(mrows, mcfg) if ok is False]
+if not any("falls as the per-token cost grows" in t for t in bad) or not any("at most 2x" in t for t in bad):
+    print(f"FAIL mechanisms: the rising trie ratio or the 2.5x overlap went unreported: {bad}")
+    failures += 1
 
 # Every row names its command and configuration.
 try:

@@ -26,6 +26,30 @@ def spread(r):
     return hi / lo if lo and lo > 0 else 1.0
 
 
+def worst_slope(kinds, slack):
+    """(slope, margin, kind, page size, share) of the series (one kind, page
+    size and sharing degree below 1, three lengths or more) whose log-log slope
+    of cost per token against prompt length, less the repeats' margin, is the
+    largest; None when no series has three lengths. slack: the ns added under
+    the logarithm (config tolerances.slack_ns). See check(), property 1."""
+    worst = None
+    for k in ("radix", "trie", "hash", "hash-nocache"):
+        for P in sorted({r["page_size"] for r in kinds}):
+            for S in sorted({r["share"] for r in kinds if r["share"] < 1}):
+                series = [r for r in kinds if r["kind"] == k and r["page_size"] == P and r["share"] == S]
+                if len({r["len"] for r in series}) < 3:
+                    continue
+                pts = [(math.log(r["len"]), math.log(cost(r) + slack)) for r in series]
+                mx = sum(x for x, _ in pts) / len(pts)
+                my = sum(y for _, y in pts) / len(pts)
+                b = (sum((x - mx) * (y - my) for x, y in pts) / sum((x - mx) ** 2 for x, _ in pts))
+                span = max(x for x, _ in pts) - min(x for x, _ in pts)
+                margin = max(math.log(spread(r)) for r in series) / span if span > 0 else 0.0
+                if worst is None or b - margin > worst[0] - worst[1]:
+                    worst = (b, margin, k, P, S)
+    return worst
+
+
 def check(rows, cfg, timed=True):
     """(ok, text) pairs. timed=False (the smoke test's tiny scale) keeps only
     the properties that do not depend on timings, which a loaded machine or a
@@ -46,21 +70,7 @@ def check(rows, cfg, timed=True):
     # its first insert is spread over T / L repeats, a change of workload with
     # L rather than of cost.
     if timed and len(lens) > 2:
-        worst = None
-        for k in ("radix", "trie", "hash", "hash-nocache"):
-            for P in sorted({r["page_size"] for r in kinds}):
-                for S in sorted({r["share"] for r in kinds if r["share"] < 1}):
-                    series = [r for r in kinds if r["kind"] == k and r["page_size"] == P and r["share"] == S]
-                    if len(series) < 3:
-                        continue
-                    pts = [(math.log(r["len"]), math.log(cost(r) + slack)) for r in series]
-                    mx = sum(x for x, _ in pts) / len(pts)
-                    my = sum(y for _, y in pts) / len(pts)
-                    b = (sum((x - mx) * (y - my) for x, y in pts) / sum((x - mx) ** 2 for x, _ in pts))
-                    span = max(x for x, _ in pts) - min(x for x, _ in pts)
-                    margin = max(math.log(spread(r)) for r in series) / span if span > 0 else 0.0
-                    if worst is None or b - margin > worst[0] - worst[1]:
-                        worst = (b, margin, k, P, S)
+        worst = worst_slope(kinds, slack)
         if worst:
             b, margin, k, P, S = worst
             out.append((b <= max_slope + margin,
