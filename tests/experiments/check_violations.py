@@ -41,6 +41,18 @@ expect_violation("disaggregation (TPOT spread)", disaggregation.check(
 expect_violation("disaggregation (decode hit rate)", disaggregation.check(
     [dict(base, workload="static-prefix", arm="1:1", mode="disaggregated", decode_hit_rate=.5)], {}))
 
+# page_size: a point timed fewer times than configured, and a median outside its range.
+from rkv.checks import page_size  # noqa: E402
+ps = {"config": {"workload": "chat", "cache": "radix", "page_size": 1, "repeats": 3},
+      "matched_tokens": 10, "lost_tokens": 0, "evicted_tokens": 0, "errors": 0, "nodes": 1,
+      "cached_tokens": 10, "us_per_op": 2.0, "us_per_op_min": 1.0, "us_per_op_max": 3.0,
+      "us_per_op_reps": [1.0, 2.0, 3.0]}
+assert not page_size.check_properties([ps]), page_size.check_properties([ps])
+expect_violation("page_size (repeats)", [(not b, b) for b in page_size.check_properties(
+    [dict(ps, us_per_op_reps=[2.0])])] or [(True, "")])
+expect_violation("page_size (median outside range)", [(not b, b) for b in page_size.check_properties(
+    [dict(ps, us_per_op=4.0)])] or [(True, "")])
+
 # tiered_capacity: a larger host tier that lowers the hit rate.
 base = {"disk_multiple": 0, "host_hit_tokens": 0, "tier_load_seconds": 0,
         "recompute_seconds_tier_hits": 0}

@@ -28,6 +28,16 @@ def check_properties(rows):
                 if x is not None and x["matched_tokens"] != r["matched_tokens"]:
                     bad.append(f"{w}: radix and hash differ at page size {P} "
                                f"({x['matched_tokens']} vs {r['matched_tokens']})")
+            # The replay time is measured: a row carries every repeat the config asked for,
+            # and its median lies within their range.
+            reps = r.get("us_per_op_reps")
+            if reps is not None and len(reps) != r["config"].get("repeats", len(reps)):
+                bad.append(f"{w}: {k} at page size {P} has {len(reps)} timed repeats, "
+                           f"the config asked for {r['config']['repeats']}")
+            lo, hi = r.get("us_per_op_min"), r.get("us_per_op_max")
+            if lo is not None and hi is not None and not lo <= r["us_per_op"] <= hi:
+                bad.append(f"{w}: {k} at page size {P}: median {r['us_per_op']} us/op outside "
+                           f"its repeats' range {lo}..{hi}")
         if ("radix", 1) in g and g[("radix", 1)]["lost_tokens"] != 0:
             bad.append(f"{w}: tokens lost at page size 1")
     return bad
