@@ -22,6 +22,10 @@ def fmt(v, digits=3):
         return s.replace("-", "$-$")
     if isinstance(v, float):
         s = f"{v:.{digits}g}" if abs(v) >= 1 else f"{v:.{digits}f}".rstrip("0").rstrip(".") or "0"
+        if "e" in s and abs(v) >= 1:
+            # More integer digits than significant ones: the rounded integer
+            # (9168.7 -> 9\,169), not "9168.700" from a fixed-point fallback.
+            return fmt(int(round(v)), digits)
         if "e" in s:
             s = f"{v:.{digits}f}"
         return s.replace("-", "$-$")
