@@ -520,33 +520,45 @@ static rkv_status step_allocate(sim *s)
     return RKV_OK;
 }
 
+/* Insert request r's pages 0..upto-1 (the matched ones, then its own) into
+ * the cache, remember the tokens of each own page the cache now holds (the
+ * eviction callback names them), and mark r served. *prefix (may be NULL):
+ * the tokens insert found cached already. */
+static rkv_status commit_request(sim *s, sim_req *r, int32_t upto, int32_t *prefix, int64_t step,
+                                 char *err, size_t errlen)
+{
+    const int32_t P = s->P;
+    int32_t mp = r->m.num_pages;
+    if (mp) memcpy(r->pages, r->m.pages, sizeof(int32_t) * (size_t)mp);
+    rkv_status st = cache_client_commit(s->c, r->q.tokens, r->q.n_tokens, r->q.ns, r->pages, mp,
+                                        upto, prefix);
+    if (st != RKV_OK) {
+        rkv_set_err(err, errlen, "step %" PRId64 ": insert of request %s failed: %s", step,
+                    r->q.id_json, rkv_status_str(st));
+        return st;
+    }
+    for (int32_t k = mp; s->page_toks && k < upto; k++) {
+        int32_t pg = r->pages[k];
+        if (s->pool->state[pg] == PAGE_CACHED)
+            memcpy(s->page_toks + (int64_t)pg * P, r->q.tokens + (int64_t)k * P,
+                   sizeof(int32_t) * (size_t)P);
+    }
+    r->served = true;
+    return RKV_OK;
+}
+
 /* 4: insert in trace order (the cache frees what it did not adopt: pages an
  * earlier request of this step cached first, the partial last page, all for
  * kind none); 5: unlock. */
 static rkv_status step_commit(sim *s, int64_t step, char *err, size_t errlen)
 {
-    const int32_t P = s->P;
     rkv_status st;
     for (int32_t i = 0; i < s->n_reqs; i++) {
         sim_req *r = &s->reqs[i];
         if (!r->locked) continue;
-        int32_t n = r->q.n_tokens;
-        int32_t mp = r->m.num_pages, total = mp + r->need;
-        if (mp) memcpy(r->pages, r->m.pages, sizeof(int32_t) * (size_t)mp);
         cache_set_priority(s->c, r->q.priority);
-        if ((st = cache_client_commit(s->c, r->q.tokens, n, r->q.ns, r->pages, mp, total,
-                                      NULL)) != RKV_OK) {
-            rkv_set_err(err, errlen, "step %" PRId64 ": insert of request %s failed: %s", step,
-                    r->q.id_json, rkv_status_str(st));
+        if ((st = commit_request(s, r, r->m.num_pages + r->need, NULL, step, err, errlen)) != RKV_OK)
             return st;
-        }
-        for (int32_t k = mp; s->page_toks && k < total; k++) {
-            int32_t pg = r->pages[k];
-            if (s->pool->state[pg] == PAGE_CACHED)
-                memcpy(s->page_toks + (int64_t)pg * P, r->q.tokens + (int64_t)k * P,
-                       sizeof(int32_t) * (size_t)P);
-        }
-        r->served = true;
     }
     for (int32_t i = 0; i < s->n_reqs; i++) {
         sim_req *r = &s->reqs[i];
@@ -615,22 +627,9 @@ static rkv_status step_vllm(sim *s, int64_t step, bool *evicts, char *err, size_
             r->locked = false;
             continue;
         }
-        if (mp) memcpy(r->pages, r->m.pages, sizeof(int32_t) * (size_t)mp);
         int32_t prefix = 0;
         /* Full pages only: the partial last page stays the request's. */
-        if ((st = cache_client_commit(s->c, r->q.tokens, n, r->q.ns, r->pages, mp, nfull, &prefix))
-            != RKV_OK) {
-            rkv_set_err(err, errlen, "step %" PRId64 ": insert of request %s failed: %s", step,
-                        r->q.id_json, rkv_status_str(st));
-            return st;
-        }
-        for (int32_t k = mp; s->page_toks && k < nfull; k++) {
-            int32_t pg = r->pages[k];
-            if (s->pool->state[pg] == PAGE_CACHED)
-                memcpy(s->page_toks + (int64_t)pg * P, r->q.tokens + (int64_t)k * P,
-                       sizeof(int32_t) * (size_t)P);
-        }
-        r->served = true;
+        if ((st = commit_request(s, r, nfull, &prefix, step, err, errlen)) != RKV_OK) return st;
         if (!cache_can(s->c, CACHE_CAP_REUSE) || nfull == mp) continue;
         /* Hold the whole chain: the request's own pages when the kind locks
          * pages and insert adopted them all, else the chain a match of the
