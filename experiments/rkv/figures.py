@@ -81,9 +81,6 @@ def inspect(fig):
     for t in fig.findobj(Text):
         if not t.get_visible() or not t.get_text().strip():
             continue
-        # A text clipped out of its axes (a tick label beyond the limits) is not drawn.
-        if t.get_figure() is None:
-            continue
         s = float(t.get_fontsize())
         sizes.append(s)
         if s < MIN_FONT_PT - 1e-6:
