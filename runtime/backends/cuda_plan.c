@@ -295,3 +295,88 @@ void cuda_plan_pad_q_starts(const int32_t *q_starts, int32_t num_seqs, int32_t n
                                                                   : padded_tokens;
     }
 }
+
+/* K/V rows a query tile [r0, r1) of a sequence with prefix p reads: its last
+ * row sees the prefix and the suffix rows up to itself (causal). */
+static int64_t tile_kv_rows(int32_t prefix, int32_t r1) { return (int64_t)prefix + r1; }
+
+rkv_status cuda_plan_mixed(const int32_t *q_starts, const int32_t *prefix_lens, int32_t num_seqs,
+                           int32_t tile_rows, int32_t group, int32_t *decode_seqs,
+                           int32_t *tile_seq, int32_t *tile_row, int32_t cap_tiles,
+                           cuda_mixed_plan *out, char *err, size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    if (num_seqs < 0 || tile_rows < 1 || group < 1 || cap_tiles < 0)
+        return rkv_fail(RKV_EINVAL, err, errlen,
+                        "cuda_plan_mixed: need num_seqs >= 0 (%d), tile_rows >= 1 (%d), "
+                        "group >= 1 (%d), cap_tiles >= 0 (%d)",
+                        (int)num_seqs, (int)tile_rows, (int)group, (int)cap_tiles);
+    if (num_seqs > 0 && q_starts[0] != 0)
+        return rkv_fail(RKV_EINVAL, err, errlen, "cuda_plan_mixed: q_starts[0] is %d, not 0",
+                        (int)q_starts[0]);
+    int32_t max_suffix = 0;
+    for (int32_t i = 0; i < num_seqs; i++) {
+        const int32_t s = q_starts[i + 1] - q_starts[i];
+        if (s < 1 || prefix_lens[i] < 0)
+            return rkv_fail(RKV_EINVAL, err, errlen,
+                            "cuda_plan_mixed: sequence %d has %d new rows and prefix %d "
+                            "(need >= 1 and >= 0)",
+                            (int)i, (int)s, (int)prefix_lens[i]);
+        if (s > max_suffix) max_suffix = s;
+    }
+    out->tile_rows = tile_rows;
+    const int32_t today_tiles = (max_suffix + tile_rows - 1) / tile_rows;
+    out->today_ctas = (int64_t)num_seqs * today_tiles;
+    for (int32_t i = 0; i < num_seqs; i++) {
+        const int32_t s = q_starts[i + 1] - q_starts[i], p = prefix_lens[i];
+        /* Today: every tile with a row of this sequence reads up to its last
+         * real row; tiles past s exit before reading. */
+        for (int32_t r0 = 0; r0 < s; r0 += tile_rows)
+            out->today_kv_rows += tile_kv_rows(p, r0 + tile_rows < s ? r0 + tile_rows : s);
+        if (s == 1) {
+            decode_seqs[out->num_decode++] = i;
+            /* One CTA row per KV head reads the context for all `group` heads. */
+            const int64_t ctx = tile_kv_rows(p, 1);
+            out->planned_kv_rows += (ctx + group - 1) / group;
+            continue;
+        }
+        out->num_prefill++;
+        for (int32_t r0 = 0; r0 < s; r0 += tile_rows) {
+            if (out->num_tiles == cap_tiles)
+                return rkv_fail(RKV_ENOSPC, err, errlen,
+                                "cuda_plan_mixed: more than %d prefill tiles of %d rows",
+                                (int)cap_tiles, (int)tile_rows);
+            tile_seq[out->num_tiles] = i;
+            tile_row[out->num_tiles] = r0;
+            out->num_tiles++;
+            out->planned_kv_rows += tile_kv_rows(p, r0 + tile_rows < s ? r0 + tile_rows : s);
+        }
+    }
+    return RKV_OK;
+}
+
+void cuda_plan_mixed_gather(const cuda_mixed_plan *plan, const int32_t *q_starts,
+                            const int32_t *prefix_lens, const int32_t *page_table,
+                            int32_t stride, int32_t num_seqs, const int32_t *decode_seqs,
+                            int32_t *pq_starts, int32_t *pprefix, int32_t *ptable,
+                            int32_t *prow, int32_t *dseq_lens, int32_t *dtable, int32_t *drow)
+{
+    int32_t np = 0, nd = 0;
+    pq_starts[0] = 0;
+    for (int32_t i = 0; i < num_seqs; i++) {
+        const int32_t s = q_starts[i + 1] - q_starts[i];
+        const int32_t *row = page_table + (size_t)i * stride;
+        if (nd < plan->num_decode && decode_seqs[nd] == i) {
+            dseq_lens[nd] = prefix_lens[i] + 1;
+            memcpy(dtable + (size_t)nd * stride, row, (size_t)stride * sizeof *row);
+            drow[nd] = q_starts[i];
+            nd++;
+            continue;
+        }
+        pq_starts[np + 1] = pq_starts[np] + s;
+        pprefix[np] = prefix_lens[i];
+        memcpy(ptable + (size_t)np * stride, row, (size_t)stride * sizeof *row);
+        prow[np] = i;
+        np++;
+    }
+}

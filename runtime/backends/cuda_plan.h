@@ -186,4 +186,62 @@ void cuda_plan_step_shape(int graph_level, int decode, int32_t num_tokens, int32
 void cuda_plan_pad_q_starts(const int32_t *q_starts, int32_t num_seqs, int32_t num_tokens,
                             int32_t padded_seqs, int32_t padded_tokens, int32_t *out);
 
+/* ---- 5. mixed steps: decode rows apart from prefill tiles ------------------ *
+ *
+ * Today a step that mixes prompt chunks with decodes runs every sequence
+ * through the prefill kernel on one grid of (heads, ceil(max_suffix / BM), B)
+ * query tiles: a decode row takes a whole BM-row tile of its own (1 useful row
+ * in BM, its context read once per query head), and every sequence gets
+ * max_suffix / BM tiles whether it has rows there or not.
+ *
+ *   B = 4, BM = 64, suffix lengths 150, 1, 1, 40:
+ *
+ *   today (grid 3 x 4)            planned
+ *   seq 0 [###][###][## ]         tiles   (0,0) (0,64) (0,128) (3,0)
+ *   seq 1 [#  ][   ][   ]         decode  seq 1, seq 2  -> the decode kernel
+ *   seq 2 [#  ][   ][   ]                 (context read once per KV head,
+ *   seq 3 [## ][   ][   ]                  split-K over its length)
+ *
+ * cuda_plan_mixed() makes the planned form: the sequences with exactly one new
+ * row go to the decode kernel; the others are cut into tiles of BM rows that
+ * cover only rows that exist, listed sequence by sequence, so the prefill grid
+ * is (heads, num_tiles) with no empty CTA. cuda_plan_mixed_gather() builds the
+ * two sub-batches the kernels take. Costs of both forms are counted so a
+ * caller (and the tests) can compare them: CTAs per query head, and K/V rows
+ * read (each CTA reads the context its last row sees; a decode reads its
+ * context once per KV head, i.e. Hq / Hkv times less than a per-head tile). */
+typedef struct cuda_mixed_plan {
+    int32_t num_decode;   /* sequences with one new row */
+    int32_t num_prefill;  /* sequences with more than one new row */
+    int32_t num_tiles;    /* prefill tiles of the planned grid */
+    int32_t tile_rows;    /* BM */
+    int64_t today_ctas;   /* B * ceil(max_suffix / BM), per query head */
+    int64_t today_kv_rows;   /* K/V rows read per query head by today's grid */
+    int64_t planned_kv_rows; /* the same for tiles + decodes, per query head */
+} cuda_mixed_plan;
+
+/* Plans a step of B sequences (q_starts (B+1), prefix_lens (B)) for prefill
+ * tiles of tile_rows rows and query heads per KV head `group` (Hq / Hkv).
+ * Fills decode_seqs (B) with the decode sequences' batch indices and
+ * tile_seq / tile_row (cap_tiles each) with each tile's sequence and first
+ * suffix row, both ascending. RKV_EINVAL for inconsistent sizes (naming
+ * them), RKV_ENOSPC when the tiles exceed cap_tiles. */
+rkv_status cuda_plan_mixed(const int32_t *q_starts, const int32_t *prefix_lens, int32_t num_seqs,
+                           int32_t tile_rows, int32_t group, int32_t *decode_seqs,
+                           int32_t *tile_seq, int32_t *tile_row, int32_t cap_tiles,
+                           cuda_mixed_plan *out, char *err, size_t errlen);
+
+/* The two sub-batches of a plan, over the caller's page table (B, stride):
+ *   prefill: pq_starts (P+1), pprefix (P), ptable (P, stride), prow (P) the
+ *            batch index of each prefill sequence;
+ *   decode:  dseq_lens (D) = prefix + 1, dtable (D, stride), drow (D) the row
+ *            of q / out each decode reads and writes (q_starts[seq]).
+ * P = num_prefill, D = num_decode. Query rows of the prefill sub-batch are
+ * those of the batch with the decode rows left out, in order. */
+void cuda_plan_mixed_gather(const cuda_mixed_plan *plan, const int32_t *q_starts,
+                            const int32_t *prefix_lens, const int32_t *page_table,
+                            int32_t stride, int32_t num_seqs, const int32_t *decode_seqs,
+                            int32_t *pq_starts, int32_t *pprefix, int32_t *ptable,
+                            int32_t *prow, int32_t *dseq_lens, int32_t *dtable, int32_t *drow);
+
 #endif

@@ -4,6 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <math.h>
+
+#include "attention.h"
 #include "cuda_plan.h"
 
 typedef struct region {
@@ -377,6 +380,156 @@ START_TEST(step_shapes_and_padding)
 }
 END_TEST
 
+/* ---- mixed steps ------------------------------------------------------------ */
+
+static uint64_t mix_rng = 0x9e3779b97f4a7c15ull;
+static uint32_t mix_next(void)
+{
+    mix_rng ^= mix_rng << 13;
+    mix_rng ^= mix_rng >> 7;
+    mix_rng ^= mix_rng << 17;
+    return (uint32_t)(mix_rng >> 32);
+}
+
+/* The example drawn in cuda_plan.h, counted by hand. */
+START_TEST(mixed_plan_drawn_example)
+{
+    const int32_t qs[] = {0, 150, 151, 152, 192}, pre[] = {10, 300, 20, 0};
+    int32_t dec[4], ts[16], tr[16];
+    cuda_mixed_plan pl;
+    char err[256];
+    ck_assert_int_eq(cuda_plan_mixed(qs, pre, 4, 64, 4, dec, ts, tr, 16, &pl, err, sizeof err),
+                     RKV_OK);
+    ck_assert_int_eq(pl.num_decode, 2);
+    ck_assert(dec[0] == 1 && dec[1] == 2);
+    ck_assert_int_eq(pl.num_prefill, 2);
+    ck_assert_int_eq(pl.num_tiles, 4);
+    ck_assert(ts[0] == 0 && tr[0] == 0 && ts[1] == 0 && tr[1] == 64 && ts[2] == 0 &&
+              tr[2] == 128 && ts[3] == 3 && tr[3] == 0);
+    ck_assert_int_eq(pl.today_ctas, 12);
+    /* today: seq 0 reads 10+64, 10+128, 10+150; seq 1 301; seq 2 21; seq 3 40 */
+    ck_assert_int_eq(pl.today_kv_rows, 74 + 138 + 160 + 301 + 21 + 40);
+    /* planned: the decodes read ceil(301 / 4) and ceil(21 / 4) per query head */
+    ck_assert_int_eq(pl.planned_kv_rows, 74 + 138 + 160 + 76 + 6 + 40);
+    /* Too few tiles and bad sizes are refused by name. */
+    ck_assert_int_eq(cuda_plan_mixed(qs, pre, 4, 64, 4, dec, ts, tr, 3, &pl, err, sizeof err),
+                     RKV_ENOSPC);
+    ck_assert_ptr_nonnull(strstr(err, "more than 3 prefill tiles"));
+    const int32_t bad[] = {0, 5, 5};
+    ck_assert_int_eq(cuda_plan_mixed(bad, pre, 2, 64, 4, dec, ts, tr, 16, &pl, err, sizeof err),
+                     RKV_EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, "sequence 1 has 0 new rows"));
+}
+END_TEST
+
+/* Random mixed batches: the plan covers every row of the batch exactly once
+ * (decode rows by the decode list, the rest by tiles of existing rows), never
+ * launches more CTAs or reads more K/V than today's grid, and the attention it
+ * implies (CPU prefill over the prefill sub-batch + CPU decode over the decode
+ * sub-batch) equals today's (CPU prefill over the whole batch). */
+START_TEST(mixed_plan_equals_todays_grid)
+{
+    const int32_t P = 4, Hq = 4, Hkv = 2, D = 64, BM = 16, stride = 40;
+    const attn_shape sh = {Hq, Hkv, D, P, 0.125f};
+    int checked = 0, with_decodes = 0, fewer = 0;
+    for (int trial = 0; trial < 60; trial++) {
+        const int32_t B = 1 + (int32_t)(mix_next() % 9);
+        int32_t qs[10], pre[9], table[9 * 40], dec[9], ts[256], tr[256];
+        qs[0] = 0;
+        int32_t pages = 0;
+        for (int32_t i = 0; i < B; i++) {
+            const int32_t s = mix_next() % 2 ? 1 : 1 + (int32_t)(mix_next() % 40);
+            pre[i] = (int32_t)(mix_next() % 60);
+            qs[i + 1] = qs[i] + s;
+            const int32_t need = (pre[i] + s + P - 1) / P;
+            for (int32_t j = 0; j < stride; j++) table[i * stride + j] = j < need ? pages++ : -1;
+        }
+        const int32_t T = qs[B];
+        cuda_mixed_plan pl;
+        char err[256];
+        ck_assert_int_eq(cuda_plan_mixed(qs, pre, B, BM, Hq / Hkv, dec, ts, tr, 256, &pl, err,
+                                         sizeof err),
+                         RKV_OK);
+        /* Coverage: each (sequence, row) exactly once. */
+        int32_t seen[400] = {0};
+        for (int32_t d = 0; d < pl.num_decode; d++) {
+            ck_assert_int_eq(qs[dec[d] + 1] - qs[dec[d]], 1);
+            seen[qs[dec[d]]]++;
+        }
+        for (int32_t t = 0; t < pl.num_tiles; t++) {
+            const int32_t i = ts[t], s = qs[i + 1] - qs[i];
+            ck_assert(s > 1 && tr[t] < s && tr[t] % BM == 0);
+            for (int32_t r = tr[t]; r < tr[t] + BM && r < s; r++) seen[qs[i] + r]++;
+        }
+        for (int32_t r = 0; r < T; r++) ck_assert_int_eq(seen[r], 1);
+        ck_assert_int_le(pl.num_tiles + pl.num_decode, pl.today_ctas);
+        ck_assert_int_le(pl.planned_kv_rows, pl.today_kv_rows);
+        if (pl.num_decode && pl.num_prefill) with_decodes++;
+        if (pl.planned_kv_rows < pl.today_kv_rows) fewer++;
+
+        /* Attention both ways. Pages hold every sequence's whole context
+         * (prefix and new rows); k_new / v_new repeat the new rows. */
+        const size_t kvw = (size_t)Hkv * D, qw = (size_t)Hq * D;
+        float *kc = malloc((size_t)pages * P * kvw * 4), *vc = malloc((size_t)pages * P * kvw * 4);
+        float *q = malloc(T * qw * 4), *kn = malloc(T * kvw * 4), *vn = malloc(T * kvw * 4);
+        float *want = malloc(T * qw * 4), *got = malloc(T * qw * 4);
+        for (size_t x = 0; x < (size_t)pages * P * kvw; x++) {
+            kc[x] = (float)((int)(mix_next() % 2001) - 1000) / 1000.0f;
+            vc[x] = (float)((int)(mix_next() % 2001) - 1000) / 1000.0f;
+        }
+        for (size_t x = 0; x < T * qw; x++) q[x] = (float)((int)(mix_next() % 2001) - 1000) / 500.0f;
+        for (int32_t i = 0; i < B; i++)
+            for (int32_t r = 0; r < qs[i + 1] - qs[i]; r++) {
+                const int32_t pos = pre[i] + r, page = table[i * stride + pos / P];
+                const size_t src = ((size_t)page * P + pos % P) * kvw;
+                memcpy(kn + (size_t)(qs[i] + r) * kvw, kc + src, kvw * 4);
+                memcpy(vn + (size_t)(qs[i] + r) * kvw, vc + src, kvw * 4);
+            }
+        const attn_batch all = {B, stride, qs, pre, table, 0, pages};
+        ck_assert_int_eq(attn_prefill_cpu(&sh, &all, q, kn, vn, kc, vc, want, NULL, 1), 0);
+
+        int32_t pq[10], pp[9], ptab[9 * 40], prow[9], dl[9], dtab[9 * 40], drow[9];
+        cuda_plan_mixed_gather(&pl, qs, pre, table, stride, B, dec, pq, pp, ptab, prow, dl, dtab,
+                               drow);
+        const int32_t Tp = pq[pl.num_prefill];
+        ck_assert_int_eq(Tp + pl.num_decode, T);
+        float *sq = malloc((T + 1) * qw * 4), *sk = malloc((T + 1) * kvw * 4),
+              *sv = malloc((T + 1) * kvw * 4), *so = malloc((T + 1) * qw * 4);
+        for (int32_t j = 0; j < pl.num_prefill; j++) {
+            const int32_t i = prow[j], s = qs[i + 1] - qs[i];
+            memcpy(sq + (size_t)pq[j] * qw, q + (size_t)qs[i] * qw, s * qw * 4);
+            memcpy(sk + (size_t)pq[j] * kvw, kn + (size_t)qs[i] * kvw, s * kvw * 4);
+            memcpy(sv + (size_t)pq[j] * kvw, vn + (size_t)qs[i] * kvw, s * kvw * 4);
+        }
+        const attn_batch pb = {pl.num_prefill, stride, pq, pp, ptab, 0, pages};
+        if (pl.num_prefill)
+            ck_assert_int_eq(attn_prefill_cpu(&sh, &pb, sq, sk, sv, kc, vc, so, NULL, 1), 0);
+        for (int32_t j = 0; j < pl.num_prefill; j++) {
+            const int32_t i = prow[j], s = qs[i + 1] - qs[i];
+            memcpy(got + (size_t)qs[i] * qw, so + (size_t)pq[j] * qw, s * qw * 4);
+        }
+        for (int32_t d = 0; d < pl.num_decode; d++)
+            memcpy(sq + (size_t)d * qw, q + (size_t)drow[d] * qw, qw * 4);
+        if (pl.num_decode)
+            ck_assert_int_eq(attn_decode_cpu(&sh, pl.num_decode, dl, dtab, stride, pages, sq, kc,
+                                             vc, so, NULL, 0, 1),
+                             0);
+        for (int32_t d = 0; d < pl.num_decode; d++)
+            memcpy(got + (size_t)drow[d] * qw, so + (size_t)d * qw, qw * 4);
+        for (size_t x = 0; x < T * qw; x++)
+            ck_assert_msg(fabsf(got[x] - want[x]) <= 1e-5f + 1e-4f * fabsf(want[x]),
+                          "trial %d element %zu: planned %g, today %g", trial, x, got[x], want[x]);
+        checked++;
+        free(kc); free(vc); free(q); free(kn); free(vn); free(want); free(got);
+        free(sq); free(sk); free(sv); free(so);
+    }
+    /* The draw must exercise the interesting case, or the test proves little. */
+    ck_assert_int_ge(with_decodes, 20);
+    ck_assert_int_ge(fewer, 20);
+    ck_assert_int_eq(checked, 60);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cuda_plan");
@@ -390,6 +543,8 @@ int main(void)
     tcase_add_test(tc, graph_buckets);
     tcase_add_test(tc, stride_buckets);
     tcase_add_test(tc, step_shapes_and_padding);
+    tcase_add_test(tc, mixed_plan_drawn_example);
+    tcase_add_test(tc, mixed_plan_equals_todays_grid);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
