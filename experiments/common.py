@@ -95,13 +95,16 @@ class Children:
     """Child processes that a SIGINT or SIGTERM reaches. Each child starts in
     a process group of its own (so a driver and the radixkv it runs are
     signalled together, and none is left orphaned when the parent is killed
-    by `kill`, not by the terminal); the first signal is forwarded to the
-    running child's group and remembered (self.signal), the caller waits for
-    the child and stops starting new ones."""
+    by `kill`, not by the terminal); each signal run_all gets is forwarded to
+    the running child's group once (radixkv writes its summary on the first,
+    and a third would make it exit at once: interrupt.h) and the first is
+    remembered (self.signal); the caller waits for the child and stops
+    starting new ones."""
 
     def __init__(self):
         self.signal = 0
         self.current = None
+        self.sent = set()  # the groups that got the remembered signal
         for s in (signal.SIGINT, signal.SIGTERM):
             if signal.getsignal(s) is not signal.SIG_IGN:
                 signal.signal(s, self._on_signal)
@@ -109,27 +112,28 @@ class Children:
     def _on_signal(self, sig, frame):
         if not self.signal:
             self.signal = sig
-        self._forward(sig)
-
-    def _forward(self, sig):
         p = self.current
-        if p is not None and p.poll() is None:
-            try:
-                os.killpg(p.pid, sig)
-            except OSError:
-                pass
+        if p is not None:
+            self._send(p.pid, sig)
+
+    def _send(self, pgid, sig):
+        self.sent.add(pgid)
+        try:
+            os.killpg(pgid, sig)
+        except OSError:
+            pass
 
     def popen(self, cmd, **kw):
         p = subprocess.Popen(cmd, start_new_session=True, **kw)
         self.current = p
         if self.signal:  # a signal came while it was starting
-            self._forward(self.signal)
+            self._send(p.pid, self.signal)
         return p
 
     def wait(self, p):
         """Waits for p, then for the rest of its group (what it started and
-        left behind), which gets the signal again if one came, and SIGKILL
-        after 30 s."""
+        left behind: after a signal, a radixkv still writing its summary),
+        which gets the signal if it has not yet, and SIGKILL after 30 s."""
         rc = p.wait()
         deadline = time.monotonic() + 30
         while True:
@@ -138,23 +142,13 @@ class Children:
             except OSError:
                 break
             if time.monotonic() > deadline:
-                try:
-                    os.killpg(p.pid, signal.SIGKILL)
-                except OSError:
-                    pass
+                self._send(p.pid, signal.SIGKILL)
                 break
-            if self.signal:
-                self._forward_group(p.pid, self.signal)
+            if self.signal and p.pid not in self.sent:
+                self._send(p.pid, self.signal)
             time.sleep(0.1)
         self.current = None
         return rc
-
-    @staticmethod
-    def _forward_group(pgid, sig):
-        try:
-            os.killpg(pgid, sig)
-        except OSError:
-            pass
 
     def run(self, cmd, **kw):
         return self.wait(self.popen(cmd, **kw))
