@@ -2,6 +2,7 @@
 #include "out_file.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -24,9 +25,22 @@ FILE *out_file_open(out_file *of, const char *path, char *err, size_t errlen)
     }
     snprintf(of->tmp, n, "%.*s.%s.XXXXXX", (int)dirlen, path, path + dirlen);
     struct stat st;
-    if (!path[dirlen] || (stat(path, &st) == 0 && S_ISDIR(st.st_mode))) {
+    bool exists = stat(path, &st) == 0;
+    if (!path[dirlen] || (exists && S_ISDIR(st.st_mode))) {
         snprintf(err, errlen, "cannot write '%s': %s", path, path[dirlen] ? "a directory" : "no file name");
         goto fail;
+    }
+    if (exists && !S_ISREG(st.st_mode)) {
+        /* /dev/null, a pipe, a terminal: written as it is (a rename would
+         * replace the device or fifo with a plain file). */
+        free(of->tmp);
+        of->tmp = NULL;
+        FILE *f = fopen(path, "w");
+        if (!f) {
+            snprintf(err, errlen, "cannot write '%s': %s", path, strerror(errno));
+            goto fail;
+        }
+        return f;
     }
     int fd = mkstemp(of->tmp);
     if (fd < 0) {
@@ -55,7 +69,11 @@ fail:
 
 int out_file_finish(out_file *of, bool discard, char *err, size_t errlen)
 {
-    if (!of->tmp) return 0;
+    if (!of->tmp) { /* stdout, a device written directly, or finished */
+        free(of->path);
+        memset(of, 0, sizeof *of);
+        return 0;
+    }
     int rc = 0;
     struct stat st;
     bool keep = !discard && stat(of->tmp, &st) == 0 && st.st_size > 0;

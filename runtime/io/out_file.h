@@ -13,6 +13,9 @@
  * file is removed too; a finished or interrupted run (summary written) keeps
  * its lines.
  *
+ * A path that exists and is not a regular file (/dev/null, a fifo) is
+ * written directly: renaming onto it would replace the device.
+ *
  * Ownership: out_file_open's FILE is the caller's to fclose before
  * out_file_finish; the out_file owns the two names until out_file_finish.
  */

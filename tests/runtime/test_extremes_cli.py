@@ -168,6 +168,12 @@ p = subprocess.run([RADIXKV, "cache-sim", "--cache", "radix", "--capacity", "16"
 check(p.returncode == 0, f"cache-sim: {p.returncode} {p.stderr}")
 lines_ok(p.stdout, "cache-sim")
 
+# A device is written, never replaced by the temporary file's rename.
+import stat  # noqa: E402
+p = subprocess.run(BASE + ["--out", os.devnull], capture_output=True, text=True)
+check(p.returncode == 0 and stat.S_ISCHR(os.stat(os.devnull).st_mode),
+      f"--out {os.devnull}: exit {p.returncode}, still a device: {stat.S_ISCHR(os.stat(os.devnull).st_mode)}")
+
 for f in failures:
     print("FAIL", f)
 print(f"extremes_cli: {len(failures)} failures")
