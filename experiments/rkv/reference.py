@@ -30,6 +30,11 @@ import os
 
 from . import core
 
+# disaggregation's rows: the summary of one --prefill/--decode (or colocated)
+# run on the fixed clock.
+DISAGG_EXACT = ["hit_rate", "errors", "requests", "cached_tokens"]
+DISAGG_MODEL = ["requests_per_s", "ttft_p50", "ttft_p99", "tpot_p50", "tpot_p99", "goodput"]
+
 # Per experiment: fields that are counts or rates ("exact" class) and fields that
 # are modelled times or throughputs ("model" class). Everything else is not compared.
 FIELDS = {
@@ -48,6 +53,15 @@ FIELDS = {
     "sglang_ablations": {"exact": ["hit_rate", "optimal_hit_rate"], "model": ["requests_per_s"]},
     "remote_tier": {"exact": ["hit_rate"], "model": ["model_seconds"]},
     "serve_router": {"exact": []},
+    # Rows on the sim's fixed clock only for modelled numbers ("deterministic"):
+    # mechanisms' trie_measured rows run on measured CPU time, which a sanitizer
+    # build or a loaded machine moves by more than any fixed tolerance.
+    "sim_profiles": {"exact": ["hit_rate", "steps", "errors", "steps_h0", "steps_h1"],
+                     "model": ["requests_per_s", "model_seconds", "speedup", "ttft_mean",
+                               "tpot_mean"], "deterministic": True},
+    "mechanisms": {"exact": ["hit_rate", "steps", "errors", "hit_rate_h1", "steps_h0", "steps_h1"],
+                   "model": ["requests_per_s", "model_seconds", "gain"], "deterministic": True},
+    "disaggregation": {"exact": DISAGG_EXACT, "model": DISAGG_MODEL, "deterministic": True},
 }
 
 
@@ -69,13 +83,28 @@ def tolerance(row, cls):
     return {"rel": 1e-6} if deterministic(row) else {"rel": 0.05}
 
 
+# The fields that tell apart the rows of one configuration, for experiments
+# whose rows share their config (added to the key only for these, so the keys
+# of the references recorded before stay as they were).
+KEY_FIELDS = {
+    "sim_profiles": ("kind", "profile", "cache", "schedule", "hit_rate_target", "pass",
+                     "variant", "host_factor"),
+    "mechanisms": ("kind", "cache", "schedule", "hit_rate_target", "overhead_label", "token_ns",
+                   "step_us", "sweep", "factor"),
+    "disaggregation": ("workload", "rate", "arm", "mode"),
+}
+
+
 def key(row):
     """A row's identity: its configuration, backend and (for experiments with
-    several kinds of row) its record kind and measure."""
+    several kinds of row) its record kind and measure, and KEY_FIELDS."""
     cfg = dict(row.get("config") or {})
     cfg.pop("scale", None)
-    return {"config": cfg, "backend": row.get("backend"), "record": row.get("record"),
-            "measure": row.get("measure")}
+    k = {"config": cfg, "backend": row.get("backend"), "record": row.get("record"),
+         "measure": row.get("measure")}
+    for f in KEY_FIELDS.get(row.get("experiment"), ()):
+        k[f] = row.get(f)
+    return k
 
 
 def key_text(k):
@@ -110,6 +139,8 @@ def rows_of(bundle):
                     if isinstance(v, bool) and cls != "exact":
                         continue
                     if not isinstance(v, (bool, int, float)) or v != v:
+                        continue
+                    if cls == "model" and spec.get("deterministic") and not deterministic(r):
                         continue
                     tol = tolerance(r, cls)
                     if tol is not None:

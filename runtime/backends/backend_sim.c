@@ -175,6 +175,14 @@ static rkv_status gemm_tables_parse(const pctx *c, json_t *tables, sim_profile *
             t->s[j] = x;
         }
         t->points = (int)n;
+        /* Two rows of one shape would leave which one a GEMM uses to the
+         * order of the file: refused. */
+        for (size_t j = 0; j < i; j++)
+            if (out->gemm_table[j].n == t->n && out->gemm_table[j].k == t->k) {
+                char what[96];
+                snprintf(what, sizeof what, "N=%g, K=%g repeats tables.gemm[%zu]", t->n, t->k, j);
+                return perr(c, sec, what);
+            }
     }
     out->gemm_tables = (int)json_array_size(rows);
     return RKV_OK;
@@ -215,9 +223,12 @@ static rkv_status profile_from_text(const char *where, const unsigned char *text
     }
     if (!st) {
         const char *id = json_string_value(json_object_get(root, "id"));
+        bool ctl = false; /* a control character would split a summary line */
+        for (const char *p = id; p && *p; p++) ctl |= (unsigned char)*p < 0x20 || *p == 0x7f;
         if (!id || !*id || strlen(id) > 63 || strchr(id, ',') || strchr(id, '"') ||
-            strchr(id, '\\'))
-            st = perr(&c, "id", "want a non-empty string of at most 63 characters without , \" or \\");
+            strchr(id, '\\') || ctl)
+            st = perr(&c, "id", "want a non-empty string of at most 63 printable characters"
+                      " without , \" or \\");
         else snprintf(out->id, sizeof out->id, "%s", id);
     }
     if (!st && !json_is_string(json_object_get(root, "summary")))
@@ -229,8 +240,30 @@ static rkv_status profile_from_text(const char *where, const unsigned char *text
     if (!st) sw = section(&c, root, "switches", sw_k, &st);
     if (!st) act = section(&c, sw, "act_bytes_per_row", act_k, &st);
     if (st) goto out;
-    if (!json_is_object(json_object_get(root, "provenance"))) {
+    json_t *prov = json_object_get(root, "provenance");
+    if (!json_is_object(prov)) {
         st = perr(&c, "provenance", "want an object (device, versions, date, raw file and hash)");
+        goto out;
+    }
+    /* A profile is only as good as where its numbers came from: the device
+     * measured, when, and the measurements (the raw file, or a source in
+     * words for constants taken from elsewhere). */
+    static const char *const prov_need[] = {"device", "date", NULL};
+    for (int i = 0; prov_need[i]; i++) {
+        const char *v = json_string_value(json_object_get(prov, prov_need[i]));
+        if (!v || !*v) {
+            char f[48];
+            snprintf(f, sizeof f, "provenance.%s", prov_need[i]);
+            st = perr(&c, f, json_object_get(prov, prov_need[i]) ? "want a non-empty string"
+                                                                 : "missing (a non-empty string)");
+            goto out;
+        }
+    }
+    const char *raw = json_string_value(json_object_get(prov, "raw"));
+    const char *src = json_string_value(json_object_get(prov, "source"));
+    if (!(raw && *raw) && !(src && *src)) {
+        st = perr(&c, "provenance.raw", "missing: want the raw measurements' file, or "
+                  "provenance.source saying where the numbers come from");
         goto out;
     }
     int gm = 0, dm = 0;
@@ -385,7 +418,7 @@ rkv_status sim_profile_parse(const char *spec, sim_profile *out, char *err, size
         char *eq = strchr(kv, '=');
         char *end = NULL;
         double v = eq ? strtod(eq + 1, &end) : NAN;
-        if (!eq || end == eq + 1 || *end || !(v >= 0)) {
+        if (!eq || end == eq + 1 || *end) {
             snprintf(err, errlen, "sim: bad GPU profile override '%s' (want key=number)", kv);
             return RKV_EINVAL;
         }
@@ -393,14 +426,14 @@ rkv_status sim_profile_parse(const char *spec, sim_profile *out, char *err, size
         size_t k = 0;
         for (; k < sizeof keys / sizeof keys[0]; k++)
             if (!strcmp(kv, keys[k].key)) break;
-        if (k < sizeof keys / sizeof keys[0] && v > keys[k].lo && v <= keys[k].hi) {
+        if (k < sizeof keys / sizeof keys[0] && v >= 0 && v > keys[k].lo && v <= keys[k].hi) {
             *(double *)((char *)out + keys[k].off) = v * keys[k].scale;
         } else if (!strcmp(kv, "graphs") && (v == 0 || v == 1 || v == 2)) {
             out->graphs = (int)v;
         } else {
             snprintf(err, errlen,
                      "sim: bad GPU profile override '%s=%s' (eff, mem_eff, attn_eff, kv_eff, "
-                     "act_eff in (0,1]; gemm_us, kernel_us, launch_us, overhead_ms >= 0; "
+                     "act_eff in (0,1]; gemm_us, kernel_us, launch_us, overhead_ms in [0, 1e6]; "
                      "graphs 0|1|2)",
                      kv, eq + 1);
             return RKV_EINVAL;

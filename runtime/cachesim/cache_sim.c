@@ -894,8 +894,12 @@ void cache_sim_print_summary(FILE *out, const cache_sim_options *opt, const cach
         tier_print_json(out, opt->tier, ts, cache_tier_remote_stats(c), sum->prompt_tokens,
                         sum->matched_tokens);
     if (opt->model && opt->gpu) {
-        fprintf(out, ",\"model\":\"%s\",\"gpu\":\"%s\",\"sim_profile_hash\":\"%s\","
-                "\"prefill_seconds\":%.6f", opt->model->name, opt->gpu->id, opt->gpu->hash,
+        /* The model's name and a profile file's id are the user's text: escaped. */
+        fputs(",\"model\":", out);
+        rkv_json_string(out, opt->model->name);
+        fputs(",\"gpu\":", out);
+        rkv_json_string(out, opt->gpu->id);
+        fprintf(out, ",\"sim_profile_hash\":\"%s\",\"prefill_seconds\":%.6f", opt->gpu->hash,
                 sum->prefill_seconds);
         if (ts)
             fprintf(out, ",\"recompute_seconds_tier_hits\":%.6f,\"tier_seconds_saved\":%.6f",

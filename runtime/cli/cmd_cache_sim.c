@@ -20,6 +20,7 @@
 #include "cli.h"
 #include "commands.h"
 #include "host_mem.h"
+#include "out_file.h"
 #include "interrupt.h"
 #include "evict_policy.h"
 #include "model_config.h"
@@ -294,11 +295,13 @@ static int replay(sim_cmd *m)
         fprintf(stderr, "radixkv cache-sim: %s\n", err);
         return 1;
     }
-    FILE *raw = stdout, *out = NULL;
-    if ((m->out_path && !(raw = fopen(m->out_path, "w"))) || !(out = interrupt_stream(raw))) {
-        fprintf(stderr, "radixkv cache-sim: --out %s: %s\n", m->out_path ? m->out_path : "-",
-                raw ? "out of host memory for the output stream" : strerror(errno));
+    /* A temporary name renamed on close (out_file.h): a refusal leaves no file. */
+    out_file of;
+    FILE *raw = out_file_open(&of, m->out_path, err, sizeof err), *out = raw ? interrupt_stream(raw) : NULL;
+    if (!out) {
+        fprintf(stderr, "radixkv cache-sim: --out: %s\n", raw ? "out of host memory for the output stream" : err);
         if (raw && raw != stdout) fclose(raw);
+        out_file_finish(&of, true, err, sizeof err);
         trace_close(tr);
         return 1;
     }
@@ -329,6 +332,12 @@ static int replay(sim_cmd *m)
     }
     if (fclose(out) != 0) {
         fprintf(stderr, "radixkv cache-sim: writing the output failed: %s\n", strerror(errno));
+        rc = 1;
+    }
+    /* A failed replay leaves no file; a finished or interrupted one (its
+     * summary written) is put in place. */
+    if (out_file_finish(&of, st != RKV_OK, err, sizeof err)) {
+        fprintf(stderr, "radixkv cache-sim: --out: %s\n", err);
         rc = 1;
     }
     trace_close(tr);

@@ -10,6 +10,7 @@
 #include "commands.h"
 #include "model_config.h"
 #include "rkv_core.h"
+#include "out_file.h"
 #include "workloads.h"
 
 static void usage_gen(FILE *f)
@@ -133,14 +134,20 @@ int cmd_gen(int argc, char **argv)
         fprintf(stderr, "radixkv gen: %s\n", err);
         return st == RKV_EINVAL ? 2 : 1;
     }
-    FILE *f = stdout;
-    if (out_path && !(f = fopen(out_path, "w"))) {
-        fprintf(stderr, "radixkv gen: --out: cannot write '%s': %s\n", out_path, strerror(errno));
+    /* A temporary name renamed on close (out_file.h): a failure leaves no file. */
+    out_file of;
+    FILE *f = out_file_open(&of, out_path, err, sizeof err);
+    if (!f) {
+        fprintf(stderr, "radixkv gen: --out: %s\n", err);
         workload_free(&w);
         return 1;
     }
     st = workload_write_jsonl(&w, f);
     int bad = f != stdout ? fclose(f) != 0 : fflush(f) != 0;
+    if (out_file_finish(&of, st || bad, err, sizeof err)) {
+        fprintf(stderr, "radixkv gen: --out: %s\n", err);
+        bad = 1;
+    }
     fprintf(stderr, "radixkv gen: %s, %lld requests\n", c.kind, (long long)w.n);
     workload_free(&w);
     if (st || bad) {

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +28,8 @@
 #include "router.h"
 #include "host_mem.h"
 #include "interrupt.h"
+#include "kv_link.h"
+#include "out_file.h"
 #include "evict_policy.h"
 #include "model_config.h"
 #include "pin_file.h"
@@ -121,10 +124,26 @@ static void usage_run(FILE *f)
 }
 
 
+/* The command whose options these are ("run", or "serve", which hands its
+ * engine options over): every refusal names it. */
+static const char *opt_cmd = "run";
+
+static void opt_refuse(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static void opt_refuse(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "radixkv %s: ", opt_cmd);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+}
+
 static int check_run(run_opts *o, bool need_trace);
 
 int run_parse_options(int argc, char **argv, run_opts *o, bool need_trace)
 {
+    opt_cmd = argc > 0 && argv[0] ? argv[0] : "run";
     engine_config_default(&o->ec);
     o->progress = true;
     o->router_cache_threshold = 0.5;
@@ -186,11 +205,11 @@ int run_parse_options(int argc, char **argv, run_opts *o, bool need_trace)
     while (opts[nopts].name) nopts++;
     tier_opts_cli(&o->tier, opts, &nopts);
     cli_args a;
-    int rc = cli_command("run", opts, argc, argv, &a, usage_run);
+    int rc = cli_command(opt_cmd, opts, argc, argv, &a, usage_run);
     if (rc >= 0) return rc;
     if (a.npos) {
-        fprintf(stderr, "radixkv run: unexpected argument '%s' (the trace goes after --trace)\n",
-                a.pos[0]);
+        opt_refuse("unexpected argument '%s' (the trace goes after --trace)\n",
+                   a.pos[0]);
         return 2;
     }
     o->ec.backend_cfg.page_size = (int32_t)page_size;
@@ -218,73 +237,89 @@ static int check_run(run_opts *o, bool need_trace)
 {
     const char *kind = o->ec.cache_cfg.kind ? o->ec.cache_cfg.kind : "radix";
     if (o->ec.cache_cfg.hash_fn && strncmp(kind, "hash", 4)) {
-        fprintf(stderr, "radixkv run: --hash applies to the hash kinds, not --cache %s\n", kind);
+        opt_refuse("--hash applies to the hash kinds, not --cache %s\n", kind);
         return 2;
     }
     if (o->ec.cache_cfg.hash_duplicates && strcmp(kind, "hash")) {
-        fprintf(stderr, "radixkv run: --hash-duplicates applies to --cache hash, not --cache %s\n", kind);
+        opt_refuse("--hash-duplicates applies to --cache hash, not --cache %s\n", kind);
         return 2;
     }
     if (!o->trace && need_trace) {
-        fprintf(stderr, "radixkv run: --trace FILE is required (see radixkv run --help)\n");
+        opt_refuse("--trace FILE is required (see radixkv run --help)\n");
         return 2;
     }
     if ((o->prefill > 0) != (o->decode > 0)) {
-        fprintf(stderr, "radixkv run: --%s needs --%s too (N prefill and M decode engines)\n",
-                o->prefill ? "prefill" : "decode", o->prefill ? "decode" : "prefill");
+        opt_refuse("--%s needs --%s too (N prefill and M decode engines)\n",
+                   o->prefill ? "prefill" : "decode", o->prefill ? "decode" : "prefill");
         return 2;
     }
     if (o->prefill && o->replicas > 1) {
-        fprintf(stderr, "radixkv run: --replicas and --prefill/--decode exclude each other "
-                "(colocated or disaggregated engines)\n");
+        opt_refuse("--replicas and --prefill/--decode exclude each other "
+                   "(colocated or disaggregated engines)\n");
         return 2;
     }
     if (o->link && !o->prefill) {
-        fprintf(stderr, "radixkv run: --link applies to --prefill/--decode (the handoff)\n");
+        opt_refuse("--link applies to --prefill/--decode (the handoff)\n");
+        return 2;
+    }
+    kv_link link;
+    char lerr[320];
+    if (o->link && kv_link_parse(o->link, &link, lerr, sizeof lerr)) {
+        opt_refuse("--link: %s\n", lerr);
         return 2;
     }
     if (o->prefill && !(backend_caps(o->ec.backend) & BACKEND_CAP_MODELLED_TIME)) {
-        fprintf(stderr, "radixkv run: --prefill/--decode run on the sim clock: use --backend sim"
-                " (not %s)\n", o->ec.backend ? o->ec.backend : backend_names[0]);
+        opt_refuse("--prefill/--decode run on the sim clock: use --backend sim"
+                   " (not %s)\n", o->ec.backend ? o->ec.backend : backend_names[0]);
         return 2;
     }
     if (o->sim_host && !(backend_caps(o->ec.backend) & BACKEND_CAP_MODELLED_TIME)) {
-        fprintf(stderr, "radixkv run: --sim-host-us-per-step/--sim-host-ns-per-token add host time"
-                " to the sim clock: use --backend sim (not %s, whose clock is wall time)\n",
-                o->ec.backend ? o->ec.backend : backend_names[0]);
+        opt_refuse("--sim-host-us-per-step/--sim-host-ns-per-token add host time"
+                   " to the sim clock: use --backend sim (not %s, whose clock is wall time)\n",
+                   o->ec.backend ? o->ec.backend : backend_names[0]);
+        return 2;
+    }
+    /* Asked of the backend's capability words, never of its name: a profile
+     * is what clocks a modelled backend, and one with wall time would drop it. */
+    const char *sim_opt = o->ec.backend_cfg.sim_profile_file ? "--sim-profile"
+                          : o->ec.backend_cfg.gpu_profile ? "--gpu" : NULL;
+    if (sim_opt && !(backend_caps(o->ec.backend) & BACKEND_CAP_MODELLED_TIME)) {
+        opt_refuse("%s applies to a backend with modelled time (--backend sim),"
+                   " not %s, whose clock is wall time\n", sim_opt,
+                   o->ec.backend ? o->ec.backend : backend_names[0]);
         return 2;
     }
     char err[512];
     model_config mc;
     if (model_config_load(o->ec.backend_cfg.model, &mc, err, sizeof err)) {
-        fprintf(stderr, "radixkv run: --model: %s\n", err);
+        opt_refuse("--model: %s\n", err);
         return 2;
     }
     sim_profile sp;
     if (o->ec.backend_cfg.gpu_profile && sim_profile_parse(o->ec.backend_cfg.gpu_profile, &sp, err, sizeof err)) {
-        fprintf(stderr, "radixkv run: --gpu: %s\n", err);
+        opt_refuse("--gpu: %s\n", err);
         return 2;
     }
     if (o->ec.backend_cfg.sim_profile_file) {
         if (o->ec.backend_cfg.gpu_profile) {
-            fprintf(stderr, "radixkv run: --gpu and --sim-profile both given; pick one\n");
+            opt_refuse("--gpu and --sim-profile both given; pick one\n");
             return 2;
         }
         if (sim_profile_load_file(o->ec.backend_cfg.sim_profile_file, &sp, err, sizeof err)) {
-            fprintf(stderr, "radixkv run: --sim-profile: %s\n", err);
+            opt_refuse("--sim-profile: %s\n", err);
             return 2;
         }
     }
     if (o->kv_tokens > 0) {
         if (o->ec.backend_cfg.num_pages > 0) {
-            fprintf(stderr, "radixkv run: --kv-tokens and --num-pages both given; pick one\n");
+            opt_refuse("--kv-tokens and --num-pages both given; pick one\n");
             return 2;
         }
         int64_t P = o->ec.backend_cfg.page_size;
         if ((o->kv_tokens + P - 1) / P > INT32_MAX) {
-            fprintf(stderr, "radixkv run: --kv-tokens %lld with --page-size %lld gives %lld pages"
-                    " (at most %d)\n", (long long)o->kv_tokens, (long long)P,
-                    (long long)((o->kv_tokens + P - 1) / P), INT32_MAX);
+            opt_refuse("--kv-tokens %lld with --page-size %lld gives %lld pages"
+                       " (at most %d)\n", (long long)o->kv_tokens, (long long)P,
+                       (long long)((o->kv_tokens + P - 1) / P), INT32_MAX);
             return 2;
         }
         o->ec.backend_cfg.num_pages = (o->kv_tokens + P - 1) / P;
@@ -296,11 +331,18 @@ static int check_run(run_opts *o, bool need_trace)
         int64_t pages = o->ec.backend_cfg.num_pages, P = o->ec.backend_cfg.page_size;
         bool host_kv = backend_caps(o->ec.backend) & BACKEND_CAP_HOST_KV;
         uint64_t per_page = 64 + (host_kv ? (uint64_t)model_config_kv_bytes_per_token(&mc, 4) * (uint64_t)P : 0);
-        char what[160];
-        snprintf(what, sizeof what, "%s (%lld pages of %lld tokens)",
-                 o->kv_tokens > 0 ? "--kv-tokens" : "--num-pages", (long long)pages, (long long)P);
-        if (host_mem_check(what, per_page * (uint64_t)pages, err, sizeof err)) {
-            fprintf(stderr, "radixkv run: %s\n", err);
+        /* Every engine holds its own pool: the size given is per engine. */
+        int64_t engines = o->prefill ? (int64_t)o->prefill + o->decode : o->replicas > 1 ? o->replicas : 1;
+        char what[200], times[48] = "";
+        if (engines > 1) snprintf(times, sizeof times, ", times %lld engines", (long long)engines);
+        snprintf(what, sizeof what, "%s (%lld pages of %lld tokens%s)",
+                 o->kv_tokens > 0 ? "--kv-tokens" : "--num-pages", (long long)pages, (long long)P,
+                 times);
+        /* Saturated: a product past 2^64 is refused, never wrapped to a small size. */
+        uint64_t n = (uint64_t)pages * (uint64_t)engines; /* < 2^31 * 2^11 */
+        uint64_t all = per_page > UINT64_MAX / n ? UINT64_MAX : per_page * n;
+        if (host_mem_check(what, all, err, sizeof err)) {
+            opt_refuse("%s\n", err);
             return 2;
         }
     }
@@ -440,6 +482,35 @@ static rkv_status serve(engine *e, const run_opts *o, run_ids *ids, FILE *out, b
     return st;
 }
 
+/* --out (out_file.h: a temporary name renamed on close, so a refusal leaves
+ * no file) behind a whole-line writer (interrupt.h); NULL after saying why. */
+static FILE *open_out(const run_opts *o, out_file *of)
+{
+    char err[512];
+    FILE *raw = out_file_open(of, o->out, err, sizeof err), *out = raw ? interrupt_stream(raw) : NULL;
+    if (!out) {
+        fprintf(stderr, "radixkv run: --out: %s\n", raw ? "out of host memory for the output stream" : err);
+        if (raw && raw != stdout) fclose(raw);
+        out_file_finish(of, true, err, sizeof err);
+    }
+    return out;
+}
+
+/* Closes out and puts the file in place, or removes it when the run failed
+ * (failed: a refusal or an error, as opposed to a summary written, even an
+ * interrupted one); 0, or -1 after saying why. */
+static int close_out(const run_opts *o, FILE *out, out_file *of, bool failed)
+{
+    char err[512];
+    int rc = fclose(out) ? -1 : 0;
+    if (rc) fprintf(stderr, "radixkv run: writing the output to '%s' failed\n", o->out ? o->out : "-");
+    if (out_file_finish(of, failed || rc, err, sizeof err)) {
+        fprintf(stderr, "radixkv run: --out: %s\n", err);
+        rc = -1;
+    }
+    return rc;
+}
+
 /* --replicas / --router: N engines behind a router (replicas.h). */
 static int run_replicas(const run_opts *o)
 {
@@ -453,17 +524,13 @@ static int run_replicas(const run_opts *o)
         .slo_ttft = o->slo_ttft, .slo_tpot = o->slo_tpot,
     };
     router_kind_parse(o->router ? o->router : "round-robin", &rcfg.router);
-    FILE *raw = stdout, *rout = NULL;
-    if ((o->out && !(raw = fopen(o->out, "w"))) || !(rout = interrupt_stream(raw))) {
-        fprintf(stderr, "radixkv run: --out: cannot write '%s': %s\n", o->out ? o->out : "-",
-                raw ? "out of host memory for the output stream" : strerror(errno));
-        if (raw && raw != stdout) fclose(raw);
-        return 1;
-    }
+    out_file of;
+    FILE *rout = open_out(o, &of);
+    if (!rout) return 1;
     bool interrupted = false;
     rkv_status rst = replicas_run(&rcfg, rout, &interrupted, err, sizeof err);
     if (rst) fprintf(stderr, "radixkv run: %s\n", err[0] ? err : rkv_status_str(rst));
-    int wrc = fclose(rout);
+    int wrc = close_out(o, rout, &of, rst != RKV_OK);
     if (!rst && interrupted) {
         fprintf(stderr, "radixkv run: interrupted\n");
         return interrupt_exit_status();
@@ -546,7 +613,11 @@ static int print_summary(engine *e, const run_opts *o, const run_ids *ids, bool 
             (long long)s.num_pages);
     /* Every modelled number names the profile that made it. */
     const sim_profile *sp = backend_sim_profile(be);
-    if (sp) fprintf(out, ",\"sim_profile\":\"%s\",\"sim_profile_hash\":\"%s\"", sp->id, sp->hash);
+    if (sp) {
+        fputs(",\"sim_profile\":", out);
+        rkv_json_string(out, sp->id);
+        fprintf(out, ",\"sim_profile_hash\":\"%s\"", sp->hash);
+    }
     if (o->sim_host)
         fprintf(out, ",\"sim_host_us_per_step\":%.6g,\"sim_host_ns_per_token\":%.6g,"
                 "\"cache_touched_tokens\":%lld,\"injected_host_seconds\":%.6f",
@@ -646,11 +717,9 @@ int cmd_run(int argc, char **argv)
         run_teardown(e, &pins);
         return 1;
     }
-    FILE *raw = stdout, *out = NULL;
-    if ((o.out && !(raw = fopen(o.out, "w"))) || !(out = interrupt_stream(raw))) {
-        fprintf(stderr, "radixkv run: --out: cannot write '%s': %s\n", o.out ? o.out : "-",
-                raw ? "out of host memory for the output stream" : strerror(errno));
-        if (raw && raw != stdout) fclose(raw);
+    out_file of;
+    FILE *out = open_out(&o, &of);
+    if (!out) {
         run_ids_free(&ids);
         run_teardown(e, &pins);
         return 1;
@@ -665,7 +734,7 @@ int cmd_run(int argc, char **argv)
         /* A failure leaves the cache consistent (the fault-injection loop checks it). */
         if (cache_check(engine_cache(e), err, sizeof err))
             fprintf(stderr, "radixkv run: after that error the cache fails its check: %s\n", err);
-        fclose(out);
+        close_out(&o, out, &of, true);
         run_ids_free(&ids);
         run_teardown(e, &pins);
         return 1;
@@ -676,10 +745,7 @@ int cmd_run(int argc, char **argv)
         fprintf(stderr, "radixkv run: %s\n", err);
         status = 1;
     }
-    if (fclose(out)) {
-        fprintf(stderr, "radixkv run: writing the output to '%s' failed\n", o.out ? o.out : "-");
-        status = 1;
-    }
+    if (close_out(&o, out, &of, false)) status = 1;
     run_ids_free(&ids);
     run_teardown(e, &pins);
     return status;

@@ -107,7 +107,7 @@ static int parse_serve(int argc, char **argv, serve_config *sc, char **rest, int
     sc->conn_timeout = 10;
     sc->max_connections = 1024;
     *nrest = 0;
-    rest[(*nrest)++] = "run";
+    rest[(*nrest)++] = argv[0]; /* run_parse_options names the command from it */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = NULL;
         char name[32];

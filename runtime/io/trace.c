@@ -400,7 +400,11 @@ rkv_status trace_next(trace_reader *r, trace_request *q, bool *eof, char *err, s
         if (!blank(r->buf, len)) break;
     }
     json_error_t je;
-    json_t *o = json_loadb(r->buf, (size_t)len, 0, &je);
+    /* A key given twice is refused (jansson would keep the last silently),
+     * as the profile reader does: which of two namespaces was meant? */
+    json_t *o = json_loadb(r->buf, (size_t)len, JSON_REJECT_DUPLICATES, &je);
+    if (!o && !strncmp(je.text, "duplicate object key", 20))
+        FAIL("a field given twice: %s (column %d)", je.text, je.column);
     if (!o) FAIL("bad JSON: %s (column %d)", je.text, je.column);
     q->line = r->line;
     q->index = r->index;

@@ -358,6 +358,23 @@ rkv_status workload_generate(const workload_config *c, workload *out, char *err,
         snprintf(err, errlen, "workload: tree-of-thought of %g requests is too large", nodes * c->num);
         return RKV_EINVAL;
     }
+    /* The prompt tokens a kind emits at least (workloads.h's shapes), known
+     * before anything is drawn: a request far past the limit is refused at
+     * once (2^48 tokens were once refused only after 2^28 were generated). */
+    double N = c->num, L = c->prompt_len, O = c->output_len, S = c->shared_len, B = c->branching;
+    double least = !strcmp(kind, "multi-turn")         ? N * c->turns * (S + L)
+                   : !strcmp(kind, "few-shot")         ? N * (c->shots * S + L)
+                   : !strcmp(kind, "long-doc")         ? N * B * (S + L)
+                   : !strcmp(kind, "tree-of-thought")  ? nodes * N * L
+                   : !strcmp(kind, "self-consistency") ? N * B * L
+                   : !strcmp(kind, "judge")            ? N * (B * (L + S) + L + B * O)
+                                                       : N * L;
+    if (least > (double)WORKLOAD_MAX_TOKENS) {
+        snprintf(err, errlen, "workload: %s would hold more than %lld prompt tokens (at least "
+                 "%.4g; lower --num, --prompt-len or the kind's other sizes)",
+                 kind, (long long)WORKLOAD_MAX_TOKENS, least);
+        return RKV_EINVAL;
+    }
     gen g = {.c = c, .w = out, .r = {c->seed}, .t = 0};
     static const struct { const char *name; rkv_status (*fn)(gen *); } kinds[] = {
 #define WL_ENTRY(n, f) {n, f},

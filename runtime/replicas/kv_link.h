@@ -20,6 +20,8 @@
  *         50e-6 s, a kernel TCP round trip in one rack; per_page 10e-6 s, a
  *         send and a host copy per page.
  * Spec: NAME[,bandwidth=B/s][,latency=S][,per_page=S]  (e.g. "tcp,latency=1e-4").
+ * Bounds (so every handoff time is finite): bandwidth in [1e3, 1e15] B/s,
+ * latency in [0, 60] s, per_page in [0, 1] s.
  */
 #ifndef RKV_KV_LINK_H
 #define RKV_KV_LINK_H

@@ -505,7 +505,11 @@ static rkv_status disagg_summary(driver *d, char *err, size_t errlen)
     billing_compute(rc->prices ? rc->prices : &def, prompt, cached, &b);
     billing_print_json(f, rc->prices ? rc->prices : &def, &b);
     const sim_profile *sp = backend_sim_profile(engine_backend(d->r[0].e));
-    if (sp) fprintf(f, ",\"sim_profile\":\"%s\",\"sim_profile_hash\":\"%s\"", sp->id, sp->hash);
+    if (sp) {
+        fputs(",\"sim_profile\":", f);
+        rkv_json_string(f, sp->id); /* a profile file's id is the user's text */
+        fprintf(f, ",\"sim_profile_hash\":\"%s\"", sp->hash);
+    }
     if (d->interrupted) fputs(",\"interrupted\":true", f);
     fputs("}\n", f);
     fprintf(stderr, "  disaggregated   %d prefill + %d decode engines, router %s, link %s\n"
@@ -586,7 +590,11 @@ static rkv_status summary(driver *d, char *err, size_t errlen)
                 (long long)npred, pred_prompt > 0 ? abs_err / pred_prompt : 0, (double)over / (double)npred);
     /* Every modelled number names the profile that made it (replicas share one). */
     const sim_profile *sp = backend_sim_profile(engine_backend(d->r[0].e));
-    if (sp) fprintf(f, ",\"sim_profile\":\"%s\",\"sim_profile_hash\":\"%s\"", sp->id, sp->hash);
+    if (sp) {
+        fputs(",\"sim_profile\":", f);
+        rkv_json_string(f, sp->id); /* a profile file's id is the user's text */
+        fprintf(f, ",\"sim_profile_hash\":\"%s\"", sp->hash);
+    }
     billing_prices def;
     billing_prices_default(&def);
     billing b;

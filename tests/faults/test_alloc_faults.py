@@ -238,6 +238,13 @@ with tempfile.TemporaryDirectory() as tmp:
         scenario("run, sharded checkpoint", ["run", "--threads", "1", "--no-progress", "--trace", trace,
                                              "--model", ckpt, "--weights", ckpt, "--page-size", "2",
                                              "--max-running", "4"], tmp, most=60)
+        # Disaggregated engines (the handoff from a prefill to a decode engine)
+        # on a profile read from a file: the profile reader's allocations too.
+        prof = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "runtime",
+                            "backends", "profiles", "h100.json")
+        scenario("run --prefill/--decode --sim-profile",
+                 ["run", "--backend", "sim", "--no-progress", "--trace", grow, "--page-size", "2",
+                  "--prefill", "1", "--decode", "1", "--sim-profile", prof], tmp, most=60)
         # The remote tier (a redis-server started here; left out without one). Its
         # namespace is new at every point, so no point reads another's pages.
         proc, url = start_redis(tmp)
