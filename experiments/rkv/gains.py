@@ -81,7 +81,7 @@ def ours(folders):
         key = (os.path.basename(p)[:-len(".jsonl")], str(r.get("sim_profile") or r.get("gpu")), n)
         pts.setdefault(key, {})[(cache, _hit(r))] = r["requests_per_s"]
     out = {}
-    for key, got in sorted(pts.items(), key=lambda kv: str(kv[0])):
+    for key, got in sorted(pts.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2] or 0)):
         for cached in CACHED:
             vals = {}
             for name, (c1, h1, c0, h0) in DEFS.items():
@@ -113,19 +113,40 @@ def write(out_dir, folders):
     nums["wu-prompts"] = wu_n
     rows = [["write-up", "\\texttt{prefix\\_caching}", "not stated", fmt(wu_n)]
             + [ratio(wu[k]) for k in DEFS]]
+    by_count = {}
     for (exp, prof, n, cached), vals in mine.items():
         rows.append([f"\\texttt{{{exp.replace('_', chr(92) + '_')}}}", f"\\texttt{{{cached}}}",
                      f"\\texttt{{{prof}}}", fmt(n)] + [ratio(vals[k]) for k in DEFS])
+        # One macro per experiment, profile and prompt count: each names one number.
         tag = exp if prof.split("@")[0] == prof else f"{exp}-{prof.split('@')[1]}"
         for k, v in vals.items():
-            nums[f"{tag}-{k}"] = ratio(v)
-        nums[f"{tag}-prompts"] = n
+            nums[f"{tag}-n{n}-{k}"] = ratio(v)
+        by_count.setdefault((exp, prof, cached), []).append((n, vals["over-none-h0"]))
+    nums["prompt-sentence"] = prompt_sentence(by_count)
     from .tex import numbers
     numbers(os.path.join(out_dir, "gains_numbers.tex"), "gains", nums)
     tabular(os.path.join(out_dir, "gains_table.tex"), "llllrrr",
             ["source", "cache", "profile", "prompts", "none, $h{=}1$", "none, $h{=}0$",
              "itself, $h{=}0$"], rows, groups=(1,))
     return mine, wu
+
+
+def prompt_sentence(by_count):
+    """The gain over no cache at h = 0 against the prompt count, for the first
+    experiment and profile with more than one count (sim_profiles' own profile)."""
+    for (exp, prof, cached), pts in by_count.items():
+        if len(pts) < 2:
+            continue
+        pts = sorted(pts, key=lambda p: p[0])
+        listed = [f"{ratio(g)} at {fmt(n)}" for n, g in pts]
+        seq = ", ".join(listed[:-1]) + " and " + listed[-1]
+        gs = [g for _, g in pts]
+        trend = ("rises with the prompt count" if all(b > a for a, b in zip(gs, gs[1:])) else
+                 "changes with the prompt count, not monotonically" if len(set(gs)) > 1 else
+                 "does not change with the prompt count")
+        return (f"\\texttt{{{cached}}} over no cache at $h = 0$ under profile \\texttt{{{prof}}} "
+                f"{trend}: {seq} prompts.")
+    return "no experiment of these results ran more than one prompt count."
 
 
 def main(argv):
