@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build paper/main.pdf with latexmk from one set of results.
-# Usage: scripts/build_paper.sh [--install] [--strict] [--bundle DIR | --work DIR] [--mixed-scales]
+# Usage: scripts/build_paper.sh [--install] [--strict] [--scale S] [--bundle DIR | --work DIR] [--mixed-scales]
 #   --install   install TeX first (scripts/deps.sh --with-docs); without it the
 #               build is skipped, with a message and exit status 0, when latexmk
 #               is missing.
@@ -15,12 +15,15 @@
 #   --work DIR  leave the source tree alone: experiments/run_all --scale tiny into the
 #               bundle DIR/results, then the paper from it in a copy of paper/ in
 #               DIR/paper (the test suite's paper test; exit 77 without latexmk).
+#   --scale S   the scale a missing experiment is run at without --bundle or
+#               --work (default small: the paper; tiny is the smoke test, and its
+#               title page says so).
 #   --mixed-scales  accept results of more than one scale (refused otherwise: a
 #               paper quietly mixing tiny and full numbers says nothing).
 #   --drawn     with --bundle: the notebooks already drew DIR/figures from these
 #               rows (run_all does); do not run them again.
 # Without --bundle or --work the results are experiments/NAME/results/, each
-# experiment's own (missing ones are run first at the tiny scale where a radixkv
+# experiment's own (missing ones are run first at --scale, small by default, where a radixkv
 # binary is built: $RADIXKV, else build-release/, else build/).
 # Figures, tables and the macros that carry the prose's numbers
 # (paper/generated/*.tex) are re-drawn by each experiment's notebook from the
@@ -33,11 +36,14 @@ work=""
 bundle=""
 mixed=0
 drawn=0
-usage="usage: scripts/build_paper.sh [--install] [--strict] [--bundle DIR [--drawn] | --work DIR] [--mixed-scales]"
+scale=small
+usage="usage: scripts/build_paper.sh [--install] [--strict] [--scale tiny|small|full] [--bundle DIR [--drawn] | --work DIR] [--mixed-scales]"
 while (($#)); do
   case "$1" in
     --install) scripts/deps.sh --with-docs; shift ;;
     --strict) strict=1; shift ;;
+    --scale) scale="${2:?--scale needs tiny, small or full ($usage)}"; shift 2
+             [[ $scale =~ ^(tiny|small|full)$ ]] || { echo "build_paper.sh: --scale $scale: not tiny, small or full ($usage)" >&2; exit 2; } ;;
     --work) work="${2:?--work needs a folder ($usage)}"; shift 2 ;;
     --bundle) bundle="${2:?--bundle needs a folder ($usage)}"; shift 2 ;;
     --mixed-scales) mixed=1; shift ;;
@@ -118,7 +124,7 @@ if [[ -n "$bundle" ]]; then
   done
 else
   # Experiments whose tables and figures the paper reads: re-draw from their
-  # results when those exist, else run them at the tiny scale first when a
+  # results when those exist, else run them at --scale first when a
   # binary exists (the Mooncake ones on a generated trace in the Mooncake format
   # when the real traces are missing: they exit 77 then). remote_tier starts a
   # redis-server of its own: without one installed it is re-drawn from existing
@@ -133,9 +139,9 @@ else
     [[ -n "$radixkv" ]] || continue
     [[ $name == remote_tier ]] && ! command -v redis-server >/dev/null && continue
     rc=0
-    experiments/$name/run --scale tiny --no-progress --notebook --out "$out" || rc=$?
+    experiments/$name/run --scale "$scale" --no-progress --notebook --out "$out" || rc=$?
     if ((rc == 77)) && grep -q -- --synthetic "experiments/$name/run"; then
-      experiments/$name/run --scale tiny --no-progress --notebook --synthetic --out "$out"
+      experiments/$name/run --scale "$scale" --no-progress --notebook --synthetic --out "$out"
     elif ((rc != 0 && rc != 77)); then
       exit "$rc"
     fi
@@ -151,6 +157,17 @@ if [[ -n "$bundle" ]]; then
 else
   (cd experiments && python3 -m rkv.bundle tex-rows "$paperdir/generated/bundle.tex" "${dirs[@]}")
 fi
+# The engine profile of every experiment's simulated rows (\simprofile{NAME}) and
+# the name of the Mooncake traces, "generated" where a stand-in ran.
+# The folders again: experiments run above have results now.
+dirs=()
+for d in experiments/*/; do
+  name=$(basename "$d")
+  [[ -f $(results "$name")/$name.jsonl ]] && dirs+=("$(cd "$(results "$name")" && pwd)")
+done
+(cd experiments && python3 -m rkv.tex --profiles "$paperdir/generated/profiles_numbers.tex" ${dirs[@]+"${dirs[@]}"})
+# The full-hit gain under each of its definitions, the write-up's beside ours (rkv.gains).
+(cd experiments && python3 -m rkv.gains "$paperdir/generated" ${dirs[@]+"${dirs[@]}"} >/dev/null)
 # The configured numbers the prose quotes (\rkv{cfg/NAME/...}), from config.json.
 (cd experiments && python3 -m rkv.tex --config-numbers "$paperdir/generated/config_numbers.tex")
 src=$PWD
@@ -175,6 +192,9 @@ if ((strict)); then
     bad=1
   fi
   python3 "$src/tests/experiments/paper_numbers.py" "$src/paper" >&2 || bad=1
+  # Every simulated caption names its profile, no stand-in called Mooncake, one
+  # definition per number (tests/experiments/paper_claims.py).
+  python3 "$src/tests/experiments/paper_claims.py" "$paperdir" >&2 || bad=1
   # Every placed figure drawn at its print width, fonts >= 7 pt, no offset labels.
   python3 "$src/tests/experiments/figure_check.py" "$paperdir" >&2 || bad=1
   if ((bad)); then

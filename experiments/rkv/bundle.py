@@ -56,7 +56,9 @@ def build_type(binary):
             with open(info) as f:
                 opts = {o["name"]: o["value"] for o in json.load(f)}
             parts = [str(opts.get("buildtype"))]
-            if opts.get("b_ndebug") in ("true", True):
+            # if-release: meson defines NDEBUG for the release buildtype only.
+            if opts.get("b_ndebug") in ("true", True) or (
+                    opts.get("b_ndebug") == "if-release" and opts.get("buildtype") == "release"):
                 parts.append("ndebug")
             if opts.get("b_sanitize") not in (None, "none", []):
                 s = opts["b_sanitize"]
@@ -157,9 +159,43 @@ def rows_tex(out, folders):
     def tt(xs):
         return ", ".join(f"\\texttt{{{tex_escape(x)}}}" for x in sorted(xs)) or "none"
     span = f"{min(dates)} to {max(dates)}" if dates else "unknown dates"
+    nd = "; ".join(sorted({ndebug_text(b) for b in builds}))
     with open(out, "w") as f:
         f.write(f"Results: each experiment's own folder (no bundle manifest); scale {tt(sc)}, "
-                f"commit {tt(commits)}, {', '.join(sorted(builds))} build, {span}.\n")
+                f"commit {tt(commits)}, {', '.join(sorted(builds))} build ({nd}), {span}. "
+                f"Made by \\texttt{{experiments/NAME/run -{{}}-scale SCALE}} per experiment and "
+                f"\\texttt{{scripts/build\\_paper.sh}}.{scale_note(sc)}\n")
+
+
+def ndebug_text(build):
+    """Whether the build's assertions (and the consistency checks under them)
+    were compiled out, from a build_type string: a debugoptimized build runs the
+    radix tree's full check after every step, which a timing includes."""
+    if not build or build == "unknown":
+        return "NDEBUG unknown"
+    return "NDEBUG on" if "ndebug" in build else "NDEBUG off, so assertions and consistency checks run"
+
+
+def scale_note(scales):
+    """The title page's word on what a PDF of this scale is: the tiny scale is
+    the test suite's smoke test (seconds per experiment, a few points, a fixed
+    clock), not the paper's numbers."""
+    if scales == {"tiny"}:
+        return ("\\par\\smallskip \\textbf{Smoke test:} built from the \\texttt{tiny} scale, which checks that "
+                "every experiment and figure runs; its numbers are not the paper's. "
+                "Build the paper from the \\texttt{small} scale.")
+    return ""
+
+
+def commands_tex(scale, bundle_dir=None):
+    """The two commands that made the results and the paper."""
+    # run_all's default folder unless the bundle was named otherwise (its
+    # basename only: the path of the machine that built it says nothing).
+    base = os.path.basename(os.path.normpath(bundle_dir)) if bundle_dir else scale
+    out = "results/" + scale if base in ("results", scale) else base
+    return (f"\\par\\smallskip Made by \\texttt{{experiments/run\\_all -{{}}-scale {tex_escape(scale)} "
+            f"-{{}}-out {tex_escape(out)}}} and \\texttt{{scripts/build\\_paper.sh -{{}}-bundle "
+            f"{tex_escape(out)}}}")
 
 
 def tex_escape(s):
@@ -173,7 +209,8 @@ def title_tex(bundle_dir, out):
         m = json.load(f)
     date = (m.get("date") or "")[:10]
     line = (f"Results: scale \\texttt{{{tex_escape(m['scale'])}}}, commit "
-            f"\\texttt{{{tex_escape(m['commit'])}}}, {tex_escape(m.get('build_type') or 'unknown')} build, "
+            f"\\texttt{{{tex_escape(m['commit'])}}}, {tex_escape(m.get('build_type') or 'unknown')} build "
+            f"({ndebug_text(m.get('build_type'))}), "
             f"{tex_escape(date)}, on {tex_escape(m['host']['cpu'])} "
             f"({m['host']['cpus']} CPUs, load {m['host']['load']})")
     skipped = sorted(n for n, o in m.get("experiments", {}).items() if o.get("state") == "skipped")
@@ -183,8 +220,9 @@ def title_tex(bundle_dir, out):
             f"\\texttt{{{tex_escape(n)}}}" for n in generated)
     if skipped:
         line += "; skipped: " + ", ".join(f"\\texttt{{{tex_escape(n)}}}" for n in skipped)
+    line += "." + commands_tex(m["scale"], bundle_dir) + "." + scale_note({str(m["scale"])})
     with open(out, "w") as f:
-        f.write(line + ".\n")
+        f.write(line + "\n")
 
 
 def main(argv):

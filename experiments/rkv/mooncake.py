@@ -198,3 +198,34 @@ def run_engine(radixkv, trace, be, name, extra=()):
     opts = ["--threads", str(be["threads"])] if be.get("threads") else []
     return _run_summary([radixkv, "run", "--backend", be["backend"], "--model", be["model"],
                          "--trace", trace, "--no-progress"] + opts + list(extra), name)
+
+
+# The name a generated stand-in goes by in tables and prose: never a Mooncake trace's.
+STAND_IN = "generated"
+
+
+def stand_in(rows):
+    """Rows with the generated stand-in named as what it is. Without the traces
+    every Mooncake workload of an experiment (mooncake-conversation,
+    mooncake-synthetic) is the same generated trace, so the rows of the first
+    such workload are kept under the name "generated" and the copies of the
+    others dropped; rows of real traces and other workloads are unchanged."""
+    def generated(r):
+        c = r["config"]
+        return str(c.get("workload", "")).startswith("mooncake") and \
+            (c.get("source") or {}).get("mooncake") == STAND_IN
+    names = list(dict.fromkeys(r["config"]["workload"] for r in rows if generated(r)))
+    out = []
+    for r in rows:
+        w = r["config"].get("workload")
+        if w in names[1:]:
+            continue
+        if names and w == names[0]:
+            r = dict(r, config=dict(r["config"], workload=STAND_IN))
+        out.append(r)
+    return out
+
+
+def is_mooncake(workload):
+    """A workload read from the Mooncake traces, or from their generated stand-in."""
+    return workload == STAND_IN or str(workload).startswith("mooncake")

@@ -8,6 +8,7 @@ the paper reads them, so no number in paper/ is typed by hand.
     tabular(path, "llrr", header, rows) -> a booktabs tabular
 """
 import math
+import os
 
 
 def fmt(v, digits=3):
@@ -117,8 +118,131 @@ def config_numbers(path):
                 f.write(f"\\rkvdef{{cfg/{name}/{k.lstrip('.')}}}{{{v}}}\n")
 
 
+def _simulated(row):
+    """A row whose numbers come from the sim backend's cost model (or cache-sim's
+    time model): it names a profile, or says it ran on the sim backend."""
+    return bool(row.get("sim_profile_hash") or row.get("sim_profile")
+                or row.get("backend") == "sim" or row.get("measure") == "sim")
+
+
+def profiles(path, folders):
+    """The engine every simulated number assumes, per experiment, from its rows:
+    \\rkvdef{NAME/sim-profile}{\\texttt{id}, hash \\texttt{12 hex digits}} and
+    \\rkvdef{NAME/sim-profile-gpu}{the GPU of the profile}, which main.tex's
+    \\simprofile{NAME} prints as "simulated H100 (profile ...)". A comment line
+    "% simulated: NAME" lists each experiment with simulated rows, and
+    "% unprofiled: NAME" each whose simulated rows name no profile hash (the
+    paper check fails on it); "% traces: generated" when a Mooncake experiment
+    ran on the generated stand-in. Also \\rkv{bundle/traces} and its variants:
+    the Mooncake traces' name in the prose, "generated" where they were."""
+    from .bundle import rows_of
+    import json
+    seen, unprofiled, generated = {}, set(), False
+    models, longest = set(), 0
+    for d in folders:
+        # A bundle's manifest says whether the real traces were there (run_all
+        # ran the --synthetic fallbacks when not).
+        man = os.path.join(os.path.dirname(os.path.abspath(d)), "manifest.json")
+        if os.path.exists(man):
+            with open(man) as f:
+                m = json.load(f)
+            generated = generated or any(o.get("trace") == "synthetic"
+                                         for o in m.get("experiments", {}).values())
+    for p, r in rows_of(folders):
+        name = os.path.basename(p)[:-len(".jsonl")]
+        # Without a manifest: the --synthetic runs name their trace "generated"
+        # (Mooncake's own second trace is called "synthetic", so that word says nothing).
+        if name in MOONCAKE_EXPERIMENTS and '"generated"' in json.dumps(r):
+            generated = True
+        if not _simulated(r):
+            continue
+        conf = r.get("config") if isinstance(r.get("config"), dict) else {}
+        model = r.get("model") or conf.get("model")
+        if model and name != "sim_calibration":
+            models.add(os.path.basename(str(model)).removesuffix(".json"))
+        for k in ("prompt_len", "input_len"):
+            v = r.get(k, conf.get(k))
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                longest = max(longest, int(v))
+        prof = seen.setdefault(name, {})
+        if r.get("sim_profile_hash"):
+            # "h100,overhead_ms=0": the h100 profile with one term overridden by the
+            # experiment (the row says which); the profile is the part before the comma.
+            pid = str(r.get("sim_profile") or r.get("gpu")).split(",")[0]
+            prof[pid] = str(r["sim_profile_hash"])
+        else:
+            unprofiled.add(name)
+    with open(path, "w") as f:
+        f.write("% generated from the experiments' rows by experiments/rkv/tex.py --profiles\n")
+        for name in sorted(seen):
+            f.write(f"% simulated: {name}\n")
+            if name in unprofiled or not seen[name]:
+                f.write(f"% unprofiled: {name}\n")
+                f.write(f"\\rkvdef{{{name}/sim-profile}}{{unknown: rows without a profile hash}}\n")
+                f.write(f"\\rkvdef{{{name}/sim-profile-gpu}}{{GPU}}\n")
+                continue
+            ids = sorted(seen[name])
+            text = " and ".join(f"\\texttt{{{i.replace('_', '-')}}}, hash \\texttt{{{seen[name][i][:12]}}}"
+                                for i in ids)
+            gpus = sorted({i.split("@")[0].upper() for i in ids})
+            f.write(f"\\rkvdef{{{name}/sim-profile}}{{{text}}}\n")
+            f.write(f"\\rkvdef{{{name}/sim-profile-gpu}}{{{' and '.join(gpus)}}}\n")
+        gen = generated
+        f.write(f"% traces: {'generated' if gen else 'mooncake'}\n")
+        # The Mooncake traces as the prose names them: a stand-in is never called Mooncake.
+        words = {
+            "traces": ("a generated stand-in for the Mooncake traces" if gen
+                       else "the Mooncake production traces"),
+            "traces-short": "the generated trace" if gen else "the Mooncake traces",
+            "traces-title": "a generated trace" if gen else "real traces",
+            "traces-both": "the generated trace (standing in for both)" if gen else "both Mooncake traces",
+        }
+        for k, v in words.items():
+            f.write(f"\\rkvdef{{bundle/{k}}}{{{v}}}\n")
+        for k, v in fit_facts(models, longest).items():
+            f.write(f"\\rkvdef{{fit/{k}}}{{{v}}}\n")
+
+
+def fit_facts(models, longest):
+    """What the sim profile was fitted on (experiments/sim_calibration/config.json:
+    the measured run's model, date, build, the largest step shape and the batch
+    bound) beside what the experiments use it for (models and the longest
+    prompt of the simulated rows): the limitations section's range of validity."""
+    import json
+    from .core import EXPERIMENTS
+    with open(os.path.join(EXPERIMENTS, "sim_calibration", "config.json")) as f:
+        cfg = json.load(f)
+    steps = cfg["steps"]["configs"]
+    build = cfg["source"].get("build", "")
+    btype = build.split("buildtype=")[1].split(",")[0].strip() if "buildtype=" in build else "unknown"
+
+    def tt(xs):
+        return ", ".join(f"\\texttt{{{x}}}" for x in sorted(xs)) or "none"
+    return {
+        "model": f"\\texttt{{{cfg['model']}}}",
+        "date": cfg["source"].get("date", "unknown"),
+        "build": btype,
+        "ndebug": "off" if btype in ("debug", "debugoptimized") else "unknown",
+        # The measured engine's commit was not recorded with the 2026-11-23 run.
+        "commit": cfg["source"].get("commit", "unknown"),
+        "context": fmt(max(s["prefix"] + s["rows"] for s in steps)),
+        "batch": fmt(cfg["bounds"]["step_max_batch"]),
+        "step-shapes": fmt(len(steps)),
+        "used-models": tt(models),
+        "used-context": fmt(longest) if longest else "--",
+    }
+
+
+# Experiments that read the Mooncake traces (a generated stand-in with --synthetic).
+MOONCAKE_EXPERIMENTS = ("real_trace_capacity", "eviction_policy", "page_size", "tiered_capacity",
+                        "routing")
+
+
 if __name__ == "__main__":
     import sys
+    if len(sys.argv) >= 3 and sys.argv[1] == "--profiles":
+        profiles(sys.argv[2], sys.argv[3:])
+        sys.exit(0)
     if len(sys.argv) != 3 or sys.argv[1] != "--config-numbers":
-        sys.exit("usage: python3 -m rkv.tex --config-numbers OUT.tex")
+        sys.exit("usage: python3 -m rkv.tex --config-numbers OUT.tex | --profiles OUT.tex RESULTS_DIR...")
     config_numbers(sys.argv[2])
