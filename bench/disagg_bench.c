@@ -167,6 +167,7 @@ int main(int argc, char **argv)
                 .cache_threshold = 0.5, .trace = path, .default_max_tokens = 16,
                 .prefill = cf->disagg ? cf->engines / 2 : 0,
                 .decode = cf->disagg ? cf->engines - cf->engines / 2 : 0, .link = link,
+                .decode_router = ROUTER_LEAST_LOAD,
             };
             char err[512] = "";
             bool intr = false;
