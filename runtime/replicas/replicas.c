@@ -37,8 +37,6 @@ typedef struct rreq {
     double link_wait;  /* from t_first until the link took it: waiting for
                           room on the decode engine, then for both NICs */
     int32_t waits;     /* times it found its decode engine full */
-    cache_match hold;  /* its pages on the decode engine, locked until admitted */
-    bool held;
     int32_t decode_cached; /* tokens the decode engine found at admission */
     bool recompute;
     bool ok, finished; /* the whole request (both halves) */
@@ -55,8 +53,6 @@ typedef struct replica {
     double nic_free; /* disaggregated: when its NIC is free (kv_link.h) */
     int64_t *wait;   /* decode: handoffs waiting for room (requests) */
     int64_t nwait, wait_cap;
-    int64_t *held;   /* decode: delivered handoffs whose pages it holds */
-    int64_t nheld, held_cap;
 } replica;
 
 /* A binary min-heap of (time, id), ties to the lower id: the busy engines
@@ -370,20 +366,10 @@ static rkv_status deliver(driver *d, int64_t qi, int64_t k)
         }
         rkv_status rst = cache_client_release(c, &m, NULL, 0);
         if (st == RKV_OK) st = rst;
-        /* Held until j admits the request (release_admitted), as a decode
-         * engine keeps the pages it allocated for a transfer: otherwise the
-         * next handoff's admission evicts them and j computes them again.
-         * Should j ever sit with requests waiting and none running, the
-         * holds go at once (they would starve it); then j may evict them
-         * ("decode_cached_tokens" below the pages handed over says so). */
-        if (st == RKV_OK && nfull > 0) {
-            st = cache_client_match(c, q->dtokens, nfull * P, q->er.ns, &q->hold);
-            if (st == RKV_OK) q->held = true;
-            if (st == RKV_OK && rkv_grow((void **)&rp->held, &rp->held_cap, rp->nheld + 1,
-                                         sizeof *rp->held))
-                st = RKV_ENOMEM;
-            if (st == RKV_OK) rp->held[rp->nheld++] = qi;
-        }
+        /* Not held until j admits the request: holds of requests still
+         * waiting could fill j's pool so that none of them could run. The
+         * pages are j's newest, so its evictions take them last; when they
+         * do, j recomputes them ("decode_cached_tokens" says so). */
         q->kv_sent = nfull - q->kv_local;
     }
     cache_match_free(&m);
@@ -423,37 +409,6 @@ static rkv_status deliver(driver *d, int64_t qi, int64_t k)
     if (mark_busy(d, di)) return disagg_fail(d, RKV_ENOMEM, "replicas: the busy engines");
     free(q->dtokens); /* the engine copied them */
     q->dtokens = NULL;
-    return RKV_OK;
-}
-
-static rkv_status unhold(driver *d, int32_t i, rreq *q)
-{
-    rkv_status st = cache_client_release(engine_cache(d->r[i].e), &q->hold, NULL, 0);
-    q->held = false;
-    return st;
-}
-
-/* After a step of decode engine i: the holds of the handoffs it admitted
- * (their own match now locks the pages) go; all of them go when it has
- * requests waiting and none running (the holds would starve it). */
-static rkv_status release_admitted(driver *d, int32_t i)
-{
-    replica *rp = &d->r[i];
-    engine_stats es;
-    engine_get_stats(rp->e, &es);
-    bool starved = es.num_running == 0 && es.num_waiting > 0;
-    int64_t m = 0;
-    for (int64_t k = 0; k < rp->nheld; k++) {
-        rreq *q = &d->reqs[rp->held[k]];
-        engine_result res;
-        engine_result_get(rp->e, q->deid, &res);
-        if (!starved && !res.finished && res.cached_tokens == 0) {
-            rp->held[m++] = rp->held[k];
-            continue;
-        }
-        if (unhold(d, i, q)) return disagg_fail(d, RKV_ECORRUPT, "replicas: releasing a handoff's pages");
-    }
-    rp->nheld = m;
     return RKV_OK;
 }
 
@@ -530,7 +485,6 @@ static rkv_status advance(driver *d, double t, char *err, size_t errlen)
                      why[0] ? why : rkv_status_str(st));
             return st;
         }
-        if (d->np && d->r[pick].nheld && release_admitted(d, pick)) goto failed;
         if (done) {
             d->r[pick].busy = false;
             theap_remove(&d->busy, d->busy.pos[pick]);
@@ -962,18 +916,15 @@ static void driver_free(driver *d)
     }
     for (int32_t i = 0; d->r && i < d->engines; i++) {
         replica *rp = &d->r[i];
-        for (int64_t k = 0; k < rp->nheld; k++) unhold(d, i, &d->reqs[rp->held[k]]);
         if (rp->e) cache_pins_release(engine_cache(rp->e), &rp->pins);
         cache_pins_free(&rp->pins);
         engine_destroy(rp->e);
         free(rp->req_of);
         free(rp->wait);
-        free(rp->held);
     }
     for (int64_t k = 0; k < d->n; k++) {
         free((void *)d->reqs[k].er.tokens);
         free(d->reqs[k].id_json);
-        cache_match_free(&d->reqs[k].hold); /* after the unholds above */
     }
     router_destroy(d->rt);
     router_destroy(d->drt);

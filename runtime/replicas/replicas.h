@@ -34,11 +34,12 @@
  *      |  its full pages read from prefill i's cache (match, read_page, unlock)
  *      v  (queued until every busy engine's clock has reached t1)
  *   least-load --> decode j: pages j already holds stay; the others are
- *      written into fresh pages of j and inserted into j's cache, all of
- *      them held (locked) until j admits the request, as a decode engine
- *      keeps the pages it allocated for a transfer (released at once if j
- *      ever has requests waiting and none running: the holds would starve
- *      it); request = prompt + first token,
+ *      written into fresh pages of j and inserted into j's cache (unlocked,
+ *      as any cached prefix: holds for requests not yet admitted could fill
+ *      j's pool so that none of them runs; held until admission, 1,000
+ *      Mooncake requests on 3 prefill + 1 decode engines left a lone running
+ *      request without a page to grow into, which its scheduler fails as
+ *      never fitting); request = prompt + first token,
  *      max_tokens - 1, arriving at t1 + link_wait + kv_link_seconds(pages
  *      sent), link_wait the time until both engines' NICs were free (one
  *      NIC per engine, first come first served; kv_link.h). Should

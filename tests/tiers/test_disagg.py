@@ -165,11 +165,6 @@ check(s is not None and s["kv_waited_requests"] > 0 and s["kv_recompute_requests
       f"tight decode pool: full handoffs waited, none recomputed: {s and s['kv_waited_requests']}")
 check(any(r["link_wait"] > 0 for r in requests(out)),
       "tight decode pool: a waited handoff left after its decode engine's finish")
-# Held until admitted: no later handoff evicts what was sent.
-check(s is not None and s["kv_evicted_requests"] == 0 and
-      all(r["decode_cached_tokens"] >= 16 * (r["kv_pages"] + r["kv_local_pages"]) for r in requests(out)),
-      f"tight decode pool: every handoff's pages were still there at admission: "
-      f"{s and s['kv_evicted_requests']} evicted")
 
 # 4. Determinism.
 args = SIM + ["--router", "cache-aware", "--prefill", "2", "--decode", "2", "--slo-ttft", "0.05"]
