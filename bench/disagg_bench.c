@@ -5,10 +5,13 @@
  *   disagg_bench [--trace FILE] [--engines 1,2,4,...,64] [--repeat R]
  *                [--modes colocated,disagg] [--model PRESET] [--kv-tokens N]
  *                [--router NAME] [--link SPEC] [--max-requests N]
+ *                [--prefill-engines N]
  *
  * --trace: a Mooncake-format trace (the FAST25-release/traces/ folder of
  * github.com/kvcache-ai/Mooncake); default $RKV_MOONCAKE_DIR/
  * conversation_trace.jsonl. Without one the bench says so and exits 77.
+ * --prefill-engines: disaggregated runs use N prefill engines and the rest
+ * decode (default: half, E/2 + E - E/2).
  * Each run is the whole of replicas_run (trace parsing included) with its
  * per-request lines written to /dev/null. Runs are interleaved over repeats
  * (every configuration once, then again) so a busy machine's drift hits each
@@ -73,7 +76,7 @@ static int copy_head(const char *src, int64_t max, char *out, size_t outlen, int
 
 typedef struct conf {
     bool disagg;
-    int32_t engines;
+    int32_t engines, prefill;
     double cpu[64], wall[64];
 } conf;
 
@@ -89,7 +92,7 @@ int main(int argc, char **argv)
 {
     const char *trace = NULL, *model = "qwen2.5-7b", *router_name = "round-robin", *link = NULL;
     const char *engines_arg = NULL, *modes_arg = NULL;
-    int64_t repeat = 3, kv_tokens = 1000000, max_requests = 0;
+    int64_t repeat = 3, kv_tokens = 1000000, max_requests = 0, prefill_engines = 0;
     cli_opt table[] = {
         CLI_STR_OPT("--trace", &trace),
         CLI_STR_OPT("--engines", &engines_arg),
@@ -100,6 +103,7 @@ int main(int argc, char **argv)
         CLI_INT_OPT("--repeat", &repeat, 1, 64),
         CLI_INT_OPT("--kv-tokens", &kv_tokens, 16, INT32_MAX),
         CLI_INT_OPT("--max-requests", &max_requests, 0, INT32_MAX),
+        CLI_INT_OPT("--prefill-engines", &prefill_engines, 1, 1023),
         CLI_END,
     };
     char perr[256];
@@ -147,8 +151,10 @@ int main(int argc, char **argv)
                 fprintf(stderr, "disagg_bench: --engines: '%s' (1 to 1024)\n", es[k]);
                 return 2;
             }
-            if (dis && e < 2) continue; /* one prefill and one decode engine at least */
-            confs[nc++] = (conf){.disagg = dis, .engines = e};
+            if (dis && (e < 2 || (prefill_engines && prefill_engines >= e)))
+                continue; /* one prefill and one decode engine at least */
+            int32_t np = prefill_engines ? (int32_t)prefill_engines : e / 2;
+            confs[nc++] = (conf){.disagg = dis, .engines = e, .prefill = dis ? np : 0};
         }
     }
     engine_config ec;
@@ -165,8 +171,9 @@ int main(int argc, char **argv)
             replicas_config rcfg = {
                 .engine = &ec, .replicas = cf->engines, .router = rk, .balance_threshold = 8,
                 .cache_threshold = 0.5, .trace = path, .default_max_tokens = 16,
-                .prefill = cf->disagg ? cf->engines / 2 : 0,
-                .decode = cf->disagg ? cf->engines - cf->engines / 2 : 0, .link = link,
+                .prefill = cf->prefill, .decode = cf->disagg ? cf->engines - cf->prefill : 0,
+                .link = link,
+                .decode_router = ROUTER_LEAST_LOAD,
             };
             char err[512] = "";
             bool intr = false;
@@ -197,7 +204,7 @@ int main(int argc, char **argv)
                "\"cpu_us_per_request\":%.2f,\"cpu_per_request_vs_first\":%.3f}\n",
                tn ? tn + 1 : trace, (long long)nreq, model, (long long)kv_tokens, router_name,
                cf->disagg ? "disagg" : "colocated", cf->engines,
-               cf->disagg ? cf->engines / 2 : 0, cf->disagg ? cf->engines - cf->engines / 2 : 0,
+               cf->prefill, cf->disagg ? cf->engines - cf->prefill : 0,
                (long long)repeat, cm, clo, chi, wm, wlo, whi, 1e6 * per, per / base[cf->disagg]);
         fflush(stdout);
     }

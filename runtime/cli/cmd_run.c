@@ -110,11 +110,14 @@ static void usage_run(FILE *f)
         "                          hand each request with its first token and its prompt's\n"
         "                          full pages to one of M decode engines (least-load); each\n"
         "                          engine has its own cache (see replicas/replicas.h)\n"
+        "  --decode-router NAME    which decode engine takes a handoff: least-load (default),\n"
+        "                          round-robin, cache-aware (fewest pages to send)\n"
         "  --link SPEC             the handoff's cost on the sim clock: rdma (default) | tcp\n"
         "                          [,bandwidth=B/s][,latency=S][,per_page=S] (kv_link.h)\n"
         "  --slo-ttft S            SLO on time to first token (seconds): the summary adds the\n"
-        "  --slo-tpot S            share of requests within both SLOs and their rate\n"
-        "                          (goodput); with either, runs use the multi-engine driver\n"
+        "  --slo-tpot S            share of requests within both SLOs and how many per second\n"
+        "                          (DistServe's goodput is the highest rate with >= 90 %% in\n"
+        "                          both: a rate sweep); with either, the multi-engine driver\n"
     );
     tier_opts_usage(f, 23);
     fprintf(f,
@@ -197,6 +200,7 @@ int run_parse_options(int argc, char **argv, run_opts *o, bool need_trace)
         CLI_INT_OPT("--prefill", &prefill, 1, 1024),
         CLI_INT_OPT("--decode", &decode, 1, 1024),
         CLI_STR_OPT("--link", &o->link),
+        CLI_CHOICE_OPT("--decode-router", &o->decode_router, router_names),
         CLI_DOUBLE_OPT("--slo-ttft", &o->slo_ttft, 1e-9, 1e9),
         CLI_DOUBLE_OPT("--slo-tpot", &o->slo_tpot, 1e-9, 1e9),
         CLI_RENAMED("--policy", "--sched-policy"),
@@ -258,8 +262,9 @@ static int check_run(run_opts *o, bool need_trace)
                    "(colocated or disaggregated engines)\n");
         return 2;
     }
-    if (o->link && !o->prefill) {
-        opt_refuse("--link applies to --prefill/--decode (the handoff)\n");
+    if ((o->link || o->decode_router) && !o->prefill) {
+        opt_refuse("--%s applies to --prefill/--decode (the handoff)\n",
+                   o->link ? "link" : "decode-router");
         return 2;
     }
     kv_link link;
@@ -524,6 +529,7 @@ static int run_replicas(const run_opts *o)
         .slo_ttft = o->slo_ttft, .slo_tpot = o->slo_tpot,
     };
     router_kind_parse(o->router ? o->router : "round-robin", &rcfg.router);
+    router_kind_parse(o->decode_router ? o->decode_router : "least-load", &rcfg.decode_router);
     out_file of;
     FILE *rout = open_out(o, &of);
     if (!rout) return 1;

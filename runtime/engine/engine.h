@@ -111,7 +111,9 @@ typedef struct engine_stats {
     int64_t prompt_tokens, cached_tokens, output_tokens;
     int64_t preemptions;
     int64_t max_step_tokens; /* largest step (never above the budget) */
-    double sched_cpu_seconds; /* scheduling + commit + batch building, summed */
+    double sched_cpu_seconds; /* scheduling + commit + batch building, summed;
+                                 0 under a fixed modelled clock, which never
+                                 reads the CPU clock (engine_clock_host_cpu) */
     double model_seconds;    /* backend step times, summed */
     int64_t cache_touched_tokens;  /* tokens the cache matched or inserted */
     double injected_host_seconds;  /* host_step_s and host_token_s charged, summed */
@@ -149,6 +151,9 @@ rkv_status engine_run(engine *e, char *err, size_t errlen);
 
 rkv_status engine_result_get(const engine *e, int64_t id, engine_result *out);
 void engine_get_stats(const engine *e, engine_stats *out);
+/* Engine time now (engine_stats.clock without the rest: a multi-engine
+ * driver reads it after every step). */
+double engine_now(const engine *e);
 
 /* Check a request before engine_add: the same field checks, and whether it
  * can ever fit (prompt + max_tokens within the model's context, their K/V

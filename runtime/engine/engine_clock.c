@@ -13,6 +13,11 @@ static double seconds_of(clockid_t id)
 double engine_clock_wall_now(void) { return seconds_of(CLOCK_MONOTONIC); }
 double engine_clock_cpu_now(void) { return seconds_of(CLOCK_THREAD_CPUTIME_ID); }
 
+double engine_clock_host_cpu(const engine_clock *c)
+{
+    return c->modelled && c->fixed ? 0 : engine_clock_cpu_now();
+}
+
 void engine_clock_init(engine_clock *c, bool modelled, bool fixed)
 {
     *c = (engine_clock){.modelled = modelled, .fixed = fixed};

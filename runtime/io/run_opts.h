@@ -31,6 +31,7 @@ typedef struct run_opts {
     double router_cache_threshold;
     int32_t prefill, decode;       /* disaggregated engines (replicas.h); 0: colocated */
     const char *link;              /* the handoff's link (kv_link.h) */
+    const char *decode_router;     /* router_names: which decode engine takes a handoff */
     double slo_ttft, slo_tpot;     /* seconds; 0: none */
     bool sim_host;                 /* --sim-host-us-per-step or --sim-host-ns-per-token given
                                       (ec.host_step_s, ec.host_token_s): the summary reports them */

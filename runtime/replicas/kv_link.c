@@ -77,7 +77,12 @@ rkv_status kv_link_parse(const char *spec, kv_link *out, char *err, size_t errle
     return RKV_OK;
 }
 
+double kv_link_busy_seconds(const kv_link *l, int64_t pages, double page_bytes)
+{
+    return (double)pages * (l->per_page + page_bytes / l->bandwidth);
+}
+
 double kv_link_seconds(const kv_link *l, int64_t pages, double page_bytes)
 {
-    return l->latency + (double)pages * (l->per_page + page_bytes / l->bandwidth);
+    return l->latency + kv_link_busy_seconds(l, pages, page_bytes);
 }

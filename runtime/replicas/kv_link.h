@@ -22,6 +22,23 @@
  * Spec: NAME[,bandwidth=B/s][,latency=S][,per_page=S]  (e.g. "tcp,latency=1e-4").
  * Bounds (so every handoff time is finite): bandwidth in [1e3, 1e15] B/s,
  * latency in [0, 60] s, per_page in [0, 1] s.
+ *
+ * Contention: every engine has one NIC. A handoff of n pages occupies the
+ * prefill engine's NIC and the decode engine's NIC for
+ *
+ *   busy(n) = n * (per_page + page_bytes / bandwidth)
+ *
+ * starting when both are free, no earlier than the first token; handoffs
+ * take the NICs in the order of their first tokens (first come, first
+ * served). latency follows the last byte and occupies neither NIC (it is
+ * the path, not the port). So 16 handoffs at once out of one prefill engine
+ * leave one after the other, each at the whole bandwidth, instead of all at
+ * once; two prefill engines sending to two decode engines do not slow each
+ * other (a non-blocking switch).
+ *
+ *   prefill NIC  |--A--|--B--|         A: p0 -> d0, B: p0 -> d1, C: p1 -> d1
+ *   decode d0    |--A--|
+ *   decode d1          |--B--|--C--|   C waits for d1 although p1 is free
  */
 #ifndef RKV_KV_LINK_H
 #define RKV_KV_LINK_H
@@ -45,7 +62,9 @@ extern const char *const kv_link_names[];
  * RKV_EINVAL with a message naming it. */
 rkv_status kv_link_parse(const char *spec, kv_link *out, char *err, size_t errlen);
 
-/* The handoff's time for n pages of page_bytes each. */
+/* The handoff's time for n pages of page_bytes each, without waiting. */
 double kv_link_seconds(const kv_link *l, int64_t pages, double page_bytes);
+/* How long n pages keep a NIC busy: kv_link_seconds less the latency. */
+double kv_link_busy_seconds(const kv_link *l, int64_t pages, double page_bytes);
 
 #endif

@@ -32,6 +32,11 @@ typedef struct rreq {
     uint8_t *kv;       /* (kv_pages_read, page bytes) the pages in flight */
     int32_t kv_read, kv_sent, kv_local; /* pages read at prefill, sent, already at decode */
     double t_first, transfer;
+    double t_ready;    /* the handoff may leave: t_first, or when its decode
+                          engine had room again */
+    double link_wait;  /* from t_first until the link took it: waiting for
+                          room on the decode engine, then for both NICs */
+    int32_t waits;     /* times it found its decode engine full */
     int32_t decode_cached; /* tokens the decode engine found at admission */
     bool recompute;
     bool ok, finished; /* the whole request (both halves) */
@@ -45,7 +50,86 @@ typedef struct replica {
     bool busy;
     int64_t *req_of; /* (routed) engine id -> index into reqs */
     int64_t req_cap;
+    double nic_free; /* disaggregated: when its NIC is free (kv_link.h) */
+    int64_t *wait;   /* decode: handoffs waiting for room (requests) */
+    int64_t nwait, wait_cap;
 } replica;
+
+/* A binary min-heap of (time, id), ties to the lower id: the busy engines
+ * by clock (the lower index first, as a scan in index order picks) and the
+ * queued handoffs by first-token time (the request earlier in the trace
+ * first). With pos (engines), each id's slot, -1 when out. A driver step
+ * then costs O(log engines) instead of a pass over every engine.
+ *
+ *          (0.20, 3)             slot k's children: 2k+1, 2k+2
+ *         /         \
+ *   (0.25, 0)     (0.20, 7)      a parent never after its children
+ */
+typedef struct hent {
+    double t;
+    int64_t id;
+} hent;
+
+typedef struct theap {
+    hent *a;
+    int64_t n, cap;
+    int32_t *pos; /* engines: id -> slot or -1; NULL: not tracked */
+} theap;
+
+static bool hent_before(hent x, hent y) { return x.t < y.t || (x.t == y.t && x.id < y.id); }
+
+static void theap_set(theap *h, int64_t k, hent v)
+{
+    h->a[k] = v;
+    if (h->pos) h->pos[v.id] = (int32_t)k;
+}
+
+static int64_t theap_up(theap *h, int64_t k)
+{
+    hent v = h->a[k];
+    for (; k > 0 && hent_before(v, h->a[(k - 1) / 2]); k = (k - 1) / 2)
+        theap_set(h, k, h->a[(k - 1) / 2]);
+    theap_set(h, k, v);
+    return k;
+}
+
+static void theap_down(theap *h, int64_t k)
+{
+    hent v = h->a[k];
+    for (;;) {
+        int64_t c = 2 * k + 1;
+        if (c >= h->n) break;
+        if (c + 1 < h->n && hent_before(h->a[c + 1], h->a[c])) c++;
+        if (!hent_before(h->a[c], v)) break;
+        theap_set(h, k, h->a[c]);
+        k = c;
+    }
+    theap_set(h, k, v);
+}
+
+static rkv_status theap_push(theap *h, double t, int64_t id)
+{
+    if (rkv_grow((void **)&h->a, &h->cap, h->n + 1, sizeof *h->a)) return RKV_ENOMEM;
+    theap_set(h, h->n, (hent){t, id});
+    theap_up(h, h->n++);
+    return RKV_OK;
+}
+
+/* Take slot k out. */
+static void theap_remove(theap *h, int64_t k)
+{
+    if (h->pos) h->pos[h->a[k].id] = -1;
+    if (k == --h->n) return;
+    theap_set(h, k, h->a[h->n]);
+    theap_down(h, theap_up(h, k));
+}
+
+/* Slot k's time is now t. */
+static void theap_move(theap *h, int64_t k, double t)
+{
+    h->a[k].t = t;
+    theap_down(h, theap_up(h, k));
+}
 
 typedef struct driver {
     const replicas_config *rc;
@@ -62,8 +146,8 @@ typedef struct driver {
      * callback runs inside the step): (request, engine) pairs. */
     int64_t *post;
     int64_t npost, post_cap;
-    int64_t *pending;  /* handoffs waiting for the clocks to reach t_first */
-    int64_t npending, pending_cap;
+    theap pending;     /* handoffs waiting for the clocks to reach t_first */
+    theap busy;        /* the engines with work, by clock */
     int64_t delivered; /* handoffs so far (the decode router's request count) */
     rkv_status fail;
     char fail_msg[400];
@@ -117,6 +201,14 @@ static void on_finish(void *vctx, engine *e, int64_t eid)
     progress_update(&d->prog, ++d->done);
 }
 
+/* Engine i has work now: into the heap of busy engines, at its clock. */
+static rkv_status mark_busy(driver *d, int32_t i)
+{
+    d->r[i].busy = true;
+    if (d->busy.pos[i] >= 0) return RKV_OK;
+    return theap_push(&d->busy, engine_now(d->r[i].e), i);
+}
+
 /* ---- Disaggregation: prefill engines hand requests to decode engines. ---- */
 
 static rkv_status disagg_fail(driver *d, rkv_status st, const char *what)
@@ -137,7 +229,10 @@ static void disagg_line(driver *d, rreq *q, const char *error, const int32_t *de
 {
     FILE *f = d->out;
     q->finished = true;
-    fprintf(f, "{\"type\":\"request\",\"id\":%s,\"prefill\":%d,\"decode\":", q->id_json, q->replica);
+    fprintf(f, "{\"type\":\"request\",\"id\":%s,\"prefill\":", q->id_json);
+    if (q->replica >= 0) fprintf(f, "%d", q->replica);
+    else fputs("null", f);
+    fputs(",\"decode\":", f);
     if (q->decode >= 0) fprintf(f, "%d", q->decode - d->np);
     else fputs("null", f);
     if (error) {
@@ -151,11 +246,11 @@ static void disagg_line(driver *d, rreq *q, const char *error, const int32_t *de
         q->ok = true;
         fprintf(f, ",\"ttft\":%.6f,\"tpot\":%.6f,\"latency\":%.6f,\"prompt_tokens\":%d,"
                 "\"cached_tokens\":%d,\"kv_pages\":%d,\"kv_local_pages\":%d,\"kv_bytes\":%.0f,"
-                "\"transfer\":%.6f,\"decode_cached_tokens\":%d,\"output_tokens\":%d,"
-                "\"output_ids\":[%d",
+                "\"transfer\":%.6f,\"link_wait\":%.6f,\"decode_cached_tokens\":%d,"
+                "\"output_tokens\":%d,\"output_ids\":[%d",
                 q->ttft, q->tpot, q->latency, q->prompt_tokens, q->cached_tokens, q->kv_sent,
-                q->kv_local, q->kv_sent * d->kv_page_bytes, q->transfer, q->decode_cached,
-                q->outputs, q->first);
+                q->kv_local, q->kv_sent * d->kv_page_bytes, q->transfer, q->link_wait,
+                q->decode_cached, q->outputs, q->first);
         for (int32_t k = 0; k < n_dec; k++) fprintf(f, ",%d", dec[k]);
         fputs("]}\n", f);
     }
@@ -205,24 +300,35 @@ static rkv_status prefill_done(driver *d, int64_t qi)
     engine_forget(e, q->eid);
     free((void *)q->er.tokens); /* dtokens has them */
     q->er.tokens = NULL;
-    if (rkv_grow((void **)&d->pending, &d->pending_cap, d->npending + 1, sizeof *d->pending))
+    q->t_ready = q->t_first;
+    if (theap_push(&d->pending, q->t_ready, qi))
         return disagg_fail(d, RKV_ENOMEM, "replicas: the handoff queue");
-    d->pending[d->npending++] = qi;
     return RKV_OK;
 }
 
-/* The handoff at t_first: a decode engine by least-load, the pages it lacks
- * written and cached there, unlocked like any cached prefix, the request
- * added to arrive when the link has moved them. */
+/* The handoff at t_ready: a decode engine by least-load (kept on a retry),
+ * the pages it lacks written and cached there, unlocked like any cached
+ * prefix, the request added to arrive when the link has moved them (both
+ * NICs free, kv_link.h). When j has no room even after eviction while it
+ * runs requests, the handoff waits on j (replica.wait) and is tried again
+ * each time one of them finishes: the pages stay with the prefill side
+ * meanwhile, as a real transfer engine holds them until the decode side
+ * has allocated its pages. */
 static rkv_status deliver(driver *d, int64_t qi, int64_t k)
 {
     rreq *q = &d->reqs[qi];
     int32_t j, pred;
     char why[256] = "";
-    rkv_status st = router_route(d->drt, q->dtokens, q->er.n_tokens + 1, q->er.ns, k, d->load + d->np, &j,
-                                 &pred, why, sizeof why);
-    if (st) return disagg_fail(d, st, "replicas: decode router");
-    int32_t di = d->np + j;
+    rkv_status st = RKV_OK;
+    if (q->decode < 0) {
+        st = router_route(d->drt, q->dtokens, q->er.n_tokens + 1, q->er.ns, k, d->load + d->np, &j,
+                          &pred, why, sizeof why);
+        if (st) return disagg_fail(d, st, "replicas: decode router");
+        q->decode = d->np + j;
+        d->load[q->decode].outstanding++; /* waiting or running, j has it */
+    }
+    int32_t di = q->decode;
+    j = di - d->np;
     replica *rp = &d->r[di];
     cache *c = engine_cache(rp->e);
     backend *b = engine_backend(rp->e);
@@ -232,8 +338,20 @@ static rkv_status deliver(driver *d, int64_t qi, int64_t k)
     cache_match m;
     cache_match_init(&m);
     st = cache_client_admit(c, q->dtokens, nfull * P, q->er.ns, nfull, &m, pages, NULL);
+    if (st == RKV_ENOSPC && rp->busy) {
+        /* Wait for room: j's running requests hold its pages and will
+         * finish. */
+        cache_match_free(&m);
+        free(pages);
+        q->waits++;
+        if (rkv_grow((void **)&rp->wait, &rp->wait_cap, rp->nwait + 1, sizeof *rp->wait))
+            return disagg_fail(d, RKV_ENOMEM, "replicas: a decode engine's waiting handoffs");
+        rp->wait[rp->nwait++] = qi;
+        return RKV_OK;
+    }
     if (st == RKV_ENOSPC) {
-        /* No room on j even after eviction: j computes the prompt again. */
+        /* No room on an idle j (its pins fill it): j computes the prompt
+         * again. */
         q->recompute = true;
         st = RKV_OK;
     } else if (st == RKV_OK) {
@@ -259,19 +377,27 @@ static rkv_status deliver(driver *d, int64_t qi, int64_t k)
     free(q->kv);
     q->kv = NULL;
     if (st) return disagg_fail(d, st, "replicas: caching a handoff's pages");
+    /* Both NICs, first come first served (kv_link.h). The arrival is
+     * t_first + wait + transfer, so that an uncontended handoff's is
+     * t_first + transfer to the bit. */
+    replica *pp = &d->r[q->replica];
+    double start = q->t_ready;
+    if (pp->nic_free > start) start = pp->nic_free;
+    if (rp->nic_free > start) start = rp->nic_free;
+    double busy = kv_link_busy_seconds(&d->link, q->kv_sent, d->kv_page_bytes);
+    if (busy > 0) pp->nic_free = rp->nic_free = start + busy;
+    q->link_wait = start - q->t_first;
     q->transfer = kv_link_seconds(&d->link, q->kv_sent, d->kv_page_bytes);
     engine_request er = q->er;
     er.tokens = q->dtokens;
     er.n_tokens = q->er.n_tokens + 1;
     er.max_tokens = q->er.max_tokens - 1;
-    er.arrival = q->t_first + q->transfer;
+    er.arrival = q->t_first + q->link_wait + q->transfer;
     router_load *ld = &d->load[di];
     if (rkv_grow((void **)&rp->req_of, &rp->req_cap, ld->routed + 1, sizeof *rp->req_of))
         return disagg_fail(d, RKV_ENOMEM, "replicas: decode bookkeeping");
     rp->req_of[ld->routed] = qi;
-    ld->outstanding++;
     ld->routed++;
-    q->decode = di;
     if ((st = engine_add(rp->e, &er, &q->deid, why, sizeof why))) {
         if (!d->fail) {
             d->fail = st;
@@ -280,9 +406,26 @@ static rkv_status deliver(driver *d, int64_t qi, int64_t k)
         }
         return st;
     }
-    rp->busy = true;
+    if (mark_busy(d, di)) return disagg_fail(d, RKV_ENOMEM, "replicas: the busy engines");
     free(q->dtokens); /* the engine copied them */
     q->dtokens = NULL;
+    return RKV_OK;
+}
+
+/* Decode engine i finished a request (or went idle) at time t: its oldest
+ * waiting handoff goes back to the queue, at t. One per finish: a finish
+ * frees about one request's pages, and handoffs retried together would
+ * each evict the one before (their pages are not held until admitted). */
+static rkv_status wake_waiting(driver *d, int32_t i, double t)
+{
+    replica *rp = &d->r[i];
+    int64_t qi = rp->wait[0];
+    rreq *q = &d->reqs[qi];
+    memmove(rp->wait, rp->wait + 1, sizeof *rp->wait * (size_t)(rp->nwait - 1));
+    rp->nwait--;
+    q->t_ready = t > q->t_ready ? t : q->t_ready;
+    if (theap_push(&d->pending, q->t_ready, qi))
+        return disagg_fail(d, RKV_ENOMEM, "replicas: the handoff queue");
     return RKV_OK;
 }
 
@@ -303,24 +446,10 @@ static rkv_status disagg_post(driver *d)
         q->decode_cached = dec.cached_tokens;
         disagg_line(d, q, dec.error, dec.output_ids, dec.num_output, dec.finish_time);
         engine_forget(d->r[i].e, q->deid);
+        if (d->r[i].nwait) wake_waiting(d, i, dec.finish_time);
     }
     d->npost = 0;
     return d->fail;
-}
-
-/* The earliest queued handoff (ties: the request earlier in the
- * trace), or -1. */
-static int64_t pending_first(const driver *d, double *t)
-{
-    int64_t best = -1;
-    for (int64_t k = 0; k < d->npending; k++) {
-        const rreq *q = &d->reqs[d->pending[k]];
-        if (best < 0 || q->t_first < *t || (q->t_first == *t && d->pending[k] < d->pending[best])) {
-            best = k;
-            *t = q->t_first;
-        }
-    }
-    return best;
 }
 
 /* Step the busy engine furthest behind while it is behind t (t < 0: until
@@ -330,25 +459,21 @@ static rkv_status advance(driver *d, double t, char *err, size_t errlen)
 {
     for (;;) {
         if ((d->interrupted = interrupt_pending() != 0)) return RKV_OK;
+        /* The busy engine with the lowest clock (ties: the lowest index). */
         int32_t pick = -1;
         double low = 0;
-        for (int32_t i = 0; i < d->engines; i++) {
-            if (!d->r[i].busy) continue;
-            engine_stats s;
-            engine_get_stats(d->r[i].e, &s);
-            if (t >= 0 && s.clock >= t) continue;
-            if (pick < 0 || s.clock < low) {
-                pick = i;
-                low = s.clock;
-            }
+        if (d->busy.n && (t < 0 || d->busy.a[0].t < t)) {
+            pick = (int32_t)d->busy.a[0].id;
+            low = d->busy.a[0].t;
         }
-        double th = 0;
-        int64_t h = d->npending ? pending_first(d, &th) : -1;
-        if (h >= 0 && (t < 0 || th <= t) && (pick < 0 || th <= low)) {
-            int64_t qi = d->pending[h];
-            d->pending[h] = d->pending[--d->npending];
-            if (deliver(d, qi, d->delivered++)) goto failed;
-            continue;
+        if (d->pending.n) {
+            double th = d->pending.a[0].t;
+            if ((t < 0 || th <= t) && (pick < 0 || th <= low)) {
+                int64_t qi = d->pending.a[0].id;
+                theap_remove(&d->pending, 0);
+                if (deliver(d, qi, d->delivered++)) goto failed;
+                continue;
+            }
         }
         if (pick < 0) return RKV_OK;
         bool done = false;
@@ -360,7 +485,14 @@ static rkv_status advance(driver *d, double t, char *err, size_t errlen)
                      why[0] ? why : rkv_status_str(st));
             return st;
         }
-        if (done) d->r[pick].busy = false;
+        if (done) {
+            d->r[pick].busy = false;
+            theap_remove(&d->busy, d->busy.pos[pick]);
+            /* A handoff that found it full since its last finish. */
+            if (d->r[pick].nwait && wake_waiting(d, pick, engine_now(d->r[pick].e))) goto failed;
+        } else {
+            theap_move(&d->busy, d->busy.pos[pick], engine_now(d->r[pick].e));
+        }
         if (d->np && (d->fail || disagg_post(d))) goto failed;
     }
 failed:
@@ -411,7 +543,10 @@ static bool slo_met(const replicas_config *rc, double ttft, double tpot)
 }
 
 /* The SLO fields of a summary: TPOT percentiles, the share of requests
- * within both SLOs and their rate (DistServe's goodput). tpot sorted. */
+ * within both SLOs ("slo_attainment") and their count per second of this
+ * run ("good_requests_per_s"). DistServe's goodput is another number: the
+ * highest request rate at which at least 90 % of requests meet both SLOs,
+ * found by running a rate sweep (experiments/disaggregation). tpot sorted. */
 static void slo_print(FILE *f, const replicas_config *rc, const double *tpot, int64_t ntpot,
                       int64_t met, int64_t requests, double span)
 {
@@ -424,17 +559,55 @@ static void slo_print(FILE *f, const replicas_config *rc, const double *tpot, in
     fputs(",\"slo_tpot\":", f);
     if (rc->slo_tpot > 0) fprintf(f, "%.6f", rc->slo_tpot);
     else fputs("null", f);
-    fprintf(f, ",\"slo_met\":%lld,\"slo_attainment\":%.6f,\"goodput\":%.6f", (long long)met,
+    fprintf(f, ",\"slo_met\":%lld,\"slo_attainment\":%.6f,\"good_requests_per_s\":%.6f", (long long)met,
             requests ? (double)met / (double)requests : 0, (double)met / span);
+}
+
+/* Spill and remote tiers, summed over every engine (the remote experiment;
+ * the shared pool under disaggregation), and the engines' model seconds. */
+static void tiers_print(driver *d, FILE *f)
+{
+    tier_stats tsum = {0};
+    tier_remote_stats rsum = {0};
+    bool any_tier = false, any_remote = false;
+    double model_s = 0;
+    for (int32_t i = 0; i < d->engines; i++) {
+        engine_stats s;
+        engine_get_stats(d->r[i].e, &s);
+        model_s += s.model_seconds;
+        const tier_stats *ts = cache_tier_get_stats(engine_cache(d->r[i].e));
+        const tier_remote_stats *rs = cache_tier_remote_stats(engine_cache(d->r[i].e));
+        if (ts) {
+            any_tier = true;
+            tsum.host_hit_tokens += ts->host_hit_tokens;
+            tsum.disk_hit_tokens += ts->disk_hit_tokens;
+            tsum.load_seconds += ts->load_seconds;
+        }
+        if (rs) {
+            any_remote = true;
+            tier_remote_stats_add(&rsum, rs);
+        }
+    }
+    fprintf(f, ",\"model_seconds\":%.6f", model_s);
+    if (any_tier)
+        fprintf(f, ",\"host_hit_tokens\":%llu,\"disk_hit_tokens\":%llu,\"tier_load_seconds\":%.6f",
+                (unsigned long long)tsum.host_hit_tokens, (unsigned long long)tsum.disk_hit_tokens,
+                tsum.load_seconds);
+    if (any_remote)
+        fprintf(f, ",\"remote_hit_tokens\":%llu,\"remote_stored_pages\":%llu,\"remote_deleted_pages\":%llu"
+                ",\"remote_bytes_loaded\":%.0f,\"remote_bytes_stored\":%.0f,\"remote_load_seconds\":%.6f",
+                (unsigned long long)rsum.hit_tokens, (unsigned long long)rsum.stored_pages,
+                (unsigned long long)rsum.deleted_pages, rsum.bytes_loaded, rsum.bytes_stored,
+                rsum.load_seconds);
 }
 
 static rkv_status disagg_summary(driver *d, char *err, size_t errlen)
 {
     const replicas_config *rc = d->rc;
     int64_t n = d->n, ok = 0, errors = 0, met = 0, outputs = 0, prompt = 0, cached = 0;
-    int64_t sent = 0, local = 0, recompute = 0, lost = 0;
+    int64_t sent = 0, local = 0, recompute = 0, lost = 0, waited = 0;
     int32_t P = engine_backend(d->r[0].e)->page_size;
-    double t_end = 0, transfer = 0;
+    double t_end = 0, transfer = 0, link_wait = 0;
     double *v = malloc(sizeof(double) * 3 * (size_t)(n + 1));
     if (!v) {
         snprintf(err, errlen, "out of host memory for the summary's latency percentiles");
@@ -456,6 +629,8 @@ static rkv_status disagg_summary(driver *d, char *err, size_t errlen)
         recompute += q->recompute;
         lost += q->decode >= 0 && q->decode_cached < (q->kv_local + q->kv_sent) * P;
         transfer += q->transfer;
+        link_wait += q->link_wait;
+        waited += q->waits > 0;
         ttft[ok] = q->ttft;
         tpot[ok] = q->tpot;
         lat[ok] = q->latency;
@@ -469,13 +644,13 @@ static rkv_status disagg_summary(driver *d, char *err, size_t errlen)
     double span = t_end > 0 ? t_end : 1e-9;
     FILE *f = d->out;
     fprintf(f, "{\"type\":\"summary\",\"mode\":\"disaggregated\",\"prefill\":%d,\"decode\":%d,"
-            "\"router\":\"%s\",\"decode_router\":\"least-load\",\"cache\":\"%s\",\"link\":\"%s\","
+            "\"router\":\"%s\",\"decode_router\":\"%s\",\"cache\":\"%s\",\"link\":\"%s\","
             "\"link_bandwidth\":%.6g,\"link_latency\":%.6g,\"link_per_page\":%.6g,"
             "\"requests\":%lld,\"errors\":%lld,\"duration\":%.6f,\"requests_per_s\":%.6f,"
             "\"output_tokens_per_s\":%.6f,\"prompt_tokens\":%lld,\"cached_tokens\":%lld,"
             "\"hit_rate\":%.6f,\"ttft_p50\":%.6f,\"ttft_p99\":%.6f,\"latency_p50\":%.6f,"
             "\"latency_p99\":%.6f",
-            d->np, d->engines - d->np, router_names[rc->router],
+            d->np, d->engines - d->np, router_names[rc->router], router_names[rc->decode_router],
             rc->engine->cache_cfg.kind ? rc->engine->cache_cfg.kind : "radix", d->link.name,
             d->link.bandwidth, d->link.latency, d->link.per_page, (long long)n, (long long)errors,
             span, (double)ok / span, (double)outputs / span, (long long)prompt, (long long)cached,
@@ -483,11 +658,11 @@ static rkv_status disagg_summary(driver *d, char *err, size_t errlen)
             rkv_percentile(ttft, ok, 99), rkv_percentile(lat, ok, 50), rkv_percentile(lat, ok, 99));
     slo_print(f, rc, tpot, ok, met, n, span);
     fprintf(f, ",\"kv_pages\":%lld,\"kv_bytes\":%.0f,\"kv_local_pages\":%lld,\"decode_hit_rate\":%.6f,"
-            "\"kv_recompute_requests\":%lld,\"kv_evicted_requests\":%lld,\"transfer_seconds\":%.6f,"
-            "\"per_prefill_requests\":[",
+            "\"kv_recompute_requests\":%lld,\"kv_evicted_requests\":%lld,\"kv_waited_requests\":%lld,"
+            "\"transfer_seconds\":%.6f,\"link_wait_seconds\":%.6f,\"per_prefill_requests\":[",
             (long long)sent, (double)sent * d->kv_page_bytes, (long long)local,
             sent + local ? (double)local / (double)(sent + local) : 0, (long long)recompute,
-            (long long)lost, transfer);
+            (long long)lost, (long long)waited, transfer, link_wait);
     for (int32_t i = 0; i < d->engines; i++) {
         if (i == d->np) fputs("],\"per_decode_requests\":[", f);
         fprintf(f, i && i != d->np ? ",%lld" : "%lld", (long long)d->load[i].routed);
@@ -510,6 +685,7 @@ static rkv_status disagg_summary(driver *d, char *err, size_t errlen)
         rkv_json_string(f, sp->id); /* a profile file's id is the user's text */
         fprintf(f, ",\"sim_profile_hash\":\"%s\"", sp->hash);
     }
+    tiers_print(d, f);
     if (d->interrupted) fputs(",\"interrupted\":true", f);
     fputs("}\n", f);
     fprintf(stderr, "  disaggregated   %d prefill + %d decode engines, router %s, link %s\n"
@@ -600,39 +776,7 @@ static rkv_status summary(driver *d, char *err, size_t errlen)
     billing b;
     billing_compute(rc->prices ? rc->prices : &def, prompt, cached, &b);
     billing_print_json(f, rc->prices ? rc->prices : &def, &b);
-    /* Spill and remote tiers, summed over replicas (the remote experiment). */
-    tier_stats tsum = {0};
-    tier_remote_stats rsum = {0};
-    bool any_tier = false, any_remote = false;
-    double model_s = 0;
-    for (int32_t i = 0; i < rc->replicas; i++) {
-        engine_stats s;
-        engine_get_stats(d->r[i].e, &s);
-        model_s += s.model_seconds;
-        const tier_stats *ts = cache_tier_get_stats(engine_cache(d->r[i].e));
-        const tier_remote_stats *rs = cache_tier_remote_stats(engine_cache(d->r[i].e));
-        if (ts) {
-            any_tier = true;
-            tsum.host_hit_tokens += ts->host_hit_tokens;
-            tsum.disk_hit_tokens += ts->disk_hit_tokens;
-            tsum.load_seconds += ts->load_seconds;
-        }
-        if (rs) {
-            any_remote = true;
-            tier_remote_stats_add(&rsum, rs);
-        }
-    }
-    fprintf(f, ",\"model_seconds\":%.6f", model_s);
-    if (any_tier)
-        fprintf(f, ",\"host_hit_tokens\":%llu,\"disk_hit_tokens\":%llu,\"tier_load_seconds\":%.6f",
-                (unsigned long long)tsum.host_hit_tokens, (unsigned long long)tsum.disk_hit_tokens,
-                tsum.load_seconds);
-    if (any_remote)
-        fprintf(f, ",\"remote_hit_tokens\":%llu,\"remote_stored_pages\":%llu,\"remote_deleted_pages\":%llu"
-                ",\"remote_bytes_loaded\":%.0f,\"remote_bytes_stored\":%.0f,\"remote_load_seconds\":%.6f",
-                (unsigned long long)rsum.hit_tokens, (unsigned long long)rsum.stored_pages,
-                (unsigned long long)rsum.deleted_pages, rsum.bytes_loaded, rsum.bytes_stored,
-                rsum.load_seconds);
+    tiers_print(d, f);
     cache_sizes sz;
     cache_get_sizes(engine_cache(d->r[0].e), &sz);
     fprintf(f, ",\"pinned_tokens\":%lld", (long long)sz.pinned_tokens); /* in every replica */
@@ -693,9 +837,20 @@ static rkv_status router_open(driver *d, char *err, size_t errlen)
     rkv_status st = router_create(&cfg, &d->rt, err, errlen);
     free(pages);
     if (st || !d->np) return st;
-    router_config dcfg = {.kind = ROUTER_LEAST_LOAD, .replicas = d->engines - d->np,
-                          .page_size = be->page_size};
-    return router_create(&dcfg, &d->drt, err, errlen);
+    int32_t nd = d->engines - d->np;
+    if (!(pages = malloc(sizeof(int64_t) * (size_t)nd))) return RKV_ENOMEM;
+    for (int32_t i = 0; i < nd; i++) {
+        backend *bi = engine_backend(d->r[d->np + i].e);
+        pages[i] = rc->approx_tokens > 0 ? (rc->approx_tokens + bi->page_size - 1) / bi->page_size
+                                         : bi->num_pages;
+    }
+    router_config dcfg = {.kind = rc->decode_router, .replicas = nd,
+                          .balance_threshold = rc->balance_threshold,
+                          .cache_threshold = rc->cache_threshold, .page_size = be->page_size,
+                          .approx_pages = pages};
+    st = router_create(&dcfg, &d->drt, err, errlen);
+    free(pages);
+    return st;
 }
 
 /* Every request in arrival order (order[]): the clock advances to its
@@ -706,6 +861,26 @@ static rkv_status dispatch(driver *d, const int64_t *order, char *err, size_t er
     for (int64_t j = 0; j < d->n && st == RKV_OK; j++) {
         rreq *q = &d->reqs[order[j]];
         if ((st = advance(d, q->er.arrival, err, errlen)) || d->interrupted) break;
+        if (d->np) {
+            /* Disaggregated: a request the decode engines can never hold
+             * (prompt and outputs beyond the context or the pool) ends
+             * before its prefill, as a colocated engine ends it at once;
+             * a bad field fails the run there as engine_add does. */
+            char why[256] = "";
+            st = engine_check_request(d->r[d->np].e, &q->er, why, sizeof why);
+            if (st == RKV_ENOSPC) {
+                q->replica = -1;
+                q->prompt_tokens = q->er.n_tokens;
+                disagg_line(d, q, why, NULL, 0, 0);
+                st = RKV_OK;
+                continue;
+            }
+            if (st) {
+                snprintf(err, errlen, "%s: request %s: %s", d->rc->trace, q->id_json,
+                         why[0] ? why : rkv_status_str(st));
+                break;
+            }
+        }
         int32_t i;
         if ((st = router_route(d->rt, q->er.tokens, q->er.n_tokens, q->er.ns, j, d->load, &i, &q->predicted,
                                err, errlen)))
@@ -731,7 +906,10 @@ static rkv_status dispatch(driver *d, const int64_t *order, char *err, size_t er
                      why[0] ? why : rkv_status_str(st));
             break;
         }
-        rp->busy = true;
+        if ((st = mark_busy(d, i))) {
+            snprintf(err, errlen, "replicas: out of host memory");
+            break;
+        }
     }
     if (st == RKV_OK && !d->interrupted) st = advance(d, -1, err, errlen);
     return st;
@@ -750,6 +928,7 @@ static void driver_free(driver *d)
         cache_pins_free(&rp->pins);
         engine_destroy(rp->e);
         free(rp->req_of);
+        free(rp->wait);
     }
     for (int64_t k = 0; k < d->n; k++) {
         free((void *)d->reqs[k].er.tokens);
@@ -761,7 +940,9 @@ static void driver_free(driver *d)
     free(d->load);
     free(d->r);
     free(d->post);
-    free(d->pending);
+    free(d->pending.a);
+    free(d->busy.a);
+    free(d->busy.pos);
 }
 
 /* Disaggregated: what the engines must be able to do, and the link. */
@@ -812,8 +993,11 @@ rkv_status replicas_run(const replicas_config *rc, FILE *out, bool *interrupted,
     d.r = calloc((size_t)d.engines, sizeof *d.r);
     d.load = calloc((size_t)d.engines, sizeof *d.load);
     fin_ctx *fc = calloc((size_t)d.engines, sizeof *fc);
+    d.busy.pos = malloc(sizeof(int32_t) * (size_t)d.engines);
     int64_t *order = NULL;
-    if (!d.r || !d.load || !fc) {
+    if (d.busy.pos)
+        for (int32_t i = 0; i < d.engines; i++) d.busy.pos[i] = -1;
+    if (!d.r || !d.load || !fc || !d.busy.pos) {
         st = RKV_ENOMEM;
         goto done;
     }

@@ -40,6 +40,12 @@ expect_violation("disaggregation (TPOT spread)", disaggregation.check(
      dict(base, workload="long-prompt", arm="1:1", mode="disaggregated", tpot_p50=1, tpot_p99=1.2)], {}))
 expect_violation("disaggregation (decode hit rate)", disaggregation.check(
     [dict(base, workload="static-prefix", arm="1:1", mode="disaggregated", decode_hit_rate=.5)], {}))
+# DistServe goodput: colocated meets the SLOs up to rate 4, the 1:1 arm only at 2.
+expect_violation("disaggregation (goodput)", disaggregation.check(
+    [dict(base, workload="long-prompt", arm=arm, mode=mode, rate=r, tpot_p50=1, tpot_p99=t,
+          slo_attainment=att) for arm, mode, t, atts in
+     (("colocated", "colocated", 1.5, (1, 1, .5)), ("1:1", "disaggregated", 1.1, (1, .8, .5)))
+     for r, att in zip((2, 4, 8), atts)], {}))
 
 # page_size: a point timed fewer times than configured, and a median outside its range.
 from rkv.checks import page_size  # noqa: E402

@@ -101,6 +101,20 @@ CASES = [
     ("run_replicas_least_load", RUN + ["--replicas", "3", "--router", "least-load",
                                        "--kv-tokens", "256", "--evict-policy", "lfu",
                                        "--trace", t("multi_turn.jsonl")], False),
+    # Many engines on one clock and disaggregated pools: the driver's order of
+    # steps and handoffs (replicas.c) must not change when it gets faster.
+    ("run_replicas_6_overlap", RUN + ["--replicas", "6", "--router", "round-robin",
+                                      "--schedule", "overlap", "--kv-tokens", "256",
+                                      "--trace", t("multi_turn.jsonl")], False),
+    ("run_disagg_2_3", RUN + ["--prefill", "2", "--decode", "3", "--router", "cache-aware",
+                              "--kv-tokens", "256", "--trace", t("multi_turn.jsonl")], False),
+    ("run_disagg_tcp_slo", RUN + ["--prefill", "1", "--decode", "2", "--link", "tcp",
+                                  "--schedule", "overlap", "--slo-ttft", "0.05", "--slo-tpot",
+                                  "0.01", "--kv-tokens", "320", "--trace",
+                                  t("tree_of_thought.jsonl")], False),
+    ("run_disagg_mooncake", RUN + ["--prefill", "3", "--decode", "2", "--page-size", "64",
+                                   "--kv-tokens", "4096", "--max-tokens", "6",
+                                   "--trace", t("mooncake.jsonl")], False),
     # The traces above came from these commands (gen: seeded workloads).
     ("gen_multi_turn", ["gen", "multi-turn", "--num", "6", "--turns", "3", "--prompt-len", "24",
                         "--output-len", "6", "--shared-len", "40", "--seed", "3", "--rate", "50",

@@ -10,8 +10,13 @@ SLO goodput of `--slo-ttft/--slo-tpot`.
   3. the decode engine's cache keeps what was sent: a later request of the
      same prefix is sent only the pages it lacks;
   4. determinism: the same run twice prints the same bytes;
-  5. goodput counts the requests within both SLOs;
-  6. bad options fail at once, naming the option.
+  5. the requests within both SLOs, per second of the run
+     (good_requests_per_s; DistServe's goodput is a rate sweep's);
+  6. bad options fail at once, naming the option;
+  7. one NIC per engine: handoffs out of one prefill engine queue, hand-computed;
+  8. a request no decode engine can hold ends before its prefill;
+  9. --decode-router cache-aware pairs a prompt with the engine holding it;
+ 10. the tier counters in the disaggregated summary.
 
 Usage: test_disagg.py RADIXKV
 """
@@ -152,8 +157,14 @@ check(rc == 0 and s is not None and s["errors"] == 0, f"tight decode pool: runs 
 check(sorted(r["id"] for r in requests(out)) == list(range(12)) and
       all(tref.get(r["id"]) == r["output_ids"] for r in requests(out)),
       "tight decode pool: every request once, with the colocated tokens")
-check(s is not None and s["kv_recompute_requests"] + s["kv_evicted_requests"] > 0,
+check(s is not None and s["kv_waited_requests"] + s["kv_evicted_requests"] > 0,
       "tight decode pool: some handoffs found no room (the path under test ran)")
+# A handoff that finds its busy decode engine full waits there for a finish
+# instead of recomputing the prompt on the decode engine.
+check(s is not None and s["kv_waited_requests"] > 0 and s["kv_recompute_requests"] == 0,
+      f"tight decode pool: full handoffs waited, none recomputed: {s and s['kv_waited_requests']}")
+check(any(r["link_wait"] > 0 for r in requests(out)),
+      "tight decode pool: a waited handoff left after its decode engine's finish")
 
 # 4. Determinism.
 args = SIM + ["--router", "cache-aware", "--prefill", "2", "--decode", "2", "--slo-ttft", "0.05"]
@@ -171,14 +182,74 @@ rc, out, err = run(SIM + ["--prefill", "1", "--decode", "1", "--slo-ttft", repr(
 s = summary(out)
 met = sum(1 for x in requests(out) if x["ttft"] <= slo_ttft + 5e-7 and x["tpot"] <= slo_tpot + 5e-7)
 check(rc == 0 and s["slo_met"] == met and 0 < met < len(ids), f"slo_met {s['slo_met']} == {met}")
-check(close(s["slo_attainment"], met / len(ids)) and close(s["goodput"], met / s["duration"], 1e-3),
-      "attainment and goodput follow slo_met")
+check(close(s["slo_attainment"], met / len(ids)) and
+      close(s["good_requests_per_s"], met / s["duration"], 1e-3),
+      "attainment and good requests per second follow slo_met")
+check("goodput" not in s, "no per-run number is called goodput (DistServe's is a rate sweep's)")
 # Colocated runs report the same fields with an SLO, and none without one.
 rc, out, err = run(SIM + ["--replicas", "2", "--router", "least-load", "--slo-tpot", "1"], trace)
 s = summary(out)
 check(rc == 0 and s["slo_met"] == len(ids) and s["slo_ttft"] is None, "colocated: SLO fields")
 rc, out, err = run(SIM + ["--replicas", "2", "--router", "least-load"], trace)
-check(rc == 0 and "goodput" not in summary(out), "colocated without SLOs: no goodput field")
+check(rc == 0 and "good_requests_per_s" not in summary(out), "colocated without SLOs: no SLO fields")
+
+# 7. Link contention (kv_link.h): one prefill engine hands two requests of 6
+# pages over at the same first token; its NIC sends them one after the other,
+# the second waiting for the first's bytes (not its latency).
+a100 = ",".join(str(7 + i) for i in range(100))
+b100 = ",".join(str(1007 + i) for i in range(100))
+pair = ('{"id": "a", "tokens": [%s], "max_tokens": 5}\n{"id": "b", "tokens": [%s], "max_tokens": 5}\n'
+        % (a100, b100))
+LINK = "tcp,bandwidth=1e9,latency=1e-3,per_page=2e-4"
+rc, out, err = run(SIM + ["--page-size", "16", "--prefill", "1", "--decode", "2", "--link", LINK], pair)
+r = {x["id"]: x for x in requests(out)}
+check(rc == 0 and len(r) == 2, f"contention: runs ({err.strip()[-300:]})")
+if len(r) == 2:
+    pb = r["a"]["kv_bytes"] / 6
+    busy = 6 * (2e-4 + pb / 1e9)
+    check(r["a"]["ttft"] == r["b"]["ttft"] and r["a"]["decode"] != r["b"]["decode"],
+          "contention: one prefill batch, two decode engines")
+    check(r["a"]["link_wait"] == 0 and close(r["b"]["link_wait"], busy),
+          f"contention: the second waits for the first's bytes: {r['b']['link_wait']} vs {busy}")
+    s = summary(out)
+    check(close(s["link_wait_seconds"], busy), "contention: the summary sums the waits")
+# Two prefill engines into two decode engines: separate NICs, no wait.
+rc, out, err = run(SIM + ["--page-size", "16", "--prefill", "2", "--decode", "2", "--link", LINK], pair)
+check(rc == 0 and all(x["link_wait"] == 0 for x in requests(out)), "no contention across NIC pairs")
+
+# 8. A request the decode engines can never hold is refused before its
+# prefill, as a colocated engine refuses it (5 pages; 48 + 100 tokens).
+big = '{"id": "big", "tokens": [%s], "max_tokens": 100}\n' % ",".join(str(3 + i) for i in range(48))
+rc, out, err = run(TIGHT + ["--prefill", "1", "--decode", "1"], big + tight)
+r = {x["id"]: x for x in requests(out)}
+s = summary(out)
+check(rc == 0 and "error" in r.get("big", {}) and r["big"]["prefill"] is None and
+      r["big"]["decode"] is None, f"never fits: error line without a prefill: {r.get('big')}")
+check(s is not None and s["errors"] == 1 and sum(s["per_prefill_requests"]) == 12,
+      "never fits: counted as an error, never prefilled")
+rc, out, err = run(TIGHT, big)
+check(rc in (0, 1) and "error" in requests(out)[0], "never fits: colocated ends it with an error too")
+
+# 9. Pairing: --decode-router cache-aware sends the second request of a shared
+# prefix to the decode engine that holds it (4 pages not sent again).
+rc, out, err = run(SIM + ["--page-size", "16", "--prefill", "2", "--decode", "2", "--decode-router",
+                          "cache-aware"], two)
+r = {x["id"]: x for x in requests(out)}
+s = summary(out)
+check(rc == 0 and len(r) == 2 and s["decode_router"] == "cache-aware",
+      f"--decode-router cache-aware runs ({err.strip()[-300:]})")
+if len(r) == 2:
+    check(r[1]["decode"] == r[0]["decode"] and r[1]["kv_local_pages"] == 4,
+          f"cache-aware pairing: the holder of the prefix takes it: {r[1]}")
+rc, out, err = run(SIM + ["--prefill", "2", "--decode", "2"], trace)
+check(rc == 0 and summary(out)["decode_router"] == "least-load", "least-load pairing by default")
+
+# 10. The spill tier's counters in the disaggregated summary, as --replicas
+# prints them.
+rc, out, err = run(SIM + ["--prefill", "1", "--decode", "2", "--tier-host", "4096"], trace)
+s = summary(out)
+check(rc == 0 and s is not None and "host_hit_tokens" in s and "model_seconds" in s,
+      f"tier statistics in the disaggregated summary ({err.strip()[-200:]})")
 
 # 6. Bad options, named.
 for extra, name in [(["--prefill", "2"], "--decode"),
@@ -186,6 +257,9 @@ for extra, name in [(["--prefill", "2"], "--decode"),
                     (["--prefill", "0", "--decode", "1"], "--prefill"),
                     (["--prefill", "1", "--decode", "1", "--replicas", "2"], "--replicas"),
                     (["--link", "rdma"], "--link"),
+                    (["--decode-router", "least-load"], "--decode-router"),
+                    (["--prefill", "1", "--decode", "1", "--decode-router", "nearest"],
+                     "--decode-router"),
                     (["--prefill", "1", "--decode", "1", "--link", "carrier-pigeon"], "--link"),
                     (["--prefill", "1", "--decode", "1", "--link", "rdma,speed=3"], "--link"),
                     (["--prefill", "1", "--decode", "1", "--link", "tcp,bandwidth=0"], "--link"),
