@@ -2,7 +2,7 @@
  * JSON object per scenario on stdout (JSON Lines); every scenario carries a
  * baseline measured in the same run and the ratio against it.
  *
- * Timing: every figure is measured REPEATS times and reported as
+ * Timing: every figure is measured --repeats times (5 unless told) and reported as
  * {"median", "min", "max"}; each sample carries the thread's CPU time
  * (CLOCK_THREAD_CPUTIME_ID) beside the wall clock, and ratios are taken from
  * CPU time, sample by sample, so a loaded machine (other jobs stealing the
@@ -53,8 +53,8 @@
  *                            fills; runs per allocation and per match, host
  *                            bytes per cached token (see scenario 6)
  *
- * Usage: radix_bench [--scale S] [--seed N] [--only SCENARIO] [--mooncake DIR]
- *   S multiplies the sizes (default 1); --only runs the scenario groups whose
+ * Usage: radix_bench [--scale S] [--seed N] [--repeats R] [--only SCENARIO] [--mooncake DIR]
+ *   S multiplies the sizes (default 1), R in 1..32; --only runs the scenario groups whose
  *   name starts with SCENARIO; the Mooncake steady-state replay runs when a
  *   directory holding conversation_trace.jsonl is given (--mooncake, else
  *   $RKV_MOONCAKE_DIR), and is skipped with a note on stderr otherwise.
@@ -65,6 +65,7 @@
 #include <time.h>
 
 #include "cache.h"
+#include "cli.h"
 #include "radix_tree.h"
 #include "rkv_config.h"
 
@@ -88,7 +89,9 @@ static int64_t allocated_bytes(void)
     return -1;
 }
 
-enum { REPEATS = 5 };
+/* repeats per figure (--repeats; 5 unless told), at most REPEATS_MAX */
+enum { REPEATS_MAX = 32 };
+static int repeats = 5;
 
 static double clock_s(clockid_t id)
 {
@@ -117,12 +120,12 @@ static void sw_stop(stopwatch *acc, stopwatch t0)
 /* One figure over the repeats. */
 typedef struct series {
     int n;
-    double v[REPEATS];
+    double v[REPEATS_MAX];
 } series;
 
 static void series_add(series *s, double v)
 {
-    if (s->n < REPEATS) s->v[s->n++] = v;
+    if (s->n < REPEATS_MAX) s->v[s->n++] = v;
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -134,7 +137,7 @@ static int cmp_double(const void *a, const void *b)
 static double series_median(const series *s)
 {
     if (!s->n) return 0;
-    double v[REPEATS];
+    double v[REPEATS_MAX];
     memcpy(v, s->v, sizeof(double) * (size_t)s->n);
     qsort(v, (size_t)s->n, sizeof *v, cmp_double);
     return s->n % 2 ? v[s->n / 2] : 0.5 * (v[s->n / 2 - 1] + v[s->n / 2]);
@@ -250,7 +253,7 @@ static void bench_long_match(const char *name, int chain, int32_t P, long_mode m
 
     /* tree and baseline alternate, so both see the same load */
     series tree_cpu = {0}, tree_wall = {0}, base_cpu = {0}, ratio = {0};
-    for (int round = 0; round < REPEATS; round++) {
+    for (int round = 0; round < repeats; round++) {
         stopwatch a = {0, 0}, b = {0, 0}, t0 = sw_start();
         for (int r = 0; r < reps; r++) {
             len = long_match(t, copy, n, mode, pages);
@@ -275,7 +278,7 @@ static void bench_long_match(const char *name, int chain, int32_t P, long_mode m
     radix_tree_get_sizes(t, &s);
     printf("{\"scenario\":\"%s\",\"page_size\":%d,\"prompt_tokens\":%d,\"nodes\":%lld,"
            "\"ops_per_repeat\":%d,\"repeats\":%d,\"host_bytes_per_token\":%.3f",
-           name, P, n, (long long)s.num_nodes, reps, REPEATS, bytes_per_token(t));
+           name, P, n, (long long)s.num_nodes, reps, repeats, bytes_per_token(t));
     put_range("tokens_per_cpu_s", &tree_cpu);
     put_range("tokens_per_wall_s", &tree_wall);
     printf(",\"baseline\":\"memcmp\"");
@@ -487,7 +490,7 @@ static void bench_shared(double scale)
     double bpt = 0, ev_bpt = 0;
     flow_result ev = {0};
     int32_t pool_pages = 0;
-    for (int round = 0; round < REPEATS; round++) {
+    for (int round = 0; round < repeats; round++) {
         /* 2a: insert flow with room for everything */
         page_pool pool;
         rkv_status st = page_pool_init(&pool, (int32_t)(total < 4000000 ? total : 4000000), 1);
@@ -557,7 +560,7 @@ static void bench_shared(double scale)
            "\"request_tokens\":%lld,\"cached_tokens\":%lld,\"nodes\":%lld,\"splits\":%llu,"
            "\"repeats\":%d,\"host_bytes_per_token\":%.3f,\"allocator_bytes_per_token\":%.3f",
            w.nreq, (long long)req_tokens, (long long)cached, (long long)nodes,
-           (unsigned long long)splits, REPEATS, bpt,
+           (unsigned long long)splits, repeats, bpt,
            heap_delta >= 0 ? (double)heap_delta / (double)cached : -1.0);
     put_range("tokens_per_cpu_s", &ins_cpu);
     put_range("tokens_per_wall_s", &ins_wall);
@@ -567,7 +570,7 @@ static void bench_shared(double scale)
     printf("}\n{\"scenario\":\"shared_prompts_match\",\"page_size\":1,\"requests\":%d,"
            "\"matched_tokens\":%lld,\"hit_rate\":%.4f,\"nodes\":%lld,\"repeats\":%d",
            w.nreq, (long long)matched, (double)matched / (double)req_tokens, (long long)nodes,
-           REPEATS);
+           repeats);
     put_range("tokens_per_cpu_s", &match_cpu);
     put_range("tokens_per_wall_s", &match_wall);
     printf(",\"baseline\":\"memcmp\"");
@@ -577,7 +580,7 @@ static void bench_shared(double scale)
            "\"pool_pages\":%d,\"shortfalls\":%lld,\"evicted_leaves\":%lld,"
            "\"evicted_tokens\":%lld,\"host_bytes_per_token\":%.3f,\"repeats\":%d",
            w.nreq, pool_pages, (long long)ev.shortfalls, (long long)ev.evicted_leaves,
-           (long long)ev.evicted_tokens, ev_bpt, REPEATS);
+           (long long)ev.evicted_tokens, ev_bpt, repeats);
     put_range("tokens_per_cpu_s", &ev_cpu);
     put_range("tokens_per_wall_s", &ev_wall);
     put_range("cpu_ns_per_evicted_leaf", &ev_leaf);
@@ -729,7 +732,7 @@ static void sp_print(const char *op, const sp_tree *g, int64_t nodes, int64_t le
            "\"requests\":%d,\"nodes\":%lld,\"leaves\":%lld,\"unique_tokens\":%lld,"
            "\"mean_request_tokens\":%.1f,\"vocab\":%d,\"repeats\":%d%s",
            op, g->nsys, g->nreq, (long long)nodes, (long long)leaves, (long long)unique,
-           g->mean_len, SP_VOCAB, REPEATS, extra);
+           g->mean_len, SP_VOCAB, repeats, extra);
     char key[64];
     snprintf(key, sizeof key, "cpu_ns_per_%s", unit);
     put_range(key, &o->cpu);
@@ -785,7 +788,7 @@ static void bench_shared_prompt_tree(double scale)
     sp_op ins = {0}, mat = {0}, mruns = {0}, part = {0}, ev = {0};
     radix_page_run *runs = xmalloc(sizeof(radix_page_run) * (size_t)g.maxlen);
     int64_t nodes = 0, leaves = 0, cached = 0, heap_delta = -1, host = 0, evicted_calls = 0;
-    for (int round = 0; round < REPEATS; round++) {
+    for (int round = 0; round < repeats; round++) {
         page_pool pool;
         radix_tree *t;
         rkv_status st = page_pool_init(&pool, (int32_t)g.ntok, 1);
@@ -1238,7 +1241,7 @@ static void bench_steady(const steady_src *src)
         series wcold[2] = {{0}};
         st_res last[2];
         /* the two pools alternate, so both see the same load */
-        for (int round = 0; round < REPEATS; round++)
+        for (int round = 0; round < repeats; round++)
             for (int p = 0; p < 2; p++) {
                 st_res r;
                 st_replay(src, pool_pages[p], fig, &r);
@@ -1263,7 +1266,7 @@ static void bench_steady(const steady_src *src)
                    "\"runs_per_match\":%.3f",
                    src->name, st_fig_name[fig], pool_name[p], src->P, src->nreq, src->nreq / 4,
                    (long long)src->unique_tokens, pool_pages[p], (long long)r->cached,
-                   (long long)r->nodes, r->hit_rate, REPEATS, r->bytes_per_token,
+                   (long long)r->nodes, r->hit_rate, repeats, r->bytes_per_token,
                    r->allocs ? (double)r->alloc_runs / (double)r->allocs : 0.0,
                    r->allocs ? (double)r->alloc_pages / (double)r->allocs : 0.0,
                    r->matches ? (double)r->match_runs / (double)r->matches : 0.0);
@@ -1377,7 +1380,7 @@ static void bench_evict_scaling(double scale)
     if (large < 2 * small) large = 2 * small;
     series cs = {0}, cl = {0}, ws = {0}, wl = {0}, growth = {0}, ratio = {0};
     double steps_small = 0, steps_large = 0;
-    for (int round = 0; round < REPEATS; round++) {
+    for (int round = 0; round < repeats; round++) {
         stopwatch ps = evict_all(small, &steps_small);
         stopwatch pl = evict_all(large, &steps_large);
         double scan_large = heapify_seconds(large);
@@ -1392,7 +1395,7 @@ static void bench_evict_scaling(double scale)
            "\"leaves_large\":%d,\"repeats\":%d,\"heap_steps_per_leaf_small\":%.2f,"
            "\"heap_steps_per_leaf_large\":%.2f,\"steps_growth_per_leaf\":%.2f,"
            "\"log_n_growth\":%.2f",
-           small, large, REPEATS, steps_small, steps_large, steps_large / steps_small,
+           small, large, repeats, steps_small, steps_large, steps_large / steps_small,
            __builtin_log2((double)large) / __builtin_log2((double)small));
     put_range("cpu_ns_per_leaf_small", &cs);
     put_range("cpu_ns_per_leaf_large", &cl);
@@ -1408,27 +1411,26 @@ static void bench_evict_scaling(double scale)
 int main(int argc, char **argv)
 {
     double scale = 1.0;
+    int64_t seed = 42, nrep = repeats;
     const char *only = NULL, *mooncake = getenv("RKV_MOONCAKE_DIR");
-    rng_state = 42;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--scale") && i + 1 < argc) {
-            scale = strtod(argv[++i], NULL);
-            if (!(scale > 0 && scale <= 100)) {
-                fprintf(stderr, "radix_bench: --scale must be in (0, 100], got '%s'\n", argv[i]);
-                return 2;
-            }
-        } else if (!strcmp(argv[i], "--seed") && i + 1 < argc) {
-            rng_state = strtoull(argv[++i], NULL, 0);
-        } else if (!strcmp(argv[i], "--mooncake") && i + 1 < argc) {
-            mooncake = argv[++i];
-        } else if (!strcmp(argv[i], "--only") && i + 1 < argc) {
-            only = argv[++i];
-        } else {
-            fprintf(stderr, "radix_bench: unknown option '%s'\nusage: radix_bench [--scale S] [--seed N] [--only SCENARIO] [--mooncake DIR]\n",
-                    argv[i]);
-            return 2;
-        }
+    cli_opt table[] = {
+        CLI_DOUBLE_OPT("--scale", &scale, 1e-9, 100),
+        CLI_INT_OPT("--seed", &seed, 0, INT64_MAX),
+        CLI_INT_OPT("--repeats", &nrep, 1, REPEATS_MAX),
+        CLI_STR_OPT("--mooncake", &mooncake),
+        CLI_STR_OPT("--only", &only),
+        CLI_END,
+    };
+    char err[256];
+    cli_args a;
+    if (cli_parse("radix_bench", table, argc, argv, &a, err, sizeof err) || a.npos || a.help) {
+        if (!a.help) fprintf(stderr, "radix_bench: %s\n", a.npos ? "no positional arguments" : err);
+        fprintf(stderr, "usage: radix_bench [--scale S] [--seed N] [--repeats R] [--only SCENARIO] "
+                        "[--mooncake DIR]\n");
+        return 2;
     }
+    rng_state = (uint64_t)seed;
+    repeats = (int)nrep;
     bench_seed = rng_state;
     /* scenario groups in the order they run; --only PREFIX runs those whose
      * name starts with it (each draws its data from its own seed) */

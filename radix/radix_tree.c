@@ -445,6 +445,11 @@ static inline bool is_candidate(const rt_node *x)
     return !is_special(x) && x->kind == KIDS_NONE && x->lock == 0;
 }
 
+/* Child tables (see below): capacity in the header entry. */
+static inline uint32_t tab_cap(const rt_slot *tab) { return tab[0].key; }
+enum { TAB_LINEAR_MAX = 8 }; /* tables up to this capacity are searched linearly */
+static inline bool tab_linear(const rt_slot *tab) { return tab[0].key <= TAB_LINEAR_MAX; }
+
 /* ---- candidate heap ---------------------------------------------------- */
 
 /* A 4-ary min-heap of entries that carry their eviction key inline, so a
@@ -645,6 +650,72 @@ static void cand_enter(radix_tree *t, int32_t s)
     if (!N(t, s)->queued) heap_push(t, s);
 }
 
+/* ---- eviction pipeline ---------------------------------------------------
+ *
+ * Evicting a leaf reads a chain of lines, each found through the one before:
+ *
+ *   heap entry -> node -> edge (tokens, then page runs) -> parent's node ->
+ *   parent's child-table slot (found by the leaf's key, its first page) and
+ *   the pool's lines of its runs
+ *
+ * Taken one victim at a time, a large tree pays that chain in serial misses.
+ * The next victims are already known: h[0] after a pop is the next one, and
+ * the one after it is, nearly always, the smallest of h[1..4] (all four in one
+ * heap line). So every pop advances three stages by one victim each:
+ *
+ *   stage 1  nodes of h[1..4]                      (two and more pops ahead)
+ *   stage 2  the smallest of h[1..4]: its edge     (its node was asked for by
+ *            lines, its parent's node               stage 1 one pop earlier)
+ *   stage 3  h[0]: its parent's child-table slot   (its edge and parent were
+ *            and the pool lines of its first run    asked for by stage 2)
+ *
+ * and a victim's lines have been in flight for two pops when it is evicted.
+ * These are only hints: a wrong guess (a stale entry, a parent that joins the
+ * candidates) costs a line fetched for nothing, never a different result.
+ * Every slot in the heap is a live node with an edge (len > 0), so the reads
+ * are always in bounds. */
+
+/* Stage 2 for node s: its edge's first line and its page runs' line, and its
+ * parent's node. */
+static inline void evict_ahead_edge(const radix_tree *t, int32_t s)
+{
+    const rt_node *x = N(t, s);
+    __builtin_prefetch(x->edge);
+    __builtin_prefetch(x->edge + x->len);
+    __builtin_prefetch(N(t, x->parent));
+}
+
+/* Stage 3 for node s: the line of the parent's child table that holds s (the
+ * table's header too; a linear table is its own slot) and the pool's lines
+ * for freeing its first run. */
+static inline void evict_ahead_slot(const radix_tree *t, int32_t s)
+{
+    const rt_node *x = N(t, s), *p = N(t, x->parent);
+    if (p->kind == KIDS_TAB) {
+        const rt_slot *tab = p->kids.tab;
+        uint32_t cap = tab_cap(tab);
+        if (tab_linear(tab)) __builtin_prefetch(tab + 8, 1);
+        else __builtin_prefetch(tab + 1 + (mix32(page_key(x->edge, t->P)) & (cap - 1)), 1);
+    }
+    const int32_t *area = node_area(x);
+    radix_page_run r = area_run(area, 0, x->len / t->P);
+    page_pool_prefetch_run(t->pool, r.first, r.count);
+}
+
+static void evict_ahead(const radix_tree *t)
+{
+    const rt_entry *h = t->heap;
+    int32_t n = t->heap_n;
+    if (n == 0) return;
+    int32_t end = n < 1 + HEAP_D ? n : 1 + HEAP_D, best = -1;
+    for (int32_t c = 1; c < end; c++) {
+        __builtin_prefetch(N(t, h[c].slot));
+        if (best < 0 || entry_before(t, &h[c], &h[best])) best = c;
+    }
+    if (best > 0) evict_ahead_edge(t, h[best].slot);
+    evict_ahead_slot(t, h[0].slot);
+}
+
 /* Pop entries until the top is a candidate with its current key; returns its
  * slot (its entry removed) or -1 when no candidate is left. */
 static int32_t heap_pop_min(radix_tree *t)
@@ -665,8 +736,7 @@ static int32_t heap_pop_min(radix_tree *t)
         t->heap[0] = t->heap[--t->heap_n];
         if (t->heap_n > 0) {
             heap_down(t, 0);
-            /* the next eviction starts by reading the new top's node */
-            __builtin_prefetch(N(t, t->heap[0].slot));
+            evict_ahead(t);
         }
         if (is_candidate(x)) return s;
     }
@@ -684,10 +754,6 @@ static inline void touch(radix_tree *t, int32_t s, uint64_t now)
 }
 
 /* ---- child tables ------------------------------------------------------ */
-
-static inline uint32_t tab_cap(const rt_slot *tab) { return tab[0].key; }
-enum { TAB_LINEAR_MAX = 8 }; /* tables up to this capacity are searched linearly */
-static inline bool tab_linear(const rt_slot *tab) { return tab[0].key <= TAB_LINEAR_MAX; }
 
 static inline uint32_t child_key(const radix_tree *t, int32_t c)
 {
