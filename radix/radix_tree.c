@@ -94,6 +94,8 @@ struct radix_tree {
     const evict_policy *pol;
     uint8_t key_mode;    /* KEY_*: how heap entries get their key, from pol->order */
     rt_pstate *pst;      /* (pst_cap) by slot; NULL when the policy needs none */
+    uint64_t *prev;      /* (pst_cap) by slot: the time before a node's last
+                            one; NULL unless the policy needs PREV_TIME */
     int32_t pst_cap;
     int32_t priority;    /* of the request the next match / insert is for */
     uint64_t clock;
@@ -503,6 +505,7 @@ __attribute__((noinline)) static rt_entry policy_entry(const radix_tree *t, cons
 {
     evict_node v = {.time = x->time, .hits = x->hits, .len = x->len};
     if (t->pst) v.depth = t->pst[s].depth, v.priority = t->pst[s].priority;
+    if (t->prev) v.prev_time = t->prev[s];
     evict_key k = t->pol->key(&v);
     return (rt_entry){k.k0, k.k1 > UINT32_MAX ? UINT32_MAX : (uint32_t)k.k1, s};
 }
@@ -546,22 +549,35 @@ static inline void pstate_enter(radix_tree *t, int32_t s)
 static void pstate_new(radix_tree *t, int32_t s, int32_t from)
 {
     if (t->pst) t->pst[s] = from >= 0 ? t->pst[from] : (rt_pstate){0, INT32_MIN};
+    if (t->prev) t->prev[s] = from >= 0 ? t->prev[from] : 0;
     pstate_enter(t, s);
+}
+
+/* Grow the by-slot array *a of elem-byte entries from cap to nc entries, the
+ * new ones zero. A failure leaves *a holding at least cap entries. */
+static bool pstate_grow(void **a, size_t elem, int32_t cap, int32_t nc)
+{
+    char *p = realloc(*a, elem * (size_t)nc);
+    if (!p) return false;
+    memset(p + elem * (size_t)cap, 0, elem * (size_t)(nc - cap));
+    *a = p;
+    return true;
 }
 
 /* Room for the policy state of n slots (nothing unless the policy needs
  * state); slot_alloc() calls it before handing out a new slot. */
 static bool pstate_reserve(radix_tree *t, int32_t n)
 {
-    if (!(t->pol->needs & RT_PSTATE_NEEDS) || n <= t->pst_cap) return true;
+    bool st = t->pol->needs & RT_PSTATE_NEEDS, prev = t->pol->needs & EVICT_NEEDS_PREV_TIME;
+    if (!(st || prev) || n <= t->pst_cap) return true;
     int32_t nc = t->pst_cap ? t->pst_cap : 64;
     while (nc < n) nc *= 2;
-    size_t more = (size_t)(nc - t->pst_cap);
-    rt_pstate *p = realloc(t->pst, sizeof *p * (size_t)nc);
-    if (!p) return false;
-    memset(p + t->pst_cap, 0, sizeof *p * more);
-    t->bytes += (int64_t)(sizeof *p * more);
-    t->pst = p;
+    /* counted once both arrays have grown (a failed second leaves the first
+     * larger than pst_cap, which the next try grows again) */
+    if (st && !pstate_grow((void **)&t->pst, sizeof *t->pst, t->pst_cap, nc)) return false;
+    if (prev && !pstate_grow((void **)&t->prev, sizeof *t->prev, t->pst_cap, nc)) return false;
+    size_t per = (st ? sizeof *t->pst : 0) + (prev ? sizeof *t->prev : 0);
+    t->bytes += (int64_t)(per * (size_t)(nc - t->pst_cap));
     t->pst_cap = nc;
     return true;
 }
@@ -748,6 +764,7 @@ static int32_t heap_pop_min(radix_tree *t)
 static inline void touch(radix_tree *t, int32_t s, uint64_t now)
 {
     rt_node *x = N(t, s);
+    if (t->prev && x->time != now) t->prev[s] = x->time;
     x->time = now;
     if (x->hits != HITS_MAX) x->hits++;
     pstate_enter(t, s);
@@ -1057,6 +1074,7 @@ void radix_tree_destroy(radix_tree *t)
     free(t->chunks);
     free(t->heap_base);
     free(t->pst);
+    free(t->prev);
     free(t->ns_val);
     free(t->ns_slot);
     free(t->ns_idx);
