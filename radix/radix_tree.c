@@ -1502,6 +1502,116 @@ out:
     free(pages);
 }
 
+/* Parts of radix_tree_check(); each returns RKV_ECORRUPT with the message
+ * in err at the first broken rule. */
+#define PART_FAIL(...)                                                      \
+    do {                                                                    \
+        if (err) snprintf(err, errlen, "radix_tree_check: " __VA_ARGS__);   \
+        return RKV_ECORRUPT;                                                \
+    } while (0)
+
+/* Node x's page runs (maximal, covering its length) and its pages: in range,
+ * CACHED in the pool, owned by no node seen before (pg marks them; *pages
+ * counts them). */
+static rkv_status check_node_pages(const radix_tree *t, const rt_node *x, uint8_t *pg,
+                                   int64_t *pages, char *err, size_t errlen)
+{
+    unsigned long long id = (unsigned long long)x->id;
+    const int32_t *area = node_area(x);
+    int32_t nr = area_nruns(area), np = x->len / t->P, sum = 0;
+    if (area[0] < 0 && nr < 2) PART_FAIL("node %llu has a run list of %d runs", id, nr);
+    for (int32_t i = 0; i < nr; i++) {
+        radix_page_run r = area_run(area, i, np), q = i ? area_run(area, i - 1, np) : r;
+        if (r.count < 1 || (i > 0 && q.first + q.count == r.first))
+            PART_FAIL("node %llu run %d (%d, %d) empty or not maximal", id, i, r.first, r.count);
+        sum += r.count;
+    }
+    if (sum != np) PART_FAIL("node %llu runs cover %d pages, length says %d", id, sum, np);
+    for (int32_t i = 0, k = 0, pos = 0; i < np; i++) {
+        radix_page_run r = area_run(area, k, np);
+        int32_t g = r.first + (i - pos);
+        if (i + 1 == pos + r.count) pos += r.count, k++;
+        if (g < 0 || g >= t->pool->num_pages)
+            PART_FAIL("node %llu holds page id %d out of range", id, g);
+        if (pg[g]) PART_FAIL("page %d owned twice (node %llu)", g, id);
+        if (t->pool->state[g] != PAGE_CACHED)
+            PART_FAIL("page %d of node %llu is not CACHED in the pool", g, id);
+        pg[g] = 1;
+        (*pages)++;
+    }
+    return RKV_OK;
+}
+
+/* Node s's children: live, keyed by their first page, in a table of a
+ * fitting capacity, pointing back at s, none empty, their locks summing to at
+ * most s's; pushed onto stack[*sp..] (room for cap entries) for the walk. */
+static rkv_status check_children(const radix_tree *t, int32_t s, int32_t *stack, int32_t *sp,
+                                 int32_t cap_stack, char *err, size_t errlen)
+{
+    const rt_node *x = N(t, s);
+    unsigned long long id = (unsigned long long)x->id;
+    int64_t child_locks = 0;
+    int32_t count = 0, nk = nkids(x);
+    if (x->kind == KIDS_ONE) {
+        int32_t c = x->kids.one;
+        if (!slot_valid(t, c)) PART_FAIL("node %llu has a dead child slot %d", id, c);
+        if (x->kids.one_key != child_key(t, c))
+            PART_FAIL("node %llu only child's key %u is not its first page's", id, x->kids.one_key);
+        if (*sp >= cap_stack) PART_FAIL("more children than slots (cycle?)");
+        stack[(*sp)++] = c;
+        count = 1;
+    } else if (x->kind == KIDS_TAB) {
+        uint32_t cap = tab_cap(x->kids.tab);
+        bool fits = cap <= TAB_LINEAR_MAX ? (uint32_t)nk <= cap : (uint32_t)nk * 4 <= cap * 3;
+        bool pow2 = (cap & (cap - 1)) == 0;
+        if (nk < 2 || cap < 2 || (cap > TAB_LINEAR_MAX && !pow2) || !fits)
+            PART_FAIL("node %llu child table capacity %u for %d children", id, cap, nk);
+        for (uint32_t i = 1; i <= cap; i++) {
+            int32_t c = x->kids.tab[i].child;
+            if (c < 0) continue;
+            if (!slot_valid(t, c)) PART_FAIL("node %llu has a dead child slot %d", id, c);
+            if (x->kids.tab[i].key != child_key(t, c))
+                PART_FAIL("node %llu child key %u is not its first page's", id, x->kids.tab[i].key);
+            if (*sp >= cap_stack) PART_FAIL("more children than slots (cycle?)");
+            stack[(*sp)++] = c;
+            count++;
+        }
+    }
+    if (count != nk) PART_FAIL("node %llu counts %d children, table has %d", id, nk, count);
+    for (int32_t i = *sp - count; i < *sp; i++) {
+        const rt_node *c = N(t, stack[i]);
+        if (c->parent != s)
+            PART_FAIL("child %llu of node %llu points to parent slot %d",
+                      (unsigned long long)c->id, id, c->parent);
+        if (is_special(c)) PART_FAIL("empty node %llu under node %llu", (unsigned long long)c->id, id);
+        child_locks += c->lock;
+    }
+    if (!is_special(x) && x->lock < child_locks)
+        PART_FAIL("node %llu lock %d below its children's sum %lld", id, x->lock,
+                  (long long)child_locks);
+    return RKV_OK;
+}
+
+/* The heap: one entry per queued node, each a lower bound of its node's key,
+ * in heap order. seen: zeroed, one byte per slot. */
+static rkv_status check_heap(const radix_tree *t, uint8_t *seen, char *err, size_t errlen)
+{
+    for (int32_t i = 0; i < t->heap_n; i++) {
+        const rt_entry *e = &t->heap[i];
+        if (!slot_valid(t, e->slot) || !N(t, e->slot)->queued || seen[e->slot])
+            PART_FAIL("heap entry %d names slot %d (dead, not queued or twice)", i, e->slot);
+        seen[e->slot] = 1;
+        rt_entry now = entry_key(t, N(t, e->slot), e->slot);
+        if (entry_before(t, &now, e)) PART_FAIL("heap entry %d has a key above its node's", i);
+        if (i > 0 && entry_before(t, e, &t->heap[(i - 1) / HEAP_D]))
+            PART_FAIL("heap order broken at %d", i);
+    }
+    for (int32_t s = 0; s < t->num_slots; s++)
+        if (N(t, s)->len >= 0 && N(t, s)->queued && !seen[s])
+            PART_FAIL("node slot %d is queued without a heap entry", s);
+    return RKV_OK;
+}
+
 #define FAIL(...)                                                   \
     do {                                                            \
         if (err) snprintf(err, errlen, "radix_tree_check: " __VA_ARGS__); \
@@ -1559,32 +1669,7 @@ rkv_status radix_tree_check(const radix_tree *t, char *err, size_t errlen)
             if (x->lock == 0) evictable += x->len;
             else protect += x->len;
             nodes++;
-            const int32_t *area = node_area(x);
-            int32_t nr = area_nruns(area), np = x->len / P, sum = 0;
-            if (area[0] < 0 && nr < 2)
-                FAIL("node %llu has a run list of %d runs", (unsigned long long)id, nr);
-            for (int32_t i = 0; i < nr; i++) {
-                radix_page_run r = area_run(area, i, np), q = i ? area_run(area, i - 1, np) : r;
-                if (r.count < 1 || (i > 0 && q.first + q.count == r.first))
-                    FAIL("node %llu run %d (%d, %d) empty or not maximal", (unsigned long long)id,
-                         i, r.first, r.count);
-                sum += r.count;
-            }
-            if (sum != np)
-                FAIL("node %llu runs cover %d pages, length says %d", (unsigned long long)id, sum, np);
-            for (int32_t i = 0, k = 0, pos = 0; i < np; i++) {
-                radix_page_run r = area_run(area, k, np);
-                int32_t g = r.first + (i - pos);
-                if (i + 1 == pos + r.count) pos += r.count, k++;
-                if (g < 0 || g >= t->pool->num_pages)
-                    FAIL("node %llu holds page id %d out of range", (unsigned long long)id, g);
-                if (pg[g]) FAIL("page %d owned twice (node %llu)", g, (unsigned long long)id);
-                if (t->pool->state[g] != PAGE_CACHED)
-                    FAIL("page %d of node %llu is not CACHED in the pool", g,
-                         (unsigned long long)id);
-                pg[g] = 1;
-                pages++;
-            }
+            if ((st = check_node_pages(t, x, pg, &pages, err, errlen)) != RKV_OK) goto done;
         } else if (x->lock != 0) {
             FAIL("root/namespace node slot %d has lock %d", s, x->lock);
         }
@@ -1594,50 +1679,7 @@ rkv_status radix_tree_check(const radix_tree *t, char *err, size_t errlen)
         if (is_special(x) && x->queued)
             FAIL("root/namespace node slot %d has a heap entry", s);
         cands += cand;
-        /* children: parent links, table occupancy, lock counts */
-        int64_t child_locks = 0;
-        int32_t count = 0;
-        int32_t nk = nkids(x);
-        if (x->kind == KIDS_ONE) {
-            int32_t c = x->kids.one;
-            if (!slot_valid(t, c)) FAIL("node %llu has a dead child slot %d", (unsigned long long)id, c);
-            if (x->kids.one_key != child_key(t, c))
-                FAIL("node %llu only child's key %u is not its first page's", (unsigned long long)id,
-                     x->kids.one_key);
-            stack[sp++] = c;
-            count = 1;
-        } else if (x->kind == KIDS_TAB) {
-            uint32_t cap = tab_cap(x->kids.tab);
-            bool fits = cap <= TAB_LINEAR_MAX ? (uint32_t)nk <= cap : (uint32_t)nk * 4 <= cap * 3;
-            bool pow2 = (cap & (cap - 1)) == 0;
-            if (nk < 2 || cap < 2 || (cap > TAB_LINEAR_MAX && !pow2) || !fits)
-                FAIL("node %llu child table capacity %u for %d children", (unsigned long long)id,
-                     cap, nk);
-            for (uint32_t i = 1; i <= cap; i++) {
-                int32_t c = x->kids.tab[i].child;
-                if (c < 0) continue;
-                if (!slot_valid(t, c)) FAIL("node %llu has a dead child slot %d", (unsigned long long)id, c);
-                if (x->kids.tab[i].key != child_key(t, c))
-                    FAIL("node %llu child key %u is not its first page's", (unsigned long long)id,
-                         x->kids.tab[i].key);
-                if (sp >= ns_total) FAIL("more children than slots (cycle?)");
-                stack[sp++] = c;
-                count++;
-            }
-        }
-        if (count != nk) FAIL("node %llu counts %d children, table has %d",
-                              (unsigned long long)id, nk, count);
-        for (int32_t i = sp - count; i < sp; i++) {
-            const rt_node *c = N(t, stack[i]);
-            if (c->parent != s) FAIL("child %llu of node %llu points to parent slot %d",
-                                     (unsigned long long)c->id, (unsigned long long)id, c->parent);
-            if (is_special(c)) FAIL("empty node %llu under node %llu", (unsigned long long)c->id,
-                                    (unsigned long long)id);
-            child_locks += c->lock;
-        }
-        if (!is_special(x) && x->lock < child_locks)
-            FAIL("node %llu lock %d below its children's sum %lld", (unsigned long long)id, x->lock,
-                 (long long)child_locks);
+        if ((st = check_children(t, s, stack, &sp, ns_total, err, errlen)) != RKV_OK) goto done;
     }
     for (int32_t s = 0; s < t->num_slots; s++)
         if (N(t, s)->len >= 0) live++;
@@ -1649,21 +1691,8 @@ rkv_status radix_tree_check(const radix_tree *t, char *err, size_t errlen)
              (long long)t->protect, (long long)t->num_nodes);
     if (cands != t->num_cands)
         FAIL("%lld candidates but %lld counted", (long long)cands, (long long)t->num_cands);
-    /* heap: one entry per queued node, each a lower bound of its node's key */
     memset(seen, 0, (size_t)ns_total);
-    for (int32_t i = 0; i < t->heap_n; i++) {
-        const rt_entry *e = &t->heap[i];
-        if (!slot_valid(t, e->slot) || !N(t, e->slot)->queued || seen[e->slot])
-            FAIL("heap entry %d names slot %d (dead, not queued or twice)", i, e->slot);
-        seen[e->slot] = 1;
-        rt_entry now = entry_key(t, N(t, e->slot), e->slot);
-        if (entry_before(t, &now, e)) FAIL("heap entry %d has a key above its node's", i);
-        if (i > 0 && entry_before(t, e, &t->heap[(i - 1) / HEAP_D]))
-            FAIL("heap order broken at %d", i);
-    }
-    for (int32_t s = 0; s < t->num_slots; s++)
-        if (N(t, s)->len >= 0 && N(t, s)->queued && !seen[s])
-            FAIL("node slot %d is queued without a heap entry", s);
+    if ((st = check_heap(t, seen, err, errlen)) != RKV_OK) goto done;
     if ((evictable + protect) / P != pages || pages != t->pool->num_cached)
         FAIL("pool holds %d cached pages, tree %lld (evictable %lld + protected %lld tokens, P=%d)",
              t->pool->num_cached, (long long)pages, (long long)evictable, (long long)protect, P);
