@@ -2,7 +2,7 @@
  * JSON object per scenario on stdout (JSON Lines); every scenario carries a
  * baseline measured in the same run and the ratio against it.
  *
- * Timing: every figure is measured REPEATS times and reported as
+ * Timing: every figure is measured --repeats times (5 unless told) and reported as
  * {"median", "min", "max"}; each sample carries the thread's CPU time
  * (CLOCK_THREAD_CPUTIME_ID) beside the wall clock, and ratios are taken from
  * CPU time, sample by sample, so a loaded machine (other jobs stealing the
@@ -48,13 +48,14 @@
  *
  *   steady_*                 steady state: a long replay with eviction
  *                            pressure, then match, match_runs, insert and
- *                            evict each timed cold and warm in its own replay,
- *                            beside the same replay on a pool that never
- *                            fills; runs per allocation and per match, host
- *                            bytes per cached token (see scenario 6)
+ *                            evict each timed cold and warm in its own replay;
+ *                            the same tree on a pool of its own ("fresh") and
+ *                            on one another tree churns ("churned"); runs per
+ *                            allocation and per match, host bytes per cached
+ *                            token with and without the pool's (scenario 6)
  *
- * Usage: radix_bench [--scale S] [--seed N] [--only SCENARIO] [--mooncake DIR]
- *   S multiplies the sizes (default 1); --only runs the scenario groups whose
+ * Usage: radix_bench [--scale S] [--seed N] [--repeats R] [--only SCENARIO] [--mooncake DIR]
+ *   S multiplies the sizes (default 1), R in 1..32; --only runs the scenario groups whose
  *   name starts with SCENARIO; the Mooncake steady-state replay runs when a
  *   directory holding conversation_trace.jsonl is given (--mooncake, else
  *   $RKV_MOONCAKE_DIR), and is skipped with a note on stderr otherwise.
@@ -65,6 +66,7 @@
 #include <time.h>
 
 #include "cache.h"
+#include "cli.h"
 #include "radix_tree.h"
 #include "rkv_config.h"
 
@@ -88,7 +90,9 @@ static int64_t allocated_bytes(void)
     return -1;
 }
 
-enum { REPEATS = 5 };
+/* repeats per figure (--repeats; 5 unless told), at most REPEATS_MAX */
+enum { REPEATS_MAX = 32 };
+static int repeats = 5;
 
 static double clock_s(clockid_t id)
 {
@@ -117,12 +121,12 @@ static void sw_stop(stopwatch *acc, stopwatch t0)
 /* One figure over the repeats. */
 typedef struct series {
     int n;
-    double v[REPEATS];
+    double v[REPEATS_MAX];
 } series;
 
 static void series_add(series *s, double v)
 {
-    if (s->n < REPEATS) s->v[s->n++] = v;
+    if (s->n < REPEATS_MAX) s->v[s->n++] = v;
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -134,15 +138,19 @@ static int cmp_double(const void *a, const void *b)
 static double series_median(const series *s)
 {
     if (!s->n) return 0;
-    double v[REPEATS];
+    double v[REPEATS_MAX];
     memcpy(v, s->v, sizeof(double) * (size_t)s->n);
     qsort(v, (size_t)s->n, sizeof *v, cmp_double);
     return s->n % 2 ? v[s->n / 2] : 0.5 * (v[s->n / 2 - 1] + v[s->n / 2]);
 }
 
-/* ,"key":{"median":m,"min":a,"max":b} */
+/* ,"key":{"median":m,"min":a,"max":b}; ,"key":null when nothing was measured */
 static void put_range(const char *key, const series *s)
 {
+    if (!s->n) {
+        printf(",\"%s\":null", key);
+        return;
+    }
     double lo = s->n ? s->v[0] : 0, hi = lo;
     for (int i = 1; i < s->n; i++) {
         if (s->v[i] < lo) lo = s->v[i];
@@ -250,7 +258,7 @@ static void bench_long_match(const char *name, int chain, int32_t P, long_mode m
 
     /* tree and baseline alternate, so both see the same load */
     series tree_cpu = {0}, tree_wall = {0}, base_cpu = {0}, ratio = {0};
-    for (int round = 0; round < REPEATS; round++) {
+    for (int round = 0; round < repeats; round++) {
         stopwatch a = {0, 0}, b = {0, 0}, t0 = sw_start();
         for (int r = 0; r < reps; r++) {
             len = long_match(t, copy, n, mode, pages);
@@ -275,7 +283,7 @@ static void bench_long_match(const char *name, int chain, int32_t P, long_mode m
     radix_tree_get_sizes(t, &s);
     printf("{\"scenario\":\"%s\",\"page_size\":%d,\"prompt_tokens\":%d,\"nodes\":%lld,"
            "\"ops_per_repeat\":%d,\"repeats\":%d,\"host_bytes_per_token\":%.3f",
-           name, P, n, (long long)s.num_nodes, reps, REPEATS, bytes_per_token(t));
+           name, P, n, (long long)s.num_nodes, reps, repeats, bytes_per_token(t));
     put_range("tokens_per_cpu_s", &tree_cpu);
     put_range("tokens_per_wall_s", &tree_wall);
     printf(",\"baseline\":\"memcmp\"");
@@ -487,7 +495,7 @@ static void bench_shared(double scale)
     double bpt = 0, ev_bpt = 0;
     flow_result ev = {0};
     int32_t pool_pages = 0;
-    for (int round = 0; round < REPEATS; round++) {
+    for (int round = 0; round < repeats; round++) {
         /* 2a: insert flow with room for everything */
         page_pool pool;
         rkv_status st = page_pool_init(&pool, (int32_t)(total < 4000000 ? total : 4000000), 1);
@@ -557,7 +565,7 @@ static void bench_shared(double scale)
            "\"request_tokens\":%lld,\"cached_tokens\":%lld,\"nodes\":%lld,\"splits\":%llu,"
            "\"repeats\":%d,\"host_bytes_per_token\":%.3f,\"allocator_bytes_per_token\":%.3f",
            w.nreq, (long long)req_tokens, (long long)cached, (long long)nodes,
-           (unsigned long long)splits, REPEATS, bpt,
+           (unsigned long long)splits, repeats, bpt,
            heap_delta >= 0 ? (double)heap_delta / (double)cached : -1.0);
     put_range("tokens_per_cpu_s", &ins_cpu);
     put_range("tokens_per_wall_s", &ins_wall);
@@ -567,7 +575,7 @@ static void bench_shared(double scale)
     printf("}\n{\"scenario\":\"shared_prompts_match\",\"page_size\":1,\"requests\":%d,"
            "\"matched_tokens\":%lld,\"hit_rate\":%.4f,\"nodes\":%lld,\"repeats\":%d",
            w.nreq, (long long)matched, (double)matched / (double)req_tokens, (long long)nodes,
-           REPEATS);
+           repeats);
     put_range("tokens_per_cpu_s", &match_cpu);
     put_range("tokens_per_wall_s", &match_wall);
     printf(",\"baseline\":\"memcmp\"");
@@ -577,7 +585,7 @@ static void bench_shared(double scale)
            "\"pool_pages\":%d,\"shortfalls\":%lld,\"evicted_leaves\":%lld,"
            "\"evicted_tokens\":%lld,\"host_bytes_per_token\":%.3f,\"repeats\":%d",
            w.nreq, pool_pages, (long long)ev.shortfalls, (long long)ev.evicted_leaves,
-           (long long)ev.evicted_tokens, ev_bpt, REPEATS);
+           (long long)ev.evicted_tokens, ev_bpt, repeats);
     put_range("tokens_per_cpu_s", &ev_cpu);
     put_range("tokens_per_wall_s", &ev_wall);
     put_range("cpu_ns_per_evicted_leaf", &ev_leaf);
@@ -729,7 +737,7 @@ static void sp_print(const char *op, const sp_tree *g, int64_t nodes, int64_t le
            "\"requests\":%d,\"nodes\":%lld,\"leaves\":%lld,\"unique_tokens\":%lld,"
            "\"mean_request_tokens\":%.1f,\"vocab\":%d,\"repeats\":%d%s",
            op, g->nsys, g->nreq, (long long)nodes, (long long)leaves, (long long)unique,
-           g->mean_len, SP_VOCAB, REPEATS, extra);
+           g->mean_len, SP_VOCAB, repeats, extra);
     char key[64];
     snprintf(key, sizeof key, "cpu_ns_per_%s", unit);
     put_range(key, &o->cpu);
@@ -785,7 +793,7 @@ static void bench_shared_prompt_tree(double scale)
     sp_op ins = {0}, mat = {0}, mruns = {0}, part = {0}, ev = {0};
     radix_page_run *runs = xmalloc(sizeof(radix_page_run) * (size_t)g.maxlen);
     int64_t nodes = 0, leaves = 0, cached = 0, heap_delta = -1, host = 0, evicted_calls = 0;
-    for (int round = 0; round < REPEATS; round++) {
+    for (int round = 0; round < repeats; round++) {
         page_pool pool;
         radix_tree *t;
         rkv_status st = page_pool_init(&pool, (int32_t)g.ntok, 1);
@@ -922,13 +930,25 @@ static void bench_shared_prompt_tree(double scale)
  *
  * A cache lives where eviction has freed pages all over the pool. A long
  * replay through the engine's flow (match, lock, evict the shortfall, alloc,
- * insert, unlock) with a pool of a quarter of the stream's unique tokens
+ * insert, unlock) with a budget of a quarter of the stream's unique tokens
+ * (the tree evicts whenever its pages, cached and in flight, would pass it)
  * reaches that state in its first three quarters; the last quarter (the
  * window) is timed batch by batch. Each figure gets its own replay, so it is
  * measured first on its batch ("cold": the requests' paths untouched since
  * they were last used) and then once more right after ("warm"); the flow then
- * runs untimed, so every replay goes through the same states. The same replay
- * with a pool that never fills ("fresh") is printed beside it.
+ * runs untimed, so every replay goes through the same states.
+ *
+ * The same tree on two pools: "fresh", a pool of exactly its budget that it
+ * has to itself, and "churned", a pool of twice that shared with a second
+ * tree of the same budget replaying the stream half a stream later (untimed,
+ * one batch after each of the measured tree's), whose evictions and
+ * allocations scatter the free pages. Evictions depend on the budget alone,
+ * so both replays cache the same tokens in the same nodes (checked: the bench
+ * stops if hits or cached tokens differ); what differs is the page layout
+ * (runs per allocation, per match, per node) and the time it costs. Memory
+ * figures are taken at the end of the window, before the extra evictions of
+ * the evict figure; host bytes per token are given for the tree alone and
+ * with the pool's own bytes for the tree's budget of pages counted in.
  *
  *   match        flat page ids (radix_tree_match)
  *   match_runs   page runs (radix_tree_match_runs)
@@ -1044,14 +1064,18 @@ typedef struct st_res {
     stopwatch cold, warm, base;
     int64_t cold_units, warm_units;
     int64_t allocs, alloc_runs, alloc_pages, matches, match_runs, evicted_leaves;
-    int64_t cached, nodes, host_bytes, splits;
-    double bytes_per_token, hit_rate;
+    int64_t cached, nodes, host_bytes, splits, hit_tokens, req_tokens;
 } st_res;
 
+/* One tree replaying the stream within its budget of pages, on a pool it may
+ * share. */
 typedef struct st_ctx {
     const steady_src *src;
     radix_tree *t;
-    page_pool pool;
+    page_pool *pool;
+    int32_t budget;   /* pages the tree may hold, cached and in flight */
+    int32_t shift;    /* replays request (i + shift) % nreq at position i */
+    int64_t inflight; /* pages allocated to admitted requests not yet committed */
     int32_t *tok, *copy, *pages, *len; /* (ST_BATCH * maxlen), lengths */
     radix_page_run *runs;
     int32_t node[ST_BATCH], have[ST_BATCH];
@@ -1082,19 +1106,24 @@ static int st_admit(st_ctx *x, int32_t k, st_res *r, stopwatch *evict_sw, int64_
     x->hit_tokens += len;
     if (r) r->matches++, r->match_runs += nruns;
     int32_t need = n / P - x->have[k];
-    if (need > x->pool.num_free) {
-        radix_tree_sizes s0, s1;
-        radix_tree_get_sizes(x->t, &s0);
+    radix_tree_sizes s0, s1;
+    radix_tree_get_sizes(x->t, &s0);
+    int64_t room = x->budget - (s0.evictable_tokens + s0.protected_tokens) / P - x->inflight;
+    if (need > room) {
         stopwatch t0 = sw_start();
-        radix_tree_evict(x->t, (int64_t)(need - x->pool.num_free) * P);
+        radix_tree_evict(x->t, (int64_t)(need - room) * P);
         if (evict_sw) sw_stop(evict_sw, t0);
         radix_tree_get_sizes(x->t, &s1);
         if (evicted) *evicted += (int64_t)(s1.evictions - s0.evictions);
+        room = x->budget - (s1.evictable_tokens + s1.protected_tokens) / P - x->inflight;
     }
-    if (page_pool_alloc(&x->pool, need, pages + x->have[k]) != RKV_OK) {
+    /* within the budget the pool always has the pages: the budgets of the
+     * trees sharing it add up to its size */
+    if (need > room || page_pool_alloc(x->pool, need, pages + x->have[k]) != RKV_OK) {
         radix_tree_unlock(x->t, x->node[k]);
         return 0;
     }
+    x->inflight += need;
     if (r && need > 0) {
         r->allocs++;
         r->alloc_pages += need;
@@ -1114,7 +1143,8 @@ static void st_commit(st_ctx *x, int32_t k, stopwatch *ins_sw)
     if (ins_sw) sw_stop(ins_sw, t0);
     if (st != RKV_OK) die("radix_tree_insert", st);
     if (prefix / P > x->have[k])
-        page_pool_free(&x->pool, pages + x->have[k], prefix / P - x->have[k]);
+        page_pool_free(x->pool, pages + x->have[k], prefix / P - x->have[k]);
+    x->inflight -= n / P - x->have[k];
     radix_tree_unlock(x->t, x->node[k]);
 }
 
@@ -1133,65 +1163,136 @@ static void st_match_all(st_ctx *x, int32_t count, int runs, stopwatch *sw)
     sw_stop(sw, t0);
 }
 
-/* One replay of the whole stream with a pool of pool_pages, timing figure fig
- * over the window [win0, nreq). */
-static void st_replay(const steady_src *src, int32_t pool_pages, int fig, st_res *r)
+static void st_open(st_ctx *x, const steady_src *src, page_pool *pool, int32_t budget,
+                    int32_t shift)
 {
-    st_ctx x;
-    memset(&x, 0, sizeof x);
-    x.src = src;
-    memset(r, 0, sizeof *r);
-    rkv_status st = page_pool_init(&x.pool, pool_pages, src->P);
-    if (st != RKV_OK) die("page_pool_init", st);
-    if ((st = radix_tree_create(&x.pool, RADIX_LRU, &x.t)) != RKV_OK) die("radix_tree_create", st);
+    memset(x, 0, sizeof *x);
+    x->src = src;
+    x->pool = pool;
+    x->budget = budget;
+    x->shift = shift;
+    rkv_status st = radix_tree_create(pool, RADIX_LRU, &x->t);
+    if (st != RKV_OK) die("radix_tree_create", st);
     size_t room = (size_t)ST_BATCH * (size_t)src->maxlen;
-    x.tok = xmalloc(sizeof(int32_t) * room);
-    x.copy = xmalloc(sizeof(int32_t) * room);
-    x.pages = xmalloc(sizeof(int32_t) * room);
-    x.len = xmalloc(sizeof(int32_t) * ST_BATCH);
-    x.runs = xmalloc(sizeof(radix_page_run) * (size_t)(src->maxlen / src->P + 1));
+    x->tok = xmalloc(sizeof(int32_t) * room);
+    x->copy = xmalloc(sizeof(int32_t) * room);
+    x->pages = xmalloc(sizeof(int32_t) * room);
+    x->len = xmalloc(sizeof(int32_t) * ST_BATCH);
+    x->runs = xmalloc(sizeof(radix_page_run) * (size_t)(src->maxlen / src->P + 1));
+}
+
+static void st_close(st_ctx *x)
+{
+    radix_tree_destroy(x->t);
+    free(x->tok);
+    free(x->copy);
+    free(x->pages);
+    free(x->len);
+    free(x->runs);
+}
+
+/* The batch of count requests from stream position first into x's buffers. */
+static void st_load(st_ctx *x, int32_t first, int32_t count)
+{
+    for (int32_t k = 0; k < count; k++)
+        x->len[k] = x->src->get(x->src->ctx, (first + k + x->shift) % x->src->nreq,
+                                x->tok + (size_t)k * x->src->maxlen);
+}
+
+/* The flow over a loaded batch (each request admitted, then committed);
+ * evictions timed into evict_sw when given, leaves counted into *evicted. */
+static void st_flow(st_ctx *x, int32_t count, st_res *rr, stopwatch *evict_sw, int64_t *evicted)
+{
+    for (int32_t k = 0; k < count; k++)
+        if (st_admit(x, k, rr, evict_sw, evicted)) st_commit(x, k, NULL);
+}
+
+/* The memcmp floor over the loaded batch's tokens, into base. */
+static void st_memcmp(st_ctx *x, int32_t count, stopwatch *base)
+{
+    const size_t m = (size_t)x->src->maxlen;
+    for (int32_t k = 0; k < count; k++)
+        memcpy(x->copy + k * m, x->tok + k * m, sizeof(int32_t) * (size_t)x->len[k]);
+    stopwatch t0 = sw_start();
+    for (int32_t k = 0; k < count; k++)
+        sink += memcmp(x->tok + k * m, x->copy + k * m, sizeof(int32_t) * (size_t)x->len[k]);
+    sw_stop(base, t0);
+}
+
+/* Insert figure over a loaded batch. Cold: groups matched first, then
+ * inserted; warm: the same requests again, each inserted after its own match
+ * (now mostly cached: the insert walks the whole path). */
+static void st_insert_figure(st_ctx *x, int32_t count, st_res *r)
+{
+    for (int32_t g = 0; g < count; g += ST_GROUP) {
+        int32_t ge = g + ST_GROUP < count ? g + ST_GROUP : count;
+        int ok[ST_GROUP];
+        for (int32_t k = g; k < ge; k++) ok[k - g] = st_admit(x, k, r, NULL, NULL);
+        for (int32_t k = g; k < ge; k++)
+            if (ok[k - g]) st_commit(x, k, &r->cold), r->cold_units++;
+    }
+    for (int32_t k = 0; k < count; k++)
+        if (st_admit(x, k, NULL, NULL, NULL)) st_commit(x, k, &r->warm), r->warm_units++;
+}
+
+/* One replay of the whole stream by a tree with a budget of budget pages,
+ * timing figure fig over the window [win0, nreq); churned: on a pool of twice
+ * the budget shared with a second tree (see scenario 6), else on a pool of
+ * the budget alone. */
+static void st_replay(const steady_src *src, int32_t budget, int churned, int fig, st_res *r)
+{
+    page_pool pool;
+    memset(r, 0, sizeof *r);
+    rkv_status st = page_pool_init(&pool, churned ? 2 * budget : budget, src->P);
+    if (st != RKV_OK) die("page_pool_init", st);
+    st_ctx x, u;
+    st_open(&x, src, &pool, budget, 0);
+    if (churned) st_open(&u, src, &pool, budget, src->nreq / 2);
     int32_t win0 = src->nreq - src->nreq / 4;
     for (int32_t first = 0; first < src->nreq; first += ST_BATCH) {
         int32_t count = src->nreq - first < ST_BATCH ? src->nreq - first : ST_BATCH;
-        for (int32_t k = 0; k < count; k++)
-            x.len[k] = src->get(src->ctx, first + k, x.tok + (size_t)k * src->maxlen);
         int timed = first >= win0;
-        st_res *rr = timed ? r : NULL;
-        if (timed) { /* the memcmp floor over the batch's tokens */
-            for (int32_t k = 0; k < count; k++)
-                memcpy(x.copy + (size_t)k * src->maxlen, x.tok + (size_t)k * src->maxlen,
-                       sizeof(int32_t) * (size_t)x.len[k]);
-            stopwatch t0 = sw_start();
-            for (int32_t k = 0; k < count; k++)
-                sink += memcmp(x.tok + (size_t)k * src->maxlen, x.copy + (size_t)k * src->maxlen,
-                               sizeof(int32_t) * (size_t)x.len[k]);
-            sw_stop(&r->base, t0);
-        }
+        st_load(&x, first, count);
+        if (timed) st_memcmp(&x, count, &r->base);
         if (timed && (fig == ST_MATCH || fig == ST_RUNS)) {
             st_match_all(&x, count, fig == ST_RUNS, &r->cold);
             st_match_all(&x, count, fig == ST_RUNS, &r->warm);
             r->cold_units += count;
             r->warm_units += count;
         }
-        if (timed && fig == ST_INSERT) {
-            /* cold: groups matched first, then inserted */
-            for (int32_t g = 0; g < count; g += ST_GROUP) {
-                int32_t ge = g + ST_GROUP < count ? g + ST_GROUP : count;
-                int ok[ST_GROUP];
-                for (int32_t k = g; k < ge; k++) ok[k - g] = st_admit(&x, k, rr, NULL, NULL);
-                for (int32_t k = g; k < ge; k++)
-                    if (ok[k - g]) st_commit(&x, k, &r->cold), r->cold_units++;
-            }
-            /* warm: the same requests again, each inserted after its own match
-             * (now mostly cached: the insert walks the whole path) */
-            for (int32_t k = 0; k < count; k++)
-                if (st_admit(&x, k, NULL, NULL, NULL)) st_commit(&x, k, &r->warm), r->warm_units++;
-            continue;
+        if (timed && fig == ST_INSERT) st_insert_figure(&x, count, r);
+        else if (timed && fig == ST_EVICT) st_flow(&x, count, r, &r->cold, &r->cold_units);
+        else st_flow(&x, count, timed ? r : NULL, NULL, NULL);
+        if (churned) {
+            st_load(&u, first, count);
+            st_flow(&u, count, NULL, NULL, NULL);
         }
-        for (int32_t k = 0; k < count; k++) {
-            int evicting = timed && fig == ST_EVICT;
-            if (st_admit(&x, k, rr, evicting ? &r->cold : NULL, evicting ? &r->cold_units : NULL))
-                st_commit(&x, k, NULL);
+    }
+    /* memory figures at the end of the window, before the extra evictions */
+    radix_tree_sizes s;
+    radix_tree_get_sizes(x.t, &s);
+    r->cached = s.evictable_tokens + s.protected_tokens;
+    r->nodes = s.num_nodes;
+    r->host_bytes = s.host_bytes;
+    r->splits = (int64_t)s.splits;
+    r->hit_tokens = x.hit_tokens;
+    r->req_tokens = x.req_tokens;
+    /* radix_tree_check counts the pool's cached pages as the tree's own, so
+     * a shared pool is checked by its sum instead */
+    char err[256];
+    if ((!churned && (st = radix_tree_check(x.t, err, sizeof err)) != RKV_OK) ||
+        (st = page_pool_check(&pool, err, sizeof err)) != RKV_OK) {
+        fprintf(stderr, "radix_bench: steady state: %s\n", err);
+        exit(1);
+    }
+    if (churned) {
+        radix_tree_sizes su;
+        radix_tree_get_sizes(u.t, &su);
+        if ((int64_t)pool.num_cached * src->P != r->cached + su.evictable_tokens + su.protected_tokens) {
+            fprintf(stderr, "radix_bench: steady state: the shared pool holds %d cached pages, "
+                    "the trees %lld + %lld tokens\n", pool.num_cached, (long long)r->cached,
+                    (long long)(su.evictable_tokens + su.protected_tokens));
+            exit(1);
         }
     }
     if (fig == ST_EVICT) { /* warm: leaves one per call, back to back */
@@ -1203,70 +1304,69 @@ static void st_replay(const steady_src *src, int32_t pool_pages, int fig, st_res
             r->warm_units++;
         }
     }
-    radix_tree_sizes s;
-    radix_tree_get_sizes(x.t, &s);
-    r->cached = s.evictable_tokens + s.protected_tokens;
-    r->nodes = s.num_nodes;
-    r->host_bytes = s.host_bytes;
-    r->splits = (int64_t)s.splits;
-    r->bytes_per_token = bytes_per_token(x.t);
-    r->hit_rate = x.req_tokens ? (double)x.hit_tokens / (double)x.req_tokens : 0;
-    if (fig != ST_EVICT) { /* bytes per token at the end of the window, not after the extra evictions */
-        char err[256];
-        if ((st = radix_tree_check(x.t, err, sizeof err)) != RKV_OK) {
-            fprintf(stderr, "radix_bench: steady state: %s\n", err);
-            exit(1);
-        }
-    }
-    radix_tree_destroy(x.t);
-    page_pool_destroy(&x.pool);
-    free(x.tok);
-    free(x.copy);
-    free(x.pages);
-    free(x.len);
-    free(x.runs);
+    st_close(&x);
+    if (churned) st_close(&u);
+    page_pool_destroy(&pool);
+}
+
+/* ,"key":a/b, or null when b is 0 (nothing to divide by: no data) */
+static void put_ratio(const char *key, double a, double b, const char *fmt)
+{
+    printf(",\"%s\":", key);
+    if (b) printf(fmt, a / b);
+    else printf("null");
 }
 
 static void bench_steady(const steady_src *src)
 {
-    int32_t churned = (int32_t)(src->unique_tokens / 4 / src->P);
-    int32_t fresh = (int32_t)(src->unique_tokens / src->P + src->maxlen / src->P + 1);
-    const char *pool_name[2] = {"churned", "fresh"};
-    int32_t pool_pages[2] = {churned, fresh};
+    int32_t budget = (int32_t)(src->unique_tokens / 4 / src->P);
+    const char *pool_name[2] = {"fresh", "churned"};
     for (int fig = 0; fig < ST_FIGS; fig++) {
         series cold[2] = {{0}}, warm[2] = {{0}}, rcold[2] = {{0}}, rwarm[2] = {{0}};
         series wcold[2] = {{0}};
         st_res last[2];
         /* the two pools alternate, so both see the same load */
-        for (int round = 0; round < REPEATS; round++)
+        for (int round = 0; round < repeats; round++)
             for (int p = 0; p < 2; p++) {
                 st_res r;
-                st_replay(src, pool_pages[p], fig, &r);
+                st_replay(src, budget, p, fig, &r);
                 if (r.cold_units) {
                     series_add(&cold[p], 1e9 * r.cold.cpu / (double)r.cold_units);
                     series_add(&wcold[p], 1e9 * r.cold.wall / (double)r.cold_units);
                 }
                 if (r.warm_units) series_add(&warm[p], 1e9 * r.warm.cpu / (double)r.warm_units);
-                if (fig != ST_EVICT && r.base.cpu > 0) {
+                if (fig != ST_EVICT && r.base.cpu > 0 && r.cold.cpu > 0 && r.warm.cpu > 0) {
                     series_add(&rcold[p], r.base.cpu / r.cold.cpu);
                     series_add(&rwarm[p], r.base.cpu / r.warm.cpu);
                 }
                 last[p] = r;
             }
+        /* the same tree on both pools: evictions follow the budget alone */
+        if (last[0].hit_tokens != last[1].hit_tokens || last[0].cached != last[1].cached) {
+            fprintf(stderr, "radix_bench: steady %s: the tree differs between the pools "
+                    "(hits %lld / %lld, cached %lld / %lld)\n", src->name,
+                    (long long)last[0].hit_tokens, (long long)last[1].hit_tokens,
+                    (long long)last[0].cached, (long long)last[1].cached);
+            exit(1);
+        }
         for (int p = 0; p < 2; p++) {
             const st_res *r = &last[p];
             const char *unit = fig == ST_EVICT ? "leaf" : "request";
+            int64_t pool_bytes = (int64_t)budget * PAGE_POOL_BYTES_PER_PAGE;
             printf("{\"scenario\":\"steady_%s_%s\",\"pool\":\"%s\",\"page_size\":%d,\"requests\":%d,"
-                   "\"window_requests\":%d,\"unique_tokens\":%lld,\"pool_pages\":%d,"
-                   "\"cached_tokens\":%lld,\"nodes\":%lld,\"hit_rate\":%.4f,\"repeats\":%d,"
-                   "\"host_bytes_per_token\":%.3f,\"runs_per_alloc\":%.3f,\"pages_per_alloc\":%.1f,"
-                   "\"runs_per_match\":%.3f",
+                   "\"window_requests\":%d,\"unique_tokens\":%lld,\"budget_pages\":%d,"
+                   "\"pool_pages\":%d,\"cached_tokens\":%lld,\"nodes\":%lld,\"repeats\":%d,"
+                   "\"pool_bytes_per_page\":%d",
                    src->name, st_fig_name[fig], pool_name[p], src->P, src->nreq, src->nreq / 4,
-                   (long long)src->unique_tokens, pool_pages[p], (long long)r->cached,
-                   (long long)r->nodes, r->hit_rate, REPEATS, r->bytes_per_token,
-                   r->allocs ? (double)r->alloc_runs / (double)r->allocs : 0.0,
-                   r->allocs ? (double)r->alloc_pages / (double)r->allocs : 0.0,
-                   r->matches ? (double)r->match_runs / (double)r->matches : 0.0);
+                   (long long)src->unique_tokens, budget, p ? 2 * budget : budget,
+                   (long long)r->cached, (long long)r->nodes, repeats, PAGE_POOL_BYTES_PER_PAGE);
+            put_ratio("hit_rate", (double)r->hit_tokens, (double)r->req_tokens, "%.4f");
+            put_ratio("host_bytes_per_token", (double)r->host_bytes, (double)r->cached, "%.3f");
+            put_ratio("host_bytes_per_token_with_pool", (double)(r->host_bytes + pool_bytes),
+                      (double)r->cached, "%.3f");
+            put_ratio("runs_per_alloc", (double)r->alloc_runs, (double)r->allocs, "%.3f");
+            put_ratio("pages_per_alloc", (double)r->alloc_pages, (double)r->allocs, "%.1f");
+            put_ratio("runs_per_match", (double)r->match_runs, (double)r->matches, "%.3f");
             char key[64];
             snprintf(key, sizeof key, "cpu_ns_per_%s_cold", unit);
             put_range(key, &cold[p]);
@@ -1377,7 +1477,7 @@ static void bench_evict_scaling(double scale)
     if (large < 2 * small) large = 2 * small;
     series cs = {0}, cl = {0}, ws = {0}, wl = {0}, growth = {0}, ratio = {0};
     double steps_small = 0, steps_large = 0;
-    for (int round = 0; round < REPEATS; round++) {
+    for (int round = 0; round < repeats; round++) {
         stopwatch ps = evict_all(small, &steps_small);
         stopwatch pl = evict_all(large, &steps_large);
         double scan_large = heapify_seconds(large);
@@ -1392,7 +1492,7 @@ static void bench_evict_scaling(double scale)
            "\"leaves_large\":%d,\"repeats\":%d,\"heap_steps_per_leaf_small\":%.2f,"
            "\"heap_steps_per_leaf_large\":%.2f,\"steps_growth_per_leaf\":%.2f,"
            "\"log_n_growth\":%.2f",
-           small, large, REPEATS, steps_small, steps_large, steps_large / steps_small,
+           small, large, repeats, steps_small, steps_large, steps_large / steps_small,
            __builtin_log2((double)large) / __builtin_log2((double)small));
     put_range("cpu_ns_per_leaf_small", &cs);
     put_range("cpu_ns_per_leaf_large", &cl);
@@ -1408,27 +1508,26 @@ static void bench_evict_scaling(double scale)
 int main(int argc, char **argv)
 {
     double scale = 1.0;
+    int64_t seed = 42, nrep = repeats;
     const char *only = NULL, *mooncake = getenv("RKV_MOONCAKE_DIR");
-    rng_state = 42;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--scale") && i + 1 < argc) {
-            scale = strtod(argv[++i], NULL);
-            if (!(scale > 0 && scale <= 100)) {
-                fprintf(stderr, "radix_bench: --scale must be in (0, 100], got '%s'\n", argv[i]);
-                return 2;
-            }
-        } else if (!strcmp(argv[i], "--seed") && i + 1 < argc) {
-            rng_state = strtoull(argv[++i], NULL, 0);
-        } else if (!strcmp(argv[i], "--mooncake") && i + 1 < argc) {
-            mooncake = argv[++i];
-        } else if (!strcmp(argv[i], "--only") && i + 1 < argc) {
-            only = argv[++i];
-        } else {
-            fprintf(stderr, "radix_bench: unknown option '%s'\nusage: radix_bench [--scale S] [--seed N] [--only SCENARIO] [--mooncake DIR]\n",
-                    argv[i]);
-            return 2;
-        }
+    cli_opt table[] = {
+        CLI_DOUBLE_OPT("--scale", &scale, 1e-9, 100),
+        CLI_INT_OPT("--seed", &seed, 0, INT64_MAX),
+        CLI_INT_OPT("--repeats", &nrep, 1, REPEATS_MAX),
+        CLI_STR_OPT("--mooncake", &mooncake),
+        CLI_STR_OPT("--only", &only),
+        CLI_END,
+    };
+    char err[256];
+    cli_args a;
+    if (cli_parse("radix_bench", table, argc, argv, &a, err, sizeof err) || a.npos || a.help) {
+        if (!a.help) fprintf(stderr, "radix_bench: %s\n", a.npos ? "no positional arguments" : err);
+        fprintf(stderr, "usage: radix_bench [--scale S] [--seed N] [--repeats R] [--only SCENARIO] "
+                        "[--mooncake DIR]\n");
+        return 2;
     }
+    rng_state = (uint64_t)seed;
+    repeats = (int)nrep;
     bench_seed = rng_state;
     /* scenario groups in the order they run; --only PREFIX runs those whose
      * name starts with it (each draws its data from its own seed) */

@@ -97,6 +97,7 @@ typedef struct hblock {
  * lru (the free queue alone) keeps vLLM's footprint and speed. */
 typedef struct hmeta {
     uint64_t time;     /* release order: when it last joined the free queue */
+    uint64_t prev_time; /* the release order before that (0: none) */
     uint64_t id;       /* the order it was cached in (the tie rule) */
     uint32_t hits;     /* calls whose chain reached it, its insert included */
     int32_t priority;  /* highest request priority of those calls */
@@ -201,7 +202,7 @@ static void queue_append(cache_hash *h, int32_t b)
     hblock *k = &h->blk[b];
     k->prev = h->qtail;
     k->next = -1;
-    if (h->meta) h->meta[b].time = ++h->qseq;
+    if (h->meta) h->meta[b].prev_time = h->meta[b].time, h->meta[b].time = ++h->qseq;
     if (h->qtail >= 0) h->blk[h->qtail].next = b;
     else h->qhead = b;
     h->qtail = b;
@@ -391,7 +392,7 @@ static int32_t policy_victim(const cache_hash *h)
     for (int32_t b = h->qhead; b >= 0; b = h->blk[b].next) {
         if (h->blk[b].children) continue;
         const hmeta *k = &h->meta[b];
-        evict_node v = {.time = k->time, .hits = k->hits, .depth = (int64_t)k->index * h->base.page_size,
+        evict_node v = {.time = k->time, .prev_time = k->prev_time, .hits = k->hits, .depth = (int64_t)k->index * h->base.page_size,
                         .len = h->base.page_size, .priority = k->priority};
         evict_key key = h->pol->key(&v);
         if (best < 0 || evict_key_less(key, bk) ||

@@ -62,9 +62,12 @@ typedef struct tnode {
 /* Per-node state only some policies read (evict_policy.h `needs`), beside the
  * nodes so that lru keeps the trie's footprint. */
 typedef struct tmeta {
-    uint32_t hits;     /* calls that entered it, its creation included */
-    int32_t priority;  /* highest request priority that entered it */
+    uint32_t hits;      /* calls that entered it, its creation included */
+    int32_t priority;   /* highest request priority that entered it */
+    uint64_t prev_time; /* clock of the call before its last (0: none) */
 } tmeta;
+/* The needs tmeta serves. */
+#define TRIE_META_NEEDS (EVICT_NEEDS_HITS | EVICT_NEEDS_PRIORITY | EVICT_NEEDS_PREV_TIME)
 
 /* A candidate in the eviction heap, with its key (see heap_less). */
 typedef struct theap {
@@ -148,7 +151,7 @@ static rkv_status reserve_nodes(cache_trie *t, int64_t more)
         tnode *nodes = realloc(t->nodes, sizeof *nodes * (size_t)cap);
         if (!nodes) return RKV_ENOMEM;
         t->nodes = nodes;
-        if (t->pol->needs & (EVICT_NEEDS_HITS | EVICT_NEEDS_PRIORITY)) {
+        if (t->pol->needs & TRIE_META_NEEDS) {
             tmeta *meta = realloc(t->meta, sizeof *meta * (size_t)cap);
             if (!meta) return RKV_ENOMEM;
             t->meta = meta;
@@ -249,7 +252,9 @@ static evict_key node_key(const cache_trie *t, int32_t a)
 {
     const tnode *x = &t->nodes[a];
     evict_node v = {.time = x->time, .depth = x->depth - t->base.page_size, .len = t->base.page_size};
-    if (t->meta) v.hits = t->meta[a].hits, v.priority = t->meta[a].priority;
+    if (t->meta)
+        v.hits = t->meta[a].hits, v.priority = t->meta[a].priority,
+        v.prev_time = t->meta[a].prev_time;
     return t->pol->key(&v);
 }
 
@@ -328,6 +333,7 @@ static inline void refresh(cache_trie *t, int32_t x)
 static void enter(cache_trie *t, int32_t x)
 {
     tnode *n = &t->nodes[x];
+    if (t->meta && n->time != t->clock) t->meta[x].prev_time = n->time;
     n->time = t->clock;
     if (t->meta) {
         tmeta *m = &t->meta[x];

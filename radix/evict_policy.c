@@ -14,6 +14,7 @@
     X(fifo)                  \
     X(priority)              \
     X(cost)                  \
+    X(lru2)                  \
     /* one line per policy, above this one */
 
 #define DECLARE(n) extern const evict_policy evict_policy_##n;
@@ -79,7 +80,9 @@ bool evict_policy_key_never_falls(const evict_policy *p, int trials, uint64_t se
             .len = 1 + (int32_t)(rkv_splitmix64_next(&r) % 4096),
             .priority = (int32_t)(rkv_splitmix64_next(&r) % 200) - 100,
         };
+        a.prev_time = i % 3 ? rkv_splitmix64_next(&r) % (a.time + 1) : 0;
         evict_node b = a;
+        b.prev_time = a.time;
         b.time += 1 + rkv_splitmix64_next(&r) % span;
         b.hits += 1;
         int32_t pr = (int32_t)(rkv_splitmix64_next(&r) % 200) - 100;
@@ -87,8 +90,8 @@ bool evict_policy_key_never_falls(const evict_policy *p, int trials, uint64_t se
         if (evict_key_less(p->key(&b), p->key(&a))) {
             if (err)
                 snprintf(err, errlen, "policy %s: key fell on access: time %" PRIu64 " -> %" PRIu64
-                         ", hits %" PRIu64 " -> %" PRIu64 ", priority %d -> %d", p->name, a.time,
-                         b.time, a.hits, b.hits, a.priority, b.priority);
+                         " (previous %" PRIu64 " -> %" PRIu64 "), hits %" PRIu64 " -> %" PRIu64 ", priority %d -> %d", p->name, a.time,
+                         b.time, a.prev_time, b.prev_time, a.hits, b.hits, a.priority, b.priority);
             return false;
         }
     }

@@ -12,9 +12,11 @@
  * so no policy can break it. Keys compare as (k0, k1), unsigned.
  *
  * What a kind tells a policy about a node (evict_node): the logical clock of
- * the last call that entered it, how many calls entered it, its size, its depth
+ * the last call that entered it and of the call before that, how many calls
+ * entered it, its size, its depth
  * in its sequence and the highest request priority that entered it. A kind
- * keeps the per-node state a policy asks for in `needs` (depth, priority) and
+ * keeps the per-node state a policy asks for in `needs` (depth, priority,
+ * previous access time) and
  * only then: LRU costs nothing it did not cost before. Keys are a pure function
  * of that state, so a kind recomputes a key only when it changes a node.
  *
@@ -31,7 +33,8 @@
  *          is exactly the queue), hits = every call whose chain reached it,
  *          inserts included (its own insert counts one, so hits = matches +
  *          inserts that walked through it), depth = block index × P, len = P,
- *          id = the order it was cached. These policies run only under
+ *          id = the order it was cached; prev_time = its release order
+ *          before the last. These policies run only under
  *          --hash-duplicates dedup (cache_hash.c).
  */
 #ifndef RKV_EVICT_POLICY_H
@@ -44,6 +47,8 @@
 /* A node as a policy sees it. */
 typedef struct evict_node {
     uint64_t time;     /* logical clock of the last call that entered it */
+    uint64_t prev_time; /* that of the call before it (0: entered once); 0 unless
+                          needs PREV_TIME */
     uint64_t hits;     /* calls that entered it (creation counts one); 0 unless needs HITS */
     int64_t depth;     /* tokens before its first token; 0 unless needs DEPTH */
     int32_t len;       /* tokens it holds (its size) */
@@ -59,6 +64,7 @@ enum {
     EVICT_NEEDS_DEPTH = 1u << 0,    /* the kind tracks evict_node.depth */
     EVICT_NEEDS_PRIORITY = 1u << 1, /* the kind tracks evict_node.priority */
     EVICT_NEEDS_HITS = 1u << 2,     /* the kind tracks evict_node.hits (radix always does) */
+    EVICT_NEEDS_PREV_TIME = 1u << 3, /* the kind tracks evict_node.prev_time */
 };
 
 /* Fields of evict_node, for evict_policy.order. */
@@ -91,8 +97,8 @@ const evict_policy *evict_policy_find(const char *name);
 const evict_policy *evict_policy_lookup(const char *name, const char *who, char *err,
                                         size_t errlen);
 /* The contract every policy keeps: its key never falls when a node is
- * accessed (time grows, hits grow, priority may only rise; depth and len do
- * not change). Radix keeps its heap ordered lazily and fixes a key only when
+ * accessed (time grows and the old time becomes prev_time, hits grow,
+ * priority may only rise; depth and len do not change). Radix keeps its heap ordered lazily and fixes a key only when
  * the node surfaces, which is exact only under this rule; a key that falls on
  * access (MRU) would make radix evict in another order than trie and hash,
  * silently. Checked here on `trials` random accesses from `seed` (the cache

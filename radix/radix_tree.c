@@ -94,6 +94,8 @@ struct radix_tree {
     const evict_policy *pol;
     uint8_t key_mode;    /* KEY_*: how heap entries get their key, from pol->order */
     rt_pstate *pst;      /* (pst_cap) by slot; NULL when the policy needs none */
+    uint64_t *prev;      /* (pst_cap) by slot: the time before a node's last
+                            one; NULL unless the policy needs PREV_TIME */
     int32_t pst_cap;
     int32_t priority;    /* of the request the next match / insert is for */
     uint64_t clock;
@@ -445,6 +447,11 @@ static inline bool is_candidate(const rt_node *x)
     return !is_special(x) && x->kind == KIDS_NONE && x->lock == 0;
 }
 
+/* Child tables (see below): capacity in the header entry. */
+static inline uint32_t tab_cap(const rt_slot *tab) { return tab[0].key; }
+enum { TAB_LINEAR_MAX = 8 }; /* tables up to this capacity are searched linearly */
+static inline bool tab_linear(const rt_slot *tab) { return tab[0].key <= TAB_LINEAR_MAX; }
+
 /* ---- candidate heap ---------------------------------------------------- */
 
 /* A 4-ary min-heap of entries that carry their eviction key inline, so a
@@ -498,6 +505,7 @@ __attribute__((noinline)) static rt_entry policy_entry(const radix_tree *t, cons
 {
     evict_node v = {.time = x->time, .hits = x->hits, .len = x->len};
     if (t->pst) v.depth = t->pst[s].depth, v.priority = t->pst[s].priority;
+    if (t->prev) v.prev_time = t->prev[s];
     evict_key k = t->pol->key(&v);
     return (rt_entry){k.k0, k.k1 > UINT32_MAX ? UINT32_MAX : (uint32_t)k.k1, s};
 }
@@ -541,22 +549,35 @@ static inline void pstate_enter(radix_tree *t, int32_t s)
 static void pstate_new(radix_tree *t, int32_t s, int32_t from)
 {
     if (t->pst) t->pst[s] = from >= 0 ? t->pst[from] : (rt_pstate){0, INT32_MIN};
+    if (t->prev) t->prev[s] = from >= 0 ? t->prev[from] : 0;
     pstate_enter(t, s);
+}
+
+/* Grow the by-slot array *a of elem-byte entries from cap to nc entries, the
+ * new ones zero. A failure leaves *a holding at least cap entries. */
+static bool pstate_grow(void **a, size_t elem, int32_t cap, int32_t nc)
+{
+    char *p = realloc(*a, elem * (size_t)nc);
+    if (!p) return false;
+    memset(p + elem * (size_t)cap, 0, elem * (size_t)(nc - cap));
+    *a = p;
+    return true;
 }
 
 /* Room for the policy state of n slots (nothing unless the policy needs
  * state); slot_alloc() calls it before handing out a new slot. */
 static bool pstate_reserve(radix_tree *t, int32_t n)
 {
-    if (!(t->pol->needs & RT_PSTATE_NEEDS) || n <= t->pst_cap) return true;
+    bool st = t->pol->needs & RT_PSTATE_NEEDS, prev = t->pol->needs & EVICT_NEEDS_PREV_TIME;
+    if (!(st || prev) || n <= t->pst_cap) return true;
     int32_t nc = t->pst_cap ? t->pst_cap : 64;
     while (nc < n) nc *= 2;
-    size_t more = (size_t)(nc - t->pst_cap);
-    rt_pstate *p = realloc(t->pst, sizeof *p * (size_t)nc);
-    if (!p) return false;
-    memset(p + t->pst_cap, 0, sizeof *p * more);
-    t->bytes += (int64_t)(sizeof *p * more);
-    t->pst = p;
+    /* counted once both arrays have grown (a failed second leaves the first
+     * larger than pst_cap, which the next try grows again) */
+    if (st && !pstate_grow((void **)&t->pst, sizeof *t->pst, t->pst_cap, nc)) return false;
+    if (prev && !pstate_grow((void **)&t->prev, sizeof *t->prev, t->pst_cap, nc)) return false;
+    size_t per = (st ? sizeof *t->pst : 0) + (prev ? sizeof *t->prev : 0);
+    t->bytes += (int64_t)(per * (size_t)(nc - t->pst_cap));
     t->pst_cap = nc;
     return true;
 }
@@ -645,6 +666,72 @@ static void cand_enter(radix_tree *t, int32_t s)
     if (!N(t, s)->queued) heap_push(t, s);
 }
 
+/* ---- eviction pipeline ---------------------------------------------------
+ *
+ * Evicting a leaf reads a chain of lines, each found through the one before:
+ *
+ *   heap entry -> node -> edge (tokens, then page runs) -> parent's node ->
+ *   parent's child-table slot (found by the leaf's key, its first page) and
+ *   the pool's lines of its runs
+ *
+ * Taken one victim at a time, a large tree pays that chain in serial misses.
+ * The next victims are already known: h[0] after a pop is the next one, and
+ * the one after it is, nearly always, the smallest of h[1..4] (all four in one
+ * heap line). So every pop advances three stages by one victim each:
+ *
+ *   stage 1  nodes of h[1..4]                      (two and more pops ahead)
+ *   stage 2  the smallest of h[1..4]: its edge     (its node was asked for by
+ *            lines, its parent's node               stage 1 one pop earlier)
+ *   stage 3  h[0]: its parent's child-table slot   (its edge and parent were
+ *            and the pool lines of its first run    asked for by stage 2)
+ *
+ * and a victim's lines have been in flight for two pops when it is evicted.
+ * These are only hints: a wrong guess (a stale entry, a parent that joins the
+ * candidates) costs a line fetched for nothing, never a different result.
+ * Every slot in the heap is a live node with an edge (len > 0), so the reads
+ * are always in bounds. */
+
+/* Stage 2 for node s: its edge's first line and its page runs' line, and its
+ * parent's node. */
+static inline void evict_ahead_edge(const radix_tree *t, int32_t s)
+{
+    const rt_node *x = N(t, s);
+    __builtin_prefetch(x->edge);
+    __builtin_prefetch(x->edge + x->len);
+    __builtin_prefetch(N(t, x->parent));
+}
+
+/* Stage 3 for node s: the line of the parent's child table that holds s (the
+ * table's header too; a linear table is its own slot) and the pool's lines
+ * for freeing its first run. */
+static inline void evict_ahead_slot(const radix_tree *t, int32_t s)
+{
+    const rt_node *x = N(t, s), *p = N(t, x->parent);
+    if (p->kind == KIDS_TAB) {
+        const rt_slot *tab = p->kids.tab;
+        uint32_t cap = tab_cap(tab);
+        if (tab_linear(tab)) __builtin_prefetch(tab + 8, 1);
+        else __builtin_prefetch(tab + 1 + (mix32(page_key(x->edge, t->P)) & (cap - 1)), 1);
+    }
+    const int32_t *area = node_area(x);
+    radix_page_run r = area_run(area, 0, x->len / t->P);
+    page_pool_prefetch_run(t->pool, r.first, r.count);
+}
+
+static void evict_ahead(const radix_tree *t)
+{
+    const rt_entry *h = t->heap;
+    int32_t n = t->heap_n;
+    if (n == 0) return;
+    int32_t end = n < 1 + HEAP_D ? n : 1 + HEAP_D, best = -1;
+    for (int32_t c = 1; c < end; c++) {
+        __builtin_prefetch(N(t, h[c].slot));
+        if (best < 0 || entry_before(t, &h[c], &h[best])) best = c;
+    }
+    if (best > 0) evict_ahead_edge(t, h[best].slot);
+    evict_ahead_slot(t, h[0].slot);
+}
+
 /* Pop entries until the top is a candidate with its current key; returns its
  * slot (its entry removed) or -1 when no candidate is left. */
 static int32_t heap_pop_min(radix_tree *t)
@@ -665,8 +752,7 @@ static int32_t heap_pop_min(radix_tree *t)
         t->heap[0] = t->heap[--t->heap_n];
         if (t->heap_n > 0) {
             heap_down(t, 0);
-            /* the next eviction starts by reading the new top's node */
-            __builtin_prefetch(N(t, t->heap[0].slot));
+            evict_ahead(t);
         }
         if (is_candidate(x)) return s;
     }
@@ -678,16 +764,13 @@ static int32_t heap_pop_min(radix_tree *t)
 static inline void touch(radix_tree *t, int32_t s, uint64_t now)
 {
     rt_node *x = N(t, s);
+    if (t->prev && x->time != now) t->prev[s] = x->time;
     x->time = now;
     if (x->hits != HITS_MAX) x->hits++;
     pstate_enter(t, s);
 }
 
 /* ---- child tables ------------------------------------------------------ */
-
-static inline uint32_t tab_cap(const rt_slot *tab) { return tab[0].key; }
-enum { TAB_LINEAR_MAX = 8 }; /* tables up to this capacity are searched linearly */
-static inline bool tab_linear(const rt_slot *tab) { return tab[0].key <= TAB_LINEAR_MAX; }
 
 static inline uint32_t child_key(const radix_tree *t, int32_t c)
 {
@@ -991,6 +1074,7 @@ void radix_tree_destroy(radix_tree *t)
     free(t->chunks);
     free(t->heap_base);
     free(t->pst);
+    free(t->prev);
     free(t->ns_val);
     free(t->ns_slot);
     free(t->ns_idx);
@@ -1418,6 +1502,116 @@ out:
     free(pages);
 }
 
+/* Parts of radix_tree_check(); each returns RKV_ECORRUPT with the message
+ * in err at the first broken rule. */
+#define PART_FAIL(...)                                                      \
+    do {                                                                    \
+        if (err) snprintf(err, errlen, "radix_tree_check: " __VA_ARGS__);   \
+        return RKV_ECORRUPT;                                                \
+    } while (0)
+
+/* Node x's page runs (maximal, covering its length) and its pages: in range,
+ * CACHED in the pool, owned by no node seen before (pg marks them; *pages
+ * counts them). */
+static rkv_status check_node_pages(const radix_tree *t, const rt_node *x, uint8_t *pg,
+                                   int64_t *pages, char *err, size_t errlen)
+{
+    unsigned long long id = (unsigned long long)x->id;
+    const int32_t *area = node_area(x);
+    int32_t nr = area_nruns(area), np = x->len / t->P, sum = 0;
+    if (area[0] < 0 && nr < 2) PART_FAIL("node %llu has a run list of %d runs", id, nr);
+    for (int32_t i = 0; i < nr; i++) {
+        radix_page_run r = area_run(area, i, np), q = i ? area_run(area, i - 1, np) : r;
+        if (r.count < 1 || (i > 0 && q.first + q.count == r.first))
+            PART_FAIL("node %llu run %d (%d, %d) empty or not maximal", id, i, r.first, r.count);
+        sum += r.count;
+    }
+    if (sum != np) PART_FAIL("node %llu runs cover %d pages, length says %d", id, sum, np);
+    for (int32_t i = 0, k = 0, pos = 0; i < np; i++) {
+        radix_page_run r = area_run(area, k, np);
+        int32_t g = r.first + (i - pos);
+        if (i + 1 == pos + r.count) pos += r.count, k++;
+        if (g < 0 || g >= t->pool->num_pages)
+            PART_FAIL("node %llu holds page id %d out of range", id, g);
+        if (pg[g]) PART_FAIL("page %d owned twice (node %llu)", g, id);
+        if (t->pool->state[g] != PAGE_CACHED)
+            PART_FAIL("page %d of node %llu is not CACHED in the pool", g, id);
+        pg[g] = 1;
+        (*pages)++;
+    }
+    return RKV_OK;
+}
+
+/* Node s's children: live, keyed by their first page, in a table of a
+ * fitting capacity, pointing back at s, none empty, their locks summing to at
+ * most s's; pushed onto stack[*sp..] (room for cap entries) for the walk. */
+static rkv_status check_children(const radix_tree *t, int32_t s, int32_t *stack, int32_t *sp,
+                                 int32_t cap_stack, char *err, size_t errlen)
+{
+    const rt_node *x = N(t, s);
+    unsigned long long id = (unsigned long long)x->id;
+    int64_t child_locks = 0;
+    int32_t count = 0, nk = nkids(x);
+    if (x->kind == KIDS_ONE) {
+        int32_t c = x->kids.one;
+        if (!slot_valid(t, c)) PART_FAIL("node %llu has a dead child slot %d", id, c);
+        if (x->kids.one_key != child_key(t, c))
+            PART_FAIL("node %llu only child's key %u is not its first page's", id, x->kids.one_key);
+        if (*sp >= cap_stack) PART_FAIL("more children than slots (cycle?)");
+        stack[(*sp)++] = c;
+        count = 1;
+    } else if (x->kind == KIDS_TAB) {
+        uint32_t cap = tab_cap(x->kids.tab);
+        bool fits = cap <= TAB_LINEAR_MAX ? (uint32_t)nk <= cap : (uint32_t)nk * 4 <= cap * 3;
+        bool pow2 = (cap & (cap - 1)) == 0;
+        if (nk < 2 || cap < 2 || (cap > TAB_LINEAR_MAX && !pow2) || !fits)
+            PART_FAIL("node %llu child table capacity %u for %d children", id, cap, nk);
+        for (uint32_t i = 1; i <= cap; i++) {
+            int32_t c = x->kids.tab[i].child;
+            if (c < 0) continue;
+            if (!slot_valid(t, c)) PART_FAIL("node %llu has a dead child slot %d", id, c);
+            if (x->kids.tab[i].key != child_key(t, c))
+                PART_FAIL("node %llu child key %u is not its first page's", id, x->kids.tab[i].key);
+            if (*sp >= cap_stack) PART_FAIL("more children than slots (cycle?)");
+            stack[(*sp)++] = c;
+            count++;
+        }
+    }
+    if (count != nk) PART_FAIL("node %llu counts %d children, table has %d", id, nk, count);
+    for (int32_t i = *sp - count; i < *sp; i++) {
+        const rt_node *c = N(t, stack[i]);
+        if (c->parent != s)
+            PART_FAIL("child %llu of node %llu points to parent slot %d",
+                      (unsigned long long)c->id, id, c->parent);
+        if (is_special(c)) PART_FAIL("empty node %llu under node %llu", (unsigned long long)c->id, id);
+        child_locks += c->lock;
+    }
+    if (!is_special(x) && x->lock < child_locks)
+        PART_FAIL("node %llu lock %d below its children's sum %lld", id, x->lock,
+                  (long long)child_locks);
+    return RKV_OK;
+}
+
+/* The heap: one entry per queued node, each a lower bound of its node's key,
+ * in heap order. seen: zeroed, one byte per slot. */
+static rkv_status check_heap(const radix_tree *t, uint8_t *seen, char *err, size_t errlen)
+{
+    for (int32_t i = 0; i < t->heap_n; i++) {
+        const rt_entry *e = &t->heap[i];
+        if (!slot_valid(t, e->slot) || !N(t, e->slot)->queued || seen[e->slot])
+            PART_FAIL("heap entry %d names slot %d (dead, not queued or twice)", i, e->slot);
+        seen[e->slot] = 1;
+        rt_entry now = entry_key(t, N(t, e->slot), e->slot);
+        if (entry_before(t, &now, e)) PART_FAIL("heap entry %d has a key above its node's", i);
+        if (i > 0 && entry_before(t, e, &t->heap[(i - 1) / HEAP_D]))
+            PART_FAIL("heap order broken at %d", i);
+    }
+    for (int32_t s = 0; s < t->num_slots; s++)
+        if (N(t, s)->len >= 0 && N(t, s)->queued && !seen[s])
+            PART_FAIL("node slot %d is queued without a heap entry", s);
+    return RKV_OK;
+}
+
 #define FAIL(...)                                                   \
     do {                                                            \
         if (err) snprintf(err, errlen, "radix_tree_check: " __VA_ARGS__); \
@@ -1475,32 +1669,7 @@ rkv_status radix_tree_check(const radix_tree *t, char *err, size_t errlen)
             if (x->lock == 0) evictable += x->len;
             else protect += x->len;
             nodes++;
-            const int32_t *area = node_area(x);
-            int32_t nr = area_nruns(area), np = x->len / P, sum = 0;
-            if (area[0] < 0 && nr < 2)
-                FAIL("node %llu has a run list of %d runs", (unsigned long long)id, nr);
-            for (int32_t i = 0; i < nr; i++) {
-                radix_page_run r = area_run(area, i, np), q = i ? area_run(area, i - 1, np) : r;
-                if (r.count < 1 || (i > 0 && q.first + q.count == r.first))
-                    FAIL("node %llu run %d (%d, %d) empty or not maximal", (unsigned long long)id,
-                         i, r.first, r.count);
-                sum += r.count;
-            }
-            if (sum != np)
-                FAIL("node %llu runs cover %d pages, length says %d", (unsigned long long)id, sum, np);
-            for (int32_t i = 0, k = 0, pos = 0; i < np; i++) {
-                radix_page_run r = area_run(area, k, np);
-                int32_t g = r.first + (i - pos);
-                if (i + 1 == pos + r.count) pos += r.count, k++;
-                if (g < 0 || g >= t->pool->num_pages)
-                    FAIL("node %llu holds page id %d out of range", (unsigned long long)id, g);
-                if (pg[g]) FAIL("page %d owned twice (node %llu)", g, (unsigned long long)id);
-                if (t->pool->state[g] != PAGE_CACHED)
-                    FAIL("page %d of node %llu is not CACHED in the pool", g,
-                         (unsigned long long)id);
-                pg[g] = 1;
-                pages++;
-            }
+            if ((st = check_node_pages(t, x, pg, &pages, err, errlen)) != RKV_OK) goto done;
         } else if (x->lock != 0) {
             FAIL("root/namespace node slot %d has lock %d", s, x->lock);
         }
@@ -1510,50 +1679,7 @@ rkv_status radix_tree_check(const radix_tree *t, char *err, size_t errlen)
         if (is_special(x) && x->queued)
             FAIL("root/namespace node slot %d has a heap entry", s);
         cands += cand;
-        /* children: parent links, table occupancy, lock counts */
-        int64_t child_locks = 0;
-        int32_t count = 0;
-        int32_t nk = nkids(x);
-        if (x->kind == KIDS_ONE) {
-            int32_t c = x->kids.one;
-            if (!slot_valid(t, c)) FAIL("node %llu has a dead child slot %d", (unsigned long long)id, c);
-            if (x->kids.one_key != child_key(t, c))
-                FAIL("node %llu only child's key %u is not its first page's", (unsigned long long)id,
-                     x->kids.one_key);
-            stack[sp++] = c;
-            count = 1;
-        } else if (x->kind == KIDS_TAB) {
-            uint32_t cap = tab_cap(x->kids.tab);
-            bool fits = cap <= TAB_LINEAR_MAX ? (uint32_t)nk <= cap : (uint32_t)nk * 4 <= cap * 3;
-            bool pow2 = (cap & (cap - 1)) == 0;
-            if (nk < 2 || cap < 2 || (cap > TAB_LINEAR_MAX && !pow2) || !fits)
-                FAIL("node %llu child table capacity %u for %d children", (unsigned long long)id,
-                     cap, nk);
-            for (uint32_t i = 1; i <= cap; i++) {
-                int32_t c = x->kids.tab[i].child;
-                if (c < 0) continue;
-                if (!slot_valid(t, c)) FAIL("node %llu has a dead child slot %d", (unsigned long long)id, c);
-                if (x->kids.tab[i].key != child_key(t, c))
-                    FAIL("node %llu child key %u is not its first page's", (unsigned long long)id,
-                         x->kids.tab[i].key);
-                if (sp >= ns_total) FAIL("more children than slots (cycle?)");
-                stack[sp++] = c;
-                count++;
-            }
-        }
-        if (count != nk) FAIL("node %llu counts %d children, table has %d",
-                              (unsigned long long)id, nk, count);
-        for (int32_t i = sp - count; i < sp; i++) {
-            const rt_node *c = N(t, stack[i]);
-            if (c->parent != s) FAIL("child %llu of node %llu points to parent slot %d",
-                                     (unsigned long long)c->id, (unsigned long long)id, c->parent);
-            if (is_special(c)) FAIL("empty node %llu under node %llu", (unsigned long long)c->id,
-                                    (unsigned long long)id);
-            child_locks += c->lock;
-        }
-        if (!is_special(x) && x->lock < child_locks)
-            FAIL("node %llu lock %d below its children's sum %lld", (unsigned long long)id, x->lock,
-                 (long long)child_locks);
+        if ((st = check_children(t, s, stack, &sp, ns_total, err, errlen)) != RKV_OK) goto done;
     }
     for (int32_t s = 0; s < t->num_slots; s++)
         if (N(t, s)->len >= 0) live++;
@@ -1565,21 +1691,8 @@ rkv_status radix_tree_check(const radix_tree *t, char *err, size_t errlen)
              (long long)t->protect, (long long)t->num_nodes);
     if (cands != t->num_cands)
         FAIL("%lld candidates but %lld counted", (long long)cands, (long long)t->num_cands);
-    /* heap: one entry per queued node, each a lower bound of its node's key */
     memset(seen, 0, (size_t)ns_total);
-    for (int32_t i = 0; i < t->heap_n; i++) {
-        const rt_entry *e = &t->heap[i];
-        if (!slot_valid(t, e->slot) || !N(t, e->slot)->queued || seen[e->slot])
-            FAIL("heap entry %d names slot %d (dead, not queued or twice)", i, e->slot);
-        seen[e->slot] = 1;
-        rt_entry now = entry_key(t, N(t, e->slot), e->slot);
-        if (entry_before(t, &now, e)) FAIL("heap entry %d has a key above its node's", i);
-        if (i > 0 && entry_before(t, e, &t->heap[(i - 1) / HEAP_D]))
-            FAIL("heap order broken at %d", i);
-    }
-    for (int32_t s = 0; s < t->num_slots; s++)
-        if (N(t, s)->len >= 0 && N(t, s)->queued && !seen[s])
-            FAIL("node slot %d is queued without a heap entry", s);
+    if ((st = check_heap(t, seen, err, errlen)) != RKV_OK) goto done;
     if ((evictable + protect) / P != pages || pages != t->pool->num_cached)
         FAIL("pool holds %d cached pages, tree %lld (evictable %lld + protected %lld tokens, P=%d)",
              t->pool->num_cached, (long long)pages, (long long)evictable, (long long)protect, P);

@@ -53,8 +53,11 @@
  *             entered or created it (a split prefix inherits it)
  *   cost      smallest hits x recompute cost / size, then oldest time;
  *             depth = tokens on the path above the node's first token
- * Depth and priority are kept per slot beside the nodes, only for policies
- * that ask for them. lru, lfu and fifo, whose keys are node fields in turn,
+ *   lru2      oldest time before the last (0 for a node entered once), then
+ *             oldest time; a split prefix inherits it, both halves then take
+ *             their time before the split as it
+ * Depth, priority and the time before the last are kept per slot beside the
+ * nodes, only for policies that ask for them. lru, lfu and fifo, whose keys are node fields in turn,
  * have them packed into the entry in place; the others' entries hold their
  * key function's key (second part saturated to 32 bits). The lazy heap asks
  * that a node's key never fall while it lives.
