@@ -72,6 +72,15 @@ static void usage_serve(FILE *f)
         "                          token). 0 (default): logprobs > 0 is refused\n"
         "  --keepalive S           a stream with nothing to send for S seconds writes an SSE\n"
         "                          comment, so a client gone while queued is noticed (default 1)\n"
+        "  --api-key KEY           /v1 paths answer 401 without \"Authorization: Bearer KEY\"\n"
+        "                          (default: $VLLM_API_KEY, else none)\n"
+        "\n"
+        "vLLM's spellings, same meaning: --served-model-name (= --model-name), --max-model-len N\n"
+        "(prompt + output at most N tokens, at most the model's context), --block-size\n"
+        "(= --page-size), --max-num-seqs (= --max-running), --max-num-batched-tokens\n"
+        "(= --max-batched-tokens), --enable-prefix-caching (the default),\n"
+        "--no-enable-prefix-caching (= --cache none), --disable-log-requests and\n"
+        "--disable-log-stats (serve logs neither). Other vLLM options are refused by name.\n"
         "\n"
         "Engine options: those of `radixkv run` (see radixkv run --help) but --trace, --out,\n"
         "--replicas and --router*; --max-tokens is the default for requests without max_tokens.\n"
@@ -122,12 +131,41 @@ static int parse_serve(int argc, char **argv, serve_config *sc, char **rest, int
         static const char *const own[] = {"--host", "--port", "--model-name", "--tokenizer",
                                           "--max-queue", "--drain-timeout", "--keepalive",
                                           "--max-body-bytes", "--connection-timeout",
-                                          "--max-connections", "--max-logprobs", NULL};
+                                          "--max-connections", "--max-logprobs",
+                                          "--served-model-name", "--max-model-len", "--api-key",
+                                          NULL};
+        /* vLLM's names for run's options: the value goes on under run's name. */
+        static const char *const renamed[][2] = {{"--block-size", "--page-size"},
+                                                 {"--max-num-seqs", "--max-running"},
+                                                 {"--max-num-batched-tokens", "--max-batched-tokens"},
+                                                 {NULL, NULL}};
         int k = 0;
         while (own[k] && strcmp(own[k], name)) k++;
         if (!strcmp(name, "--help") || !strcmp(name, "-h")) {
             usage_serve(stdout);
             return 0;
+        }
+        /* vLLM's flags that change nothing here: prefix caching is on by
+         * default, and serve writes no per-request or periodic log. */
+        if (!strcmp(a, "--enable-prefix-caching") || !strcmp(a, "--disable-log-requests") ||
+            !strcmp(a, "--disable-log-stats"))
+            continue;
+        if (!strcmp(a, "--no-enable-prefix-caching")) {
+            rest[(*nrest)++] = "--cache";
+            rest[(*nrest)++] = "none";
+            continue;
+        }
+        int rn = 0;
+        while (renamed[rn][0] && strcmp(renamed[rn][0], name)) rn++;
+        if (renamed[rn][0]) {
+            const char *v = val ? val : (i + 1 < argc ? argv[++i] : NULL);
+            if (!v) {
+                fprintf(stderr, "radixkv serve: %s needs a value\n", name);
+                return 2;
+            }
+            rest[(*nrest)++] = (char *)renamed[rn][1];
+            rest[(*nrest)++] = (char *)v;
+            continue;
         }
         if (!own[k]) {
             rest[(*nrest)++] = argv[i];
@@ -141,7 +179,18 @@ static int parse_serve(int argc, char **argv, serve_config *sc, char **rest, int
         int64_t x;
         int rc;
         if (!strcmp(name, "--host")) sc->host = v;
-        else if (!strcmp(name, "--model-name")) sc->model_name = v;
+        else if (!strcmp(name, "--model-name") || !strcmp(name, "--served-model-name"))
+            sc->model_name = v;
+        else if (!strcmp(name, "--api-key")) {
+            if (!*v) {
+                fprintf(stderr, "radixkv serve: --api-key: empty\n");
+                return 2;
+            }
+            sc->api_key = v;
+        } else if (!strcmp(name, "--max-model-len")) {
+            if ((rc = serve_int(name, v, 1, INT32_MAX, &x))) return rc;
+            sc->max_model_len = (int32_t)x;
+        }
         else if (!strcmp(name, "--port")) {
             if ((rc = serve_int(name, v, 0, 65535, &x))) return rc;
             sc->port = (int)x;
@@ -225,7 +274,8 @@ static void on_signal(int sig, int count, void *arg)
 int cmd_serve(int argc, char **argv)
 {
     serve_config sc = {0};
-    char **rest = calloc((size_t)argc + 1, sizeof(char *));
+    /* Room for --no-enable-prefix-caching's two words and --name=value split in two. */
+    char **rest = calloc(2 * (size_t)argc + 2, sizeof(char *));
     if (!rest) return 1;
     int nrest = 0;
     int rc = parse_serve(argc, argv, &sc, rest, &nrest);
@@ -245,6 +295,10 @@ int cmd_serve(int argc, char **argv)
     /* logprobs come from the logits the engine keeps per output. */
     if (sc.max_logprobs > 0) o.ec.keep_logits = true;
     sc.run = &o;
+    if (!sc.api_key) {
+        const char *k = getenv("VLLM_API_KEY");
+        if (k && *k) sc.api_key = k;
+    }
     if (!sc.model_name) sc.model_name = o.ec.backend_cfg.model ? o.ec.backend_cfg.model : "default";
 
     serve *s = calloc(1, sizeof *s);
@@ -280,6 +334,18 @@ int cmd_serve(int argc, char **argv)
     cache *c = engine_cache(s->e);
     s->vocab = be->vocab_size;
     s->max_context = be->max_context;
+    if (sc.max_model_len > be->max_context) {
+        fprintf(stderr, "radixkv serve: --max-model-len %d is above the model's context of %d\n",
+                sc.max_model_len, be->max_context);
+        engine_destroy(s->e);
+        interrupt_thread_stop();
+        pthread_cond_destroy(&s->drained);
+        pthread_cond_destroy(&s->wake);
+        pthread_mutex_destroy(&s->mu);
+        free(s);
+        return 2;
+    }
+    if (sc.max_model_len > 0) s->max_context = sc.max_model_len;
     s->page_size = c->page_size;
     s->num_pages = c->pool->num_pages;
     s->backend_name = be->ops->name;

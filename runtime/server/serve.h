@@ -23,6 +23,7 @@
 #ifndef RKV_SERVE_H
 #define RKV_SERVE_H
 
+#include <jansson.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -50,6 +51,8 @@ typedef struct serve_config {
     int32_t default_max_tokens;
     int32_t max_logprobs;      /* logprobs asked for at most; 0: the engine keeps
                                   no logits and logprobs > 0 is refused */
+    const char *api_key;       /* /v1 paths need "Authorization: Bearer KEY"; NULL: open */
+    int32_t max_model_len;     /* --max-model-len: prompt + outputs at most; 0: the model's */
     const run_opts *run;       /* engine options, as `radixkv run` parsed them */
 } serve_config;
 
@@ -148,11 +151,22 @@ struct serve_job {
     int32_t n_stop;
     sampling_params sampling;
     bool stream, include_usage;
+    bool continuous_usage;     /* stream_options.continuous_usage_stats: usage in
+                                  every chunk (with include_usage, as vLLM) */
+    bool include_stop;         /* include_stop_str_in_output: a stop token's text
+                                  stays in the text (vLLM leaves it out) */
+    bool tokens_as_ids;        /* return_tokens_as_token_ids: logprobs name
+                                  tokens "token_id:ID" */
+    bool return_token_ids;     /* prompt_token_ids in every choice */
+    int32_t truncate;          /* truncate_prompt_tokens: keep k tokens; 0: all */
+    bool truncate_right;       /* truncation_side right: the first k */
+    bool echo_only;            /* echo with max_tokens 0: the prompt alone is the
+                                  text (the engine still runs one token, as vLLM) */
     bool cancelled;            /* the client went away */
     bool suspended;            /* its connection waits for the engine */
     void *conn;                /* struct MHD_Connection * */
     double t_recv;             /* wall time the request was parsed */
-    char id[48];
+    char id[112];              /* cmpl-<request_id or a counter> */
     int64_t created;           /* unix seconds */
     /* SSE output not yet taken by the connection */
     char *sse;
@@ -211,6 +225,11 @@ void serve_hist_observe(serve_hist *h, double seconds);
 serve_finish serve_seq_finish(const serve_job *j, const serve_seq *q);
 /* Prometheus text of the snapshot into a malloc'd string. */
 char *serve_metrics_text(const serve *s, const serve_metrics *m);
+
+/* Fields (serve_fields.c): every key of a completion request against
+ * vLLM's protocol. false when one asks for what radixkv does not do: *param
+ * names it and msg says why. Keys vLLM does not define are ignored, as vLLM does. */
+bool serve_fields_check(json_t *req, const char **param, char *msg, size_t len);
 
 /* HTTP side (serve_http.c). */
 int serve_http_start(serve *s, char *err, size_t errlen);
