@@ -88,6 +88,13 @@ typedef struct serve_metrics {
     bool accounting_ok;        /* the engine's page check when last idle */
     int64_t pages_evictable;   /* cached, unlocked: reclaimable */
     serve_hist ttft, itl, e2e;
+    /* vLLM's per finished prompt (each sample its own request, as vLLM's
+     * children): decode time, time per output token, preemptions, prompt
+     * tokens computed (not cached); per prompt once its samples all ended:
+     * n and the most tokens a sample generated; per engine step: tokens. */
+    serve_hist decode, tpot, req_preempt, req_kv_computed, req_max_gen, iter_tokens;
+    int64_t queue_full;        /* 503s for a full queue (vLLM's admission_rejections) */
+    int64_t batched_tokens;    /* the engine's rows computed at the last step */
     /* Per finished prompt, in tokens (vLLM's 1-2-5 bounds up to the context):
      * prompt length, tokens generated, max_tokens asked; n per request. */
     serve_hist req_prompt, req_gen, req_max_tokens, req_n;
@@ -126,6 +133,10 @@ struct serve_seq {
     bool finish_sent;          /* stream: its finish_reason went out */
     char *error;               /* finished with an error (malloc'd) */
     double t_last;             /* wall time of the last published token */
+    double t_first;            /* wall time of its first token */
+    int32_t samples_done;      /* sample 0: samples of its prompt that ended */
+    int32_t max_gen;           /* sample 0: most outputs a sample of its prompt made */
+    int32_t preemptions;       /* the engine's count, at its end */
 };
 
 /* One completion request: n prompts answered together. */

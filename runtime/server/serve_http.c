@@ -1006,6 +1006,7 @@ static enum MHD_Result handle_completion(serve *s, struct MHD_Connection *c, con
                         : s->fatal[0] ? "the engine failed"
                         : "the queue is full; retry later";
         s->m.requests_rejected++;
+        if (!s->draining && !s->fatal[0]) s->m.queue_full++;
         serve_job_unref_locked(j);
         pthread_mutex_unlock(&s->mu);
         return send_error(c, 503, NULL, "%s", why);
