@@ -67,6 +67,13 @@ static void usage_serve(FILE *f)
         "  --connection-timeout S  close a connection silent for S seconds while it sends its\n"
         "                          request or idles between requests; 0: never (default 10)\n"
         "  --max-connections N     open connections at most; more wait (default 1024)\n"
+        "  --max-connections-per-peer N  open connections from one address at most; more\n"
+        "                          are closed as they come (default: --max-connections; a\n"
+        "                          router in front is one address)\n"
+        "  --request-read-timeout S  a connection has S seconds to deliver a whole request\n"
+        "                          (headers and body, however slowly it trickles), counted\n"
+        "                          from its opening or its last request's end; 0: no limit\n"
+        "                          (default 30)\n"
         "  --max-logprobs N        requests may ask for logprobs up to N (at most 20); the\n"
         "                          engine then keeps each output's logits (vocab floats per\n"
         "                          token). 0 (default): logprobs > 0 is refused\n"
@@ -115,6 +122,7 @@ static int parse_serve(int argc, char **argv, serve_config *sc, char **rest, int
     sc->max_body = 8 << 20;
     sc->conn_timeout = 10;
     sc->max_connections = 1024;
+    sc->read_timeout = 30;
     *nrest = 0;
     rest[(*nrest)++] = "run";
     for (int i = 1; i < argc; i++) {
@@ -133,7 +141,8 @@ static int parse_serve(int argc, char **argv, serve_config *sc, char **rest, int
                                           "--max-body-bytes", "--connection-timeout",
                                           "--max-connections", "--max-logprobs",
                                           "--served-model-name", "--max-model-len", "--api-key",
-                                          NULL};
+                                          "--max-connections-per-peer",
+                                          "--request-read-timeout", NULL};
         /* vLLM's names for run's options: the value goes on under run's name. */
         static const char *const renamed[][2] = {{"--block-size", "--page-size"},
                                                  {"--max-num-seqs", "--max-running"},
@@ -205,6 +214,11 @@ static int parse_serve(int argc, char **argv, serve_config *sc, char **rest, int
         } else if (!strcmp(name, "--connection-timeout")) {
             if ((rc = serve_int(name, v, 0, 86400, &x))) return rc;
             sc->conn_timeout = (unsigned)x;
+        } else if (!strcmp(name, "--max-connections-per-peer")) {
+            if ((rc = serve_int(name, v, 1, 1 << 20, &x))) return rc;
+            sc->max_per_peer = (unsigned)x;
+        } else if (!strcmp(name, "--request-read-timeout")) {
+            if ((rc = serve_double(name, v, 0, 86400, &sc->read_timeout))) return rc;
         } else if (!strcmp(name, "--max-connections")) {
             if ((rc = serve_int(name, v, 1, 1 << 20, &x))) return rc;
             sc->max_connections = (unsigned)x;
@@ -292,6 +306,11 @@ int cmd_serve(int argc, char **argv)
         return 2;
     }
     sc.default_max_tokens = o.default_max_tokens;
+    /* Off unless asked: a router in front is one peer holding many
+     * connections; --request-read-timeout is what frees slots a slowloris
+     * holds. */
+    if (!sc.max_per_peer || sc.max_per_peer > sc.max_connections)
+        sc.max_per_peer = sc.max_connections;
     /* logprobs come from the logits the engine keeps per output. */
     if (sc.max_logprobs > 0) o.ec.keep_logits = true;
     sc.run = &o;
@@ -416,7 +435,9 @@ int cmd_serve(int argc, char **argv)
         fprintf(stderr, "radixkv serve: %s\n", s->fatal);
         status = 1;
     } else if ((st = engine_check(s->e, err, sizeof err))) {
-        fprintf(stderr, "radixkv serve: %s\n", err);
+        /* The check's own allocation failing says nothing about the pages. */
+        fprintf(stderr, "radixkv serve: %s%s\n",
+                st == RKV_ENOMEM ? "out of memory checking the page accounting at exit: " : "", err);
         status = 1;
     } else if (o.pin && cache_pins_check(c, &pins, err, sizeof err)) {
         fprintf(stderr, "radixkv serve: %s\n", err);

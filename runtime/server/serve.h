@@ -45,6 +45,11 @@ typedef struct serve_config {
                                   sends headers or body (or idles between
                                   requests); 0: never */
     unsigned max_connections;  /* open connections; more wait in the backlog */
+    unsigned max_per_peer;     /* open connections from one address at most */
+    double read_timeout;       /* seconds a connection has to deliver a whole
+                                  request (headers and body), counted from its
+                                  opening or its previous request's end, however
+                                  it trickles; 0: no limit */
     double keepalive_seconds;  /* a stream silent this long (queued, no token yet)
                                   writes an SSE comment, so a client that went
                                   away is noticed and its request cancelled */
@@ -183,10 +188,15 @@ struct serve_job {
     char *sse;
     size_t sse_len, sse_cap, sse_off;
     bool sse_final;            /* [DONE] written to sse */
+    bool sse_oom;              /* out of memory: a static error event and
+                                  [DONE] end the stream instead */
+    size_t oom_off;            /* bytes of that static text written */
     double t_written;          /* wall time the stream last wrote (keep-alive) */
     bool keepalive;            /* woken to write an SSE comment: a client that
                                   went away while queued is noticed */
 };
+
+typedef struct serve_guard serve_guard;
 
 typedef struct serve serve;
 struct serve {
@@ -218,6 +228,7 @@ struct serve {
     int64_t n_active, active_cap;
 
     void *daemon;              /* struct MHD_Daemon * */
+    serve_guard *guard;        /* --request-read-timeout's watch */
 };
 
 double serve_wall(void);
@@ -241,6 +252,20 @@ char *serve_metrics_text(const serve *s, const serve_metrics *m);
  * vLLM's protocol. false when one asks for what radixkv does not do: *param
  * names it and msg says why. Keys vLLM does not define are ignored, as vLLM does. */
 bool serve_fields_check(json_t *req, const char **param, char *msg, size_t len);
+
+/* The request-read deadline (serve_guard.c): a thread shuts down the socket
+ * of a connection that has not delivered a whole request in time. NULL
+ * (deadline <= 0, or no memory/thread): nothing is watched. */
+serve_guard *serve_guard_start(double deadline_seconds);
+void serve_guard_stop(serve_guard *g);
+/* The daemon's connection notifications: fd opened (sets *socket_context) or
+ * closed. */
+void serve_guard_opened(serve_guard *g, int fd, void **socket_context);
+void serve_guard_closed(serve_guard *g, void *socket_context);
+/* A request was received whole (true) or ended, the next one starting (false). */
+void serve_guard_received(serve_guard *g, void *socket_context, bool received);
+/* Connections shut for the deadline so far. */
+int64_t serve_guard_shut(serve_guard *g);
 
 /* HTTP side (serve_http.c). */
 int serve_http_start(serve *s, char *err, size_t errlen);

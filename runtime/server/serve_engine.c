@@ -379,7 +379,9 @@ static void snapshot_locked(serve *s)
 
 /* ---- the engine thread -------------------------------------------------- */
 
-static int active_push(serve *s, serve_seq *q, serve_job *j)
+/* Room for one more active prompt, made before engine_add so that a prompt
+ * the engine took is always listed (an unlisted one would run unseen). */
+static int active_reserve(serve *s)
 {
     if (s->n_active == s->active_cap) {
         int64_t nc = s->active_cap ? s->active_cap * 2 : 256;
@@ -391,9 +393,13 @@ static int active_push(serve *s, serve_seq *q, serve_job *j)
         s->active_job = b;
         s->active_cap = nc;
     }
+    return 0;
+}
+
+static void active_push(serve *s, serve_seq *q, serve_job *j)
+{
     s->active[s->n_active] = q;
     s->active_job[s->n_active++] = j;
-    return 0;
 }
 
 /* A prompt is over (under s->mu): count it, and when it was the job's last,
@@ -626,10 +632,15 @@ static void add_seq_locked(serve *s, serve_job *j, serve_seq *q, const char *fai
     /* Each sample its own stream: sample 0 keeps the request's own seed. */
     if (j->seeded) er.sampling.seed = ((j->seed + (uint64_t)q->sample) << 1) | 1;
     if (!fail && j->cancelled) fail = "cancelled";
-    rkv_status st = fail ? RKV_EINVAL : engine_add(s->e, &er, &q->eid, err, sizeof err);
-    if (st == RKV_OK && active_push(s, q, j) == 0) return;
+    rkv_status st = fail ? RKV_EINVAL : active_reserve(s) ? RKV_ENOMEM
+                  : engine_add(s->e, &er, &q->eid, err, sizeof err);
+    if (st == RKV_ENOMEM && !fail) snprintf(err, sizeof err, "out of memory");
+    if (st == RKV_OK) {
+        active_push(s, q, j);
+        return;
+    }
     q->eid = -1;
-    const char *why = fail ? fail : st ? err : "out of memory";
+    const char *why = fail ? fail : err;
     if (q->sample == 0 && j->n_samples > 1) add_followers_locked(s, j, q, why);
     seq_finish_locked(s, j, q, why);
 }
@@ -708,7 +719,7 @@ static void *engine_main(void *arg)
 
         pthread_mutex_lock(&s->mu);
         if (st) {
-            snprintf(s->fatal, sizeof s->fatal, "engine: %s", err);
+            snprintf(s->fatal, sizeof s->fatal, strncmp(err, "engine", 6) ? "engine: %s" : "%s", err);
             publish_locked(s);
             fail_all_locked(s, s->fatal);
             snapshot_locked(s);
@@ -745,8 +756,16 @@ static void *engine_main(void *arg)
             char msg[512];
             stepped = false;
             pthread_mutex_unlock(&s->mu);
-            bool ok = idle_check(s, msg, sizeof msg) == RKV_OK;
+            rkv_status cst = idle_check(s, msg, sizeof msg);
+            bool ok = cst == RKV_OK;
             pthread_mutex_lock(&s->mu);
+            /* Out of memory inside the check: it could not look, which says
+             * nothing about the pages; the next idle moment looks again. */
+            if (cst == RKV_ENOMEM) {
+                fprintf(stderr, "radixkv serve: %s (the check runs again when next idle)\n", msg);
+                stepped = true;
+                ok = true;
+            }
             s->m.accounting_ok = ok;
             if (!ok) {
                 snprintf(s->fatal, sizeof s->fatal, "%s", msg);

@@ -47,17 +47,18 @@ typedef struct stream_ctx {
 static enum MHD_Result send_text(struct MHD_Connection *c, unsigned status, const char *type,
                                  char *text, const char *allow)
 {
-    if (!text) {
-        status = MHD_HTTP_INTERNAL_SERVER_ERROR;
-        text = strdup("{\"error\":{\"message\":\"out of memory\",\"type\":\"InternalServerError\","
-                      "\"param\":null,\"code\":500}}");
-        if (!text) return MHD_NO;
-    }
+    /* Out of memory building the answer: a body that needs none, so the
+     * client still learns why (never a closed socket). */
+    static const char oom[] = "{\"error\":{\"message\":\"out of memory\",\"type\":"
+                              "\"InternalServerError\",\"param\":null,\"code\":500}}";
     struct MHD_Response *r =
-        MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
+        text ? MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE) : NULL;
     if (!r) {
         free(text);
-        return MHD_NO;
+        status = MHD_HTTP_INTERNAL_SERVER_ERROR;
+        type = "application/json";
+        r = MHD_create_response_from_buffer(sizeof oom - 1, (void *)oom, MHD_RESPMEM_PERSISTENT);
+        if (!r) return MHD_NO;
     }
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
     if (status == 503 || status == 429) MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
@@ -742,7 +743,17 @@ static bool sse_event(serve_job *j, json_t *v)
 {
     char *t = v ? json_dumps(v, JSON_COMPACT) : NULL;
     json_decref(v);
-    bool ok = t && sse_append(j, "data: ") && sse_append(j, t) && sse_append(j, "\n\n");
+    if (!t) return false;
+    /* One append: an event goes in whole or not at all. */
+    size_t n = strlen(t);
+    char *e = malloc(n + 9);
+    if (e) {
+        memcpy(e, "data: ", 6);
+        memcpy(e + 6, t, n);
+        memcpy(e + 6 + n, "\n\n", 3);
+    }
+    bool ok = e && sse_append(j, e);
+    free(e);
     free(t);
     return ok;
 }
@@ -771,7 +782,7 @@ static json_t *chunk_usage(const serve_job *j, const serve_seq *q, int32_t outpu
  * one chunk per token, the finish reason on a prompt's last (or a chunk of
  * its own: every prompt that ends says why, cancelled ones "abort"). With
  * echo the prompt leads the first chunk, as vLLM streams it. */
-static void sse_fill(serve *s, serve_job *j)
+static bool sse_fill(serve *s, serve_job *j)
 {
     for (int32_t i = 0; i < j->n_seq; i++) {
         serve_seq *q = &j->seq[i];
@@ -781,7 +792,7 @@ static void sse_fill(serve *s, serve_job *j)
             bool lead = j->echo && !q->echo_sent;
             char txt[16];
             char *ptext = lead ? prompt_text(s, q) : NULL;
-            if (lead && !ptext) return;
+            if (lead && !ptext) return false;
             if (lead) q->sent_chars = strlen(ptext);
             json_t *ch = json_pack("{s:i,s:o,s:o,s:o,s:s?,s:o}", "index", (int)i, "text",
                                    text_json(s, ptext, q->out + q->sent, q->sent < shown, NULL, 0),
@@ -793,7 +804,7 @@ static void sse_fill(serve *s, serve_job *j)
             if (ch && (lead || (j->return_token_ids && q->sent == 0)))
                 json_object_set_new(ch, "prompt_token_ids", ids_json(q->tokens, q->n_tokens));
             if (!sse_event(j, chunk_json(s, j, json_pack("[o]", ch), chunk_usage(j, q, q->sent + 1))))
-                return;
+                return false;
             q->echo_sent = q->echo_sent || lead;
             q->sent_chars += (size_t)token_text(s, q->out[q->sent], txt, sizeof txt);
             q->sent++;
@@ -804,21 +815,24 @@ static void sse_fill(serve *s, serve_job *j)
                                    "token_ids", "logprobs", "finish_reason", finish_reason(j, q),
                                    "stop_reason", stop_reason_json(j, q));
             if (!sse_event(j, chunk_json(s, j, json_pack("[o]", ch), chunk_usage(j, q, q->n_out))))
-                return;
+                return false;
             q->finish_sent = true;
         }
     }
-    if (j->n_done < j->n_seq || j->sse_final) return;
+    if (j->n_done < j->n_seq || j->sse_final) return true;
     for (int32_t i = 0; i < j->n_seq; i++) {
         if (!j->seq[i].error) continue;
         char msg[300];
         snprintf(msg, sizeof msg, "prompt %d: %s", i, j->seq[i].error);
         if (!sse_event(j, error_json(strcmp(j->seq[i].error, "cancelled") ? 500 : 503, NULL, msg)))
-            return;
+            return false;
         break;
     }
-    if (j->include_usage && !sse_event(j, chunk_json(s, j, json_array(), usage_json(j)))) return;
-    if (sse_append(j, "data: [DONE]\n\n")) j->sse_final = true;
+    if (j->include_usage && !sse_event(j, chunk_json(s, j, json_array(), usage_json(j))))
+        return false;
+    if (!sse_append(j, "data: [DONE]\n\n")) return false;
+    j->sse_final = true;
+    return true;
 }
 
 static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
@@ -828,9 +842,25 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
     serve_job *j = sc->job;
     (void)pos;
     pthread_mutex_lock(&s->mu);
+    bool filled = true;
     if (j->sse_off == j->sse_len) {
         j->sse_off = j->sse_len = 0;
-        sse_fill(s, j);
+        filled = sse_fill(s, j);
+    }
+    if ((!filled && j->sse_len == 0 && !j->sse_final) || j->sse_oom) {
+        /* Out of memory with nothing to send: end the stream with an error
+         * event written from static text, as much per call as fits
+         * (suspending here would leave the client waiting for good); what is
+         * left of the job is cancelled when the response is freed. */
+        static const char oom[] = "data: {\"error\":{\"message\":\"out of memory\",\"type\":"
+                                  "\"InternalServerError\",\"param\":null,\"code\":500}}\n\n"
+                                  "data: [DONE]\n\n";
+        j->sse_oom = j->sse_final = true;
+        size_t left = sizeof oom - 1 - j->oom_off, n = left < max ? left : max;
+        memcpy(buf, oom + j->oom_off, n);
+        j->oom_off += n;
+        pthread_mutex_unlock(&s->mu);
+        return n ? (ssize_t)n : MHD_CONTENT_READER_END_OF_STREAM;
     }
     if (j->sse_off == j->sse_len && j->keepalive && !j->sse_final) sse_append(j, ": keep-alive\n\n");
     j->keepalive = false;
@@ -1017,6 +1047,15 @@ static enum MHD_Result handle_completion(serve *s, struct MHD_Connection *c, con
     j->created = (int64_t)time(NULL);
     j->t_recv = j->t_written = serve_wall();
     j->conn = c;
+    /* Allocated before the job is handed over, so a failure is a 500 and
+     * not a stream cut before its first byte. */
+    stream_ctx *sc = NULL;
+    if (j->stream && !(sc = malloc(sizeof *sc))) {
+        s->m.requests_failed++;
+        serve_job_unref_locked(j);
+        pthread_mutex_unlock(&s->mu);
+        return send_error(c, 500, NULL, "out of memory");
+    }
     serve_submit_locked(s, j);
     s->http_jobs++;
     if (!j->stream) {
@@ -1027,15 +1066,14 @@ static enum MHD_Result handle_completion(serve *s, struct MHD_Connection *c, con
         return MHD_YES;
     }
     pthread_mutex_unlock(&s->mu);
-    stream_ctx *sc = malloc(sizeof *sc);
     struct MHD_Response *r =
-        sc ? MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, sse_read, sc, sse_free) : NULL;
+        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, sse_read, sc, sse_free);
     if (!r) {
         free(sc);
         pthread_mutex_lock(&s->mu);
         release_job_locked(s, j);
         pthread_mutex_unlock(&s->mu);
-        return MHD_NO;
+        return send_error(c, 500, NULL, "out of memory");
     }
     sc->s = s;
     sc->job = j;
@@ -1059,6 +1097,12 @@ static bool api_key_ok(const serve *s, struct MHD_Connection *c)
     return diff == 0;
 }
 
+static void *socket_context(struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *i = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return i ? i->socket_context : NULL;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version,
                                   const char *upload_data, size_t *upload_size, void **con_cls)
@@ -1067,7 +1111,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     (void)version;
     conn_ctx *cc = *con_cls;
     if (!cc) {
-        if (!(cc = calloc(1, sizeof *cc))) return MHD_NO;
+        if (!(cc = calloc(1, sizeof *cc))) {
+            /* Answered now; later calls of this request see oom_ctx. */
+            static conn_ctx oom_ctx = {.answered = true};
+            *con_cls = &oom_ctx;
+            return send_text(c, 500, "application/json", NULL, NULL);
+        }
         cc->s = s;
         *con_cls = cc;
         /* A body over the cap is refused from its Content-Length, before a
@@ -1077,6 +1126,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         unsigned long long n = 0;
         if (cl && sscanf(cl, "%llu", &n) == 1 && n > (unsigned long long)s->cfg.max_body) {
             cc->too_big = cc->answered = true;
+            serve_guard_received(s->guard, socket_context(c), true);
             pthread_mutex_lock(&s->mu);
             s->m.requests_rejected++;
             pthread_mutex_unlock(&s->mu);
@@ -1111,7 +1161,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             if (cc->len + *upload_size + 1 > cc->cap) {
                 size_t nc = (cc->len + *upload_size + 1) * 2;
                 char *p = realloc(cc->body, nc);
-                if (!p) return MHD_NO;
+                if (!p) {
+                    /* The rest is read and dropped; the answer is a 500. */
+                    cc->answered = true;
+                    *upload_size = 0;
+                    return send_text(c, 500, "application/json", NULL, NULL);
+                }
                 cc->body = p;
                 cc->cap = nc;
             }
@@ -1121,6 +1176,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         *upload_size = 0;
         return MHD_YES;
     }
+    /* The whole request is in: the read deadline no longer applies. */
+    serve_guard_received(s->guard, socket_context(c), true);
     /* --api-key: vLLM guards the /v1 paths (not /health, /metrics, ...). */
     if (s->cfg.api_key && !strncmp(url, "/v1", 3) && (!url[3] || url[3] == '/') &&
         strcmp(method, "OPTIONS") && !api_key_ok(s, c))
@@ -1144,9 +1201,13 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 {
     serve *s = cls;
     conn_ctx *cc = *con_cls;
-    (void)c;
     (void)toe;
+    serve_guard_received(s->guard, socket_context(c), false);
     if (!cc) return;
+    if (!cc->s) { /* the static oom_ctx */
+        *con_cls = NULL;
+        return;
+    }
     if (cc->job) {
         pthread_mutex_lock(&s->mu);
         release_job_locked(s, cc->job);
@@ -1158,6 +1219,21 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 }
 
 /* ---- daemon ------------------------------------------------------------- */
+
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_ctx,
+                          enum MHD_ConnectionNotificationCode toe)
+{
+    serve *s = cls;
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *i =
+            MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        *socket_ctx = NULL;
+        if (i) serve_guard_opened(s->guard, i->connect_fd, socket_ctx);
+    } else {
+        serve_guard_closed(s->guard, *socket_ctx);
+        *socket_ctx = NULL;
+    }
+}
 
 /* MHD's URL decoding, but %00 stays as it is: a decoded NUL would end the
  * path early, so "/health%00.json" would answer as "/health". */
@@ -1198,6 +1274,13 @@ int serve_http_start(serve *s, char *err, size_t errlen)
                  gai_strerror(rc));
         return -1;
     }
+    s->guard = serve_guard_start(s->cfg.read_timeout);
+    if (!s->guard && s->cfg.read_timeout > 0) {
+        freeaddrinfo(ai);
+        snprintf(err, errlen, "--request-read-timeout: cannot start its watch (out of memory or "
+                 "threads)");
+        return -1;
+    }
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
                      (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0);
     s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s,
@@ -1205,11 +1288,15 @@ int serve_http_start(serve *s, char *err, size_t errlen)
                                  MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
                                  MHD_OPTION_UNESCAPE_CALLBACK, unescape_url, NULL,
                                  MHD_OPTION_CONNECTION_LIMIT, s->cfg.max_connections,
+                                 MHD_OPTION_PER_IP_CONNECTION_LIMIT, s->cfg.max_per_peer,
+                                 MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
                                  MHD_OPTION_CONNECTION_TIMEOUT, s->cfg.conn_timeout,
                                  MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)1024,
                                  MHD_OPTION_END);
     freeaddrinfo(ai);
     if (!s->daemon) {
+        serve_guard_stop(s->guard);
+        s->guard = NULL;
         snprintf(err, errlen, "cannot listen on %s port %d: %s", s->cfg.host, s->cfg.port,
                  errno ? strerror(errno) : "libmicrohttpd refused");
         return -1;
@@ -1238,4 +1325,6 @@ void serve_http_stop(serve *s)
 {
     if (s->daemon) MHD_stop_daemon(s->daemon);
     s->daemon = NULL;
+    serve_guard_stop(s->guard);
+    s->guard = NULL;
 }
