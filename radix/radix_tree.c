@@ -1628,7 +1628,12 @@ rkv_status radix_tree_check(const radix_tree *t, char *err, size_t errlen)
     uint8_t *seen = calloc((size_t)ns_total, 1);
     uint8_t *pg = calloc((size_t)(t->pool->num_pages ? t->pool->num_pages : 1), 1);
     int64_t evictable = 0, protect = 0, nodes = 0, pages = 0, cands = 0, live = 0;
-    if (!stack || !seen || !pg) FAIL("out of host memory");
+    if (!stack || !seen || !pg) {
+        /* The check could not look: ENOMEM, not a verdict on the tree. */
+        if (err) snprintf(err, errlen, "radix_tree_check: out of host memory");
+        st = RKV_ENOMEM;
+        goto done;
+    }
 
     const rt_node *root = N(t, RT_ROOT);
     if (root->len != 0 || root->parent != -1 || root->lock != 0 || root->queued)

@@ -67,11 +67,27 @@ static void usage_serve(FILE *f)
         "  --connection-timeout S  close a connection silent for S seconds while it sends its\n"
         "                          request or idles between requests; 0: never (default 10)\n"
         "  --max-connections N     open connections at most; more wait (default 1024)\n"
+        "  --max-connections-per-peer N  open connections from one address at most; more\n"
+        "                          are closed as they come (default: --max-connections; a\n"
+        "                          router in front is one address)\n"
+        "  --request-read-timeout S  a connection has S seconds to deliver a whole request\n"
+        "                          (headers and body, however slowly it trickles), counted\n"
+        "                          from its opening or its last request's end; 0: no limit\n"
+        "                          (default 30)\n"
         "  --max-logprobs N        requests may ask for logprobs up to N (at most 20); the\n"
         "                          engine then keeps each output's logits (vocab floats per\n"
         "                          token). 0 (default): logprobs > 0 is refused\n"
         "  --keepalive S           a stream with nothing to send for S seconds writes an SSE\n"
         "                          comment, so a client gone while queued is noticed (default 1)\n"
+        "  --api-key KEY           /v1 paths answer 401 without \"Authorization: Bearer KEY\"\n"
+        "                          (default: $VLLM_API_KEY, else none)\n"
+        "\n"
+        "vLLM's spellings, same meaning: --served-model-name (= --model-name), --max-model-len N\n"
+        "(prompt + output at most N tokens, at most the model's context), --block-size\n"
+        "(= --page-size), --max-num-seqs (= --max-running), --max-num-batched-tokens\n"
+        "(= --max-batched-tokens), --enable-prefix-caching (the default),\n"
+        "--no-enable-prefix-caching (= --cache none), --disable-log-requests and\n"
+        "--disable-log-stats (serve logs neither). Other vLLM options are refused by name.\n"
         "\n"
         "Engine options: those of `radixkv run` (see radixkv run --help) but --trace, --out,\n"
         "--replicas and --router*; --max-tokens is the default for requests without max_tokens.\n"
@@ -106,6 +122,7 @@ static int parse_serve(int argc, char **argv, serve_config *sc, char **rest, int
     sc->max_body = 8 << 20;
     sc->conn_timeout = 10;
     sc->max_connections = 1024;
+    sc->read_timeout = 30;
     *nrest = 0;
     rest[(*nrest)++] = argv[0]; /* run_parse_options names the command from it */
     for (int i = 1; i < argc; i++) {
@@ -122,12 +139,42 @@ static int parse_serve(int argc, char **argv, serve_config *sc, char **rest, int
         static const char *const own[] = {"--host", "--port", "--model-name", "--tokenizer",
                                           "--max-queue", "--drain-timeout", "--keepalive",
                                           "--max-body-bytes", "--connection-timeout",
-                                          "--max-connections", "--max-logprobs", NULL};
+                                          "--max-connections", "--max-logprobs",
+                                          "--served-model-name", "--max-model-len", "--api-key",
+                                          "--max-connections-per-peer",
+                                          "--request-read-timeout", NULL};
+        /* vLLM's names for run's options: the value goes on under run's name. */
+        static const char *const renamed[][2] = {{"--block-size", "--page-size"},
+                                                 {"--max-num-seqs", "--max-running"},
+                                                 {"--max-num-batched-tokens", "--max-batched-tokens"},
+                                                 {NULL, NULL}};
         int k = 0;
         while (own[k] && strcmp(own[k], name)) k++;
         if (!strcmp(name, "--help") || !strcmp(name, "-h")) {
             usage_serve(stdout);
             return 0;
+        }
+        /* vLLM's flags that change nothing here: prefix caching is on by
+         * default, and serve writes no per-request or periodic log. */
+        if (!strcmp(a, "--enable-prefix-caching") || !strcmp(a, "--disable-log-requests") ||
+            !strcmp(a, "--disable-log-stats"))
+            continue;
+        if (!strcmp(a, "--no-enable-prefix-caching")) {
+            rest[(*nrest)++] = "--cache";
+            rest[(*nrest)++] = "none";
+            continue;
+        }
+        int rn = 0;
+        while (renamed[rn][0] && strcmp(renamed[rn][0], name)) rn++;
+        if (renamed[rn][0]) {
+            const char *v = val ? val : (i + 1 < argc ? argv[++i] : NULL);
+            if (!v) {
+                fprintf(stderr, "radixkv serve: %s needs a value\n", name);
+                return 2;
+            }
+            rest[(*nrest)++] = (char *)renamed[rn][1];
+            rest[(*nrest)++] = (char *)v;
+            continue;
         }
         if (!own[k]) {
             rest[(*nrest)++] = argv[i];
@@ -141,7 +188,18 @@ static int parse_serve(int argc, char **argv, serve_config *sc, char **rest, int
         int64_t x;
         int rc;
         if (!strcmp(name, "--host")) sc->host = v;
-        else if (!strcmp(name, "--model-name")) sc->model_name = v;
+        else if (!strcmp(name, "--model-name") || !strcmp(name, "--served-model-name"))
+            sc->model_name = v;
+        else if (!strcmp(name, "--api-key")) {
+            if (!*v) {
+                fprintf(stderr, "radixkv serve: --api-key: empty\n");
+                return 2;
+            }
+            sc->api_key = v;
+        } else if (!strcmp(name, "--max-model-len")) {
+            if ((rc = serve_int(name, v, 1, INT32_MAX, &x))) return rc;
+            sc->max_model_len = (int32_t)x;
+        }
         else if (!strcmp(name, "--port")) {
             if ((rc = serve_int(name, v, 0, 65535, &x))) return rc;
             sc->port = (int)x;
@@ -156,6 +214,11 @@ static int parse_serve(int argc, char **argv, serve_config *sc, char **rest, int
         } else if (!strcmp(name, "--connection-timeout")) {
             if ((rc = serve_int(name, v, 0, 86400, &x))) return rc;
             sc->conn_timeout = (unsigned)x;
+        } else if (!strcmp(name, "--max-connections-per-peer")) {
+            if ((rc = serve_int(name, v, 1, 1 << 20, &x))) return rc;
+            sc->max_per_peer = (unsigned)x;
+        } else if (!strcmp(name, "--request-read-timeout")) {
+            if ((rc = serve_double(name, v, 0, 86400, &sc->read_timeout))) return rc;
         } else if (!strcmp(name, "--max-connections")) {
             if ((rc = serve_int(name, v, 1, 1 << 20, &x))) return rc;
             sc->max_connections = (unsigned)x;
@@ -225,7 +288,8 @@ static void on_signal(int sig, int count, void *arg)
 int cmd_serve(int argc, char **argv)
 {
     serve_config sc = {0};
-    char **rest = calloc((size_t)argc + 1, sizeof(char *));
+    /* Room for --no-enable-prefix-caching's two words and --name=value split in two. */
+    char **rest = calloc(2 * (size_t)argc + 2, sizeof(char *));
     if (!rest) return 1;
     int nrest = 0;
     int rc = parse_serve(argc, argv, &sc, rest, &nrest);
@@ -242,9 +306,18 @@ int cmd_serve(int argc, char **argv)
         return 2;
     }
     sc.default_max_tokens = o.default_max_tokens;
+    /* Off unless asked: a router in front is one peer holding many
+     * connections; --request-read-timeout is what frees slots a slowloris
+     * holds. */
+    if (!sc.max_per_peer || sc.max_per_peer > sc.max_connections)
+        sc.max_per_peer = sc.max_connections;
     /* logprobs come from the logits the engine keeps per output. */
     if (sc.max_logprobs > 0) o.ec.keep_logits = true;
     sc.run = &o;
+    if (!sc.api_key) {
+        const char *k = getenv("VLLM_API_KEY");
+        if (k && *k) sc.api_key = k;
+    }
     if (!sc.model_name) sc.model_name = o.ec.backend_cfg.model ? o.ec.backend_cfg.model : "default";
 
     serve *s = calloc(1, sizeof *s);
@@ -280,6 +353,18 @@ int cmd_serve(int argc, char **argv)
     cache *c = engine_cache(s->e);
     s->vocab = be->vocab_size;
     s->max_context = be->max_context;
+    if (sc.max_model_len > be->max_context) {
+        fprintf(stderr, "radixkv serve: --max-model-len %d is above the model's context of %d\n",
+                sc.max_model_len, be->max_context);
+        engine_destroy(s->e);
+        interrupt_thread_stop();
+        pthread_cond_destroy(&s->drained);
+        pthread_cond_destroy(&s->wake);
+        pthread_mutex_destroy(&s->mu);
+        free(s);
+        return 2;
+    }
+    if (sc.max_model_len > 0) s->max_context = sc.max_model_len;
     s->page_size = c->page_size;
     s->num_pages = c->pool->num_pages;
     s->backend_name = be->ops->name;
@@ -350,7 +435,9 @@ int cmd_serve(int argc, char **argv)
         fprintf(stderr, "radixkv serve: %s\n", s->fatal);
         status = 1;
     } else if ((st = engine_check(s->e, err, sizeof err))) {
-        fprintf(stderr, "radixkv serve: %s\n", err);
+        /* The check's own allocation failing says nothing about the pages. */
+        fprintf(stderr, "radixkv serve: %s%s\n",
+                st == RKV_ENOMEM ? "out of memory checking the page accounting at exit: " : "", err);
         status = 1;
     } else if (o.pin && cache_pins_check(c, &pins, err, sizeof err)) {
         fprintf(stderr, "radixkv serve: %s\n", err);

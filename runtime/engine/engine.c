@@ -619,7 +619,11 @@ static rkv_status check_accounting(engine *e, char *err, size_t errlen)
 {
     char msg[256] = "";
     rkv_status st = scheduler_check(&e->sched, msg, sizeof msg);
-    if (st) snprintf(err, errlen, "engine: page accounting broken: %s", msg);
+    /* The check's own allocation failing says nothing about the pages. */
+    if (st == RKV_ENOMEM)
+        snprintf(err, errlen, "engine: out of memory checking the page accounting: %s", msg);
+    else if (st)
+        snprintf(err, errlen, "engine: page accounting broken: %s", msg);
     return st;
 }
 

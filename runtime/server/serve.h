@@ -23,6 +23,7 @@
 #ifndef RKV_SERVE_H
 #define RKV_SERVE_H
 
+#include <jansson.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -44,12 +45,19 @@ typedef struct serve_config {
                                   sends headers or body (or idles between
                                   requests); 0: never */
     unsigned max_connections;  /* open connections; more wait in the backlog */
+    unsigned max_per_peer;     /* open connections from one address at most */
+    double read_timeout;       /* seconds a connection has to deliver a whole
+                                  request (headers and body), counted from its
+                                  opening or its previous request's end, however
+                                  it trickles; 0: no limit */
     double keepalive_seconds;  /* a stream silent this long (queued, no token yet)
                                   writes an SSE comment, so a client that went
                                   away is noticed and its request cancelled */
     int32_t default_max_tokens;
     int32_t max_logprobs;      /* logprobs asked for at most; 0: the engine keeps
                                   no logits and logprobs > 0 is refused */
+    const char *api_key;       /* /v1 paths need "Authorization: Bearer KEY"; NULL: open */
+    int32_t max_model_len;     /* --max-model-len: prompt + outputs at most; 0: the model's */
     const run_opts *run;       /* engine options, as `radixkv run` parsed them */
 } serve_config;
 
@@ -85,6 +93,13 @@ typedef struct serve_metrics {
     bool accounting_ok;        /* the engine's page check when last idle */
     int64_t pages_evictable;   /* cached, unlocked: reclaimable */
     serve_hist ttft, itl, e2e;
+    /* vLLM's per finished prompt (each sample its own request, as vLLM's
+     * children): decode time, time per output token, preemptions, prompt
+     * tokens computed (not cached); per prompt once its samples all ended:
+     * n and the most tokens a sample generated; per engine step: tokens. */
+    serve_hist decode, tpot, req_preempt, req_kv_computed, req_max_gen, iter_tokens;
+    int64_t queue_full;        /* 503s for a full queue (vLLM's admission_rejections) */
+    int64_t batched_tokens;    /* the engine's rows computed at the last step */
     /* Per finished prompt, in tokens (vLLM's 1-2-5 bounds up to the context):
      * prompt length, tokens generated, max_tokens asked; n per request. */
     serve_hist req_prompt, req_gen, req_max_tokens, req_n;
@@ -123,6 +138,10 @@ struct serve_seq {
     bool finish_sent;          /* stream: its finish_reason went out */
     char *error;               /* finished with an error (malloc'd) */
     double t_last;             /* wall time of the last published token */
+    double t_first;            /* wall time of its first token */
+    int32_t samples_done;      /* sample 0: samples of its prompt that ended */
+    int32_t max_gen;           /* sample 0: most outputs a sample of its prompt made */
+    int32_t preemptions;       /* the engine's count, at its end */
 };
 
 /* One completion request: n prompts answered together. */
@@ -148,20 +167,36 @@ struct serve_job {
     int32_t n_stop;
     sampling_params sampling;
     bool stream, include_usage;
+    bool continuous_usage;     /* stream_options.continuous_usage_stats: usage in
+                                  every chunk (with include_usage, as vLLM) */
+    bool include_stop;         /* include_stop_str_in_output: a stop token's text
+                                  stays in the text (vLLM leaves it out) */
+    bool tokens_as_ids;        /* return_tokens_as_token_ids: logprobs name
+                                  tokens "token_id:ID" */
+    bool return_token_ids;     /* prompt_token_ids in every choice */
+    int32_t truncate;          /* truncate_prompt_tokens: keep k tokens; 0: all */
+    bool truncate_right;       /* truncation_side right: the first k */
+    bool echo_only;            /* echo with max_tokens 0: the prompt alone is the
+                                  text (the engine still runs one token, as vLLM) */
     bool cancelled;            /* the client went away */
     bool suspended;            /* its connection waits for the engine */
     void *conn;                /* struct MHD_Connection * */
     double t_recv;             /* wall time the request was parsed */
-    char id[48];
+    char id[112];              /* cmpl-<request_id or a counter> */
     int64_t created;           /* unix seconds */
     /* SSE output not yet taken by the connection */
     char *sse;
     size_t sse_len, sse_cap, sse_off;
     bool sse_final;            /* [DONE] written to sse */
+    bool sse_oom;              /* out of memory: a static error event and
+                                  [DONE] end the stream instead */
+    size_t oom_off;            /* bytes of that static text written */
     double t_written;          /* wall time the stream last wrote (keep-alive) */
     bool keepalive;            /* woken to write an SSE comment: a client that
                                   went away while queued is noticed */
 };
+
+typedef struct serve_guard serve_guard;
 
 typedef struct serve serve;
 struct serve {
@@ -193,6 +228,7 @@ struct serve {
     int64_t n_active, active_cap;
 
     void *daemon;              /* struct MHD_Daemon * */
+    serve_guard *guard;        /* --request-read-timeout's watch */
 };
 
 double serve_wall(void);
@@ -211,6 +247,25 @@ void serve_hist_observe(serve_hist *h, double seconds);
 serve_finish serve_seq_finish(const serve_job *j, const serve_seq *q);
 /* Prometheus text of the snapshot into a malloc'd string. */
 char *serve_metrics_text(const serve *s, const serve_metrics *m);
+
+/* Fields (serve_fields.c): every key of a completion request against
+ * vLLM's protocol. false when one asks for what radixkv does not do: *param
+ * names it and msg says why. Keys vLLM does not define are ignored, as vLLM does. */
+bool serve_fields_check(json_t *req, const char **param, char *msg, size_t len);
+
+/* The request-read deadline (serve_guard.c): a thread shuts down the socket
+ * of a connection that has not delivered a whole request in time. NULL
+ * (deadline <= 0, or no memory/thread): nothing is watched. */
+serve_guard *serve_guard_start(double deadline_seconds);
+void serve_guard_stop(serve_guard *g);
+/* The daemon's connection notifications: fd opened (sets *socket_context) or
+ * closed. */
+void serve_guard_opened(serve_guard *g, int fd, void **socket_context);
+void serve_guard_closed(serve_guard *g, void *socket_context);
+/* A request was received whole (true) or ended, the next one starting (false). */
+void serve_guard_received(serve_guard *g, void *socket_context, bool received);
+/* Connections shut for the deadline so far. */
+int64_t serve_guard_shut(serve_guard *g);
 
 /* HTTP side (serve_http.c). */
 int serve_http_start(serve *s, char *err, size_t errlen);

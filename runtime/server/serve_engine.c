@@ -82,8 +82,11 @@ static const double vllm_e2e_le[] = {0.3,  0.5,  0.8,  1.0,  1.5,   2.0,   2.5, 
                                      30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0};
 #define NLE(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
-/* vLLM's request_params_n bounds. */
+/* vLLM's request_params_n, request_num_preemptions and iteration_tokens
+ * bounds (vllm/v1/metrics/buckets.py). */
 static const double vllm_n_le[] = {1, 2, 5, 10, 20};
+static const double vllm_preempt_le[] = {1, 2, 3, 4, 5, 10, 20};
+static const double vllm_iter_le[] = {1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384};
 
 /* h counts on the union of bounds a and b (ascending each). */
 static void hist_init(serve_hist *h, const double *a, int na, const double *b, int nb)
@@ -120,6 +123,12 @@ void serve_metrics_init(serve *s)
     hist_init(&s->m.req_gen, le, n, NULL, 0);
     hist_init(&s->m.req_max_tokens, le, n, NULL, 0);
     hist_init(&s->m.req_n, vllm_n_le, NLE(vllm_n_le), NULL, 0);
+    hist_init(&s->m.req_kv_computed, le, n, NULL, 0);
+    hist_init(&s->m.req_max_gen, le, n, NULL, 0);
+    hist_init(&s->m.decode, vllm_e2e_le, NLE(vllm_e2e_le), NULL, 0);
+    hist_init(&s->m.tpot, vllm_itl_le, NLE(vllm_itl_le), NULL, 0);
+    hist_init(&s->m.req_preempt, vllm_preempt_le, NLE(vllm_preempt_le), NULL, 0);
+    hist_init(&s->m.iter_tokens, vllm_iter_le, NLE(vllm_iter_le), NULL, 0);
 }
 
 void serve_hist_observe(serve_hist *h, double seconds)
@@ -222,6 +231,69 @@ static void vllm_metrics(FILE *f, const serve *s, const serve_metrics *m)
                m->req_max_tokens.le, m->req_max_tokens.n_le);
     hist_print(f, "vllm:request_params_n", labels, "Histogram of the n request parameter.",
                &m->req_n, m->req_n.le, m->req_n.n_le);
+    /* The rest of what vLLM's logger defines for one engine without KV
+     * transfer, LoRA, multimodal input or sleep: families that cannot move
+     * here are exported at 0 as vLLM exports them. */
+    char lab[400];
+    fprintf(f, "# HELP vllm:num_requests_waiting_by_reason Number of waiting requests by reason.\n"
+               "# TYPE vllm:num_requests_waiting_by_reason gauge\n"
+               "vllm:num_requests_waiting_by_reason{%s,reason=\"capacity\"} %lld\n"
+               "vllm:num_requests_waiting_by_reason{%s,reason=\"deferred\"} 0\n",
+            labels, (long long)(m->outstanding - m->es.num_running), labels);
+    fprintf(f, "# HELP vllm:engine_sleep_state Engine sleep state.\n"
+               "# TYPE vllm:engine_sleep_state gauge\n"
+               "vllm:engine_sleep_state{%s,sleep_state=\"awake\"} 1\n"
+               "vllm:engine_sleep_state{%s,sleep_state=\"weights_offloaded\"} 0\n"
+               "vllm:engine_sleep_state{%s,sleep_state=\"discard_all\"} 0\n", labels, labels, labels);
+    vllm_metric(f, "vllm:external_prefix_cache_queries", true, labels,
+                "External prefix cache queries from KV connector cross-instance cache sharing.", 0);
+    vllm_metric(f, "vllm:external_prefix_cache_hits", true, labels,
+                "External prefix cache hits from KV connector cross-instance cache sharing.", 0);
+    vllm_metric(f, "vllm:mm_cache_queries", true, labels,
+                "Multi-modal cache queries, in terms of number of queried items.", 0);
+    vllm_metric(f, "vllm:mm_cache_hits", true, labels,
+                "Multi-modal cache hits, in terms of number of cached items.", 0);
+    vllm_metric(f, "vllm:prompt_tokens_cached", true, labels,
+                "Number of cached prompt tokens (local + external).", (double)m->prefix_hits);
+    fprintf(f, "# HELP vllm:prompt_tokens_by_source_total Number of prompt tokens by source.\n"
+               "# TYPE vllm:prompt_tokens_by_source_total counter\n");
+    const char *const src[] = {"local_compute", "local_cache_hit", "external_kv_transfer"};
+    const double srcv[] = {(double)(m->prompt_tokens - m->prefix_hits), (double)m->prefix_hits, 0};
+    for (int i = 0; i < 3; i++)
+        fprintf(f, "vllm:prompt_tokens_by_source_total{%s,source=\"%s\"} %.17g\n", labels, src[i],
+                srcv[i]);
+    /* radixkv's hits are matched in device pages at admission. */
+    fprintf(f, "# HELP vllm:prompt_tokens_cached_by_source_total Prefix-cache hit tokens by the "
+               "cache tier that supplied them.\n"
+               "# TYPE vllm:prompt_tokens_cached_by_source_total counter\n");
+    const char *const tier[] = {"device", "host", "p2p", "disk", "external_unspecified"};
+    for (int i = 0; i < 5; i++)
+        fprintf(f, "vllm:prompt_tokens_cached_by_source_total{%s,source=\"%s\"} %lld\n", labels,
+                tier[i], (long long)(i == 0 ? m->prefix_hits : 0));
+    snprintf(lab, sizeof lab, "model_name=\"%s\"", name);
+    fprintf(f, "# HELP vllm:admission_rejections_total Number of admission attempts rejected by a "
+               "queue limit, by reason.\n# TYPE vllm:admission_rejections_total counter\n"
+               "vllm:admission_rejections_total{%s,reason=\"max_num_queued_reqs\"} %lld\n"
+               "vllm:admission_rejections_total{%s,reason=\"max_num_queued_tokens\"} 0\n", lab,
+            (long long)m->queue_full, lab);
+    hist_print(f, "vllm:iteration_tokens_total", labels,
+               "Histogram of number of tokens per engine_step.", &m->iter_tokens, vllm_iter_le,
+               NLE(vllm_iter_le));
+    hist_print(f, "vllm:request_max_num_generation_tokens", labels,
+               "Histogram of maximum number of requested generation tokens.", &m->req_max_gen,
+               m->req_max_gen.le, m->req_max_gen.n_le);
+    hist_print(f, "vllm:request_time_per_output_token_seconds", labels,
+               "Histogram of time_per_output_token_seconds per request.", &m->tpot, vllm_itl_le,
+               NLE(vllm_itl_le));
+    hist_print(f, "vllm:request_decode_time_seconds", labels,
+               "Histogram of time spent in DECODE phase for request.", &m->decode, vllm_e2e_le,
+               NLE(vllm_e2e_le));
+    hist_print(f, "vllm:request_num_preemptions", labels,
+               "Histogram of the number of times a request was preempted.", &m->req_preempt,
+               vllm_preempt_le, NLE(vllm_preempt_le));
+    hist_print(f, "vllm:request_prefill_kv_computed_tokens", labels,
+               "Histogram of new KV tokens computed during prefill (excluding cached tokens).",
+               &m->req_kv_computed, m->req_kv_computed.le, m->req_kv_computed.n_le);
 }
 
 /* Names follow vLLM's where one exists (prefix_cache_queries/hits,
@@ -307,7 +379,9 @@ static void snapshot_locked(serve *s)
 
 /* ---- the engine thread -------------------------------------------------- */
 
-static int active_push(serve *s, serve_seq *q, serve_job *j)
+/* Room for one more active prompt, made before engine_add so that a prompt
+ * the engine took is always listed (an unlisted one would run unseen). */
+static int active_reserve(serve *s)
 {
     if (s->n_active == s->active_cap) {
         int64_t nc = s->active_cap ? s->active_cap * 2 : 256;
@@ -319,9 +393,13 @@ static int active_push(serve *s, serve_seq *q, serve_job *j)
         s->active_job = b;
         s->active_cap = nc;
     }
+    return 0;
+}
+
+static void active_push(serve *s, serve_seq *q, serve_job *j)
+{
     s->active[s->n_active] = q;
     s->active_job[s->n_active++] = j;
-    return 0;
 }
 
 /* A prompt is over (under s->mu): count it, and when it was the job's last,
@@ -333,11 +411,26 @@ static void seq_finish_locked(serve *s, serve_job *j, serve_seq *q, const char *
     if (!q->error && q->n_out > 0)
         for (int32_t k = 0; k < j->n_stop && q->stop_reason < 0; k++)
             if (q->out[q->n_out - 1] == j->stop_ids[k]) q->stop_reason = j->stop_ids[k];
+    /* vLLM observes these once per finished request, each sample being one
+     * (its parallel sampling makes children); n and the most tokens a
+     * sample generated once per prompt, when its last sample ends. */
+    double now = serve_wall();
     s->m.finished[serve_seq_finish(j, q)]++;
     serve_hist_observe(&s->m.req_prompt, q->n_tokens);
     serve_hist_observe(&s->m.req_gen, q->n_out);
     serve_hist_observe(&s->m.req_max_tokens, j->max_tokens);
-    if (q->sample == 0 && q == j->seq) serve_hist_observe(&s->m.req_n, j->n_samples);
+    serve_hist_observe(&s->m.e2e, now - j->t_recv);
+    serve_hist_observe(&s->m.req_preempt, q->preemptions);
+    serve_hist_observe(&s->m.req_kv_computed, q->prefilled ? q->n_tokens - q->cached_tokens : 0);
+    double decode = q->n_out > 0 ? q->t_last - q->t_first : 0;
+    serve_hist_observe(&s->m.decode, decode);
+    serve_hist_observe(&s->m.tpot, q->n_out > 1 ? decode / (q->n_out - 1) : 0);
+    serve_seq *lead = q - q->sample;
+    if (q->n_out > lead->max_gen) lead->max_gen = q->n_out;
+    if (++lead->samples_done == j->n_samples) {
+        serve_hist_observe(&s->m.req_n, j->n_samples);
+        serve_hist_observe(&s->m.req_max_gen, lead->max_gen);
+    }
     if (!q->error) {
         s->m.requests_ok++;
     } else if (j->cancelled) {
@@ -347,7 +440,6 @@ static void seq_finish_locked(serve *s, serve_job *j, serve_seq *q, const char *
     }
     if (--s->outstanding == 0) pthread_cond_broadcast(&s->drained);
     if (++j->n_done == j->n_seq) {
-        if (!j->cancelled) serve_hist_observe(&s->m.e2e, serve_wall() - j->t_recv);
         serve_http_resume_locked(s, j);
         serve_job_unref_locked(j);
     }
@@ -467,6 +559,7 @@ static void publish_locked(serve *s)
         s->m.generation_tokens += k > 0 ? k : 0;
         if (k > 0) {
             if (q->n_out == 0) {
+                q->t_first = t;
                 serve_hist_observe(&s->m.ttft, t - j->t_recv);
                 for (int32_t x = 1; x < k; x++) serve_hist_observe(&s->m.itl, 0);
             } else {
@@ -478,6 +571,7 @@ static void publish_locked(serve *s)
         }
         if (r.finished) {
             q->cached_tokens = r.cached_tokens;
+            q->preemptions = r.num_preemptions;
             s->active[i] = s->active[s->n_active - 1];
             s->active_job[i] = s->active_job[s->n_active - 1];
             s->n_active--;
@@ -538,10 +632,15 @@ static void add_seq_locked(serve *s, serve_job *j, serve_seq *q, const char *fai
     /* Each sample its own stream: sample 0 keeps the request's own seed. */
     if (j->seeded) er.sampling.seed = ((j->seed + (uint64_t)q->sample) << 1) | 1;
     if (!fail && j->cancelled) fail = "cancelled";
-    rkv_status st = fail ? RKV_EINVAL : engine_add(s->e, &er, &q->eid, err, sizeof err);
-    if (st == RKV_OK && active_push(s, q, j) == 0) return;
+    rkv_status st = fail ? RKV_EINVAL : active_reserve(s) ? RKV_ENOMEM
+                  : engine_add(s->e, &er, &q->eid, err, sizeof err);
+    if (st == RKV_ENOMEM && !fail) snprintf(err, sizeof err, "out of memory");
+    if (st == RKV_OK) {
+        active_push(s, q, j);
+        return;
+    }
     q->eid = -1;
-    const char *why = fail ? fail : st ? err : "out of memory";
+    const char *why = fail ? fail : err;
     if (q->sample == 0 && j->n_samples > 1) add_followers_locked(s, j, q, why);
     seq_finish_locked(s, j, q, why);
 }
@@ -620,7 +719,7 @@ static void *engine_main(void *arg)
 
         pthread_mutex_lock(&s->mu);
         if (st) {
-            snprintf(s->fatal, sizeof s->fatal, "engine: %s", err);
+            snprintf(s->fatal, sizeof s->fatal, strncmp(err, "engine", 6) ? "engine: %s" : "%s", err);
             publish_locked(s);
             fail_all_locked(s, s->fatal);
             snapshot_locked(s);
@@ -648,12 +747,25 @@ static void *engine_main(void *arg)
         }
         publish_locked(s);
         snapshot_locked(s);
+        /* vLLM's iteration_tokens: the rows each step computed. */
+        if (s->m.es.batched_tokens > s->m.batched_tokens)
+            serve_hist_observe(&s->m.iter_tokens,
+                               (double)(s->m.es.batched_tokens - s->m.batched_tokens));
+        s->m.batched_tokens = s->m.es.batched_tokens;
         if (s->n_active == 0 && stepped) {
             char msg[512];
             stepped = false;
             pthread_mutex_unlock(&s->mu);
-            bool ok = idle_check(s, msg, sizeof msg) == RKV_OK;
+            rkv_status cst = idle_check(s, msg, sizeof msg);
+            bool ok = cst == RKV_OK;
             pthread_mutex_lock(&s->mu);
+            /* Out of memory inside the check: it could not look, which says
+             * nothing about the pages; the next idle moment looks again. */
+            if (cst == RKV_ENOMEM) {
+                fprintf(stderr, "radixkv serve: %s (the check runs again when next idle)\n", msg);
+                stepped = true;
+                ok = true;
+            }
             s->m.accounting_ok = ok;
             if (!ok) {
                 snprintf(s->fatal, sizeof s->fatal, "%s", msg);

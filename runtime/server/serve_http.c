@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -46,17 +47,18 @@ typedef struct stream_ctx {
 static enum MHD_Result send_text(struct MHD_Connection *c, unsigned status, const char *type,
                                  char *text, const char *allow)
 {
-    if (!text) {
-        status = MHD_HTTP_INTERNAL_SERVER_ERROR;
-        text = strdup("{\"error\":{\"message\":\"out of memory\",\"type\":\"InternalServerError\","
-                      "\"param\":null,\"code\":500}}");
-        if (!text) return MHD_NO;
-    }
+    /* Out of memory building the answer: a body that needs none, so the
+     * client still learns why (never a closed socket). */
+    static const char oom[] = "{\"error\":{\"message\":\"out of memory\",\"type\":"
+                              "\"InternalServerError\",\"param\":null,\"code\":500}}";
     struct MHD_Response *r =
-        MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
+        text ? MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE) : NULL;
     if (!r) {
         free(text);
-        return MHD_NO;
+        status = MHD_HTTP_INTERNAL_SERVER_ERROR;
+        type = "application/json";
+        r = MHD_create_response_from_buffer(sizeof oom - 1, (void *)oom, MHD_RESPMEM_PERSISTENT);
+        if (!r) return MHD_NO;
     }
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
     if (status == 503 || status == 429) MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
@@ -243,8 +245,8 @@ static bool parse_text_ids(const serve *s, const char *text, int32_t **out, int3
 }
 
 /* One prompt: a list of ids, or text with the ids tokenizer. */
-static bool parse_one_prompt(const serve *s, json_t *v, const char *where, int32_t **out,
-                             int32_t *n, bad *b)
+static bool parse_one_prompt(const serve *s, const serve_job *j, json_t *v, const char *where,
+                             int32_t **out, int32_t *n, bad *b)
 {
     if (json_is_string(v)) {
         if (!s->cfg.text_ids)
@@ -284,6 +286,13 @@ static bool parse_one_prompt(const serve *s, json_t *v, const char *where, int32
         *out = NULL;
         return fail_param(b, 400, "prompt", "%s: empty", where);
     }
+    /* truncate_prompt_tokens: vLLM keeps the last k (truncation_side left,
+     * its default) or the first k, before the context is checked. */
+    if (j->truncate > 0 && *n > j->truncate) {
+        if (!j->truncate_right)
+            memmove(*out, *out + (*n - j->truncate), sizeof(int32_t) * (size_t)j->truncate);
+        *n = j->truncate;
+    }
     if (*n > s->max_context) {
         free(*out);
         *out = NULL;
@@ -313,7 +322,7 @@ static bool parse_prompts(const serve *s, json_t *req, serve_job *j, bad *b)
         j->seq[i].eid = -1;
         j->seq[i].stop_reason = -1;
         j->seq[i].stop_str = -1;
-        if (!parse_one_prompt(s, many ? json_array_get(p, i) : p, where, &j->seq[i].tokens,
+        if (!parse_one_prompt(s, j, many ? json_array_get(p, i) : p, where, &j->seq[i].tokens,
                               &j->seq[i].n_tokens, b))
             return false;
     }
@@ -351,6 +360,11 @@ static bool parse_completion(serve *s, json_t *req, serve_job *j, bad *b)
 {
     if (!json_is_object(req))
         return fail_param(b, 400, NULL, "the body must be a JSON object, got %s", json_type_name(req));
+    {
+        const char *fp = NULL;
+        char fm[sizeof b->msg];
+        if (!serve_fields_check(req, &fp, fm, sizeof fm)) return fail_param(b, 400, fp, "%s", fm);
+    }
     json_t *model = json_object_get(req, "model");
     if (model && !json_is_null(model)) {
         if (!json_is_string(model))
@@ -371,18 +385,25 @@ static bool parse_completion(serve *s, json_t *req, serve_job *j, bad *b)
     if (!get_bool(req, "echo", &j->echo, b) || !get_bool(req, "ignore_eos", &ignore_eos, b))
         return false;
     int64_t lp = -1;
-    if (!get_int(req, "logprobs", 0, SERVE_MAX_LOGPROBS, &lp, b)) return false;
+    if (!get_int(req, "logprobs", -1, INT32_MAX, &lp, b)) return false;
+    /* vLLM: -1 asks for the whole vocabulary, held to --max-logprobs like
+     * any other count. */
+    json_t *lpv = json_object_get(req, "logprobs");
+    bool lp_all = lp == -1 && lpv && json_is_integer(lpv);
+    if (lp_all) lp = s->vocab;
     /* Without --max-logprobs, logprobs 0 stays what it was: none asked. */
     if (lp > 0 && s->cfg.max_logprobs == 0)
-        return fail_param(b, 400, "logprobs", "logprobs: this server keeps no logits; start it with "
-                          "--max-logprobs N to return log-probabilities");
+        return fail_param(b, 400, "logprobs", "logprobs: %sthis server keeps no logits; start it "
+                          "with --max-logprobs N to return log-probabilities",
+                          lp_all ? "-1 (the whole vocabulary): " : "");
     if (lp > s->cfg.max_logprobs)
-        return fail_param(b, 400, "logprobs", "logprobs: %lld is above this server's --max-logprobs "
-                          "%d", (long long)lp, s->cfg.max_logprobs);
+        return fail_param(b, 400, "logprobs", "logprobs: %s%lld is above this server's "
+                          "--max-logprobs %d", lp_all ? "-1 (the whole vocabulary) = " : "",
+                          (long long)lp, s->cfg.max_logprobs);
     j->logprobs = s->cfg.max_logprobs > 0 ? (int32_t)lp : -1;
     if (j->logprobs >= 0 && j->echo)
         return fail_param(b, 400, "logprobs", "logprobs with echo: the prompt's log-probabilities "
-                          "are not computed; ask for one or the other");
+                          "(vLLM's prompt_logprobs) are not computed; ask for one or the other");
     json_t *stop = json_object_get(req, "stop");
     if (stop && !json_is_null(stop)) {
         size_t n = json_is_array(stop) ? json_array_size(stop) : 1;
@@ -429,15 +450,47 @@ static bool parse_completion(serve *s, json_t *req, serve_job *j, bad *b)
             j->stop_ids[j->n_stop++] = (int32_t)json_integer_value(t);
         }
     }
-    const char *const penalties[] = {"presence_penalty", "frequency_penalty"};
-    for (int i = 0; i < 2; i++) {
-        double pv = 0;
-        if (!get_num(req, penalties[i], -2, 2, false, &pv, b)) return false;
-        if (pv != 0) return fail_param(b, 400, penalties[i], "%s: only 0 is supported", penalties[i]);
-    }
     int64_t max_tokens = s->cfg.default_max_tokens;
-    if (!get_int(req, "max_tokens", 1, s->max_context, &max_tokens, b)) return false;
-    j->max_tokens = (int32_t)max_tokens;
+    if (!get_int(req, "max_tokens", 0, s->max_context, &max_tokens, b)) return false;
+    /* vLLM: max_tokens 0 is for echo alone (prompt scoring); the engine
+     * still runs one token, counted in usage, and the text is the prompt. */
+    if (max_tokens == 0 && !j->echo)
+        return fail_param(b, 400, "max_tokens", "max_tokens: 0 is outside [1, %d] (0 only with "
+                          "echo)", s->max_context);
+    j->echo_only = max_tokens == 0;
+    j->max_tokens = max_tokens ? (int32_t)max_tokens : 1;
+    if (!get_bool(req, "include_stop_str_in_output", &j->include_stop, b) ||
+        !get_bool(req, "return_tokens_as_token_ids", &j->tokens_as_ids, b) ||
+        !get_bool(req, "return_token_ids", &j->return_token_ids, b))
+        return false;
+    json_t *user = json_object_get(req, "user");
+    if (user && !json_is_null(user) && !json_is_string(user))
+        return fail_param(b, 400, "user", "user: expected a string, got %s", json_type_name(user));
+    json_t *rid = json_object_get(req, "request_id");
+    if (rid && !json_is_null(rid)) {
+        if (!json_is_string(rid) || !*json_string_value(rid) ||
+            strlen(json_string_value(rid)) > sizeof j->id - 8)
+            return fail_param(b, 400, "request_id", "request_id: expected a string of 1 to %zu "
+                              "characters", sizeof j->id - 8);
+        snprintf(j->id, sizeof j->id, "cmpl-%s", json_string_value(rid));
+    }
+    int64_t trunc = 0;
+    if (!get_int(req, "truncate_prompt_tokens", -1, INT64_MAX, &trunc, b)) return false;
+    if (trunc == 0 && json_is_integer(json_object_get(req, "truncate_prompt_tokens")))
+        return fail_param(b, 400, "truncate_prompt_tokens", "truncate_prompt_tokens: 0 would leave "
+                          "an empty prompt (-1: the model's context, k >= 1: the last k tokens)");
+    if (trunc > s->max_context)
+        return fail_param(b, 400, "truncate_prompt_tokens", "truncate_prompt_tokens: %lld is "
+                          "greater than the model's context of %d", (long long)trunc, s->max_context);
+    j->truncate = trunc == -1 ? s->max_context : (int32_t)trunc;
+    json_t *side = json_object_get(req, "truncation_side");
+    if (side && !json_is_null(side)) {
+        if (!json_is_string(side) || (strcmp(json_string_value(side), "left") &&
+                                      strcmp(json_string_value(side), "right")))
+            return fail_param(b, 400, "truncation_side", "truncation_side: expected \"left\" or "
+                              "\"right\"");
+        j->truncate_right = !strcmp(json_string_value(side), "right");
+    }
     double temperature = 1, top_p = 1;
     int64_t top_k = 0, seed = -1;
     bool seeded = json_object_get(req, "seed") && !json_is_null(json_object_get(req, "seed"));
@@ -452,10 +505,16 @@ static bool parse_completion(serve *s, json_t *req, serve_job *j, bad *b)
         if (!json_is_object(so))
             return fail_param(b, 400, "stream_options", "stream_options: expected an object, got %s",
                               json_type_name(so));
-        if (!get_bool(so, "include_usage", &j->include_usage, b)) {
+        if (!get_bool(so, "include_usage", &j->include_usage, b) ||
+            !get_bool(so, "continuous_usage_stats", &j->continuous_usage, b)) {
             b->param = "stream_options";
             return false;
         }
+        if (!j->stream)
+            return fail_param(b, 400, "stream_options", "stream_options: only with stream = true "
+                              "(as vLLM)");
+        /* vLLM: per-chunk usage only with the final one. */
+        j->continuous_usage = j->continuous_usage && j->include_usage;
     }
     j->sampling = (sampling_params){
         .temperature = (float)temperature,
@@ -471,6 +530,11 @@ static bool parse_completion(serve *s, json_t *req, serve_job *j, bad *b)
                           "stream would have to hold back text that may start one); use "
                           "stop_token_ids, or stream = false");
     if (!parse_prompts(s, req, j, b)) return false;
+    /* --max-model-len: prompt and outputs within it (vLLM's check). */
+    for (int32_t i = 0; s->cfg.max_model_len > 0 && i < j->n_seq; i++)
+        if ((int64_t)j->seq[i].n_tokens + j->max_tokens > s->max_context)
+            return fail_param(b, 400, "max_tokens", "max_tokens: %d prompt tokens + %d would exceed "
+                              "--max-model-len %d", j->seq[i].n_tokens, j->max_tokens, s->max_context);
     /* Never fits (context, pool): refuse now, naming the field to shorten. */
     for (int32_t i = 0; i < j->n_seq; i++) {
         engine_request er = {.tokens = j->seq[i].tokens, .n_tokens = j->seq[i].n_tokens,
@@ -516,18 +580,36 @@ static json_t *stop_reason_json(const serve_job *j, const serve_seq *q)
     return q->stop_reason >= 0 ? json_integer(q->stop_reason) : json_null();
 }
 
+/* As vLLM counts: each prompt once whatever n (its samples share it), every
+ * sample's outputs; cached tokens per prompt, the most any of its samples
+ * found (samples after the first find its pages). */
 static json_t *usage_json(const serve_job *j)
 {
-    int64_t prompt = 0, completion = 0, cached = 0;
+    int64_t prompt = 0, completion = 0, cached = 0, best = 0;
     for (int32_t i = 0; i < j->n_seq; i++) {
-        prompt += j->seq[i].n_tokens;
-        completion += j->seq[i].n_out;
-        cached += j->seq[i].cached_tokens;
+        const serve_seq *q = &j->seq[i];
+        if (q->sample == 0) {
+            prompt += q->n_tokens;
+            cached += best;
+            best = 0;
+        }
+        completion += q->n_out;
+        if (q->cached_tokens > best) best = q->cached_tokens;
     }
+    cached += best;
     return json_pack("{s:I,s:I,s:I,s:{s:I}}", "prompt_tokens", (json_int_t)prompt,
                      "completion_tokens", (json_int_t)completion, "total_tokens",
                      (json_int_t)(prompt + completion), "prompt_tokens_details", "cached_tokens",
                      (json_int_t)cached);
+}
+
+/* Outputs whose text shows: a stop token's text is left out unless
+ * include_stop_str_in_output (vLLM's detokenizer alike); echo with
+ * max_tokens 0 shows none. */
+static int32_t shown_outputs(const serve_job *j, const serve_seq *q)
+{
+    if (j->echo_only) return 0;
+    return q->n_out - (q->stop_reason >= 0 && !j->include_stop && q->n_out > 0);
 }
 
 /* The text a token stands for: " 123" with the ids tokenizer, else none
@@ -572,9 +654,9 @@ static char *prompt_text(const serve *s, const serve_seq *q)
 
 /* A token's name in logprobs: its text, or without a tokenizer vLLM's
  * "token_id:ID" (--return-tokens-as-token-ids). */
-static void token_key(const serve *s, int32_t id, char *buf, size_t n)
+static void token_key(const serve *s, const serve_job *j, int32_t id, char *buf, size_t n)
 {
-    if (s->cfg.text_ids) snprintf(buf, n, " %d", id);
+    if (s->cfg.text_ids && !j->tokens_as_ids) snprintf(buf, n, " %d", id);
     else snprintf(buf, n, "token_id:%d", id);
 }
 
@@ -588,13 +670,13 @@ static json_t *logprobs_json(const serve *s, const serve_job *j, const serve_seq
     json_t *toks = json_array(), *lps = json_array(), *tops = json_array(), *offs = json_array();
     for (int32_t t = from; t < from + n; t++) {
         char key[32], txt[16];
-        token_key(s, q->out[t], key, sizeof key);
+        token_key(s, j, q->out[t], key, sizeof key);
         json_array_append_new(toks, json_string(key));
         json_array_append_new(lps, json_real(q->lp[t]));
         json_t *top = json_object();
         for (int32_t k = 0; k < j->logprobs; k++) {
             char kk[32];
-            token_key(s, q->top_ids[(size_t)t * (size_t)j->logprobs + (size_t)k], kk, sizeof kk);
+            token_key(s, j, q->top_ids[(size_t)t * (size_t)j->logprobs + (size_t)k], kk, sizeof kk);
             json_object_set_new(top, kk, json_real(q->top_lp[(size_t)t * (size_t)j->logprobs + (size_t)k]));
         }
         json_object_set_new(top, key, json_real(q->lp[t]));
@@ -625,14 +707,15 @@ static enum MHD_Result answer_job(serve *s, struct MHD_Connection *c, serve_job 
         const serve_seq *q = &j->seq[i];
         char *lead = j->echo ? prompt_text(s, q) : NULL;
         json_t *ch = json_pack("{s:i,s:o,s:o,s:o,s:s,s:o}", "index", (int)i, "text",
-                               text_json(s, lead, q->out, q->n_out,
+                               text_json(s, lead, q->out, shown_outputs(j, q),
                                          q->stop_str >= 0 ? q->text : NULL, q->text_cut),
                                "token_ids", ids_json(q->out, q->n_out), "logprobs",
                                logprobs_json(s, j, q, 0, q->n_out, lead ? strlen(lead) : 0),
                                "finish_reason", finish_reason(j, q), "stop_reason",
                                stop_reason_json(j, q));
         free(lead);
-        if (ch && j->echo) json_object_set_new(ch, "prompt_token_ids", ids_json(q->tokens, q->n_tokens));
+        if (ch && (j->echo || j->return_token_ids))
+            json_object_set_new(ch, "prompt_token_ids", ids_json(q->tokens, q->n_tokens));
         json_array_append_new(choices, ch);
     }
     json_t *v = json_pack("{s:s,s:s,s:I,s:s,s:o,s:o}", "id", j->id, "object", "text_completion",
@@ -660,71 +743,96 @@ static bool sse_event(serve_job *j, json_t *v)
 {
     char *t = v ? json_dumps(v, JSON_COMPACT) : NULL;
     json_decref(v);
-    bool ok = t && sse_append(j, "data: ") && sse_append(j, t) && sse_append(j, "\n\n");
+    if (!t) return false;
+    /* One append: an event goes in whole or not at all. */
+    size_t n = strlen(t);
+    char *e = malloc(n + 9);
+    if (e) {
+        memcpy(e, "data: ", 6);
+        memcpy(e + 6, t, n);
+        memcpy(e + 6 + n, "\n\n", 3);
+    }
+    bool ok = e && sse_append(j, e);
+    free(e);
     free(t);
     return ok;
 }
 
-static json_t *chunk_json(const serve *s, const serve_job *j, json_t *choices, bool with_usage)
+/* A chunk of choices; usage: continuous_usage_stats' per-chunk usage
+ * (stolen), or the final chunk's, else none (vLLM leaves the key out). */
+static json_t *chunk_json(const serve *s, const serve_job *j, json_t *choices, json_t *usage)
 {
     json_t *v = json_pack("{s:s,s:s,s:I,s:s,s:o}", "id", j->id, "object", "text_completion",
                           "created", (json_int_t)j->created, "model", s->cfg.model_name, "choices",
                           choices);
-    if (v && j->include_usage) json_object_set_new(v, "usage", with_usage ? usage_json(j) : json_null());
+    if (v && usage) json_object_set_new(v, "usage", usage);
+    else json_decref(usage);
     return v;
 }
 
+/* continuous_usage_stats: the prompt and the choice's outputs so far. */
+static json_t *chunk_usage(const serve_job *j, const serve_seq *q, int32_t outputs)
+{
+    if (!j->continuous_usage) return NULL;
+    return json_pack("{s:i,s:i,s:i}", "prompt_tokens", (int)q->n_tokens, "completion_tokens",
+                     (int)outputs, "total_tokens", (int)(q->n_tokens + outputs));
+}
+
 /* Under s->mu: events for what the engine published since the last call;
- * one chunk per token, the finish reason on a prompt's last. */
-static void sse_fill(serve *s, serve_job *j)
+ * one chunk per token, the finish reason on a prompt's last (or a chunk of
+ * its own: every prompt that ends says why, cancelled ones "abort"). With
+ * echo the prompt leads the first chunk, as vLLM streams it. */
+static bool sse_fill(serve *s, serve_job *j)
 {
     for (int32_t i = 0; i < j->n_seq; i++) {
         serve_seq *q = &j->seq[i];
-        if (j->echo && !q->echo_sent) {
-            /* The prompt first, as a chunk of its own. */
-            char *lead = prompt_text(s, q);
-            json_t *ch = json_pack("{s:i,s:s?,s:[],s:o,s:n,s:n,s:n}", "index", (int)i, "text", lead,
-                                   "token_ids", "prompt_token_ids",
-                                   ids_json(q->tokens, q->n_tokens), "logprobs", "finish_reason",
-                                   "stop_reason");
-            q->sent_chars = lead ? strlen(lead) : 0;
-            free(lead);
-            if (!sse_event(j, chunk_json(s, j, json_pack("[o]", ch), false))) return;
-            q->echo_sent = true;
-        }
+        const int32_t shown = shown_outputs(j, q);
         while (q->sent < q->n_out) {
             bool last = q->done && q->sent + 1 == q->n_out;
+            bool lead = j->echo && !q->echo_sent;
             char txt[16];
+            char *ptext = lead ? prompt_text(s, q) : NULL;
+            if (lead && !ptext) return false;
+            if (lead) q->sent_chars = strlen(ptext);
             json_t *ch = json_pack("{s:i,s:o,s:o,s:o,s:s?,s:o}", "index", (int)i, "text",
-                                   text_json(s, NULL, q->out + q->sent, 1, NULL, 0), "token_ids",
-                                   ids_json(q->out + q->sent, 1), "logprobs",
+                                   text_json(s, ptext, q->out + q->sent, q->sent < shown, NULL, 0),
+                                   "token_ids", ids_json(q->out + q->sent, 1), "logprobs",
                                    logprobs_json(s, j, q, q->sent, 1, q->sent_chars),
                                    "finish_reason", last ? finish_reason(j, q) : NULL,
                                    "stop_reason", last ? stop_reason_json(j, q) : json_null());
-            if (!sse_event(j, chunk_json(s, j, json_pack("[o]", ch), false))) return;
+            free(ptext);
+            if (ch && (lead || (j->return_token_ids && q->sent == 0)))
+                json_object_set_new(ch, "prompt_token_ids", ids_json(q->tokens, q->n_tokens));
+            if (!sse_event(j, chunk_json(s, j, json_pack("[o]", ch), chunk_usage(j, q, q->sent + 1))))
+                return false;
+            q->echo_sent = q->echo_sent || lead;
             q->sent_chars += (size_t)token_text(s, q->out[q->sent], txt, sizeof txt);
             q->sent++;
             if (last) q->finish_sent = true;
         }
-        if (q->done && !q->finish_sent && !q->error) {
+        if (q->done && !q->finish_sent) {
             json_t *ch = json_pack("{s:i,s:s,s:[],s:n,s:s,s:o}", "index", (int)i, "text", "",
                                    "token_ids", "logprobs", "finish_reason", finish_reason(j, q),
                                    "stop_reason", stop_reason_json(j, q));
-            if (!sse_event(j, chunk_json(s, j, json_pack("[o]", ch), false))) return;
+            if (!sse_event(j, chunk_json(s, j, json_pack("[o]", ch), chunk_usage(j, q, q->n_out))))
+                return false;
             q->finish_sent = true;
         }
     }
-    if (j->n_done < j->n_seq || j->sse_final) return;
+    if (j->n_done < j->n_seq || j->sse_final) return true;
     for (int32_t i = 0; i < j->n_seq; i++) {
         if (!j->seq[i].error) continue;
         char msg[300];
         snprintf(msg, sizeof msg, "prompt %d: %s", i, j->seq[i].error);
         if (!sse_event(j, error_json(strcmp(j->seq[i].error, "cancelled") ? 500 : 503, NULL, msg)))
-            return;
+            return false;
         break;
     }
-    if (j->include_usage && !sse_event(j, chunk_json(s, j, json_array(), true))) return;
-    if (sse_append(j, "data: [DONE]\n\n")) j->sse_final = true;
+    if (j->include_usage && !sse_event(j, chunk_json(s, j, json_array(), usage_json(j))))
+        return false;
+    if (!sse_append(j, "data: [DONE]\n\n")) return false;
+    j->sse_final = true;
+    return true;
 }
 
 static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
@@ -734,9 +842,25 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
     serve_job *j = sc->job;
     (void)pos;
     pthread_mutex_lock(&s->mu);
+    bool filled = true;
     if (j->sse_off == j->sse_len) {
         j->sse_off = j->sse_len = 0;
-        sse_fill(s, j);
+        filled = sse_fill(s, j);
+    }
+    if ((!filled && j->sse_len == 0 && !j->sse_final) || j->sse_oom) {
+        /* Out of memory with nothing to send: end the stream with an error
+         * event written from static text, as much per call as fits
+         * (suspending here would leave the client waiting for good); what is
+         * left of the job is cancelled when the response is freed. */
+        static const char oom[] = "data: {\"error\":{\"message\":\"out of memory\",\"type\":"
+                                  "\"InternalServerError\",\"param\":null,\"code\":500}}\n\n"
+                                  "data: [DONE]\n\n";
+        j->sse_oom = j->sse_final = true;
+        size_t left = sizeof oom - 1 - j->oom_off, n = left < max ? left : max;
+        memcpy(buf, oom + j->oom_off, n);
+        j->oom_off += n;
+        pthread_mutex_unlock(&s->mu);
+        return n ? (ssize_t)n : MHD_CONTENT_READER_END_OF_STREAM;
     }
     if (j->sse_off == j->sse_len && j->keepalive && !j->sse_final) sse_append(j, ": keep-alive\n\n");
     j->keepalive = false;
@@ -809,7 +933,8 @@ static json_t *server_info(const serve *s)
 
 /* The paths GET (and HEAD) answer; anything else is 404 whatever the method. */
 static const char *const get_paths[] = {"/health", "/v1/models", "/model_info", "/get_model_info",
-                                        "/server_info", "/get_server_info", "/metrics", NULL};
+                                        "/server_info", "/get_server_info", "/metrics", "/ping",
+                                        "/version", NULL};
 
 static bool is_get_path(const char *url)
 {
@@ -827,6 +952,16 @@ static enum MHD_Result handle_get(serve *s, struct MHD_Connection *c, const char
         return ok ? send_text(c, 200, "text/plain", strdup("ok\n"), NULL)
                   : send_error(c, 503, NULL, "the server is shutting down");
     }
+    if (!strcmp(url, "/ping")) {
+        /* vLLM's liveness probe: 200 while it serves, like /health. */
+        pthread_mutex_lock(&s->mu);
+        bool ok = !s->draining && !s->fatal[0];
+        pthread_mutex_unlock(&s->mu);
+        return ok ? send_text(c, 200, "application/json", strdup("{}"), NULL)
+                  : send_error(c, 503, NULL, "the server is shutting down");
+    }
+    if (!strcmp(url, "/version"))
+        return send_json(c, 200, json_pack("{s:s}", "version", RKV_VERSION));
     if (!strcmp(url, "/v1/models"))
         return send_json(c, 200, json_pack("{s:s,s:[{s:s,s:s,s:I,s:s,s:i}]}", "object", "list",
                                            "data", "id", s->cfg.model_name, "object", "model",
@@ -901,15 +1036,26 @@ static enum MHD_Result handle_completion(serve *s, struct MHD_Connection *c, con
                         : s->fatal[0] ? "the engine failed"
                         : "the queue is full; retry later";
         s->m.requests_rejected++;
+        if (!s->draining && !s->fatal[0]) s->m.queue_full++;
         serve_job_unref_locked(j);
         pthread_mutex_unlock(&s->mu);
         return send_error(c, 503, NULL, "%s", why);
     }
     static uint64_t counter;
-    snprintf(j->id, sizeof j->id, "cmpl-%d-%llu", (int)getpid(), (unsigned long long)++counter);
+    if (!j->id[0])
+        snprintf(j->id, sizeof j->id, "cmpl-%d-%llu", (int)getpid(), (unsigned long long)++counter);
     j->created = (int64_t)time(NULL);
     j->t_recv = j->t_written = serve_wall();
     j->conn = c;
+    /* Allocated before the job is handed over, so a failure is a 500 and
+     * not a stream cut before its first byte. */
+    stream_ctx *sc = NULL;
+    if (j->stream && !(sc = malloc(sizeof *sc))) {
+        s->m.requests_failed++;
+        serve_job_unref_locked(j);
+        pthread_mutex_unlock(&s->mu);
+        return send_error(c, 500, NULL, "out of memory");
+    }
     serve_submit_locked(s, j);
     s->http_jobs++;
     if (!j->stream) {
@@ -920,15 +1066,14 @@ static enum MHD_Result handle_completion(serve *s, struct MHD_Connection *c, con
         return MHD_YES;
     }
     pthread_mutex_unlock(&s->mu);
-    stream_ctx *sc = malloc(sizeof *sc);
     struct MHD_Response *r =
-        sc ? MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, sse_read, sc, sse_free) : NULL;
+        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, sse_read, sc, sse_free);
     if (!r) {
         free(sc);
         pthread_mutex_lock(&s->mu);
         release_job_locked(s, j);
         pthread_mutex_unlock(&s->mu);
-        return MHD_NO;
+        return send_error(c, 500, NULL, "out of memory");
     }
     sc->s = s;
     sc->job = j;
@@ -939,6 +1084,25 @@ static enum MHD_Result handle_completion(serve *s, struct MHD_Connection *c, con
     return ret;
 }
 
+/* "Authorization: Bearer KEY" (scheme in any case), compared in time that
+ * does not depend on where the first difference is. */
+static bool api_key_ok(const serve *s, struct MHD_Connection *c)
+{
+    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    if (!h || strncasecmp(h, "bearer ", 7)) return false;
+    const char *got = h + 7, *want = s->cfg.api_key;
+    size_t lg = strlen(got), lw = strlen(want);
+    unsigned diff = lg != lw;
+    for (size_t i = 0; i < lw; i++) diff |= (unsigned char)want[i] ^ (unsigned char)(i < lg ? got[i] : 0);
+    return diff == 0;
+}
+
+static void *socket_context(struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *i = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return i ? i->socket_context : NULL;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version,
                                   const char *upload_data, size_t *upload_size, void **con_cls)
@@ -947,7 +1111,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     (void)version;
     conn_ctx *cc = *con_cls;
     if (!cc) {
-        if (!(cc = calloc(1, sizeof *cc))) return MHD_NO;
+        if (!(cc = calloc(1, sizeof *cc))) {
+            /* Answered now; later calls of this request see oom_ctx. */
+            static conn_ctx oom_ctx = {.answered = true};
+            *con_cls = &oom_ctx;
+            return send_text(c, 500, "application/json", NULL, NULL);
+        }
         cc->s = s;
         *con_cls = cc;
         /* A body over the cap is refused from its Content-Length, before a
@@ -957,6 +1126,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         unsigned long long n = 0;
         if (cl && sscanf(cl, "%llu", &n) == 1 && n > (unsigned long long)s->cfg.max_body) {
             cc->too_big = cc->answered = true;
+            serve_guard_received(s->guard, socket_context(c), true);
             pthread_mutex_lock(&s->mu);
             s->m.requests_rejected++;
             pthread_mutex_unlock(&s->mu);
@@ -991,7 +1161,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             if (cc->len + *upload_size + 1 > cc->cap) {
                 size_t nc = (cc->len + *upload_size + 1) * 2;
                 char *p = realloc(cc->body, nc);
-                if (!p) return MHD_NO;
+                if (!p) {
+                    /* The rest is read and dropped; the answer is a 500. */
+                    cc->answered = true;
+                    *upload_size = 0;
+                    return send_text(c, 500, "application/json", NULL, NULL);
+                }
                 cc->body = p;
                 cc->cap = nc;
             }
@@ -1001,6 +1176,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         *upload_size = 0;
         return MHD_YES;
     }
+    /* The whole request is in: the read deadline no longer applies. */
+    serve_guard_received(s->guard, socket_context(c), true);
+    /* --api-key: vLLM guards the /v1 paths (not /health, /metrics, ...). */
+    if (s->cfg.api_key && !strncmp(url, "/v1", 3) && (!url[3] || url[3] == '/') &&
+        strcmp(method, "OPTIONS") && !api_key_ok(s, c))
+        return send_text(c, 401, "application/json", strdup("{\"error\":\"Unauthorized\"}"), NULL);
     bool get = !strcmp(method, MHD_HTTP_METHOD_GET) || !strcmp(method, MHD_HTTP_METHOD_HEAD);
     bool post = !strcmp(method, MHD_HTTP_METHOD_POST);
     if (!strcmp(url, "/v1/completions")) {
@@ -1020,9 +1201,13 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 {
     serve *s = cls;
     conn_ctx *cc = *con_cls;
-    (void)c;
     (void)toe;
+    serve_guard_received(s->guard, socket_context(c), false);
     if (!cc) return;
+    if (!cc->s) { /* the static oom_ctx */
+        *con_cls = NULL;
+        return;
+    }
     if (cc->job) {
         pthread_mutex_lock(&s->mu);
         release_job_locked(s, cc->job);
@@ -1034,6 +1219,21 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 }
 
 /* ---- daemon ------------------------------------------------------------- */
+
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_ctx,
+                          enum MHD_ConnectionNotificationCode toe)
+{
+    serve *s = cls;
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *i =
+            MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        *socket_ctx = NULL;
+        if (i) serve_guard_opened(s->guard, i->connect_fd, socket_ctx);
+    } else {
+        serve_guard_closed(s->guard, *socket_ctx);
+        *socket_ctx = NULL;
+    }
+}
 
 /* MHD's URL decoding, but %00 stays as it is: a decoded NUL would end the
  * path early, so "/health%00.json" would answer as "/health". */
@@ -1074,6 +1274,13 @@ int serve_http_start(serve *s, char *err, size_t errlen)
                  gai_strerror(rc));
         return -1;
     }
+    s->guard = serve_guard_start(s->cfg.read_timeout);
+    if (!s->guard && s->cfg.read_timeout > 0) {
+        freeaddrinfo(ai);
+        snprintf(err, errlen, "--request-read-timeout: cannot start its watch (out of memory or "
+                 "threads)");
+        return -1;
+    }
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
                      (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0);
     s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s,
@@ -1081,11 +1288,15 @@ int serve_http_start(serve *s, char *err, size_t errlen)
                                  MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
                                  MHD_OPTION_UNESCAPE_CALLBACK, unescape_url, NULL,
                                  MHD_OPTION_CONNECTION_LIMIT, s->cfg.max_connections,
+                                 MHD_OPTION_PER_IP_CONNECTION_LIMIT, s->cfg.max_per_peer,
+                                 MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
                                  MHD_OPTION_CONNECTION_TIMEOUT, s->cfg.conn_timeout,
                                  MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)1024,
                                  MHD_OPTION_END);
     freeaddrinfo(ai);
     if (!s->daemon) {
+        serve_guard_stop(s->guard);
+        s->guard = NULL;
         snprintf(err, errlen, "cannot listen on %s port %d: %s", s->cfg.host, s->cfg.port,
                  errno ? strerror(errno) : "libmicrohttpd refused");
         return -1;
@@ -1114,4 +1325,6 @@ void serve_http_stop(serve *s)
 {
     if (s->daemon) MHD_stop_daemon(s->daemon);
     s->daemon = NULL;
+    serve_guard_stop(s->guard);
+    s->guard = NULL;
 }

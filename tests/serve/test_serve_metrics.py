@@ -45,6 +45,44 @@ VLLM = {  # family -> (type, histogram bounds)
     "vllm:request_params_max_tokens": ("histogram", [m * 10 ** e for e in range(5)
                                                      for m in (1, 2, 5) if m * 10 ** e <= 16384]),
     "vllm:request_params_n": ("histogram", [1, 2, 5, 10, 20]),
+    # The rest of vLLM 0.33's v1/metrics/loggers.py for one engine (no KV transfer, LoRA,
+    # watermark, NaN check or KV residency sampling).
+    "vllm:num_requests_waiting_by_reason": ("gauge", None),
+    "vllm:engine_sleep_state": ("gauge", None),
+    "vllm:external_prefix_cache_queries": ("counter", None),
+    "vllm:external_prefix_cache_hits": ("counter", None),
+    "vllm:mm_cache_queries": ("counter", None),
+    "vllm:mm_cache_hits": ("counter", None),
+    "vllm:prompt_tokens_by_source": ("counter", None),
+    "vllm:prompt_tokens_cached": ("counter", None),
+    "vllm:prompt_tokens_cached_by_source": ("counter", None),
+    "vllm:admission_rejections": ("counter", None),
+    "vllm:iteration_tokens_total": ("histogram", [1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048,
+                                                  4096, 8192, 16384]),
+    "vllm:request_max_num_generation_tokens": ("histogram", [m * 10 ** e for e in range(5)
+                                                             for m in (1, 2, 5)
+                                                             if m * 10 ** e <= 16384]),
+    "vllm:request_time_per_output_token_seconds": ("histogram", [
+        0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
+        20.0, 40.0, 80.0]),
+    "vllm:request_decode_time_seconds": ("histogram", [
+        0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0,
+        240.0, 480.0, 960.0, 1920.0, 7680.0]),
+    "vllm:request_num_preemptions": ("histogram", [1, 2, 3, 4, 5, 10, 20]),
+    "vllm:request_prefill_kv_computed_tokens": ("histogram", [m * 10 ** e for e in range(5)
+                                                              for m in (1, 2, 5)
+                                                              if m * 10 ** e <= 16384]),
+}
+# Label sets beside model_name (and engine), as vLLM writes them.
+EXTRA_LABELS = {
+    "vllm:num_requests_waiting_by_reason": ("reason", {"capacity", "deferred"}),
+    "vllm:engine_sleep_state": ("sleep_state", {"awake", "weights_offloaded", "discard_all"}),
+    "vllm:prompt_tokens_by_source": ("source", {"local_compute", "local_cache_hit",
+                                                "external_kv_transfer"}),
+    "vllm:prompt_tokens_cached_by_source": ("source", {"device", "host", "p2p", "disk",
+                                                       "external_unspecified"}),
+    "vllm:admission_rejections": ("reason", {"max_num_queued_reqs", "max_num_queued_tokens"}),
+    "vllm:request_success": ("finished_reason", {"stop", "length", "abort", "error"}),
 }
 
 
@@ -106,6 +144,10 @@ def main():
                   f"{name}: {fams[name].type if name in fams else 'missing'}, want {typ}")
             for x in fams[name].samples:
                 check(x.labels.get("model_name") == MODEL, f"{x.name} {x.labels}: no model_name")
+            if name in EXTRA_LABELS:
+                key, values = EXTRA_LABELS[name]
+                got = {x.labels.get(key) for x in fams[name].samples}
+                check(got == values, f"{name}: {key} values {got}, want {values}")
             if bounds:
                 les = [x.labels["le"] for x in fams[name].samples if x.name == name + "_bucket"]
                 check([float(v) for v in les[:-1]] == bounds and les[-1] == "+Inf",
@@ -143,6 +185,35 @@ def main():
                 by_le[le] = by_le.get(le, 0) + v
             p99 = histogram_quantile(0.99, by_le)
             check(math.isfinite(p99) and p99 > 0, f"histogram_quantile(0.99, {name}): {p99}")
+        # Histograms observed once per finished request (each sample one, as vLLM's
+        # children); n and the most tokens generated once per prompt.
+        st, r, _ = s.post({"prompt": p, "max_tokens": 3, "n": 2, "temperature": 1, "seed": 1})
+        check(st == 200, f"n=2: {r}")
+        s.wait_idle()
+        _, s2 = scrape(s)
+        done = sum(x.value for x in select(s2, "vllm:request_success_total"))
+        check(done == 6, f"request_success_total: {done}")
+        for name in ["vllm:e2e_request_latency_seconds", "vllm:request_prompt_tokens",
+                     "vllm:request_generation_tokens", "vllm:request_decode_time_seconds",
+                     "vllm:request_time_per_output_token_seconds", "vllm:request_num_preemptions",
+                     "vllm:request_prefill_kv_computed_tokens", "vllm:request_params_max_tokens"]:
+            n = select(s2, name + "_count")[0].value
+            check(n == done, f"{name}_count {n}, want one per finished request ({done})")
+        for name in ["vllm:request_params_n", "vllm:request_max_num_generation_tokens"]:
+            n = select(s2, name + "_count")[0].value
+            check(n == 5, f"{name}_count {n}, want one per prompt (5)")
+        check(select(s2, "vllm:request_params_n_sum")[0].value == 4 + 2, "request_params_n_sum")
+        check(select(s2, "vllm:request_max_num_generation_tokens_sum")[0].value == 13 + 3,
+              "request_max_num_generation_tokens_sum")
+        it = select(s2, "vllm:iteration_tokens_total_sum")[0].value
+        check(it >= 96 + 16 - select(s2, "vllm:prompt_tokens_cached_total")[0].value,
+              f"iteration_tokens_total_sum {it}")
+        kvc = select(s2, "vllm:request_prefill_kv_computed_tokens_sum")[0].value
+        hits = select(s2, "vllm:prompt_tokens_cached_total")[0].value
+        check(kvc == 24 * 6 - hits, f"prefill_kv_computed {kvc} vs 144 - hits {hits}")
+        src = {x.labels["source"]: x.value for x in select(s2, "vllm:prompt_tokens_by_source_total")}
+        check(src["local_cache_hit"] == hits and src["local_compute"] + hits == 24 * 6,
+              f"prompt_tokens_by_source: {src}")
         usage = select(s1, "vllm:kv_cache_usage_perc", model_name=MODEL)
         check(len(usage) == 1 and 0 <= usage[0].value <= 1, f"kv_cache_usage_perc: {usage}")
         for name in ["vllm:num_requests_running", "vllm:num_requests_waiting"]:
