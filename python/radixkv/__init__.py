@@ -90,7 +90,9 @@ def _run_command(command: str, trace: _TraceArg, args: List[str]) -> List[Dict[s
                     f.write(json.dumps(req, default=_json_default))
                     f.write("\n")
         out = os.path.join(tmp, "out.jsonl")
-        argv = args + ["--no-progress", "--out", out, path]
+        # cache-sim takes the trace as its positional, run as --trace.
+        argv = args + ["--no-progress", "--out", out] + (
+            ["--trace", path] if command == "run" else [path])
         rc, err, interrupted = _radixkv._command(command, argv)
         if interrupted:
             raise KeyboardInterrupt(f"radixkv.{command}: interrupted")

@@ -168,6 +168,29 @@ def test_interrupt(tmp):
     check(len(r.requests) == len(lines), "a call after an interrupt runs to its end")
 
 
+def test_run(tmp):
+    """radixkv.run against `radixkv run --backend sim`: what does not depend
+    on measured time (ids, tokens, cache hits, outputs) is identical."""
+    lines = make_trace(4, 30)
+    path = os.path.join(tmp, "run.jsonl")
+    with open(path, "w") as f:
+        for l in lines:
+            f.write(json.dumps(dict(l, max_tokens=3)) + "\n")
+    r = subprocess.run([EXE, "run", "--backend", "sim", "--cache", "radix", "--no-progress",
+                        "--trace", path], capture_output=True, text=True)
+    check(r.returncode == 0, f"radixkv run: {r.stderr}")
+    keys = ("id", "prompt_tokens", "cached_tokens", "output_tokens", "output_ids", "error")
+    ref = [{k: o.get(k) for k in keys} for o in map(json.loads, r.stdout.splitlines())
+           if o.get("type") != "summary"]
+    check(len(ref) == len(lines) and any(o["cached_tokens"] for o in ref),
+          f"radixkv run printed {len(ref)} request lines with hits for {len(lines)} requests")
+    api = radixkv.run(path, backend="sim", cache="radix")
+    check([{k: o.get(k) for k in keys} for o in api.requests] == ref,
+          "radixkv.run: per-request results differ from the CLI's")
+    check(api.summary["requests"] == len(lines) and api.summary["cache"] == "radix",
+          f"radixkv.run summary: {api.summary}")
+
+
 def main():
     reg = json.loads(subprocess.run([EXE, "list", "--json"], capture_output=True, text=True,
                                     check=True).stdout)["kinds"]
@@ -175,6 +198,7 @@ def main():
         configs, requests = test_every_kind(tmp, reg)
         test_errors(tmp)
         test_interrupt(tmp)
+        test_run(tmp)
     print(f"py_cache_sim_vs_cli: {configs} configurations, {requests} requests compared, "
           f"{CHECKS} checks, 0 differences")
 
