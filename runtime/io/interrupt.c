@@ -38,6 +38,8 @@ void interrupt_install(void)
 
 int interrupt_pending(void) { return pending; }
 
+void interrupt_reset(void) { pending = signals_seen = 0; }
+
 int interrupt_exit_status(void) { return pending ? 128 + pending : 0; }
 
 /* ---- the signal thread (servers) ----------------------------------------- */

@@ -41,6 +41,9 @@
 void interrupt_install(void);
 /* The first signal received (SIGINT or SIGTERM), 0 when none. */
 int interrupt_pending(void);
+/* Forget the signals seen: a process that runs several commands (the
+ * Python package) starts each with no stop pending. */
+void interrupt_reset(void);
 /* The exit status for a pending signal: 128 + signal. */
 int interrupt_exit_status(void);
 /* The signal thread (see above); 0 on success, -1 (errno set) when it could

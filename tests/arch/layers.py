@@ -16,6 +16,7 @@ ROOT = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else
 
 # Rooms, top to bottom: (room folder, level). Equal levels are peers.
 ROOMS = [
+    ("python/radixkv", 9),  # the Python package's extension: above everything it binds
     ("runtime/cli", 8),
     ("runtime/server", 7), ("runtime/cachesim", 7), ("runtime/replicas", 7),
     ("runtime/io", 6),

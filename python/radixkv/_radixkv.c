@@ -1,0 +1,1021 @@
+/* _radixkv.c - the CPython binding of radixkv: a thin room on top of the
+ * library that converts types and releases the GIL around long calls; the C
+ * library underneath does not know Python exists.
+ *
+ *   Cache    one page pool and one cache of a registered kind (cache.h);
+ *            match / insert / lock / unlock / evict / sizes / stats / check,
+ *            plus the pool's alloc and free for the pages an insert needs
+ *   Match    what match returns: length, page ids (the buffer protocol, int32),
+ *            and the handle that lock / unlock take
+ *   _command a radixkv command (cache-sim, run) run in this process, the GIL
+ *            released, its stderr captured and SIGINT/SIGTERM routed to the
+ *            command's own stop flag (interrupt.h) for the call's duration
+ *
+ * Ownership: a Cache owns its pool and cache; a Match holds a reference to its
+ * Cache, so the Cache outlives every Match. A Match handle names a node that
+ * only a lock keeps alive: it may be locked only while no evict, reset or
+ * close happened since it was made (the Cache's epoch), and it is unlocked at
+ * most once. A Match that is collected while locked unlocks itself, so a
+ * dropped reference never pins pages for the cache's life.
+ *
+ * Errors: every library status becomes an exception carrying the library's
+ * message (radixkv.Error, a RuntimeError; ValueError for bad arguments;
+ * MemoryError; radixkv.OutOfPages when the pool has too few free pages).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "block_hash.h"
+#include "cache.h"
+#include "cache_kinds.h"
+#include "commands.h"
+#include "evict_policy.h"
+#include "interrupt.h"
+#include "page_pool.h"
+#include "trace.h"
+
+static PyObject *rkv_error;       /* radixkv.Error(RuntimeError) */
+static PyObject *rkv_out_of_pages; /* radixkv.OutOfPages(radixkv.Error) */
+static PyObject *numpy_frombuffer; /* numpy.frombuffer, or NULL without numpy */
+static PyObject *numpy_int32;
+
+/* A library status as an exception; msg is the library's message (or NULL). */
+static PyObject *raise_status(rkv_status st, const char *where, const char *msg)
+{
+    const char *text = msg && msg[0] ? msg : rkv_status_str(st);
+    PyObject *type = st == RKV_ENOMEM ? PyExc_MemoryError
+                   : st == RKV_EINVAL || st == RKV_ERANGE ? PyExc_ValueError
+                   : st == RKV_ENOSPC ? rkv_out_of_pages : rkv_error;
+    PyErr_Format(type, "%s: %s", where, text);
+    return NULL;
+}
+
+/* ---- token and page arrays --------------------------------------------- */
+
+/* An int32 array converted from a Python object: data points either into the
+ * object's own buffer (int32, C-contiguous) or into owned memory. */
+typedef struct ids {
+    const int32_t *data;
+    Py_ssize_t n;
+    int32_t *owned;
+    Py_buffer view;
+    int have_view;
+} ids;
+
+static void ids_release(ids *a)
+{
+    free(a->owned);
+    a->owned = NULL;
+    if (a->have_view) PyBuffer_Release(&a->view);
+    a->have_view = 0;
+}
+
+/* The buffer's item kind: 's' signed, 'u' unsigned, 0 not an integer. */
+static char format_kind(const char *f, Py_ssize_t itemsize)
+{
+    if (!f) return 'u'; /* unsigned bytes, by the protocol's definition */
+    while (*f == '@' || *f == '=' || *f == '<' || *f == '>' || *f == '!') f++;
+    if (!f[0] || f[1]) return 0;
+    if (strchr("bhilq", f[0])) return 's';
+    if (strchr("BHILQ", f[0])) return 'u';
+    (void)itemsize;
+    return 0;
+}
+
+/* obj (buffer of integers, list, tuple, array, numpy array) into a; every id
+ * in [0, hi]. what names the argument in messages. 0 on success, -1 with the
+ * exception set. */
+static int ids_from(PyObject *obj, const char *what, int64_t hi, ids *a)
+{
+    memset(a, 0, sizeof *a);
+    if (PyUnicode_Check(obj) || PyBytes_Check(obj) || PyByteArray_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "%s: expected integer ids (list, array, numpy), got %s",
+                     what, Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    if (PyObject_CheckBuffer(obj)) {
+        if (PyObject_GetBuffer(obj, &a->view, PyBUF_RECORDS_RO) < 0) return -1;
+        a->have_view = 1;
+        Py_buffer *v = &a->view;
+        char k = format_kind(v->format, v->itemsize);
+        if (v->ndim > 1 || !k || (v->itemsize != 1 && v->itemsize != 2 && v->itemsize != 4
+                                  && v->itemsize != 8)) {
+            PyErr_Format(PyExc_TypeError, "%s: expected a 1-D buffer of integers, got format '%s'"
+                         " (%zd-byte items, %d dimensions)", what, v->format ? v->format : "B",
+                         v->itemsize, v->ndim);
+            ids_release(a);
+            return -1;
+        }
+        Py_ssize_t n = v->itemsize ? v->len / v->itemsize : 0;
+        /* A strided view (numpy's a[::2]) is read through its stride. */
+        Py_ssize_t stride = v->ndim == 1 && v->strides ? v->strides[0] : v->itemsize;
+        if (n > INT32_MAX) {
+            PyErr_Format(PyExc_ValueError, "%s: %zd ids (at most %d)", what, n, INT32_MAX);
+            ids_release(a);
+            return -1;
+        }
+        a->n = n;
+        int direct = k == 's' && v->itemsize == 4 && stride == 4 && ((uintptr_t)v->buf % 4) == 0;
+        if (!direct && !(a->owned = malloc(sizeof(int32_t) * (size_t)(n ? n : 1)))) {
+            ids_release(a);
+            PyErr_NoMemory();
+            return -1;
+        }
+        for (Py_ssize_t i = 0; i < n; i++) {
+            const char *p = (const char *)v->buf + i * stride;
+            int64_t x;
+            if (k == 's') {
+                switch (v->itemsize) {
+                case 1: x = *(const int8_t *)p; break;
+                case 2: { int16_t t; memcpy(&t, p, 2); x = t; break; }
+                case 4: { int32_t t; memcpy(&t, p, 4); x = t; break; }
+                default: memcpy(&x, p, 8); break;
+                }
+            } else {
+                uint64_t u;
+                switch (v->itemsize) {
+                case 1: u = *(const uint8_t *)p; break;
+                case 2: { uint16_t t; memcpy(&t, p, 2); u = t; break; }
+                case 4: { uint32_t t; memcpy(&t, p, 4); u = t; break; }
+                default: memcpy(&u, p, 8); break;
+                }
+                x = u > (uint64_t)INT64_MAX ? -1 : (int64_t)u;
+                if (u > (uint64_t)INT64_MAX) {
+                    PyErr_Format(PyExc_ValueError, "%s[%zd]: %llu is out of range [0, %lld]", what,
+                                 i, (unsigned long long)u, (long long)hi);
+                    ids_release(a);
+                    return -1;
+                }
+            }
+            if (x < 0 || x > hi) {
+                PyErr_Format(PyExc_ValueError, "%s[%zd]: %lld is out of range [0, %lld]", what, i,
+                             (long long)x, (long long)hi);
+                ids_release(a);
+                return -1;
+            }
+            if (!direct) a->owned[i] = (int32_t)x;
+        }
+        a->data = direct ? (const int32_t *)v->buf : a->owned;
+        return 0;
+    }
+    PyObject *seq = PySequence_Fast(obj, "");
+    if (!seq) {
+        PyErr_Format(PyExc_TypeError, "%s: expected integer ids (list, array, numpy), got %s",
+                     what, Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    if (n > INT32_MAX) {
+        Py_DECREF(seq);
+        PyErr_Format(PyExc_ValueError, "%s: %zd ids (at most %d)", what, n, INT32_MAX);
+        return -1;
+    }
+    if (!(a->owned = malloc(sizeof(int32_t) * (size_t)(n ? n : 1)))) {
+        Py_DECREF(seq);
+        PyErr_NoMemory();
+        return -1;
+    }
+    PyObject **items = PySequence_Fast_ITEMS(seq);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (!PyLong_Check(items[i])) {
+            PyErr_Format(PyExc_TypeError, "%s[%zd]: expected an int, got %s", what, i,
+                         Py_TYPE(items[i])->tp_name);
+            goto fail;
+        }
+        int overflow = 0;
+        long long x = PyLong_AsLongLongAndOverflow(items[i], &overflow);
+        if (overflow || x < 0 || x > hi) {
+            if (overflow)
+                PyErr_Format(PyExc_ValueError, "%s[%zd]: out of range [0, %lld]", what, i,
+                             (long long)hi);
+            else
+                PyErr_Format(PyExc_ValueError, "%s[%zd]: %lld is out of range [0, %lld]", what,
+                             i, x, (long long)hi);
+            goto fail;
+        }
+        a->owned[i] = (int32_t)x;
+    }
+    Py_DECREF(seq);
+    a->n = n;
+    a->data = a->owned;
+    return 0;
+fail:
+    Py_DECREF(seq);
+    ids_release(a);
+    return -1;
+}
+
+/* A namespace argument: an int in [0, 2^64) or a name (hashed as a trace's
+ * "namespace" field is). */
+static int namespace_from(PyObject *obj, uint64_t *ns)
+{
+    if (!obj || obj == Py_None) {
+        *ns = 0;
+        return 0;
+    }
+    if (PyUnicode_Check(obj)) {
+        Py_ssize_t len;
+        const char *s = PyUnicode_AsUTF8AndSize(obj, &len);
+        if (!s) return -1;
+        *ns = trace_namespace_id(s, (size_t)len);
+        return 0;
+    }
+    if (!PyLong_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "namespace: expected an int or a str, got %s",
+                     Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    unsigned long long v = PyLong_AsUnsignedLongLong(obj);
+    if (v == (unsigned long long)-1 && PyErr_Occurred()) {
+        PyErr_SetString(PyExc_ValueError, "namespace: expected an int in [0, 2**64)");
+        return -1;
+    }
+    *ns = v;
+    return 0;
+}
+
+/* ---- Cache ---------------------------------------------------------------- */
+
+typedef struct CacheObject {
+    PyObject_HEAD
+    page_pool pool;
+    cache *c;             /* NULL once closed */
+    char *kind, *policy, *hash_fn, *hash_duplicates; /* owned copies for reset */
+    int32_t page_size, num_pages;
+    uint64_t epoch;       /* +1 at every evict, reset and close: stale handles */
+    uint64_t generation;  /* +1 at every reset and close: stale locks */
+} CacheObject;
+
+typedef struct MatchObject {
+    PyObject_HEAD
+    CacheObject *owner;
+    cache_match m;
+    uint64_t epoch, generation;
+    int locked;
+    Py_ssize_t exports; /* buffer views alive */
+    Py_ssize_t shape;   /* num_pages, for the buffer's shape */
+} MatchObject;
+
+static PyTypeObject CacheType, MatchType;
+
+static int cache_closed(CacheObject *self)
+{
+    if (self->c) return 0;
+    PyErr_SetString(PyExc_ValueError, "radixkv.Cache: the cache is closed");
+    return 1;
+}
+
+static char *dup_opt(const char *s)
+{
+    return s ? strdup(s) : NULL;
+}
+
+static void cache_free_names(CacheObject *self)
+{
+    free(self->kind);
+    free(self->policy);
+    free(self->hash_fn);
+    free(self->hash_duplicates);
+    self->kind = self->policy = self->hash_fn = self->hash_duplicates = NULL;
+}
+
+/* Pool and cache from the stored configuration; -1 with the exception set. */
+static int cache_build(CacheObject *self)
+{
+    char err[512] = "";
+    rkv_status st = page_pool_init(&self->pool, self->num_pages, self->page_size);
+    if (st != RKV_OK) {
+        raise_status(st, "radixkv.Cache", "cannot allocate the page pool");
+        return -1;
+    }
+    cache_config cfg = {.kind = self->kind, .policy = self->policy, .hash_fn = self->hash_fn,
+                        .hash_duplicates = self->hash_duplicates};
+    st = cache_create(&cfg, &self->pool, &self->c, err, sizeof err);
+    if (st != RKV_OK) {
+        page_pool_destroy(&self->pool);
+        self->c = NULL;
+        raise_status(st, "radixkv.Cache", err);
+        return -1;
+    }
+    return 0;
+}
+
+static void cache_teardown(CacheObject *self)
+{
+    if (!self->c) return;
+    cache_destroy(self->c);
+    page_pool_destroy(&self->pool);
+    self->c = NULL;
+    self->epoch++;
+    self->generation++;
+}
+
+static int Cache_init(CacheObject *self, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"kind", "page_size", "num_pages", "policy", "hash_fn",
+                            "hash_duplicates", NULL};
+    const char *kind = NULL, *policy = NULL, *hash_fn = NULL, *dups = NULL;
+    long long page_size = 1, num_pages = -1;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|zLL$zzz:Cache", names, &kind, &page_size,
+                                     &num_pages, &policy, &hash_fn, &dups))
+        return -1;
+    if (page_size < 1 || page_size > (1 << 20)) {
+        PyErr_Format(PyExc_ValueError, "radixkv.Cache: page_size %lld is out of range [1, %d]",
+                     page_size, 1 << 20);
+        return -1;
+    }
+    if (num_pages < 1 || num_pages > INT32_MAX) {
+        PyErr_Format(PyExc_ValueError, "radixkv.Cache: num_pages %lld is out of range [1, %d]",
+                     num_pages, INT32_MAX);
+        return -1;
+    }
+    cache_teardown(self);
+    cache_free_names(self);
+    self->kind = dup_opt(kind);
+    self->policy = dup_opt(policy);
+    self->hash_fn = dup_opt(hash_fn);
+    self->hash_duplicates = dup_opt(dups);
+    if ((kind && !self->kind) || (policy && !self->policy) || (hash_fn && !self->hash_fn)
+        || (dups && !self->hash_duplicates)) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    self->page_size = (int32_t)page_size;
+    self->num_pages = (int32_t)num_pages;
+    return cache_build(self);
+}
+
+static void Cache_dealloc(CacheObject *self)
+{
+    cache_teardown(self);
+    cache_free_names(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* Page ids as numpy.int32 when numpy is installed, else as a memoryview of
+ * the match (format 'i'). */
+static PyObject *pages_object(PyObject *buffer_owner)
+{
+    if (numpy_frombuffer)
+        return PyObject_CallFunctionObjArgs(numpy_frombuffer, buffer_owner, numpy_int32, NULL);
+    return PyMemoryView_FromObject(buffer_owner);
+}
+
+static PyObject *Cache_match(CacheObject *self, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"tokens", "namespace", NULL};
+    PyObject *tok, *nso = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O:match", names, &tok, &nso)) return NULL;
+    if (cache_closed(self)) return NULL;
+    uint64_t ns;
+    if (namespace_from(nso, &ns) < 0) return NULL;
+    ids t;
+    if (ids_from(tok, "tokens", INT32_MAX, &t) < 0) return NULL;
+    MatchObject *m = PyObject_New(MatchObject, &MatchType);
+    if (!m) {
+        ids_release(&t);
+        return NULL;
+    }
+    cache_match_init(&m->m);
+    m->owner = self;
+    Py_INCREF(self);
+    m->epoch = self->epoch;
+    m->generation = self->generation;
+    m->locked = 0;
+    m->exports = 0;
+    rkv_status st = cache_match_prefix(self->c, t.data, (int32_t)t.n, ns, &m->m);
+    ids_release(&t);
+    if (st != RKV_OK) {
+        Py_DECREF(m);
+        return raise_status(st, "radixkv.Cache.match", NULL);
+    }
+    return (PyObject *)m;
+}
+
+static PyObject *Cache_insert(CacheObject *self, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"tokens", "pages", "namespace", NULL};
+    PyObject *tok, *pg, *nso = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|O:insert", names, &tok, &pg, &nso))
+        return NULL;
+    if (cache_closed(self)) return NULL;
+    uint64_t ns;
+    if (namespace_from(nso, &ns) < 0) return NULL;
+    ids t, p;
+    if (ids_from(tok, "tokens", INT32_MAX, &t) < 0) return NULL;
+    if (ids_from(pg, "pages", self->num_pages - 1, &p) < 0) {
+        ids_release(&t);
+        return NULL;
+    }
+    Py_ssize_t need = t.n / self->page_size;
+    if (p.n < need) {
+        PyErr_Format(PyExc_ValueError, "radixkv.Cache.insert: %zd tokens need %zd pages of %d "
+                     "tokens, got %zd", t.n, need, self->page_size, p.n);
+        ids_release(&t);
+        ids_release(&p);
+        return NULL;
+    }
+    int32_t prefix = 0;
+    rkv_status st = cache_insert(self->c, t.data, (int32_t)t.n, p.data, ns, &prefix);
+    ids_release(&t);
+    ids_release(&p);
+    if (st != RKV_OK)
+        return raise_status(st, "radixkv.Cache.insert",
+                            st == RKV_EINVAL ? "a page beyond the cached prefix is not in flight"
+                                               " (allocate it with alloc())" : NULL);
+    return PyLong_FromLong(prefix);
+}
+
+static MatchObject *match_arg(CacheObject *self, PyObject *arg, const char *what)
+{
+    if (!PyObject_TypeCheck(arg, &MatchType)) {
+        PyErr_Format(PyExc_TypeError, "%s: expected a radixkv.Match, got %s", what,
+                     Py_TYPE(arg)->tp_name);
+        return NULL;
+    }
+    MatchObject *m = (MatchObject *)arg;
+    if (m->owner != self) {
+        PyErr_Format(PyExc_ValueError, "%s: the match belongs to another cache", what);
+        return NULL;
+    }
+    if (m->generation != self->generation) {
+        PyErr_Format(PyExc_ValueError, "%s: the match was made before the cache was reset or "
+                     "closed", what);
+        return NULL;
+    }
+    return m;
+}
+
+static PyObject *Cache_lock(CacheObject *self, PyObject *arg)
+{
+    if (cache_closed(self)) return NULL;
+    MatchObject *m = match_arg(self, arg, "radixkv.Cache.lock");
+    if (!m) return NULL;
+    if (m->locked) {
+        PyErr_SetString(PyExc_ValueError, "radixkv.Cache.lock: the match is already locked");
+        return NULL;
+    }
+    if (m->epoch != self->epoch) {
+        PyErr_SetString(PyExc_ValueError, "radixkv.Cache.lock: the cache evicted since this match "
+                        "was made, so its entries may be gone; match again");
+        return NULL;
+    }
+    rkv_status st = cache_lock(self->c, &m->m);
+    if (st != RKV_OK) return raise_status(st, "radixkv.Cache.lock", NULL);
+    m->locked = 1;
+    Py_RETURN_NONE;
+}
+
+static PyObject *Cache_unlock(CacheObject *self, PyObject *arg)
+{
+    if (cache_closed(self)) return NULL;
+    MatchObject *m = match_arg(self, arg, "radixkv.Cache.unlock");
+    if (!m) return NULL;
+    if (!m->locked) {
+        PyErr_SetString(PyExc_ValueError, "radixkv.Cache.unlock: the match is not locked");
+        return NULL;
+    }
+    rkv_status st = cache_unlock(self->c, &m->m);
+    if (st != RKV_OK) return raise_status(st, "radixkv.Cache.unlock", NULL);
+    m->locked = 0;
+    Py_RETURN_NONE;
+}
+
+static PyObject *Cache_evict(CacheObject *self, PyObject *arg)
+{
+    if (cache_closed(self)) return NULL;
+    long long n = PyLong_AsLongLong(arg);
+    if (n == -1 && PyErr_Occurred()) return NULL;
+    if (n < 0) {
+        PyErr_Format(PyExc_ValueError, "radixkv.Cache.evict: %lld tokens (need >= 0)", n);
+        return NULL;
+    }
+    self->epoch++;
+    return PyLong_FromLongLong(cache_evict(self->c, n));
+}
+
+/* A fresh int32 buffer of n pages as the pages object (numpy or memoryview). */
+static PyObject *pages_from_array(const int32_t *pages, int32_t n)
+{
+    PyObject *b = PyBytes_FromStringAndSize((const char *)pages, (Py_ssize_t)sizeof(int32_t) * n);
+    if (!b) return NULL;
+    PyObject *r;
+    if (numpy_frombuffer) {
+        r = PyObject_CallFunctionObjArgs(numpy_frombuffer, b, numpy_int32, NULL);
+    } else {
+        PyObject *mv = PyMemoryView_FromObject(b);
+        r = mv ? PyObject_CallMethod(mv, "cast", "s", "i") : NULL;
+        Py_XDECREF(mv);
+    }
+    Py_DECREF(b);
+    return r;
+}
+
+static PyObject *Cache_alloc(CacheObject *self, PyObject *arg)
+{
+    if (cache_closed(self)) return NULL;
+    long long n = PyLong_AsLongLong(arg);
+    if (n == -1 && PyErr_Occurred()) return NULL;
+    if (n < 0 || n > self->num_pages) {
+        PyErr_Format(PyExc_ValueError, "radixkv.Cache.alloc: %lld pages (the pool has %d)", n,
+                     self->num_pages);
+        return NULL;
+    }
+    int32_t *out = malloc(sizeof(int32_t) * (size_t)(n ? n : 1));
+    if (!out) return PyErr_NoMemory();
+    rkv_status st = page_pool_alloc(&self->pool, (int32_t)n, out);
+    if (st != RKV_OK) {
+        free(out);
+        char msg[128];
+        snprintf(msg, sizeof msg, "%lld pages asked, %d free (evict first)", n,
+                 page_pool_num_free(&self->pool));
+        return raise_status(st, "radixkv.Cache.alloc", msg);
+    }
+    PyObject *r = pages_from_array(out, (int32_t)n);
+    if (!r) page_pool_free(&self->pool, out, (int32_t)n);
+    free(out);
+    return r;
+}
+
+static PyObject *Cache_free(CacheObject *self, PyObject *arg)
+{
+    if (cache_closed(self)) return NULL;
+    ids p;
+    if (ids_from(arg, "pages", self->num_pages - 1, &p) < 0) return NULL;
+    /* Only pages in flight: a cached page belongs to the cache (evict it). */
+    for (Py_ssize_t i = 0; i < p.n; i++)
+        if (self->pool.state[p.data[i]] != PAGE_INFLIGHT) {
+            PyErr_Format(PyExc_ValueError, "radixkv.Cache.free: pages[%zd] = %d is %s, not in "
+                         "flight", i, p.data[i],
+                         self->pool.state[p.data[i]] == PAGE_FREE ? "free" : "the cache's");
+            ids_release(&p);
+            return NULL;
+        }
+    rkv_status st = page_pool_free(&self->pool, p.data, (int32_t)p.n);
+    ids_release(&p);
+    if (st != RKV_OK) return raise_status(st, "radixkv.Cache.free", "a page named twice");
+    Py_RETURN_NONE;
+}
+
+static int dict_set_i64(PyObject *d, const char *k, long long v)
+{
+    PyObject *o = PyLong_FromLongLong(v);
+    if (!o) return -1;
+    int r = PyDict_SetItemString(d, k, o);
+    Py_DECREF(o);
+    return r;
+}
+
+static PyObject *Cache_sizes(CacheObject *self, PyObject *unused)
+{
+    if (cache_closed(self)) return NULL;
+    cache_sizes s;
+    cache_get_sizes(self->c, &s);
+    PyObject *d = PyDict_New();
+    if (!d) return NULL;
+    if (dict_set_i64(d, "evictable_tokens", s.evictable_tokens) < 0
+        || dict_set_i64(d, "protected_tokens", s.protected_tokens) < 0
+        || dict_set_i64(d, "pinned_tokens", s.pinned_tokens) < 0
+        || dict_set_i64(d, "num_nodes", s.num_nodes) < 0
+        || dict_set_i64(d, "free_pages", self->pool.num_free) < 0
+        || dict_set_i64(d, "inflight_pages", self->pool.num_inflight) < 0
+        || dict_set_i64(d, "cached_pages", self->pool.num_cached) < 0) {
+        Py_DECREF(d);
+        return NULL;
+    }
+    return d;
+}
+
+static PyObject *Cache_stats(CacheObject *self, PyObject *unused)
+{
+    if (cache_closed(self)) return NULL;
+    const cache_stats *s = &self->c->stats;
+    PyObject *d = PyDict_New();
+    if (!d) return NULL;
+    if (dict_set_i64(d, "match_calls", (long long)s->match_calls) < 0
+        || dict_set_i64(d, "insert_calls", (long long)s->insert_calls) < 0
+        || dict_set_i64(d, "evict_calls", (long long)s->evict_calls) < 0
+        || dict_set_i64(d, "matched_tokens", (long long)s->matched_tokens) < 0
+        || dict_set_i64(d, "inserted_tokens", (long long)s->inserted_tokens) < 0
+        || dict_set_i64(d, "evicted_tokens", (long long)s->evicted_tokens) < 0
+        || dict_set_i64(d, "splits", (long long)s->splits) < 0
+        || dict_set_i64(d, "hash_computations", (long long)s->hash_computations) < 0) {
+        Py_DECREF(d);
+        return NULL;
+    }
+    return d;
+}
+
+static PyObject *Cache_check(CacheObject *self, PyObject *unused)
+{
+    if (cache_closed(self)) return NULL;
+    char err[512] = "";
+    rkv_status st = cache_check(self->c, err, sizeof err);
+    if (st == RKV_OK) st = page_pool_check(&self->pool, err, sizeof err);
+    if (st != RKV_OK) return raise_status(st, "radixkv.Cache.check", err);
+    Py_RETURN_NONE;
+}
+
+static PyObject *Cache_reset(CacheObject *self, PyObject *unused)
+{
+    if (cache_closed(self)) return NULL;
+    cache_teardown(self);
+    if (cache_build(self) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *Cache_close(CacheObject *self, PyObject *unused)
+{
+    cache_teardown(self);
+    Py_RETURN_NONE;
+}
+
+static PyObject *Cache_enter(CacheObject *self, PyObject *unused)
+{
+    if (cache_closed(self)) return NULL;
+    Py_INCREF(self);
+    return (PyObject *)self;
+}
+
+static PyObject *Cache_exit(CacheObject *self, PyObject *args)
+{
+    cache_teardown(self);
+    Py_RETURN_FALSE;
+}
+
+static PyObject *Cache_get_closed(CacheObject *self, void *unused)
+{
+    return PyBool_FromLong(self->c == NULL);
+}
+
+static PyObject *Cache_get_kind(CacheObject *self, void *unused)
+{
+    if (cache_closed(self)) return NULL;
+    return PyUnicode_FromString(self->c->ops->name);
+}
+
+static PyObject *Cache_get_page_size(CacheObject *self, void *unused)
+{
+    return PyLong_FromLong(self->page_size);
+}
+
+static PyObject *Cache_get_num_pages(CacheObject *self, void *unused)
+{
+    return PyLong_FromLong(self->num_pages);
+}
+
+static PyObject *Cache_get_clock(CacheObject *self, void *unused)
+{
+    if (cache_closed(self)) return NULL;
+    uint64_t t;
+    if (!cache_clock(self->c, &t)) Py_RETURN_NONE;
+    return PyLong_FromUnsignedLongLong(t);
+}
+
+static PyMethodDef Cache_methods[] = {
+    {"match", (PyCFunction)(void (*)(void))Cache_match, METH_VARARGS | METH_KEYWORDS,
+     "match(tokens, namespace=0) -> Match: the longest cached prefix of tokens, cut to whole "
+     "pages. Advances the clock (radix, trie)."},
+    {"insert", (PyCFunction)(void (*)(void))Cache_insert, METH_VARARGS | METH_KEYWORDS,
+     "insert(tokens, pages, namespace=0) -> int: store tokens (cut to whole pages) with "
+     "pages[0 .. len(tokens) // page_size); returns how many leading tokens were already "
+     "cached. Pages beyond that become the cache's; the caller frees the rest of its own."},
+    {"lock", (PyCFunction)Cache_lock, METH_O,
+     "lock(match): protect the match's entries from eviction (only before the next evict)."},
+    {"unlock", (PyCFunction)Cache_unlock, METH_O, "unlock(match): undo lock(match)."},
+    {"evict", (PyCFunction)Cache_evict, METH_O,
+     "evict(n_tokens) -> int: evict unlocked entries until n_tokens are freed or none are "
+     "left; returns the tokens freed."},
+    {"alloc", (PyCFunction)Cache_alloc, METH_O,
+     "alloc(n) -> page ids: n free pages, now in flight (radixkv.OutOfPages when too few)."},
+    {"free", (PyCFunction)Cache_free, METH_O, "free(pages): return in-flight pages to the pool."},
+    {"sizes", (PyCFunction)Cache_sizes, METH_NOARGS,
+     "sizes() -> dict: evictable/protected/pinned tokens, nodes, free/inflight/cached pages."},
+    {"stats", (PyCFunction)Cache_stats, METH_NOARGS, "stats() -> dict: the call counters."},
+    {"check", (PyCFunction)Cache_check, METH_NOARGS,
+     "check(): full consistency check of the cache and its pool; radixkv.Error on failure."},
+    {"reset", (PyCFunction)Cache_reset, METH_NOARGS,
+     "reset(): an empty cache and pool of the same configuration; older matches go stale."},
+    {"close", (PyCFunction)Cache_close, METH_NOARGS, "close(): free everything; idempotent."},
+    {"__enter__", (PyCFunction)Cache_enter, METH_NOARGS, NULL},
+    {"__exit__", (PyCFunction)Cache_exit, METH_VARARGS, NULL},
+    {NULL},
+};
+
+static PyGetSetDef Cache_getset[] = {
+    {"closed", (getter)Cache_get_closed, NULL, "True once close() was called.", NULL},
+    {"kind", (getter)Cache_get_kind, NULL, "The kind's registered name.", NULL},
+    {"page_size", (getter)Cache_get_page_size, NULL, "Tokens per page.", NULL},
+    {"num_pages", (getter)Cache_get_num_pages, NULL, "Pages in the pool.", NULL},
+    {"clock", (getter)Cache_get_clock, NULL, "The logical clock (None: the kind has none).",
+     NULL},
+    {NULL},
+};
+
+static PyTypeObject CacheType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "radixkv.Cache",
+    .tp_basicsize = sizeof(CacheObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_doc = "Cache(kind='radix', page_size=1, num_pages, *, policy=None, hash_fn=None, "
+              "hash_duplicates=None)\n\nOne prefix cache of a registered kind (radixkv.kinds()) "
+              "over a pool of num_pages pages of page_size tokens; policy is any of "
+              "radixkv.policies().",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)Cache_init,
+    .tp_dealloc = (destructor)Cache_dealloc,
+    .tp_methods = Cache_methods,
+    .tp_getset = Cache_getset,
+};
+
+/* ---- Match ---------------------------------------------------------------- */
+
+static void Match_dealloc(MatchObject *self)
+{
+    CacheObject *c = self->owner;
+    if (self->locked && c && c->c && c->generation == self->generation)
+        cache_unlock(c->c, &self->m);
+    cache_match_free(&self->m);
+    Py_XDECREF(c);
+    PyObject_Free(self);
+}
+
+static int Match_getbuffer(MatchObject *self, Py_buffer *view, int flags)
+{
+    if (flags & PyBUF_WRITABLE) {
+        PyErr_SetString(PyExc_BufferError, "radixkv.Match: the page ids are read-only");
+        view->obj = NULL;
+        return -1;
+    }
+    view->obj = (PyObject *)self;
+    Py_INCREF(self);
+    view->buf = self->m.pages;
+    view->len = (Py_ssize_t)sizeof(int32_t) * self->m.num_pages;
+    view->readonly = 1;
+    view->itemsize = sizeof(int32_t);
+    view->format = (flags & PyBUF_FORMAT) ? "i" : NULL;
+    view->ndim = 1;
+    self->shape = self->m.num_pages;
+    view->shape = (flags & PyBUF_ND) ? &self->shape : NULL;
+    view->strides = (flags & PyBUF_STRIDES) == PyBUF_STRIDES ? &view->itemsize : NULL;
+    view->suboffsets = NULL;
+    view->internal = NULL;
+    self->exports++;
+    return 0;
+}
+
+static void Match_releasebuffer(MatchObject *self, Py_buffer *view)
+{
+    self->exports--;
+}
+
+static PyBufferProcs Match_as_buffer = {
+    .bf_getbuffer = (getbufferproc)Match_getbuffer,
+    .bf_releasebuffer = (releasebufferproc)Match_releasebuffer,
+};
+
+static PyObject *Match_get_length(MatchObject *self, void *unused)
+{
+    return PyLong_FromLong(self->m.len);
+}
+
+static PyObject *Match_get_pages(MatchObject *self, void *unused)
+{
+    return pages_object((PyObject *)self);
+}
+
+static PyObject *Match_get_locked(MatchObject *self, void *unused)
+{
+    return PyBool_FromLong(self->locked);
+}
+
+static PyObject *Match_get_namespace(MatchObject *self, void *unused)
+{
+    return PyLong_FromUnsignedLongLong(self->m.ns);
+}
+
+static Py_ssize_t Match_len(MatchObject *self)
+{
+    return self->m.len;
+}
+
+static PyObject *Match_repr(MatchObject *self)
+{
+    return PyUnicode_FromFormat("radixkv.Match(length=%d, pages=%d, locked=%s)", self->m.len,
+                                self->m.num_pages, self->locked ? "True" : "False");
+}
+
+static PyGetSetDef Match_getset[] = {
+    {"length", (getter)Match_get_length, NULL, "Matched tokens (a multiple of page_size).",
+     NULL},
+    {"pages", (getter)Match_get_pages, NULL,
+     "The matched page ids (numpy.int32 when numpy is installed, else a memoryview).", NULL},
+    {"locked", (getter)Match_get_locked, NULL, "Whether Cache.lock holds this match.", NULL},
+    {"namespace", (getter)Match_get_namespace, NULL, "The namespace the match was made in.",
+     NULL},
+    {NULL},
+};
+
+static PySequenceMethods Match_as_sequence = {.sq_length = (lenfunc)Match_len};
+
+static PyTypeObject MatchType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "radixkv.Match",
+    .tp_basicsize = sizeof(MatchObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "The result of Cache.match: length, page ids (also through the buffer protocol, "
+              "int32) and the handle Cache.lock / Cache.unlock take. len(match) is its length.",
+    .tp_dealloc = (destructor)Match_dealloc,
+    .tp_getset = Match_getset,
+    .tp_as_buffer = &Match_as_buffer,
+    .tp_as_sequence = &Match_as_sequence,
+    .tp_repr = (reprfunc)Match_repr,
+};
+
+/* ---- registries ----------------------------------------------------------- */
+
+static PyObject *names_list(const char *const *names)
+{
+    PyObject *l = PyList_New(0);
+    for (int i = 0; l && names[i]; i++) {
+        PyObject *s = PyUnicode_FromString(names[i]);
+        if (!s || PyList_Append(l, s) < 0) {
+            Py_XDECREF(s);
+            Py_DECREF(l);
+            return NULL;
+        }
+        Py_DECREF(s);
+    }
+    return l;
+}
+
+static PyObject *mod_kinds(PyObject *m, PyObject *unused)
+{
+    return names_list(cache_kind_names);
+}
+
+static PyObject *mod_policies(PyObject *m, PyObject *unused)
+{
+    return names_list(evict_policy_name_list);
+}
+
+static PyObject *mod_hash_functions(PyObject *m, PyObject *unused)
+{
+    return names_list(block_hash_fn_names);
+}
+
+static PyObject *mod_namespace_id(PyObject *m, PyObject *arg)
+{
+    uint64_t ns;
+    if (!PyUnicode_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "namespace_id: expected a str");
+        return NULL;
+    }
+    if (namespace_from(arg, &ns) < 0) return NULL;
+    return PyLong_FromUnsignedLongLong(ns);
+}
+
+/* ---- commands in process -------------------------------------------------- */
+
+/* One command at a time: the commands keep static output buffers, and fd 2
+ * and the signal handlers are the process's. */
+static pthread_mutex_t command_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static PyObject *mod_command(PyObject *m, PyObject *args)
+{
+    const char *name;
+    PyObject *argl;
+    if (!PyArg_ParseTuple(args, "sO!:_command", &name, &PyList_Type, &argl)) return NULL;
+    int (*fn)(int, char **) = !strcmp(name, "cache-sim") ? cmd_cache_sim
+                            : !strcmp(name, "run") ? cmd_run : NULL;
+    if (!fn) {
+        PyErr_Format(PyExc_ValueError, "_command: unknown command '%s' (cache-sim, run)", name);
+        return NULL;
+    }
+    Py_ssize_t argc = PyList_GET_SIZE(argl) + 1;
+    char **argv = calloc((size_t)argc + 1, sizeof *argv);
+    if (!argv) return PyErr_NoMemory();
+    argv[0] = (char *)name;
+    for (Py_ssize_t i = 1; i < argc; i++) {
+        PyObject *s = PyList_GET_ITEM(argl, i - 1);
+        const char *c = PyUnicode_Check(s) ? PyUnicode_AsUTF8(s) : NULL;
+        if (!c) {
+            if (!PyErr_Occurred())
+                PyErr_Format(PyExc_TypeError, "_command: argument %zd is not a str", i);
+            free(argv);
+            return NULL;
+        }
+        argv[i] = (char *)c; /* the list keeps the strings alive during the call */
+    }
+    FILE *errf = tmpfile();
+    if (!errf) {
+        free(argv);
+        return PyErr_SetFromErrno(PyExc_OSError);
+    }
+    int rc, interrupted;
+    Py_BEGIN_ALLOW_THREADS
+    pthread_mutex_lock(&command_lock);
+    struct sigaction old_int, old_term;
+    sigaction(SIGINT, NULL, &old_int);
+    sigaction(SIGTERM, NULL, &old_term);
+    interrupt_reset();
+    fflush(stderr);
+    int saved = dup(2);
+    if (saved >= 0) dup2(fileno(errf), 2);
+    rc = fn((int)argc, argv);
+    fflush(stderr);
+    if (saved >= 0) {
+        dup2(saved, 2);
+        close(saved);
+    }
+    interrupted = interrupt_pending();
+    /* Python's own handlers back: a Ctrl-C after the call is Python's again. */
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+    interrupt_reset();
+    pthread_mutex_unlock(&command_lock);
+    Py_END_ALLOW_THREADS
+    free(argv);
+    long size = (fseek(errf, 0, SEEK_END) == 0) ? ftell(errf) : 0;
+    char *text = malloc((size_t)(size > 0 ? size : 0) + 1);
+    size_t got = 0;
+    if (text) {
+        rewind(errf);
+        got = size > 0 ? fread(text, 1, (size_t)size, errf) : 0;
+        text[got] = 0;
+    }
+    fclose(errf);
+    if (!text) return PyErr_NoMemory();
+    PyObject *r = Py_BuildValue("(is#i)", rc, text, (Py_ssize_t)got, interrupted);
+    free(text);
+    return r;
+}
+
+static PyMethodDef module_methods[] = {
+    {"kinds", mod_kinds, METH_NOARGS, "kinds() -> list[str]: the registered cache kinds."},
+    {"policies", mod_policies, METH_NOARGS,
+     "policies() -> list[str]: the registered eviction policies (the first is the default)."},
+    {"hash_functions", mod_hash_functions, METH_NOARGS,
+     "hash_functions() -> list[str]: the block hashes of the hash kinds."},
+    {"namespace_id", mod_namespace_id, METH_O,
+     "namespace_id(name) -> int: the 64-bit namespace of a name, as a trace's "
+     "\"namespace\" field gives it."},
+    {"_command", mod_command, METH_VARARGS,
+     "_command(name, args) -> (exit status, stderr text, interrupted): a radixkv command "
+     "in this process, the GIL released."},
+    {NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "radixkv._radixkv",
+    .m_doc = "radixkv's C library: prefix caches and the commands (see radixkv).",
+    .m_size = -1,
+    .m_methods = module_methods,
+};
+
+PyMODINIT_FUNC PyInit__radixkv(void)
+{
+    if (PyType_Ready(&CacheType) < 0 || PyType_Ready(&MatchType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&module_def);
+    if (!m) return NULL;
+    rkv_error = PyErr_NewExceptionWithDoc("radixkv.Error",
+        "A radixkv library error, with the library's message.", PyExc_RuntimeError, NULL);
+    rkv_out_of_pages = rkv_error ? PyErr_NewExceptionWithDoc("radixkv.OutOfPages",
+        "The page pool has too few free pages.", rkv_error, NULL) : NULL;
+    if (!rkv_out_of_pages) goto fail;
+    Py_INCREF(rkv_error);
+    Py_INCREF(rkv_out_of_pages);
+    Py_INCREF(&CacheType);
+    Py_INCREF(&MatchType);
+    if (PyModule_AddObject(m, "Error", rkv_error) < 0
+        || PyModule_AddObject(m, "OutOfPages", rkv_out_of_pages) < 0
+        || PyModule_AddObject(m, "Cache", (PyObject *)&CacheType) < 0
+        || PyModule_AddObject(m, "Match", (PyObject *)&MatchType) < 0)
+        goto fail;
+    /* numpy is optional: page ids come back as numpy.int32 arrays when it is
+     * importable, as memoryviews otherwise. */
+    PyObject *np = PyImport_ImportModule("numpy");
+    if (np) {
+        numpy_frombuffer = PyObject_GetAttrString(np, "frombuffer");
+        numpy_int32 = PyObject_GetAttrString(np, "int32");
+        Py_DECREF(np);
+        if (!numpy_frombuffer || !numpy_int32) {
+            Py_CLEAR(numpy_frombuffer);
+            Py_CLEAR(numpy_int32);
+        }
+    }
+    PyErr_Clear();
+    return m;
+fail:
+    Py_DECREF(m);
+    return NULL;
+}

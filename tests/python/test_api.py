@@ -1,0 +1,291 @@
+"""radixkv.Cache against a reference model and the CLI's registries; every
+misuse an exception, never a crash.
+
+For every registered kind, every policy the kind takes and page sizes 1, 4
+and 16: seeded random requests through the caller protocol of
+docs/ARCHITECTURE.md (match, lock, allocate, insert, free what the cache did
+not adopt, unlock). Without eviction every match is checked against a model
+that remembers which page holds each cached page-prefix; under pressure
+(evict on shortage) the cache's own check and the page accounting are
+checked after every operation. Exit 1 naming the first difference.
+"""
+import array
+import gc
+import json
+import os
+import random
+import subprocess
+import sys
+
+import radixkv
+
+try:
+    import numpy as np
+except ImportError:  # the package works without numpy; those cases skip
+    np = None
+
+CHECKS = 0
+
+
+def check(cond, what):
+    global CHECKS
+    CHECKS += 1
+    if not cond:
+        print("FAIL:", what)
+        sys.exit(1)
+
+
+def raises(exc, fn, what):
+    try:
+        fn()
+    except exc as e:
+        check(str(e) != "", f"{what}: {exc.__name__} without a message")
+        return str(e)
+    except Exception as e:  # noqa: BLE001 - the wrong type is the failure
+        check(False, f"{what}: expected {exc.__name__}, got {type(e).__name__}: {e}")
+    else:
+        check(False, f"{what}: expected {exc.__name__}, nothing raised")
+
+
+def registry():
+    """Kinds and their policies as `radixkv list --json` gives them."""
+    exe = os.environ.get("RKV_BIN")
+    if not exe:
+        return None
+    out = subprocess.run([exe, "list", "--json"], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout)["kinds"]
+
+
+def accounting(c, what):
+    s = c.sizes()
+    check(s["free_pages"] + s["inflight_pages"] + s["cached_pages"] == c.num_pages,
+          f"{what}: pages do not add up: {s}")
+    c.check()
+
+
+def serve(c, toks, ns, ref, pressure):
+    """One request through the caller protocol; returns the match length."""
+    P = c.page_size
+    m = c.match(toks[:-1], namespace=ns)
+    n_match = m.length
+    check(n_match % P == 0 and n_match <= len(toks) - 1, f"match length {n_match} (P={P})")
+    pages = [int(p) for p in m.pages]
+    check(len(pages) == n_match // P, "page count of a match")
+    if ref is not None:
+        k = 0
+        while (k + 1) * P <= len(toks) - 1 and (ns, tuple(toks[:(k + 1) * P])) in ref:
+            k += 1
+        want = [ref[(ns, tuple(toks[:(i + 1) * P]))] for i in range(k)] if c.kind in (
+            "radix", "hash", "trie") else []
+        check(pages == want, f"{c.kind} P={P}: match pages {pages} != model {want}")
+    c.lock(m)
+    need = -(-(len(toks) - n_match) // P)
+    if need > c.sizes()["free_pages"] and pressure:
+        c.evict((need - c.sizes()["free_pages"]) * P)
+        accounting(c, "after evict")
+    if need > c.sizes()["free_pages"]:
+        raises(radixkv.OutOfPages, lambda: c.alloc(need), "alloc beyond the free pages")
+        c.unlock(m)
+        return n_match
+    new = [int(p) for p in c.alloc(need)]
+    allp = pages + new
+    prefix = c.insert(toks, allp, namespace=ns)
+    check(prefix >= n_match or c.kind in ("none", "hash-nocache"),
+          f"insert prefix {prefix} < matched {n_match}")
+    # Free what the cache did not take: pages it already held another copy
+    # of, and the partial last page (none and hash-nocache take every full
+    # page past prefix 0 and free them themselves).
+    full = len(toks) // P
+    own = [allp[i] for i in range(n_match // P, prefix // P)] + allp[full:]
+    if own:
+        c.free(own)
+    if ref is not None and c.kind in ("radix", "hash", "trie"):
+        for i in range(full):
+            ref.setdefault((ns, tuple(toks[:(i + 1) * P])), allp[i])
+    c.unlock(m)
+    accounting(c, f"{c.kind} P={P} after a request")
+    return n_match
+
+
+def random_requests(rng, n, vocab, base_len):
+    prompts = [[rng.randrange(vocab) for _ in range(rng.randrange(1, base_len))] for _ in range(4)]
+    reqs = []
+    for _ in range(n):
+        p = list(rng.choice(prompts))
+        p = p[:rng.randrange(len(p) + 1)] + [rng.randrange(vocab) for _ in range(rng.randrange(1, 24))]
+        reqs.append(p)
+    return reqs
+
+
+def test_protocol(kinds):
+    for kind, pols in kinds:
+        for policy in pols or [None]:
+            for P in (1, 4, 16):
+                rng = random.Random(hash((kind, policy, P)) & 0xffff)
+                # No pressure: exact against the model.
+                c = radixkv.Cache(kind, P, 4096, policy=policy)
+                ref = {}
+                for toks in random_requests(rng, 40, 50, 60):
+                    serve(c, toks, rng.choice([0, 0, 7]), ref, pressure=False)
+                c.close()
+                # Pressure: a pool of a few requests.
+                c = radixkv.Cache(kind, P, max(8, 120 // P), policy=policy)
+                for toks in random_requests(rng, 60, 50, 60):
+                    if -(-len(toks) // P) <= c.num_pages:
+                        serve(c, toks, 0, None, pressure=True)
+                c.close()
+
+
+def test_conversions():
+    c = radixkv.Cache("radix", 4, 64)
+    toks = list(range(100, 121))
+    pages = [int(p) for p in c.alloc(5)]
+    check(c.insert(toks, pages) == 0, "first insert caches nothing before it")
+    want = [int(p) for p in c.match(toks).pages]
+    forms = [toks, tuple(toks), array.array("i", toks), array.array("l", toks),
+             array.array("H", toks), memoryview(array.array("q", toks))]
+    if np is not None:
+        forms += [np.array(toks, dtype=np.int32), np.array(toks, dtype=np.int64),
+                  np.array(toks, dtype=np.uint16), np.array(toks, dtype=np.int32)[::1]]
+    for f in forms:
+        m = c.match(f)
+        check([int(p) for p in m.pages] == want, f"tokens as {type(f).__name__}: {list(m.pages)}")
+        check(len(m) == 20 and m.length == 20, "match length of 21 tokens at P=4")
+        check(memoryview(m).tolist() == want, "buffer protocol of a match")
+    if np is not None:
+        check(np.asarray(c.match(toks)).dtype == np.int32, "match as numpy: int32")
+        check(isinstance(c.match(toks).pages, np.ndarray), "pages are numpy with numpy installed")
+        # A strided view is read through its stride.
+        strided = np.repeat(np.array(toks, dtype=np.int64), 2)[::2]
+        check([int(p) for p in c.match(strided).pages] == want, "strided numpy tokens")
+        rev = np.array(toks[::-1], dtype=np.int32)[::-1]
+        check([int(p) for p in c.match(rev).pages] == want, "negative-stride numpy tokens")
+    c.close()
+
+
+def test_namespaces():
+    c = radixkv.Cache("radix", 1, 64)
+    t = [1, 2, 3, 4, 5]
+    c.insert(t, [int(p) for p in c.alloc(5)], namespace="tenant-a")
+    check(c.match(t, namespace="tenant-a").length == 5, "match in its namespace")
+    check(c.match(t, namespace=radixkv.namespace_id("tenant-a")).length == 5,
+          "a str namespace is namespace_id(str)")
+    check(c.match(t).length == 0, "the default namespace sees nothing of tenant-a")
+    check(c.match(t, namespace="tenant-b").length == 0, "another tenant sees nothing")
+    check(c.match(t, namespace="tenant-a").namespace == radixkv.namespace_id("tenant-a"),
+          "match.namespace")
+    raises(ValueError, lambda: c.match(t, namespace=-1), "negative namespace")
+    raises(TypeError, lambda: c.match(t, namespace=1.5), "float namespace")
+    c.close()
+
+
+def test_locks():
+    c = radixkv.Cache("radix", 2, 32)
+    t = list(range(10))
+    c.insert(t, [int(p) for p in c.alloc(5)])
+    m = c.match(t)
+    c.lock(m)
+    check(m.locked and c.sizes()["protected_tokens"] == 10, "lock protects")
+    check(c.evict(100) == 0, "a locked entry is never evicted")
+    raises(ValueError, lambda: c.lock(m), "lock twice")
+    c.unlock(m)
+    raises(ValueError, lambda: c.unlock(m), "unlock an unlocked match")
+    check(c.sizes()["evictable_tokens"] == 10, "unlock makes it evictable")
+    # A dropped locked match unlocks itself.
+    m2 = c.match(t)
+    c.lock(m2)
+    del m2
+    gc.collect()
+    check(c.sizes()["protected_tokens"] == 0, "a collected locked match unlocked itself")
+    # A handle made before an evict may name a freed node: refused.
+    m3 = c.match(t)
+    c.evict(2)
+    raises(ValueError, lambda: c.lock(m3), "lock a match made before an evict")
+    # ... and after reset, even a locked one.
+    m4 = c.match(t)
+    c.lock(m4)
+    c.reset()
+    check(c.sizes()["cached_pages"] == 0 and c.match(t).length == 0, "reset empties the cache")
+    raises(ValueError, lambda: c.unlock(m4), "unlock a match from before reset")
+    raises(ValueError, lambda: c.lock(m4), "lock a match from before reset")
+    other = radixkv.Cache("radix", 2, 32)
+    raises(ValueError, lambda: other.lock(c.match(t)), "a match of another cache")
+    raises(TypeError, lambda: c.lock(object()), "lock a non-match")
+    other.close()
+    c.close()
+
+
+def test_misuse():
+    c = radixkv.Cache("radix", 4, 16)
+    raises(TypeError, lambda: c.match([1.5, 2]), "float tokens")
+    raises(TypeError, lambda: c.match("abc"), "str tokens")
+    raises(TypeError, lambda: c.match(b"abc"), "bytes tokens")
+    raises(TypeError, lambda: c.match(None), "None tokens")
+    raises(TypeError, lambda: c.match(array.array("d", [1.0])), "float array")
+    raises(ValueError, lambda: c.match([1, -2, 3]), "negative token id")
+    raises(ValueError, lambda: c.match([2 ** 31]), "token id beyond int32")
+    raises(ValueError, lambda: c.match([2 ** 70]), "token id beyond int64")
+    if np is not None:
+        raises(TypeError, lambda: c.match(np.zeros(4)), "float64 numpy tokens")
+        raises(TypeError, lambda: c.match(np.zeros((2, 2), dtype=np.int32)), "2-D tokens")
+        raises(ValueError, lambda: c.match(np.array([-1], dtype=np.int64)), "negative int64")
+        raises(ValueError, lambda: c.match(np.array([2 ** 63], dtype=np.uint64)), "huge uint64")
+    raises(ValueError, lambda: c.insert([1, 2, 3, 4], [-1]), "negative page id")
+    raises(ValueError, lambda: c.insert([1, 2, 3, 4], [16]), "page id beyond the pool")
+    raises(ValueError, lambda: c.insert([1, 2, 3, 4, 5, 6, 7, 8], [0]), "too few pages")
+    msg = raises(ValueError, lambda: c.insert([1, 2, 3, 4], [3]), "insert a free page")
+    check("in flight" in msg, f"the message says why: {msg}")
+    accounting(c, "after refused inserts")
+    p = [int(x) for x in c.alloc(1)]
+    raises(ValueError, lambda: c.free(p + p), "free a page twice in one call")
+    c.insert([1, 2, 3, 4], p)
+    raises(ValueError, lambda: c.free(p), "free a cached page")
+    raises(ValueError, lambda: c.free([5]), "free a free page")
+    raises(radixkv.OutOfPages, lambda: c.alloc(16), "alloc more than free")
+    raises(ValueError, lambda: c.alloc(-1), "alloc a negative count")
+    raises(ValueError, lambda: c.evict(-1), "evict a negative count")
+    check(isinstance(radixkv.OutOfPages("x"), radixkv.Error), "OutOfPages is an Error")
+    accounting(c, "after the misuse")
+    c.close()
+    c.close()  # idempotent
+    check(c.closed, "closed")
+    for name, fn in [("match", lambda: c.match([1])), ("insert", lambda: c.insert([1], [0])),
+                     ("evict", lambda: c.evict(1)), ("sizes", c.sizes), ("check", c.check),
+                     ("alloc", lambda: c.alloc(1)), ("reset", c.reset), ("stats", c.stats)]:
+        raises(ValueError, fn, f"{name} on a closed cache")
+    with radixkv.Cache("trie", 1, 8) as d:
+        check(d.match([1]).length == 0, "context manager")
+    check(d.closed, "the with block closes the cache")
+    raises(ValueError, lambda: radixkv.Cache("nosuch", 1, 8), "unknown kind")
+    raises(ValueError, lambda: radixkv.Cache("radix", 1, 8, policy="mru"), "unknown policy")
+    raises(ValueError, lambda: radixkv.Cache("hash", 1, 8, hash_fn="crc"), "unknown hash")
+    raises(ValueError, lambda: radixkv.Cache("radix", 0, 8), "page size 0")
+    raises(ValueError, lambda: radixkv.Cache("radix", 1, 0), "no pages")
+    raises(ValueError, lambda: radixkv.Cache("radix", 1), "num_pages missing")
+    msg = raises(ValueError, lambda: radixkv.Cache("radix", 1, 8, policy="mru"), "policy msg")
+    check("mru" in msg and "lru" in msg, f"the library's message names the value and choices: {msg}")
+
+
+def main():
+    reg = registry()
+    if reg is not None:
+        check(radixkv.kinds() == [k["name"] for k in reg], "kinds() is the CLI's registry")
+        check(radixkv.policies() == reg[0]["policies"], "policies() is the CLI's registry")
+        kinds = [(k["name"], k["policies"] if k["evicts"] else []) for k in reg]
+    else:
+        kinds = [(k, radixkv.policies() if k in ("radix", "hash", "trie") else [])
+                 for k in radixkv.kinds()]
+    for obj in (radixkv.Cache, radixkv.Cache.match, radixkv.Cache.insert, radixkv.cache_sim,
+                radixkv.run, radixkv.Match):
+        check(bool(obj.__doc__), f"{obj.__name__} has a docstring")
+    test_protocol(kinds)
+    test_conversions()
+    test_namespaces()
+    test_locks()
+    test_misuse()
+    print(f"py_api: {CHECKS} checks passed ({len(kinds)} kinds, numpy "
+          f"{'yes' if np is not None else 'no'}, package {os.path.dirname(radixkv.__file__)})")
+
+
+if __name__ == "__main__":
+    main()
