@@ -6,7 +6,8 @@ finite numbers; a value outside is refused with exit 2 naming the option, and
 a refusal leaves no file (nor a temporary one) where --out pointed, and an
 existing file there untouched. Also: a profile whose id holds a control
 character, a profile without provenance or with two GEMM rows of one shape,
-and a trace line with a key given twice are refused naming the place.
+and a trace or pin file line with a key given twice are refused naming the
+place.
 
 usage: test_extremes_cli.py RADIXKV PROFILE_DIR"""
 import json
@@ -155,6 +156,15 @@ for cmd in (BASE[:2] + ["--backend", "sim", "--no-progress", "--trace", dup],
     check(p.returncode != 0 and f"{dup}:2:" in p.stderr and "namespace" in p.stderr,
           f"duplicate key ({cmd[1]}): {p.returncode} {p.stderr}")
     check(not os.path.exists(out), f"duplicate key ({cmd[1]}): left {out}")
+
+# The same for a pin file line.
+pin = os.path.join(tmp, "pin.jsonl")
+with open(pin, "w") as f:
+    f.write('{"tokens":[1,2,3,4],"tokens":[5,6,7,8]}\n')
+p = subprocess.run([RADIXKV, "cache-sim", "--cache", "radix", "--capacity", "64", "--page-size", "2",
+                    "--no-progress", "--pin", pin, trace], capture_output=True, text=True)
+check(p.returncode == 2 and f"{pin}:1:" in p.stderr and "tokens" in p.stderr,
+      f"pin duplicate key: {p.returncode} {p.stderr}")
 
 # gen: a product far past the limit is refused before anything is drawn.
 p = subprocess.run([RADIXKV, "gen", "sweep", "--num", "16777216", "--prompt-len", "16777216",
