@@ -125,6 +125,12 @@ for mode in MODES:
         run([opt, bad], 2, opt, mode)
     # A refusal leaves an existing --out file as it was.
     run(["--slo-tpot", "nan"], 2, "--slo-tpot", mode, keep="before\n")
+# Tier bandwidths: bounded so that a load time stays finite.
+for opt in ("--host-bw", "--disk-bw"):
+    for v in ("1e-6", "1e6"):
+        run(["--tier-host", "64", "--tier-disk", "64", "--tier-dir", tmp, opt, v], 0, None)
+    for v in ("0", "4.9e-324", "1e7", "nan"):
+        run(["--tier-host", "64", opt, v], 2, opt)
 # Profile overrides: inside the bound runs, outside is refused naming the key.
 for v in ("kernel_us=0", "kernel_us=1e6", "eff=1", "overhead_ms=0"):
     run(["--gpu", f"h100,{v}"], 0, None)
