@@ -142,6 +142,7 @@ for mode in MODES:
     run(["--sim-profile", odd], 0, None, mode)
     run(["--sim-profile", profile("ctl", id="h100\nsplit")], 2, "field id", mode)
     run(["--sim-profile", profile("noprov", provenance={})], 2, "provenance", mode)
+    run(["--sim-profile", profile("noengine", engine="")], 2, "field engine", mode)
 row = {"name": "qkv", "N": 4096, "K": 2048, "M": [1, 64], "s": [1e-5, 2e-5]}
 run(["--sim-profile", profile("dup", tables={"gemm": [row, dict(row, s=[3e-5, 4e-5])]})], 2,
     "tables.gemm[1]")
