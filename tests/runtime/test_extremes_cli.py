@@ -152,6 +152,11 @@ for opt, v in (("--gpu", "h100"), ("--sim-profile", os.path.join(PROFILES, "h100
                        capture_output=True, text=True)
     check(p.returncode == 2 and opt in p.stderr, f"--backend cpu {opt}: {p.returncode} {p.stderr}")
 
+# serve hands its engine options to run's parser: their errors carry serve's name.
+p = subprocess.run([RADIXKV, "serve", "--kv-tokens", "-5"], capture_output=True, text=True, timeout=60)
+check(p.returncode == 2 and p.stderr.startswith("radixkv serve: --kv-tokens"),
+      f"serve --kv-tokens -5: {p.returncode} {p.stderr}")
+
 # A trace line with a key given twice: refused naming file, line and key.
 dup = os.path.join(tmp, "dup.jsonl")
 with open(dup, "w") as f:
