@@ -152,6 +152,15 @@ for opt, v in (("--gpu", "h100"), ("--sim-profile", os.path.join(PROFILES, "h100
                        capture_output=True, text=True)
     check(p.returncode == 2 and opt in p.stderr, f"--backend cpu {opt}: {p.returncode} {p.stderr}")
 
+# --kv-tokens is per engine: checked against host memory times the engines.
+# 10000 pages of 64 bytes of bookkeeping fit in 1 MB once, not twice.
+env = dict(os.environ, RKV_MEM_AVAILABLE="1000000")
+for mode, want in (("single", 0), ("replicas", 2), ("disagg", 2)):
+    p = subprocess.run(BASE + MODES[mode] + ["--kv-tokens", "160000", "--page-size", "16"],
+                       capture_output=True, text=True, env=env)
+    check(p.returncode == want and (want == 0 or "times 2 engines" in p.stderr),
+          f"{mode} --kv-tokens x engines: exit {p.returncode}, want {want}: {p.stderr[-300:]}")
+
 # serve hands its engine options to run's parser: their errors carry serve's name.
 p = subprocess.run([RADIXKV, "serve", "--kv-tokens", "-5"], capture_output=True, text=True, timeout=60)
 check(p.returncode == 2 and p.stderr.startswith("radixkv serve: --kv-tokens"),
