@@ -223,6 +223,11 @@ int run_parse_options(int argc, char **argv, run_opts *o, bool need_trace)
     o->decode = (int32_t)decode;
     o->router_threshold = (int32_t)router_threshold;
     o->ec.backend_cfg.num_threads = (int)threads;
+    if (cli_given(opts, "--threads") && !(backend_caps(o->ec.backend) & BACKEND_CAP_HOST_THREADS)) {
+        opt_refuse("--threads applies to a backend that runs the model on host threads (cpu), "
+                   "not %s\n", o->ec.backend ? o->ec.backend : backend_names[0]);
+        return 2;
+    }
     o->ec.seed = o->ec.backend_cfg.seed = (uint64_t)seed;
     o->progress = !no_progress;
     o->sim_host = host_us >= 0 || host_ns >= 0;

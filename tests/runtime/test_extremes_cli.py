@@ -147,10 +147,11 @@ row = {"name": "qkv", "N": 4096, "K": 2048, "M": [1, 64], "s": [1e-5, 2e-5]}
 run(["--sim-profile", profile("dup", tables={"gemm": [row, dict(row, s=[3e-5, 4e-5])]})], 2,
     "tables.gemm[1]")
 # Options that do not apply to the backend are refused by name.
-for opt, v in (("--gpu", "h100"), ("--sim-profile", os.path.join(PROFILES, "h100.json"))):
-    p = subprocess.run([RADIXKV, "run", "--backend", "cpu", "--trace", trace, opt, v],
+for be, opt, v in (("cpu", "--gpu", "h100"), ("cpu", "--sim-profile", os.path.join(PROFILES, "h100.json")),
+                   ("sim", "--threads", "2")):
+    p = subprocess.run([RADIXKV, "run", "--backend", be, "--trace", trace, opt, v],
                        capture_output=True, text=True)
-    check(p.returncode == 2 and opt in p.stderr, f"--backend cpu {opt}: {p.returncode} {p.stderr}")
+    check(p.returncode == 2 and opt in p.stderr, f"--backend {be} {opt}: {p.returncode} {p.stderr}")
 
 # --kv-tokens is per engine: checked against host memory times the engines.
 # 10000 pages of 64 bytes of bookkeeping fit in 1 MB once, not twice.
