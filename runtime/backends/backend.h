@@ -46,6 +46,8 @@ enum {
     /* The K/V pages live in host memory, in fp32 (run's up-front memory
      * check counts them). */
     BACKEND_CAP_HOST_KV = 1u << 1,
+    /* The model runs on a pool of host threads (--threads sizes it). */
+    BACKEND_CAP_HOST_THREADS = 1u << 2,
 };
 
 typedef struct backend_ops {

@@ -233,6 +233,12 @@ static rkv_status profile_from_text(const char *where, const unsigned char *text
     }
     if (!st && !json_is_string(json_object_get(root, "summary")))
         st = perr(&c, "summary", "want a string");
+    if (!st) {
+        /* Whose kernels the numbers describe (radixkv's own, or a peer's):
+         * part of what a modelled number is a measurement of. */
+        const char *eng = json_string_value(json_object_get(root, "engine"));
+        if (!eng || !*eng) st = perr(&c, "engine", "want a non-empty string (the engine measured)");
+    }
     if (!st) dev = section(&c, root, "device", dev_k, &st);
     if (!st) eff = section(&c, root, "efficiency", eff_k, &st);
     if (!st) lat = section(&c, root, "latency", lat_k, &st);

@@ -227,6 +227,11 @@ int run_parse_options(int argc, char **argv, run_opts *o, bool need_trace)
     o->decode = (int32_t)decode;
     o->router_threshold = (int32_t)router_threshold;
     o->ec.backend_cfg.num_threads = (int)threads;
+    if (cli_given(opts, "--threads") && !(backend_caps(o->ec.backend) & BACKEND_CAP_HOST_THREADS)) {
+        opt_refuse("--threads applies to a backend that runs the model on host threads (cpu), "
+                   "not %s\n", o->ec.backend ? o->ec.backend : backend_names[0]);
+        return 2;
+    }
     o->ec.seed = o->ec.backend_cfg.seed = (uint64_t)seed;
     o->progress = !no_progress;
     o->sim_host = host_us >= 0 || host_ns >= 0;
@@ -285,9 +290,11 @@ static int check_run(run_opts *o, bool need_trace)
         return 2;
     }
     /* Asked of the backend's capability words, never of its name: a profile
-     * is what clocks a modelled backend, and one with wall time would drop it. */
+     * is what clocks a modelled backend, and the fixed clock leaves measured
+     * time out of a modelled one; a backend on wall time would drop both. */
     const char *sim_opt = o->ec.backend_cfg.sim_profile_file ? "--sim-profile"
-                          : o->ec.backend_cfg.gpu_profile ? "--gpu" : NULL;
+                          : o->ec.backend_cfg.gpu_profile ? "--gpu"
+                          : o->ec.fixed_clock ? "--fixed-clock" : NULL;
     if (sim_opt && !(backend_caps(o->ec.backend) & BACKEND_CAP_MODELLED_TIME)) {
         opt_refuse("%s applies to a backend with modelled time (--backend sim),"
                    " not %s, whose clock is wall time\n", sim_opt,

@@ -53,7 +53,8 @@ static rkv_status parse_pin_line(const char *path, int64_t lineno, const char *s
 {
     const int64_t hi = vocab_size > 0 ? vocab_size : INT32_MAX;
     json_error_t je;
-    json_t *v = json_loads(s, JSON_DISABLE_EOF_CHECK | JSON_DECODE_ANY, &je);
+    /* A key given twice is refused, as in traces (which "tokens" was meant?). */
+    json_t *v = json_loads(s, JSON_DISABLE_EOF_CHECK | JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &je);
     json_t *arr = v && json_is_object(v) ? json_object_get(v, "tokens") : v;
     if (!v || !json_is_array(arr)) {
         snprintf(err, errlen, "%s:%lld: expected {\"tokens\": [...]} or [...]%s%s", path,

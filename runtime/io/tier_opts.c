@@ -31,7 +31,7 @@ typedef enum tval {
     TV_TOKENS1,   /* tokens in [1, 2^40] (int64_t) */
     TV_COUNT,     /* an integer >= 0 (int64_t) */
     TV_MS,        /* milliseconds in [1, 600000] -> seconds (double) */
-    TV_GBPS,      /* GB/s > 0 -> bytes/s (double) */
+    TV_GBPS,      /* GB/s in [1e-6, 1e6] -> bytes/s (double) */
     TV_US,        /* microseconds in (0, 1e7] -> seconds (double) */
     TV_PATH,      /* any string (const char *) */
     TV_URL,       /* redis://HOST:PORT[/DB] (const char *) */
@@ -120,7 +120,10 @@ static void tier_opt_set(tier_opts *o, const tier_opt *t, const char *v, char *b
         else *(double *)dst = (double)x / 1e3;
         break;
     case TV_GBPS:
-        if (!parse_double(v, &g) || g <= 0) snprintf(bad, badlen, "%s: expected GB/s > 0, got '%s'", name, vs);
+        /* Bounded like the handoff's link (kv_link.h), so that a tier's load
+         * time stays finite (GB/s 4.9e-324 made it inf). */
+        if (!parse_double(v, &g) || !(g >= 1e-6 && g <= 1e6))
+            snprintf(bad, badlen, "%s: expected GB/s in [1e-06, 1e+06], got '%s'", name, vs);
         else *(double *)dst = g * 1e9;
         break;
     case TV_US:

@@ -6,7 +6,8 @@ finite numbers; a value outside is refused with exit 2 naming the option, and
 a refusal leaves no file (nor a temporary one) where --out pointed, and an
 existing file there untouched. Also: a profile whose id holds a control
 character, a profile without provenance or with two GEMM rows of one shape,
-and a trace line with a key given twice are refused naming the place.
+and a trace or pin file line with a key given twice are refused naming the
+place.
 
 usage: test_extremes_cli.py RADIXKV PROFILE_DIR"""
 import json
@@ -124,6 +125,12 @@ for mode in MODES:
         run([opt, bad], 2, opt, mode)
     # A refusal leaves an existing --out file as it was.
     run(["--slo-tpot", "nan"], 2, "--slo-tpot", mode, keep="before\n")
+# Tier bandwidths: bounded so that a load time stays finite.
+for opt in ("--host-bw", "--disk-bw"):
+    for v in ("1e-6", "1e6"):
+        run(["--tier-host", "64", "--tier-disk", "64", "--tier-dir", tmp, opt, v], 0, None)
+    for v in ("0", "4.9e-324", "1e7", "nan"):
+        run(["--tier-host", "64", opt, v], 2, opt)
 # Profile overrides: inside the bound runs, outside is refused naming the key.
 for v in ("kernel_us=0", "kernel_us=1e6", "eff=1", "overhead_ms=0"):
     run(["--gpu", f"h100,{v}"], 0, None)
@@ -135,14 +142,30 @@ for mode in MODES:
     run(["--sim-profile", odd], 0, None, mode)
     run(["--sim-profile", profile("ctl", id="h100\nsplit")], 2, "field id", mode)
     run(["--sim-profile", profile("noprov", provenance={})], 2, "provenance", mode)
+    run(["--sim-profile", profile("noengine", engine="")], 2, "field engine", mode)
 row = {"name": "qkv", "N": 4096, "K": 2048, "M": [1, 64], "s": [1e-5, 2e-5]}
 run(["--sim-profile", profile("dup", tables={"gemm": [row, dict(row, s=[3e-5, 4e-5])]})], 2,
     "tables.gemm[1]")
 # Options that do not apply to the backend are refused by name.
-for opt, v in (("--gpu", "h100"), ("--sim-profile", os.path.join(PROFILES, "h100.json"))):
-    p = subprocess.run([RADIXKV, "run", "--backend", "cpu", "--trace", trace, opt, v],
+for be, opt, v in (("cpu", "--gpu", "h100"), ("cpu", "--sim-profile", os.path.join(PROFILES, "h100.json")),
+                   ("cpu", "--fixed-clock", None), ("sim", "--threads", "2")):
+    p = subprocess.run([RADIXKV, "run", "--backend", be, "--trace", trace, opt] + ([v] if v else []),
                        capture_output=True, text=True)
-    check(p.returncode == 2 and opt in p.stderr, f"--backend cpu {opt}: {p.returncode} {p.stderr}")
+    check(p.returncode == 2 and opt in p.stderr, f"--backend {be} {opt}: {p.returncode} {p.stderr}")
+
+# --kv-tokens is per engine: checked against host memory times the engines.
+# 10000 pages of 64 bytes of bookkeeping fit in 1 MB once, not twice.
+env = dict(os.environ, RKV_MEM_AVAILABLE="1000000")
+for mode, want in (("single", 0), ("replicas", 2), ("disagg", 2)):
+    p = subprocess.run(BASE + MODES[mode] + ["--kv-tokens", "160000", "--page-size", "16"],
+                       capture_output=True, text=True, env=env)
+    check(p.returncode == want and (want == 0 or "times 2 engines" in p.stderr),
+          f"{mode} --kv-tokens x engines: exit {p.returncode}, want {want}: {p.stderr[-300:]}")
+
+# serve hands its engine options to run's parser: their errors carry serve's name.
+p = subprocess.run([RADIXKV, "serve", "--kv-tokens", "-5"], capture_output=True, text=True, timeout=60)
+check(p.returncode == 2 and p.stderr.startswith("radixkv serve: --kv-tokens"),
+      f"serve --kv-tokens -5: {p.returncode} {p.stderr}")
 
 # A trace line with a key given twice: refused naming file, line and key.
 dup = os.path.join(tmp, "dup.jsonl")
@@ -155,6 +178,15 @@ for cmd in (BASE[:2] + ["--backend", "sim", "--no-progress", "--trace", dup],
     check(p.returncode != 0 and f"{dup}:2:" in p.stderr and "namespace" in p.stderr,
           f"duplicate key ({cmd[1]}): {p.returncode} {p.stderr}")
     check(not os.path.exists(out), f"duplicate key ({cmd[1]}): left {out}")
+
+# The same for a pin file line.
+pin = os.path.join(tmp, "pin.jsonl")
+with open(pin, "w") as f:
+    f.write('{"tokens":[1,2,3,4],"tokens":[5,6,7,8]}\n')
+p = subprocess.run([RADIXKV, "cache-sim", "--cache", "radix", "--capacity", "64", "--page-size", "2",
+                    "--no-progress", "--pin", pin, trace], capture_output=True, text=True)
+check(p.returncode == 2 and f"{pin}:1:" in p.stderr and "tokens" in p.stderr,
+      f"pin duplicate key: {p.returncode} {p.stderr}")
 
 # gen: a product far past the limit is refused before anything is drawn.
 p = subprocess.run([RADIXKV, "gen", "sweep", "--num", "16777216", "--prompt-len", "16777216",
