@@ -17,7 +17,11 @@
             the stand-in stands in for.
   one definition  a number's macro (\\rkvdef{KEY}{...}) defined with two
             different values in generated/ fails: the prose would print
-            whichever came last.
+            whichever came last. A gain is quoted through the one macro that
+            defines it: prose that prints one of the write-up's gains
+            (generated/gains_numbers.tex, gains/wu-*) through another gain or
+            speedup macro fails (the same quantity named twice drifts apart:
+            4.711 here, 4.70 there).
 
 Usage: paper_claims.py PAPER_DIR   (exit 1 and a list of file:line problems)
 """
@@ -139,7 +143,32 @@ def check(paper):
         if len({v for v, _ in vals}) > 1:
             where = "; ".join(f"{w} = {v}" for v, w in vals)
             bad.append(f"\\rkv{{{key}}} has two definitions: {where}")
+    # one macro per gain: the write-up's gains only through gains/wu-*.
+    wu = {}
+    for key, vals in defs.items():
+        if key.startswith("gains/wu-over-"):
+            x = number(vals[0][0])
+            if x is not None:
+                wu[round(x, 2)] = key
+    for path in tex_files(paper):
+        for no, line in prose_lines(path):
+            for m in re.finditer(r"\\rkv\{([^{}]*)\}", line):
+                key = m.group(1)
+                if key.startswith("gains/") or not re.search(r"gain|speedup", key) or key not in defs:
+                    continue
+                x = number(defs[key][0][0])
+                if x is not None and round(x, 2) in wu:
+                    bad.append(f"{path}:{no}: \\rkv{{{key}}} prints the write-up's gain "
+                               f"\\rkv{{{wu[round(x, 2)]}}} under a second macro: quote it through that one")
     return bad
+
+
+def number(text):
+    """The float a generated value prints, or None (words, ranges)."""
+    try:
+        return float(text.replace("\\,", ""))
+    except ValueError:
+        return None
 
 
 def main():
