@@ -80,7 +80,8 @@ struct engine {
 };
 
 /* The host CPU clock as the engine's clock reads it: not at all under a
- * fixed modelled clock (engine_clock.h), where it never reaches the time.
+ * fixed modelled clock when cfg.unmeasured_sched says nobody reports it
+ * (engine_clock.h).
  * A macro so the step functions (each holds its engine as e) stay as they
  * are. */
 #define cpu_now() engine_clock_host_cpu(&e->clock)
@@ -181,6 +182,7 @@ rkv_status engine_create_with_backend(const engine_config *cfg_in, backend *b, e
     e->be = b;
     engine_clock_init(&e->clock, (b->ops->caps & BACKEND_CAP_MODELLED_TIME) != 0,
                       cfg.fixed_clock);
+    e->clock.unmeasured = cfg.unmeasured_sched;
     e->overlap = !strcmp(cfg.schedule, engine_schedule_names[1]);
     /* collect() returns no logits, so keep_logits stays on forward(). */
     e->async = e->overlap && b->ops->submit && b->ops->collect && !cfg.keep_logits;

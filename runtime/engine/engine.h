@@ -60,6 +60,10 @@ typedef struct engine_config {
     bool offline;                   /* ignore arrival times: everything at t = 0 */
     bool fixed_clock;               /* sim: leave measured CPU time out of the clock, so
                                        timings are repeatable (tests) */
+    bool unmeasured_sched;          /* with fixed_clock on a modelled clock: do not read
+                                       the CPU clock at all (sched_cpu_seconds stays 0);
+                                       for drivers that never report it (replicas.h),
+                                       where the reads cost a third of a step */
     bool keep_logits;               /* keep each output's logits (V floats; tests) */
     /* A host cost injected on a modelled clock (sim only; 0: none), counted
      * with fixed_clock too, as scheduler time: sync adds it to each step,
@@ -112,8 +116,7 @@ typedef struct engine_stats {
     int64_t preemptions;
     int64_t max_step_tokens; /* largest step (never above the budget) */
     double sched_cpu_seconds; /* scheduling + commit + batch building, summed;
-                                 0 under a fixed modelled clock, which never
-                                 reads the CPU clock (engine_clock_host_cpu) */
+                                 0 with unmeasured_sched (engine_clock_host_cpu) */
     double model_seconds;    /* backend step times, summed */
     int64_t cache_touched_tokens;  /* tokens the cache matched or inserted */
     double injected_host_seconds;  /* host_step_s and host_token_s charged, summed */

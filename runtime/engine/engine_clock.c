@@ -15,7 +15,7 @@ double engine_clock_cpu_now(void) { return seconds_of(CLOCK_THREAD_CPUTIME_ID); 
 
 double engine_clock_host_cpu(const engine_clock *c)
 {
-    return c->modelled && c->fixed ? 0 : engine_clock_cpu_now();
+    return c->modelled && c->fixed && c->unmeasured ? 0 : engine_clock_cpu_now();
 }
 
 void engine_clock_init(engine_clock *c, bool modelled, bool fixed)

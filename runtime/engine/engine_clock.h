@@ -29,6 +29,7 @@
 typedef struct engine_clock {
     bool modelled;      /* time is modelled, not measured */
     bool fixed;         /* modelled: host CPU time is not added (repeatable runs) */
+    bool unmeasured;    /* fixed: nor read (nobody reports it); set after init */
     double t;           /* modelled time, seconds */
     double wall_start;  /* wall: when serving started */
     double idle_skip;   /* wall: idle time jumped over */
@@ -39,10 +40,10 @@ double engine_clock_wall_now(void);
 double engine_clock_cpu_now(void);
 
 /* This thread's CPU time as a step measures it: engine_clock_cpu_now, or 0
- * under a fixed modelled clock, which leaves host time out anyway. Several
+ * under a fixed modelled clock marked unmeasured, which leaves host time out
+ * of the clock and whose measured scheduler time nobody reports. Several
  * reads a step are syscalls, a third of a simulated step's cost once the
- * accounting checks are off; with a fixed clock the engine's measured
- * scheduler time (engine_stats.sched_cpu_seconds) stays 0 (not measured). */
+ * accounting checks are off. */
 double engine_clock_host_cpu(const engine_clock *c);
 
 void engine_clock_init(engine_clock *c, bool modelled, bool fixed);

@@ -989,6 +989,9 @@ rkv_status replicas_run(const replicas_config *rc, FILE *out, bool *interrupted,
     d.engines = disagg ? rc->prefill + rc->decode : rc->replicas;
     d.np = disagg ? rc->prefill : 0;
     if (disagg) d.ec.offline = false;
+    /* No summary here reports the scheduler's CPU time: on a fixed clock the
+     * engines need not read the CPU clock for it. */
+    d.ec.unmeasured_sched = true;
     rkv_status st = RKV_OK;
     d.r = calloc((size_t)d.engines, sizeof *d.r);
     d.load = calloc((size_t)d.engines, sizeof *d.load);

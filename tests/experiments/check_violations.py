@@ -40,6 +40,9 @@ expect_violation("disaggregation (TPOT spread)", disaggregation.check(
      dict(base, workload="long-prompt", arm="1:1", mode="disaggregated", tpot_p50=1, tpot_p99=1.2)], {}))
 expect_violation("disaggregation (decode hit rate)", disaggregation.check(
     [dict(base, workload="static-prefix", arm="1:1", mode="disaggregated", decode_hit_rate=.5)], {}))
+expect_violation("disaggregation (pool sends more)", disaggregation.check(
+    [dict(base, workload="static-prefix", arm="1:1", mode="disaggregated", kv_bytes=10),
+     dict(base, workload="static-prefix", arm="1:1+pool", mode="disaggregated", kv_bytes=20)], {}))
 # DistServe goodput: colocated meets the SLOs up to rate 4, the 1:1 arm only at 2.
 expect_violation("disaggregation (goodput)", disaggregation.check(
     [dict(base, workload="long-prompt", arm=arm, mode=mode, rate=r, tpot_p50=1, tpot_p99=t,

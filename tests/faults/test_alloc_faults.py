@@ -224,6 +224,13 @@ with tempfile.TemporaryDirectory() as tmp:
             scenario(f"run --replicas 2 --router {router}",
                      ["run", "--backend", "sim", "--no-progress", "--trace", grow, "--page-size", "2",
                       "--replicas", "2", "--router", router], tmp, most=80 if router == "cache-aware" else 30)
+        # Disaggregated: handoffs, their NIC queues, handoffs waiting for room on
+        # the decode engine and a request refused before its prefill (issue 45;
+        # this pool makes all of them happen).
+        scenario("run --prefill 2 --decode 1", ["run", "--backend", "sim", "--no-progress", "--trace", grow,
+                                                "--page-size", "2", "--kv-tokens", "64", "--prefill", "2",
+                                                "--decode", "1", "--decode-router", "cache-aware"], tmp,
+                 most=60)
         env = dict(os.environ)
         env.setdefault("ASAN_OPTIONS", "detect_leaks=1")
         p = subprocess.run([ATTN], capture_output=True, text=True, env=env, timeout=120)
