@@ -166,6 +166,10 @@ struct serve_job {
                                   the first, the engine thread the others */
     int32_t n_stop;
     sampling_params sampling;
+    logit_procs procs;         /* sampling.procs points here when any is asked */
+    int32_t *allowed;          /* procs' arrays (malloc'd) */
+    int32_t *bias_ids;
+    float *bias_vals;
     bool stream, include_usage;
     bool continuous_usage;     /* stream_options.continuous_usage_stats: usage in
                                   every chunk (with include_usage, as vLLM) */

@@ -33,6 +33,9 @@ static void job_free(serve_job *j)
     }
     free(j->seq);
     free(j->stop_ids);
+    free(j->allowed);
+    free(j->bias_ids);
+    free(j->bias_vals);
     for (int32_t i = 0; i < j->n_stop_str; i++) free(j->stop_str[i]);
     free(j->stop_str);
     free(j->sse);
