@@ -218,6 +218,8 @@ static void vllm_metrics(FILE *f, const serve *s, const serve_metrics *m)
     for (int r = 0; r < SERVE_FINISH_KINDS; r++)
         fprintf(f, "vllm:request_success_total{%s,finished_reason=\"%s\"} %lld\n", labels,
                 serve_finish_names[r], (long long)m->finished[r]);
+    /* vLLM's fifth reason: repetition_detection is refused here, so 0. */
+    fprintf(f, "vllm:request_success_total{%s,finished_reason=\"repetition\"} 0\n", labels);
     hist_print(f, "vllm:time_to_first_token_seconds", labels,
                "Histogram of time to first token in seconds.", &m->ttft, vllm_ttft_le,
                NLE(vllm_ttft_le));

@@ -91,7 +91,8 @@ EXTRA_LABELS = {
     "vllm:prompt_tokens_cached_by_source": ("source", {"device", "host", "p2p", "disk",
                                                        "external_unspecified"}),
     "vllm:admission_rejections": ("reason", {"max_num_queued_reqs", "max_num_queued_tokens"}),
-    "vllm:request_success": ("finished_reason", {"stop", "length", "abort", "error"}),
+    "vllm:request_success": ("finished_reason", {"stop", "length", "abort", "error",
+                                                 "repetition"}),
 }
 
 
