@@ -486,7 +486,7 @@ static rkv_status graph_get(cuda_backend *b, const cuda_step_layout *l, int deco
 /* ---- submit / collect -------------------------------------------------------- */
 
 /* A batch without sampling parameters samples greedily, as the cpu backend. */
-static const sampling_params greedy_params = {0.0f, 0, 1.0f, 0};
+static const sampling_params greedy_params = {0.0f, 0, 1.0f, 0, NULL};
 
 static int is_greedy(const sampling_params *sp) { return sp->temperature <= 0 || sp->top_k == 1; }
 

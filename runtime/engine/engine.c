@@ -19,6 +19,7 @@ typedef struct eng_req {
     sched_req s;
     double arrival;
     double first_token_time; /* < 0: none yet */
+    double sched_time;       /* its first step's launch; < 0: none yet */
     double finish_time;
     bool reported;
     float *logits;           /* (max_tokens, V) with keep_logits */
@@ -391,6 +392,7 @@ static rkv_status eng_req_new(engine *e, const engine_request *req, bool fit, en
     r->state = REQ_FUTURE;
     q->arrival = e->cfg.offline ? 0 : req->arrival;
     q->first_token_time = -1;
+    q->sched_time = -1;
     *out = q;
     return RKV_OK;
 }
@@ -536,6 +538,13 @@ static rkv_status launch(engine *e, int k, double *prep_cpu, double *step_second
 {
     sched_plan *plan = &e->plans[k];
     fwd_batch b;
+    /* When each request was first scheduled (vLLM's queue and prefill
+     * times split there); a preemption's rerun keeps the first. */
+    const double t_sched = now(e);
+    for (int32_t i = 0; i < plan->n; i++) {
+        eng_req *q = (eng_req *)plan->e[i].r;
+        if (q->sched_time < 0) q->sched_time = t_sched;
+    }
     double c0 = cpu_now();
     rkv_status st = build_batch(e, plan, &b);
     if (st == RKV_OK)
@@ -909,6 +918,7 @@ rkv_status engine_result_get(const engine *e, int64_t id, engine_result *out)
     out->num_preemptions = r->num_preemptions;
     out->arrival = q->arrival;
     out->first_token_time = q->first_token_time;
+    out->scheduled_time = q->sched_time;
     out->finish_time = q->finish_time;
     if (q->reported) {
         out->ttft = q->first_token_time - q->arrival;

@@ -103,6 +103,7 @@ typedef struct engine_result {
     int32_t cached_tokens;   /* matched at first admission */
     int32_t num_preemptions;
     double arrival, first_token_time, finish_time; /* engine clock, seconds */
+    double scheduled_time;   /* engine clock when its first step was launched; < 0: not yet */
     double ttft;             /* first token - arrival */
     double tpot;             /* (finish - first token) / (outputs - 1); 0 for one output */
     double latency;          /* finish - arrival */

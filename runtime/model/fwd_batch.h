@@ -14,11 +14,25 @@
 
 #include <stdint.h>
 
+/* Logit processors of one request (vLLM's order: the allowed ids mask and the
+ * biases on the raw logits, then temperature, then min_p, then top-k/top-p).
+ * Owned by whoever made the request; it outlives the request's steps. Only
+ * the sampler reads it (backends that sample elsewhere must refuse it). */
+typedef struct logit_procs {
+    const int32_t *allowed;    /* (n_allowed) ids that may be sampled; NULL: all */
+    int32_t n_allowed;
+    const int32_t *bias_ids;   /* (n_bias) ids whose logit gets bias_vals added */
+    const float *bias_vals;    /* (n_bias) */
+    int32_t n_bias;
+    float min_p;               /* keep ids with p >= min_p * max p; 0: off */
+} logit_procs;
+
 typedef struct sampling_params {
     float temperature; /* 0: greedy */
     int32_t top_k;     /* <= 0: off */
     float top_p;       /* >= 1: off */
     uint64_t seed;     /* per request */
+    const logit_procs *procs; /* NULL: none */
 } sampling_params;
 
 typedef struct fwd_batch {

@@ -56,6 +56,19 @@ static rkv_status check_params(int32_t vocab, const sampling_params *sp)
     return RKV_OK;
 }
 
+/* min_p on scaled candidates: drop those whose probability is below min_p
+ * times the largest (z < zmax + log(min_p)), as -inf. */
+static void min_p_apply(cand *c, int32_t n, float min_p)
+{
+    if (!(min_p > 0)) return;
+    float zmax = -INFINITY;
+    for (int32_t i = 0; i < n; i++) zmax = c[i].z > zmax ? c[i].z : zmax;
+    if (zmax == -INFINITY) return;
+    float cut = zmax + logf(min_p);
+    for (int32_t i = 0; i < n; i++)
+        if (c[i].z < cut) c[i].z = -INFINITY;
+}
+
 /* Fill c[0..n) with the kept candidates in draw order and p[0..n) with their
  * unnormalised probabilities; returns their total mass.
  *   1) scale by 1/T;  2) if top-k or top-p is on, sort by (z desc, id asc) and
@@ -69,6 +82,7 @@ static double build(const float *logits, int32_t vocab, const sampling_params *s
         c[i].z = clean(logits[i]) * inv_t;
         c[i].id = i;
     }
+    if (sp->procs) min_p_apply(c, vocab, sp->procs->min_p);
     int32_t n = vocab;
     int sorted = (sp->top_k > 0 && sp->top_k < vocab) || sp->top_p < 1.0f;
     float zmax = -INFINITY;
@@ -109,11 +123,48 @@ static rkv_status with_scratch(int32_t vocab, void **scratch, void **owned)
     return *scratch ? RKV_OK : RKV_ENOMEM;
 }
 
+/* The processors that change logits themselves (allowed ids, biases) into a
+ * copy of the row (malloc'd; *out NULL when there are none). */
+static rkv_status procs_apply(const float *logits, int32_t vocab, const logit_procs *lp,
+                              float **out)
+{
+    *out = NULL;
+    if (!lp || (!lp->allowed && !lp->n_bias)) return RKV_OK;
+    float *row = malloc(sizeof(float) * (size_t)vocab);
+    if (!row) return RKV_ENOMEM;
+    if (lp->allowed) {
+        for (int32_t v = 0; v < vocab; v++) row[v] = -INFINITY;
+        for (int32_t i = 0; i < lp->n_allowed; i++)
+            if (lp->allowed[i] >= 0 && lp->allowed[i] < vocab)
+                row[lp->allowed[i]] = logits[lp->allowed[i]];
+    } else {
+        memcpy(row, logits, sizeof(float) * (size_t)vocab);
+    }
+    for (int32_t i = 0; i < lp->n_bias; i++)
+        if (lp->bias_ids[i] >= 0 && lp->bias_ids[i] < vocab) row[lp->bias_ids[i]] += lp->bias_vals[i];
+    *out = row;
+    return RKV_OK;
+}
+
+static rkv_status sample_row(const float *logits, int32_t vocab, const sampling_params *sp,
+                             int64_t step, void *scratch, int32_t *out_token);
+
 rkv_status sampler_sample(const float *logits, int32_t vocab, const sampling_params *sp,
                           int64_t step, void *scratch, int32_t *out_token)
 {
     rkv_status st = check_params(vocab, sp);
     if (st) return st;
+    float *row;
+    if ((st = procs_apply(logits, vocab, sp->procs, &row))) return st;
+    st = sample_row(row ? row : logits, vocab, sp, step, scratch, out_token);
+    free(row);
+    return st;
+}
+
+static rkv_status sample_row(const float *logits, int32_t vocab, const sampling_params *sp,
+                             int64_t step, void *scratch, int32_t *out_token)
+{
+    rkv_status st;
     if (is_greedy(sp)) {
         *out_token = sampler_argmax(logits, vocab);
         return RKV_OK;
@@ -143,18 +194,26 @@ rkv_status sampler_distribution(const float *logits, int32_t vocab, const sampli
 {
     rkv_status st = check_params(vocab, sp);
     if (st) return st;
+    float *row;
+    if ((st = procs_apply(logits, vocab, sp->procs, &row))) return st;
+    if (row) logits = row;
     memset(probs, 0, sizeof(double) * (size_t)vocab);
     if (is_greedy(sp)) {
         probs[sampler_argmax(logits, vocab)] = 1.0;
+        free(row);
         return RKV_OK;
     }
     void *owned;
-    if ((st = with_scratch(vocab, &scratch, &owned))) return st;
+    if ((st = with_scratch(vocab, &scratch, &owned))) {
+        free(row);
+        return st;
+    }
     cand *c = scratch;
     double *p = (double *)(c + vocab);
     int32_t n;
     double sum = build(logits, vocab, sp, c, p, &n);
     for (int32_t i = 0; i < n; i++) probs[c[i].id] = p[i] / sum;
     free(owned);
+    free(row);
     return RKV_OK;
 }

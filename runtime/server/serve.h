@@ -98,6 +98,7 @@ typedef struct serve_metrics {
      * tokens computed (not cached); per prompt once its samples all ended:
      * n and the most tokens a sample generated; per engine step: tokens. */
     serve_hist decode, tpot, req_preempt, req_kv_computed, req_max_gen, iter_tokens;
+    serve_hist queue, prefill, inference;
     int64_t queue_full;        /* 503s for a full queue (vLLM's admission_rejections) */
     int64_t batched_tokens;    /* the engine's rows computed at the last step */
     /* Per finished prompt, in tokens (vLLM's 1-2-5 bounds up to the context):
@@ -142,6 +143,10 @@ struct serve_seq {
     int32_t samples_done;      /* sample 0: samples of its prompt that ended */
     int32_t max_gen;           /* sample 0: most outputs a sample of its prompt made */
     int32_t preemptions;       /* the engine's count, at its end */
+    /* vLLM's request phases on the engine clock, from its result at the end
+     * (all 0 for a prompt the engine never took): queued, first scheduled,
+     * first token, last token. */
+    double e_arrival, e_sched, e_first, e_finish;
 };
 
 /* One completion request: n prompts answered together. */
@@ -166,6 +171,10 @@ struct serve_job {
                                   the first, the engine thread the others */
     int32_t n_stop;
     sampling_params sampling;
+    logit_procs procs;         /* sampling.procs points here when any is asked */
+    int32_t *allowed;          /* procs' arrays (malloc'd) */
+    int32_t *bias_ids;
+    float *bias_vals;
     bool stream, include_usage;
     bool continuous_usage;     /* stream_options.continuous_usage_stats: usage in
                                   every chunk (with include_usage, as vLLM) */

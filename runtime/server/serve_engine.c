@@ -33,6 +33,9 @@ static void job_free(serve_job *j)
     }
     free(j->seq);
     free(j->stop_ids);
+    free(j->allowed);
+    free(j->bias_ids);
+    free(j->bias_vals);
     for (int32_t i = 0; i < j->n_stop_str; i++) free(j->stop_str[i]);
     free(j->stop_str);
     free(j->sse);
@@ -126,6 +129,9 @@ void serve_metrics_init(serve *s)
     hist_init(&s->m.req_kv_computed, le, n, NULL, 0);
     hist_init(&s->m.req_max_gen, le, n, NULL, 0);
     hist_init(&s->m.decode, vllm_e2e_le, NLE(vllm_e2e_le), NULL, 0);
+    hist_init(&s->m.queue, vllm_e2e_le, NLE(vllm_e2e_le), NULL, 0);
+    hist_init(&s->m.prefill, vllm_e2e_le, NLE(vllm_e2e_le), NULL, 0);
+    hist_init(&s->m.inference, vllm_e2e_le, NLE(vllm_e2e_le), NULL, 0);
     hist_init(&s->m.tpot, vllm_itl_le, NLE(vllm_itl_le), NULL, 0);
     hist_init(&s->m.req_preempt, vllm_preempt_le, NLE(vllm_preempt_le), NULL, 0);
     hist_init(&s->m.iter_tokens, vllm_iter_le, NLE(vllm_iter_le), NULL, 0);
@@ -212,6 +218,8 @@ static void vllm_metrics(FILE *f, const serve *s, const serve_metrics *m)
     for (int r = 0; r < SERVE_FINISH_KINDS; r++)
         fprintf(f, "vllm:request_success_total{%s,finished_reason=\"%s\"} %lld\n", labels,
                 serve_finish_names[r], (long long)m->finished[r]);
+    /* vLLM's fifth reason: repetition_detection is refused here, so 0. */
+    fprintf(f, "vllm:request_success_total{%s,finished_reason=\"repetition\"} 0\n", labels);
     hist_print(f, "vllm:time_to_first_token_seconds", labels,
                "Histogram of time to first token in seconds.", &m->ttft, vllm_ttft_le,
                NLE(vllm_ttft_le));
@@ -287,6 +295,15 @@ static void vllm_metrics(FILE *f, const serve *s, const serve_metrics *m)
                NLE(vllm_itl_le));
     hist_print(f, "vllm:request_decode_time_seconds", labels,
                "Histogram of time spent in DECODE phase for request.", &m->decode, vllm_e2e_le,
+               NLE(vllm_e2e_le));
+    hist_print(f, "vllm:request_queue_time_seconds", labels,
+               "Histogram of time spent in WAITING phase for request.", &m->queue, vllm_e2e_le,
+               NLE(vllm_e2e_le));
+    hist_print(f, "vllm:request_inference_time_seconds", labels,
+               "Histogram of time spent in RUNNING phase for request.", &m->inference,
+               vllm_e2e_le, NLE(vllm_e2e_le));
+    hist_print(f, "vllm:request_prefill_time_seconds", labels,
+               "Histogram of time spent in PREFILL phase for request.", &m->prefill, vllm_e2e_le,
                NLE(vllm_e2e_le));
     hist_print(f, "vllm:request_num_preemptions", labels,
                "Histogram of the number of times a request was preempted.", &m->req_preempt,
@@ -422,7 +439,15 @@ static void seq_finish_locked(serve *s, serve_job *j, serve_seq *q, const char *
     serve_hist_observe(&s->m.e2e, now - j->t_recv);
     serve_hist_observe(&s->m.req_preempt, q->preemptions);
     serve_hist_observe(&s->m.req_kv_computed, q->prefilled ? q->n_tokens - q->cached_tokens : 0);
-    double decode = q->n_out > 0 ? q->t_last - q->t_first : 0;
+    /* The phases as vLLM splits them, on the engine's clock; a phase that
+     * never began counts 0 (a prompt that waited and was cancelled spent
+     * all its time queued). */
+    bool sched = q->e_sched >= 0 && q->e_finish > 0, first = sched && q->e_first >= 0;
+    double queue = q->e_finish > 0 ? (sched ? q->e_sched : q->e_finish) - q->e_arrival : 0;
+    double decode = first ? q->e_finish - q->e_first : 0;
+    serve_hist_observe(&s->m.queue, queue > 0 ? queue : 0);
+    serve_hist_observe(&s->m.prefill, first ? q->e_first - q->e_sched : sched ? q->e_finish - q->e_sched : 0);
+    serve_hist_observe(&s->m.inference, sched ? q->e_finish - q->e_sched : 0);
     serve_hist_observe(&s->m.decode, decode);
     serve_hist_observe(&s->m.tpot, q->n_out > 1 ? decode / (q->n_out - 1) : 0);
     serve_seq *lead = q - q->sample;
@@ -572,6 +597,10 @@ static void publish_locked(serve *s)
         if (r.finished) {
             q->cached_tokens = r.cached_tokens;
             q->preemptions = r.num_preemptions;
+            q->e_arrival = r.arrival;
+            q->e_sched = r.scheduled_time;
+            q->e_first = r.first_token_time;
+            q->e_finish = r.finish_time;
             s->active[i] = s->active[s->n_active - 1];
             s->active_job[i] = s->active_job[s->n_active - 1];
             s->n_active--;

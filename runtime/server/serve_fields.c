@@ -41,7 +41,7 @@ static const field_rule rules[] = {
     {"prompt", F_HONOURED, 0, NULL, NULL},
     {"echo", F_HONOURED, 0, NULL, NULL},
     {"frequency_penalty", F_NUM, 0, NULL, "the sampler applies no penalties"},
-    {"logit_bias", F_EMPTY, 0, NULL, "the sampler applies no logit bias"},
+    {"logit_bias", F_HONOURED, 0, NULL, NULL}, /* cpu backend; refused elsewhere by name */
     {"logprobs", F_HONOURED, 0, NULL, NULL},
     {"max_tokens", F_HONOURED, 0, NULL, NULL},
     {"n", F_HONOURED, 0, NULL, NULL},
@@ -56,7 +56,7 @@ static const field_rule rules[] = {
     {"user", F_HONOURED, 0, NULL, NULL}, /* names the end user; changes no answer (vLLM alike) */
     {"use_beam_search", F_FALSE, 0, NULL, "there is no beam search"},
     {"top_k", F_HONOURED, 0, NULL, NULL},
-    {"min_p", F_NUM, 0, NULL, "the sampler has no min_p cut"},
+    {"min_p", F_HONOURED, 0, NULL, NULL},
     {"repetition_penalty", F_NUM, 1, NULL, "the sampler applies no penalties"},
     {"watermarking", F_FALSE, 0, NULL, "there is no watermarking"},
     {"length_penalty", F_NUM, 1, NULL, "there is no beam search"},
@@ -68,7 +68,7 @@ static const field_rule rules[] = {
     {"spaces_between_special_tokens", F_BOOL_NOOP, 0, NULL, NULL},
     {"truncate_prompt_tokens", F_HONOURED, 0, NULL, NULL},
     {"truncation_side", F_HONOURED, 0, NULL, NULL},
-    {"allowed_token_ids", F_NULL, 0, NULL, "the sampler cannot restrict the vocabulary"},
+    {"allowed_token_ids", F_HONOURED, 0, NULL, NULL},
     {"prompt_logprobs", F_NULL, 0, NULL, "the engine keeps no logits of prompt positions"},
     {"logprob_token_ids", F_NULL, 0, NULL, "logprobs are the top-k only"},
     {"bad_words", F_EMPTY, 0, NULL, "the sampler cannot ban words"},

@@ -30,6 +30,7 @@ typedef struct conn_ctx {
     char *body;
     size_t len, cap;
     bool too_big;
+    bool oom;                  /* the body could not be kept: 500 at its end */
     bool answered;             /* refused from its headers: the rest is ignored */
     serve_job *job;            /* non-stream: waiting for the engine (a reference) */
 } conn_ctx;
@@ -356,6 +357,71 @@ static bool expand_samples(serve_job *j, bad *b)
     return true;
 }
 
+/* vLLM's logit processors radixkv's sampler applies: allowed_token_ids,
+ * logit_bias (clamped to [-100, 100] as vLLM does), min_p. Only the cpu
+ * backend samples with that sampler (sim has no logits, cuda samples on its
+ * own), so elsewhere they are refused by name. */
+static bool parse_procs(const serve *s, json_t *req, serve_job *j, bad *b)
+{
+    double min_p = 0;
+    if (!get_num(req, "min_p", 0, 1, false, &min_p, b)) return false;
+    json_t *lb = json_object_get(req, "logit_bias"), *al = json_object_get(req, "allowed_token_ids");
+    if (lb && json_is_null(lb)) lb = NULL;
+    if (al && json_is_null(al)) al = NULL;
+    if (lb && !json_is_object(lb))
+        return fail_param(b, 400, "logit_bias", "logit_bias: expected an object of token id -> "
+                          "bias, got %s", json_type_name(lb));
+    if (lb && json_object_size(lb) == 0) lb = NULL;
+    if (al && (!json_is_array(al) || json_array_size(al) == 0))
+        return fail_param(b, 400, "allowed_token_ids", "allowed_token_ids: expected a non-empty "
+                          "list of token ids");
+    const char *first = al ? "allowed_token_ids" : lb ? "logit_bias" : min_p > 0 ? "min_p" : NULL;
+    if (!first) return true;
+    if (strcmp(s->backend_name, "cpu"))
+        return fail_param(b, 400, first, "%s: the %s backend does not sample with radixkv's "
+                          "sampler, which applies it (--backend cpu does)", first, s->backend_name);
+    j->procs.min_p = (float)min_p;
+    if (al) {
+        size_t n = json_array_size(al);
+        if (!(j->allowed = malloc(sizeof(int32_t) * n))) return fail_param(b, 500, NULL, "out of memory");
+        for (size_t i = 0; i < n; i++) {
+            json_t *t = json_array_get(al, i);
+            if (!json_is_integer(t) || json_integer_value(t) < 0 || json_integer_value(t) >= s->vocab)
+                return fail_param(b, 400, "allowed_token_ids", "allowed_token_ids[%zu]: expected a "
+                                  "token id in [0, %d)", i, s->vocab);
+            j->allowed[i] = (int32_t)json_integer_value(t);
+        }
+        j->procs.allowed = j->allowed;
+        j->procs.n_allowed = (int32_t)n;
+    }
+    if (lb) {
+        size_t n = json_object_size(lb), i = 0;
+        if (!(j->bias_ids = malloc(sizeof(int32_t) * n)) || !(j->bias_vals = malloc(sizeof(float) * n)))
+            return fail_param(b, 500, NULL, "out of memory");
+        const char *key;
+        json_t *v;
+        json_object_foreach(lb, key, v) {
+            char *end;
+            errno = 0;
+            long long id = strtoll(key, &end, 10);
+            if (!*key || *end || errno || id < 0 || id >= s->vocab)
+                return fail_param(b, 400, "logit_bias", "logit_bias: key '%.40s' is not a token id "
+                                  "in [0, %d)", key, s->vocab);
+            if (!json_is_number(v))
+                return fail_param(b, 400, "logit_bias", "logit_bias[%s]: expected a number, got %s",
+                                  key, json_type_name(v));
+            double x = json_number_value(v);
+            j->bias_ids[i] = (int32_t)id;
+            j->bias_vals[i++] = (float)(x < -100 ? -100 : x > 100 ? 100 : x);
+        }
+        j->procs.bias_ids = j->bias_ids;
+        j->procs.bias_vals = j->bias_vals;
+        j->procs.n_bias = (int32_t)n;
+    }
+    j->sampling.procs = &j->procs;
+    return true;
+}
+
 static bool parse_completion(serve *s, json_t *req, serve_job *j, bad *b)
 {
     if (!json_is_object(req))
@@ -525,6 +591,7 @@ static bool parse_completion(serve *s, json_t *req, serve_job *j, bad *b)
     };
     j->seeded = seeded;
     j->seed = (uint64_t)seed;
+    if (!parse_procs(s, req, j, b)) return false;
     if (j->n_stop_str && j->stream)
         return fail_param(b, 400, "stop", "stop: stop strings with stream are not supported (a "
                           "stream would have to hold back text that may start one); use "
@@ -706,6 +773,10 @@ static enum MHD_Result answer_job(serve *s, struct MHD_Connection *c, serve_job 
     for (int32_t i = 0; choices && i < j->n_seq; i++) {
         const serve_seq *q = &j->seq[i];
         char *lead = j->echo ? prompt_text(s, q) : NULL;
+        if (j->echo && !lead) {
+            json_decref(choices);
+            return send_error(c, 500, NULL, "out of memory writing the answer");
+        }
         json_t *ch = json_pack("{s:i,s:o,s:o,s:o,s:s,s:o}", "index", (int)i, "text",
                                text_json(s, lead, q->out, shown_outputs(j, q),
                                          q->stop_str >= 0 ? q->text : NULL, q->text_cut),
@@ -714,9 +785,16 @@ static enum MHD_Result answer_job(serve *s, struct MHD_Connection *c, serve_job 
                                "finish_reason", finish_reason(j, q), "stop_reason",
                                stop_reason_json(j, q));
         free(lead);
-        if (ch && (j->echo || j->return_token_ids))
-            json_object_set_new(ch, "prompt_token_ids", ids_json(q->tokens, q->n_tokens));
-        json_array_append_new(choices, ch);
+        if (ch && (j->echo || j->return_token_ids) &&
+            json_object_set_new(ch, "prompt_token_ids", ids_json(q->tokens, q->n_tokens))) {
+            json_decref(ch);
+            ch = NULL;
+        }
+        /* A choice that could not be built: no answer with it missing. */
+        if (!ch || json_array_append_new(choices, ch)) {
+            json_decref(choices);
+            return send_error(c, 500, NULL, "out of memory writing the answer");
+        }
     }
     json_t *v = json_pack("{s:s,s:s,s:I,s:s,s:o,s:o}", "id", j->id, "object", "text_completion",
                           "created", (json_int_t)j->created, "model", s->cfg.model_name,
@@ -1157,15 +1235,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (*upload_size) {
         if (cc->len + *upload_size > (size_t)s->cfg.max_body) {
             cc->too_big = true;
-        } else if (!cc->too_big) {
+        } else if (!cc->too_big && !cc->oom) {
             if (cc->len + *upload_size + 1 > cc->cap) {
                 size_t nc = (cc->len + *upload_size + 1) * 2;
                 char *p = realloc(cc->body, nc);
                 if (!p) {
-                    /* The rest is read and dropped; the answer is a 500. */
-                    cc->answered = true;
+                    /* The rest is read and dropped; the answer, a 500, goes
+                     * once the request is in (not while it uploads). */
+                    cc->oom = true;
                     *upload_size = 0;
-                    return send_text(c, 500, "application/json", NULL, NULL);
+                    return MHD_YES;
                 }
                 cc->body = p;
                 cc->cap = nc;
@@ -1178,6 +1257,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     }
     /* The whole request is in: the read deadline no longer applies. */
     serve_guard_received(s->guard, socket_context(c), true);
+    if (cc->oom) return send_error(c, 500, NULL, "out of memory reading the request body");
     /* --api-key: vLLM guards the /v1 paths (not /health, /metrics, ...). */
     if (s->cfg.api_key && !strncmp(url, "/v1", 3) && (!url[3] || url[3] == '/') &&
         strcmp(method, "OPTIONS") && !api_key_ok(s, c))

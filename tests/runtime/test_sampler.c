@@ -202,6 +202,46 @@ START_TEST(bad_params)
 }
 END_TEST
 
+/* The logit processors: the allowed mask and biases act on the raw logits (so
+ * greedy follows them), min_p drops what is below min_p times the top
+ * probability after temperature, the rest keeps softmax's proportions. */
+START_TEST(logit_procs_apply)
+{
+    float l[V];
+    random_logits(l, V, 11);
+    int32_t top = sampler_argmax(l, V);
+    int32_t other = (top + 5) % V, allowed[2] = {other, (top + 9) % V};
+    logit_procs lp = {.allowed = allowed, .n_allowed = 2};
+    sampling_params sp = {.temperature = 0, .top_p = 1.0f, .procs = &lp};
+    int32_t tok;
+    ck_assert_int_eq(sampler_sample(l, V, &sp, 0, NULL, &tok), RKV_OK);
+    ck_assert(tok == allowed[0] || tok == allowed[1]);
+    ck_assert_int_eq(tok, l[allowed[0]] >= l[allowed[1]] ? allowed[0] : allowed[1]);
+    float bias = 100.0f;
+    logit_procs lb = {.bias_ids = &other, .bias_vals = &bias, .n_bias = 1};
+    sp.procs = &lb;
+    ck_assert_int_eq(sampler_sample(l, V, &sp, 0, NULL, &tok), RKV_OK);
+    ck_assert_int_eq(tok, other);
+    /* min_p 0.5 at T = 1: the kept set is {p >= 0.5 max p}, renormalised. */
+    double ref[V], got[V];
+    softmax_ref(l, V, 1.0, ref);
+    double pmax = 0, kept = 0;
+    for (int v = 0; v < V; v++) pmax = ref[v] > pmax ? ref[v] : pmax;
+    for (int v = 0; v < V; v++) kept += ref[v] >= 0.5 * pmax ? ref[v] : 0;
+    logit_procs lm = {.min_p = 0.5f};
+    sampling_params st = {.temperature = 1.0f, .top_p = 1.0f, .seed = 3, .procs = &lm};
+    ck_assert_int_eq(sampler_distribution(l, V, &st, NULL, got), RKV_OK);
+    for (int v = 0; v < V; v++) {
+        double want = ref[v] >= 0.5 * pmax ? ref[v] / kept : 0;
+        ck_assert_double_eq_tol(got[v], want, 1e-4);
+    }
+    for (int s = 0; s < 32; s++) {
+        ck_assert_int_eq(sampler_sample(l, V, &st, s, NULL, &tok), RKV_OK);
+        ck_assert(ref[tok] >= 0.5 * pmax * (1 - 1e-4));
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("sampler");
@@ -212,6 +252,7 @@ int main(void)
     tcase_add_test(tc, top_k_support);
     tcase_add_test(tc, top_p_mass);
     tcase_add_test(tc, bad_params);
+    tcase_add_test(tc, logit_procs_apply);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

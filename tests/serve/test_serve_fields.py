@@ -52,7 +52,7 @@ HONOURED = {"model", "prompt", "echo", "logprobs", "max_tokens", "n", "seed", "s
             "include_stop_str_in_output", "ignore_eos", "skip_special_tokens",
             "spaces_between_special_tokens", "truncate_prompt_tokens", "truncation_side",
             "add_special_tokens", "request_id", "return_tokens_as_token_ids",
-            "return_token_ids"}
+            "return_token_ids", "logit_bias", "allowed_token_ids", "min_p"}
 
 
 def vllm_fields():
@@ -167,6 +167,24 @@ def effects(s):
     check(st == 200 and r["choices"][0]["prompt_token_ids"] == p[:3], f"truncate right: {r}")
     st, r, _ = s.post({"prompt": p, "max_tokens": 1, "request_id": "abc"})
     check(st == 200 and r["id"] == "cmpl-abc", f"request_id: {r}")
+    # The sampler's processors (cpu backend): one allowed id, or a +100 bias,
+    # makes every greedy output that id; min_p 1 keeps only the most likely.
+    st, g, _ = s.post({"prompt": p, "max_tokens": 4, "temperature": 0})
+    greedy = g["choices"][0]["token_ids"]
+    x = next(t for t in range(7, 4000) if t not in greedy)
+    st, r, _ = s.post({"prompt": p, "max_tokens": 4, "temperature": 0, "allowed_token_ids": [x]})
+    check(st == 200 and r["choices"][0]["token_ids"] == [x] * 4, f"allowed_token_ids: {st} {r}")
+    st, r, _ = s.post({"prompt": p, "max_tokens": 4, "temperature": 0, "logit_bias": {str(x): 100}})
+    check(st == 200 and r["choices"][0]["token_ids"] == [x] * 4, f"logit_bias: {st} {r}")
+    st, r, _ = s.post({"prompt": p, "max_tokens": 4, "temperature": 1.0, "seed": 5, "min_p": 1.0})
+    check(st == 200 and r["choices"][0]["token_ids"] == greedy, f"min_p 1: {r} vs {greedy}")
+    st, r, _ = s.post({"prompt": p, "max_tokens": 4, "temperature": 1.0, "seed": 5, "min_p": 1.0,
+                       "logit_bias": {str(x): 100}})
+    check(st == 200 and r["choices"][0]["token_ids"] == [x] * 4, f"bias then min_p: {r}")
+    for bad in [{"allowed_token_ids": []}, {"allowed_token_ids": [10 ** 9]},
+                {"logit_bias": {"a": 1}}, {"min_p": 2}]:
+        st, r, _ = s.post(dict({"prompt": p, "max_tokens": 1}, **bad))
+        check(st == 400 and r["error"]["param"] == next(iter(bad)), f"{bad}: {st} {r}")
     # logprobs -1: the whole vocabulary, above --max-logprobs: refused by name.
     st, r, _ = s.post({"prompt": p, "max_tokens": 1, "logprobs": -1})
     check(st == 400 and r["error"]["param"] == "logprobs" and "-1" in r["error"]["message"],
@@ -183,6 +201,11 @@ def finish_on_drain():
         results.append(s.stream({"prompt": prompt(i, 16), "max_tokens": 3000}, timeout=120))
 
     try:
+        # The sim backend has no logits: the sampler's processors are refused by name.
+        for f, v in [("logit_bias", {"5": 1}), ("allowed_token_ids", [5]), ("min_p", 0.5)]:
+            st, r, _ = s.post({"prompt": [5, 6], "max_tokens": 1, f: v})
+            check(st == 400 and r["error"]["param"] == f and "sim" in r["error"]["message"],
+                  f"{f} on sim: {st} {r}")
         ts = [threading.Thread(target=one, args=(i,)) for i in range(4)]
         for t in ts:
             t.start()

@@ -69,6 +69,15 @@ VLLM = {  # family -> (type, histogram bounds)
         0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0,
         240.0, 480.0, 960.0, 1920.0, 7680.0]),
     "vllm:request_num_preemptions": ("histogram", [1, 2, 3, 4, 5, 10, 20]),
+    "vllm:request_queue_time_seconds": ("histogram", [
+        0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0,
+        240.0, 480.0, 960.0, 1920.0, 7680.0]),
+    "vllm:request_inference_time_seconds": ("histogram", [
+        0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0,
+        240.0, 480.0, 960.0, 1920.0, 7680.0]),
+    "vllm:request_prefill_time_seconds": ("histogram", [
+        0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0,
+        240.0, 480.0, 960.0, 1920.0, 7680.0]),
     "vllm:request_prefill_kv_computed_tokens": ("histogram", [m * 10 ** e for e in range(5)
                                                               for m in (1, 2, 5)
                                                               if m * 10 ** e <= 16384]),
@@ -82,7 +91,8 @@ EXTRA_LABELS = {
     "vllm:prompt_tokens_cached_by_source": ("source", {"device", "host", "p2p", "disk",
                                                        "external_unspecified"}),
     "vllm:admission_rejections": ("reason", {"max_num_queued_reqs", "max_num_queued_tokens"}),
-    "vllm:request_success": ("finished_reason", {"stop", "length", "abort", "error"}),
+    "vllm:request_success": ("finished_reason", {"stop", "length", "abort", "error",
+                                                 "repetition"}),
 }
 
 
@@ -196,7 +206,9 @@ def main():
         for name in ["vllm:e2e_request_latency_seconds", "vllm:request_prompt_tokens",
                      "vllm:request_generation_tokens", "vllm:request_decode_time_seconds",
                      "vllm:request_time_per_output_token_seconds", "vllm:request_num_preemptions",
-                     "vllm:request_prefill_kv_computed_tokens", "vllm:request_params_max_tokens"]:
+                     "vllm:request_prefill_kv_computed_tokens", "vllm:request_params_max_tokens",
+                     "vllm:request_queue_time_seconds", "vllm:request_inference_time_seconds",
+                     "vllm:request_prefill_time_seconds"]:
             n = select(s2, name + "_count")[0].value
             check(n == done, f"{name}_count {n}, want one per finished request ({done})")
         for name in ["vllm:request_params_n", "vllm:request_max_num_generation_tokens"]:
@@ -214,6 +226,12 @@ def main():
         src = {x.labels["source"]: x.value for x in select(s2, "vllm:prompt_tokens_by_source_total")}
         check(src["local_cache_hit"] == hits and src["local_compute"] + hits == 24 * 6,
               f"prompt_tokens_by_source: {src}")
+        # inference = prefill + decode per request, so their sums agree.
+        inf = select(s2, "vllm:request_inference_time_seconds_sum")[0].value
+        pre = select(s2, "vllm:request_prefill_time_seconds_sum")[0].value
+        dec = select(s2, "vllm:request_decode_time_seconds_sum")[0].value
+        check(inf > 0 and abs(inf - pre - dec) <= 1e-6 * max(1, inf),
+              f"inference {inf} != prefill {pre} + decode {dec}")
         usage = select(s1, "vllm:kv_cache_usage_perc", model_name=MODEL)
         check(len(usage) == 1 and 0 <= usage[0].value <= 1, f"kv_cache_usage_perc: {usage}")
         for name in ["vllm:num_requests_running", "vllm:num_requests_waiting"]:
