@@ -51,6 +51,7 @@ class PagedAllocator:
         self.free_pages = list(range(num_pages - 1, -1, -1))  # pop() takes page 0 first
         self.slot_token = {}
         self.log = None  # a list while an eviction is being recorded
+        self.freed_slots = []  # every slot freed by an eviction, in order
 
     def num_free(self):
         return len(self.free_pages)
@@ -65,6 +66,7 @@ class PagedAllocator:
 
     def free_segment(self, slots, start_pos=0):
         s = slots.tolist()
+        self.freed_slots += s
         if self.log is not None:
             self.log.append([self.slot_token[x] for x in s])
         self.release([x // self.P for x in s[::self.P]])
@@ -85,12 +87,13 @@ def steps_of(trace):
         yield step, [line for _, line in group]
 
 
-def replay(trace, page_size, num_pages, tree=None, kv=None, on_op=None):
+def replay(trace, page_size, num_pages, tree=None, kv=None, on_op=None, with_kv=False):
     """The trace through SGLang's RadixCache (or any object with its
     interface, given as tree with its allocator kv). Returns (requests,
     steps): per request {"id", "step", "matched", "new"} or {"id", "step",
     "error": True}; per evicting step {"step", "evicted": [[tokens], ...]}.
-    on_op(name, tree), if given, runs after every call into the tree."""
+    on_op(name, tree), if given, runs after every call into the tree; with_kv
+    adds each served request's matched KV indices ("kv")."""
     P = page_size
     if tree is None:
         tree, kv = make_sglang(num_pages, P)
@@ -159,5 +162,7 @@ def replay(trace, page_size, num_pages, tree=None, kv=None, on_op=None):
             out[id(line)] = ({"id": line["id"], "step": step, "matched": r["matched"],
                               "new": len(line["tokens"]) - r["matched"]} if r["locked"] else
                              {"id": line["id"], "step": step, "error": True})
+            if with_kv:
+                out[id(line)]["kv"] = r["kv"].tolist()
         requests += [out[id(l)] for l in lines]
     return requests, steps
