@@ -13,7 +13,9 @@ Caches:
   radixkv_api      radixkv.Cache itself (match / alloc + insert / evict_pages):
                    the binding without SGLang's params objects and tensors
 
-Workload: a shared-prompt tree (--prompts system prompts of --prompt-len
+Keys (RadixKey over array('q')) and KV index tensors are built before the
+timed calls, once per request, for every SGLang-interface cache alike; the
+API row gets numpy int32 token arrays. Workload: a shared-prompt tree (--prompts system prompts of --prompt-len
 tokens, each request one of them, cut at a random point, plus --suffix-len
 tokens of its own), --requests requests. Phases per repeat, each cache fresh:
 insert every request (timed per call), match every request (timed per call),
@@ -81,13 +83,12 @@ def make_caches(args, total_tokens):
             tree = factory(kv)
             nxt = [0]
 
-            def insert(toks):
-                v = torch.arange(nxt[0], nxt[0] + len(toks), dtype=torch.int64)
-                nxt[0] += len(toks)
-                tree.insert(InsertParams(key=RadixKey(array("q", toks)), value=v))
+            def insert(kv_item):
+                key, v = kv_item
+                tree.insert(InsertParams(key=key, value=v))
 
-            def match(toks):
-                return tree.match_prefix(MatchPrefixParams(key=RadixKey(array("q", toks)))).device_prefix_len
+            def match(kv_item):
+                return tree.match_prefix(MatchPrefixParams(key=kv_item[0])).device_prefix_len
 
             def evict():
                 return tree.evict(EvictParams(num_tokens=1)).num_tokens_evicted
@@ -168,6 +169,14 @@ def main():
     np_reqs = [np.asarray(r, dtype=np.int32) for r in reqs]
     total = sum(len(r) for r in reqs)
     caches, unified_info = make_caches(args, total)
+    # The caller's data, built once outside the timed calls (as a scheduler
+    # holds its requests' keys and KV indices): a RadixKey and KV indices
+    # per request for the SGLang interface.
+    from sglang.srt.mem_cache.radix_cache import RadixKey
+    sg_items, at = [], 0
+    for r in reqs:
+        sg_items.append((RadixKey(array("q", r)), torch.arange(at, at + len(r), dtype=torch.int64)))
+        at += len(r)
     rows = {name: {"insert": [], "match": [], "evict": [], "cpu_s": {"insert": [], "match": [], "evict": []},
                    "mean_us": {"insert": [], "match": [], "evict": []}}
             for name in caches}
@@ -175,7 +184,7 @@ def main():
     for _ in range(args.repeats):
         for name, (build, _info) in caches.items():
             tree, insert, match, evict = build()
-            items = np_reqs if name == "radixkv_api" else reqs
+            items = np_reqs if name == "radixkv_api" else sg_items
             for phase, fn, xs in (("insert", insert, items), ("match", match, items),
                                   ("evict", lambda _: evict(), range(args.evicts))):
                 med, mean, cpu = run_phase(fn, xs)

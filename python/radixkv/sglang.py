@@ -36,6 +36,7 @@ Imports sglang (and torch) when imported; the rest of radixkv does not.
 """
 from typing import Any, Optional
 
+import numpy as np
 import torch
 from sglang.srt.mem_cache.base_prefix_cache import (BasePrefixCache, DecLockRefParams,
                                                     DecLockRefResult, EvictParams, EvictResult,
@@ -120,8 +121,9 @@ class RadixCache(BasePrefixCache):
                                policy=self.eviction_policy)
         else:
             self.cache.reset()
-        # (pages, page_size): SGLang's KV indices of each radixkv page, grown on demand.
-        self._kv = torch.zeros((1024, self.page_size), dtype=torch.int64)
+        # (pages, page_size): SGLang's KV indices of each radixkv page, grown on
+        # demand; numpy, whose fancy indexing costs a fraction of torch's.
+        self._kv = np.zeros((1024, self.page_size), dtype=np.int64)
         self._empty = torch.empty((0,), dtype=torch.int64, device=self.device)
         self.root_node = Node(None, self._empty)
         self._empty_match = MatchResult(device_prefix_len=0, last_device_node=self.root_node,
@@ -140,8 +142,8 @@ class RadixCache(BasePrefixCache):
     def _indices(self, pages) -> torch.Tensor:
         if len(pages) == 0:
             return self._empty
-        return self._kv[torch.from_numpy(pages.astype("int64")) if hasattr(pages, "dtype")
-                        else torch.tensor(list(pages), dtype=torch.long)].reshape(-1)
+        t = torch.from_numpy(self._kv[np.asarray(pages)].reshape(-1))
+        return t if self.device.type == "cpu" else t.to(self.device)
 
     def match_prefix(self, params: MatchPrefixParams) -> MatchResult:
         key = params.key
@@ -177,21 +179,29 @@ class RadixCache(BasePrefixCache):
                  else torch.tensor(toks[:n], dtype=torch.int64))
         P = self.page_size
         ns = _namespace(key)
-        # Pages for every page of the key: the tree adopts those past what it
-        # holds already and ignores the rest, which go back to the pool.
-        pages = self.cache.alloc(n // P)
-        top = int(pages.max()) + 1 if len(pages) else 0
+        # What the tree holds already, then pages (and their KV indices) for
+        # the rest only; the tree adopts those. The match moves radixkv's
+        # clock once more, on the same path the insert then touches, so no
+        # other node's order changes.
+        held = self.cache.match(toks, namespace=ns) if n else None
+        k = held.length // P if held is not None else 0
+        new = self.cache.alloc(n // P - k)
+        top = int(new.max()) + 1 if len(new) else 0
         if top > self._kv.shape[0]:
-            grown = torch.zeros((max(top, 2 * self._kv.shape[0]), P), dtype=torch.int64)
+            grown = np.zeros((max(top, 2 * self._kv.shape[0]), P), dtype=np.int64)
             grown[:self._kv.shape[0]] = self._kv
             self._kv = grown
-        if n:
-            self._kv[torch.from_numpy(pages.astype("int64"))] = value.to("cpu", torch.int64).view(-1, P)
+        if len(new):
+            self._kv[new] = value[k * P:].to("cpu", torch.int64).numpy().reshape(-1, P)
+        pages = np.concatenate([held.pages, new]) if held is not None else new
         prefix = self.cache.insert(toks, pages, namespace=ns)
-        if prefix:
-            self.cache.free(pages[:prefix // P])
-        m = self.cache.match(toks, namespace=ns) if n else None
-        node = Node(m, self._indices(m.pages)) if m is not None and m.length else self.root_node
+        if prefix > k * P:  # only if something else inserted between the two calls
+            self.cache.free(new[:prefix // P - k])
+        if k == n // P:
+            node = Node(held, self._indices(held.pages)) if k else self.root_node
+        else:
+            m = self.cache.match(toks, namespace=ns)
+            node = Node(m, self._indices(m.pages))
         return InsertResult(prefix_len=prefix, last_device_node=node)
 
     def evict(self, params: EvictParams) -> EvictResult:
