@@ -259,7 +259,7 @@ typedef struct MatchObject {
     CacheObject *owner;
     cache_match m;
     uint64_t epoch, generation;
-    int locked;
+    int locked; /* locks this match holds (lock may be called again while locked) */
     Py_ssize_t exports; /* buffer views alive */
     Py_ssize_t shape;   /* num_pages, for the buffer's shape */
 } MatchObject;
@@ -459,18 +459,16 @@ static PyObject *Cache_lock(CacheObject *self, PyObject *arg)
     if (cache_closed(self)) return NULL;
     MatchObject *m = match_arg(self, arg, "radixkv.Cache.lock");
     if (!m) return NULL;
-    if (m->locked) {
-        PyErr_SetString(PyExc_ValueError, "radixkv.Cache.lock: the match is already locked");
-        return NULL;
-    }
-    if (m->epoch != self->epoch) {
+    /* A locked handle cannot have been evicted; an unlocked one only while
+     * nothing was evicted since the match. */
+    if (!m->locked && m->epoch != self->epoch) {
         PyErr_SetString(PyExc_ValueError, "radixkv.Cache.lock: the cache evicted since this match "
                         "was made, so its entries may be gone; match again");
         return NULL;
     }
     rkv_status st = cache_lock(self->c, &m->m);
     if (st != RKV_OK) return raise_status(st, "radixkv.Cache.lock", NULL);
-    m->locked = 1;
+    m->locked++;
     Py_RETURN_NONE;
 }
 
@@ -485,7 +483,7 @@ static PyObject *Cache_unlock(CacheObject *self, PyObject *arg)
     }
     rkv_status st = cache_unlock(self->c, &m->m);
     if (st != RKV_OK) return raise_status(st, "radixkv.Cache.unlock", NULL);
-    m->locked = 0;
+    m->locked--;
     Py_RETURN_NONE;
 }
 
@@ -500,6 +498,33 @@ static PyObject *Cache_evict(CacheObject *self, PyObject *arg)
     }
     self->epoch++;
     return PyLong_FromLongLong(cache_evict(self->c, n));
+}
+
+static PyObject *pages_from_array(const int32_t *pages, int32_t n);
+
+/* evict, and the page ids it freed in the order the kind freed them (the
+ * pool's free log since a mark): what a caller storing its own values per
+ * page (SGLang's KV indices) must release. */
+static PyObject *Cache_evict_pages(CacheObject *self, PyObject *arg)
+{
+    if (cache_closed(self)) return NULL;
+    long long n = PyLong_AsLongLong(arg);
+    if (n == -1 && PyErr_Occurred()) return NULL;
+    if (n < 0) {
+        PyErr_Format(PyExc_ValueError, "radixkv.Cache.evict_pages: %lld tokens (need >= 0)", n);
+        return NULL;
+    }
+    self->epoch++;
+    uint64_t mark = page_pool_free_mark(&self->pool);
+    int64_t freed = cache_evict(self->c, n);
+    const int32_t *pages = NULL;
+    int32_t np = 0;
+    rkv_status st = page_pool_freed_since(&self->pool, mark, &pages, &np);
+    if (st != RKV_OK) return raise_status(st, "radixkv.Cache.evict_pages", "the free log");
+    PyObject *p = pages_from_array(pages, np);
+    if (!p) return NULL;
+    PyObject *r = Py_BuildValue("(LN)", (long long)freed, p);
+    return r;
 }
 
 /* A fresh int32 buffer of n pages as the pages object (numpy or memoryview). */
@@ -694,6 +719,9 @@ static PyMethodDef Cache_methods[] = {
     {"evict", (PyCFunction)Cache_evict, METH_O,
      "evict(n_tokens) -> int: evict unlocked entries until n_tokens are freed or none are "
      "left; returns the tokens freed."},
+    {"evict_pages", (PyCFunction)Cache_evict_pages, METH_O,
+     "evict_pages(n_tokens) -> (int, page ids): evict as evict() does; also the pages it "
+     "freed, in the order the kind freed them."},
     {"alloc", (PyCFunction)Cache_alloc, METH_O,
      "alloc(n) -> page ids: n free pages, now in flight (radixkv.OutOfPages when too few)."},
     {"free", (PyCFunction)Cache_free, METH_O, "free(pages): return in-flight pages to the pool."},
@@ -741,7 +769,7 @@ static PyTypeObject CacheType = {
 static void Match_dealloc(MatchObject *self)
 {
     CacheObject *c = self->owner;
-    if (self->locked && c && c->c && c->generation == self->generation)
+    for (; self->locked > 0 && c && c->c && c->generation == self->generation; self->locked--)
         cache_unlock(c->c, &self->m);
     cache_match_free(&self->m);
     Py_XDECREF(c);
@@ -794,7 +822,7 @@ static PyObject *Match_get_pages(MatchObject *self, void *unused)
 
 static PyObject *Match_get_locked(MatchObject *self, void *unused)
 {
-    return PyBool_FromLong(self->locked);
+    return PyLong_FromLong(self->locked);
 }
 
 static PyObject *Match_get_namespace(MatchObject *self, void *unused)
@@ -809,8 +837,8 @@ static Py_ssize_t Match_len(MatchObject *self)
 
 static PyObject *Match_repr(MatchObject *self)
 {
-    return PyUnicode_FromFormat("radixkv.Match(length=%d, pages=%d, locked=%s)", self->m.len,
-                                self->m.num_pages, self->locked ? "True" : "False");
+    return PyUnicode_FromFormat("radixkv.Match(length=%d, pages=%d, locked=%d)", self->m.len,
+                                self->m.num_pages, self->locked);
 }
 
 static PyGetSetDef Match_getset[] = {
@@ -818,7 +846,8 @@ static PyGetSetDef Match_getset[] = {
      NULL},
     {"pages", (getter)Match_get_pages, NULL,
      "The matched page ids (numpy.int32 when numpy is installed, else a memoryview).", NULL},
-    {"locked", (getter)Match_get_locked, NULL, "Whether Cache.lock holds this match.", NULL},
+    {"locked", (getter)Match_get_locked, NULL, "How many Cache.lock calls hold this match.",
+     NULL},
     {"namespace", (getter)Match_get_namespace, NULL, "The namespace the match was made in.",
      NULL},
     {NULL},

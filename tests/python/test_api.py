@@ -187,10 +187,23 @@ def test_locks():
     c.lock(m)
     check(m.locked and c.sizes()["protected_tokens"] == 10, "lock protects")
     check(c.evict(100) == 0, "a locked entry is never evicted")
-    raises(ValueError, lambda: c.lock(m), "lock twice")
+    c.lock(m)  # a second hold, as SGLang's inc_lock_ref may take
+    check(m.locked == 2, "two locks held")
+    c.unlock(m)
+    check(c.sizes()["protected_tokens"] == 10 and c.evict(100) == 0, "one lock still protects")
+    m_after = c.match(t)
+    c.lock(m)  # still locked, so still valid after that evict
+    c.unlock(m)
     c.unlock(m)
     raises(ValueError, lambda: c.unlock(m), "unlock an unlocked match")
     check(c.sizes()["evictable_tokens"] == 10, "unlock makes it evictable")
+    # evict_pages names the pages it freed, in order.
+    freed, pages = c.evict_pages(4)
+    check(freed == 10 and sorted(int(p) for p in pages) == list(range(5)),
+          f"evict_pages: {freed} tokens, pages {list(pages)}")
+    raises(ValueError, lambda: c.lock(m_after), "lock a match made before evict_pages")
+    accounting(c, "after evict_pages")
+    c.insert(t, [int(p) for p in c.alloc(5)])
     # A dropped locked match unlocks itself.
     m2 = c.match(t)
     c.lock(m2)

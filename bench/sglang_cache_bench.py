@@ -1,0 +1,215 @@
+#!/usr/bin/env python3
+"""Per-call cost of SGLang's prefix caches against radixkv's, on the same keys,
+in one run, through the interface SGLang's scheduler calls (match_prefix,
+insert, evict with its params objects): JSON on stdout.
+
+Caches:
+  sglang_python    SGLang 0.5.23's classic RadixCache (Python)
+  sglang_unified   its UnifiedRadixCache, FULL component only, with the tree
+                   core SGLang selects for backend "rust" (the Rust TreeCore
+                   when it loads; SGLang falls back to its Python core
+                   otherwise, and the JSON names which one ran and why)
+  radixkv_adapter  radixkv.sglang.RadixCache (the C tree through the package)
+  radixkv_api      radixkv.Cache itself (match / alloc + insert / evict_pages):
+                   the binding without SGLang's params objects and tensors
+
+Keys (RadixKey over array('q')) and KV index tensors are built before the
+timed calls, once per request, for every SGLang-interface cache alike; the
+API row gets numpy int32 token arrays. Workload: a shared-prompt tree (--prompts system prompts of --prompt-len
+tokens, each request one of them, cut at a random point, plus --suffix-len
+tokens of its own), --requests requests. Phases per repeat, each cache fresh:
+insert every request (timed per call), match every request (timed per call),
+then --evicts one-token evict calls (each frees one leaf). Per phase: median
+per-call wall time over --repeats repeats with the range, the thread CPU time
+of the phase, and each cache's ratio to sglang_python. Real time.monotonic
+clocks everywhere (this measures, it does not compare answers).
+
+Run in the sglang venv (scripts/sglang_venv.sh) with the package importable:
+  PYTHONPATH=build/python ~/.cache/radixkv/sglang-venv/bin/python \
+      bench/sglang_cache_bench.py --requests 2000
+"""
+import argparse
+import json
+import random
+import statistics
+import sys
+import time
+from array import array
+
+import torch
+
+
+class Allocator:
+    """The three methods SGLang's caches call on a KV allocator."""
+    device = "cpu"
+
+    def __init__(self):
+        self.freed = 0
+
+    def free(self, idx):
+        self.freed += len(idx)
+
+    def free_segment(self, idx, start_pos=0):
+        self.freed += len(idx)
+
+
+def workload(args):
+    rng = random.Random(args.seed)
+    prompts = [[rng.randrange(32000) for _ in range(args.prompt_len)] for _ in range(args.prompts)]
+    reqs = []
+    for _ in range(args.requests):
+        p = rng.choice(prompts)
+        cut = rng.randrange(args.prompt_len // 2, args.prompt_len + 1)
+        reqs.append(p[:cut] + [rng.randrange(32000) for _ in range(args.suffix_len)])
+    P = args.page_size
+    reqs = [r[:len(r) // P * P] for r in reqs]
+    return reqs
+
+
+def make_caches(args, total_tokens):
+    from sglang.srt.mem_cache.base_prefix_cache import (EvictParams, InsertParams,
+                                                        MatchPrefixParams)
+    from sglang.srt.mem_cache.cache_init_params import CacheInitParams
+    from sglang.srt.mem_cache.radix_cache import RadixCache, RadixKey
+    import radixkv
+    from radixkv.sglang import RadixCache as Adapter
+
+    P = args.page_size
+    made = {}
+
+    def sglang_like(factory):
+        def build():
+            kv = Allocator()
+            tree = factory(kv)
+            nxt = [0]
+
+            def insert(kv_item):
+                key, v = kv_item
+                tree.insert(InsertParams(key=key, value=v))
+
+            def match(kv_item):
+                return tree.match_prefix(MatchPrefixParams(key=kv_item[0])).device_prefix_len
+
+            def evict():
+                return tree.evict(EvictParams(num_tokens=1)).num_tokens_evicted
+            return tree, insert, match, evict
+        return build
+
+    made["sglang_python"] = (sglang_like(lambda kv: RadixCache.create_simulated(
+        mock_allocator=kv, page_size=P)), {})
+    info = {}
+    try:
+        from sglang.srt.mem_cache.unified_radix_cache import UnifiedRadixCache
+        from sglang.srt.mem_cache.unified_cache.component_type import ComponentType
+        from sglang.srt.mem_cache.unified_cache.tree_core_registry import (_rust_fallback_reason,
+                                                                           select_tree_core_backend)
+
+        def unified(kv):
+            p = CacheInitParams(disable=False, req_to_token_pool=None, token_to_kv_pool_allocator=kv,
+                                page_size=P, tree_components=(ComponentType.FULL,),
+                                tree_core_backend="rust")
+            return UnifiedRadixCache(p)
+        probe = CacheInitParams(disable=False, req_to_token_pool=None,
+                                token_to_kv_pool_allocator=Allocator(), page_size=P,
+                                tree_components=(ComponentType.FULL,), tree_core_backend="rust")
+        info = {"tree_core": select_tree_core_backend(probe),
+                "rust_unavailable_because": _rust_fallback_reason(probe)}
+        made["sglang_unified"] = (sglang_like(unified), info)
+    except ImportError as e:
+        info = {"unavailable": f"UnifiedRadixCache does not import here: {e}"}
+
+    def adapter(kv):
+        return Adapter.create_simulated(mock_allocator=kv, page_size=P,
+                                        num_pages=2 * (total_tokens // P + 1))
+    made["radixkv_adapter"] = (sglang_like(adapter), {})
+
+    def api():
+        c = radixkv.Cache("radix", P, 2 * (total_tokens // P + 1))
+
+        def insert(toks):
+            pages = c.alloc(len(toks) // P)
+            pre = c.insert(toks, pages)
+            if pre:
+                c.free(pages[:pre // P])
+
+        def match(toks):
+            return c.match(toks).length
+
+        def evict():
+            return c.evict_pages(1)[0]
+        return c, insert, match, evict
+    made["radixkv_api"] = (api, {})
+    return made, info
+
+
+def run_phase(fn, items):
+    per = []
+    cpu0 = time.thread_time_ns()
+    for x in items:
+        t0 = time.perf_counter_ns()
+        fn(x)
+        per.append(time.perf_counter_ns() - t0)
+    return statistics.median(per) / 1e3, sum(per) / len(per) / 1e3, (time.thread_time_ns() - cpu0) / 1e9
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--requests", type=int, default=2000)
+    ap.add_argument("--prompts", type=int, default=20)
+    ap.add_argument("--prompt-len", type=int, default=2000)
+    ap.add_argument("--suffix-len", type=int, default=200)
+    ap.add_argument("--page-size", type=int, default=1)
+    ap.add_argument("--evicts", type=int, default=500)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--seed", type=int, default=1)
+    args = ap.parse_args()
+    reqs = workload(args)
+    # Token lists as numpy for the API row: what a caller holding numpy passes.
+    import numpy as np
+    np_reqs = [np.asarray(r, dtype=np.int32) for r in reqs]
+    total = sum(len(r) for r in reqs)
+    caches, unified_info = make_caches(args, total)
+    # The caller's data, built once outside the timed calls (as a scheduler
+    # holds its requests' keys and KV indices): a RadixKey and KV indices
+    # per request for the SGLang interface.
+    from sglang.srt.mem_cache.radix_cache import RadixKey
+    sg_items, at = [], 0
+    for r in reqs:
+        sg_items.append((RadixKey(array("q", r)), torch.arange(at, at + len(r), dtype=torch.int64)))
+        at += len(r)
+    rows = {name: {"insert": [], "match": [], "evict": [], "cpu_s": {"insert": [], "match": [], "evict": []},
+                   "mean_us": {"insert": [], "match": [], "evict": []}}
+            for name in caches}
+    matched = {}
+    for _ in range(args.repeats):
+        for name, (build, _info) in caches.items():
+            tree, insert, match, evict = build()
+            items = np_reqs if name == "radixkv_api" else sg_items
+            for phase, fn, xs in (("insert", insert, items), ("match", match, items),
+                                  ("evict", lambda _: evict(), range(args.evicts))):
+                med, mean, cpu = run_phase(fn, xs)
+                rows[name][phase].append(med)
+                rows[name]["mean_us"][phase].append(mean)
+                rows[name]["cpu_s"][phase].append(cpu)
+            matched[name] = sum(match(x) for x in items[:50])
+    out = {"bench": "sglang_cache_bench", "args": vars(args), "tokens": total,
+           "torch": torch.__version__, "unified": unified_info,
+           "matched_first_50": matched, "caches": {}}
+    base = rows["sglang_python"]
+    for name, r in rows.items():
+        o = {}
+        for phase in ("insert", "match", "evict"):
+            xs = r[phase]
+            o[phase] = {"median_us_per_call": round(statistics.median(xs), 3),
+                        "range_us": [round(min(xs), 3), round(max(xs), 3)],
+                        "mean_us_per_call": round(statistics.median(r["mean_us"][phase]), 3),
+                        "thread_cpu_s": round(statistics.median(r["cpu_s"][phase]), 4),
+                        "speedup_vs_sglang_python": round(
+                            statistics.median(base[phase]) / statistics.median(xs), 2)}
+        out["caches"][name] = o
+    json.dump(out, sys.stdout, indent=1)
+    print()
+
+
+if __name__ == "__main__":
+    main()

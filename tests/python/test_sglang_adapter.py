@@ -1,0 +1,102 @@
+"""radixkv.sglang.RadixCache against SGLang 0.5.23's own RadixCache, both
+driven in one process by the same random operation sequences (the cache
+simulator's step protocol of sglang_harness.py: match_prefix with and
+without extra_key, inc/dec_lock_ref, evict under pressure, insert; page
+sizes 1, 4 and 16): equal match lengths, equal KV indices returned, equal
+evicted KV indices in order, equal evictable and protected sizes after
+every call. The check can fail: every tenth sequence also runs the adapter
+under fifo, which must differ from SGLang's lru somewhere. Runs in the sglang venv (RKV_SGLANG_PYTHON); skips (77) without.
+"""
+import os
+import random
+import sys
+
+N_SEQS = int(os.environ.get("RKV_SGLANG_SEQUENCES", "10000"))
+
+
+def make_trace(rng, P):
+    prompts = [[rng.randrange(30) for _ in range(rng.randrange(1, 30))] for _ in range(3)]
+    lines, step = [], 0
+    for i in range(rng.randrange(2, 9)):
+        if rng.random() < 0.5:
+            step += 1
+        base = rng.choice(prompts)
+        toks = base[:rng.randrange(len(base) + 1)] + [rng.randrange(30) for _ in range(rng.randrange(1, 2 * P + 6))]
+        line = {"id": i, "step": step, "tokens": toks}
+        if rng.random() < 0.25:
+            line["namespace"] = rng.choice(["a", "b", ""])
+        lines.append(line)
+    return lines
+
+
+def main():
+    if os.environ.get("RKV_IN_SGLANG_VENV") != "1":
+        py = os.environ.get("RKV_SGLANG_PYTHON")
+        if not py:
+            print("skip: RKV_SGLANG_PYTHON is not set (run_tests makes the venv with "
+                  "scripts/sglang_venv.sh)")
+            return 77
+        if os.environ.get("RKV_PY_SANITIZED") == "1":
+            print("skip: under the sanitizer build (torch does not run with the ASan runtime "
+                  "preloaded); the normal build runs this test")
+            return 77
+        os.execve(py, [py] + sys.argv, dict(os.environ, RKV_IN_SGLANG_VENV="1"))
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import sglang_harness as h
+    from radixkv.sglang import RadixCache as Adapter
+    from sglang.srt.mem_cache.cache_init_params import CacheInitParams
+
+    rng = random.Random(41)
+    diffs = ops = requests = evicted = fifo_diffs = 0
+    first = None
+    for t in range(N_SEQS):
+        P = (1, 4, 16)[t % 3]
+        trace = make_trace(rng, P)
+        longest = max(-(-len(l["tokens"]) // P) for l in trace)
+        num_pages = rng.randrange(max(2, longest // 2), longest * 3 + 2)
+        logs = []
+        for side in ("sglang", "radixkv") + (("fifo",) if t % 10 == 0 else ()):
+            sizes = []
+            if side == "sglang":
+                tree, kv = h.make_sglang(num_pages, P)
+            elif side == "radixkv":
+                kv = h.PagedAllocator(num_pages, P)
+                tree = Adapter.create_simulated(mock_allocator=kv, page_size=P,
+                                                num_pages=2 * num_pages)
+            else:
+                kv = h.PagedAllocator(num_pages, P)
+                tree = Adapter(CacheInitParams(disable=False, req_to_token_pool=None,
+                                               token_to_kv_pool_allocator=kv, page_size=P,
+                                               eviction_policy="fifo"), num_pages=2 * num_pages)
+            reqs, steps = h.replay(trace, P, num_pages, tree=tree, kv=kv, with_kv=True,
+                                   on_op=lambda name, tr: sizes.append(
+                                       (name, tr.evictable_size(), tr.protected_size())))
+            flat_steps = [(s["step"], [x for node in s["evicted"] for x in node]) for s in steps]
+            logs.append((reqs, flat_steps, kv.freed_slots, sizes))
+        a, b = logs[:2]
+        fifo_diffs += len(logs) == 3 and logs[2] != a
+        ops += len(a[3])
+        requests += len(a[0])
+        evicted += len(a[2])
+        if a != b:
+            diffs += 1
+            if first is None:
+                what = ["requests (matched, kv)", "evicted tokens", "evicted kv indices",
+                        "sizes after each call"]
+                first = (P, num_pages, trace, [w for w, x, y in zip(what, a, b) if x != y], a, b)
+    print(f"sglang_adapter: {N_SEQS} sequences, {requests} requests, {ops} calls with sizes "
+          f"compared, {evicted} evicted KV indices, {diffs} differences; the adapter under fifo "
+          f"differs on {fifo_diffs} of {(N_SEQS + 9) // 10}")
+    if first:
+        P, num_pages, trace, what, a, b = first
+        print(f"first difference ({', '.join(what)}): P={P} pages={num_pages}\ntrace={trace}\n"
+              f"sglang={a}\nradixkv={b}")
+        return 1
+    if fifo_diffs == 0:
+        print("FAIL: fifo never differed: the comparison cannot tell policies apart")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,88 @@
+"""SGLang 0.5.23's own RadixCache against `cache-sim --cache radix`
+(through radixkv.cache_sim, the same code in process): random traces at page
+sizes 1, 4 and 16, several requests per step, eviction under pressure,
+namespaces as SGLang's extra_key. Equal per request (matched tokens, or an
+error line), equal evicted nodes' tokens in order per step, equal totals.
+The harness can fail: the same traces under fifo on radixkv's side must
+differ somewhere. Runs in the sglang venv (RKV_SGLANG_PYTHON, made by
+scripts/sglang_venv.sh); skips (77) without it.
+"""
+import os
+import random
+import sys
+
+N_TRACES = int(os.environ.get("RKV_SGLANG_TRACES", "3000"))
+
+
+def make_trace(rng, P):
+    prompts = [[rng.randrange(40) for _ in range(rng.randrange(1, 40))] for _ in range(3)]
+    lines, step = [], 0
+    for i in range(rng.randrange(2, 14)):
+        if rng.random() < 0.5:
+            step += 1
+        base = rng.choice(prompts)
+        toks = base[:rng.randrange(len(base) + 1)] + [rng.randrange(40) for _ in range(rng.randrange(1, 3 * P + 8))]
+        line = {"id": i, "step": step, "tokens": toks}
+        if rng.random() < 0.2:
+            line["namespace"] = rng.choice(["a", "b"])
+        lines.append(line)
+    return lines
+
+
+def main():
+    if os.environ.get("RKV_IN_SGLANG_VENV") != "1":
+        py = os.environ.get("RKV_SGLANG_PYTHON")
+        if not py:
+            print("skip: RKV_SGLANG_PYTHON is not set (run_tests makes the venv with "
+                  "scripts/sglang_venv.sh)")
+            return 77
+        if os.environ.get("RKV_PY_SANITIZED") == "1":
+            print("skip: under the sanitizer build (torch does not run with the ASan runtime "
+                  "preloaded); the normal build runs this test")
+            return 77
+        env = dict(os.environ, RKV_IN_SGLANG_VENV="1")
+        os.execve(py, [py] + sys.argv, env)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import radixkv
+    import sglang_harness as h
+
+    rng = random.Random(20261128)
+    diffs = requests = evict_steps = fifo_diffs = 0
+    first = None
+    for t in range(N_TRACES):
+        P = (1, 4, 16)[t % 3]
+        trace = make_trace(rng, P)
+        longest = max(-(-len(l["tokens"]) // P) for l in trace)
+        num_pages = rng.randrange(max(2, longest // 2), longest * 3 + 2)
+        reqs, steps = h.replay(trace, P, num_pages)
+        sim = radixkv.cache_sim(iter(trace), cache="radix", capacity=num_pages * P, page_size=P)
+        got = [{"id": r["id"], "step": r["step"], "error": True} if "error" in r else r
+               for r in sim.requests]
+        requests += len(reqs)
+        evict_steps += len(steps)
+        if got != reqs or sim.steps != steps:
+            diffs += 1
+            if first is None:
+                first = (P, num_pages, trace, reqs, got, steps, sim.steps)
+        if t % 10 == 0:
+            fifo = radixkv.cache_sim(iter(trace), cache="radix", capacity=num_pages * P,
+                                     page_size=P, evict_policy="fifo")
+            fifo_got = [{"id": r["id"], "step": r["step"], "error": True} if "error" in r else r
+                        for r in fifo.requests]
+            fifo_diffs += fifo_got != reqs or fifo.steps != steps
+    print(f"sglang_vs_cache_sim: {N_TRACES} traces, {requests} requests, {evict_steps} evicting "
+          f"steps, {diffs} differences; fifo in place of lru differs on {fifo_diffs} of "
+          f"{(N_TRACES + 9) // 10}")
+    if first:
+        P, num_pages, trace, reqs, got, steps, ssteps = first
+        print(f"first difference: P={P} pages={num_pages}\ntrace={trace}\nsglang={reqs}\n"
+              f"radixkv={got}\nsglang steps={steps}\nradixkv steps={ssteps}")
+        return 1
+    if fifo_diffs == 0:
+        print("FAIL: fifo never differed: the comparison cannot tell policies apart")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
