@@ -83,6 +83,12 @@ typedef struct sim {
      * node log (cache_set_evict_hook). */
     int32_t *page_toks;
 
+    /* --step-semantics vllm: held[pg] == held_gen marks a page that a request
+     * of the current step holds (locked, so not evictable), for the fit check
+     * made before anything is locked or evicted (step_vllm). NULL otherwise. */
+    uint64_t *held;
+    uint64_t held_gen;
+
     bool have_dot;      /* graphviz found: SVGs too */
     uint64_t clock0;    /* tree clock before the step */
     cache_sim_summary *sum;
@@ -572,6 +578,32 @@ static rkv_status step_commit(sim *s, int64_t step, char *err, size_t errlen)
     return RKV_OK;
 }
 
+/* Pages of m are held by a request of the current step (step_vllm). */
+static void mark_held(sim *s, const cache_match *m)
+{
+    for (int32_t k = 0; k < m->num_pages; k++) s->held[m->pages[k]] = s->held_gen;
+}
+
+/* vLLM's allocate_slots question, asked of r's unlocked match before any
+ * eviction or lock: do the pages it needs fit in free + evictable pages, where
+ * its own hits that are evictable now count against that room (locking them
+ * takes them out of it, as vLLM counts hit blocks with ref_cnt 0 among the
+ * blocks to allocate)? Locked pages are the ones earlier requests of this
+ * step hold (marked). Pages pinned for the whole replay (--pin) are not known
+ * here: a pinned hit is taken off the room as if it were evictable, so a
+ * request whose match holds pinned pages may be refused up to that many pages
+ * early. */
+static bool vllm_fits(sim *s, const sim_req *r)
+{
+    if (r->need <= s->pool->num_free) return true;
+    cache_sizes sz;
+    cache_get_sizes(s->c, &sz);
+    int64_t room = s->pool->num_free + sz.evictable_tokens / s->P;
+    for (int32_t k = 0; k < r->m.num_pages; k++)
+        if (s->held[r->m.pages[k]] != s->held_gen) room--;
+    return r->need <= room;
+}
+
 /* The whole step under --step-semantics vllm (cache_sim.h): each request in
  * trace order is matched, given its pages (evicting its own shortfall) and
  * inserted before the next one is matched, so later requests of the step hit
@@ -586,6 +618,7 @@ static rkv_status step_vllm(sim *s, int64_t step, bool *evicts, char *err, size_
     rkv_status st;
     bool fits = true;
     *evicts = false;
+    s->held_gen++; /* no page is held by this step yet */
     for (int32_t i = 0; i < s->n_reqs; i++) {
         sim_req *r = &s->reqs[i];
         int32_t n = r->q.n_tokens;
@@ -607,15 +640,28 @@ static rkv_status step_vllm(sim *s, int64_t step, bool *evicts, char *err, size_
         const tier_stats *ts = cache_tier_get_stats(s->c);
         uint64_t th0 = ts ? ts->host_hit_tokens + ts->disk_hit_tokens : 0;
         cache_set_priority(s->c, r->q.priority);
-        if ((st = cache_client_match(s->c, r->q.tokens, n - 1, r->q.ns, &r->m)) != RKV_OK) {
-            rkv_set_err(err, errlen, "step %" PRId64 ": match/lock failed: %s", step, rkv_status_str(st));
+        /* Match without locking: the lock is vLLM's touch, made only once
+         * the request is known to fit. */
+        if ((st = cache_match_prefix(s->c, r->q.tokens, n - 1, r->q.ns, &r->m)) != RKV_OK) {
+            rkv_set_err(err, errlen, "step %" PRId64 ": match failed: %s", step, rkv_status_str(st));
+            return st;
+        }
+        int32_t mp = r->m.num_pages;
+        r->need = total - mp;
+        if (!vllm_fits(s, r)) {
+            /* Refused before any eviction or touch (vLLM's allocate_slots
+             * returns None): the cache is left as the match found it. */
+            fits = false;
+            r->error = "locked pages leave no room for this request in its step";
+            continue;
+        }
+        if ((st = cache_lock(s->c, &r->m)) != RKV_OK) {
+            rkv_set_err(err, errlen, "step %" PRId64 ": lock failed: %s", step, rkv_status_str(st));
             return st;
         }
         r->locked = true;
         r->matched = r->m.len;
         r->tier_hits = ts ? (int32_t)(ts->host_hit_tokens + ts->disk_hit_tokens - th0) : 0;
-        int32_t mp = r->m.num_pages;
-        r->need = total - mp;
         if (r->need > s->pool->num_free) {
             *evicts = true;
             if ((st = step_evict(s, r->need)) != RKV_OK) return st;
@@ -630,7 +676,10 @@ static rkv_status step_vllm(sim *s, int64_t step, bool *evicts, char *err, size_
         int32_t prefix = 0;
         /* Full pages only: the partial last page stays the request's. */
         if ((st = commit_request(s, r, nfull, &prefix, step, err, errlen)) != RKV_OK) return st;
-        if (!cache_can(s->c, CACHE_CAP_REUSE) || nfull == mp) continue;
+        if (!cache_can(s->c, CACHE_CAP_REUSE) || nfull == mp) {
+            mark_held(s, &r->m);
+            continue;
+        }
         /* Hold the whole chain: the request's own pages when the kind locks
          * pages and insert adopted them all, else the chain a match of the
          * full pages finds (dedup freed copies; the tree kinds, where this
@@ -657,6 +706,7 @@ static rkv_status step_vllm(sim *s, int64_t step, bool *evicts, char *err, size_
         }
         cache_match_free(&r->m);
         r->m = held;
+        mark_held(s, &r->m);
     }
     for (int32_t i = 0; i < s->n_reqs; i++) {
         sim_req *r = &s->reqs[i];
@@ -771,6 +821,7 @@ static void sim_free(sim *s)
     free(s->nodes);
     free(s->node_toks);
     free(s->page_toks);
+    free(s->held);
     if (s->node_log) cache_set_evict_hook(s->c, NULL, NULL);
 }
 
@@ -791,6 +842,14 @@ rkv_status cache_sim_run(cache *c, const cache_sim_options *opt, trace_reader *t
     s.node_log = cache_set_evict_hook(c, on_evict, &s);
     s.node_view = cache_clock(c, &s.clock0);
     rkv_status st = RKV_OK;
+    if (opt->step_semantics == CACHE_SIM_STEP_VLLM) {
+        s.held = calloc((size_t)s.pool->num_pages + 1, sizeof *s.held);
+        if (!s.held) {
+            rkv_set_err(err, errlen, "no memory for the held marks of %d pages", s.pool->num_pages);
+            sim_free(&s);
+            return RKV_ENOMEM;
+        }
+    }
     if (!s.node_log && !opt->summary_only) {
         /* calloc: the OS commits only the pages of it the replay touches. */
         s.page_toks = calloc((size_t)s.pool->num_pages * (size_t)s.P + 1, sizeof(int32_t));

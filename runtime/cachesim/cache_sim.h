@@ -16,9 +16,11 @@
  * in trace order, match + lock, evict that request's own shortfall, allocate,
  * insert its full blocks at once (later requests of the step hit them), and
  * hold its whole chain and partial page until the step ends; then every
- * request is released in trace order (tail blocks first). A request that does
- * not fit gets the error line and so do the rest of its step (vLLM stops
- * scheduling there). Tree kinds hold the chain through a second match of the
+ * request is released in trace order (tail blocks first). Whether a request
+ * fits is asked before it evicts or locks anything, as vLLM's allocate_slots
+ * does: need <= free + evictable pages - its own evictable hits. One that does
+ * not fit leaves the cache as its match found it and gets the error line, and
+ * so do the rest of its step (vLLM stops scheduling there). Tree kinds hold the chain through a second match of the
  * full pages, which moves their clock and hit counts once more.
  *
  * A request needing more pages than the pool holds is reported and skipped.

@@ -212,4 +212,28 @@ for kind in ("radix", "hash", "trie"):
 rc, out, err = run(BASE + ["--step-semantics", "trtllm", "-"], TRACE)
 check(rc == 2 and "--step-semantics" in err, f"bad --step-semantics refused: {err.strip()}")
 
+# Regression (issue 42): under vllm semantics a request that does not fit leaves
+# the cache as it found it, as vLLM's allocate_slots checks free + evictable
+# blocks before evicting or touching any. P=1, 4 pages: in step 1 r1 takes 2
+# (evicting [3]) and holds them; r2 needs 3 of the 2 left and is refused
+# without evicting [2] and [1] or re-queueing them, so r3 still hits [1, 2]
+# (vLLM 0.33.0 gives exactly this: evictions [[3]], r3 matches 2).
+REFUSE = ('{"id": 0, "step": 0, "tokens": [1, 2, 3]}\n'
+          '{"id": 1, "step": 1, "tokens": [5, 6]}\n'
+          '{"id": 2, "step": 1, "tokens": [7, 8, 9]}\n'
+          '{"id": 3, "step": 2, "tokens": [1, 2, 4]}\n')
+# radix evicts whole leaf nodes, so there r1's eviction takes all of [1, 2, 3].
+PAGED = ([0, 0, "error", 2], [(1, [[3]]), (2, [[6]])])
+for kind, extra, want in [("hash", ["--hash-duplicates", "keep"], PAGED),
+                          ("hash", ["--hash-duplicates", "dedup"], PAGED), ("trie", [], PAGED),
+                          ("radix", [], ([0, 0, "error", 0], [(1, [[1, 2, 3]]), (2, [[5, 6]])]))]:
+    rc, out, err = run(["cache-sim", "--cache", kind, "--capacity", "4", "--page-size", "1", "--check",
+                        "--step-semantics", "vllm"] + extra + ["-"], REFUSE)
+    lines = [json.loads(l) for l in out.splitlines()]
+    reqs = [l for l in lines if l["type"] == "request"]
+    steps = [l for l in lines if l["type"] == "step"]
+    got = ([r.get("matched", "error") for r in reqs], [(s["step"], s.get("evicted")) for s in steps])
+    check(rc == 0 and got == want,
+          f"{kind} {extra} vllm: a refused request leaves the cache alone: {got} {err.strip()}")
+
 sys.exit(1 if failures else 0)
