@@ -7,8 +7,10 @@
 #   --strict    also fail on an undefined reference or citation, on a figure,
 #               table or text still shown as "not built yet", and on a number typed
 #               by hand in paper/ (tests/experiments/paper_numbers.py), on an
-#               overfull box, and on a figure not drawn at the size it is placed
-#               at (tests/experiments/figure_check.py).
+#               overfull box, on a figure not drawn at the size it is placed
+#               at (tests/experiments/figure_check.py), and on a simulated caption
+#               without its profile, a generated trace called Mooncake or a number
+#               with two definitions (tests/experiments/paper_claims.py).
 #   --bundle DIR  the results bundle experiments/run_all wrote (DIR/manifest.json,
 #               DIR/NAME/NAME.jsonl): the paper reads it and nothing else; its
 #               notebooks draw into DIR/figures. No experiment is run.
