@@ -11,6 +11,7 @@
  * building its plan (an engine builds one per step).
  */
 #include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +19,7 @@
 #include <time.h>
 
 #include "attention.h"
+#include "cli.h"
 
 static double clock_s(clockid_t id)
 {
@@ -141,23 +143,22 @@ static void run_case(int B, int shared, int own, int S, int repeat)
 
 int main(int argc, char **argv)
 {
-    int repeat = 5, quick = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--repeat") && i + 1 < argc) {
-            repeat = atoi(argv[++i]);
-            if (repeat < 1) {
-                fprintf(stderr, "cascade_cpu_bench: --repeat must be >= 1\n");
-                return 2;
-            }
-        } else if (!strcmp(argv[i], "--quick")) {
-            quick = 1;
-        } else {
-            fprintf(stderr, "usage: %s [--repeat N] [--quick]\n", argv[0]);
-            return 2;
-        }
+    int64_t repeat = 5;
+    bool quick = false;
+    cli_opt table[] = {
+        CLI_INT_OPT("--repeat", &repeat, 1, 1000),
+        CLI_FLAG_OPT("--quick", &quick),
+        CLI_END,
+    };
+    char err[256];
+    cli_args a;
+    if (cli_parse("cascade_cpu_bench", table, argc, argv, &a, err, sizeof err) || a.npos || a.help) {
+        if (!a.help) fprintf(stderr, "cascade_cpu_bench: %s\n", a.npos ? "no positional arguments" : err);
+        fprintf(stderr, "usage: cascade_cpu_bench [--repeat N] [--quick]\n");
+        return 2;
     }
-    run_case(64, quick ? 1024 : 4096, 128, 1, repeat);   /* decode, one shared prompt */
-    run_case(16, quick ? 512 : 2048, 0, 16, repeat);     /* short prefills over a shared prompt */
-    if (!quick) run_case(8, 1024, 512, 1, repeat);       /* little sharing: the overhead */
+    run_case(64, quick ? 1024 : 4096, 128, 1, (int)repeat);   /* decode, one shared prompt */
+    run_case(16, quick ? 512 : 2048, 0, 16, (int)repeat);     /* short prefills over a shared prompt */
+    if (!quick) run_case(8, 1024, 512, 1, (int)repeat);       /* little sharing: the overhead */
     return 0;
 }
