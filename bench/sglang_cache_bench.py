@@ -19,7 +19,11 @@ API row gets numpy int32 token arrays. Workload: a shared-prompt tree (--prompts
 tokens, each request one of them, cut at a random point, plus --suffix-len
 tokens of its own), --requests requests. Phases per repeat, each cache fresh:
 insert every request (timed per call), match every request (timed per call),
-then --evicts one-token evict calls (each frees one leaf). Per phase: median
+then --evicts one-token evict calls (each frees one leaf). Then a whole
+replay of a Mooncake-shaped trace (--replay-requests, 512-token blocks)
+through an SGLang-style schedule loop with each SGLang-interface cache, its
+capacity a third of the trace's tokens: wall and thread CPU time, hit tokens
+(equal across caches, or the loop is wrong). Per phase: median
 per-call wall time over --repeats repeats with the range, the thread CPU time
 of the phase, and each cache's ratio to sglang_python. Real time.monotonic
 clocks everywhere (this measures, it does not compare answers).
@@ -142,6 +146,50 @@ def make_caches(args, total_tokens):
     return made, info
 
 
+def mooncake_like(args):
+    """Mooncake-shaped requests: hash ids of 512-token blocks, token j of
+    block h is h * 512 + j (docs/ARCHITECTURE.md); a few popular block
+    chains shared at random depths, then blocks of the request's own."""
+    rng = random.Random(args.seed + 1)
+    chains = [[rng.randrange(1 << 20) for _ in range(24)] for _ in range(8)]
+    reqs, fresh = [], 1 << 21
+    for _ in range(args.replay_requests):
+        ids = rng.choice(chains)[:rng.randrange(1, 24)]
+        for _ in range(rng.randrange(1, 6)):
+            ids.append(fresh)
+            fresh += 1
+        reqs.append([h * 512 + j for h in ids for j in range(512)])
+    return reqs
+
+
+def replay(tree, kv, items, capacity):
+    """An SGLang-style schedule loop, one request at a time: match (all but
+    the last token), lock, evict the shortfall, take slots, insert, free the
+    duplicates insert found, unlock. Returns the hit tokens."""
+    from sglang.srt.mem_cache.base_prefix_cache import (EvictParams, InsertParams,
+                                                        MatchPrefixParams)
+    used, nxt, hits = 0, 0, 0
+    for key, short_key in items:
+        m = tree.match_prefix(MatchPrefixParams(key=short_key))
+        node, matched = m.last_device_node, m.device_prefix_len
+        hits += matched
+        lock = tree.lock(node)  # BasePrefixCache.lock: inc_lock_ref and its receipt
+        need = len(key) - matched
+        free = capacity - used + kv.freed
+        if need > free:
+            tree.evict(EvictParams(num_tokens=need - free))
+            free = capacity - used + kv.freed
+        prefix = tree.path_device_indices(node)
+        value = torch.cat([prefix.to(torch.int64), torch.arange(nxt, nxt + need, dtype=torch.int64)])
+        nxt += need
+        used += need
+        r = tree.insert(InsertParams(key=key, value=value))
+        if r.prefix_len > matched:
+            kv.free_segment(value[matched:r.prefix_len])
+        tree.unlock(lock)
+    return hits
+
+
 def run_phase(fn, items):
     per = []
     cpu0 = time.thread_time_ns()
@@ -162,13 +210,17 @@ def main():
     ap.add_argument("--evicts", type=int, default=500)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--replay-requests", type=int, default=300,
+                    help="requests of the whole-replay phase (0: none)")
     args = ap.parse_args()
     reqs = workload(args)
     # Token lists as numpy for the API row: what a caller holding numpy passes.
     import numpy as np
     np_reqs = [np.asarray(r, dtype=np.int32) for r in reqs]
     total = sum(len(r) for r in reqs)
-    caches, unified_info = make_caches(args, total)
+    mreqs = mooncake_like(args) if args.replay_requests else []
+    # radixkv's pools hold page ids for the larger of the two workloads.
+    caches, unified_info = make_caches(args, max(total, sum(len(r) for r in mreqs)))
     # The caller's data, built once outside the timed calls (as a scheduler
     # holds its requests' keys and KV indices): a RadixKey and KV indices
     # per request for the SGLang interface.
@@ -192,9 +244,35 @@ def main():
                 rows[name]["mean_us"][phase].append(mean)
                 rows[name]["cpu_s"][phase].append(cpu)
             matched[name] = sum(match(x) for x in items[:50])
+    # The whole replay: every SGLang-interface cache, a fresh one per repeat,
+    # capacity a third of the trace's tokens (evictions all along).
+    replay_rows = {}
+    if args.replay_requests:
+        from sglang.srt.mem_cache.radix_cache import RadixKey
+        m_items = [(RadixKey(array("q", r)), RadixKey(array("q", r[:-1]))) for r in mreqs]
+        capacity = sum(len(r) for r in mreqs) // 3
+        for name, (build, _info) in caches.items():
+            if name == "radixkv_api":
+                continue
+            walls, cpus = [], []
+            for _ in range(args.repeats):
+                tree, _i, _m, _e = build()
+                kv = tree.token_to_kv_pool_allocator
+                c0, w0 = time.thread_time_ns(), time.perf_counter_ns()
+                hits = replay(tree, kv, m_items, capacity)
+                walls.append((time.perf_counter_ns() - w0) / 1e9)
+                cpus.append((time.thread_time_ns() - c0) / 1e9)
+            replay_rows[name] = {"wall_s": round(statistics.median(walls), 4),
+                                 "range_s": [round(min(walls), 4), round(max(walls), 4)],
+                                 "thread_cpu_s": round(statistics.median(cpus), 4),
+                                 "hit_tokens": hits}
+        base_w = replay_rows["sglang_python"]["wall_s"]
+        for r in replay_rows.values():
+            r["speedup_vs_sglang_python"] = round(base_w / r["wall_s"], 2)
     out = {"bench": "sglang_cache_bench", "args": vars(args), "tokens": total,
            "torch": torch.__version__, "unified": unified_info,
-           "matched_first_50": matched, "caches": {}}
+           "matched_first_50": matched, "caches": {},
+           "replay": {"requests": args.replay_requests, "rows": replay_rows}}
     base = rows["sglang_python"]
     for name, r in rows.items():
         o = {}

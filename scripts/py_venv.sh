@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv="${RKV_PY_VENV:-$HOME/.cache/radixkv/py-venv}"
-if [[ ! -x "$venv/bin/python" ]] || ! "$venv/bin/python" -c "import mesonpy, numpy" 2>/dev/null; then
+if [[ ! -x "$venv/bin/python" ]] || ! "$venv/bin/python" -c "import mesonpy, numpy, build" 2>/dev/null; then
   echo "creating the radixkv package venv in $venv (one time)" >&2
   mkdir -p "$(dirname "$venv")"
   /usr/bin/python3 -m venv "$venv" >&2
