@@ -100,11 +100,12 @@ def run_radixkv(exe, P, pages, lines, dup, tmp):
     text = "".join(json.dumps(l) + "\n" for l in lines)
     for f in os.listdir(tmp):
         os.unlink(os.path.join(tmp, f))
-    # PATH empty: no graphviz, so --dump-dir writes the JSON pictures only.
+    # PATH empty: no graphviz, so --dump-dir writes the JSON pictures only (the
+    # rest of the environment, sanitizer options included, passes through).
     p = subprocess.run([exe, "cache-sim", "--cache", "hash", "--hash-duplicates", dup,
                         "--step-semantics", "vllm", "--capacity", str(pages * P),
                         "--page-size", str(P), "--check", "--dump-dir", tmp, "-"],
-                       input=text, capture_output=True, text=True, env={"PATH": ""})
+                       input=text, capture_output=True, text=True, env=dict(os.environ, PATH=""))
     if p.returncode != 0:
         raise RuntimeError(f"cache-sim failed ({p.returncode}): {p.stderr.strip()}")
     matched, evicted, steps = {}, {}, []
