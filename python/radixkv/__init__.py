@@ -120,7 +120,8 @@ def cache_sim(trace: _TraceArg, **options: Any) -> SimResult:
     dicts ({"id", "tokens", "step"?, "namespace"?, ...}). options: the
     command's options as keywords, e.g. cache="radix", capacity=4096,
     page_size=16, evict_policy="lru", check=True. Runs with the GIL released;
-    Ctrl-C stops after the current step and raises KeyboardInterrupt. Errors
+    Ctrl-C stops after the current step and raises KeyboardInterrupt (a third
+    Ctrl-C during the call ends the process at once, as it ends the CLI's). Errors
     (a bad option, a malformed trace line) raise radixkv.Error with the
     command's message."""
     requests, steps, summary = [], [], None
