@@ -200,6 +200,15 @@ static double bytes_per_token(const radix_tree *t)
 }
 
 /* Insert tokens[0..n) with fresh pages, freeing duplicates. */
+/* ,"allocator_bytes_per_token":x, or null where the allocator cannot count
+ * (heap_delta < 0: no jemalloc) */
+static void put_allocator_bpt(int64_t heap_delta, int64_t cached)
+{
+    if (heap_delta >= 0 && cached > 0)
+        printf(",\"allocator_bytes_per_token\":%.3f", (double)heap_delta / (double)cached);
+    else printf(",\"allocator_bytes_per_token\":null");
+}
+
 static void insert_fresh(radix_tree *t, page_pool *pool, const int32_t *tok, int32_t n)
 {
     int32_t np = n / pool->page_size;
@@ -550,11 +559,13 @@ static void bench_shared(double scale)
         radix_tree_get_sizes(t, &s);
         double t_scan = heapify_seconds(s.num_candidates);
         ev.evicted_leaves = (int64_t)s.evictions;
-        double per_leaf = ev.evicted_leaves ? ev.evict.cpu / (double)ev.evicted_leaves : 0;
         series_add(&ev_cpu, ev.tokens / ev.total.cpu);
         series_add(&ev_wall, ev.tokens / ev.total.wall);
-        series_add(&ev_leaf, 1e9 * per_leaf);
-        series_add(&ev_ratio, per_leaf > 0 ? t_scan / per_leaf : 0.0);
+        if (ev.evicted_leaves > 0 && ev.evict.cpu > 0) { /* else no figure, not a 0 */
+            double per_leaf = ev.evict.cpu / (double)ev.evicted_leaves;
+            series_add(&ev_leaf, 1e9 * per_leaf);
+            series_add(&ev_ratio, t_scan / per_leaf);
+        }
         cands = s.num_candidates;
         ev_bpt = bytes_per_token(t);
         pool_pages = pool.num_pages;
@@ -563,10 +574,10 @@ static void bench_shared(double scale)
     }
     printf("{\"scenario\":\"shared_prompts_insert\",\"page_size\":1,\"requests\":%d,"
            "\"request_tokens\":%lld,\"cached_tokens\":%lld,\"nodes\":%lld,\"splits\":%llu,"
-           "\"repeats\":%d,\"host_bytes_per_token\":%.3f,\"allocator_bytes_per_token\":%.3f",
+           "\"repeats\":%d,\"host_bytes_per_token\":%.3f",
            w.nreq, (long long)req_tokens, (long long)cached, (long long)nodes,
-           (unsigned long long)splits, repeats, bpt,
-           heap_delta >= 0 ? (double)heap_delta / (double)cached : -1.0);
+           (unsigned long long)splits, repeats, bpt);
+    put_allocator_bpt(heap_delta, cached);
     put_range("tokens_per_cpu_s", &ins_cpu);
     put_range("tokens_per_wall_s", &ins_wall);
     printf(",\"baseline\":\"memcmp\"");
@@ -777,6 +788,86 @@ static void sp_fill(const sp_tree *g, sp_batch *b, int32_t first, page_pool *poo
     }
 }
 
+/* One batch inserted, timed into op; exits when a request's cached prefix
+ * is not the expected one (first: the batch's first request, for the message). */
+static void sp_insert_batch(const sp_tree *g, const sp_batch *b, radix_tree *t, int32_t first,
+                            stopwatch *op)
+{
+    int32_t got[SP_BATCH];
+    stopwatch t0 = sw_start();
+    for (int32_t k = 0; k < b->count; k++) {
+        rkv_status st = radix_tree_insert(t, b->tok + (size_t)k * g->maxlen, b->len[k],
+                                          b->pages + (size_t)k * g->maxlen, 0, &got[k]);
+        if (st != RKV_OK) die("radix_tree_insert", st);
+    }
+    sw_stop(op, t0);
+    for (int32_t k = 0; k < b->count; k++)
+        if (got[k] != b->expect[k]) {
+            fprintf(stderr, "radix_bench: request %d: %d tokens cached, expected %d\n", first + k,
+                    got[k], b->expect[k]);
+            exit(1);
+        }
+}
+
+/* One batch matched three ways, each timed: with page ids (mop), as runs
+ * (rop), then with each request's last segment replaced by one never seen
+ * (pop: the match ends at a node boundary); exits when a length is wrong. */
+static void sp_match_batch(const sp_tree *g, sp_batch *b, radix_tree *t, radix_page_run *runs,
+                           stopwatch *mop, stopwatch *rop, stopwatch *pop)
+{
+    int32_t got[SP_BATCH], node;
+    stopwatch t0 = sw_start();
+    for (int32_t k = 0; k < b->count; k++)
+        radix_tree_match(t, b->tok + (size_t)k * g->maxlen, b->len[k], 0,
+                         b->pages + (size_t)k * g->maxlen, &got[k], &node);
+    sw_stop(mop, t0);
+    t0 = sw_start();
+    for (int32_t k = 0; k < b->count; k++) {
+        int32_t nruns = 0;
+        radix_tree_match_runs(t, b->tok + (size_t)k * g->maxlen, b->len[k], 0, runs, &nruns,
+                              &got[k], &node);
+        sink += nruns;
+    }
+    sw_stop(rop, t0);
+    for (int32_t k = 0; k < b->count; k++) {
+        if (got[k] != b->len[k]) {
+            fprintf(stderr, "radix_bench: matched %d of %d tokens\n", got[k], b->len[k]);
+            exit(1);
+        }
+        /* a last segment never seen: its first token lies outside the vocabulary */
+        b->tok[(size_t)k * g->maxlen + b->len[k] - b->leaf_len[k]] = SP_VOCAB;
+    }
+    t0 = sw_start();
+    for (int32_t k = 0; k < b->count; k++)
+        radix_tree_match(t, b->tok + (size_t)k * g->maxlen, b->len[k], 0,
+                         b->pages + (size_t)k * g->maxlen, &got[k], &node);
+    sw_stop(pop, t0);
+    for (int32_t k = 0; k < b->count; k++) {
+        if (got[k] != b->len[k] - b->leaf_len[k]) {
+            fprintf(stderr, "radix_bench: partial match %d, expected %d\n", got[k],
+                    b->len[k] - b->leaf_len[k]);
+            exit(1);
+        }
+        b->tok[(size_t)k * g->maxlen + b->len[k] - b->leaf_len[k]] =
+            b->copy[(size_t)k * g->maxlen + b->len[k] - b->leaf_len[k]];
+    }
+}
+
+/* Evict one node per call until the tree is empty, timed in blocks of 4096
+ * calls into eop; returns the nodes evicted. */
+static int64_t sp_evict_all(radix_tree *t, stopwatch *eop)
+{
+    int64_t calls = 0;
+    for (;;) {
+        int64_t freed = 0;
+        stopwatch t0 = sw_start();
+        for (int i = 0; i < 4096; i++) freed += radix_tree_evict(t, 1) > 0;
+        sw_stop(eop, t0);
+        calls += freed;
+        if (freed < 4096) return calls;
+    }
+}
+
 static void bench_shared_prompt_tree(double scale)
 {
     sp_tree g;
@@ -806,20 +897,7 @@ static void bench_shared_prompt_tree(double scale)
         stopwatch op = {0, 0}, base = {0, 0};
         for (int32_t first = 0; first < g.nreq; first += SP_BATCH) {
             sp_fill(&g, &b, first, &pool, seen);
-            int32_t got[SP_BATCH];
-            stopwatch t0 = sw_start();
-            for (int32_t k = 0; k < b.count; k++) {
-                st = radix_tree_insert(t, b.tok + (size_t)k * g.maxlen, b.len[k],
-                                       b.pages + (size_t)k * g.maxlen, 0, &got[k]);
-                if (st != RKV_OK) die("radix_tree_insert", st);
-            }
-            sw_stop(&op, t0);
-            for (int32_t k = 0; k < b.count; k++)
-                if (got[k] != b.expect[k]) {
-                    fprintf(stderr, "radix_bench: request %d: %d tokens cached, expected %d\n",
-                            first + k, got[k], b.expect[k]);
-                    exit(1);
-                }
+            sp_insert_batch(&g, &b, t, first, &op);
             sp_memcmp(&b, g.maxlen, &base);
         }
         sp_record(&ins, op, base, g.nreq);
@@ -842,42 +920,7 @@ static void bench_shared_prompt_tree(double scale)
         base = (stopwatch){0, 0};
         for (int32_t first = 0; first < g.nreq; first += SP_BATCH) {
             sp_fill(&g, &b, first, NULL, NULL);
-            int32_t got[SP_BATCH], node;
-            stopwatch t0 = sw_start();
-            for (int32_t k = 0; k < b.count; k++)
-                radix_tree_match(t, b.tok + (size_t)k * g.maxlen, b.len[k], 0,
-                                 b.pages + (size_t)k * g.maxlen, &got[k], &node);
-            sw_stop(&mop, t0);
-            t0 = sw_start();
-            for (int32_t k = 0; k < b.count; k++) {
-                int32_t nruns = 0;
-                radix_tree_match_runs(t, b.tok + (size_t)k * g.maxlen, b.len[k], 0, runs, &nruns,
-                                      &got[k], &node);
-                sink += nruns;
-            }
-            sw_stop(&rop, t0);
-            for (int32_t k = 0; k < b.count; k++) {
-                if (got[k] != b.len[k]) {
-                    fprintf(stderr, "radix_bench: matched %d of %d tokens\n", got[k], b.len[k]);
-                    exit(1);
-                }
-                /* a last segment never seen: its first token lies outside the vocabulary */
-                b.tok[(size_t)k * g.maxlen + b.len[k] - b.leaf_len[k]] = SP_VOCAB;
-            }
-            t0 = sw_start();
-            for (int32_t k = 0; k < b.count; k++)
-                radix_tree_match(t, b.tok + (size_t)k * g.maxlen, b.len[k], 0,
-                                 b.pages + (size_t)k * g.maxlen, &got[k], &node);
-            sw_stop(&pop, t0);
-            for (int32_t k = 0; k < b.count; k++) {
-                if (got[k] != b.len[k] - b.leaf_len[k]) {
-                    fprintf(stderr, "radix_bench: partial match %d, expected %d\n", got[k],
-                            b.len[k] - b.leaf_len[k]);
-                    exit(1);
-                }
-                b.tok[(size_t)k * g.maxlen + b.len[k] - b.leaf_len[k]] =
-                    b.copy[(size_t)k * g.maxlen + b.len[k] - b.leaf_len[k]];
-            }
+            sp_match_batch(&g, &b, t, runs, &mop, &rop, &pop);
             sp_memcmp(&b, g.maxlen, &base);
         }
         sp_record(&mat, mop, base, g.nreq);
@@ -886,15 +929,7 @@ static void bench_shared_prompt_tree(double scale)
 
         /* evict: one node per call until the tree is empty */
         stopwatch eop = {0, 0};
-        int64_t calls = 0;
-        for (;;) {
-            int64_t freed = 0;
-            stopwatch t0 = sw_start();
-            for (int i = 0; i < 4096; i++) freed += radix_tree_evict(t, 1) > 0;
-            sw_stop(&eop, t0);
-            calls += freed;
-            if (freed < 4096) break;
-        }
+        int64_t calls = sp_evict_all(t, &eop);
         if (calls != nodes) {
             fprintf(stderr, "radix_bench: %lld evictions for %lld nodes\n", (long long)calls,
                     (long long)nodes);
@@ -906,9 +941,11 @@ static void bench_shared_prompt_tree(double scale)
         page_pool_destroy(&pool);
     }
     char extra[256];
-    snprintf(extra, sizeof extra, ",\"host_bytes_per_token\":%.3f,\"allocator_bytes_per_token\":%.3f",
-             (double)host / (double)cached,
-             heap_delta >= 0 ? (double)heap_delta / (double)cached : -1.0);
+    /* allocator bytes: null where the allocator cannot tell (no jemalloc) */
+    char alloc_bpt[32] = "null";
+    if (heap_delta >= 0) snprintf(alloc_bpt, sizeof alloc_bpt, "%.3f", (double)heap_delta / (double)cached);
+    snprintf(extra, sizeof extra, ",\"host_bytes_per_token\":%.3f,\"allocator_bytes_per_token\":%s",
+             (double)host / (double)cached, alloc_bpt);
     sp_print("insert", &g, nodes, leaves, cached, &ins, "request", extra);
     sp_print("match", &g, nodes, leaves, cached, &mat, "request", ",\"page_ids\":\"flat\"");
     sp_print("match_runs", &g, nodes, leaves, cached, &mruns, "request", ",\"page_ids\":\"runs\"");

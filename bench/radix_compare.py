@@ -75,7 +75,9 @@ def main():
             if not (timed or memory):
                 continue
             old = b.get(key)
-            rel = f"{median(v) / median(old):.3g}" if old not in (None, 0) and median(old) else "-"
+            # null: not measured in that run (no allocator counts, no allocation)
+            ok = v is not None and old not in (None, 0) and median(old)
+            rel = f"{median(v) / median(old):.3g}" if ok else "-"
             print(f"| {name} | {key} | {fmt(old)} | {fmt(v)} | {rel} |")
 
 

@@ -443,6 +443,41 @@ static rkv_status tier_insert(cache *c, const int32_t *tokens, int32_t n, const 
     return RKV_OK;
 }
 
+/* Chain page k, kept on host or disk, back into KV page t->pages[k], its
+ * load time and hit counted; false ends the match's run (not kept any more,
+ * or a read that failed: the entry is then dropped). */
+static bool load_kept_page(cache_tier *t, int32_t k, const int32_t *tokens)
+{
+    const int32_t P = t->P;
+    int32_t e = map_find(t, t->keys + 2 * k, tokens + (int64_t)k * P);
+    if (e < 0) return false;
+    tent *x = &t->ent[e];
+    const uint8_t *src = NULL;
+    rkv_status rs = RKV_OK;
+    if (x->tier == T_HOST) src = host_bytes(t, x->slot);
+    else if ((rs = disk_read(t, x->slot, t->scratch)) == RKV_OK) src = t->scratch;
+    if (rs == RKV_OK && t->mv.page_bytes) rs = t->mv.write_page(t->mv.ctx, t->pages[k], src);
+    if (rs != RKV_OK) {
+        note_error(t, "tier: loading a page back failed (%s)", x->tier == T_DISK ? "disk" : "host");
+        drop(t, e);
+        return false;
+    }
+    double b = page_cost_bytes(t), secs = b / host_bw(t);
+    if (x->tier == T_DISK) {
+        secs += b / disk_bw(t);
+        t->st.bytes_from_disk += b;
+        t->st.disk_hit_pages++;
+        t->st.disk_hit_tokens += (uint64_t)P;
+    } else {
+        t->st.host_hit_pages++;
+        t->st.host_hit_tokens += (uint64_t)P;
+    }
+    t->st.bytes_from_host += b;
+    t->st.load_seconds += secs;
+    t->pending_load += secs;
+    return true;
+}
+
 static rkv_status tier_match(cache *c, const int32_t *tokens, int32_t n, uint64_t ns,
                              cache_match *out)
 {
@@ -499,32 +534,7 @@ static rkv_status tier_match(cache *c, const int32_t *tokens, int32_t n, uint64_
             }
             continue;
         }
-        int32_t e = map_find(t, t->keys + 2 * k, tokens + (int64_t)k * P);
-        if (e < 0) break;
-        tent *x = &t->ent[e];
-        const uint8_t *src = NULL;
-        rkv_status rs = RKV_OK;
-        if (x->tier == T_HOST) src = host_bytes(t, x->slot);
-        else if ((rs = disk_read(t, x->slot, t->scratch)) == RKV_OK) src = t->scratch;
-        if (rs == RKV_OK && t->mv.page_bytes) rs = t->mv.write_page(t->mv.ctx, t->pages[k], src);
-        if (rs != RKV_OK) {
-            note_error(t, "tier: loading a page back failed (%s)", x->tier == T_DISK ? "disk" : "host");
-            drop(t, e);
-            break;
-        }
-        double b = page_cost_bytes(t), secs = b / host_bw(t);
-        if (x->tier == T_DISK) {
-            secs += b / disk_bw(t);
-            t->st.bytes_from_disk += b;
-            t->st.disk_hit_pages++;
-            t->st.disk_hit_tokens += (uint64_t)P;
-        } else {
-            t->st.host_hit_pages++;
-            t->st.host_hit_tokens += (uint64_t)P;
-        }
-        t->st.bytes_from_host += b;
-        t->st.load_seconds += secs;
-        t->pending_load += secs;
+        if (!load_kept_page(t, k, tokens)) break;
     }
     if (loaded > local) remote_used = loaded - local;
     if (loaded < run) page_pool_free(pool, t->pages + L + loaded, run - loaded);
@@ -657,6 +667,33 @@ static const cache_ops tier_ops = {
     .clock = tier_clock,
 };
 
+/* The disk tier's file in cfg.disk_dir. A directory we cannot write fails
+ * now, not at the first spill; a missing one (its parent existing) is made,
+ * as --dump-dir is. The file is written once to be sure the directory takes
+ * data, then unlinked while open (see disk_write). */
+static rkv_status disk_open(cache_tier *t, char *err, size_t errlen)
+{
+    const char *dir = t->cfg.disk_dir;
+    char path[4096];
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+        int e = errno;
+        return rkv_fail(RKV_EIO, err, errlen, "tier directory %s cannot be written (nor created): %s",
+                        dir, strerror(e));
+    }
+    snprintf(path, sizeof path, "%s/rkv-%ld-%d.pages", dir, (long)getpid(), t->instance);
+    int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    bool ok = fd >= 0 && write(fd, "x", 1) == 1;
+    int e = errno;
+    if (fd >= 0) unlink(path);
+    if (ok) {
+        t->disk_fd = fd;
+        return RKV_OK;
+    }
+    if (fd >= 0) close(fd);
+    return rkv_fail(RKV_EIO, err, errlen, "tier directory %s cannot be written: %s", dir,
+                    strerror(e));
+}
+
 rkv_status cache_tier_wrap(cache *inner, const tier_config *cfg, const tier_mover *mover,
                            cache **out, char *err, size_t errlen)
 {
@@ -718,36 +755,13 @@ rkv_status cache_tier_wrap(cache *inner, const tier_config *cfg, const tier_move
     t->host_free = cfg->host_pages;
     t->disk_free = cfg->disk_pages;
 
-    /* A directory we cannot write fails now, not at the first spill; a missing
-     * one (its parent existing) is made, as --dump-dir is. */
     if (cfg->disk_pages > 0 && cfg->disk_dir) {
-        char path[4096];
-        if (mkdir(cfg->disk_dir, 0777) != 0 && errno != EEXIST) {
-            int e = errno;
+        rkv_status ds = disk_open(t, err, errlen);
+        if (ds != RKV_OK) {
             t->inner = NULL;
             t->cfg.disk_dir = NULL;
             cache_destroy(&t->base);
-            return rkv_fail(RKV_EIO, err, errlen, "tier directory %s cannot be written (nor created): %s",
-                        cfg->disk_dir, strerror(e));
-        }
-        snprintf(path, sizeof path, "%s/rkv-%ld-%d.pages", cfg->disk_dir, (long)getpid(), t->instance);
-        int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-        /* Written once to be sure the directory takes data, then unlinked
-         * while open (see disk_write). */
-        bool ok = fd >= 0 && write(fd, "x", 1) == 1;
-        int e = errno;
-        if (fd >= 0) unlink(path);
-        if (ok) {
-            t->disk_fd = fd;
-        } else if (fd >= 0) {
-            close(fd);
-        }
-        if (!ok) {
-            t->inner = NULL;
-            t->cfg.disk_dir = NULL;
-            cache_destroy(&t->base);
-            return rkv_fail(RKV_EIO, err, errlen, "tier directory %s cannot be written: %s",
-                        cfg->disk_dir, strerror(e));
+            return ds;
         }
     }
     if (cfg->remote.url) {
