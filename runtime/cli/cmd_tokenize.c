@@ -41,7 +41,8 @@ static void usage_tokenize(FILE *f)
         "                    A conversation gives one request per user turn whose prompt is\n"
         "                    the whole history rendered by the chat template (so turns share\n"
         "                    their prefix as a chat server sees them); max_tokens is the\n"
-        "                    length of the assistant's answer that follows, else --max-tokens.\n"
+        "                    length of the assistant's answer that follows, else --max-tokens;\n"
+        "                    ids are \"cN.tK\": entry N (0-based) of the dataset, turn K.\n"
         "  --output FILE     where --convert writes (default stdout)\n"
         "  --max-tokens N    (128) max_tokens of requests without an answer to measure\n"
         "  --chat-template FILE  a template file instead of tokenizer_config.json's\n"
@@ -202,7 +203,7 @@ typedef struct convert_ctx {
     const tokenizer *t;
     const chat_template *ct;
     FILE *out;
-    int64_t next_id, max_tokens;
+    int64_t max_tokens;
     int64_t requests, prompt_tokens;
 } convert_ctx;
 
@@ -216,11 +217,13 @@ static rkv_status write_request(convert_ctx *c, const int32_t *ids, size_t n, in
         json_decref(a);
         return rkv_fail(RKV_ENOMEM, err, errlen, "out of memory");
     }
-    json_object_set_new(r, "id", json_integer(c->next_id++));
+    /* the id names the dataset entry and the turn: "c12.t3" (trace.h takes
+     * no other fields) */
+    char id[64];
+    snprintf(id, sizeof id, "c%" PRId64 ".t%" PRId64, conv, turn);
+    json_object_set_new(r, "id", json_string(id));
     json_object_set_new(r, "tokens", a);
     json_object_set_new(r, "max_tokens", json_integer(max_tokens));
-    json_object_set_new(r, "conversation", json_integer(conv));
-    json_object_set_new(r, "turn", json_integer(turn));
     print_json(c->out, r);
     json_decref(r);
     c->requests++;
