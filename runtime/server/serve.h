@@ -27,14 +27,21 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "chat_template.h"
 #include "engine.h"
 #include "run_opts.h"
+#include "tokenizer.h"
 
 typedef struct serve_config {
     const char *host;          /* numeric IPv4 or IPv6 address to bind */
     int port;                  /* 0: any free port (printed at start) */
     const char *model_name;    /* the id /v1/models lists */
     bool text_ids;             /* --tokenizer ids: text is decimal ids */
+    const char *tokenizer_dir; /* --tokenizer DIR (serve_text.h) */
+    const char *chat_template_path; /* --chat-template FILE */
+    const tokenizer *tok;      /* loaded from tokenizer_dir; NULL: none */
+    const chat_template *chat; /* NULL: chat completions say no_chat */
+    char no_chat[512];         /* why there is no chat template */
     int64_t max_queue;         /* outstanding prompts above max_running: 503 */
     double drain_seconds;      /* SIGINT/SIGTERM: finish in-flight work this long;
                                   a second signal cuts it short */
@@ -139,7 +146,10 @@ struct serve_job {
     bool seeded;
     bool echo;                 /* the prompt leads each choice */
     int32_t logprobs;          /* top-k per output token; -1: none */
-    char **stop_str;           /* (n_stop_str) stop strings (--tokenizer ids) */
+    char **stop_str;           /* (n_stop_str) stop strings (--tokenizer ids or DIR) */
+    bool include_stop_str;     /* include_stop_str_in_output */
+    bool chat;                 /* /v1/chat/completions: answers shaped as chat */
+    const tokenizer *tok;      /* the server's tokenizer (stop strings on its bytes) */
     int32_t n_stop_str;
     size_t stop_str_max;       /* longest, bytes */
     int32_t max_tokens;

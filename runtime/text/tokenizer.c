@@ -53,6 +53,17 @@ size_t utf8_valid_prefix(const uint8_t *s, size_t n)
     return n;
 }
 
+size_t utf8_incomplete_tail(const uint8_t *s, size_t n)
+{
+    for (size_t back = 1; back <= 3 && back <= n; back++) {
+        if ((s[n - back] & 0xC0) == 0x80) continue; /* a continuation byte: look further back */
+        /* a lead byte: held when every byte after it fits and more are needed */
+        uint8_t b = s[n - back];
+        return b >= 0xC2 && b <= 0xF4 && utf8_step(s + n - back, back) == -(int)back ? back : 0;
+    }
+    return 0;
+}
+
 char *utf8_repair(const uint8_t *src, size_t n, size_t *out_len)
 {
     /* worst case: every byte becomes U+FFFD (3 bytes) */

@@ -81,6 +81,9 @@ const char *tokenizer_eos_token(const tokenizer *t);
 /* Replaces each maximal invalid UTF-8 subpart of src with U+FFFD into a new
  * NUL-terminated buffer (caller frees); NULL when out of memory. */
 char *utf8_repair(const uint8_t *src, size_t n, size_t *out_len);
+/* Bytes at the end of s[0..n) that start a UTF-8 sequence later bytes
+ * could still complete (0 when the end is complete or plainly invalid). */
+size_t utf8_incomplete_tail(const uint8_t *s, size_t n);
 /* Length of the longest valid UTF-8 prefix of s (n when all of s is valid). */
 size_t utf8_valid_prefix(const uint8_t *s, size_t n);
 
