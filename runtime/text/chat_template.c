@@ -37,6 +37,21 @@ uint64_t chat_template_hash(const char *text, size_t len)
     return h;
 }
 
+static rkv_status create_known(const struct known_template *k, const char *source,
+                               const char *bos_token, const char *eos_token, chat_template **out,
+                               char *err, size_t errlen);
+
+rkv_status chat_template_by_name(const char *name, const char *bos_token, const char *eos_token,
+                                 chat_template **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    for (size_t i = 0; i < sizeof KNOWN / sizeof KNOWN[0]; i++)
+        if (!strcmp(KNOWN[i].name, name))
+            return create_known(&KNOWN[i], name, bos_token, eos_token, out, err, errlen);
+    return rkv_fail(RKV_EINVAL, err, errlen, "chat template '%s': not a built-in one (qwen2.5, "
+                    "llama-3)", name);
+}
+
 rkv_status chat_template_create(const char *text, const char *source, const char *bos_token,
                                 const char *eos_token, chat_template **out, char *err,
                                 size_t errlen)
@@ -53,6 +68,13 @@ rkv_status chat_template_create(const char *text, const char *source, const char
                         "%s: unknown chat template (fnv1a64 %016llx, %zu bytes); radixkv renders "
                         "qwen2.5 and llama-3 templates only - give one with --chat-template FILE",
                         source, (unsigned long long)h, cut);
+    return create_known(k, source, bos_token, eos_token, out, err, errlen);
+}
+
+static rkv_status create_known(const struct known_template *k, const char *source,
+                               const char *bos_token, const char *eos_token, chat_template **out,
+                               char *err, size_t errlen)
+{
     if (k->kind == CHAT_LLAMA3 && !bos_token)
         return rkv_fail(RKV_EINVAL, err, errlen,
                         "%s: the llama-3 template needs bos_token (tokenizer_config.json)", source);

@@ -44,6 +44,10 @@ typedef struct chat_message {
 rkv_status chat_template_create(const char *text, const char *source, const char *bos_token,
                                 const char *eos_token, chat_template **out, char *err,
                                 size_t errlen);
+/* A known template by its name ("qwen2.5", "llama-3") without its text
+ * (the fuzz target and tests that have no template file). */
+rkv_status chat_template_by_name(const char *name, const char *bos_token, const char *eos_token,
+                                 chat_template **out, char *err, size_t errlen);
 void chat_template_free(chat_template *ct);
 /* "qwen2.5" or "llama-3" */
 const char *chat_template_kind(const chat_template *ct);
