@@ -133,6 +133,7 @@ static bool buf_reserve(bytes_buf *b, size_t extra)
 
 static bool buf_put(bytes_buf *b, const void *s, size_t n)
 {
+    if (!n) return true; /* b->p may still be NULL */
     if (!buf_reserve(b, n)) return false;
     memcpy(b->p + b->n, s, n);
     b->n += n;
@@ -664,9 +665,13 @@ static rkv_status load_model(load_ctx *c, tokenizer *t, const json_t *m, int32_t
                              c->name, key);
         if (json_integer_value(v) > max_id) max_id = (int32_t)json_integer_value(v);
     }
-    if (max_id >= (1 << 28))
-        return LOAD_FAIL(RKV_ERANGE, "%s: model.vocab: ids up to %d, more than this build reads",
-                         c->name, (int)max_id);
+    /* Real vocabularies number their tokens 0..n-1; the tables are indexed
+     * by id, so ids far beyond the number of tokens are refused rather than
+     * allocated for. */
+    size_t n_tokens = json_object_size(vocab) + t->n_added;
+    if ((size_t)max_id >= 4 * n_tokens + 65536)
+        return LOAD_FAIL(RKV_ERANGE, "%s: model.vocab: id %d with only %zu tokens (ids must be "
+                         "dense)", c->name, (int)max_id, n_tokens);
     t->n_ids = max_id + 1;
     t->tok = calloc((size_t)t->n_ids, sizeof *t->tok);
     t->tok_len = calloc((size_t)t->n_ids, sizeof *t->tok_len);
