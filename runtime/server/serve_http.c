@@ -486,7 +486,7 @@ static bool parse_completion(serve *s, json_t *req, serve_job *j, bad *b)
     };
     j->seeded = seeded;
     j->seed = (uint64_t)seed;
-    if (j->n_stop_str && j->stream)
+    if (j->n_stop_str && j->stream && !s->cfg.tok)
         return fail_param(b, 400, "stop", "stop: stop strings with stream are not supported (a "
                           "stream would have to hold back text that may start one); use "
                           "stop_token_ids, or stream = false");
@@ -728,14 +728,14 @@ static void sse_fill(serve *s, serve_job *j)
             char txt[16];
             json_t *piece = text_json(s, NULL, q->out + q->sent, 1, NULL, 0);
             if (s->cfg.tok) {
-                /* the text so far less what went out, an incomplete character held back */
-                size_t tl;
-                char *all = serve_text_upto(s->cfg.tok, q->out, q->sent + 1, &tl);
+                /* the text so far less what went out; a cut character and a
+                 * possible stop string's start are held back */
+                long cut = q->stop_str < 0 ? -1
+                         : (long)(q->text_cut + (j->include_stop_str
+                                                 ? strlen(j->stop_str[q->stop_str]) : 0));
                 json_decref(piece);
-                piece = all && tl >= q->sent_chars
-                            ? json_stringn(all + q->sent_chars, tl - q->sent_chars) : NULL;
-                if (all && tl >= q->sent_chars) q->sent_chars = tl;
-                free(all);
+                piece = serve_text_stream(s->cfg.tok, q->out, q->sent + 1, &q->sent_chars,
+                                          j->stop_str, j->n_stop_str, cut, last);
             }
             json_t *ch = json_pack("{s:i,s:o,s:o,s:o,s:s?,s:o}", "index", (int)i, "text",
                                    piece, "token_ids",
@@ -749,7 +749,15 @@ static void sse_fill(serve *s, serve_job *j)
             if (last) q->finish_sent = true;
         }
         if (q->done && !q->finish_sent && !q->error) {
-            json_t *ch = json_pack("{s:i,s:s,s:[],s:n,s:s,s:o}", "index", (int)i, "text", "",
+            /* with a tokenizer, what was held back goes out with the finish */
+            long cut = q->stop_str < 0 ? -1
+                     : (long)(q->text_cut + (j->include_stop_str
+                                             ? strlen(j->stop_str[q->stop_str]) : 0));
+            json_t *rest = s->cfg.tok ? serve_text_stream(s->cfg.tok, q->out, q->n_out,
+                                                          &q->sent_chars, j->stop_str,
+                                                          j->n_stop_str, cut, true)
+                                      : json_string("");
+            json_t *ch = json_pack("{s:i,s:o,s:[],s:n,s:s,s:o}", "index", (int)i, "text", rest,
                                    "token_ids", "logprobs", "finish_reason", finish_reason(j, q),
                                    "stop_reason", stop_reason_json(j, q));
             if (!sse_event(j, chunk_json(s, j, json_pack("[o]", ch), false))) return;

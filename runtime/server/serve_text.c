@@ -42,6 +42,40 @@ char *serve_text_upto(const tokenizer *t, const int32_t *ids, int32_t n, size_t 
     return s;
 }
 
+json_t *serve_text_stream(const tokenizer *t, const int32_t *ids, int32_t n, size_t *sent,
+                          char *const *stops, int32_t n_stops, long cut, bool final)
+{
+    size_t m, tl;
+    char *raw = raw_bytes(t, ids, n, &m);
+    if (!raw) return NULL;
+    /* cut is a byte of the raw output (the stop-string search's); the text
+     * is its repaired form, so the repaired prefix ends the stream */
+    size_t use = cut >= 0 ? ((size_t)cut < m ? (size_t)cut : m)
+               : final ? m : m - utf8_incomplete_tail((const uint8_t *)raw, m);
+    char *all = utf8_repair((const uint8_t *)raw, use, &tl);
+    free(raw);
+    if (!all) return NULL;
+    size_t end = tl;
+    if (cut < 0 && !final) {
+        /* the longest tail that a stop string starts with */
+        size_t hold = 0;
+        for (int32_t i = 0; i < n_stops; i++) {
+            size_t len = strlen(stops[i]);
+            for (size_t k = len - 1 < tl ? len - 1 : tl; k > hold; k--)
+                if (!memcmp(all + tl - k, stops[i], k)) {
+                    hold = k;
+                    break;
+                }
+        }
+        end = tl - hold;
+    }
+    if (end < *sent) end = *sent;
+    json_t *v = json_stringn(all + *sent, end - *sent);
+    *sent = end;
+    free(all);
+    return v;
+}
+
 json_t *serve_text_json(const tokenizer *t, const char *lead, const int32_t *ids, int32_t n,
                         const char *cut, size_t n_cut)
 {

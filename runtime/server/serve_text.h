@@ -25,6 +25,14 @@
  * of memory. */
 char *serve_text_upto(const tokenizer *t, const int32_t *ids, int32_t n, size_t *len);
 
+/* A stream's next piece: the text of ids[0..n) from byte *sent on, *sent
+ * advanced past it. Held back: an incomplete UTF-8 character and, until
+ * the stream ends, a tail that may begin one of the stop strings. cut >= 0:
+ * a stop string was found; the text ends at byte cut. final: the last
+ * piece (nothing held). NULL when out of memory. */
+json_t *serve_text_stream(const tokenizer *t, const int32_t *ids, int32_t n, size_t *sent,
+                          char *const *stops, int32_t n_stops, long cut, bool final);
+
 /* lead (may be NULL) + the text of ids; cut != NULL: cut's first n_cut raw
  * bytes (the output up to a stop string) instead of the ids. */
 json_t *serve_text_json(const tokenizer *t, const char *lead, const int32_t *ids, int32_t n,

@@ -83,6 +83,17 @@ def main():
                                                       "include_stop_str_in_output": True})
                     check(st == 200 and r3["choices"][0]["text"] == text[:cut + len(stop)],
                           f"include_stop_str_in_output: {r3}")
+                    # streamed: text that may start the stop string is held back, so the
+                    # pieces join to the same cut text
+                    for inc in (False, True):
+                        st, events, done = s.stream({"prompt": "Hello wörld", "max_tokens": 8,
+                                                     "temperature": 0, "stop": [stop, "zz"],
+                                                     "include_stop_str_in_output": inc})
+                        joined = "".join(e["choices"][0]["text"] for e in events if e["choices"])
+                        want = text[:cut + (len(stop) if inc else 0)]
+                        check(st == 200 and done and joined == want and
+                              events[-1]["choices"][0]["finish_reason"] == "stop",
+                              f"streamed stop (include={inc}): {joined!r} != {want!r}")
             # chat: the template's prompt, whole and streamed
             msgs = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]
             st, tk = post("/tokenize", {"messages": msgs})
