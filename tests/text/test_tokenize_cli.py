@@ -43,14 +43,18 @@ def write_tokenizer(d, template=None, model_type="BPE"):
              for i, s in enumerate(specials)]
     tj = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": added,
           "normalizer": None,
-          "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "use_regex": True},
+          "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True,
+                            "use_regex": True},
           "post_processor": {"type": "TemplateProcessing",
                              "single": [{"SpecialToken": {"id": "<|begin_of_text|>", "type_id": 0}},
                                         {"Sequence": {"id": "A", "type_id": 0}}],
-                             "pair": [], "special_tokens": {"<|begin_of_text|>": {
+                             "pair": [{"Sequence": {"id": "A", "type_id": 0}},
+                                      {"Sequence": {"id": "B", "type_id": 1}}],
+                             "special_tokens": {"<|begin_of_text|>": {
                                  "id": "<|begin_of_text|>", "ids": [256],
                                  "tokens": ["<|begin_of_text|>"]}}},
-          "decoder": {"type": "ByteLevel"},
+          "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True,
+                      "use_regex": True},
           "model": {"type": model_type, "dropout": None, "unk_token": None, "vocab": vocab,
                     "merges": []}}
     with open(os.path.join(d, "tokenizer.json"), "w", encoding="utf-8") as f:
