@@ -4,10 +4,11 @@
 set -euo pipefail
 # clang + libclang-rt-14-dev (Debian 12): libFuzzer for the fuzz targets (tests/fuzz);
 # curl: scripts/fetch_traces.sh.
+# libpcre2-dev, libicu-dev: the tokenizer's split regex (PCRE2 with its JIT) and NFC (runtime/text).
 pkgs=(meson ninja-build pkg-config gcc check libjemalloc-dev libopenblas-dev
       libxxhash-dev libssl-dev libjansson-dev libmicrohttpd-dev graphviz python3 python3-matplotlib
       python3-nbconvert python3-ipykernel python3-venv redis-server libhiredis-dev clang
-      libclang-rt-14-dev curl)
+      libclang-rt-14-dev curl libpcre2-dev libicu-dev)
 if [[ "${1:-}" == "--with-docs" ]]; then
   # lmodern: main.tex's font (not pulled in without recommends);
   # texlive-fonts-recommended: the T1 Type 1 fonts pdflatex embeds.

@@ -21,4 +21,9 @@ if [[ ! -x "$venv/bin/vllm-router" ]]; then
   "$venv/bin/pip" install -q --disable-pip-version-check vllm-router >&2 ||
     echo "vllm-router did not install; the router test goes without it" >&2
 fi
+# guidellm (a real benchmark client; tests/text/test_guidellm.py), optional as the routers.
+if [[ ! -x "$venv/bin/guidellm" ]]; then
+  "$venv/bin/pip" install -q --disable-pip-version-check guidellm >&2 ||
+    echo "guidellm did not install; its test skips" >&2
+fi
 echo "$venv/bin/python"

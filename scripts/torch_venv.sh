@@ -10,4 +10,8 @@ if [[ ! -x "$venv/bin/python" ]] || ! "$venv/bin/python" -c "import torch, trans
   /usr/bin/python3 -m venv "$venv" >&2
   "$venv/bin/pip" install -q --disable-pip-version-check torch transformers safetensors numpy >&2
 fi
+# tiktoken: bench/tokenizer_bench.py's second reference (an older venv gets it added).
+if ! "$venv/bin/python" -c "import tiktoken" 2>/dev/null; then
+  "$venv/bin/pip" install -q --disable-pip-version-check tiktoken >&2
+fi
 echo "$venv/bin/python"

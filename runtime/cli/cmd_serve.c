@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "cli.h"
@@ -58,6 +59,10 @@ static void usage_serve(FILE *f)
         "  --model-name NAME       the model id clients name (default: --model's value)\n"
         "  --tokenizer NAME        none (default: token ids only) | ids (text prompts are\n"
         "                          decimal token ids separated by spaces; outputs as text too)\n"
+        "                          | DIR: the model's tokenizer (DIR/tokenizer.json, byte-level\n"
+        "                          BPE): text prompts, /v1/chat/completions (the chat template\n"
+        "                          of DIR/tokenizer_config.json), /tokenize, /detokenize\n"
+        "  --chat-template FILE    a chat template instead of the tokenizer config's\n"
         "  --max-queue N           prompts waiting beyond --max-running before new requests get\n"
         "                          503 with Retry-After (default 1024)\n"
         "  --drain-timeout S       on SIGINT/SIGTERM, seconds to finish in-flight requests\n"
@@ -142,7 +147,7 @@ static int parse_serve(int argc, char **argv, serve_config *sc, char **rest, int
                                           "--max-connections", "--max-logprobs",
                                           "--served-model-name", "--max-model-len", "--api-key",
                                           "--max-connections-per-peer",
-                                          "--request-read-timeout", NULL};
+                                          "--request-read-timeout", "--chat-template", NULL};
         /* vLLM's names for run's options: the value goes on under run's name. */
         static const char *const renamed[][2] = {{"--block-size", "--page-size"},
                                                  {"--max-num-seqs", "--max-running"},
@@ -227,11 +232,18 @@ static int parse_serve(int argc, char **argv, serve_config *sc, char **rest, int
             sc->max_logprobs = (int32_t)x;
         } else if (!strcmp(name, "--keepalive")) {
             if ((rc = serve_double(name, v, 0.01, 3600, &sc->keepalive_seconds))) return rc;
+        } else if (!strcmp(name, "--chat-template")) {
+            sc->chat_template_path = v;
         } else if (!strcmp(v, "ids") || !strcmp(v, "none")) {
             sc->text_ids = !strcmp(v, "ids");
         } else {
-            fprintf(stderr, "radixkv serve: --tokenizer: unknown value '%s' (one of: none ids)\n", v);
-            return 2;
+            struct stat sb;
+            if (stat(v, &sb) || !S_ISDIR(sb.st_mode)) {
+                fprintf(stderr, "radixkv serve: --tokenizer: unknown value '%s' (none, ids, or a "
+                        "directory holding tokenizer.json)\n", v);
+                return 2;
+            }
+            sc->tokenizer_dir = v; /* loaded by serve_load_text once options are read */
         }
     }
     return -1;
@@ -285,6 +297,60 @@ static void on_signal(int sig, int count, void *arg)
     pthread_mutex_unlock(&s->mu);
 }
 
+/* --tokenizer DIR and --chat-template FILE into sc (serve_text.h). A model's
+ * own template that radixkv does not know leaves chat refused by name at
+ * request time; a --chat-template it does not know is refused now. */
+static int serve_load_text(serve_config *sc, tokenizer **tok, chat_template **chat)
+{
+    if (!sc->tokenizer_dir) {
+        if (!sc->chat_template_path) return -1;
+        fprintf(stderr, "radixkv serve: --chat-template needs --tokenizer DIR\n");
+        return 2;
+    }
+    char err[512];
+    if (tokenizer_load(sc->tokenizer_dir, tok, err, sizeof err)) {
+        fprintf(stderr, "radixkv serve: --tokenizer %s\n", err);
+        return 1;
+    }
+    const char *src = tokenizer_chat_template(*tok);
+    const char *name = "tokenizer_config.json: chat_template";
+    char *file = NULL;
+    if (sc->chat_template_path) {
+        FILE *f = fopen(sc->chat_template_path, "rb");
+        long n = -1;
+        if (f && !fseek(f, 0, SEEK_END) && (n = ftell(f)) >= 0 && !fseek(f, 0, SEEK_SET) &&
+            (file = calloc(1, (size_t)n + 1)) && fread(file, 1, (size_t)n, f) == (size_t)n) {
+            src = file;
+            name = sc->chat_template_path;
+        } else {
+            fprintf(stderr, "radixkv serve: --chat-template %s: cannot read it\n",
+                    sc->chat_template_path);
+            free(file);
+            file = NULL;
+            src = NULL;
+        }
+        if (f) fclose(f);
+        if (!src) {
+            tokenizer_free(*tok);
+            return 1;
+        }
+    }
+    int rc = -1;
+    if (!src)
+        snprintf(sc->no_chat, sizeof sc->no_chat, "%s/tokenizer_config.json has no chat_template; "
+                 "start the server with --chat-template FILE", sc->tokenizer_dir);
+    else if (chat_template_create(src, name, tokenizer_bos_token(*tok), tokenizer_eos_token(*tok),
+                                  chat, sc->no_chat, sizeof sc->no_chat) && file) {
+        fprintf(stderr, "radixkv serve: --chat-template %s\n", sc->no_chat);
+        tokenizer_free(*tok);
+        rc = 2;
+    }
+    free(file);
+    sc->tok = rc < 0 ? *tok : NULL;
+    sc->chat = *chat;
+    return rc;
+}
+
 int cmd_serve(int argc, char **argv)
 {
     serve_config sc = {0};
@@ -319,6 +385,9 @@ int cmd_serve(int argc, char **argv)
         if (k && *k) sc.api_key = k;
     }
     if (!sc.model_name) sc.model_name = o.ec.backend_cfg.model ? o.ec.backend_cfg.model : "default";
+    tokenizer *tok = NULL;
+    chat_template *chat = NULL;
+    if ((rc = serve_load_text(&sc, &tok, &chat)) >= 0) return rc;
 
     serve *s = calloc(1, sizeof *s);
     if (!s) return 1;
@@ -335,6 +404,8 @@ int cmd_serve(int argc, char **argv)
         pthread_cond_destroy(&s->wake);
         pthread_mutex_destroy(&s->mu);
         free(s);
+        tokenizer_free(tok);
+        chat_template_free(chat);
         return 1;
     }
     signal(SIGPIPE, SIG_IGN);
@@ -347,6 +418,8 @@ int cmd_serve(int argc, char **argv)
         pthread_cond_destroy(&s->wake);
         pthread_mutex_destroy(&s->mu);
         free(s);
+        tokenizer_free(tok);
+        chat_template_free(chat);
         return st == RKV_EINVAL || st == RKV_ENOTSUP ? 2 : 1;
     }
     backend *be = engine_backend(s->e);
@@ -372,6 +445,12 @@ int cmd_serve(int argc, char **argv)
     cache_pins pins;
     cache_pins_init(&pins);
     int status = 0;
+    if (tok && tokenizer_vocab_size(tok) > s->vocab) {
+        fprintf(stderr, "radixkv serve: --tokenizer %s: ids up to %d, more than the model's "
+                "vocabulary of %d\n", sc.tokenizer_dir, tokenizer_vocab_size(tok) - 1, s->vocab);
+        status = 2;
+        goto out_engine;
+    }
     if (o.pin) {
         pin_file_stats ps;
         if ((st = pin_file_apply(c, be, o.pin, be->vocab_size, &pins, &ps, err, sizeof err))) {
@@ -455,6 +534,8 @@ out_engine:
     pthread_cond_destroy(&s->wake);
     pthread_mutex_destroy(&s->mu);
     free(s);
+    tokenizer_free(tok);
+    chat_template_free(chat);
     return status;
 }
 

@@ -24,6 +24,8 @@ int cmd_serve(int argc, char **argv);
  * with a message naming the option). need_trace: --trace is required. */
 int run_parse_options(int argc, char **argv, run_opts *o, bool need_trace);
 int cmd_list(int argc, char **argv);
+/* `radixkv tokenize` (cmd_tokenize.c): the model's tokenizer and the text -> trace converter. */
+int cmd_tokenize(int argc, char **argv);
 
 /* The ids of a loaded trace, as JSON text, by engine request id. */
 typedef struct run_ids {

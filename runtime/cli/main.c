@@ -28,6 +28,7 @@ static const command commands[] = {
     {"run", "serve a trace through the engine (cpu or sim backend) and report", cmd_run},
     {"gen", "write a synthetic trace (hit-rate sweep, multi-turn, few-shot, ...)", cmd_gen},
     {"serve", "an OpenAI-compatible HTTP server over the engine (token-id prompts)", cmd_serve},
+    {"tokenize", "a model's tokenizer: text <-> ids, text datasets -> token traces", cmd_tokenize},
     {"list", "cache kinds, eviction policies, hash functions, backends, schedulers", cmd_list},
 };
 

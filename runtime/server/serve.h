@@ -28,14 +28,21 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "chat_template.h"
 #include "engine.h"
 #include "run_opts.h"
+#include "tokenizer.h"
 
 typedef struct serve_config {
     const char *host;          /* numeric IPv4 or IPv6 address to bind */
     int port;                  /* 0: any free port (printed at start) */
     const char *model_name;    /* the id /v1/models lists */
     bool text_ids;             /* --tokenizer ids: text is decimal ids */
+    const char *tokenizer_dir; /* --tokenizer DIR (serve_text.h) */
+    const char *chat_template_path; /* --chat-template FILE */
+    const tokenizer *tok;      /* loaded from tokenizer_dir; NULL: none */
+    const chat_template *chat; /* NULL: chat completions say no_chat */
+    char no_chat[512];         /* why there is no chat template */
     int64_t max_queue;         /* outstanding prompts above max_running: 503 */
     double drain_seconds;      /* SIGINT/SIGTERM: finish in-flight work this long;
                                   a second signal cuts it short */
@@ -120,6 +127,8 @@ struct serve_seq {
     int32_t *out;              /* (max_tokens) outputs published so far */
     int32_t n_out, sent;       /* published; written to the client (stream) */
     size_t sent_chars;         /* stream: text written so far (logprobs offsets) */
+    size_t text_sent;          /* stream with a tokenizer: bytes of the decoded
+                                  output written so far (the echo not counted) */
     bool echo_sent;            /* stream: the echoed prompt went out */
     int32_t cached_tokens;
     int32_t stop_reason;       /* the stop token id that ended it; -1: none */
@@ -163,7 +172,9 @@ struct serve_job {
     bool seeded;
     bool echo;                 /* the prompt leads each choice */
     int32_t logprobs;          /* top-k per output token; -1: none */
-    char **stop_str;           /* (n_stop_str) stop strings (--tokenizer ids) */
+    char **stop_str;           /* (n_stop_str) stop strings (--tokenizer ids or DIR) */
+    bool chat;                 /* /v1/chat/completions: answers shaped as chat */
+    const tokenizer *tok;      /* the server's tokenizer (stop strings on its bytes) */
     int32_t n_stop_str;
     size_t stop_str_max;       /* longest, bytes */
     int32_t max_tokens;
@@ -178,8 +189,9 @@ struct serve_job {
     bool stream, include_usage;
     bool continuous_usage;     /* stream_options.continuous_usage_stats: usage in
                                   every chunk (with include_usage, as vLLM) */
-    bool include_stop;         /* include_stop_str_in_output: a stop token's text
-                                  stays in the text (vLLM leaves it out) */
+    bool include_stop;         /* include_stop_str_in_output: a stop token's or a
+                                  stop string's text stays in the text (vLLM
+                                  leaves it out) */
     bool tokens_as_ids;        /* return_tokens_as_token_ids: logprobs name
                                   tokens "token_id:ID" */
     bool return_token_ids;     /* prompt_token_ids in every choice */

@@ -10,6 +10,7 @@
 
 #include "cache.h"
 #include "serve.h"
+#include "serve_text.h"
 
 double serve_wall(void)
 {
@@ -471,6 +472,7 @@ static void seq_finish_locked(serve *s, serve_job *j, serve_seq *q, const char *
 }
 
 static void add_followers_locked(serve *s, serve_job *j, serve_seq *lead, const char *fail);
+static bool text_stop_search(const serve_job *j, serve_seq *q, size_t from);
 
 /* Stop strings (--tokenizer ids): append tok's text to q's output text;
  * true when a stop string now occurs in it (q->stop_str, q->text_cut set).
@@ -478,7 +480,14 @@ static void add_followers_locked(serve *s, serve_job *j, serve_seq *lead, const 
 static bool text_stop(const serve_job *j, serve_seq *q, int32_t tok)
 {
     char piece[16];
-    int n = snprintf(piece, sizeof piece, " %d", tok);
+    int n = 0;
+    size_t from0 = q->text_len + 1 > j->stop_str_max ? q->text_len + 1 - j->stop_str_max : 0;
+    if (j->tok) {
+        /* the token's bytes (serve_text.h); a match may begin in earlier text */
+        if (!serve_text_append(j->tok, tok, &q->text, &q->text_len, &q->text_cap)) return false;
+        return text_stop_search(j, q, from0);
+    }
+    n = snprintf(piece, sizeof piece, " %d", tok);
     if (q->text_len + (size_t)n + 1 > q->text_cap) {
         size_t nc = (q->text_len + (size_t)n + 1) * 2;
         char *t = realloc(q->text, nc);
@@ -486,9 +495,14 @@ static bool text_stop(const serve_job *j, serve_seq *q, int32_t tok)
         q->text = t;
         q->text_cap = nc;
     }
-    size_t from = q->text_len + 1 > j->stop_str_max ? q->text_len + 1 - j->stop_str_max : 0;
     memcpy(q->text + q->text_len, piece, (size_t)n + 1);
     q->text_len += (size_t)n;
+    return text_stop_search(j, q, from0);
+}
+
+/* The earliest stop string in q->text at or after from. */
+static bool text_stop_search(const serve_job *j, serve_seq *q, size_t from)
+{
     size_t best = SIZE_MAX;
     for (int32_t i = 0; i < j->n_stop_str; i++) {
         const char *m = strstr(q->text + from, j->stop_str[i]);

@@ -23,6 +23,7 @@
 
 #include "rkv_config.h"
 #include "serve.h"
+#include "serve_text.h"
 
 /* Per HTTP request. */
 typedef struct conn_ctx {
@@ -33,6 +34,7 @@ typedef struct conn_ctx {
     bool oom;                  /* the body could not be kept: 500 at its end */
     bool answered;             /* refused from its headers: the rest is ignored */
     serve_job *job;            /* non-stream: waiting for the engine (a reference) */
+    bool chat;                 /* the body is a chat request rewritten (serve_text.h) */
 } conn_ctx;
 
 /* Per streaming response (owns the HTTP side's reference to the job). */
@@ -249,7 +251,23 @@ static bool parse_text_ids(const serve *s, const char *text, int32_t **out, int3
 static bool parse_one_prompt(const serve *s, const serve_job *j, json_t *v, const char *where,
                              int32_t **out, int32_t *n, bad *b)
 {
-    if (json_is_string(v)) {
+    if (json_is_string(v) && s->cfg.tok) {
+        /* --tokenizer DIR: the model's tokenizer, BOS/EOS as its post-processor adds them */
+        char err[256];
+        size_t m;
+        if (tokenizer_encode(s->cfg.tok, json_string_value(v), json_string_length(v), true, out,
+                             &m, err, sizeof err))
+            return fail_param(b, 400, "prompt", "%s: %s", where, err);
+        *n = (int32_t)m;
+        for (int32_t i = 0; i < *n; i++)
+            if ((*out)[i] >= s->vocab) {
+                int32_t id = (*out)[i];
+                free(*out);
+                *out = NULL;
+                return fail_param(b, 400, "prompt", "%s: token %d is id %d, outside the model's "
+                                  "vocabulary [0, %d)", where, i, id, s->vocab);
+            }
+    } else if (json_is_string(v)) {
         if (!s->cfg.text_ids)
             return fail_param(b, 400, "prompt",
                               "%s: a text prompt needs a tokenizer and this server has none; send "
@@ -486,7 +504,7 @@ static bool parse_completion(serve *s, json_t *req, serve_job *j, bad *b)
                                   json_type_name(t));
             const char *v = json_string_value(t);
             if (!*v) continue; /* an empty string stops nothing (as OpenAI) */
-            if (!s->cfg.text_ids)
+            if (!s->cfg.text_ids && !s->cfg.tok)
                 return fail_param(b, 400, "stop",
                                   "stop: stop strings need a tokenizer; start the server with "
                                   "--tokenizer ids, or use stop_token_ids");
@@ -566,6 +584,7 @@ static bool parse_completion(serve *s, json_t *req, serve_job *j, bad *b)
         !get_int(req, "seed", INT64_MIN, INT64_MAX, &seed, b) ||
         !get_bool(req, "stream", &j->stream, b))
         return false;
+    j->tok = s->cfg.tok;
     json_t *so = json_object_get(req, "stream_options");
     if (so && !json_is_null(so)) {
         if (!json_is_object(so))
@@ -592,7 +611,7 @@ static bool parse_completion(serve *s, json_t *req, serve_job *j, bad *b)
     j->seeded = seeded;
     j->seed = (uint64_t)seed;
     if (!parse_procs(s, req, j, b)) return false;
-    if (j->n_stop_str && j->stream)
+    if (j->n_stop_str && j->stream && !s->cfg.tok)
         return fail_param(b, 400, "stop", "stop: stop strings with stream are not supported (a "
                           "stream would have to hold back text that may start one); use "
                           "stop_token_ids, or stream = false");
@@ -692,6 +711,7 @@ static int token_text(const serve *s, int32_t id, char *buf, size_t n)
 static json_t *text_json(const serve *s, const char *lead, const int32_t *ids, int32_t n,
                          const char *cut_text, size_t n_cut)
 {
+    if (s->cfg.tok) return serve_text_json(s->cfg.tok, lead, ids, n, cut_text, n_cut);
     size_t ll = lead ? strlen(lead) : 0;
     char *t = malloc(ll + (cut_text ? n_cut : (size_t)n * 12) + 1), *p = t;
     if (!t) return NULL;
@@ -712,6 +732,13 @@ static json_t *text_json(const serve *s, const char *lead, const int32_t *ids, i
 /* The echoed prompt's text (malloc'd; "" without a tokenizer). */
 static char *prompt_text(const serve *s, const serve_seq *q)
 {
+    if (s->cfg.tok) {
+        char *t;
+        size_t n;
+        char err[64];
+        return tokenizer_decode(s->cfg.tok, q->tokens, (size_t)q->n_tokens, true, &t, &n, err,
+                                sizeof err) ? NULL : t;
+    }
     char *t = malloc((size_t)q->n_tokens * 12 + 1), *p = t;
     if (!t) return NULL;
     *p = 0;
@@ -779,7 +806,9 @@ static enum MHD_Result answer_job(serve *s, struct MHD_Connection *c, serve_job 
         }
         json_t *ch = json_pack("{s:i,s:o,s:o,s:o,s:s,s:o}", "index", (int)i, "text",
                                text_json(s, lead, q->out, shown_outputs(j, q),
-                                         q->stop_str >= 0 ? q->text : NULL, q->text_cut),
+                                         q->stop_str >= 0 ? q->text : NULL,
+                                         q->text_cut + (q->stop_str >= 0 && j->include_stop
+                                                        ? strlen(j->stop_str[q->stop_str]) : 0)),
                                "token_ids", ids_json(q->out, q->n_out), "logprobs",
                                logprobs_json(s, j, q, 0, q->n_out, lead ? strlen(lead) : 0),
                                "finish_reason", finish_reason(j, q), "stop_reason",
@@ -799,6 +828,7 @@ static enum MHD_Result answer_job(serve *s, struct MHD_Connection *c, serve_job 
     json_t *v = json_pack("{s:s,s:s,s:I,s:s,s:o,s:o}", "id", j->id, "object", "text_completion",
                           "created", (json_int_t)j->created, "model", s->cfg.model_name,
                           "choices", choices, "usage", usage_json(j));
+    if (j->chat) v = serve_text_chat_answer(v);
     return send_json(c, MHD_HTTP_OK, v);
 }
 
@@ -845,7 +875,7 @@ static json_t *chunk_json(const serve *s, const serve_job *j, json_t *choices, j
                           choices);
     if (v && usage) json_object_set_new(v, "usage", usage);
     else json_decref(usage);
-    return v;
+    return v && j->chat ? serve_text_chat_chunk(v) : v;
 }
 
 /* continuous_usage_stats: the prompt and the choice's outputs so far. */
@@ -854,6 +884,23 @@ static json_t *chunk_usage(const serve_job *j, const serve_seq *q, int32_t outpu
     if (!j->continuous_usage) return NULL;
     return json_pack("{s:i,s:i,s:i}", "prompt_tokens", (int)q->n_tokens, "completion_tokens",
                      (int)outputs, "total_tokens", (int)(q->n_tokens + outputs));
+}
+
+/* The echoed prompt in front of a streamed piece (consumes piece). */
+static json_t *lead_piece(const char *lead, json_t *piece)
+{
+    const char *t = json_string_value(piece);
+    size_t ll = strlen(lead), tl = json_string_length(piece);
+    char *both = t ? malloc(ll + tl + 1) : NULL;
+    json_t *v = NULL;
+    if (both) {
+        memcpy(both, lead, ll);
+        memcpy(both + ll, t, tl);
+        v = json_stringn(both, ll + tl);
+        free(both);
+    }
+    json_decref(piece);
+    return v;
 }
 
 /* Under s->mu: events for what the engine published since the last call;
@@ -865,6 +912,11 @@ static bool sse_fill(serve *s, serve_job *j)
     for (int32_t i = 0; i < j->n_seq; i++) {
         serve_seq *q = &j->seq[i];
         const int32_t shown = shown_outputs(j, q);
+        /* With a tokenizer: the byte of the raw output where a stop string
+         * cut the text (its own text kept with include_stop_str_in_output). */
+        const long cut = q->stop_str < 0 ? -1
+                       : (long)(q->text_cut + (j->include_stop
+                                               ? strlen(j->stop_str[q->stop_str]) : 0));
         while (q->sent < q->n_out) {
             bool last = q->done && q->sent + 1 == q->n_out;
             bool lead = j->echo && !q->echo_sent;
@@ -872,8 +924,17 @@ static bool sse_fill(serve *s, serve_job *j)
             char *ptext = lead ? prompt_text(s, q) : NULL;
             if (lead && !ptext) return false;
             if (lead) q->sent_chars = strlen(ptext);
-            json_t *ch = json_pack("{s:i,s:o,s:o,s:o,s:s?,s:o}", "index", (int)i, "text",
-                                   text_json(s, ptext, q->out + q->sent, q->sent < shown, NULL, 0),
+            json_t *piece;
+            if (s->cfg.tok) {
+                /* the text so far less what went out; a cut character and a
+                 * possible stop string's start are held back */
+                piece = serve_text_stream(s->cfg.tok, q->out, q->sent < shown ? q->sent + 1 : shown,
+                                          &q->text_sent, j->stop_str, j->n_stop_str, cut, last);
+                if (piece && ptext) piece = lead_piece(ptext, piece);
+            } else {
+                piece = text_json(s, ptext, q->out + q->sent, q->sent < shown, NULL, 0);
+            }
+            json_t *ch = json_pack("{s:i,s:o,s:o,s:o,s:s?,s:o}", "index", (int)i, "text", piece,
                                    "token_ids", ids_json(q->out + q->sent, 1), "logprobs",
                                    logprobs_json(s, j, q, q->sent, 1, q->sent_chars),
                                    "finish_reason", last ? finish_reason(j, q) : NULL,
@@ -889,7 +950,11 @@ static bool sse_fill(serve *s, serve_job *j)
             if (last) q->finish_sent = true;
         }
         if (q->done && !q->finish_sent) {
-            json_t *ch = json_pack("{s:i,s:s,s:[],s:n,s:s,s:o}", "index", (int)i, "text", "",
+            /* with a tokenizer, what was held back goes out with the finish */
+            json_t *rest = s->cfg.tok ? serve_text_stream(s->cfg.tok, q->out, shown, &q->text_sent,
+                                                          j->stop_str, j->n_stop_str, cut, true)
+                                      : json_string("");
+            json_t *ch = json_pack("{s:i,s:o,s:[],s:n,s:s,s:o}", "index", (int)i, "text", rest,
                                    "token_ids", "logprobs", "finish_reason", finish_reason(j, q),
                                    "stop_reason", stop_reason_json(j, q));
             if (!sse_event(j, chunk_json(s, j, json_pack("[o]", ch), chunk_usage(j, q, q->n_out))))
@@ -1083,6 +1148,7 @@ static enum MHD_Result handle_completion(serve *s, struct MHD_Connection *c, con
         return send_error(c, 500, NULL, "out of memory");
     }
     j->refs = 1;
+    j->chat = cc->chat;
     bad b = {0};
     bool ok = parse_completion(s, req, j, &b);
     json_decref(req);
@@ -1181,6 +1247,43 @@ static void *socket_context(struct MHD_Connection *c)
     return i ? i->socket_context : NULL;
 }
 
+/* ---- POST /v1/chat/completions, /tokenize, /detokenize (--tokenizer DIR) -- */
+
+/* A chat request becomes a completions request (serve_text_chat_request)
+ * answered as chat; /tokenize and /detokenize answer at once. */
+static enum MHD_Result serve_text_handle(serve *s, struct MHD_Connection *c, conn_ctx *cc,
+                                         const char *url)
+{
+    json_error_t jerr;
+    json_t *req = cc->too_big ? NULL
+                : json_loadb(cc->body ? cc->body : "", cc->len, JSON_REJECT_DUPLICATES, &jerr);
+    if (!req) return handle_completion(s, c, cc); /* its 413 and 400 answers */
+    char err[512];
+    unsigned st = 0;
+    if (strcmp(url, "/v1/chat/completions")) {
+        json_t *v = !strcmp(url, "/tokenize")
+                        ? serve_text_tokenize(s->cfg.tok, s->cfg.chat, s->cfg.no_chat,
+                                              s->max_context, req, &st, err, sizeof err)
+                        : serve_text_detokenize(s->cfg.tok, req, &st, err, sizeof err);
+        json_decref(req);
+        return v ? send_json(c, MHD_HTTP_OK, v) : send_error(c, st, NULL, "%s", err);
+    }
+    st = serve_text_chat_request(s->cfg.tok, s->cfg.chat, s->cfg.no_chat, req, err, sizeof err);
+    char *body = st ? NULL : json_dumps(req, JSON_COMPACT);
+    json_decref(req);
+    if (!body) {
+        pthread_mutex_lock(&s->mu);
+        s->m.requests_rejected++;
+        pthread_mutex_unlock(&s->mu);
+        return st ? send_error(c, st, NULL, "%s", err) : send_error(c, 500, NULL, "out of memory");
+    }
+    free(cc->body);
+    cc->body = body;
+    cc->len = cc->cap = strlen(body);
+    cc->chat = true;
+    return handle_completion(s, c, cc);
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version,
                                   const char *upload_data, size_t *upload_size, void **con_cls)
@@ -1268,9 +1371,20 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (!post) return send_405(c, "POST", "%s /v1/completions: use POST", method);
         return handle_completion(s, c, cc);
     }
-    if (!strcmp(url, "/v1/chat/completions"))
-        return send_error(c, 404, NULL, "chat completions need a chat template and a tokenizer; "
-                                        "use /v1/completions with token ids");
+    if (!strcmp(url, "/v1/chat/completions")) {
+        if (!s->cfg.tok)
+            return send_error(c, 404, NULL, "chat completions need a tokenizer: start the server "
+                                            "with --tokenizer DIR, or use /v1/completions");
+        if (!post) return send_405(c, "POST", "%s /v1/chat/completions: use POST", method);
+        return serve_text_handle(s, c, cc, url);
+    }
+    if (!strcmp(url, "/tokenize") || !strcmp(url, "/detokenize")) {
+        if (!s->cfg.tok)
+            return send_error(c, 404, NULL, "%s needs a tokenizer: start the server with "
+                                            "--tokenizer DIR", url);
+        if (!post) return send_405(c, "POST", "%s %s: use POST", method, url);
+        return serve_text_handle(s, c, cc, url);
+    }
     if (!is_get_path(url)) return send_error(c, 404, NULL, "no such endpoint: %s %s", method, url);
     if (!get) return send_405(c, "GET, HEAD", "%s %s: use GET", method, url);
     return handle_get(s, c, url);

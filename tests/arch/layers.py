@@ -22,7 +22,7 @@ ROOMS = [
     ("runtime/io", 6),
     ("runtime/engine", 5),
     ("runtime/backends", 4),
-    ("runtime/model", 3),
+    ("runtime/model", 3), ("runtime/text", 3),
     ("attention", 2),
     ("radix", 1),
 ]

@@ -1,0 +1,161 @@
+#!/usr/bin/env python3
+"""`radixkv serve --tokenizer DIR` on the built-in cpu model (no download, no
+venv): text prompts, output text, stop strings (with and without
+include_stop_str_in_output), /v1/chat/completions (whole and streamed),
+/tokenize and /detokenize, and bad input.
+
+The tokenizer is hand-made: one token per byte (ids 0..255), four special
+tokens and 3836 added tokens "<wN>" filling the model's 4096 ids, so every id
+the random model samples has text. Checks are on counts and strings, never
+on time: prompt_tokens equals /tokenize's count, the text equals /detokenize
+of token_ids, a stream's deltas join to the whole answer, a stop string cuts
+the text exactly where it begins.
+
+Usage: test_serve_text.py RADIXKV TEMPLATES_DIR
+"""
+import http.client
+import json
+import os
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "serve"))
+sys.path.insert(0, HERE)
+from serve_util import Server  # noqa: E402
+from test_tokenize_cli import write_tokenizer  # noqa: E402
+
+
+def main():
+    radixkv, tdir = sys.argv[1], sys.argv[2]
+    fails = []
+
+    def check(cond, what):
+        if not cond:
+            fails.append(what)
+            print("FAIL:", what)
+
+    with open(os.path.join(tdir, "llama-3.jinja"), encoding="utf-8") as f:
+        llama3 = f.read()
+    with tempfile.TemporaryDirectory() as tmp:
+        tok = os.path.join(tmp, "tok")
+        write_tokenizer(tok, llama3)
+        with open(os.path.join(tok, "tokenizer.json"), encoding="utf-8") as f:
+            tj = json.load(f)
+        tj["added_tokens"] += [{"id": i, "content": f"<w{i}>", "single_word": False,
+                                "lstrip": False, "rstrip": False, "normalized": False,
+                                "special": False} for i in range(260, 4096)]
+        with open(os.path.join(tok, "tokenizer.json"), "w", encoding="utf-8") as f:
+            json.dump(tj, f)
+        s = Server(radixkv, "--tokenizer", tok, "--max-running", "4")
+        try:
+            def post(path, body):
+                st, text, _ = s.request("POST", path, body)
+                return st, json.loads(text) if text else None
+
+            # a text prompt: BOS + one token per byte
+            st, r = post("/v1/completions", {"prompt": "Hello wörld", "max_tokens": 8,
+                                             "temperature": 0})
+            check(st == 200, f"text prompt: {st} {r}")
+            st, tk = post("/tokenize", {"prompt": "Hello wörld"})
+            check(st == 200 and tk["count"] == 13 and tk["tokens"][0] == 256,
+                  f"/tokenize: {tk}")
+            if st == 200 and r:
+                check(r["usage"]["prompt_tokens"] == tk["count"], "prompt_tokens == /tokenize count")
+                ids = r["choices"][0]["token_ids"]
+                st, dt = post("/detokenize", {"tokens": ids})
+                check(st == 200 and dt["prompt"] == r["choices"][0]["text"] and dt["prompt"],
+                      f"text == /detokenize(token_ids): {r['choices'][0]['text']!r} {dt}")
+                # stop strings: a later token's text stops the answer where it begins
+                text = r["choices"][0]["text"]
+                later = [i for i in ids[1:] if i >= 260]
+                check(later, f"no output token after the first has an added token's text: {ids}")
+                stop = f"<w{later[0]}>" if later else None
+                if stop:
+                    cut = text.index(stop)
+                    st, r2 = post("/v1/completions", {"prompt": "Hello wörld", "max_tokens": 8,
+                                                      "temperature": 0, "stop": [stop]})
+                    check(st == 200 and r2["choices"][0]["text"] == text[:cut] and
+                          r2["choices"][0]["finish_reason"] == "stop" and
+                          r2["choices"][0]["stop_reason"] == stop, f"stop string: {r2}")
+                    st, r3 = post("/v1/completions", {"prompt": "Hello wörld", "max_tokens": 8,
+                                                      "temperature": 0, "stop": stop,
+                                                      "include_stop_str_in_output": True})
+                    check(st == 200 and r3["choices"][0]["text"] == text[:cut + len(stop)],
+                          f"include_stop_str_in_output: {r3}")
+                    # streamed: text that may start the stop string is held back, so the
+                    # pieces join to the same cut text
+                    for inc in (False, True):
+                        st, events, done = s.stream({"prompt": "Hello wörld", "max_tokens": 8,
+                                                     "temperature": 0, "stop": [stop, "zz"],
+                                                     "include_stop_str_in_output": inc})
+                        joined = "".join(e["choices"][0]["text"] for e in events if e["choices"])
+                        want = text[:cut + (len(stop) if inc else 0)]
+                        check(st == 200 and done and joined == want and
+                              events[-1]["choices"][0]["finish_reason"] == "stop",
+                              f"streamed stop (include={inc}): {joined!r} != {want!r}")
+            # chat: the template's prompt, whole and streamed
+            msgs = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]
+            st, tk = post("/tokenize", {"messages": msgs})
+            st2, c = post("/v1/chat/completions", {"messages": msgs, "max_tokens": 6,
+                                                   "temperature": 0})
+            check(st == 200 and st2 == 200 and c["object"] == "chat.completion" and
+                  c["usage"]["prompt_tokens"] == tk["count"] and
+                  c["choices"][0]["message"]["role"] == "assistant",
+                  f"chat: {st} {st2} {c} {tk}")
+            # serve_util.stream posts to /v1/completions: chat streams by hand
+            conn = http.client.HTTPConnection("127.0.0.1", s.port, timeout=120)
+            conn.request("POST", "/v1/chat/completions", body=json.dumps(
+                {"messages": msgs, "max_tokens": 6, "temperature": 0, "stream": True,
+                 "stream_options": {"include_usage": True}}))
+            resp = conn.getresponse()
+            body = resp.read().decode()
+            conn.close()
+            chunks = [json.loads(x[len("data: "):]) for x in body.split("\n\n")
+                      if x.startswith("data: ") and x != "data: [DONE]"]
+            joined = "".join(ch["choices"][0]["delta"]["content"] for ch in chunks if ch["choices"])
+            usage = [ch["usage"] for ch in chunks if ch.get("usage")]
+            check(resp.status == 200 and body.rstrip().endswith("data: [DONE]") and
+                  all(ch["object"] == "chat.completion.chunk" for ch in chunks) and
+                  st2 == 200 and joined == c["choices"][0]["message"]["content"] and
+                  usage and usage[-1]["prompt_tokens"] == tk["count"] and
+                  usage[-1]["prompt_tokens_details"]["cached_tokens"] > 0,
+                  f"streamed chat: {joined!r} vs {c['choices'][0]['message']['content']!r}, {usage}")
+            # bad input: each a 400 naming its place
+            st, text, _ = s.request("POST", "/v1/completions",
+                                    raw=b'{"prompt": "caf\xe9", "max_tokens": 2}')
+            check(st == 400 and "malformed JSON" in text, f"invalid UTF-8: {st} {text}")
+            st, r = post("/v1/chat/completions", {"messages": [], "max_tokens": 2})
+            check(st == 400 and "messages: empty" in r["error"]["message"], f"no messages: {r}")
+            st, r = post("/v1/chat/completions", {"messages": [{"role": "tool", "content": "x"}]})
+            check(st == 400 and "messages[0].role: 'tool'" in r["error"]["message"], f"tool: {r}")
+            st, r = post("/detokenize", {"tokens": [1, 5000]})
+            check(st == 400 and "tokens[1]" in r["error"]["message"], f"/detokenize: {r}")
+            st, r = post("/tokenize", {"prompt": 3})
+            check(st == 400 and "prompt" in r["error"]["message"], f"/tokenize: {r}")
+        finally:
+            code, summary = s.stop()
+            check(code == 0, f"server exit {code}: {s.stderr()[-500:]}")
+        # without a tokenizer, chat says what it needs; an unknown template is refused by name
+        s = Server(radixkv)
+        try:
+            st, text, _ = s.request("POST", "/v1/chat/completions",
+                                    {"messages": [{"role": "user", "content": "x"}]})
+            check(st == 404 and "--tokenizer DIR" in text, f"no tokenizer: {st} {text}")
+        finally:
+            s.stop()
+        unknown = os.path.join(tmp, "unknown")
+        write_tokenizer(unknown, "{{ messages }}")
+        s = Server(radixkv, "--tokenizer", unknown)
+        try:
+            st, text, _ = s.request("POST", "/v1/chat/completions",
+                                    {"messages": [{"role": "user", "content": "x"}]})
+            check(st == 400 and "unknown chat template" in text, f"unknown template: {st} {text}")
+        finally:
+            s.stop()
+    print(f"test_serve_text: {len(fails)} failures")
+    return 1 if fails else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
