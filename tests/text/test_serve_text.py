@@ -94,6 +94,34 @@ def main():
                         check(st == 200 and done and joined == want and
                               events[-1]["choices"][0]["finish_reason"] == "stop",
                               f"streamed stop (include={inc}): {joined!r} != {want!r}")
+                # echo, whole and streamed: the prompt's text leads the answer's, and
+                # in a stream it leads the first token's piece
+                st, re_ = post("/v1/completions", {"prompt": "Hello wörld", "max_tokens": 8,
+                                                   "temperature": 0, "echo": True})
+                check(st == 200 and re_["choices"][0]["text"] == "Hello wörld" + text,
+                      f"echo with a tokenizer: {re_}")
+                st, events, done = s.stream({"prompt": "Hello wörld", "max_tokens": 8,
+                                             "temperature": 0, "echo": True})
+                pieces = [e["choices"][0]["text"] for e in events if e["choices"]]
+                check(st == 200 and done and "".join(pieces) == "Hello wörld" + text and
+                      pieces[0].startswith("Hello wörld") and
+                      events[0]["choices"][0]["token_ids"], f"streamed echo: {pieces}")
+                # a stop token id: its text is left out unless include_stop_str_in_output
+                k = next((i for i in range(1, len(ids)) if ids[i] >= 260 and ids[i] not in ids[:i]), None)
+                check(k is not None, f"no fresh added token to stop at: {ids}")
+                if k is not None:
+                    for inc in (False, True):
+                        st, dt = post("/detokenize", {"tokens": ids[:k + (1 if inc else 0)]})
+                        body = {"prompt": "Hello wörld", "max_tokens": 8, "temperature": 0,
+                                "stop_token_ids": [ids[k]], "include_stop_str_in_output": inc}
+                        st, rs = post("/v1/completions", body)
+                        check(st == 200 and rs["choices"][0]["text"] == dt["prompt"] and
+                              rs["choices"][0]["token_ids"] == ids[:k + 1],
+                              f"stop token (include={inc}): {rs} want {dt}")
+                        st, events, done = s.stream(body)
+                        joined = "".join(e["choices"][0]["text"] for e in events if e["choices"])
+                        check(st == 200 and done and joined == dt["prompt"],
+                              f"streamed stop token (include={inc}): {joined!r} != {dt['prompt']!r}")
             # chat: the template's prompt, whole and streamed
             msgs = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]
             st, tk = post("/tokenize", {"messages": msgs})
