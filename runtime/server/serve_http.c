@@ -9,6 +9,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <float.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <microhttpd.h>
@@ -376,13 +377,34 @@ static bool expand_samples(serve_job *j, bad *b)
 }
 
 /* vLLM's logit processors radixkv's sampler applies: allowed_token_ids,
- * logit_bias (clamped to [-100, 100] as vLLM does), min_p. Only the cpu
+ * logit_bias (clamped to [-100, 100] as vLLM does), min_p, min_tokens (holds
+ * back stop_token_ids), and the repetition, frequency and presence penalties
+ * (in vLLM's ranges; the engine hands the sampler each sequence's tokens).
+ * Only the cpu
  * backend samples with that sampler (sim has no logits, cuda samples on its
  * own), so elsewhere they are refused by name. */
 static bool parse_procs(const serve *s, json_t *req, serve_job *j, bad *b)
 {
-    double min_p = 0;
-    if (!get_num(req, "min_p", 0, 1, false, &min_p, b)) return false;
+    double min_p = 0, rep = 1, freq = 0, pres = 0;
+    int64_t min_tokens = 0;
+    if (!get_num(req, "min_p", 0, 1, false, &min_p, b) ||
+        !get_num(req, "repetition_penalty", 0, FLT_MAX, true, &rep, b) ||
+        !get_num(req, "frequency_penalty", -2, 2, false, &freq, b) ||
+        !get_num(req, "presence_penalty", -2, 2, false, &pres, b) ||
+        !get_int(req, "min_tokens", 0, INT32_MAX, &min_tokens, b))
+        return false;
+    /* vLLM's check, against max_tokens as asked (0 with echo alone). */
+    if (min_tokens > (j->echo_only ? 0 : j->max_tokens))
+        return fail_param(b, 400, "min_tokens", "min_tokens: %lld is greater than max_tokens %d",
+                          (long long)min_tokens, j->echo_only ? 0 : j->max_tokens);
+    /* vLLM looks for stop strings only in the text after the first
+     * min_tokens outputs; the stop string search here scans all of it. */
+    if (min_tokens > 0 && j->n_stop_str)
+        return fail_param(b, 400, "min_tokens", "min_tokens: not supported together with stop "
+                          "strings (stop_token_ids are held back; leave out one of them)");
+    /* Without stop ids there is nothing to hold back (no EOS in this
+     * vocabulary unless stop_token_ids names one), so min_tokens is moot. */
+    if (!j->n_stop) min_tokens = 0;
     json_t *lb = json_object_get(req, "logit_bias"), *al = json_object_get(req, "allowed_token_ids");
     if (lb && json_is_null(lb)) lb = NULL;
     if (al && json_is_null(al)) al = NULL;
@@ -393,12 +415,20 @@ static bool parse_procs(const serve *s, json_t *req, serve_job *j, bad *b)
     if (al && (!json_is_array(al) || json_array_size(al) == 0))
         return fail_param(b, 400, "allowed_token_ids", "allowed_token_ids: expected a non-empty "
                           "list of token ids");
-    const char *first = al ? "allowed_token_ids" : lb ? "logit_bias" : min_p > 0 ? "min_p" : NULL;
+    const char *first = al ? "allowed_token_ids" : lb ? "logit_bias" : min_p > 0 ? "min_p"
+                      : rep != 1 ? "repetition_penalty" : freq != 0 ? "frequency_penalty"
+                      : pres != 0 ? "presence_penalty" : min_tokens > 0 ? "min_tokens" : NULL;
     if (!first) return true;
     if (strcmp(s->backend_name, "cpu"))
         return fail_param(b, 400, first, "%s: the %s backend does not sample with radixkv's "
                           "sampler, which applies it (--backend cpu does)", first, s->backend_name);
     j->procs.min_p = (float)min_p;
+    j->procs.repetition_penalty = (float)rep;
+    j->procs.frequency_penalty = (float)freq;
+    j->procs.presence_penalty = (float)pres;
+    j->procs.min_tokens = (int32_t)min_tokens;
+    j->procs.stop_ids = j->stop_ids;
+    j->procs.n_stop_ids = j->n_stop;
     if (al) {
         size_t n = json_array_size(al);
         if (!(j->allowed = malloc(sizeof(int32_t) * n))) return fail_param(b, 500, NULL, "out of memory");
