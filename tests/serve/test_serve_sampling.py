@@ -257,6 +257,7 @@ def penalties(d):
         st, r, _ = s.post({"prompt": p, "max_tokens": n, "temperature": 0})
         plain = r["choices"][0]["token_ids"]
         check(plain == predict_greedy(d, p, n), f"plain greedy {plain}")
+        predicted = []
         for body in [{"repetition_penalty": 3.0}, {"repetition_penalty": 0.5},
                      {"frequency_penalty": 2.0}, {"presence_penalty": 2.0},
                      {"repetition_penalty": 1.5, "frequency_penalty": 0.5, "presence_penalty": -1.0}]:
@@ -266,6 +267,7 @@ def penalties(d):
             st, r, _ = s.post(dict(body, prompt=p, max_tokens=n, temperature=0))
             check(st == 200 and r["choices"][0]["token_ids"] == want,
                   f"{body}: {st} {r} vs predicted {want}")
+            predicted.append((body, want))
             # Sampled with a seed the same request repeats itself exactly.
             st2, r2, _ = s.post(dict(body, prompt=p, max_tokens=n, temperature=0.8, seed=4))
             st3, r3, _ = s.post(dict(body, prompt=p, max_tokens=n, temperature=0.8, seed=4))
@@ -289,6 +291,17 @@ def penalties(d):
                     {"presence_penalty": -3}, {"min_tokens": n + 1}, {"min_tokens": -1}]:
             st, r, _ = s.post(dict({"prompt": p, "max_tokens": n}, **bad))
             check(st == 400 and r["error"]["param"] == next(iter(bad)), f"{bad}: {st} {r}")
+    finally:
+        s.kill()
+    # The overlap schedule builds a step while the one before is in flight:
+    # the sampler must still see every output before the one it samples.
+    s = Server(RADIXKV, "--model", d, "--page-size", "4", "--model-name", "m",
+               "--schedule", "overlap")
+    try:
+        for body, want in predicted:
+            st, r, _ = s.post(dict(body, prompt=p, max_tokens=n, temperature=0))
+            check(st == 200 and r["choices"][0]["token_ids"] == want,
+                  f"overlap {body}: {st} {r} vs predicted {want}")
     finally:
         s.kill()
     # The sim backend has no logits: penalties are refused by name there.
