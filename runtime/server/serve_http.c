@@ -36,7 +36,22 @@ typedef struct conn_ctx {
     bool answered;             /* refused from its headers: the rest is ignored */
     serve_job *job;            /* non-stream: waiting for the engine (a reference) */
     bool chat;                 /* the body is a chat request rewritten (serve_text.h) */
+    /* A /v1/completions body of ASYNC_PARSE_BYTES or more is parsed on a
+     * thread of its own while the connection is suspended, so that the HTTP
+     * thread goes on serving other clients: */
+    int parse;                 /* PARSE_INLINE, _RUNNING, _DONE */
+    serve_job *parsed;         /* _DONE: the job, or NULL with why in pbad/pjerr */
+    bool pmalformed;           /* _DONE: the body is not JSON (pjerr) */
+    json_error_t pjerr;
+    struct bad *pbad;          /* malloc'd with the thread */
+    struct MHD_Connection *conn;
 } conn_ctx;
+
+enum { PARSE_INLINE = 0, PARSE_RUNNING, PARSE_DONE };
+/* Parsing a body costs about 1 s per 4 MB of token ids on a loaded core
+ * (jansson makes a value per number); below this size inline is cheaper than
+ * a thread. */
+enum { ASYNC_PARSE_BYTES = 256 << 10 };
 
 /* Per streaming response (owns the HTTP side's reference to the job). */
 typedef struct stream_ctx {
@@ -138,11 +153,12 @@ static enum MHD_Result send_405(struct MHD_Connection *c, const char *allow, con
 
 /* ---- checking a completion request -------------------------------------- */
 
-typedef struct bad {
+struct bad {
     unsigned status;
     const char *param;
     char msg[400];
-} bad;
+};
+typedef struct bad bad;
 
 static bool fail_param(bad *b, unsigned status, const char *param, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -1157,12 +1173,99 @@ static enum MHD_Result handle_get(serve *s, struct MHD_Connection *c, const char
 
 /* ---- POST /v1/completions ----------------------------------------------- */
 
+/* The body of cc as a job: *out the job, or NULL with why in b (or, when the
+ * body is not JSON, *malformed and jerr). No lock held; any thread. */
+static void parse_body(serve *s, const conn_ctx *cc, serve_job **out, bad *b, bool *malformed,
+                       json_error_t *jerr)
+{
+    *out = NULL;
+    *malformed = false;
+    json_t *req = json_loadb(cc->body ? cc->body : "", cc->len, JSON_REJECT_DUPLICATES, jerr);
+    if (!req) {
+        *malformed = true;
+        return;
+    }
+    serve_job *j = calloc(1, sizeof *j);
+    if (!j) {
+        json_decref(req);
+        fail_param(b, 500, NULL, "out of memory");
+        return;
+    }
+    j->refs = 1;
+    j->chat = cc->chat;
+    bool ok = parse_completion(s, req, j, b);
+    json_decref(req);
+    if (!ok) {
+        pthread_mutex_lock(&s->mu);
+        serve_job_unref_locked(j);
+        pthread_mutex_unlock(&s->mu);
+        return;
+    }
+    *out = j;
+}
+
+static void *parse_thread(void *arg)
+{
+    conn_ctx *cc = arg;
+    serve *s = cc->s;
+    serve_job *j;
+    bool malformed;
+    parse_body(s, cc, &j, cc->pbad, &malformed, &cc->pjerr);
+    pthread_mutex_lock(&s->mu);
+    cc->parsed = j;
+    cc->pmalformed = malformed;
+    cc->parse = PARSE_DONE;
+    MHD_resume_connection(cc->conn);
+    /* serve_http_stop waits for this before it stops the daemon. */
+    if (--s->http_parsing == 0) pthread_cond_broadcast(&s->drained);
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+/* Start parsing a large body on its own thread, the connection suspended
+ * until it is done. false: no thread (parse inline). */
+static bool parse_start(serve *s, struct MHD_Connection *c, conn_ctx *cc)
+{
+    if (!(cc->pbad = calloc(1, sizeof *cc->pbad))) return false;
+    pthread_attr_t at;
+    if (pthread_attr_init(&at)) return false;
+    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+    cc->conn = c;
+    cc->parse = PARSE_RUNNING;
+    pthread_t t;
+    /* Suspended before the thread may resume it, under s->mu. */
+    pthread_mutex_lock(&s->mu);
+    MHD_suspend_connection(c);
+    s->http_parsing++;
+    int err = pthread_create(&t, &at, parse_thread, cc);
+    if (err) {
+        s->http_parsing--;
+        cc->parse = PARSE_INLINE;
+        MHD_resume_connection(c);
+    }
+    pthread_mutex_unlock(&s->mu);
+    pthread_attr_destroy(&at);
+    return err == 0;
+}
+
 static enum MHD_Result handle_completion(serve *s, struct MHD_Connection *c, conn_ctx *cc)
 {
+    serve_job *j = NULL;
+    bool malformed = false;
     json_error_t jerr;
-    json_t *req = cc->too_big ? NULL
-                : json_loadb(cc->body ? cc->body : "", cc->len, JSON_REJECT_DUPLICATES, &jerr);
-    if (!req) {
+    bad b = {0};
+    if (cc->parse == PARSE_RUNNING) return MHD_YES; /* resumed too early: not done yet */
+    if (cc->parse == PARSE_DONE) {
+        j = cc->parsed;
+        cc->parsed = NULL;
+        malformed = cc->pmalformed;
+        jerr = cc->pjerr;
+        b = *cc->pbad;
+    } else if (!cc->too_big) {
+        if (cc->len >= ASYNC_PARSE_BYTES && parse_start(s, c, cc)) return MHD_YES;
+        parse_body(s, cc, &j, &b, &malformed, &jerr);
+    }
+    if (!j && (cc->too_big || malformed)) {
         pthread_mutex_lock(&s->mu);
         s->m.requests_rejected++;
         pthread_mutex_unlock(&s->mu);
@@ -1172,20 +1275,9 @@ static enum MHD_Result handle_completion(serve *s, struct MHD_Connection *c, con
         return send_error(c, 400, NULL, "malformed JSON at line %d, column %d: %s", jerr.line,
                           jerr.column, jerr.text);
     }
-    serve_job *j = calloc(1, sizeof *j);
-    if (!j) {
-        json_decref(req);
-        return send_error(c, 500, NULL, "out of memory");
-    }
-    j->refs = 1;
-    j->chat = cc->chat;
-    bad b = {0};
-    bool ok = parse_completion(s, req, j, &b);
-    json_decref(req);
     pthread_mutex_lock(&s->mu);
-    if (!ok) {
+    if (!j) {
         s->m.requests_rejected++;
-        serve_job_unref_locked(j);
         pthread_mutex_unlock(&s->mu);
         return send_error(c, b.status, b.param, "%s", b.msg);
     }
@@ -1284,6 +1376,9 @@ static void *socket_context(struct MHD_Connection *c)
 static enum MHD_Result serve_text_handle(serve *s, struct MHD_Connection *c, conn_ctx *cc,
                                          const char *url)
 {
+    /* Resumed after its body (a chat request already rewritten, or a body
+     * that is not JSON) was parsed on a thread of its own. */
+    if (cc->parse != PARSE_INLINE) return handle_completion(s, c, cc);
     json_error_t jerr;
     json_t *req = cc->too_big ? NULL
                 : json_loadb(cc->body ? cc->body : "", cc->len, JSON_REJECT_DUPLICATES, &jerr);
@@ -1437,6 +1532,12 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
         release_job_locked(s, cc->job);
         pthread_mutex_unlock(&s->mu);
     }
+    if (cc->parsed) {
+        pthread_mutex_lock(&s->mu);
+        serve_job_unref_locked(cc->parsed);
+        pthread_mutex_unlock(&s->mu);
+    }
+    free(cc->pbad);
     free(cc->body);
     free(cc);
     *con_cls = NULL;
@@ -1547,6 +1648,11 @@ bool serve_http_client_gone_locked(const serve_job *j)
 
 void serve_http_stop(serve *s)
 {
+    /* A parse thread resumes its connection when done: the daemon must
+     * outlive it. */
+    pthread_mutex_lock(&s->mu);
+    while (s->http_parsing > 0) pthread_cond_wait(&s->drained, &s->mu);
+    pthread_mutex_unlock(&s->mu);
     if (s->daemon) MHD_stop_daemon(s->daemon);
     s->daemon = NULL;
     serve_guard_stop(s->guard);
