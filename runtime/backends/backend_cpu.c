@@ -89,8 +89,8 @@ static rkv_status cpu_forward(backend *bb, const fwd_batch *b, int32_t *out_toke
         int64_t step = b->sample_steps ? b->sample_steps[i] : 0;
         if ((st = sampler_sample(row, V, sp, step, cb->scratch, &out_tokens[i]))) {
             fprintf(stderr, "radixkv: cpu backend: bad sampling parameters for sequence %d "
-                    "(temperature %g, top_p %g)\n", i, (double)sp->temperature,
-                    (double)sp->top_p);
+                    "(temperature %g, top_p %g, or penalties/min_tokens without the "
+                    "sequence's tokens)\n", i, (double)sp->temperature, (double)sp->top_p);
             return st;
         }
         if (out_logits) memcpy(out_logits + (size_t)i * V, row, sizeof(float) * (size_t)V);

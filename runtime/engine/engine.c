@@ -512,6 +512,14 @@ static rkv_status build_batch(engine *e, const sched_plan *plan, fwd_batch *b)
         e->sample_rows[i] = en->sample ? row - 1 : -1;
         e->sample_steps[i] = en->sample ? en->sample_index : 0;
         e->sampling[i] = r->sampling;
+        /* The penalties and min_tokens read the tokens so far: every
+         * output before this one is in r->tokens by now (sync commits first,
+         * overlap fills the pending slots before it launches). */
+        if (en->sample) {
+            e->sampling[i].history = r->tokens;
+            e->sampling[i].n_prompt = r->prompt_len;
+            e->sampling[i].n_out = en->sample_index;
+        }
     }
     e->q_starts[B] = row;
     *b = (fwd_batch){

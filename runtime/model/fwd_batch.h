@@ -14,8 +14,10 @@
 
 #include <stdint.h>
 
-/* Logit processors of one request (vLLM's order: the allowed ids mask and the
- * biases on the raw logits, then temperature, then min_p, then top-k/top-p).
+/* Logit processors of one request (vLLM's order: the allowed ids mask, the
+ * min_tokens mask and the biases on the raw logits, then the penalties
+ * (repetition, frequency, presence), then temperature, then min_p, then
+ * top-k/top-p).
  * Owned by whoever made the request; it outlives the request's steps. Only
  * the sampler reads it (backends that sample elsewhere must refuse it). */
 typedef struct logit_procs {
@@ -25,6 +27,14 @@ typedef struct logit_procs {
     const float *bias_vals;    /* (n_bias) */
     int32_t n_bias;
     float min_p;               /* keep ids with p >= min_p * max p; 0: off */
+    /* Penalties on the sequence's tokens (sampling_params.history): */
+    float repetition_penalty;  /* ids in prompt or outputs: logit * (1/r) if > 0, else * r;
+                                  0 or 1: off (a zeroed struct asks nothing) */
+    float frequency_penalty;   /* minus this times an id's count in the outputs; 0: off */
+    float presence_penalty;    /* minus this for an id present in the outputs; 0: off */
+    int32_t min_tokens;        /* stop_ids get -inf while fewer outputs; 0: off */
+    const int32_t *stop_ids;   /* (n_stop_ids) what min_tokens holds back */
+    int32_t n_stop_ids;
 } logit_procs;
 
 typedef struct sampling_params {
@@ -33,6 +43,13 @@ typedef struct sampling_params {
     float top_p;       /* >= 1: off */
     uint64_t seed;     /* per request */
     const logit_procs *procs; /* NULL: none */
+    /* The sequence so far: prompt (n_prompt) then the outputs sampled before
+     * this one (n_out). Set by the engine for each step; the sampler reads it
+     * only for procs' penalties and min_tokens (NULL: no history, and those
+     * are refused with RKV_EINVAL rather than applied to nothing). */
+    const int32_t *history;
+    int32_t n_prompt;
+    int32_t n_out;
 } sampling_params;
 
 typedef struct fwd_batch {

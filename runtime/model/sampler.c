@@ -2,6 +2,7 @@
 #include "sampler.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include "rkv_core.h"
@@ -123,13 +124,58 @@ static rkv_status with_scratch(int32_t vocab, void **scratch, void **owned)
     return *scratch ? RKV_OK : RKV_ENOMEM;
 }
 
-/* The processors that change logits themselves (allowed ids, biases) into a
- * copy of the row (malloc'd; *out NULL when there are none). */
-static rkv_status procs_apply(const float *logits, int32_t vocab, const logit_procs *lp,
+static bool has_penalties(const logit_procs *lp)
+{
+    return (lp->repetition_penalty != 0 && lp->repetition_penalty != 1) ||
+           lp->frequency_penalty != 0 || lp->presence_penalty != 0;
+}
+
+/* vLLM's penalties (apply_penalties) on row (V), in its order and float32
+ * arithmetic:
+ *   1) repetition: an id in the prompt or the outputs gets logit * (1/r) when
+ *      the logit is > 0, else logit * r;
+ *   2) frequency: logit -= f * (times the id occurs in the outputs);
+ *   3) presence: logit -= p for an id that occurs in the outputs.
+ * counts: (V) scratch, zeroed here. */
+static void penalties_apply(float *row, int32_t vocab, const logit_procs *lp,
+                            const sampling_params *sp, int32_t *counts)
+{
+    /* counts[v]: outputs equal to v in the low 30 bits, bit 30 set when v is
+     * in the prompt (an output count never reaches 2^30: a request holds
+     * fewer tokens than that). */
+    const int32_t IN_PROMPT = 1 << 30, COUNT = IN_PROMPT - 1;
+    memset(counts, 0, sizeof(int32_t) * (size_t)vocab);
+    for (int32_t i = 0; i < sp->n_prompt; i++)
+        if (sp->history[i] >= 0 && sp->history[i] < vocab) counts[sp->history[i]] |= IN_PROMPT;
+    for (int32_t i = 0; i < sp->n_out; i++) {
+        int32_t t = sp->history[sp->n_prompt + i];
+        if (t >= 0 && t < vocab) counts[t]++;
+    }
+    const float r = lp->repetition_penalty, inv_r = 1.0f / r;
+    const bool rep = r != 0 && r != 1;
+    for (int32_t v = 0; v < vocab; v++) {
+        if (!counts[v]) continue;
+        if (rep) row[v] *= row[v] > 0 ? inv_r : r;
+        int32_t c = counts[v] & COUNT;
+        if (c) {
+            row[v] -= lp->frequency_penalty * (float)c;
+            row[v] -= lp->presence_penalty;
+        }
+    }
+}
+
+/* The processors that change logits themselves (allowed ids, min_tokens,
+ * biases, penalties) into a copy of the row (malloc'd; *out NULL when there
+ * are none). RKV_EINVAL: penalties or min_tokens without a history. */
+static rkv_status procs_apply(const float *logits, int32_t vocab, const sampling_params *sp,
                               float **out)
 {
+    const logit_procs *lp = sp->procs;
     *out = NULL;
-    if (!lp || (!lp->allowed && !lp->n_bias)) return RKV_OK;
+    if (!lp) return RKV_OK;
+    const bool pen = has_penalties(lp), hold = lp->min_tokens > 0 && lp->n_stop_ids > 0;
+    if (!lp->allowed && !lp->n_bias && !pen && !hold) return RKV_OK;
+    if ((pen || hold) && (!sp->history || sp->n_prompt < 0 || sp->n_out < 0)) return RKV_EINVAL;
     float *row = malloc(sizeof(float) * (size_t)vocab);
     if (!row) return RKV_ENOMEM;
     if (lp->allowed) {
@@ -140,8 +186,20 @@ static rkv_status procs_apply(const float *logits, int32_t vocab, const logit_pr
     } else {
         memcpy(row, logits, sizeof(float) * (size_t)vocab);
     }
+    if (hold && sp->n_out < lp->min_tokens)
+        for (int32_t i = 0; i < lp->n_stop_ids; i++)
+            if (lp->stop_ids[i] >= 0 && lp->stop_ids[i] < vocab) row[lp->stop_ids[i]] = -INFINITY;
     for (int32_t i = 0; i < lp->n_bias; i++)
         if (lp->bias_ids[i] >= 0 && lp->bias_ids[i] < vocab) row[lp->bias_ids[i]] += lp->bias_vals[i];
+    if (pen) {
+        int32_t *counts = malloc(sizeof(int32_t) * (size_t)vocab);
+        if (!counts) {
+            free(row);
+            return RKV_ENOMEM;
+        }
+        penalties_apply(row, vocab, lp, sp, counts);
+        free(counts);
+    }
     *out = row;
     return RKV_OK;
 }
@@ -155,7 +213,7 @@ rkv_status sampler_sample(const float *logits, int32_t vocab, const sampling_par
     rkv_status st = check_params(vocab, sp);
     if (st) return st;
     float *row;
-    if ((st = procs_apply(logits, vocab, sp->procs, &row))) return st;
+    if ((st = procs_apply(logits, vocab, sp, &row))) return st;
     st = sample_row(row ? row : logits, vocab, sp, step, scratch, out_token);
     free(row);
     return st;
@@ -195,7 +253,7 @@ rkv_status sampler_distribution(const float *logits, int32_t vocab, const sampli
     rkv_status st = check_params(vocab, sp);
     if (st) return st;
     float *row;
-    if ((st = procs_apply(logits, vocab, sp->procs, &row))) return st;
+    if ((st = procs_apply(logits, vocab, sp, &row))) return st;
     if (row) logits = row;
     memset(probs, 0, sizeof(double) * (size_t)vocab);
     if (is_greedy(sp)) {

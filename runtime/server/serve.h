@@ -238,6 +238,8 @@ struct serve {
     bool cancel_pending;       /* a job was cancelled: scan */
     int64_t outstanding;
     int64_t http_jobs;         /* jobs a connection still holds */
+    int64_t http_parsing;      /* large bodies parsed off the HTTP thread (their
+                                  connections suspended until done) */
     serve_metrics m;
     char fatal[512];           /* engine error: the server stops */
     double t0;                 /* wall clock origin */

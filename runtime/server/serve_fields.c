@@ -40,12 +40,12 @@ static const field_rule rules[] = {
     {"model", F_HONOURED, 0, NULL, NULL},
     {"prompt", F_HONOURED, 0, NULL, NULL},
     {"echo", F_HONOURED, 0, NULL, NULL},
-    {"frequency_penalty", F_NUM, 0, NULL, "the sampler applies no penalties"},
+    {"frequency_penalty", F_HONOURED, 0, NULL, NULL}, /* cpu backend; refused elsewhere by name */
     {"logit_bias", F_HONOURED, 0, NULL, NULL}, /* cpu backend; refused elsewhere by name */
     {"logprobs", F_HONOURED, 0, NULL, NULL},
     {"max_tokens", F_HONOURED, 0, NULL, NULL},
     {"n", F_HONOURED, 0, NULL, NULL},
-    {"presence_penalty", F_NUM, 0, NULL, "the sampler applies no penalties"},
+    {"presence_penalty", F_HONOURED, 0, NULL, NULL}, /* cpu backend; refused elsewhere by name */
     {"seed", F_HONOURED, 0, NULL, NULL},
     {"stop", F_HONOURED, 0, NULL, NULL},
     {"stream", F_HONOURED, 0, NULL, NULL},
@@ -57,13 +57,13 @@ static const field_rule rules[] = {
     {"use_beam_search", F_FALSE, 0, NULL, "there is no beam search"},
     {"top_k", F_HONOURED, 0, NULL, NULL},
     {"min_p", F_HONOURED, 0, NULL, NULL},
-    {"repetition_penalty", F_NUM, 1, NULL, "the sampler applies no penalties"},
+    {"repetition_penalty", F_HONOURED, 0, NULL, NULL}, /* cpu backend; refused elsewhere by name */
     {"watermarking", F_FALSE, 0, NULL, "there is no watermarking"},
     {"length_penalty", F_NUM, 1, NULL, "there is no beam search"},
     {"stop_token_ids", F_HONOURED, 0, NULL, NULL},
     {"include_stop_str_in_output", F_HONOURED, 0, NULL, NULL},
     {"ignore_eos", F_HONOURED, 0, NULL, NULL}, /* the engine stops only at stop_token_ids */
-    {"min_tokens", F_NUM, 0, NULL, "the engine cannot hold back stop tokens"},
+    {"min_tokens", F_HONOURED, 0, NULL, NULL}, /* cpu backend; refused elsewhere by name */
     {"skip_special_tokens", F_BOOL_NOOP, 0, NULL, NULL},
     {"spaces_between_special_tokens", F_BOOL_NOOP, 0, NULL, NULL},
     {"truncate_prompt_tokens", F_HONOURED, 0, NULL, NULL},

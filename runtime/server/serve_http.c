@@ -9,6 +9,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <float.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <microhttpd.h>
@@ -35,7 +36,22 @@ typedef struct conn_ctx {
     bool answered;             /* refused from its headers: the rest is ignored */
     serve_job *job;            /* non-stream: waiting for the engine (a reference) */
     bool chat;                 /* the body is a chat request rewritten (serve_text.h) */
+    /* A /v1/completions body of ASYNC_PARSE_BYTES or more is parsed on a
+     * thread of its own while the connection is suspended, so that the HTTP
+     * thread goes on serving other clients: */
+    int parse;                 /* PARSE_INLINE, _RUNNING, _DONE */
+    serve_job *parsed;         /* _DONE: the job, or NULL with why in pbad/pjerr */
+    bool pmalformed;           /* _DONE: the body is not JSON (pjerr) */
+    json_error_t pjerr;
+    struct bad *pbad;          /* malloc'd with the thread */
+    struct MHD_Connection *conn;
 } conn_ctx;
+
+enum { PARSE_INLINE = 0, PARSE_RUNNING, PARSE_DONE };
+/* Parsing a body costs about 0.1-0.25 s per MB of token ids on a loaded core
+ * (jansson makes a value per number); below this size inline is cheaper than
+ * a thread. */
+enum { ASYNC_PARSE_BYTES = 256 << 10 };
 
 /* Per streaming response (owns the HTTP side's reference to the job). */
 typedef struct stream_ctx {
@@ -137,11 +153,12 @@ static enum MHD_Result send_405(struct MHD_Connection *c, const char *allow, con
 
 /* ---- checking a completion request -------------------------------------- */
 
-typedef struct bad {
+struct bad {
     unsigned status;
     const char *param;
     char msg[400];
-} bad;
+};
+typedef struct bad bad;
 
 static bool fail_param(bad *b, unsigned status, const char *param, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -376,13 +393,34 @@ static bool expand_samples(serve_job *j, bad *b)
 }
 
 /* vLLM's logit processors radixkv's sampler applies: allowed_token_ids,
- * logit_bias (clamped to [-100, 100] as vLLM does), min_p. Only the cpu
+ * logit_bias (clamped to [-100, 100] as vLLM does), min_p, min_tokens (holds
+ * back stop_token_ids), and the repetition, frequency and presence penalties
+ * (in vLLM's ranges; the engine hands the sampler each sequence's tokens).
+ * Only the cpu
  * backend samples with that sampler (sim has no logits, cuda samples on its
  * own), so elsewhere they are refused by name. */
 static bool parse_procs(const serve *s, json_t *req, serve_job *j, bad *b)
 {
-    double min_p = 0;
-    if (!get_num(req, "min_p", 0, 1, false, &min_p, b)) return false;
+    double min_p = 0, rep = 1, freq = 0, pres = 0;
+    int64_t min_tokens = 0;
+    if (!get_num(req, "min_p", 0, 1, false, &min_p, b) ||
+        !get_num(req, "repetition_penalty", 0, FLT_MAX, true, &rep, b) ||
+        !get_num(req, "frequency_penalty", -2, 2, false, &freq, b) ||
+        !get_num(req, "presence_penalty", -2, 2, false, &pres, b) ||
+        !get_int(req, "min_tokens", 0, INT32_MAX, &min_tokens, b))
+        return false;
+    /* vLLM's check, against max_tokens as asked (0 with echo alone). */
+    if (min_tokens > (j->echo_only ? 0 : j->max_tokens))
+        return fail_param(b, 400, "min_tokens", "min_tokens: %lld is greater than max_tokens %d",
+                          (long long)min_tokens, j->echo_only ? 0 : j->max_tokens);
+    /* vLLM looks for stop strings only in the text after the first
+     * min_tokens outputs; the stop string search here scans all of it. */
+    if (min_tokens > 0 && j->n_stop_str)
+        return fail_param(b, 400, "min_tokens", "min_tokens: not supported together with stop "
+                          "strings (stop_token_ids are held back; leave out one of them)");
+    /* Without stop ids there is nothing to hold back (no EOS in this
+     * vocabulary unless stop_token_ids names one), so min_tokens is moot. */
+    if (!j->n_stop) min_tokens = 0;
     json_t *lb = json_object_get(req, "logit_bias"), *al = json_object_get(req, "allowed_token_ids");
     if (lb && json_is_null(lb)) lb = NULL;
     if (al && json_is_null(al)) al = NULL;
@@ -393,12 +431,20 @@ static bool parse_procs(const serve *s, json_t *req, serve_job *j, bad *b)
     if (al && (!json_is_array(al) || json_array_size(al) == 0))
         return fail_param(b, 400, "allowed_token_ids", "allowed_token_ids: expected a non-empty "
                           "list of token ids");
-    const char *first = al ? "allowed_token_ids" : lb ? "logit_bias" : min_p > 0 ? "min_p" : NULL;
+    const char *first = al ? "allowed_token_ids" : lb ? "logit_bias" : min_p > 0 ? "min_p"
+                      : rep != 1 ? "repetition_penalty" : freq != 0 ? "frequency_penalty"
+                      : pres != 0 ? "presence_penalty" : min_tokens > 0 ? "min_tokens" : NULL;
     if (!first) return true;
     if (strcmp(s->backend_name, "cpu"))
         return fail_param(b, 400, first, "%s: the %s backend does not sample with radixkv's "
                           "sampler, which applies it (--backend cpu does)", first, s->backend_name);
     j->procs.min_p = (float)min_p;
+    j->procs.repetition_penalty = (float)rep;
+    j->procs.frequency_penalty = (float)freq;
+    j->procs.presence_penalty = (float)pres;
+    j->procs.min_tokens = (int32_t)min_tokens;
+    j->procs.stop_ids = j->stop_ids;
+    j->procs.n_stop_ids = j->n_stop;
     if (al) {
         size_t n = json_array_size(al);
         if (!(j->allowed = malloc(sizeof(int32_t) * n))) return fail_param(b, 500, NULL, "out of memory");
@@ -1127,12 +1173,99 @@ static enum MHD_Result handle_get(serve *s, struct MHD_Connection *c, const char
 
 /* ---- POST /v1/completions ----------------------------------------------- */
 
+/* The body of cc as a job: *out the job, or NULL with why in b (or, when the
+ * body is not JSON, *malformed and jerr). No lock held; any thread. */
+static void parse_body(serve *s, const conn_ctx *cc, serve_job **out, bad *b, bool *malformed,
+                       json_error_t *jerr)
+{
+    *out = NULL;
+    *malformed = false;
+    json_t *req = json_loadb(cc->body ? cc->body : "", cc->len, JSON_REJECT_DUPLICATES, jerr);
+    if (!req) {
+        *malformed = true;
+        return;
+    }
+    serve_job *j = calloc(1, sizeof *j);
+    if (!j) {
+        json_decref(req);
+        fail_param(b, 500, NULL, "out of memory");
+        return;
+    }
+    j->refs = 1;
+    j->chat = cc->chat;
+    bool ok = parse_completion(s, req, j, b);
+    json_decref(req);
+    if (!ok) {
+        pthread_mutex_lock(&s->mu);
+        serve_job_unref_locked(j);
+        pthread_mutex_unlock(&s->mu);
+        return;
+    }
+    *out = j;
+}
+
+static void *parse_thread(void *arg)
+{
+    conn_ctx *cc = arg;
+    serve *s = cc->s;
+    serve_job *j;
+    bool malformed;
+    parse_body(s, cc, &j, cc->pbad, &malformed, &cc->pjerr);
+    pthread_mutex_lock(&s->mu);
+    cc->parsed = j;
+    cc->pmalformed = malformed;
+    cc->parse = PARSE_DONE;
+    MHD_resume_connection(cc->conn);
+    /* serve_http_stop waits for this before it stops the daemon. */
+    if (--s->http_parsing == 0) pthread_cond_broadcast(&s->drained);
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+/* Start parsing a large body on its own thread, the connection suspended
+ * until it is done. false: no thread (parse inline). */
+static bool parse_start(serve *s, struct MHD_Connection *c, conn_ctx *cc)
+{
+    if (!(cc->pbad = calloc(1, sizeof *cc->pbad))) return false;
+    pthread_attr_t at;
+    if (pthread_attr_init(&at)) return false;
+    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+    cc->conn = c;
+    cc->parse = PARSE_RUNNING;
+    pthread_t t;
+    /* Suspended before the thread may resume it, under s->mu. */
+    pthread_mutex_lock(&s->mu);
+    MHD_suspend_connection(c);
+    s->http_parsing++;
+    int err = pthread_create(&t, &at, parse_thread, cc);
+    if (err) {
+        s->http_parsing--;
+        cc->parse = PARSE_INLINE;
+        MHD_resume_connection(c);
+    }
+    pthread_mutex_unlock(&s->mu);
+    pthread_attr_destroy(&at);
+    return err == 0;
+}
+
 static enum MHD_Result handle_completion(serve *s, struct MHD_Connection *c, conn_ctx *cc)
 {
+    serve_job *j = NULL;
+    bool malformed = false;
     json_error_t jerr;
-    json_t *req = cc->too_big ? NULL
-                : json_loadb(cc->body ? cc->body : "", cc->len, JSON_REJECT_DUPLICATES, &jerr);
-    if (!req) {
+    bad b = {0};
+    if (cc->parse == PARSE_RUNNING) return MHD_YES; /* resumed too early: not done yet */
+    if (cc->parse == PARSE_DONE) {
+        j = cc->parsed;
+        cc->parsed = NULL;
+        malformed = cc->pmalformed;
+        jerr = cc->pjerr;
+        b = *cc->pbad;
+    } else if (!cc->too_big) {
+        if (cc->len >= ASYNC_PARSE_BYTES && parse_start(s, c, cc)) return MHD_YES;
+        parse_body(s, cc, &j, &b, &malformed, &jerr);
+    }
+    if (!j && (cc->too_big || malformed)) {
         pthread_mutex_lock(&s->mu);
         s->m.requests_rejected++;
         pthread_mutex_unlock(&s->mu);
@@ -1142,20 +1275,9 @@ static enum MHD_Result handle_completion(serve *s, struct MHD_Connection *c, con
         return send_error(c, 400, NULL, "malformed JSON at line %d, column %d: %s", jerr.line,
                           jerr.column, jerr.text);
     }
-    serve_job *j = calloc(1, sizeof *j);
-    if (!j) {
-        json_decref(req);
-        return send_error(c, 500, NULL, "out of memory");
-    }
-    j->refs = 1;
-    j->chat = cc->chat;
-    bad b = {0};
-    bool ok = parse_completion(s, req, j, &b);
-    json_decref(req);
     pthread_mutex_lock(&s->mu);
-    if (!ok) {
+    if (!j) {
         s->m.requests_rejected++;
-        serve_job_unref_locked(j);
         pthread_mutex_unlock(&s->mu);
         return send_error(c, b.status, b.param, "%s", b.msg);
     }
@@ -1254,6 +1376,9 @@ static void *socket_context(struct MHD_Connection *c)
 static enum MHD_Result serve_text_handle(serve *s, struct MHD_Connection *c, conn_ctx *cc,
                                          const char *url)
 {
+    /* Resumed after its body (a chat request already rewritten, or a body
+     * that is not JSON) was parsed on a thread of its own. */
+    if (cc->parse != PARSE_INLINE) return handle_completion(s, c, cc);
     json_error_t jerr;
     json_t *req = cc->too_big ? NULL
                 : json_loadb(cc->body ? cc->body : "", cc->len, JSON_REJECT_DUPLICATES, &jerr);
@@ -1407,6 +1532,12 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
         release_job_locked(s, cc->job);
         pthread_mutex_unlock(&s->mu);
     }
+    if (cc->parsed) {
+        pthread_mutex_lock(&s->mu);
+        serve_job_unref_locked(cc->parsed);
+        pthread_mutex_unlock(&s->mu);
+    }
+    free(cc->pbad);
     free(cc->body);
     free(cc);
     *con_cls = NULL;
@@ -1517,6 +1648,11 @@ bool serve_http_client_gone_locked(const serve_job *j)
 
 void serve_http_stop(serve *s)
 {
+    /* A parse thread resumes its connection when done: the daemon must
+     * outlive it. */
+    pthread_mutex_lock(&s->mu);
+    while (s->http_parsing > 0) pthread_cond_wait(&s->drained, &s->mu);
+    pthread_mutex_unlock(&s->mu);
     if (s->daemon) MHD_stop_daemon(s->daemon);
     s->daemon = NULL;
     serve_guard_stop(s->guard);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "sampler.h"
+#include "penalties_ref.h"
 
 enum { V = 200 };
 
@@ -242,6 +243,80 @@ START_TEST(logit_procs_apply)
 }
 END_TEST
 
+/* The penalties against vLLM's apply_penalties re-derived in numpy float32
+ * (penalties_ref.py made penalties_ref.h): the sampler's distribution at
+ * T = 1 is the softmax of the expected row, and greedy picks its argmax. */
+START_TEST(penalties_match_vllm)
+{
+    for (int c = 0; c < PEN_NCASES; c++) {
+        logit_procs lp = {.repetition_penalty = pen_params[c][0],
+                          .frequency_penalty = pen_params[c][1],
+                          .presence_penalty = pen_params[c][2]};
+        sampling_params sp = {.temperature = 1.0f, .top_p = 1.0f, .seed = 5, .procs = &lp,
+                              .history = pen_history, .n_prompt = PEN_NP, .n_out = PEN_NO};
+        double got[PEN_V], want[PEN_V], m = -INFINITY, sum = 0;
+        ck_assert_int_eq(sampler_distribution(pen_logits, PEN_V, &sp, NULL, got), RKV_OK);
+        for (int v = 0; v < PEN_V; v++) m = fmax(m, (double)pen_expected[c][v]);
+        for (int v = 0; v < PEN_V; v++) sum += want[v] = exp((double)pen_expected[c][v] - m);
+        for (int v = 0; v < PEN_V; v++)
+            ck_assert_msg(fabs(got[v] - want[v] / sum) < 1e-12, "case %d id %d: p %.17g, vLLM %.17g",
+                          c, v, got[v], want[v] / sum);
+        sp.temperature = 0;
+        int32_t tok;
+        ck_assert_int_eq(sampler_sample(pen_logits, PEN_V, &sp, 0, NULL, &tok), RKV_OK);
+        ck_assert_int_eq(tok, sampler_argmax(pen_expected[c], PEN_V));
+    }
+    /* Outputs count, the prompt does not: the same ids moved into the prompt
+     * leave frequency and presence without effect. */
+    logit_procs fp = {.frequency_penalty = 2.0f, .presence_penalty = 2.0f};
+    sampling_params sp = {.temperature = 0, .top_p = 1.0f, .procs = &fp, .history = pen_history,
+                          .n_prompt = PEN_NP + PEN_NO, .n_out = 0};
+    int32_t tok;
+    ck_assert_int_eq(sampler_sample(pen_logits, PEN_V, &sp, 0, NULL, &tok), RKV_OK);
+    ck_assert_int_eq(tok, sampler_argmax(pen_logits, PEN_V));
+}
+END_TEST
+
+/* min_tokens: the stop ids get -inf while fewer outputs than min_tokens
+ * exist, and count again from then on. Penalties or min_tokens without a
+ * history are refused, not applied to nothing. */
+START_TEST(min_tokens_hold_stop_ids)
+{
+    float l[V];
+    random_logits(l, V, 17);
+    int32_t top = sampler_argmax(l, V), hist[4] = {1, 2, 3, 4};
+    logit_procs lp = {.min_tokens = 3, .stop_ids = &top, .n_stop_ids = 1};
+    sampling_params sp = {.temperature = 0, .top_p = 1.0f, .procs = &lp, .history = hist,
+                          .n_prompt = 2};
+    float held[V];
+    memcpy(held, l, sizeof l);
+    held[top] = -INFINITY;
+    for (int32_t out = 0; out <= 3; out++) {
+        int32_t tok;
+        sp.n_out = out < 2 ? out : 2; /* the history holds two outputs */
+        lp.min_tokens = out < 3 ? 3 : 2;
+        ck_assert_int_eq(sampler_sample(l, V, &sp, out, NULL, &tok), RKV_OK);
+        ck_assert_int_eq(tok, out < 3 ? sampler_argmax(held, V) : top);
+    }
+    double probs[V];
+    sampling_params st = {.temperature = 1.0f, .top_p = 1.0f, .seed = 2, .procs = &lp,
+                          .history = hist, .n_prompt = 2, .n_out = 1};
+    lp.min_tokens = 3;
+    ck_assert_int_eq(sampler_distribution(l, V, &st, NULL, probs), RKV_OK);
+    ck_assert(probs[top] == 0);
+    st.history = NULL;
+    int32_t tok;
+    ck_assert_int_eq(sampler_sample(l, V, &st, 0, NULL, &tok), RKV_EINVAL);
+    logit_procs rp = {.repetition_penalty = 1.5f};
+    st.procs = &rp;
+    ck_assert_int_eq(sampler_distribution(l, V, &st, NULL, probs), RKV_EINVAL);
+    /* Neutral values ask for nothing: no history needed. */
+    logit_procs neutral = {.repetition_penalty = 1.0f};
+    st.procs = &neutral;
+    ck_assert_int_eq(sampler_sample(l, V, &st, 0, NULL, &tok), RKV_OK);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("sampler");
@@ -253,6 +328,8 @@ int main(void)
     tcase_add_test(tc, top_p_mass);
     tcase_add_test(tc, bad_params);
     tcase_add_test(tc, logit_procs_apply);
+    tcase_add_test(tc, penalties_match_vllm);
+    tcase_add_test(tc, min_tokens_hold_stop_ids);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -52,7 +52,8 @@ HONOURED = {"model", "prompt", "echo", "logprobs", "max_tokens", "n", "seed", "s
             "include_stop_str_in_output", "ignore_eos", "skip_special_tokens",
             "spaces_between_special_tokens", "truncate_prompt_tokens", "truncation_side",
             "add_special_tokens", "request_id", "return_tokens_as_token_ids",
-            "return_token_ids", "logit_bias", "allowed_token_ids", "min_p"}
+            "return_token_ids", "logit_bias", "allowed_token_ids", "min_p", "frequency_penalty",
+            "presence_penalty", "repetition_penalty", "min_tokens"}
 
 
 def vllm_fields():

@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
-"""n > 1, logprobs, echo and stop strings of `radixkv serve` (standard library only).
+"""n > 1, logprobs, echo, stop strings, penalties and min_tokens of `radixkv serve`
+(standard library only).
 
 logprobs are checked against the cpu model's own logits: this test writes a
 small Llama checkpoint (config.json + model.safetensors, seeded weights), serves
 it, and recomputes the last-token logits of prompt + outputs[:t] with
 tests/runtime/model_logits on the same files; the served token_logprobs and
-top_logprobs must equal log_softmax of those (|diff| <= 1e-4).
+top_logprobs must equal log_softmax of those (|diff| <= 1e-4). Penalties and
+min_tokens: greedy answers equal vLLM's formulas applied to those logits.
 n > 1: the samples of one prompt share its pages (each sample after the first
 finds the prompt's full pages cached) and differ under sampling.
 Usage: test_serve_sampling.py PATH/TO/radixkv PATH/TO/model_logits [PART...]"""
@@ -212,12 +214,116 @@ def echo_and_stop():
         s.kill()
 
 
+def model_logits(d, prompt):
+    """The cpu model's raw last-token logits of one prompt."""
+    req = os.path.join(d, "requests.json")
+    with open(req, "w") as f:
+        json.dump([{"tokens": prompt, "prefix": 0}], f)
+    out = subprocess.run([MODEL_LOGITS, d, req], capture_output=True, text=True, timeout=300)
+    check(out.returncode == 0, f"model_logits: {out.stderr}")
+    return json.loads(out.stdout.splitlines()[0])["logits"]
+
+
+def predict_greedy(d, prompt, n, rep=1.0, freq=0.0, pres=0.0, min_tokens=0, stop_ids=()):
+    """Greedy outputs as vLLM's sampler makes them: stop ids at -inf while
+    fewer than min_tokens outputs, then repetition (prompt + outputs),
+    frequency and presence (outputs) penalties, then argmax (lowest id on
+    ties); stops after a stop id."""
+    out = []
+    while len(out) < n:
+        lg = model_logits(d, prompt + out)
+        if len(out) < min_tokens:
+            for t in stop_ids:
+                lg[t] = -math.inf
+        seen = set(prompt) | set(out)
+        for v in range(len(lg)):
+            if v in seen:
+                lg[v] = lg[v] / rep if lg[v] > 0 else lg[v] * rep
+            c = out.count(v)
+            lg[v] -= freq * c + (pres if c else 0.0)
+        out.append(max(range(len(lg)), key=lambda v: (lg[v], -v)))
+        if out[-1] in stop_ids:
+            break
+    return out
+
+
+def penalties(d):
+    """repetition/frequency/presence penalties and min_tokens change greedy
+    answers as vLLM's formulas over the model's own logits predict."""
+    s = Server(RADIXKV, "--model", d, "--page-size", "4", "--model-name", "m")
+    try:
+        p = [(i * 37 + 11) % 160 for i in range(13)]
+        n = 6
+        st, r, _ = s.post({"prompt": p, "max_tokens": n, "temperature": 0})
+        plain = r["choices"][0]["token_ids"]
+        check(plain == predict_greedy(d, p, n), f"plain greedy {plain}")
+        predicted = []
+        for body in [{"repetition_penalty": 3.0}, {"repetition_penalty": 0.5},
+                     {"frequency_penalty": 2.0}, {"presence_penalty": 2.0},
+                     {"repetition_penalty": 1.5, "frequency_penalty": 0.5, "presence_penalty": -1.0}]:
+            want = predict_greedy(d, p, n, rep=body.get("repetition_penalty", 1.0),
+                                  freq=body.get("frequency_penalty", 0.0),
+                                  pres=body.get("presence_penalty", 0.0))
+            st, r, _ = s.post(dict(body, prompt=p, max_tokens=n, temperature=0))
+            check(st == 200 and r["choices"][0]["token_ids"] == want,
+                  f"{body}: {st} {r} vs predicted {want}")
+            predicted.append((body, want))
+            # Sampled with a seed the same request repeats itself exactly.
+            st2, r2, _ = s.post(dict(body, prompt=p, max_tokens=n, temperature=0.8, seed=4))
+            st3, r3, _ = s.post(dict(body, prompt=p, max_tokens=n, temperature=0.8, seed=4))
+            check(st2 == 200 and r2["choices"][0]["token_ids"] == r3["choices"][0]["token_ids"],
+                  f"{body} seeded: {r2} vs {r3}")
+        # A penalty that changes nothing would make this test unable to fail.
+        check(predict_greedy(d, p, n, pres=2.0) != plain or
+              predict_greedy(d, p, n, rep=3.0) != plain, "the penalties leave this prompt's answer alone")
+        # min_tokens holds back the stop ids: without it the first token ends
+        # the answer; with min_tokens 3 it cannot come before the third.
+        stop = plain[0]
+        st, r, _ = s.post({"prompt": p, "max_tokens": n, "temperature": 0, "stop_token_ids": [stop]})
+        check(st == 200 and r["choices"][0]["token_ids"] == [stop], f"stop at once: {r}")
+        want = predict_greedy(d, p, n, min_tokens=3, stop_ids=[stop])
+        st, r, _ = s.post({"prompt": p, "max_tokens": n, "temperature": 0, "stop_token_ids": [stop],
+                           "min_tokens": 3})
+        got = r["choices"][0]["token_ids"]
+        check(st == 200 and got == want and len(got) >= 3 and stop not in got[:3],
+              f"min_tokens 3: {r} vs predicted {want}")
+        for bad in [{"repetition_penalty": 0}, {"frequency_penalty": 2.5},
+                    {"presence_penalty": -3}, {"min_tokens": n + 1}, {"min_tokens": -1}]:
+            st, r, _ = s.post(dict({"prompt": p, "max_tokens": n}, **bad))
+            check(st == 400 and r["error"]["param"] == next(iter(bad)), f"{bad}: {st} {r}")
+    finally:
+        s.kill()
+    # The overlap schedule builds a step while the one before is in flight:
+    # the sampler must still see every output before the one it samples.
+    s = Server(RADIXKV, "--model", d, "--page-size", "4", "--model-name", "m",
+               "--schedule", "overlap")
+    try:
+        for body, want in predicted:
+            st, r, _ = s.post(dict(body, prompt=p, max_tokens=n, temperature=0))
+            check(st == 200 and r["choices"][0]["token_ids"] == want,
+                  f"overlap {body}: {st} {r} vs predicted {want}")
+    finally:
+        s.kill()
+    # The sim backend has no logits: penalties are refused by name there.
+    s = Server(RADIXKV, "--backend", "sim")
+    try:
+        for f, v in [("repetition_penalty", 1.2), ("frequency_penalty", 0.5),
+                     ("presence_penalty", 0.5)]:
+            st, r, _ = s.post({"prompt": [5, 6], "max_tokens": 2, f: v})
+            check(st == 400 and r["error"]["param"] == f and "sim" in r["error"]["message"],
+                  f"{f} on sim: {st} {r}")
+        st, r, _ = s.post({"prompt": [5, 6], "max_tokens": 2, "min_tokens": 1, "stop_token_ids": [3]})
+        check(st == 400 and r["error"]["param"] == "min_tokens", f"min_tokens on sim: {st} {r}")
+    finally:
+        s.kill()
+
+
 def main():
     only = sys.argv[3:]
     with tempfile.TemporaryDirectory() as d:
         write_model(d)
-        for t in [samples, echo_and_stop, lambda: logprobs(d)]:
-            name = t.__name__ if t.__name__ != "<lambda>" else "logprobs"
+        for name, t in [("samples", samples), ("echo_and_stop", echo_and_stop),
+                        ("logprobs", lambda: logprobs(d)), ("penalties", lambda: penalties(d))]:
             if not only or name in only:
                 t()
                 print(f"{name}: ok", file=sys.stderr)
