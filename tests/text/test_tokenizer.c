@@ -238,6 +238,40 @@ START_TEST(test_refusals)
     ck_assert_int_eq(tokenizer_load_text(s, strlen(s), "tokenizer.json", cfg, strlen(cfg), &t,
                                          err, sizeof err), RKV_ENOTSUP);
     ck_assert_ptr_nonnull(strstr(err, "tokenizer_config.json: chat_template"));
+    /* config flags: add_bos/add_eos change nothing (the post-processor
+     * decides, as in transformers), the forced clean-up and a non-boolean
+     * flag are refused naming the field */
+    static const struct {
+        const char *cfg;
+        rkv_status st;
+        const char *needle;
+    } flags[] = {
+        {"{\"add_bos_token\": true, \"add_eos_token\": true, "
+         "\"clean_up_tokenization_spaces\": true}", RKV_OK, NULL},
+        {"{\"clean_up_tokenization_spaces\": true, "
+         "\"clean_up_tokenization_spaces_for_bpe_even_though_it_will_corrupt_output\": true}",
+         RKV_ENOTSUP, "tokenizer_config.json: clean_up_tokenization_spaces: true with"},
+        {"{\"add_eos_token\": \"yes\"}", RKV_EPARSE,
+         "tokenizer_config.json: add_eos_token: not true, false or null"},
+    };
+    for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++) {
+        err[0] = 0;
+        t = NULL;
+        ck_assert_int_eq(tokenizer_load_text(s, strlen(s), "tokenizer.json", flags[i].cfg,
+                                             strlen(flags[i].cfg), &t, err, sizeof err),
+                         flags[i].st);
+        if (flags[i].needle) {
+            ck_assert_ptr_null(t);
+            ck_assert_msg(strstr(err, flags[i].needle), "%s", err);
+            continue;
+        }
+        int32_t *ids = NULL;
+        size_t n = 0;
+        ck_assert_int_eq(tokenizer_encode(t, "ab", 2, true, &ids, &n, err, sizeof err), RKV_OK);
+        ck_assert_uint_eq(n, 2); /* tiny()'s ByteLevel post-processor adds neither BOS nor EOS */
+        free(ids);
+        tokenizer_free(t);
+    }
     free(s);
 }
 END_TEST
