@@ -172,6 +172,22 @@ def main():
             check(st == 404 and "--tokenizer DIR" in text, f"no tokenizer: {st} {text}")
         finally:
             s.stop()
+        # --model DIR holding tokenizer.json: that is the tokenizer unless --tokenizer says
+        # otherwise (random weights of the built-in model's shape: no safetensors)
+        with open(os.path.join(tok, "config.json"), "w", encoding="utf-8") as f:
+            json.dump(dict(architectures=["LlamaForCausalLM"], model_type="llama",
+                           vocab_size=4096, hidden_size=256, intermediate_size=688,
+                           num_hidden_layers=4, num_attention_heads=8, num_key_value_heads=2,
+                           head_dim=64, max_position_embeddings=16384, rms_norm_eps=1e-5,
+                           rope_theta=10000.0, tie_word_embeddings=True), f)
+        for extra, want in (((), 200), (("--tokenizer", "none"), 404)):
+            s = Server(radixkv, "--model", tok, *extra)
+            try:
+                st, text, _ = s.request("POST", "/tokenize", {"prompt": "Hello wörld"})
+                ok = st == want and (want != 200 or json.loads(text)["count"] == 13)
+                check(ok, f"--model DIR {extra}: /tokenize {st} {text}")
+            finally:
+                s.stop()
         unknown = os.path.join(tmp, "unknown")
         write_tokenizer(unknown, "{{ messages }}")
         s = Server(radixkv, "--tokenizer", unknown)
