@@ -28,7 +28,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from hf_tokenizer import reexec_under_torch_python  # noqa: E402
 from textgen import LLAMA3_RE, SPECIALS, make_string  # noqa: E402
 
-TEMPLATES = ["qwen2.5", "llama-3"]
+TEMPLATES = ["qwen2.5", "llama-3", "llama-3.1"]
 
 
 def train(corpus):
@@ -90,7 +90,7 @@ def main():
             os.makedirs(d)
             hf_tok.save(os.path.join(d, "tokenizer.json"))
             cfg = {"chat_template": text, "bos_token": "<|begin_of_text|>",
-                   "eos_token": "<|eot_id|>" if name == "llama-3" else "<|im_end|>"}
+                   "eos_token": "<|eot_id|>" if name.startswith("llama") else "<|im_end|>"}
             with open(os.path.join(d, "tokenizer_config.json"), "w", encoding="utf-8") as f:
                 json.dump(cfg, f)
             tf = PreTrainedTokenizerFast(tokenizer_file=os.path.join(d, "tokenizer.json"),

@@ -317,6 +317,38 @@ START_TEST(test_chat_llama3)
 }
 END_TEST
 
+START_TEST(test_chat_llama31)
+{
+    chat_template *ct;
+    char err[512];
+    const char *text = read_template("llama-3.1");
+    ck_assert_int_eq(chat_template_create(text, "x", NULL, NULL, &ct, err, sizeof err), RKV_EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, "the llama-3.1 template needs bos_token"));
+    ck_assert_int_eq(chat_template_create(text, "x", "<B>", NULL, &ct, err, sizeof err), RKV_OK);
+    ck_assert_str_eq(chat_template_kind(ct), "llama-3.1");
+    /* the system prompt stripped into the dated system block; without one the block is empty */
+    chat_message m[] = {{"system", " S\n", 3}, {"user", "U ", 2}, {"assistant", "A", 1}};
+    char *s;
+    size_t n;
+    ck_assert_int_eq(chat_template_render(ct, m, 3, false, &s, &n, err, sizeof err), RKV_OK);
+    ck_assert_str_eq(s, "<B><|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge "
+                        "Date: December 2023\nToday Date: 26 Jul 2024\n\nS<|eot_id|>"
+                        "<|start_header_id|>user<|end_header_id|>\n\nU<|eot_id|>"
+                        "<|start_header_id|>assistant<|end_header_id|>\n\nA<|eot_id|>");
+    free(s);
+    ck_assert_int_eq(chat_template_render(ct, m + 1, 1, true, &s, &n, err, sizeof err), RKV_OK);
+    ck_assert_str_eq(s, "<B><|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge "
+                        "Date: December 2023\nToday Date: 26 Jul 2024\n\n<|eot_id|>"
+                        "<|start_header_id|>user<|end_header_id|>\n\nU<|eot_id|>"
+                        "<|start_header_id|>assistant<|end_header_id|>\n\n");
+    free(s);
+    chat_message ipy[] = {{"user", "x", 1}, {"ipython", "{}", 2}};
+    ck_assert_int_eq(chat_template_render(ct, ipy, 2, true, &s, &n, err, sizeof err), RKV_ENOTSUP);
+    ck_assert_ptr_nonnull(strstr(err, "messages[1].role: 'ipython'"));
+    chat_template_free(ct);
+}
+END_TEST
+
 START_TEST(test_chat_qwen_and_unknown)
 {
     chat_template *ct;
@@ -363,6 +395,7 @@ int main(void)
     tcase_add_test(tc, test_refusals);
     tcase_add_test(tc, test_chat_llama3);
     tcase_add_test(tc, test_chat_qwen_and_unknown);
+    tcase_add_test(tc, test_chat_llama31);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
