@@ -2,7 +2,7 @@
  * renderers: each renders or is refused with a message naming messages; a
  * rendering is valid UTF-8 that holds every message's role. The input as a
  * template's own text is refused by name unless it is a known one. Byte 0
- * picks the template (bit 0: qwen2.5 or a llama one, bit 2: which llama)
+ * picks the template (bit 0: qwen2.5 or a llama one, bits 2-3: which llama)
  * and add_generation_prompt (bit 1). */
 #include <jansson.h>
 
@@ -13,8 +13,8 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1) return 0;
-    static const char *const names[] = {"qwen2.5", "llama-3", "llama-3.1"};
-    size_t pick = (data[0] & 1) ? 1 + ((data[0] >> 2) & 1) : 0;
+    static const char *const names[] = {"qwen2.5", "llama-3", "llama-3.1", "llama-3.2"};
+    size_t pick = (data[0] & 1) ? 1 + (size_t)((data[0] >> 2) & 3) % 3 : 0;
     chat_template *ct;
     char err[512];
     if (chat_template_by_name(names[pick], "<|begin_of_text|>", "<|eot_id|>", &ct, err,

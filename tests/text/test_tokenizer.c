@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "chat_template.h"
 #include "tokenizer.h"
@@ -349,6 +350,37 @@ START_TEST(test_chat_llama31)
 }
 END_TEST
 
+START_TEST(test_chat_llama32)
+{
+    chat_template *ct;
+    char err[512];
+    ck_assert_int_eq(chat_template_create(read_template("llama-3.2"), "x", "<B>", NULL, &ct, err,
+                                          sizeof err), RKV_OK);
+    ck_assert_str_eq(chat_template_kind(ct), "llama-3.2");
+    chat_message m[] = {{"user", " U", 2}};
+    char *s, day[64], want[512];
+    size_t n;
+    time_t now = time(NULL);
+    struct tm tm;
+    ck_assert_ptr_nonnull(localtime_r(&now, &tm));
+    ck_assert_uint_gt(strftime(day, sizeof day, "%d %b %Y", &tm), 0);
+    ck_assert_int_eq(chat_template_render(ct, m, 1, true, &s, &n, err, sizeof err), RKV_OK);
+    snprintf(want, sizeof want, "<B><|start_header_id|>system<|end_header_id|>\n\nCutting "
+             "Knowledge Date: December 2023\nToday Date: %s\n\n<|eot_id|>"
+             "<|start_header_id|>user<|end_header_id|>\n\nU<|eot_id|>"
+             "<|start_header_id|>assistant<|end_header_id|>\n\n", day);
+    /* a render across midnight may hold the next day */
+    if (strcmp(s, want)) {
+        now = time(NULL);
+        ck_assert_ptr_nonnull(localtime_r(&now, &tm));
+        ck_assert_uint_gt(strftime(day, sizeof day, "%d %b %Y", &tm), 0);
+        ck_assert_ptr_nonnull(strstr(s, day));
+    }
+    free(s);
+    chat_template_free(ct);
+}
+END_TEST
+
 START_TEST(test_chat_qwen_and_unknown)
 {
     chat_template *ct;
@@ -396,6 +428,7 @@ int main(void)
     tcase_add_test(tc, test_chat_llama3);
     tcase_add_test(tc, test_chat_qwen_and_unknown);
     tcase_add_test(tc, test_chat_llama31);
+    tcase_add_test(tc, test_chat_llama32);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
