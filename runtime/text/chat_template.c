@@ -24,7 +24,8 @@ static const struct known_template {
 } KNOWN[] = {
     {"qwen2.5", CHAT_QWEN25, 0x81caee86d484f13fULL, 2506},
     {"llama-3", CHAT_LLAMA3, 0x5ab8b1eb5778a624ULL, 393},
-    /* Llama-3.1 instruct models (tests/text/templates/llama-3.1.jinja) */
+    /* Llama-3.1 instruct models; Llama-3.3 ships the same text
+     * (tests/text/templates/llama-3.1.jinja) */
     {"llama-3.1", CHAT_LLAMA31, 0x20d2eb6b6cfa618aULL, 4613},
     /* Llama-3.2 instruct models: today's date instead of a fixed one */
     {"llama-3.2", CHAT_LLAMA32, 0x67fd6bd9cc9cd066ULL, 3826},

@@ -9,7 +9,7 @@
  *
  *   qwen2.5   Qwen2.5 instruct models (messages without tools)
  *   llama-3   Llama-3 instruct models (3.0)
- *   llama-3.1 Llama-3.1 instruct models (no tools, and the
+ *   llama-3.1 Llama-3.1 and 3.3 instruct models (one text; no tools, and the
  *             template's default date)
  *   llama-3.2 Llama-3.2 instruct models (no tools; today's local date, as
  *             transformers' strftime_now gives it)
