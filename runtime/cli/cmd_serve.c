@@ -57,11 +57,13 @@ static void usage_serve(FILE *f)
         "  --host ADDR             numeric address to bind (default 127.0.0.1)\n"
         "  --port N                TCP port; 0 picks a free one (default 8000)\n"
         "  --model-name NAME       the model id clients name (default: --model's value)\n"
-        "  --tokenizer NAME        none (default: token ids only) | ids (text prompts are\n"
-        "                          decimal token ids separated by spaces; outputs as text too)\n"
+        "  --tokenizer NAME        none (token ids only) | ids (text prompts are decimal\n"
+        "                          token ids separated by spaces; outputs as text too)\n"
         "                          | DIR: the model's tokenizer (DIR/tokenizer.json, byte-level\n"
         "                          BPE): text prompts, /v1/chat/completions (the chat template\n"
         "                          of DIR/tokenizer_config.json), /tokenize, /detokenize\n"
+        "                          (default: --model's directory when it holds tokenizer.json,\n"
+        "                          else none)\n"
         "  --chat-template FILE    a chat template instead of the tokenizer config's\n"
         "  --max-queue N           prompts waiting beyond --max-running before new requests get\n"
         "                          503 with Retry-After (default 1024)\n"
@@ -236,6 +238,7 @@ static int parse_serve(int argc, char **argv, serve_config *sc, char **rest, int
             sc->chat_template_path = v;
         } else if (!strcmp(v, "ids") || !strcmp(v, "none")) {
             sc->text_ids = !strcmp(v, "ids");
+            sc->tokenizer_named = true;
         } else {
             struct stat sb;
             if (stat(v, &sb) || !S_ISDIR(sb.st_mode)) {
@@ -244,6 +247,7 @@ static int parse_serve(int argc, char **argv, serve_config *sc, char **rest, int
                 return 2;
             }
             sc->tokenizer_dir = v; /* loaded by serve_load_text once options are read */
+            sc->tokenizer_named = true;
         }
     }
     return -1;
@@ -385,6 +389,17 @@ int cmd_serve(int argc, char **argv)
         if (k && *k) sc.api_key = k;
     }
     if (!sc.model_name) sc.model_name = o.ec.backend_cfg.model ? o.ec.backend_cfg.model : "default";
+    /* As vLLM does, the model directory is where the tokenizer is looked for
+     * first; a model named by preset or config file has none. */
+    const char *mdir = o.ec.backend_cfg.model;
+    char *probe = NULL;
+    struct stat sb;
+    if (!sc.tokenizer_named && mdir && !stat(mdir, &sb) && S_ISDIR(sb.st_mode) &&
+        (probe = malloc(strlen(mdir) + sizeof "/tokenizer.json"))) {
+        sprintf(probe, "%s/tokenizer.json", mdir);
+        if (!stat(probe, &sb)) sc.tokenizer_dir = mdir;
+    }
+    free(probe);
     tokenizer *tok = NULL;
     chat_template *chat = NULL;
     if ((rc = serve_load_text(&sc, &tok, &chat)) >= 0) return rc;

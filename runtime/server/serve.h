@@ -39,6 +39,7 @@ typedef struct serve_config {
     const char *model_name;    /* the id /v1/models lists */
     bool text_ids;             /* --tokenizer ids: text is decimal ids */
     const char *tokenizer_dir; /* --tokenizer DIR (serve_text.h) */
+    bool tokenizer_named;      /* --tokenizer given: --model's directory is not looked in */
     const char *chat_template_path; /* --chat-template FILE */
     const tokenizer *tok;      /* loaded from tokenizer_dir; NULL: none */
     const chat_template *chat; /* NULL: chat completions say no_chat */

@@ -800,6 +800,25 @@ static void token_key(const serve *s, const serve_job *j, int32_t id, char *buf,
     else snprintf(buf, n, "token_id:%d", id);
 }
 
+/* A token's name in logprobs (malloc'd; NULL when out of memory) and in
+ * *chars what it adds to text_offset: with a tokenizer its decoded text, in
+ * characters, as vLLM gives them. */
+static char *token_name(const serve *s, const serve_job *j, int32_t id, size_t *chars)
+{
+    if (s->cfg.tok && !j->tokens_as_ids) return serve_text_token_name(s->cfg.tok, id, chars);
+    char key[32], txt[16];
+    token_key(s, j, id, key, sizeof key);
+    *chars = (size_t)token_text(s, id, txt, sizeof txt);
+    return strdup(key);
+}
+
+/* Characters of a text_offset base (an echoed prompt): code points with a
+ * tokenizer, as vLLM counts them; the ids tokenizer's text is ASCII. */
+static size_t text_chars(const serve *s, const char *text)
+{
+    return s->cfg.tok ? serve_text_chars(text, strlen(text)) : strlen(text);
+}
+
 /* OpenAI's completion logprobs for outputs [from, from + n) of q: tokens,
  * token_logprobs, top_logprobs (the k most likely and the sampled one) and
  * text_offset from offset. NULL (json null) when none were asked. */
@@ -809,20 +828,30 @@ static json_t *logprobs_json(const serve *s, const serve_job *j, const serve_seq
     if (j->logprobs < 0) return json_null();
     json_t *toks = json_array(), *lps = json_array(), *tops = json_array(), *offs = json_array();
     for (int32_t t = from; t < from + n; t++) {
-        char key[32], txt[16];
-        token_key(s, j, q->out[t], key, sizeof key);
+        size_t chars, unused;
+        char *key = token_name(s, j, q->out[t], &chars);
+        if (!key) {
+            json_decref(toks);
+            json_decref(lps);
+            json_decref(tops);
+            json_decref(offs);
+            return NULL;
+        }
         json_array_append_new(toks, json_string(key));
         json_array_append_new(lps, json_real(q->lp[t]));
         json_t *top = json_object();
         for (int32_t k = 0; k < j->logprobs; k++) {
-            char kk[32];
-            token_key(s, j, q->top_ids[(size_t)t * (size_t)j->logprobs + (size_t)k], kk, sizeof kk);
-            json_object_set_new(top, kk, json_real(q->top_lp[(size_t)t * (size_t)j->logprobs + (size_t)k]));
+            char *kk = token_name(s, j, q->top_ids[(size_t)t * (size_t)j->logprobs + (size_t)k],
+                                  &unused);
+            if (kk)
+                json_object_set_new(top, kk, json_real(q->top_lp[(size_t)t * (size_t)j->logprobs + (size_t)k]));
+            free(kk);
         }
         json_object_set_new(top, key, json_real(q->lp[t]));
+        free(key);
         json_array_append_new(tops, top);
         json_array_append_new(offs, json_integer((json_int_t)offset));
-        offset += (size_t)token_text(s, q->out[t], txt, sizeof txt);
+        offset += chars;
     }
     return json_pack("{s:o,s:o,s:o,s:o}", "tokens", toks, "token_logprobs", lps, "top_logprobs",
                      tops, "text_offset", offs);
@@ -856,7 +885,7 @@ static enum MHD_Result answer_job(serve *s, struct MHD_Connection *c, serve_job 
                                          q->text_cut + (q->stop_str >= 0 && j->include_stop
                                                         ? strlen(j->stop_str[q->stop_str]) : 0)),
                                "token_ids", ids_json(q->out, q->n_out), "logprobs",
-                               logprobs_json(s, j, q, 0, q->n_out, lead ? strlen(lead) : 0),
+                               logprobs_json(s, j, q, 0, q->n_out, lead ? text_chars(s, lead) : 0),
                                "finish_reason", finish_reason(j, q), "stop_reason",
                                stop_reason_json(j, q));
         free(lead);
@@ -966,10 +995,9 @@ static bool sse_fill(serve *s, serve_job *j)
         while (q->sent < q->n_out) {
             bool last = q->done && q->sent + 1 == q->n_out;
             bool lead = j->echo && !q->echo_sent;
-            char txt[16];
             char *ptext = lead ? prompt_text(s, q) : NULL;
             if (lead && !ptext) return false;
-            if (lead) q->sent_chars = strlen(ptext);
+            if (lead) q->sent_chars = text_chars(s, ptext);
             json_t *piece;
             if (s->cfg.tok) {
                 /* the text so far less what went out; a cut character and a
@@ -991,7 +1019,9 @@ static bool sse_fill(serve *s, serve_job *j)
             if (!sse_event(j, chunk_json(s, j, json_pack("[o]", ch), chunk_usage(j, q, q->sent + 1))))
                 return false;
             q->echo_sent = q->echo_sent || lead;
-            q->sent_chars += (size_t)token_text(s, q->out[q->sent], txt, sizeof txt);
+            size_t chars = 0;
+            free(token_name(s, j, q->out[q->sent], &chars));
+            q->sent_chars += chars;
             q->sent++;
             if (last) q->finish_sent = true;
         }

@@ -120,6 +120,23 @@ bool serve_text_append(const tokenizer *t, int32_t tok, char **text, size_t *len
     return true;
 }
 
+char *serve_text_token_name(const tokenizer *t, int32_t id, size_t *chars)
+{
+    size_t k = 0, n;
+    bool special;
+    const uint8_t *p = tokenizer_token_bytes(t, id, &k, &special);
+    char *name = utf8_repair(p ? p : (const uint8_t *)"", p ? k : 0, &n);
+    if (name) *chars = serve_text_chars(name, n);
+    return name;
+}
+
+size_t serve_text_chars(const char *s, size_t n)
+{
+    size_t c = 0;
+    for (size_t i = 0; i < n; i++) c += ((uint8_t)s[i] & 0xC0) != 0x80;
+    return c;
+}
+
 /* ------------------------------------------------------------------ chat */
 
 /* messages -> ids (the template adds BOS and the rest). */

@@ -42,6 +42,15 @@ json_t *serve_text_json(const tokenizer *t, const char *lead, const int32_t *ids
  * growing buffer *text (*len, *cap). false when out of memory. */
 bool serve_text_append(const tokenizer *t, int32_t tok, char **text, size_t *len, size_t *cap);
 
+/* A token's name in logprobs as vLLM gives it with a tokenizer, which is
+ * tokenizer.decode([id]): the token's bytes with invalid UTF-8 replaced by
+ * U+FFFD, special tokens included, "" for an id the tokenizer does not name.
+ * *chars: its length in characters (code points), which is what vLLM's
+ * text_offset counts. Caller frees; NULL when out of memory. */
+char *serve_text_token_name(const tokenizer *t, int32_t id, size_t *chars);
+/* Characters (code points) in the valid UTF-8 s[0..n). */
+size_t serve_text_chars(const char *s, size_t n);
+
 /* A chat request (OpenAI's chat.completions body) rewritten in place into a
  * completions body: "messages" rendered with ct and tokenized (no BOS/EOS
  * added: the template writes them) into "prompt"; max_completion_tokens

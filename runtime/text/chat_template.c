@@ -5,10 +5,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 typedef enum chat_kind {
     CHAT_QWEN25 = 0,
     CHAT_LLAMA3,
+    CHAT_LLAMA31,
+    CHAT_LLAMA32,
 } chat_kind;
 
 /* The known templates by (hash, length) of their text; the texts are test
@@ -21,6 +24,11 @@ static const struct known_template {
 } KNOWN[] = {
     {"qwen2.5", CHAT_QWEN25, 0x81caee86d484f13fULL, 2506},
     {"llama-3", CHAT_LLAMA3, 0x5ab8b1eb5778a624ULL, 393},
+    /* Llama-3.1 instruct models; Llama-3.3 ships the same text
+     * (tests/text/templates/llama-3.1.jinja) */
+    {"llama-3.1", CHAT_LLAMA31, 0x20d2eb6b6cfa618aULL, 4613},
+    /* Llama-3.2 instruct models: today's date instead of a fixed one */
+    {"llama-3.2", CHAT_LLAMA32, 0x67fd6bd9cc9cd066ULL, 3826},
 };
 
 struct chat_template {
@@ -49,7 +57,7 @@ rkv_status chat_template_by_name(const char *name, const char *bos_token, const 
         if (!strcmp(KNOWN[i].name, name))
             return create_known(&KNOWN[i], name, bos_token, eos_token, out, err, errlen);
     return rkv_fail(RKV_EINVAL, err, errlen, "chat template '%s': not a built-in one (qwen2.5, "
-                    "llama-3)", name);
+                    "llama-3, llama-3.1, llama-3.2)", name);
 }
 
 rkv_status chat_template_create(const char *text, const char *source, const char *bos_token,
@@ -66,7 +74,8 @@ rkv_status chat_template_create(const char *text, const char *source, const char
     if (!k)
         return rkv_fail(RKV_ENOTSUP, err, errlen,
                         "%s: unknown chat template (fnv1a64 %016llx, %zu bytes); radixkv renders "
-                        "qwen2.5 and llama-3 templates only - give one with --chat-template FILE",
+                        "qwen2.5, llama-3, llama-3.1 and llama-3.2 templates only - give one "
+                        "with --chat-template FILE",
                         source, (unsigned long long)h, cut);
     return create_known(k, source, bos_token, eos_token, out, err, errlen);
 }
@@ -75,9 +84,10 @@ static rkv_status create_known(const struct known_template *k, const char *sourc
                                const char *bos_token, const char *eos_token, chat_template **out,
                                char *err, size_t errlen)
 {
-    if (k->kind == CHAT_LLAMA3 && !bos_token)
+    if (k->kind != CHAT_QWEN25 && !bos_token)
         return rkv_fail(RKV_EINVAL, err, errlen,
-                        "%s: the llama-3 template needs bos_token (tokenizer_config.json)", source);
+                        "%s: the %s template needs bos_token (tokenizer_config.json)", source,
+                        k->name);
     chat_template *ct = calloc(1, sizeof *ct);
     if (!ct) return rkv_fail(RKV_ENOMEM, err, errlen, "out of memory");
     ct->kind = k->kind;
@@ -214,6 +224,38 @@ static void render_llama3(const chat_template *ct, const chat_message *m, size_t
     if (agp) puts_(o, "<|start_header_id|>assistant<|end_header_id|>\n\n");
 }
 
+/* Llama-3.1 and 3.2 without tools (no tools, custom_tools or builtin_tools
+ * passed, date_string not passed): BOS, a system header whose body is the
+ * knowledge and date lines and then the first message's content stripped
+ * when that message is a system one (else nothing), then every other
+ * message as in Llama-3. date: 3.1's fixed default, or for 3.2 what
+ * transformers' strftime_now("%d %b %Y") gives (the local date). */
+static void render_llama31(const chat_template *ct, const chat_message *m, size_t n, bool agp,
+                           const char *date, out_buf *o)
+{
+    puts_(o, ct->bos);
+    puts_(o, "<|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December "
+             "2023\nToday Date: ");
+    puts_(o, date);
+    puts_(o, "\n\n");
+    size_t first = 0, a, len;
+    if (!strcmp(m[0].role, "system")) {
+        py_strip(m[0].content, m[0].content_len, &a, &len);
+        put(o, m[0].content + a, len);
+        first = 1;
+    }
+    puts_(o, "<|eot_id|>");
+    for (size_t i = first; i < n; i++) {
+        puts_(o, "<|start_header_id|>");
+        puts_(o, m[i].role);
+        puts_(o, "<|end_header_id|>\n\n");
+        py_strip(m[i].content, m[i].content_len, &a, &len);
+        put(o, m[i].content + a, len);
+        puts_(o, "<|eot_id|>");
+    }
+    if (agp) puts_(o, "<|start_header_id|>assistant<|end_header_id|>\n\n");
+}
+
 rkv_status chat_template_render(const chat_template *ct, const chat_message *m, size_t n,
                                 bool add_generation_prompt, char **text, size_t *len, char *err,
                                 size_t errlen)
@@ -228,9 +270,20 @@ rkv_status chat_template_render(const chat_template *ct, const chat_message *m, 
                             "messages[%zu].role: '%s' is not supported by the built-in %s "
                             "renderer", i, m[i].role, ct->name);
     }
+    char date[64] = "26 Jul 2024";
+    if (ct->kind == CHAT_LLAMA32) {
+        /* Python's strftime without setlocale, as radixkv: the C locale's
+         * month names */
+        time_t now = time(NULL);
+        struct tm tm;
+        if (!localtime_r(&now, &tm) || !strftime(date, sizeof date, "%d %b %Y", &tm))
+            return rkv_fail(RKV_EINVAL, err, errlen, "%s: today's date (strftime_now) cannot be "
+                            "formatted", ct->name);
+    }
     out_buf o = {0};
     if (ct->kind == CHAT_QWEN25) render_qwen25(ct, m, n, add_generation_prompt, &o);
-    else render_llama3(ct, m, n, add_generation_prompt, &o);
+    else if (ct->kind == CHAT_LLAMA3) render_llama3(ct, m, n, add_generation_prompt, &o);
+    else render_llama31(ct, m, n, add_generation_prompt, date, &o);
     if (!o.oom && !o.p) put(&o, "", 0);
     if (o.oom) {
         free(o.p);

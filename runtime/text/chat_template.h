@@ -9,6 +9,10 @@
  *
  *   qwen2.5   Qwen2.5 instruct models (messages without tools)
  *   llama-3   Llama-3 instruct models (3.0)
+ *   llama-3.1 Llama-3.1 and 3.3 instruct models (one text; no tools, and the
+ *             template's default date)
+ *   llama-3.2 Llama-3.2 instruct models (no tools; today's local date, as
+ *             transformers' strftime_now gives it)
  *
  * Any other text is refused by create, naming the template's source and
  * its hash, so that a user can supply a known one with --chat-template FILE.
@@ -49,7 +53,7 @@ rkv_status chat_template_create(const char *text, const char *source, const char
 rkv_status chat_template_by_name(const char *name, const char *bos_token, const char *eos_token,
                                  chat_template **out, char *err, size_t errlen);
 void chat_template_free(chat_template *ct);
-/* "qwen2.5" or "llama-3" */
+/* "qwen2.5", "llama-3", "llama-3.1" or "llama-3.2" */
 const char *chat_template_kind(const chat_template *ct);
 /* The hash create compares (FNV-1a 64 of the text without one trailing newline). */
 uint64_t chat_template_hash(const char *text, size_t len);

@@ -808,6 +808,29 @@ static rkv_status load_config(load_ctx *c, tokenizer *t, const char *text, size_
         /* a list of named templates: radixkv needs the one to use named */
         st = LOAD_FAIL(RKV_ENOTSUP, "%s: chat_template: only a string is supported", c->name);
     }
+    /* Flags transformers reads from the config, checked by name. With a
+     * tokenizer.json (the only form radixkv reads) transformers drops
+     * add_bos_token and add_eos_token before building the tokenizer: the
+     * file's post_processor alone decides BOS/EOS, so they change nothing
+     * here either. It also ignores clean_up_tokenization_spaces for a BPE
+     * model unless clean_up_tokenization_spaces_for_bpe_even_though_it_will_
+     * corrupt_output is set too; that pair rewrites decoded text (" ," to
+     * ",", " 's" to "'s", ...), which radixkv does not do, so it is refused. */
+    static const char *const flags[] = {
+        "add_bos_token", "add_eos_token", "clean_up_tokenization_spaces",
+        "clean_up_tokenization_spaces_for_bpe_even_though_it_will_corrupt_output"};
+    bool on[4] = {false};
+    for (int i = 0; i < 4 && !st; i++) {
+        const json_t *v = json_object_get(root, flags[i]);
+        if (json_is_null_or_absent(v)) continue;
+        if (!json_is_boolean(v))
+            st = LOAD_FAIL(RKV_EPARSE, "%s: %s: not true, false or null", c->name, flags[i]);
+        on[i] = json_is_true(v);
+    }
+    if (!st && on[2] && on[3])
+        st = LOAD_FAIL(RKV_ENOTSUP, "%s: clean_up_tokenization_spaces: true with %s true is not "
+                       "supported (decoded text is never rewritten; set either to false)",
+                       c->name, flags[3]);
     if (!st) {
         t->bos_token = dup_config_token(json_object_get(root, "bos_token"));
         t->eos_token = dup_config_token(json_object_get(root, "eos_token"));

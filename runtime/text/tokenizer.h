@@ -40,7 +40,12 @@
 typedef struct tokenizer tokenizer;
 
 /* Reads DIR/tokenizer.json (required) and DIR/tokenizer_config.json
- * (optional: its chat_template is kept, see tokenizer_chat_template). */
+ * (optional: its chat_template is kept, see tokenizer_chat_template). The
+ * config's add_bos_token / add_eos_token change nothing, as in transformers
+ * when a tokenizer.json is given (its post_processor adds BOS/EOS);
+ * clean_up_tokenization_spaces is ignored for BPE as transformers does, and
+ * refused by name when forced with ..._for_bpe_even_though_it_will_corrupt_
+ * output, since radixkv never rewrites decoded text. */
 rkv_status tokenizer_load(const char *dir, tokenizer **out, char *err, size_t errlen);
 /* The same from the files' text; name is used in messages ("tokenizer.json").
  * config_json may be NULL. */

@@ -172,6 +172,60 @@ def main():
             check(st == 404 and "--tokenizer DIR" in text, f"no tokenizer: {st} {text}")
         finally:
             s.stop()
+        # logprobs with a tokenizer: token names are each token decoded alone (vLLM's
+        # tokenizer.decode([id]): a lone byte >= 0x80 is U+FFFD, special tokens kept) and
+        # text_offset counts characters (U+FFFD is one, its byte three)
+        special = {a["id"]: a["content"] for a in tj["added_tokens"]}
+
+        def name(i):
+            return special[i] if i in special else chr(i) if i < 0x80 else "\ufffd"
+
+        s = Server(radixkv, "--tokenizer", tok, "--max-logprobs", "5")
+        try:
+            body = {"prompt": "Hello wörld", "max_tokens": 40, "temperature": 0, "logprobs": 2}
+            st, text, _ = s.request("POST", "/v1/completions", body)
+            r = json.loads(text) if st == 200 else None
+            check(r is not None, f"logprobs: {st} {text}")
+            if r:
+                c = r["choices"][0]
+                lp, ids = c["logprobs"], c["token_ids"]
+                want = [name(i) for i in ids]
+                offs, at = [], 0
+                for w in want:
+                    offs.append(at)
+                    at += len(w)
+                check(lp["tokens"] == want and lp["text_offset"] == offs,
+                      f"logprobs names/offsets: {lp['tokens']} {lp['text_offset']} want {want} "
+                      f"{offs}")
+                check(all(want[k] in lp["top_logprobs"][k] and len(lp["top_logprobs"][k]) <= 3
+                          for k in range(len(ids))), f"top_logprobs keys: {lp['top_logprobs']}")
+                st, text, _ = s.request("POST", "/v1/completions", dict(body, stream=True))
+                chunks = [json.loads(x[6:]) for x in text.split("\n")
+                          if x.startswith("data: {")]
+                toks = [t for ch in chunks for t in (ch["choices"][0]["logprobs"] or {}).get(
+                    "tokens", [])]
+                so = [t for ch in chunks for t in (ch["choices"][0]["logprobs"] or {}).get(
+                    "text_offset", [])]
+                check(st == 200 and toks == want and so == offs,
+                      f"streamed logprobs: {toks} {so} want {want} {offs}")
+        finally:
+            s.stop()
+        # --model DIR holding tokenizer.json: that is the tokenizer unless --tokenizer says
+        # otherwise (random weights of the built-in model's shape: no safetensors)
+        with open(os.path.join(tok, "config.json"), "w", encoding="utf-8") as f:
+            json.dump(dict(architectures=["LlamaForCausalLM"], model_type="llama",
+                           vocab_size=4096, hidden_size=256, intermediate_size=688,
+                           num_hidden_layers=4, num_attention_heads=8, num_key_value_heads=2,
+                           head_dim=64, max_position_embeddings=16384, rms_norm_eps=1e-5,
+                           rope_theta=10000.0, tie_word_embeddings=True), f)
+        for extra, want in (((), 200), (("--tokenizer", "none"), 404)):
+            s = Server(radixkv, "--model", tok, *extra)
+            try:
+                st, text, _ = s.request("POST", "/tokenize", {"prompt": "Hello wörld"})
+                ok = st == want and (want != 200 or json.loads(text)["count"] == 13)
+                check(ok, f"--model DIR {extra}: /tokenize {st} {text}")
+            finally:
+                s.stop()
         unknown = os.path.join(tmp, "unknown")
         write_tokenizer(unknown, "{{ messages }}")
         s = Server(radixkv, "--tokenizer", unknown)

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "chat_template.h"
 #include "tokenizer.h"
@@ -238,6 +239,40 @@ START_TEST(test_refusals)
     ck_assert_int_eq(tokenizer_load_text(s, strlen(s), "tokenizer.json", cfg, strlen(cfg), &t,
                                          err, sizeof err), RKV_ENOTSUP);
     ck_assert_ptr_nonnull(strstr(err, "tokenizer_config.json: chat_template"));
+    /* config flags: add_bos/add_eos change nothing (the post-processor
+     * decides, as in transformers), the forced clean-up and a non-boolean
+     * flag are refused naming the field */
+    static const struct {
+        const char *cfg;
+        rkv_status st;
+        const char *needle;
+    } flags[] = {
+        {"{\"add_bos_token\": true, \"add_eos_token\": true, "
+         "\"clean_up_tokenization_spaces\": true}", RKV_OK, NULL},
+        {"{\"clean_up_tokenization_spaces\": true, "
+         "\"clean_up_tokenization_spaces_for_bpe_even_though_it_will_corrupt_output\": true}",
+         RKV_ENOTSUP, "tokenizer_config.json: clean_up_tokenization_spaces: true with"},
+        {"{\"add_eos_token\": \"yes\"}", RKV_EPARSE,
+         "tokenizer_config.json: add_eos_token: not true, false or null"},
+    };
+    for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++) {
+        err[0] = 0;
+        t = NULL;
+        ck_assert_int_eq(tokenizer_load_text(s, strlen(s), "tokenizer.json", flags[i].cfg,
+                                             strlen(flags[i].cfg), &t, err, sizeof err),
+                         flags[i].st);
+        if (flags[i].needle) {
+            ck_assert_ptr_null(t);
+            ck_assert_msg(strstr(err, flags[i].needle), "%s", err);
+            continue;
+        }
+        int32_t *ids = NULL;
+        size_t n = 0;
+        ck_assert_int_eq(tokenizer_encode(t, "ab", 2, true, &ids, &n, err, sizeof err), RKV_OK);
+        ck_assert_uint_eq(n, 2); /* tiny()'s ByteLevel post-processor adds neither BOS nor EOS */
+        free(ids);
+        tokenizer_free(t);
+    }
     free(s);
 }
 END_TEST
@@ -279,6 +314,69 @@ START_TEST(test_chat_llama3)
     chat_message tool[] = {{"tool", "x", 1}};
     ck_assert_int_eq(chat_template_render(ct, tool, 1, true, &s, &n, err, sizeof err), RKV_ENOTSUP);
     ck_assert_ptr_nonnull(strstr(err, "messages[0].role: 'tool'"));
+    chat_template_free(ct);
+}
+END_TEST
+
+START_TEST(test_chat_llama31)
+{
+    chat_template *ct;
+    char err[512];
+    const char *text = read_template("llama-3.1");
+    ck_assert_int_eq(chat_template_create(text, "x", NULL, NULL, &ct, err, sizeof err), RKV_EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, "the llama-3.1 template needs bos_token"));
+    ck_assert_int_eq(chat_template_create(text, "x", "<B>", NULL, &ct, err, sizeof err), RKV_OK);
+    ck_assert_str_eq(chat_template_kind(ct), "llama-3.1");
+    /* the system prompt stripped into the dated system block; without one the block is empty */
+    chat_message m[] = {{"system", " S\n", 3}, {"user", "U ", 2}, {"assistant", "A", 1}};
+    char *s;
+    size_t n;
+    ck_assert_int_eq(chat_template_render(ct, m, 3, false, &s, &n, err, sizeof err), RKV_OK);
+    ck_assert_str_eq(s, "<B><|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge "
+                        "Date: December 2023\nToday Date: 26 Jul 2024\n\nS<|eot_id|>"
+                        "<|start_header_id|>user<|end_header_id|>\n\nU<|eot_id|>"
+                        "<|start_header_id|>assistant<|end_header_id|>\n\nA<|eot_id|>");
+    free(s);
+    ck_assert_int_eq(chat_template_render(ct, m + 1, 1, true, &s, &n, err, sizeof err), RKV_OK);
+    ck_assert_str_eq(s, "<B><|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge "
+                        "Date: December 2023\nToday Date: 26 Jul 2024\n\n<|eot_id|>"
+                        "<|start_header_id|>user<|end_header_id|>\n\nU<|eot_id|>"
+                        "<|start_header_id|>assistant<|end_header_id|>\n\n");
+    free(s);
+    chat_message ipy[] = {{"user", "x", 1}, {"ipython", "{}", 2}};
+    ck_assert_int_eq(chat_template_render(ct, ipy, 2, true, &s, &n, err, sizeof err), RKV_ENOTSUP);
+    ck_assert_ptr_nonnull(strstr(err, "messages[1].role: 'ipython'"));
+    chat_template_free(ct);
+}
+END_TEST
+
+START_TEST(test_chat_llama32)
+{
+    chat_template *ct;
+    char err[512];
+    ck_assert_int_eq(chat_template_create(read_template("llama-3.2"), "x", "<B>", NULL, &ct, err,
+                                          sizeof err), RKV_OK);
+    ck_assert_str_eq(chat_template_kind(ct), "llama-3.2");
+    chat_message m[] = {{"user", " U", 2}};
+    char *s, day[64], want[512];
+    size_t n;
+    time_t now = time(NULL);
+    struct tm tm;
+    ck_assert_ptr_nonnull(localtime_r(&now, &tm));
+    ck_assert_uint_gt(strftime(day, sizeof day, "%d %b %Y", &tm), 0);
+    ck_assert_int_eq(chat_template_render(ct, m, 1, true, &s, &n, err, sizeof err), RKV_OK);
+    snprintf(want, sizeof want, "<B><|start_header_id|>system<|end_header_id|>\n\nCutting "
+             "Knowledge Date: December 2023\nToday Date: %s\n\n<|eot_id|>"
+             "<|start_header_id|>user<|end_header_id|>\n\nU<|eot_id|>"
+             "<|start_header_id|>assistant<|end_header_id|>\n\n", day);
+    /* a render across midnight may hold the next day */
+    if (strcmp(s, want)) {
+        now = time(NULL);
+        ck_assert_ptr_nonnull(localtime_r(&now, &tm));
+        ck_assert_uint_gt(strftime(day, sizeof day, "%d %b %Y", &tm), 0);
+        ck_assert_ptr_nonnull(strstr(s, day));
+    }
+    free(s);
     chat_template_free(ct);
 }
 END_TEST
@@ -329,6 +427,8 @@ int main(void)
     tcase_add_test(tc, test_refusals);
     tcase_add_test(tc, test_chat_llama3);
     tcase_add_test(tc, test_chat_qwen_and_unknown);
+    tcase_add_test(tc, test_chat_llama31);
+    tcase_add_test(tc, test_chat_llama32);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
