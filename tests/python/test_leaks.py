@@ -50,7 +50,16 @@ def body(c, toks, arr, nparr, bad):
     except ValueError:
         pass
     c.evict(4)
-    return 10
+    # The values methods (radixkv.sglang's path), one refused.
+    vals = array.array("q", range(100, 112))
+    _, m3 = c.kv_insert(arr, vals)
+    _ = c.kv_values(m3)
+    try:
+        c.kv_insert(arr, bad)
+    except TypeError:
+        pass
+    c.kv_evict(4)
+    return 15
 
 
 def main():
