@@ -945,6 +945,64 @@ static PyObject *Cache_kv_values(CacheObject *self, PyObject *arg)
     return r;
 }
 
+/* The match for kv_tags / kv_set_tags: this cache's, its pages surely its
+ * own (locked or nothing evicted since), every page stored by kv_insert. */
+static MatchObject *kv_match_arg(CacheObject *self, PyObject *arg, const char *what)
+{
+    MatchObject *m = match_arg(self, arg, what);
+    if (!m) return NULL;
+    if (!m->locked && m->epoch != self->epoch) {
+        PyErr_Format(PyExc_ValueError, "%s: the cache evicted since this match was made and it "
+                     "is not locked; match again", what);
+        return NULL;
+    }
+    if (!vals_all_set(self, m->m.pages, m->m.num_pages)) {
+        PyErr_Format(PyExc_ValueError, "%s: a page of the match has no values (inserted with "
+                     "insert, not kv_insert)", what);
+        return NULL;
+    }
+    return m;
+}
+
+/* kv_tags(match) -> int64 array: the tag of each page on the match's path. */
+static PyObject *Cache_kv_tags(CacheObject *self, PyObject *arg)
+{
+    if (cache_closed(self)) return NULL;
+    MatchObject *m = kv_match_arg(self, arg, "radixkv.Cache.kv_tags");
+    if (!m) return NULL;
+    int64_t *tmp = malloc(sizeof(int64_t) * (size_t)(m->m.num_pages ? m->m.num_pages : 1));
+    if (!tmp) return PyErr_NoMemory();
+    for (int32_t j = 0; j < m->m.num_pages; j++) tmp[j] = self->vals_tag[m->m.pages[j]];
+    PyObject *r = int64_array(tmp, m->m.num_pages);
+    free(tmp);
+    return r;
+}
+
+/* kv_set_tags(match, start, tags): page start + i of the match's path takes
+ * tags[i] (a caller that computes tags only for the pages an insert added). */
+static PyObject *Cache_kv_set_tags(CacheObject *self, PyObject *args)
+{
+    PyObject *mo, *tago;
+    long long start;
+    if (!PyArg_ParseTuple(args, "OLO:kv_set_tags", &mo, &start, &tago)) return NULL;
+    if (cache_closed(self)) return NULL;
+    MatchObject *m = kv_match_arg(self, mo, "radixkv.Cache.kv_set_tags");
+    if (!m) return NULL;
+    vals_view tg;
+    if (vals_view_open(tago, "radixkv.Cache.kv_set_tags: tags", &tg) < 0) return NULL;
+    if (start < 0 || start + tg.n > m->m.num_pages) {
+        PyErr_Format(PyExc_ValueError, "radixkv.Cache.kv_set_tags: pages [%lld, %lld) are not "
+                     "all on the match's path of %d pages", start, start + (long long)tg.n,
+                     m->m.num_pages);
+        PyBuffer_Release(&tg.view);
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < tg.n; i++)
+        self->vals_tag[m->m.pages[start + i]] = vals_view_get(&tg, i);
+    PyBuffer_Release(&tg.view);
+    Py_RETURN_NONE;
+}
+
 /* kv_evict(num_tokens) -> (freed_tokens, int64 values of the freed pages in
  * the order the kind freed them). */
 static PyObject *Cache_kv_evict(CacheObject *self, PyObject *args, PyObject *kw)
@@ -1158,6 +1216,11 @@ static PyMethodDef Cache_methods[] = {
      "kv_match(tokens, namespace=None) -> Match of the page-aligned head of tokens."},
     {"kv_values", (PyCFunction)Cache_kv_values, METH_O,
      "kv_values(match) -> int64 array: the values kv_insert stored on the match's path."},
+    {"kv_tags", (PyCFunction)Cache_kv_tags, METH_O,
+     "kv_tags(match) -> int64 array: the tag kv_insert / kv_set_tags gave each page of the "
+     "match's path."},
+    {"kv_set_tags", (PyCFunction)Cache_kv_set_tags, METH_VARARGS,
+     "kv_set_tags(match, start, tags): tag pages start, start + 1, ... of the match's path."},
     {"kv_evict", (PyCFunction)(void (*)(void))Cache_kv_evict, METH_VARARGS | METH_KEYWORDS,
      "kv_evict(num_tokens, tags=False) -> (freed_tokens, int64 values of the freed pages"
      "[, int64 tag of each freed page when tags])."},

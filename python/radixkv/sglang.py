@@ -44,6 +44,7 @@ evict and the lock counts directly.
 
 Imports sglang (and torch) when imported; the rest of radixkv does not.
 """
+from array import array
 from typing import Any, Optional
 
 import numpy as np
@@ -149,6 +150,7 @@ class RadixCache(BasePrefixCache):
         self._empty_match = MatchResult(device_prefix_len=0, last_device_node=self.root_node,
                                         last_host_node=self.root_node,
                                         best_match_node=self.root_node)
+        self._digests = {}  # event block hash -> its hex digest, for pages cached
         self.kv_events.record_all_cleared()
 
     # ---- lookups -----------------------------------------------------------
@@ -215,9 +217,12 @@ class RadixCache(BasePrefixCache):
         if self._events:
             freed, values, hashes = self.cache.kv_evict(params.num_tokens, tags=True)
             if len(hashes):
+                hashes = hashes.tolist()
+                for h in hashes:
+                    self._digests.pop(h, None)
                 # SGLang records one BlockRemoved per node and the recorder
                 # merges consecutive ones: one event with the pages in order.
-                self.kv_events.enqueue(BlockRemoved(block_hashes=hashes.tolist(),
+                self.kv_events.enqueue(BlockRemoved(block_hashes=hashes,
                                                     medium=StorageMedium.GPU))
         else:
             freed, values = self.cache.kv_evict(params.num_tokens)
@@ -226,24 +231,30 @@ class RadixCache(BasePrefixCache):
         return EvictResult(num_tokens_evicted=freed)
 
     def _insert_with_events(self, key: RadixKey, toks, values):
-        """kv_insert, each page tagged with its event block hash (the chain
-        SGLang's nodes hash: page by page from the root, each page seeded
-        with the one before), and a BlockStored for the pages the tree
-        adopted, as SGLang's recorder would merge its per-page events."""
+        """kv_insert, then the event block hashes of the pages the tree
+        adopted (SGLang's chain: page by page from the root, each page's
+        hash seeded with the hex digest of the one before, which
+        self._digests keeps by its int64 block hash), a tag on each new page
+        (so an evict names them), and a BlockStored for them, as SGLang's
+        recorder merges its per-page events."""
         if key.extra_key is not None or key.cache_salt is not None:
             raise NotImplementedError("radixkv.sglang.RadixCache: KV cache events for keys with "
                                       "extra_key or cache_salt are not supported")
         P = self.page_size
-        n = len(toks) // P * P
-        chain = get_hash_str(toks[:n], None, page_size=P) if n else []
-        hashes = np.fromiter((hash_str_to_int64(h) for h in chain), dtype=np.int64,
-                             count=len(chain))
-        prefix, m = self.cache.kv_insert(toks, values, 0, hashes)
+        prefix, m = self.cache.kv_insert(toks, values, 0)
+        n = m.length
         k = prefix // P
-        if k < len(hashes):
+        if k * P < n:
+            c = self.cache
+            parent = int(c.kv_tags(m)[k - 1]) if k else None
+            chain = get_hash_str(toks[k * P:n], self._digests[parent] if k else None,
+                                 page_size=P)
+            hashes = [hash_str_to_int64(h) for h in chain]
+            for h, d in zip(hashes, chain):
+                self._digests[h] = d
+            c.kv_set_tags(m, k, array("q", hashes))
             self.kv_events.enqueue(BlockStored(
-                block_hashes=hashes[k:].tolist(),
-                parent_block_hash=int(hashes[k - 1]) if k else None,
+                block_hashes=hashes, parent_block_hash=parent,
                 token_ids=list(toks[k * P:n]), block_size=P, lora_id=None,
                 medium=StorageMedium.GPU, cache_salt=None, session_id=None, lora_name=None))
         return prefix, m

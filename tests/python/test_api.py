@@ -333,6 +333,18 @@ def test_kv_values():
         raises(ValueError, lambda: c.kv_evict(-1), f"P={P}: negative evict")
         other = radixkv.Cache("radix", P, 64)
         raises(ValueError, lambda: other.kv_values(c.kv_match([1] * P)), "another cache's match")
+        # Tags: one per page, set at insert or later, returned by kv_evict.
+        t1 = array.array("q", [1] * P + [2] * P)
+        _, tm = c.kv_insert(t1, array.array("q", range(2 * P)), tags=array.array("q", [-5, 9]))
+        check(list(c.kv_tags(tm)) == [-5, 9], f"P={P}: tags as inserted")
+        c.kv_set_tags(tm, 1, array.array("q", [11]))
+        check(list(c.kv_tags(tm)) == [-5, 11], f"P={P}: a tag set later")
+        raises(ValueError, lambda: c.kv_set_tags(tm, 1, array.array("q", [1, 2])),
+               f"P={P}: tags past the path")
+        freed, ev, tags = c.kv_evict(1 << 30, tags=True)
+        # One node of two pages: freed in path order, values and tags alike.
+        check(freed == 2 * P and list(tags) == [-5, 11] and list(ev) == list(range(2 * P)),
+              f"P={P}: kv_evict with tags: {freed} {tags} {ev}")
         c.insert([7] * P, c.alloc(1))
         raises(ValueError, lambda: c.kv_values(c.kv_match([7] * P)),
                f"P={P}: pages inserted without values")
