@@ -10,6 +10,9 @@ Caches:
                    when it loads; SGLang falls back to its Python core
                    otherwise, and the JSON names which one ran and why)
   radixkv_adapter  radixkv.sglang.RadixCache (the C tree through the package)
+  *_events         sglang_python and radixkv_adapter with KV cache events on
+                   (enable_kv_cache_events; each call's events taken right
+                   after it, as the scheduler's publisher drains them)
   radixkv_api      radixkv.Cache itself (match / alloc + insert / evict_pages):
                    the binding without SGLang's params objects and tensors
 
@@ -81,7 +84,7 @@ def make_caches(args, total_tokens):
     P = args.page_size
     made = {}
 
-    def sglang_like(factory):
+    def sglang_like(factory, events=False):
         def build():
             kv = Allocator()
             tree = factory(kv)
@@ -90,12 +93,17 @@ def make_caches(args, total_tokens):
             def insert(kv_item):
                 key, v = kv_item
                 tree.insert(InsertParams(key=key, value=v))
+                if events:
+                    tree.take_events()
 
             def match(kv_item):
                 return tree.match_prefix(MatchPrefixParams(key=kv_item[0])).device_prefix_len
 
             def evict():
-                return tree.evict(EvictParams(num_tokens=1)).num_tokens_evicted
+                n = tree.evict(EvictParams(num_tokens=1)).num_tokens_evicted
+                if events:
+                    tree.take_events()
+                return n
             return tree, insert, match, evict
         return build
 
@@ -126,6 +134,14 @@ def make_caches(args, total_tokens):
         return Adapter.create_simulated(mock_allocator=kv, page_size=P,
                                         num_pages=2 * (total_tokens // P + 1))
     made["radixkv_adapter"] = (sglang_like(adapter), {})
+    made["sglang_python_events"] = (sglang_like(lambda kv: RadixCache.create_simulated(
+        mock_allocator=kv, page_size=P, enable_kv_cache_events=True), events=True), {})
+
+    def adapter_events(kv):
+        return Adapter.create_simulated(mock_allocator=kv, page_size=P,
+                                        num_pages=2 * (total_tokens // P + 1),
+                                        enable_kv_cache_events=True)
+    made["radixkv_adapter_events"] = (sglang_like(adapter_events, events=True), {})
 
     def api():
         c = radixkv.Cache("radix", P, 2 * (total_tokens // P + 1))
@@ -187,6 +203,7 @@ def replay(tree, kv, items, capacity):
         if r.prefix_len > matched:
             kv.free_segment(value[matched:r.prefix_len])
         tree.unlock(lock)
+        tree.take_events()  # [] with events off; drained per request with them on
     return hits
 
 
@@ -267,8 +284,11 @@ def main():
                                  "thread_cpu_s": round(statistics.median(cpus), 4),
                                  "hit_tokens": hits}
         base_w = replay_rows["sglang_python"]["wall_s"]
-        for r in replay_rows.values():
+        for name, r in replay_rows.items():
             r["speedup_vs_sglang_python"] = round(base_w / r["wall_s"], 2)
+            if name.endswith("_events"):
+                r["speedup_vs_sglang_python_events"] = round(
+                    replay_rows["sglang_python_events"]["wall_s"] / r["wall_s"], 2)
     out = {"bench": "sglang_cache_bench", "args": vars(args), "tokens": total,
            "torch": torch.__version__, "unified": unified_info,
            "matched_first_50": matched, "caches": {},
@@ -284,6 +304,10 @@ def main():
                         "thread_cpu_s": round(statistics.median(r["cpu_s"][phase]), 4),
                         "speedup_vs_sglang_python": round(
                             statistics.median(base[phase]) / statistics.median(xs), 2)}
+            if name.endswith("_events"):
+                o[phase]["speedup_vs_sglang_python_events"] = round(
+                    statistics.median(rows["sglang_python_events"][phase])
+                    / statistics.median(xs), 2)
         out["caches"][name] = o
     json.dump(out, sys.stdout, indent=1)
     print()

@@ -46,6 +46,7 @@ static PyObject *rkv_error;       /* radixkv.Error(RuntimeError) */
 static PyObject *rkv_out_of_pages; /* radixkv.OutOfPages(radixkv.Error) */
 static PyObject *numpy_frombuffer; /* numpy.frombuffer, or NULL without numpy */
 static PyObject *numpy_int32;
+static PyObject *numpy_int64;
 
 /* A library status as an exception; msg is the library's message (or NULL). */
 static PyObject *raise_status(rkv_status st, const char *where, const char *msg)
@@ -128,6 +129,21 @@ static int ids_from(PyObject *obj, const char *what, int64_t hi, ids *a)
             ids_release(a);
             PyErr_NoMemory();
             return -1;
+        }
+        /* Contiguous int64 (array('q'), SGLang's token arrays, numpy's
+         * default): one branch-free pass, a second only to name a bad id. */
+        if (k == 's' && v->itemsize == 8 && stride == 8 && ((uintptr_t)v->buf % 8) == 0) {
+            const int64_t *src = v->buf;
+            int bad = 0;
+            for (Py_ssize_t i = 0; i < n; i++) {
+                int64_t x = src[i];
+                bad |= (x < 0) | (x > hi);
+                a->owned[i] = (int32_t)x;
+            }
+            if (!bad) {
+                a->data = a->owned;
+                return 0;
+            }
         }
         for (Py_ssize_t i = 0; i < n; i++) {
             const char *p = (const char *)v->buf + i * stride;
@@ -252,6 +268,13 @@ typedef struct CacheObject {
     int32_t page_size, num_pages;
     uint64_t epoch;       /* +1 at every evict, reset and close: stale handles */
     uint64_t generation;  /* +1 at every reset and close: stale locks */
+    /* The caller's values per page (SGLang's KV indices: page_size int64s
+     * per page id), for the kv_* methods; grown on demand, kept across
+     * reset (only cached pages' values are ever read). */
+    int64_t *vals;
+    uint8_t *vals_set;    /* per page: 1 while its values are the cached page's */
+    int64_t *vals_tag;    /* per page: one more value (SGLang's event block hash) */
+    int64_t vals_pages;
 } CacheObject;
 
 typedef struct MatchObject {
@@ -350,11 +373,23 @@ static int Cache_init(CacheObject *self, PyObject *args, PyObject *kw)
     }
     self->page_size = (int32_t)page_size;
     self->num_pages = (int32_t)num_pages;
+    free(self->vals);
+    free(self->vals_set);
+    free(self->vals_tag);
+    self->vals = NULL;
+    self->vals_set = NULL;
+    self->vals_tag = NULL;
+    self->vals_pages = 0;
     return cache_build(self);
 }
 
+static void vals_forget_since(CacheObject *self, uint64_t mark);
+
 static void Cache_dealloc(CacheObject *self)
 {
+    free(self->vals);
+    free(self->vals_set);
+    free(self->vals_tag);
     cache_teardown(self);
     cache_free_names(self);
     Py_TYPE(self)->tp_free((PyObject *)self);
@@ -497,7 +532,10 @@ static PyObject *Cache_evict(CacheObject *self, PyObject *arg)
         return NULL;
     }
     self->epoch++;
-    return PyLong_FromLongLong(cache_evict(self->c, n));
+    uint64_t mark = page_pool_free_mark(&self->pool);
+    int64_t freed = cache_evict(self->c, n);
+    vals_forget_since(self, mark);
+    return PyLong_FromLongLong(freed);
 }
 
 static PyObject *pages_from_array(const int32_t *pages, int32_t n);
@@ -521,6 +559,7 @@ static PyObject *Cache_evict_pages(CacheObject *self, PyObject *arg)
     int32_t np = 0;
     rkv_status st = page_pool_freed_since(&self->pool, mark, &pages, &np);
     if (st != RKV_OK) return raise_status(st, "radixkv.Cache.evict_pages", "the free log");
+    vals_forget_since(self, mark);
     PyObject *p = pages_from_array(pages, np);
     if (!p) return NULL;
     PyObject *r = Py_BuildValue("(LN)", (long long)freed, p);
@@ -590,7 +629,451 @@ static PyObject *Cache_free(CacheObject *self, PyObject *arg)
     Py_RETURN_NONE;
 }
 
+/* ---- values per page (kv_*) -------------------------------------------------
+ * What a caller that keeps its own value per cached token (SGLang's KV
+ * indices) would otherwise do in Python around every call: store the values of
+ * the pages an insert adopts, gather a matched path's values, and hand back
+ * the values of the pages an evict freed. One C call each, so no per-page
+ * Python objects and no tensor arithmetic per call (radixkv.sglang). */
+
+/* Room for page ids < pages in self->vals; -1 with MemoryError. */
+static int vals_reserve(CacheObject *self, int64_t pages)
+{
+    if (pages <= self->vals_pages) return 0;
+    int64_t cap = self->vals_pages ? self->vals_pages : 1024;
+    while (cap < pages) cap *= 2;
+    if (cap > self->num_pages) cap = self->num_pages;
+    int64_t *v = realloc(self->vals, sizeof(int64_t) * (size_t)cap * (size_t)self->page_size);
+    if (!v) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    self->vals = v;
+    uint8_t *set = realloc(self->vals_set, (size_t)cap);
+    if (!set) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    memset(set + self->vals_pages, 0, (size_t)(cap - self->vals_pages));
+    self->vals_set = set;
+    int64_t *tag = realloc(self->vals_tag, sizeof(int64_t) * (size_t)cap);
+    if (!tag) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    memset(tag + self->vals_pages, 0, sizeof(int64_t) * (size_t)(cap - self->vals_pages));
+    self->vals_tag = tag;
+    self->vals_pages = cap;
+    return 0;
+}
+
+/* Pages freed since mark (any evict) no longer hold their values: a page an
+ * insert without values adopts later must not show the old ones. */
+static void vals_forget_since(CacheObject *self, uint64_t mark)
+{
+    if (!self->vals_set) return;
+    const int32_t *pages = NULL;
+    int32_t np = 0;
+    if (page_pool_freed_since(&self->pool, mark, &pages, &np) != RKV_OK) return;
+    for (int32_t j = 0; j < np; j++)
+        if (pages[j] < self->vals_pages) self->vals_set[pages[j]] = 0;
+}
+
+/* 1 when every page of pages[0..n) holds values kv_insert stored. */
+static int vals_all_set(const CacheObject *self, const int32_t *pages, int32_t n)
+{
+    for (int32_t j = 0; j < n; j++)
+        if (pages[j] >= self->vals_pages || !self->vals_set[pages[j]]) return 0;
+    return 1;
+}
+
+/* Values (a 1-D buffer of integers: numpy, array, a CPU tensor's .numpy())
+ * read item by item through the buffer's stride. */
+typedef struct vals_view {
+    Py_buffer view;
+    Py_ssize_t n, stride;
+    char kind;
+} vals_view;
+
+static int vals_view_open(PyObject *obj, const char *what, vals_view *v)
+{
+    if (PyObject_GetBuffer(obj, &v->view, PyBUF_RECORDS_RO) < 0) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_TypeError, "%s: expected a 1-D buffer of integers (numpy, array; a "
+                     "tensor as tensor.numpy()), got %s", what, Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    Py_buffer *b = &v->view;
+    v->kind = format_kind(b->format, b->itemsize);
+    if (b->ndim != 1 || !v->kind || (b->itemsize != 1 && b->itemsize != 2 && b->itemsize != 4
+                                     && b->itemsize != 8)) {
+        PyErr_Format(PyExc_TypeError, "%s: expected a 1-D buffer of integers, got format '%s' "
+                     "(%zd-byte items, %d dimensions)", what, b->format ? b->format : "B",
+                     b->itemsize, b->ndim);
+        PyBuffer_Release(b);
+        return -1;
+    }
+    v->n = b->shape ? b->shape[0] : b->len / b->itemsize;
+    v->stride = b->strides ? b->strides[0] : b->itemsize;
+    return 0;
+}
+
+static int64_t vals_view_get(const vals_view *v, Py_ssize_t i)
+{
+    const char *p = (const char *)v->view.buf + i * v->stride;
+    switch (v->view.itemsize) {
+    case 1: return v->kind == 's' ? *(const int8_t *)p : *(const uint8_t *)p;
+    case 2: { int16_t t; memcpy(&t, p, 2); return v->kind == 's' ? t : (uint16_t)t; }
+    case 4: { int32_t t; memcpy(&t, p, 4); return v->kind == 's' ? (int64_t)t : (int64_t)(uint32_t)t; }
+    default: { int64_t t; memcpy(&t, p, 8); return t; }
+    }
+}
+
+/* A fresh, writable int64 array of n values (numpy when installed, else a
+ * memoryview of format 'q'). */
+static PyObject *int64_array(const int64_t *src, Py_ssize_t n)
+{
+    PyObject *b = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)sizeof(int64_t) * n);
+    if (!b) return NULL;
+    if (n) memcpy(PyByteArray_AS_STRING(b), src, sizeof(int64_t) * (size_t)n);
+    PyObject *r;
+    if (numpy_frombuffer) {
+        r = PyObject_CallFunctionObjArgs(numpy_frombuffer, b, numpy_int64, NULL);
+    } else {
+        PyObject *mv = PyMemoryView_FromObject(b);
+        r = mv ? PyObject_CallMethod(mv, "cast", "s", "q") : NULL;
+        Py_XDECREF(mv);
+    }
+    Py_DECREF(b);
+    return r;
+}
+
+static MatchObject *match_new(CacheObject *self)
+{
+    MatchObject *m = PyObject_New(MatchObject, &MatchType);
+    if (!m) return NULL;
+    cache_match_init(&m->m);
+    m->owner = self;
+    Py_INCREF(self);
+    m->epoch = self->epoch;
+    m->generation = self->generation;
+    m->locked = 0;
+    m->exports = 0;
+    return m;
+}
+
+/* kv_insert(tokens, values, namespace=None) -> (prefix_len, Match): insert the
+ * page-aligned head of tokens; the pages the cache did not hold yet take
+ * values[i] for token i (at least as many values as aligned tokens). The
+ * steps (match, alloc, insert, match again when pages were added) are the
+ * ones a caller of match / alloc / insert takes, so the cache's clock moves
+ * the same. The Match is the inserted path's (its lock handle). */
+static PyObject *Cache_kv_insert(CacheObject *self, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"tokens", "values", "namespace", "tags", NULL};
+    PyObject *tok, *valo, *nso = NULL, *tago = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|OO:kv_insert", names, &tok, &valo, &nso,
+                                     &tago))
+        return NULL;
+    if (cache_closed(self)) return NULL;
+    uint64_t ns;
+    if (namespace_from(nso, &ns) < 0) return NULL;
+    ids t;
+    if (ids_from(tok, "radixkv.Cache.kv_insert: tokens", INT32_MAX, &t) < 0) return NULL;
+    vals_view v, tg;
+    if (vals_view_open(valo, "radixkv.Cache.kv_insert: values", &v) < 0) {
+        ids_release(&t);
+        return NULL;
+    }
+    int have_tags = tago != Py_None;
+    if (have_tags && vals_view_open(tago, "radixkv.Cache.kv_insert: tags", &tg) < 0) {
+        PyBuffer_Release(&v.view);
+        ids_release(&t);
+        return NULL;
+    }
+    const int32_t P = self->page_size;
+    int32_t npg = (int32_t)(t.n / P), n = npg * P;
+    int32_t *pages = NULL;
+    PyObject *r = NULL;
+    MatchObject *held = NULL, *path = NULL;
+    if (v.n < n) {
+        PyErr_Format(PyExc_ValueError, "radixkv.Cache.kv_insert: values has %zd items, the %d "
+                     "page-aligned tokens need as many", v.n, n);
+        goto out;
+    }
+    if (have_tags && tg.n < npg) {
+        PyErr_Format(PyExc_ValueError, "radixkv.Cache.kv_insert: tags has %zd items, the %d "
+                     "pages need one each", tg.n, npg);
+        goto out;
+    }
+    if (!(held = match_new(self))) goto out;
+    rkv_status st = cache_match_prefix(self->c, t.data, n, ns, &held->m);
+    if (st != RKV_OK) {
+        raise_status(st, "radixkv.Cache.kv_insert", "the match of the held prefix");
+        goto out;
+    }
+    int32_t k = held->m.num_pages, fresh = npg - k;
+    if (fresh == 0) { /* all held (or nothing to insert): the match is the path */
+        r = Py_BuildValue("(iO)", k * P, (PyObject *)held);
+        goto out;
+    }
+    if (!(pages = malloc(sizeof(int32_t) * (size_t)npg))) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    memcpy(pages, held->m.pages, sizeof(int32_t) * (size_t)k);
+    st = page_pool_alloc(&self->pool, fresh, pages + k);
+    if (st != RKV_OK) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "%d pages asked, %d free (evict first)", fresh,
+                 page_pool_num_free(&self->pool));
+        raise_status(st, "radixkv.Cache.kv_insert", msg);
+        goto out;
+    }
+    int32_t top = 0;
+    for (int32_t j = k; j < npg; j++)
+        if (pages[j] >= top) top = pages[j] + 1;
+    if (vals_reserve(self, top) < 0) goto give_back;
+    int contiguous64 = v.view.itemsize == 8 && v.kind == 's' && v.stride == 8;
+    for (int32_t j = k; j < npg; j++) {
+        self->vals_tag[pages[j]] = have_tags ? vals_view_get(&tg, j) : 0;
+        int64_t *dst = self->vals + (int64_t)pages[j] * P;
+        if (contiguous64)
+            memcpy(dst, (const int64_t *)v.view.buf + (Py_ssize_t)j * P, sizeof(int64_t) * (size_t)P);
+        else
+            for (int32_t i = 0; i < P; i++) dst[i] = vals_view_get(&v, (Py_ssize_t)j * P + i);
+    }
+    int32_t prefix = 0;
+    st = cache_insert(self->c, t.data, n, pages, ns, &prefix);
+    if (st != RKV_OK) {
+        raise_status(st, "radixkv.Cache.kv_insert", NULL);
+        goto give_back;
+    }
+    /* The cache adopted the pages past its prefix; pages the held match did
+     * not cover but the insert found cached (nothing runs between the two
+     * calls, so this is only defensive) go back to the pool. */
+    for (int32_t j = k > prefix / P ? k : prefix / P; j < npg; j++) self->vals_set[pages[j]] = 1;
+    if (prefix / P > k && page_pool_free(&self->pool, pages + k, prefix / P - k) != RKV_OK) {
+        raise_status(RKV_EINVAL, "radixkv.Cache.kv_insert", "returning duplicate pages");
+        goto out;
+    }
+    if (!(path = match_new(self))) goto out;
+    st = cache_match_prefix(self->c, t.data, n, ns, &path->m);
+    if (st != RKV_OK) {
+        raise_status(st, "radixkv.Cache.kv_insert", "the match of the inserted path");
+        goto out;
+    }
+    r = Py_BuildValue("(iO)", prefix, (PyObject *)path);
+    goto out;
+give_back:
+    page_pool_free(&self->pool, pages + k, fresh);
+out:
+    free(pages);
+    Py_XDECREF(held);
+    Py_XDECREF(path);
+    PyBuffer_Release(&v.view);
+    if (have_tags) PyBuffer_Release(&tg.view);
+    ids_release(&t);
+    return r;
+}
+
+/* kv_match(tokens, namespace=None) -> Match: match of the page-aligned head
+ * (tokens past the last whole page are ignored, as SGLang's page_aligned). */
+static PyObject *Cache_kv_match(CacheObject *self, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"tokens", "namespace", NULL};
+    PyObject *tok, *nso = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O:kv_match", names, &tok, &nso)) return NULL;
+    if (cache_closed(self)) return NULL;
+    uint64_t ns;
+    if (namespace_from(nso, &ns) < 0) return NULL;
+    ids t;
+    if (ids_from(tok, "radixkv.Cache.kv_match: tokens", INT32_MAX, &t) < 0) return NULL;
+    MatchObject *m = match_new(self);
+    if (!m) {
+        ids_release(&t);
+        return NULL;
+    }
+    rkv_status st = cache_match_prefix(self->c, t.data, (int32_t)(t.n / self->page_size)
+                                       * self->page_size, ns, &m->m);
+    ids_release(&t);
+    if (st != RKV_OK) {
+        Py_DECREF(m);
+        return raise_status(st, "radixkv.Cache.kv_match", NULL);
+    }
+    return (PyObject *)m;
+}
+
+/* kv_values(match) -> int64 array: the values of the match's path, token by
+ * token. Only while the match's pages are surely still its own: locked, or
+ * nothing evicted since it was made (else the pages may hold others' values). */
+static PyObject *Cache_kv_values(CacheObject *self, PyObject *arg)
+{
+    if (cache_closed(self)) return NULL;
+    MatchObject *m = match_arg(self, arg, "radixkv.Cache.kv_values");
+    if (!m) return NULL;
+    if (!m->locked && m->epoch != self->epoch) {
+        PyErr_SetString(PyExc_ValueError, "radixkv.Cache.kv_values: the cache evicted since this "
+                        "match was made and it is not locked, so its pages may hold other "
+                        "values; match again");
+        return NULL;
+    }
+    const int32_t P = self->page_size;
+    Py_ssize_t n = (Py_ssize_t)m->m.num_pages * P;
+    PyObject *b = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)sizeof(int64_t) * n);
+    if (!b) return NULL;
+    int64_t *dst = (int64_t *)PyByteArray_AS_STRING(b);
+    if (!vals_all_set(self, m->m.pages, m->m.num_pages)) {
+        Py_DECREF(b);
+        PyErr_SetString(PyExc_ValueError, "radixkv.Cache.kv_values: a page of the match has no "
+                        "values (inserted with insert, not kv_insert)");
+        return NULL;
+    }
+    for (int32_t j = 0; j < m->m.num_pages; j++) {
+        int64_t pg = m->m.pages[j];
+        memcpy(dst + (Py_ssize_t)j * P, self->vals + pg * P, sizeof(int64_t) * (size_t)P);
+    }
+    PyObject *r;
+    if (numpy_frombuffer) {
+        r = PyObject_CallFunctionObjArgs(numpy_frombuffer, b, numpy_int64, NULL);
+    } else {
+        PyObject *mv = PyMemoryView_FromObject(b);
+        r = mv ? PyObject_CallMethod(mv, "cast", "s", "q") : NULL;
+        Py_XDECREF(mv);
+    }
+    Py_DECREF(b);
+    return r;
+}
+
+/* The match for kv_tags / kv_set_tags: this cache's, its pages surely its
+ * own (locked or nothing evicted since), every page stored by kv_insert. */
+static MatchObject *kv_match_arg(CacheObject *self, PyObject *arg, const char *what)
+{
+    MatchObject *m = match_arg(self, arg, what);
+    if (!m) return NULL;
+    if (!m->locked && m->epoch != self->epoch) {
+        PyErr_Format(PyExc_ValueError, "%s: the cache evicted since this match was made and it "
+                     "is not locked; match again", what);
+        return NULL;
+    }
+    if (!vals_all_set(self, m->m.pages, m->m.num_pages)) {
+        PyErr_Format(PyExc_ValueError, "%s: a page of the match has no values (inserted with "
+                     "insert, not kv_insert)", what);
+        return NULL;
+    }
+    return m;
+}
+
+/* kv_tags(match) -> int64 array: the tag of each page on the match's path. */
+static PyObject *Cache_kv_tags(CacheObject *self, PyObject *arg)
+{
+    if (cache_closed(self)) return NULL;
+    MatchObject *m = kv_match_arg(self, arg, "radixkv.Cache.kv_tags");
+    if (!m) return NULL;
+    int64_t *tmp = malloc(sizeof(int64_t) * (size_t)(m->m.num_pages ? m->m.num_pages : 1));
+    if (!tmp) return PyErr_NoMemory();
+    for (int32_t j = 0; j < m->m.num_pages; j++) tmp[j] = self->vals_tag[m->m.pages[j]];
+    PyObject *r = int64_array(tmp, m->m.num_pages);
+    free(tmp);
+    return r;
+}
+
+/* kv_set_tags(match, start, tags): page start + i of the match's path takes
+ * tags[i] (a caller that computes tags only for the pages an insert added). */
+static PyObject *Cache_kv_set_tags(CacheObject *self, PyObject *args)
+{
+    PyObject *mo, *tago;
+    long long start;
+    if (!PyArg_ParseTuple(args, "OLO:kv_set_tags", &mo, &start, &tago)) return NULL;
+    if (cache_closed(self)) return NULL;
+    MatchObject *m = kv_match_arg(self, mo, "radixkv.Cache.kv_set_tags");
+    if (!m) return NULL;
+    vals_view tg;
+    if (vals_view_open(tago, "radixkv.Cache.kv_set_tags: tags", &tg) < 0) return NULL;
+    if (start < 0 || start + tg.n > m->m.num_pages) {
+        PyErr_Format(PyExc_ValueError, "radixkv.Cache.kv_set_tags: pages [%lld, %lld) are not "
+                     "all on the match's path of %d pages", start, start + (long long)tg.n,
+                     m->m.num_pages);
+        PyBuffer_Release(&tg.view);
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < tg.n; i++)
+        self->vals_tag[m->m.pages[start + i]] = vals_view_get(&tg, i);
+    PyBuffer_Release(&tg.view);
+    Py_RETURN_NONE;
+}
+
+/* kv_evict(num_tokens) -> (freed_tokens, int64 values of the freed pages in
+ * the order the kind freed them). */
+static PyObject *Cache_kv_evict(CacheObject *self, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"num_tokens", "tags", NULL};
+    long long n;
+    int want_tags = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "L|p:kv_evict", names, &n, &want_tags))
+        return NULL;
+    if (cache_closed(self)) return NULL;
+    if (n < 0) {
+        PyErr_Format(PyExc_ValueError, "radixkv.Cache.kv_evict: %lld tokens (need >= 0)", n);
+        return NULL;
+    }
+    self->epoch++;
+    uint64_t mark = page_pool_free_mark(&self->pool);
+    int64_t freed = cache_evict(self->c, n);
+    const int32_t *pages = NULL;
+    int32_t np = 0;
+    rkv_status st = page_pool_freed_since(&self->pool, mark, &pages, &np);
+    if (st != RKV_OK) return raise_status(st, "radixkv.Cache.kv_evict", "the free log");
+    const int32_t P = self->page_size;
+    int64_t *tmp = malloc(sizeof(int64_t) * (size_t)(np ? np : 1) * (size_t)P);
+    if (!tmp) return PyErr_NoMemory();
+    /* Checked before anything is forgotten; the eviction itself happened,
+     * so the error says the values are lost rather than pretending. */
+    if (!vals_all_set(self, pages, np)) {
+        free(tmp);
+        vals_forget_since(self, mark);
+        PyErr_Format(PyExc_ValueError, "radixkv.Cache.kv_evict: %lld tokens evicted, but a page "
+                     "had no values (inserted with insert, not kv_insert)", (long long)freed);
+        return NULL;
+    }
+    for (int32_t j = 0; j < np; j++) {
+        memcpy(tmp + (int64_t)j * P, self->vals + (int64_t)pages[j] * P,
+               sizeof(int64_t) * (size_t)P);
+    }
+    vals_forget_since(self, mark);
+    PyObject *a = int64_array(tmp, (Py_ssize_t)np * P);
+    if (!a || !want_tags) {
+        free(tmp);
+        return a ? Py_BuildValue("(LN)", (long long)freed, a) : NULL;
+    }
+    for (int32_t j = 0; j < np; j++) tmp[j] = self->vals_tag[pages[j]];
+    PyObject *tags = int64_array(tmp, np);
+    free(tmp);
+    if (!tags) {
+        Py_DECREF(a);
+        return NULL;
+    }
+    return Py_BuildValue("(LNN)", (long long)freed, a, tags);
+}
+
+static PyObject *Cache_get_evictable(CacheObject *self, void *unused)
+{
+    if (cache_closed(self)) return NULL;
+    cache_sizes s;
+    cache_get_sizes(self->c, &s);
+    return PyLong_FromLongLong(s.evictable_tokens);
+}
+
+static PyObject *Cache_get_protected(CacheObject *self, void *unused)
+{
+    if (cache_closed(self)) return NULL;
+    cache_sizes s;
+    cache_get_sizes(self->c, &s);
+    return PyLong_FromLongLong(s.protected_tokens);
+}
+
 static int dict_set_i64(PyObject *d, const char *k, long long v)
+
 {
     PyObject *o = PyLong_FromLongLong(v);
     if (!o) return -1;
@@ -653,6 +1136,7 @@ static PyObject *Cache_reset(CacheObject *self, PyObject *unused)
 {
     if (cache_closed(self)) return NULL;
     cache_teardown(self);
+    if (self->vals_set) memset(self->vals_set, 0, (size_t)self->vals_pages);
     if (cache_build(self) < 0) return NULL;
     Py_RETURN_NONE;
 }
@@ -725,6 +1209,21 @@ static PyMethodDef Cache_methods[] = {
     {"alloc", (PyCFunction)Cache_alloc, METH_O,
      "alloc(n) -> page ids: n free pages, now in flight (radixkv.OutOfPages when too few)."},
     {"free", (PyCFunction)Cache_free, METH_O, "free(pages): return in-flight pages to the pool."},
+    {"kv_insert", (PyCFunction)(void (*)(void))Cache_kv_insert, METH_VARARGS | METH_KEYWORDS,
+     "kv_insert(tokens, values, namespace=None, tags=None) -> (prefix_len, Match): insert with "
+     "a value per token (and a tag per page) kept for the pages the cache adopts."},
+    {"kv_match", (PyCFunction)(void (*)(void))Cache_kv_match, METH_VARARGS | METH_KEYWORDS,
+     "kv_match(tokens, namespace=None) -> Match of the page-aligned head of tokens."},
+    {"kv_values", (PyCFunction)Cache_kv_values, METH_O,
+     "kv_values(match) -> int64 array: the values kv_insert stored on the match's path."},
+    {"kv_tags", (PyCFunction)Cache_kv_tags, METH_O,
+     "kv_tags(match) -> int64 array: the tag kv_insert / kv_set_tags gave each page of the "
+     "match's path."},
+    {"kv_set_tags", (PyCFunction)Cache_kv_set_tags, METH_VARARGS,
+     "kv_set_tags(match, start, tags): tag pages start, start + 1, ... of the match's path."},
+    {"kv_evict", (PyCFunction)(void (*)(void))Cache_kv_evict, METH_VARARGS | METH_KEYWORDS,
+     "kv_evict(num_tokens, tags=False) -> (freed_tokens, int64 values of the freed pages"
+     "[, int64 tag of each freed page when tags])."},
     {"sizes", (PyCFunction)Cache_sizes, METH_NOARGS,
      "sizes() -> dict: evictable/protected/pinned tokens, nodes, free/inflight/cached pages."},
     {"stats", (PyCFunction)Cache_stats, METH_NOARGS, "stats() -> dict: the call counters."},
@@ -740,6 +1239,10 @@ static PyMethodDef Cache_methods[] = {
 
 static PyGetSetDef Cache_getset[] = {
     {"closed", (getter)Cache_get_closed, NULL, "True once close() was called.", NULL},
+    {"evictable_tokens", (getter)Cache_get_evictable, NULL, "sizes()['evictable_tokens'].",
+     NULL},
+    {"protected_tokens", (getter)Cache_get_protected, NULL, "sizes()['protected_tokens'].",
+     NULL},
     {"kind", (getter)Cache_get_kind, NULL, "The kind's registered name.", NULL},
     {"page_size", (getter)Cache_get_page_size, NULL, "Tokens per page.", NULL},
     {"num_pages", (getter)Cache_get_num_pages, NULL, "Pages in the pool.", NULL},
@@ -1036,10 +1539,12 @@ PyMODINIT_FUNC PyInit__radixkv(void)
     if (np) {
         numpy_frombuffer = PyObject_GetAttrString(np, "frombuffer");
         numpy_int32 = PyObject_GetAttrString(np, "int32");
+        numpy_int64 = PyObject_GetAttrString(np, "int64");
         Py_DECREF(np);
-        if (!numpy_frombuffer || !numpy_int32) {
+        if (!numpy_frombuffer || !numpy_int32 || !numpy_int64) {
             Py_CLEAR(numpy_frombuffer);
             Py_CLEAR(numpy_int32);
+            Py_CLEAR(numpy_int64);
         }
     }
     PyErr_Clear();

@@ -13,11 +13,15 @@ a `BasePrefixCache` takes it; replacing it is one constructor call:
     from radixkv.sglang import RadixCache
     tree_cache = RadixCache(cache_init_params)      # instead of SGLang's
 
-How it maps. radixkv's tree stores page ids of its own pool; this class keeps,
-per radixkv page, the SGLang KV indices of that page (page_size of them), so a
-match returns SGLang's own KV indices, and an eviction hands them back to
+How it maps. radixkv's tree stores page ids of its own pool; the C extension
+keeps, per radixkv page, the SGLang KV indices of that page (page_size of
+them: Cache.kv_insert stores them for the pages an insert adopts), so
+path_device_indices returns SGLang's own KV indices (gathered in C when asked,
+as SGLang gathers its node values then), and an eviction hands them back to
 SGLang's allocator (free_segment), in the order radixkv evicted them (one call
 per evict, the pages' indices concatenated: node boundaries are radixkv's).
+Every SGLang call is one C call plus the params objects: no per-page Python
+objects, no tensor arithmetic beyond wrapping the returned int64 array.
 extra_key and cache_salt are namespaces (radixkv.namespace_id of both), so
 keys that differ in either never share entries, as in SGLang. The clock is
 radixkv's logical one (one tick per call), where SGLang's stamps
@@ -25,15 +29,22 @@ time.monotonic(): the LRU order is the same whenever SGLang's clock moves
 between calls. Eviction policies are radixkv's registered ones
 (radixkv.policies()); SGLang's names lru, lfu, fifo and priority exist in both.
 
+KV cache events: BlockStored / BlockRemoved / AllBlocksCleared as SGLang's
+own tree records them (its KVCacheEventRecorder, so take_events() merges
+them the same way), block hashes from SGLang's page hash chain; radixkv
+keeps each page's hash in the C extension to name evicted pages.
+
 Not supported (refused with an error, never ignored): EAGLE's bigram keys,
-KV cache events, metrics collection; hierarchical cache, SWA and Mamba are the
-unified tree's and not part of this interface. `checkpoint` (SGLang's
+KV cache events for keys with extra_key or cache_salt (SGLang hashes those
+with namespace seeds), metrics collection; hierarchical cache, SWA and
+Mamba are the unified tree's and not part of this interface. `checkpoint` (SGLang's
 scheduler's insert of a running request) follows RadixCache's own steps but
 is not driven by the comparison tests, which call match_prefix, insert,
 evict and the lock counts directly.
 
 Imports sglang (and torch) when imported; the rest of radixkv does not.
 """
+from array import array
 from typing import Any, Optional
 
 import numpy as np
@@ -42,8 +53,11 @@ from sglang.srt.mem_cache.base_prefix_cache import (BasePrefixCache, DecLockRefP
                                                     DecLockRefResult, EvictParams, EvictResult,
                                                     IncLockRefResult, InsertParams, InsertResult,
                                                     MatchPrefixParams, MatchResult)
+from sglang.srt.disaggregation.kv_events import BlockRemoved, BlockStored, StorageMedium
 from sglang.srt.mem_cache.cache_init_params import CacheInitParams
+from sglang.srt.mem_cache.events import KVCacheEventRecorder
 from sglang.srt.mem_cache.radix_cache import RadixKey
+from sglang.srt.mem_cache.utils import get_hash_str, hash_str_to_int64
 
 from . import Cache, namespace_id, policies
 
@@ -56,13 +70,14 @@ DEFAULT_PAGES = 1 << 20
 
 class Node:
     """What match_prefix and insert return as the last device node: the
-    radixkv match (the lock handle) and the KV indices of its path."""
+    radixkv match, which is also the lock handle; its KV indices come from
+    the C extension when path_device_indices asks (as SGLang's own node
+    gathers its path's values only then)."""
 
-    __slots__ = ("match", "indices")
+    __slots__ = ("match",)
 
-    def __init__(self, match, indices):
+    def __init__(self, match):
         self.match = match
-        self.indices = indices
 
 
 def _namespace(key: RadixKey) -> int:
@@ -84,21 +99,27 @@ class RadixCache(BasePrefixCache):
         self.eviction_policy = params.eviction_policy.lower()
         if self.is_eagle:
             raise NotImplementedError("radixkv.sglang.RadixCache: EAGLE bigram keys are not supported")
-        if params.enable_kv_cache_events or params.enable_metrics:
-            raise NotImplementedError("radixkv.sglang.RadixCache: KV cache events and metrics are "
-                                      "not supported")
+        if params.enable_metrics:
+            raise NotImplementedError("radixkv.sglang.RadixCache: metrics are not supported")
         if self.eviction_policy not in policies():
             raise ValueError(f"radixkv.sglang.RadixCache: eviction policy "
                              f"'{self.eviction_policy}' is not one of {policies()}")
         alloc = self.token_to_kv_pool_allocator
         dev = getattr(alloc, "device", "cpu") if alloc is not None else "cpu"
         self.device = torch.device(dev) if isinstance(dev, (str, torch.device)) else torch.device("cpu")
+        self._on_cpu = self.device.type == "cpu"
         size = getattr(alloc, "size", None)
         # Twice SGLang's pages: an insert takes a page id for every page of its
         # key before the tree says which it already holds.
         self.num_pages = num_pages or (2 * (int(size) // self.page_size + 1) if size
                                        else DEFAULT_PAGES)
-        self.kv_events = None
+        # SGLang's own recorder (its queue, coalescing and take()); the adapter
+        # hands it the events SGLang's tree would record (_events_*).
+        self.kv_events = KVCacheEventRecorder(
+            enabled=params.enable_kv_cache_events and not self.disable,
+            page_size=self.page_size, dynamo_format=params.dynamo_kv_event_format,
+            lora_names=params.kv_event_lora_names)
+        self._events = self.kv_events.enabled
         self.metrics_collector = None
         self.cache = None
         self.reset()
@@ -116,55 +137,54 @@ class RadixCache(BasePrefixCache):
         return cls(params, num_pages=num_pages)
 
     def reset(self):
+        # The KV indices of each radixkv page live in the C extension
+        # (Cache.kv_insert / kv_values / kv_evict): one C call per SGLang call,
+        # no per-page Python objects.
         if self.cache is None:
             self.cache = Cache("radix", self.page_size, self.num_pages,
                                policy=self.eviction_policy)
         else:
             self.cache.reset()
-        # (pages, page_size): SGLang's KV indices of each radixkv page, grown on
-        # demand; numpy, whose fancy indexing costs a fraction of torch's.
-        self._kv = np.zeros((1024, self.page_size), dtype=np.int64)
         self._empty = torch.empty((0,), dtype=torch.int64, device=self.device)
-        self.root_node = Node(None, self._empty)
+        self.root_node = Node(None)
         self._empty_match = MatchResult(device_prefix_len=0, last_device_node=self.root_node,
                                         last_host_node=self.root_node,
                                         best_match_node=self.root_node)
+        self._digests = {}  # event block hash -> its hex digest, for pages cached
+        self.kv_events.record_all_cleared()
 
     # ---- lookups -----------------------------------------------------------
 
-    def _tokens(self, key: RadixKey):
-        if key.is_bigram:
-            raise NotImplementedError("radixkv.sglang.RadixCache: bigram keys are not supported")
-        t = key.raw_token_ids()
-        n = len(t) // self.page_size * self.page_size
-        return t if n == len(t) else t[:n]
-
-    def _indices(self, pages) -> torch.Tensor:
-        if len(pages) == 0:
-            return self._empty
-        t = torch.from_numpy(self._kv[np.asarray(pages)].reshape(-1))
-        return t if self.device.type == "cpu" else t.to(self.device)
+    def _tensor(self, values) -> torch.Tensor:
+        t = torch.from_numpy(values)
+        return t if self._on_cpu else t.to(self.device)
 
     def match_prefix(self, params: MatchPrefixParams) -> MatchResult:
         key = params.key
-        if self.disable or len(key) == 0:
+        if self.disable:
             return self._empty_match
-        toks = self._tokens(key)
-        if len(toks) == 0:
+        if key.is_bigram:
+            raise NotImplementedError("radixkv.sglang.RadixCache: bigram keys are not supported")
+        # kv_match takes the page-aligned head itself.
+        m = self.cache.kv_match(key.raw_token_ids(), _namespace(key))
+        n = m.length
+        if n == 0:
             return self._empty_match
-        m = self.cache.match(toks, namespace=_namespace(key))
-        if m.length == 0:
-            return self._empty_match
-        node = Node(m, self._indices(m.pages))
-        return MatchResult(device_prefix_len=m.length, last_device_node=node,
+        node = Node(m)
+        return MatchResult(device_prefix_len=n, last_device_node=node,
                            last_host_node=node, best_match_node=node)
 
     def touch_prefix(self, key: RadixKey) -> None:
-        if not self.disable and len(key):
-            self.cache.match(self._tokens(key), namespace=_namespace(key))
+        if self.disable or not len(key):
+            return
+        if key.is_bigram:
+            raise NotImplementedError("radixkv.sglang.RadixCache: bigram keys are not supported")
+        self.cache.kv_match(key.raw_token_ids(), _namespace(key))
 
     def path_device_indices(self, node: Node) -> torch.Tensor:
-        return node.indices
+        if node.match is None:
+            return self._empty
+        return self._tensor(self.cache.kv_values(node.match))
 
     # ---- insert and evict --------------------------------------------------
 
@@ -172,71 +192,100 @@ class RadixCache(BasePrefixCache):
         if self.disable:
             return InsertResult(prefix_len=0)
         key = params.key
-        toks = self._tokens(key)
-        n = len(toks)
+        if key.is_bigram:
+            raise NotImplementedError("radixkv.sglang.RadixCache: bigram keys are not supported")
+        toks = key.raw_token_ids()
         value = params.value
-        value = (value[:n] if value is not None
-                 else torch.tensor(toks[:n], dtype=torch.int64))
-        P = self.page_size
-        ns = _namespace(key)
-        # What the tree holds already, then pages (and their KV indices) for
-        # the rest only; the tree adopts those. The match moves radixkv's
-        # clock once more, on the same path the insert then touches, so no
-        # other node's order changes.
-        held = self.cache.match(toks, namespace=ns) if n else None
-        k = held.length // P if held is not None else 0
-        new = self.cache.alloc(n // P - k)
-        top = int(new.max()) + 1 if len(new) else 0
-        if top > self._kv.shape[0]:
-            grown = np.zeros((max(top, 2 * self._kv.shape[0]), P), dtype=np.int64)
-            grown[:self._kv.shape[0]] = self._kv
-            self._kv = grown
-        if len(new):
-            self._kv[new] = value[k * P:].to("cpu", torch.int64).numpy().reshape(-1, P)
-        pages = np.concatenate([held.pages, new]) if held is not None else new
-        prefix = self.cache.insert(toks, pages, namespace=ns)
-        if prefix > k * P:  # only if something else inserted between the two calls
-            self.cache.free(new[:prefix // P - k])
-        if k == n // P:
-            node = Node(held, self._indices(held.pages)) if k else self.root_node
+        if value is None:
+            values = np.asarray(toks, dtype=np.int64)
         else:
-            m = self.cache.match(toks, namespace=ns)
-            node = Node(m, self._indices(m.pages))
-        return InsertResult(prefix_len=prefix, last_device_node=node)
+            if not self._on_cpu or value.device.type != "cpu":
+                value = value.cpu()
+            values = value.numpy()
+        # Match, page allocation, the values of the new pages, insert and the
+        # inserted path's match: one C call (Cache.kv_insert).
+        if self._events:
+            prefix, m = self._insert_with_events(key, toks, values)
+        else:
+            prefix, m = self.cache.kv_insert(toks, values, _namespace(key))
+        return InsertResult(prefix_len=prefix,
+                            last_device_node=Node(m) if m.length else self.root_node)
 
     def evict(self, params: EvictParams) -> EvictResult:
         if self.disable or params.num_tokens <= 0:
             return EvictResult()
-        freed, pages = self.cache.evict_pages(params.num_tokens)
-        if len(pages):
-            self.token_to_kv_pool_allocator.free_segment(self._indices(pages), start_pos=0)
+        if self._events:
+            freed, values, hashes = self.cache.kv_evict(params.num_tokens, tags=True)
+            if len(hashes):
+                hashes = hashes.tolist()
+                for h in hashes:
+                    self._digests.pop(h, None)
+                # SGLang records one BlockRemoved per node and the recorder
+                # merges consecutive ones: one event with the pages in order.
+                self.kv_events.enqueue(BlockRemoved(block_hashes=hashes,
+                                                    medium=StorageMedium.GPU))
+        else:
+            freed, values = self.cache.kv_evict(params.num_tokens)
+        if len(values):
+            self.token_to_kv_pool_allocator.free_segment(self._tensor(values), start_pos=0)
         return EvictResult(num_tokens_evicted=freed)
+
+    def _insert_with_events(self, key: RadixKey, toks, values):
+        """kv_insert, then the event block hashes of the pages the tree
+        adopted (SGLang's chain: page by page from the root, each page's
+        hash seeded with the hex digest of the one before, which
+        self._digests keeps by its int64 block hash), a tag on each new page
+        (so an evict names them), and a BlockStored for them, as SGLang's
+        recorder merges its per-page events."""
+        if key.extra_key is not None or key.cache_salt is not None:
+            raise NotImplementedError("radixkv.sglang.RadixCache: KV cache events for keys with "
+                                      "extra_key or cache_salt are not supported")
+        P = self.page_size
+        prefix, m = self.cache.kv_insert(toks, values, 0)
+        n = m.length
+        k = prefix // P
+        if k * P < n:
+            c = self.cache
+            parent = int(c.kv_tags(m)[k - 1]) if k else None
+            chain = get_hash_str(toks[k * P:n], self._digests[parent] if k else None,
+                                 page_size=P)
+            hashes = [hash_str_to_int64(h) for h in chain]
+            for h, d in zip(hashes, chain):
+                self._digests[h] = d
+            c.kv_set_tags(m, k, array("q", hashes))
+            self.kv_events.enqueue(BlockStored(
+                block_hashes=hashes, parent_block_hash=parent,
+                token_ids=list(toks[k * P:n]), block_size=P, lora_id=None,
+                medium=StorageMedium.GPU, cache_salt=None, session_id=None, lora_name=None))
+        return prefix, m
 
     # ---- locks and sizes ---------------------------------------------------
 
     def inc_lock_ref(self, node: Node) -> IncLockRefResult:
         if self.disable or node.match is None:
             return IncLockRefResult(delta=0)
-        before = self.cache.sizes()["evictable_tokens"]
-        self.cache.lock(node.match)
-        return IncLockRefResult(delta=self.cache.sizes()["evictable_tokens"] - before)
+        c = self.cache
+        before = c.evictable_tokens
+        c.lock(node.match)
+        return IncLockRefResult(delta=c.evictable_tokens - before)
 
     def dec_lock_ref(self, node: Node,
                      params: Optional[DecLockRefParams] = None) -> DecLockRefResult:
         if self.disable or node.match is None:
             return DecLockRefResult(delta=0)
-        before = self.cache.sizes()["evictable_tokens"]
-        self.cache.unlock(node.match)
-        return DecLockRefResult(delta=self.cache.sizes()["evictable_tokens"] - before)
+        c = self.cache
+        before = c.evictable_tokens
+        c.unlock(node.match)
+        return DecLockRefResult(delta=c.evictable_tokens - before)
 
     def supports_prefix_sharing(self) -> bool:
         return not self.disable
 
     def evictable_size(self):
-        return self.cache.sizes()["evictable_tokens"]
+        return self.cache.evictable_tokens
 
     def protected_size(self):
-        return self.cache.sizes()["protected_tokens"]
+        return self.cache.protected_tokens
 
     def full_evictable_size(self):
         return self.evictable_size()
@@ -245,14 +294,10 @@ class RadixCache(BasePrefixCache):
         return self.protected_size()
 
     def total_size(self):
-        s = self.cache.sizes()
-        return s["evictable_tokens"] + s["protected_tokens"]
+        return self.cache.evictable_tokens + self.cache.protected_tokens
 
     def pretty_print(self):
         print(f"radixkv radix tree: {self.cache.sizes()}")
-
-    def take_events(self):
-        return []
 
     # ---- the scheduler's insert of a running request ------------------------
 

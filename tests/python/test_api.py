@@ -279,6 +279,79 @@ def test_misuse():
     check("mru" in msg and "lru" in msg, f"the library's message names the value and choices: {msg}")
 
 
+def test_kv_values():
+    """kv_insert / kv_match / kv_values / kv_evict (the per-token values
+    radixkv.sglang keeps) against a model of which value each cached token
+    prefix holds: every value gathered is the one its first insert stored,
+    every evicted value comes back exactly once, misuse is refused."""
+    rng = random.Random(7)
+    for P in (1, 4, 16):
+        c = radixkv.Cache("radix", P, 4096)
+        held = {}      # (the page-prefix holding token j, j) -> the value stored for j
+        evicted = []
+        stored = 0
+        for i in range(300):
+            toks = random_requests(rng, 1, 12, 3 * P)[0]
+            n = len(toks) // P * P
+            vals = array.array("q", [1000 * i + j for j in range(len(toks))])
+            before = c.evictable_tokens
+            prefix, m = c.kv_insert(array.array("q", toks), vals)
+            check(m.length == n, f"P={P}: kv_insert's match covers the aligned key")
+            check(prefix % P == 0 and prefix <= n, f"P={P}: prefix {prefix}")
+            def at(j):
+                return (tuple(toks[:(j // P + 1) * P]), j)
+            for j in range(prefix, n):
+                held[at(j)] = vals[j]
+            stored += n - prefix
+            got = list(c.kv_values(m))
+            want = [held[at(j)] for j in range(n)]
+            check(got == want, f"P={P}: kv_values {got} != {want}")
+            check(c.evictable_tokens == before + n - prefix, f"P={P}: evictable grows by the new")
+            mm = c.kv_match(toks)
+            check(mm.length == n and list(c.kv_values(mm)) == want, f"P={P}: kv_match")
+            if i % 7 == 6:
+                c.lock(mm)
+                freed, ev = c.kv_evict(3 * P)
+                check(len(ev) == freed, f"P={P}: one value per evicted token")
+                evicted += list(ev)
+                # Locked: still readable after the evict.
+                check(list(c.kv_values(mm)) == want, f"P={P}: locked values survive an evict")
+                raises(ValueError, lambda: c.kv_values(m), f"P={P}: stale unlocked match")
+                c.unlock(mm)
+                gone = set(ev)
+                held = {k: v for k, v in held.items() if v not in gone}
+        freed, ev = c.kv_evict(1 << 30)
+        evicted += list(ev)
+        check(sorted(evicted) == sorted(set(evicted)) and len(evicted) == stored,
+              f"P={P}: every stored value evicted once ({len(evicted)} of {stored})")
+        accounting(c, f"P={P} kv")
+        raises(ValueError, lambda: c.kv_insert([1] * P, array.array("q", [5] * (P - 1))),
+               f"P={P}: too few values")
+        raises(TypeError, lambda: c.kv_insert([1] * P, [5] * P), f"P={P}: values not a buffer")
+        raises(TypeError, lambda: c.kv_insert([1] * P, array.array("d", [1.0] * P)),
+               f"P={P}: float values")
+        raises(ValueError, lambda: c.kv_evict(-1), f"P={P}: negative evict")
+        other = radixkv.Cache("radix", P, 64)
+        raises(ValueError, lambda: other.kv_values(c.kv_match([1] * P)), "another cache's match")
+        # Tags: one per page, set at insert or later, returned by kv_evict.
+        t1 = array.array("q", [1] * P + [2] * P)
+        _, tm = c.kv_insert(t1, array.array("q", range(2 * P)), tags=array.array("q", [-5, 9]))
+        check(list(c.kv_tags(tm)) == [-5, 9], f"P={P}: tags as inserted")
+        c.kv_set_tags(tm, 1, array.array("q", [11]))
+        check(list(c.kv_tags(tm)) == [-5, 11], f"P={P}: a tag set later")
+        raises(ValueError, lambda: c.kv_set_tags(tm, 1, array.array("q", [1, 2])),
+               f"P={P}: tags past the path")
+        freed, ev, tags = c.kv_evict(1 << 30, tags=True)
+        # One node of two pages: freed in path order, values and tags alike.
+        check(freed == 2 * P and list(tags) == [-5, 11] and list(ev) == list(range(2 * P)),
+              f"P={P}: kv_evict with tags: {freed} {tags} {ev}")
+        c.insert([7] * P, c.alloc(1))
+        raises(ValueError, lambda: c.kv_values(c.kv_match([7] * P)),
+               f"P={P}: pages inserted without values")
+        c.close()
+        raises(ValueError, lambda: c.kv_match([1]), "closed cache")
+
+
 def main():
     reg = registry()
     if reg is not None:
@@ -296,6 +369,7 @@ def main():
     test_namespaces()
     test_locks()
     test_misuse()
+    test_kv_values()
     print(f"py_api: {CHECKS} checks passed ({len(kinds)} kinds, numpy "
           f"{'yes' if np is not None else 'no'}, package {os.path.dirname(radixkv.__file__)})")
 

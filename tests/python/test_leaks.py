@@ -50,7 +50,17 @@ def body(c, toks, arr, nparr, bad):
     except ValueError:
         pass
     c.evict(4)
-    return 10
+    # The values methods (radixkv.sglang's path), one refused.
+    vals = array.array("q", range(100, 112))
+    _, m3 = c.kv_insert(arr, vals)
+    _ = c.kv_values(m3)
+    c.kv_set_tags(m3, 0, c.kv_tags(m3))
+    try:
+        c.kv_insert(arr, bad)
+    except TypeError:
+        pass
+    c.kv_evict(4, tags=True)
+    return 17
 
 
 def main():
