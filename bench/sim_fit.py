@@ -163,6 +163,56 @@ def profile_skeleton(pid, engine, summary, device, act, act_dtype, mixed_rows):
     }
 
 
+def decode_pairs(raw):
+    """The decode steps measured both as a CUDA graph and eagerly: (graph, eager)."""
+    steps = {(s["name"]): s for s in raw["steps"]}
+    return [(steps[n], steps[n + "_eager"]) for n in steps
+            if n + "_eager" in steps and steps[n]["graph"]]
+
+
+def floor_step(pairs):
+    """The step the kernel floor is solved from: the smallest decode batch as a graph."""
+    return min((g for g, _ in pairs), key=lambda s: s["batch"])
+
+
+def prefill_step(raw):
+    """The step the activation efficiency is solved from: the longest uncached prefill."""
+    return max((s for s in raw["steps"] if s["prefix"] == 0 and s["rows"] > 1),
+               key=lambda s: s["rows"])
+
+
+def host_point_case(pt):
+    """An end-to-end point's name in raw["host"]["per_step_ms"] (gpu_raw.py's
+    'sweep N, h = H, cache'), or None for a point that cannot appear there
+    (gpu_raw.py takes host time from sync runs only)."""
+    if pt["schedule"] != "sync":
+        return None
+    return f"sweep {pt['num']}, h = {pt['hit_rate']:g}, {pt['cache']}"
+
+
+def fit_points(raw):
+    """The reference points of a raw file whose measurement entered a fitted
+    constant of an own or peer profile: {("step", name) or ("e2e", (set, num,
+    hit_rate, cache, schedule)): [the constants, in the order fitted]}. fit_measured picks its points
+    through the same selectors, so any point not listed here entered no constant
+    (it is held out of the fit, though it comes from the same run). The GEMM and
+    attention microbenchmarks, which set the efficiencies, are not reference
+    points of the accuracy table and are not listed."""
+    used = {}
+    pairs = decode_pairs(raw)
+    for g, e in pairs:
+        for s in (g, e):
+            used.setdefault(("step", s["name"]), []).append("latency.launch_s")
+    used.setdefault(("step", floor_step(pairs)["name"]), []).append("latency.kernel_s")
+    used.setdefault(("step", prefill_step(raw)["name"]), []).append("efficiency.act")
+    cases = {h["case"] for h in raw["host"]["per_step_ms"]}
+    for pt in raw["e2e"]["points"]:
+        if host_point_case(pt) in cases:
+            key = (pt["set"], pt["num"], pt["hit_rate"], pt["cache"], pt["schedule"])
+            used.setdefault(("e2e", key), []).append("host.step_s")
+    return used
+
+
 def fit_measured(raw_rel, engine, pid, sim_exe, tables=False):
     """own / peer from one raw file. Each rule's comment is its documentation.
     tables: also keep the measured GEMM times as the profile's tables (the sim
@@ -236,9 +286,7 @@ def fit_measured(raw_rel, engine, pid, sim_exe, tables=False):
     # Launches and floors come from radixkv's own steps (for the peer they are
     # an assumption, see PEER_ASSUMPTIONS), with the cost function's terms.
     sim = Sim(sim_exe, raw["model"])
-    steps = {(s["name"]): s for s in raw["steps"]}
-    dec_pairs = [(steps[n], steps[n + "_eager"]) for n in steps
-                 if n + "_eager" in steps and steps[n]["graph"]]
+    dec_pairs = decode_pairs(raw)
     # Launch: eager - graph over the decode steps, mean to 0.01 ms, over the
     # kernels an eager step launches (3 significant digits).
     diff = rnd(statistics.mean(e["ms"] - g["ms"] for g, e in dec_pairs), 2)
@@ -253,9 +301,8 @@ def fit_measured(raw_rel, engine, pid, sim_exe, tables=False):
     # (mostly floors) and the 1024-token prefill (mostly activation traffic):
     # each step's time less the other terms, solved together (the two
     # hardly interact; three rounds settle both to their rounding).
-    d1 = min((g for g, _ in dec_pairs), key=lambda s: s["batch"])
-    pf = max((s for s in raw["steps"] if s["prefix"] == 0 and s["rows"] > 1),
-             key=lambda s: s["rows"])
+    d1 = floor_step(dec_pairs)
+    pf = prefill_step(raw)
     kernel_s, eff_act = 0.0, 1.0
     for _ in range(3):
         q = json.loads(json.dumps(p))

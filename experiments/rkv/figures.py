@@ -96,10 +96,39 @@ def inspect(fig):
             "small_texts": small, "offset_texts": offsets}
 
 
+def plain_log_ticks(fig):
+    """One style of tick label on every log axis: matplotlib labels the minor
+    ticks of a log axis that spans less than a decade in its own notation
+    ("6x10^0") beside a major label a notebook printed plainly ("5"). Where two
+    or more major ticks are in view, the minor ones go unlabelled; where fewer
+    are, the majors are put at 1, 2 and 5 per decade and printed plainly."""
+    from matplotlib import ticker
+    for ax in fig.get_axes():
+        for axis, lim in ((ax.xaxis, ax.get_xlim()), (ax.yaxis, ax.get_ylim())):
+            if axis.get_scale() != "log":
+                continue
+            lo, hi = min(lim), max(lim)
+
+            def in_view():
+                return len([t for t in axis.get_majorticklocs() if lo <= t <= hi])
+            # Ticks a notebook placed itself (set_xticks) stay as they are.
+            if not isinstance(axis.get_major_locator(), ticker.FixedLocator) and in_view() < 2:
+                old = (axis.get_major_locator(), axis.get_major_formatter())
+                axis.set_major_locator(ticker.LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+                axis.set_major_formatter(ticker.FormatStrFormatter("%g"))
+                if in_view() < 2:
+                    # Less than a step of 1-2-5 in view: keep matplotlib's labels whole.
+                    axis.set_major_locator(old[0])
+                    axis.set_major_formatter(old[1])
+                    continue
+            axis.set_minor_formatter(ticker.NullFormatter())
+
+
 def save(fig, folder, name, width=1.0, png_dpi=200):
     """NAME.pdf and NAME.png in `folder`, and NAME.fig.json with what
     inspect() found and the placement width (fraction of the text width) the
-    notebook drew for."""
+    notebook drew for. Log axes get one style of tick label (plain_log_ticks)."""
+    plain_log_ticks(fig)
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     meta = inspect(fig)
