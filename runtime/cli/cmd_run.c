@@ -576,6 +576,38 @@ static int apply_pins(engine *e, const run_opts *o, cache_pins *pins)
     return -1;
 }
 
+/* The stderr table's thread CPU per step phase (engine_phase), when measured. */
+static void print_phases(const engine_stats *s)
+{
+    double sum = 0;
+    for (int p = 0; p < ENGINE_NUM_PHASES; p++) sum += s->phase_cpu_seconds[p];
+    if (s->steps == 0 || sum <= 0) return;
+    fputs("  step phases     ", stderr);
+    for (int p = 0; p < ENGINE_NUM_PHASES; p++)
+        fprintf(stderr, "%s%s %.3f", p ? ", " : "", engine_phase_names[p],
+                s->phase_cpu_seconds[p] / (double)s->steps * 1e3);
+    fputs(" ms/step (thread CPU)\n", stderr);
+}
+
+/* The stderr table's spill tier lines, with a tier. */
+static void print_tier_table(engine *e, const tier_stats *ts)
+{
+    if (!ts) return;
+    fprintf(stderr, "  spill tier      %llu host + %llu disk tokens loaded back, %llu pages spilled"
+            ", %.3f ms loading\n", (unsigned long long)ts->host_hit_tokens,
+            (unsigned long long)ts->disk_hit_tokens, (unsigned long long)ts->spilled_pages,
+            ts->load_seconds * 1e3);
+    const tier_remote_stats *rs = cache_tier_remote_stats(engine_cache(e));
+    if (rs)
+        fprintf(stderr, "  remote tier     %llu tokens loaded, %llu pages stored, %llu misses, %llu bad values%s\n",
+                (unsigned long long)rs->hit_tokens, (unsigned long long)rs->stored_pages,
+                (unsigned long long)rs->misses, (unsigned long long)rs->corrupt_values,
+                rs->down ? " (server down at the end)" : "");
+    if (cache_tier_last_error(engine_cache(e)))
+        fprintf(stderr, "radixkv run: warning: %llu spills failed (plain evictions); first: %s\n",
+                (unsigned long long)ts->spill_failures, cache_tier_last_error(engine_cache(e)));
+}
+
 /* The summary line on out and the table on stderr. */
 static int print_summary(engine *e, const run_opts *o, const run_ids *ids, bool interrupted, FILE *out)
 {
@@ -661,21 +693,8 @@ static int print_summary(engine *e, const run_opts *o, const run_ids *ids, bool 
             hit * 100, (long long)s.cached_tokens, (long long)s.prompt_tokens, p50_ttft * 1e3,
             p99_ttft * 1e3, p50_tpot * 1e3, p99_tpot * 1e3, (long long)s.steps,
             (long long)s.preemptions, sched_ms, bill.cost, bill.cost_no_cache, bill.saving * 100);
-    if (ts) {
-        fprintf(stderr, "  spill tier      %llu host + %llu disk tokens loaded back, %llu pages spilled"
-                ", %.3f ms loading\n", (unsigned long long)ts->host_hit_tokens,
-                (unsigned long long)ts->disk_hit_tokens, (unsigned long long)ts->spilled_pages,
-                ts->load_seconds * 1e3);
-        const tier_remote_stats *rs = cache_tier_remote_stats(engine_cache(e));
-        if (rs)
-            fprintf(stderr, "  remote tier     %llu tokens loaded, %llu pages stored, %llu misses, %llu bad values%s\n",
-                    (unsigned long long)rs->hit_tokens, (unsigned long long)rs->stored_pages,
-                    (unsigned long long)rs->misses, (unsigned long long)rs->corrupt_values,
-                    rs->down ? " (server down at the end)" : "");
-        if (cache_tier_last_error(engine_cache(e)))
-            fprintf(stderr, "radixkv run: warning: %llu spills failed (plain evictions); first: %s\n",
-                    (unsigned long long)ts->spill_failures, cache_tier_last_error(engine_cache(e)));
-    }
+    print_phases(&s);
+    print_tier_table(e, ts);
     free(ttft);
     free(tpot);
     if (interrupted) {
