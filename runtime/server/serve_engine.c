@@ -466,7 +466,7 @@ static void seq_finish_locked(serve *s, serve_job *j, serve_seq *q, const char *
     }
     if (--s->outstanding == 0) pthread_cond_broadcast(&s->drained);
     if (++j->n_done == j->n_seq) {
-        serve_http_resume_locked(s, j);
+        s->http.resume_locked(s, j);
         serve_job_unref_locked(j);
     }
 }
@@ -629,16 +629,16 @@ static void publish_locked(serve *s)
             /* A suspended connection is not polled: look at its socket, so a
              * client that went away stops its generation (as vLLM does). */
             j->t_written = t;
-            if (serve_http_client_gone_locked(j)) {
+            if (s->http.client_gone_locked(j)) {
                 j->cancelled = true;
                 s->cancel_pending = true;
             }
         }
         if (k > 0 && j->stream) {
-            serve_http_resume_locked(s, j);
+            s->http.resume_locked(s, j);
         } else if (j->stream && j->suspended && t - j->t_written > s->cfg.keepalive_seconds) {
             j->keepalive = true;
-            serve_http_resume_locked(s, j);
+            s->http.resume_locked(s, j);
         }
         i++;
     }
