@@ -517,6 +517,23 @@ static void lm_head(const model *m, const fwd_batch *b, const float *x, float *h
     }
 }
 
+/* Cascade: one plan for every layer (the page tables are the layers'), when
+ * the model cascades and the batch can share; *cascade: the plan has groups. */
+static rkv_status cascade_plan(const model *m, const kv_cache *kv, const fwd_batch *b,
+                               const int32_t *seq_lens, attn_cascade_plan *plan, int *cascade,
+                               char *err, size_t errlen)
+{
+    *cascade = 0;
+    if (!m->cascade || m->batch_invariant || b->num_seqs <= 1 || !b->page_table) return RKV_OK;
+    int rc = attn_cascade_plan_build(b->num_seqs, seq_lens ? seq_lens : b->prefix_lens,
+                                     b->page_table, b->max_pages, kv->page_size, 1, plan);
+    if (rc != ATTN_OK)
+        return rkv_fail(rc == ATTN_ENOMEM ? RKV_ENOMEM : RKV_EINVAL, err, errlen,
+                        "forward: cascade plan: %s", attn_strerror(rc));
+    *cascade = plan->num_groups > 0;
+    return RKV_OK;
+}
+
 rkv_status model_forward(model *m, kv_cache *kv, const fwd_batch *b, float *logits, char *err,
                          size_t errlen)
 {
@@ -565,19 +582,12 @@ rkv_status model_forward(model *m, kv_cache *kv, const fwd_batch *b, float *logi
         free(seq_lens);
         return st;
     }
-    /* Cascade: one plan for every layer (the page tables are the layers'). */
     attn_cascade_plan plan = {0};
     int cascade = 0;
-    if (m->cascade && !m->batch_invariant && B > 1 && b->page_table) {
-        int rc = attn_cascade_plan_build(B, seq_lens ? seq_lens : b->prefix_lens, b->page_table,
-                                         b->max_pages, kv->page_size, 1, &plan);
-        if (rc != ATTN_OK) {
-            free(seq_lens);
-            free(rows);
-            return rkv_fail(rc == ATTN_ENOMEM ? RKV_ENOMEM : RKV_EINVAL, err, errlen,
-                            "forward: cascade plan: %s", attn_strerror(rc));
-        }
-        cascade = plan.num_groups > 0;
+    if ((st = cascade_plan(m, kv, b, seq_lens, &plan, &cascade, err, errlen))) {
+        free(seq_lens);
+        free(rows);
+        return st;
     }
     for (int l = 0; l < c->num_layers; l++) {
         const model_layer *L = &m->layers[l];
