@@ -240,6 +240,50 @@ int run_parse_options(int argc, char **argv, run_opts *o, bool need_trace)
     return check_run(o, need_trace);
 }
 
+/* --kv-tokens into pages, and the pool's host memory checked before anything
+ * is sized. 2: refused (said why). */
+static int check_pool(run_opts *o, const model_config *mc)
+{
+    char err[512];
+    if (o->kv_tokens > 0) {
+        if (o->ec.backend_cfg.num_pages > 0) {
+            opt_refuse("--kv-tokens and --num-pages both given; pick one\n");
+            return 2;
+        }
+        int64_t P = o->ec.backend_cfg.page_size;
+        if ((o->kv_tokens + P - 1) / P > INT32_MAX) {
+            opt_refuse("--kv-tokens %lld with --page-size %lld gives %lld pages"
+                       " (at most %d)\n", (long long)o->kv_tokens, (long long)P,
+                       (long long)((o->kv_tokens + P - 1) / P), INT32_MAX);
+            return 2;
+        }
+        o->ec.backend_cfg.num_pages = (o->kv_tokens + P - 1) / P;
+    }
+    if (o->ec.backend_cfg.num_pages > 0) {
+        /* Refused before anything is sized (--num-pages 2^31 - 1 once grew to
+         * gigabytes until killed): the pool's and the cache's bookkeeping per
+         * page, and on the cpu backend the page's fp32 K/V in host memory. */
+        int64_t pages = o->ec.backend_cfg.num_pages, P = o->ec.backend_cfg.page_size;
+        bool host_kv = backend_caps(o->ec.backend) & BACKEND_CAP_HOST_KV;
+        uint64_t per_page = 64 + (host_kv ? (uint64_t)model_config_kv_bytes_per_token(mc, 4) * (uint64_t)P : 0);
+        /* Every engine holds its own pool: the size given is per engine. */
+        int64_t engines = o->prefill ? (int64_t)o->prefill + o->decode : o->replicas > 1 ? o->replicas : 1;
+        char what[200], times[48] = "";
+        if (engines > 1) snprintf(times, sizeof times, ", times %lld engines", (long long)engines);
+        snprintf(what, sizeof what, "%s (%lld pages of %lld tokens%s)",
+                 o->kv_tokens > 0 ? "--kv-tokens" : "--num-pages", (long long)pages, (long long)P,
+                 times);
+        /* Saturated: a product past 2^64 is refused, never wrapped to a small size. */
+        uint64_t n = (uint64_t)pages * (uint64_t)engines; /* < 2^31 * 2^11 */
+        uint64_t all = per_page > UINT64_MAX / n ? UINT64_MAX : per_page * n;
+        if (host_mem_check(what, all, err, sizeof err)) {
+            opt_refuse("%s\n", err);
+            return 2;
+        }
+    }
+    return 0;
+}
+
 /* What the options mean together, and values the backend would reject later,
  * named by their option now. -1 to go on, else the exit status. */
 static int check_run(run_opts *o, bool need_trace)
@@ -322,42 +366,7 @@ static int check_run(run_opts *o, bool need_trace)
             return 2;
         }
     }
-    if (o->kv_tokens > 0) {
-        if (o->ec.backend_cfg.num_pages > 0) {
-            opt_refuse("--kv-tokens and --num-pages both given; pick one\n");
-            return 2;
-        }
-        int64_t P = o->ec.backend_cfg.page_size;
-        if ((o->kv_tokens + P - 1) / P > INT32_MAX) {
-            opt_refuse("--kv-tokens %lld with --page-size %lld gives %lld pages"
-                       " (at most %d)\n", (long long)o->kv_tokens, (long long)P,
-                       (long long)((o->kv_tokens + P - 1) / P), INT32_MAX);
-            return 2;
-        }
-        o->ec.backend_cfg.num_pages = (o->kv_tokens + P - 1) / P;
-    }
-    if (o->ec.backend_cfg.num_pages > 0) {
-        /* Refused before anything is sized (--num-pages 2^31 - 1 once grew to
-         * gigabytes until killed): the pool's and the cache's bookkeeping per
-         * page, and on the cpu backend the page's fp32 K/V in host memory. */
-        int64_t pages = o->ec.backend_cfg.num_pages, P = o->ec.backend_cfg.page_size;
-        bool host_kv = backend_caps(o->ec.backend) & BACKEND_CAP_HOST_KV;
-        uint64_t per_page = 64 + (host_kv ? (uint64_t)model_config_kv_bytes_per_token(&mc, 4) * (uint64_t)P : 0);
-        /* Every engine holds its own pool: the size given is per engine. */
-        int64_t engines = o->prefill ? (int64_t)o->prefill + o->decode : o->replicas > 1 ? o->replicas : 1;
-        char what[200], times[48] = "";
-        if (engines > 1) snprintf(times, sizeof times, ", times %lld engines", (long long)engines);
-        snprintf(what, sizeof what, "%s (%lld pages of %lld tokens%s)",
-                 o->kv_tokens > 0 ? "--kv-tokens" : "--num-pages", (long long)pages, (long long)P,
-                 times);
-        /* Saturated: a product past 2^64 is refused, never wrapped to a small size. */
-        uint64_t n = (uint64_t)pages * (uint64_t)engines; /* < 2^31 * 2^11 */
-        uint64_t all = per_page > UINT64_MAX / n ? UINT64_MAX : per_page * n;
-        if (host_mem_check(what, all, err, sizeof err)) {
-            opt_refuse("%s\n", err);
-            return 2;
-        }
-    }
+    if (check_pool(o, &mc)) return 2;
     tier_opts_finish(&o->tier, o->ec.backend_cfg.page_size);
     if (o->tier.cfg.remote.url) {
         /* Pages are shared only between engines whose K/V would be equal. */
