@@ -260,6 +260,66 @@ static const char *state_fill(const char *st)
     return "#ffffff";
 }
 
+/* Our own picture of the step as JSON: the requests' matches (step >= 0),
+ * the nodes as the clock c1 sees them, and those evicted. */
+static void write_node_json(const sim *s, FILE *f, int64_t step, uint64_t c1)
+{
+    fprintf(f, "{\"step\":%" PRId64 ",\"kind\":\"%s\",\"page_size\":%d,"
+            "\"clock\":[%" PRIu64 ",%" PRIu64 "],\"requests\":[",
+            step, s->opt->kind ? s->opt->kind : "radix", s->P, s->clock0, c1);
+    int first = 1;
+    for (int32_t i = 0; i < s->n_reqs && step >= 0; i++) {
+        sim_req *r = &s->reqs[i];
+        fprintf(f, "%s{\"id\":%s,", first ? "" : ",", r->q.id_json);
+        if (r->served) fprintf(f, "\"matched\":%d,\"new\":%d}", r->matched, r->q.n_tokens - r->matched);
+        else fprintf(f, "\"error\":\"%s\"}", r->error);
+        first = 0;
+    }
+    fputs("],\"nodes\":[", f);
+    for (int32_t i = 0; i < s->n_nodes; i++) {
+        sim_node *n = &s->nodes[i];
+        fprintf(f, "%s{\"id\":%" PRIu64 ",\"parent\":%" PRIu64 ",\"state\":\"%s\",\"length\":%d,"
+                "\"lock\":%d,\"time\":%" PRIu64 ",\"created\":%" PRIu64 ",\"tokens\":",
+                i ? "," : "", n->id, n->parent_id, node_state(s, n, c1), n->len, n->lock,
+                n->time, n->created);
+        json_tokens(f, s->node_toks + n->off, n->len);
+        fputc('}', f);
+    }
+    fputs("],\"evicted\":[", f);
+    for (int32_t i = 0; i < s->n_ev; i++) {
+        sim_evicted *e = &s->ev[i];
+        fprintf(f, "%s{\"id\":%" PRIu64 ",\"parent\":%" PRIu64 ",\"state\":\"evicted\","
+                "\"length\":%d,\"tokens\":", i ? "," : "", e->id, e->parent_id, e->len);
+        json_tokens(f, s->ev_toks + e->off, e->len);
+        fputc('}', f);
+    }
+    fputs("]}\n", f);
+}
+
+/* The same picture as a Graphviz digraph (evicted nodes dashed). */
+static void write_node_dot(const sim *s, FILE *f, const char *name, int64_t step, uint64_t c1)
+{
+    fprintf(f, "digraph step_%" PRId64 " {\n  node [shape=box, style=\"rounded,filled\", "
+            "fontname=\"Helvetica\", fontsize=10];\n  label=\"%s\";\n", step < 0 ? 0 : step, name);
+    for (int32_t i = 0; i < s->n_nodes; i++) {
+        sim_node *n = &s->nodes[i];
+        const char *state = node_state(s, n, c1);
+        fprintf(f, "  n%" PRIu64 " [fillcolor=\"%s\", label=\"", n->id, state_fill(state));
+        if (n->id == 0) fputs("root", f);
+        else dot_label(f, s->node_toks + n->off, n->len);
+        fputs("\"];\n", f);
+        if (n->id != 0) fprintf(f, "  n%" PRIu64 " -> n%" PRIu64 ";\n", n->parent_id, n->id);
+    }
+    for (int32_t i = 0; i < s->n_ev; i++) {
+        sim_evicted *e = &s->ev[i];
+        fprintf(f, "  n%" PRIu64 " [fillcolor=\"%s\", style=\"rounded,filled,dashed\", label=\"",
+                e->id, state_fill("evicted"));
+        dot_label(f, s->ev_toks + e->off, e->len);
+        fprintf(f, "\"];\n  n%" PRIu64 " -> n%" PRIu64 " [style=dashed];\n", e->parent_id, e->id);
+    }
+    fputs("}\n", f);
+}
+
 static rkv_status write_dumps(sim *s, const char *name, int64_t step, char *err, size_t errlen)
 {
     const char *dir = s->opt->dump_dir;
@@ -285,36 +345,7 @@ static rkv_status write_dumps(sim *s, const char *name, int64_t step, char *err,
     FILE *f = fopen(path, "w");
     if (!f) goto io_fail;
     if (s->node_view) {
-        fprintf(f, "{\"step\":%" PRId64 ",\"kind\":\"%s\",\"page_size\":%d,"
-                "\"clock\":[%" PRIu64 ",%" PRIu64 "],\"requests\":[",
-                step, s->opt->kind ? s->opt->kind : "radix", s->P, s->clock0, c1);
-        int first = 1;
-        for (int32_t i = 0; i < s->n_reqs && step >= 0; i++) {
-            sim_req *r = &s->reqs[i];
-            fprintf(f, "%s{\"id\":%s,", first ? "" : ",", r->q.id_json);
-            if (r->served) fprintf(f, "\"matched\":%d,\"new\":%d}", r->matched, r->q.n_tokens - r->matched);
-            else fprintf(f, "\"error\":\"%s\"}", r->error);
-            first = 0;
-        }
-        fputs("],\"nodes\":[", f);
-        for (int32_t i = 0; i < s->n_nodes; i++) {
-            sim_node *n = &s->nodes[i];
-            fprintf(f, "%s{\"id\":%" PRIu64 ",\"parent\":%" PRIu64 ",\"state\":\"%s\",\"length\":%d,"
-                    "\"lock\":%d,\"time\":%" PRIu64 ",\"created\":%" PRIu64 ",\"tokens\":",
-                    i ? "," : "", n->id, n->parent_id, node_state(s, n, c1), n->len, n->lock,
-                    n->time, n->created);
-            json_tokens(f, s->node_toks + n->off, n->len);
-            fputc('}', f);
-        }
-        fputs("],\"evicted\":[", f);
-        for (int32_t i = 0; i < s->n_ev; i++) {
-            sim_evicted *e = &s->ev[i];
-            fprintf(f, "%s{\"id\":%" PRIu64 ",\"parent\":%" PRIu64 ",\"state\":\"evicted\","
-                    "\"length\":%d,\"tokens\":", i ? "," : "", e->id, e->parent_id, e->len);
-            json_tokens(f, s->ev_toks + e->off, e->len);
-            fputc('}', f);
-        }
-        fputs("]}\n", f);
+        write_node_json(s, f, step, c1);
     } else {
         cache_dump(s->c, f, CACHE_DUMP_JSON);
     }
@@ -324,25 +355,7 @@ static rkv_status write_dumps(sim *s, const char *name, int64_t step, char *err,
     f = fopen(path, "w");
     if (!f) goto io_fail;
     if (s->node_view) {
-        fprintf(f, "digraph step_%" PRId64 " {\n  node [shape=box, style=\"rounded,filled\", "
-                "fontname=\"Helvetica\", fontsize=10];\n  label=\"%s\";\n", step < 0 ? 0 : step, name);
-        for (int32_t i = 0; i < s->n_nodes; i++) {
-            sim_node *n = &s->nodes[i];
-            const char *state = node_state(s, n, c1);
-            fprintf(f, "  n%" PRIu64 " [fillcolor=\"%s\", label=\"", n->id, state_fill(state));
-            if (n->id == 0) fputs("root", f);
-            else dot_label(f, s->node_toks + n->off, n->len);
-            fputs("\"];\n", f);
-            if (n->id != 0) fprintf(f, "  n%" PRIu64 " -> n%" PRIu64 ";\n", n->parent_id, n->id);
-        }
-        for (int32_t i = 0; i < s->n_ev; i++) {
-            sim_evicted *e = &s->ev[i];
-            fprintf(f, "  n%" PRIu64 " [fillcolor=\"%s\", style=\"rounded,filled,dashed\", label=\"",
-                    e->id, state_fill("evicted"));
-            dot_label(f, s->ev_toks + e->off, e->len);
-            fprintf(f, "\"];\n  n%" PRIu64 " -> n%" PRIu64 " [style=dashed];\n", e->parent_id, e->id);
-        }
-        fputs("}\n", f);
+        write_node_dot(s, f, name, step, c1);
     } else {
         cache_dump(s->c, f, CACHE_DUMP_DOT);
     }
