@@ -625,6 +625,41 @@ static bool vllm_fits(sim *s, const sim_req *r)
  * is locked after the insert and its partial last page stays allocated; then
  * every request is released in trace order, its blocks tail first (vLLM's
  * free()). *evicts: the step evicted. */
+/* vLLM: hold request r's whole chain of nfull full pages (mp of them
+ * matched, prefix tokens adopted by its insert): its own pages when the kind
+ * locks pages and insert adopted them all, else the chain a match of the full
+ * pages finds (dedup freed copies; the tree kinds, where this match enters
+ * the new nodes once more: their clock and hits move). */
+static rkv_status vllm_hold_chain(sim *s, sim_req *r, int32_t nfull, int32_t mp, int32_t prefix,
+                                  int64_t step, char *err, size_t errlen)
+{
+    const int32_t P = s->P;
+    rkv_status st;
+    cache_match held;
+    cache_match_init(&held);
+    if (cache_can(s->c, CACHE_CAP_LOCK_PAGES) && prefix == mp * P) {
+        if ((st = cache_match_reserve(&held, nfull)) == RKV_OK) {
+            memcpy(held.pages, r->pages, sizeof(int32_t) * (size_t)nfull);
+            held.num_pages = nfull;
+            held.len = nfull * P;
+            held.ns = r->q.ns;
+            st = cache_lock(s->c, &held);
+        }
+    } else {
+        st = cache_client_match(s->c, r->q.tokens, nfull * P, r->q.ns, &held);
+    }
+    if (st == RKV_OK) st = cache_unlock(s->c, &r->m);
+    if (st != RKV_OK) {
+        cache_match_free(&held);
+        rkv_set_err(err, errlen, "step %" PRId64 ": holding request %s failed: %s", step,
+                    r->q.id_json, rkv_status_str(st));
+        return st;
+    }
+    cache_match_free(&r->m);
+    r->m = held;
+    return RKV_OK;
+}
+
 static rkv_status step_vllm(sim *s, int64_t step, bool *evicts, char *err, size_t errlen)
 {
     const int32_t P = s->P;
@@ -693,32 +728,8 @@ static rkv_status step_vllm(sim *s, int64_t step, bool *evicts, char *err, size_
             mark_held(s, &r->m);
             continue;
         }
-        /* Hold the whole chain: the request's own pages when the kind locks
-         * pages and insert adopted them all, else the chain a match of the
-         * full pages finds (dedup freed copies; the tree kinds, where this
-         * match enters the new nodes once more: their clock and hits move). */
-        cache_match held;
-        cache_match_init(&held);
-        if (cache_can(s->c, CACHE_CAP_LOCK_PAGES) && prefix == mp * P) {
-            if ((st = cache_match_reserve(&held, nfull)) == RKV_OK) {
-                memcpy(held.pages, r->pages, sizeof(int32_t) * (size_t)nfull);
-                held.num_pages = nfull;
-                held.len = nfull * P;
-                held.ns = r->q.ns;
-                st = cache_lock(s->c, &held);
-            }
-        } else {
-            st = cache_client_match(s->c, r->q.tokens, nfull * P, r->q.ns, &held);
-        }
-        if (st == RKV_OK) st = cache_unlock(s->c, &r->m);
-        if (st != RKV_OK) {
-            cache_match_free(&held);
-            rkv_set_err(err, errlen, "step %" PRId64 ": holding request %s failed: %s", step,
-                        r->q.id_json, rkv_status_str(st));
+        if ((st = vllm_hold_chain(s, r, nfull, mp, prefix, step, err, errlen)) != RKV_OK)
             return st;
-        }
-        cache_match_free(&r->m);
-        r->m = held;
         mark_held(s, &r->m);
     }
     for (int32_t i = 0; i < s->n_reqs; i++) {
