@@ -113,12 +113,9 @@ static bool push_tokens(int32_t **arr, int64_t *n, int64_t *cap, const int32_t *
 static void on_evict(void *ctx, const cache_node_info *node)
 {
     sim *s = ctx;
-    if (s->n_ev == s->ev_cap) {
-        int32_t nc = s->ev_cap ? 2 * s->ev_cap : 64;
-        sim_evicted *e = realloc(s->ev, sizeof *e * (size_t)nc);
-        if (!e) { s->ev_oom = true; return; }
-        s->ev = e;
-        s->ev_cap = nc;
+    if (rkv_grow32((void **)&s->ev, &s->ev_cap, (int64_t)s->n_ev + 1, sizeof *s->ev)) {
+        s->ev_oom = true;
+        return;
     }
     int64_t off = s->n_ev_toks;
     if (!push_tokens(&s->ev_toks, &s->n_ev_toks, &s->ev_toks_cap, node->tokens, node->len)) {
@@ -131,12 +128,9 @@ static void on_evict(void *ctx, const cache_node_info *node)
 static void on_visit(void *ctx, const cache_node_info *node)
 {
     sim *s = ctx;
-    if (s->n_nodes == s->nodes_cap) {
-        int32_t nc = s->nodes_cap ? 2 * s->nodes_cap : 64;
-        sim_node *a = realloc(s->nodes, sizeof *a * (size_t)nc);
-        if (!a) { s->nodes_oom = true; return; }
-        s->nodes = a;
-        s->nodes_cap = nc;
+    if (rkv_grow32((void **)&s->nodes, &s->nodes_cap, (int64_t)s->n_nodes + 1, sizeof *s->nodes)) {
+        s->nodes_oom = true;
+        return;
     }
     int64_t off = s->n_node_toks;
     if (!push_tokens(&s->node_toks, &s->n_node_toks, &s->node_toks_cap, node->tokens, node->len)) {
@@ -391,12 +385,7 @@ io_fail:
 
 static rkv_status req_reserve_pages(sim_req *r, int32_t n)
 {
-    if (n <= r->pages_cap) return RKV_OK;
-    int32_t *p = realloc(r->pages, sizeof(int32_t) * (size_t)n);
-    if (!p) return RKV_ENOMEM;
-    r->pages = p;
-    r->pages_cap = n;
-    return RKV_OK;
+    return rkv_grow32((void **)&r->pages, &r->pages_cap, n, sizeof(int32_t));
 }
 
 static void print_request(sim *s, const sim_req *r)
