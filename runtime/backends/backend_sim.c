@@ -192,6 +192,55 @@ static const char *const graph_modes[] = {"none", "decode", "mixed", NULL};
 static const char *const decode_row_modes[] = {"decode", "full_tile", NULL};
 
 /* Parse the profile text (len bytes) named `where` into out. */
+/* The profile's schema, id, summary and engine. */
+static rkv_status check_header(pctx *c, json_t *root, sim_profile *out)
+{
+    json_t *v = json_object_get(root, "schema");
+    if (!json_is_integer(v) || json_integer_value(v) != 1)
+        return perr(c, "schema", "want 1 (the only version this binary reads)");
+    const char *id = json_string_value(json_object_get(root, "id"));
+    bool ctl = false; /* a control character would split a summary line */
+    for (const char *p = id; p && *p; p++) ctl |= (unsigned char)*p < 0x20 || *p == 0x7f;
+    if (!id || !*id || strlen(id) > 63 || strchr(id, ',') || strchr(id, '"') ||
+        strchr(id, '\\') || ctl)
+        return perr(c, "id", "want a non-empty string of at most 63 printable characters"
+                    " without , \" or \\");
+    snprintf(out->id, sizeof out->id, "%s", id);
+    if (!json_is_string(json_object_get(root, "summary")))
+        return perr(c, "summary", "want a string");
+    /* Whose kernels the numbers describe (radixkv's own, or a peer's): part
+     * of what a modelled number is a measurement of. */
+    const char *eng = json_string_value(json_object_get(root, "engine"));
+    if (!eng || !*eng) return perr(c, "engine", "want a non-empty string (the engine measured)");
+    return RKV_OK;
+}
+
+/* A profile is only as good as where its numbers came from: the device
+ * measured, when, and the measurements (the raw file, or a source in words
+ * for constants taken from elsewhere). */
+static rkv_status check_provenance(pctx *c, json_t *root)
+{
+    json_t *prov = json_object_get(root, "provenance");
+    if (!json_is_object(prov))
+        return perr(c, "provenance", "want an object (device, versions, date, raw file and hash)");
+    static const char *const prov_need[] = {"device", "date", NULL};
+    for (int i = 0; prov_need[i]; i++) {
+        const char *v = json_string_value(json_object_get(prov, prov_need[i]));
+        if (!v || !*v) {
+            char f[48];
+            snprintf(f, sizeof f, "provenance.%s", prov_need[i]);
+            return perr(c, f, json_object_get(prov, prov_need[i]) ? "want a non-empty string"
+                                                                  : "missing (a non-empty string)");
+        }
+    }
+    const char *raw = json_string_value(json_object_get(prov, "raw"));
+    const char *src = json_string_value(json_object_get(prov, "source"));
+    if (!(raw && *raw) && !(src && *src))
+        return perr(c, "provenance.raw", "missing: want the raw measurements' file, or "
+                    "provenance.source saying where the numbers come from");
+    return RKV_OK;
+}
+
 static rkv_status profile_from_text(const char *where, const unsigned char *text, size_t len,
                                     sim_profile *out, char *err, size_t errlen)
 {
@@ -216,29 +265,7 @@ static rkv_status profile_from_text(const char *where, const unsigned char *text
     static const char *const act_k[] = {"hidden", "qkv", "kv", "ffn", NULL};
     rkv_status st = json_is_object(root) ? only_keys(&c, root, "", top) : perr(&c, "(top)", "want an object");
     json_t *dev = NULL, *eff = NULL, *lat = NULL, *host = NULL, *sw = NULL, *act = NULL;
-    if (!st) {
-        json_t *v = json_object_get(root, "schema");
-        if (!json_is_integer(v) || json_integer_value(v) != 1)
-            st = perr(&c, "schema", "want 1 (the only version this binary reads)");
-    }
-    if (!st) {
-        const char *id = json_string_value(json_object_get(root, "id"));
-        bool ctl = false; /* a control character would split a summary line */
-        for (const char *p = id; p && *p; p++) ctl |= (unsigned char)*p < 0x20 || *p == 0x7f;
-        if (!id || !*id || strlen(id) > 63 || strchr(id, ',') || strchr(id, '"') ||
-            strchr(id, '\\') || ctl)
-            st = perr(&c, "id", "want a non-empty string of at most 63 printable characters"
-                      " without , \" or \\");
-        else snprintf(out->id, sizeof out->id, "%s", id);
-    }
-    if (!st && !json_is_string(json_object_get(root, "summary")))
-        st = perr(&c, "summary", "want a string");
-    if (!st) {
-        /* Whose kernels the numbers describe (radixkv's own, or a peer's):
-         * part of what a modelled number is a measurement of. */
-        const char *eng = json_string_value(json_object_get(root, "engine"));
-        if (!eng || !*eng) st = perr(&c, "engine", "want a non-empty string (the engine measured)");
-    }
+    if (!st) st = check_header(&c, root, out);
     if (!st) dev = section(&c, root, "device", dev_k, &st);
     if (!st) eff = section(&c, root, "efficiency", eff_k, &st);
     if (!st) lat = section(&c, root, "latency", lat_k, &st);
@@ -246,32 +273,7 @@ static rkv_status profile_from_text(const char *where, const unsigned char *text
     if (!st) sw = section(&c, root, "switches", sw_k, &st);
     if (!st) act = section(&c, sw, "act_bytes_per_row", act_k, &st);
     if (st) goto out;
-    json_t *prov = json_object_get(root, "provenance");
-    if (!json_is_object(prov)) {
-        st = perr(&c, "provenance", "want an object (device, versions, date, raw file and hash)");
-        goto out;
-    }
-    /* A profile is only as good as where its numbers came from: the device
-     * measured, when, and the measurements (the raw file, or a source in
-     * words for constants taken from elsewhere). */
-    static const char *const prov_need[] = {"device", "date", NULL};
-    for (int i = 0; prov_need[i]; i++) {
-        const char *v = json_string_value(json_object_get(prov, prov_need[i]));
-        if (!v || !*v) {
-            char f[48];
-            snprintf(f, sizeof f, "provenance.%s", prov_need[i]);
-            st = perr(&c, f, json_object_get(prov, prov_need[i]) ? "want a non-empty string"
-                                                                 : "missing (a non-empty string)");
-            goto out;
-        }
-    }
-    const char *raw = json_string_value(json_object_get(prov, "raw"));
-    const char *src = json_string_value(json_object_get(prov, "source"));
-    if (!(raw && *raw) && !(src && *src)) {
-        st = perr(&c, "provenance.raw", "missing: want the raw measurements' file, or "
-                  "provenance.source saying where the numbers come from");
-        goto out;
-    }
+    if ((st = check_provenance(&c, root))) goto out;
     int gm = 0, dm = 0;
     if ((st = num(&c, dev, "device", "peak_flops", 0, false, 1e18, &out->peak_flops)) ||
         (st = num(&c, dev, "device", "bandwidth", 0, false, 1e15, &out->bandwidth)) ||

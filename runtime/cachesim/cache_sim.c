@@ -113,12 +113,9 @@ static bool push_tokens(int32_t **arr, int64_t *n, int64_t *cap, const int32_t *
 static void on_evict(void *ctx, const cache_node_info *node)
 {
     sim *s = ctx;
-    if (s->n_ev == s->ev_cap) {
-        int32_t nc = s->ev_cap ? 2 * s->ev_cap : 64;
-        sim_evicted *e = realloc(s->ev, sizeof *e * (size_t)nc);
-        if (!e) { s->ev_oom = true; return; }
-        s->ev = e;
-        s->ev_cap = nc;
+    if (rkv_grow32((void **)&s->ev, &s->ev_cap, (int64_t)s->n_ev + 1, sizeof *s->ev)) {
+        s->ev_oom = true;
+        return;
     }
     int64_t off = s->n_ev_toks;
     if (!push_tokens(&s->ev_toks, &s->n_ev_toks, &s->ev_toks_cap, node->tokens, node->len)) {
@@ -131,12 +128,9 @@ static void on_evict(void *ctx, const cache_node_info *node)
 static void on_visit(void *ctx, const cache_node_info *node)
 {
     sim *s = ctx;
-    if (s->n_nodes == s->nodes_cap) {
-        int32_t nc = s->nodes_cap ? 2 * s->nodes_cap : 64;
-        sim_node *a = realloc(s->nodes, sizeof *a * (size_t)nc);
-        if (!a) { s->nodes_oom = true; return; }
-        s->nodes = a;
-        s->nodes_cap = nc;
+    if (rkv_grow32((void **)&s->nodes, &s->nodes_cap, (int64_t)s->n_nodes + 1, sizeof *s->nodes)) {
+        s->nodes_oom = true;
+        return;
     }
     int64_t off = s->n_node_toks;
     if (!push_tokens(&s->node_toks, &s->n_node_toks, &s->node_toks_cap, node->tokens, node->len)) {
@@ -260,6 +254,66 @@ static const char *state_fill(const char *st)
     return "#ffffff";
 }
 
+/* Our own picture of the step as JSON: the requests' matches (step >= 0),
+ * the nodes as the clock c1 sees them, and those evicted. */
+static void write_node_json(const sim *s, FILE *f, int64_t step, uint64_t c1)
+{
+    fprintf(f, "{\"step\":%" PRId64 ",\"kind\":\"%s\",\"page_size\":%d,"
+            "\"clock\":[%" PRIu64 ",%" PRIu64 "],\"requests\":[",
+            step, s->opt->kind ? s->opt->kind : "radix", s->P, s->clock0, c1);
+    int first = 1;
+    for (int32_t i = 0; i < s->n_reqs && step >= 0; i++) {
+        sim_req *r = &s->reqs[i];
+        fprintf(f, "%s{\"id\":%s,", first ? "" : ",", r->q.id_json);
+        if (r->served) fprintf(f, "\"matched\":%d,\"new\":%d}", r->matched, r->q.n_tokens - r->matched);
+        else fprintf(f, "\"error\":\"%s\"}", r->error);
+        first = 0;
+    }
+    fputs("],\"nodes\":[", f);
+    for (int32_t i = 0; i < s->n_nodes; i++) {
+        sim_node *n = &s->nodes[i];
+        fprintf(f, "%s{\"id\":%" PRIu64 ",\"parent\":%" PRIu64 ",\"state\":\"%s\",\"length\":%d,"
+                "\"lock\":%d,\"time\":%" PRIu64 ",\"created\":%" PRIu64 ",\"tokens\":",
+                i ? "," : "", n->id, n->parent_id, node_state(s, n, c1), n->len, n->lock,
+                n->time, n->created);
+        json_tokens(f, s->node_toks + n->off, n->len);
+        fputc('}', f);
+    }
+    fputs("],\"evicted\":[", f);
+    for (int32_t i = 0; i < s->n_ev; i++) {
+        sim_evicted *e = &s->ev[i];
+        fprintf(f, "%s{\"id\":%" PRIu64 ",\"parent\":%" PRIu64 ",\"state\":\"evicted\","
+                "\"length\":%d,\"tokens\":", i ? "," : "", e->id, e->parent_id, e->len);
+        json_tokens(f, s->ev_toks + e->off, e->len);
+        fputc('}', f);
+    }
+    fputs("]}\n", f);
+}
+
+/* The same picture as a Graphviz digraph (evicted nodes dashed). */
+static void write_node_dot(const sim *s, FILE *f, const char *name, int64_t step, uint64_t c1)
+{
+    fprintf(f, "digraph step_%" PRId64 " {\n  node [shape=box, style=\"rounded,filled\", "
+            "fontname=\"Helvetica\", fontsize=10];\n  label=\"%s\";\n", step < 0 ? 0 : step, name);
+    for (int32_t i = 0; i < s->n_nodes; i++) {
+        sim_node *n = &s->nodes[i];
+        const char *state = node_state(s, n, c1);
+        fprintf(f, "  n%" PRIu64 " [fillcolor=\"%s\", label=\"", n->id, state_fill(state));
+        if (n->id == 0) fputs("root", f);
+        else dot_label(f, s->node_toks + n->off, n->len);
+        fputs("\"];\n", f);
+        if (n->id != 0) fprintf(f, "  n%" PRIu64 " -> n%" PRIu64 ";\n", n->parent_id, n->id);
+    }
+    for (int32_t i = 0; i < s->n_ev; i++) {
+        sim_evicted *e = &s->ev[i];
+        fprintf(f, "  n%" PRIu64 " [fillcolor=\"%s\", style=\"rounded,filled,dashed\", label=\"",
+                e->id, state_fill("evicted"));
+        dot_label(f, s->ev_toks + e->off, e->len);
+        fprintf(f, "\"];\n  n%" PRIu64 " -> n%" PRIu64 " [style=dashed];\n", e->parent_id, e->id);
+    }
+    fputs("}\n", f);
+}
+
 static rkv_status write_dumps(sim *s, const char *name, int64_t step, char *err, size_t errlen)
 {
     const char *dir = s->opt->dump_dir;
@@ -285,36 +339,7 @@ static rkv_status write_dumps(sim *s, const char *name, int64_t step, char *err,
     FILE *f = fopen(path, "w");
     if (!f) goto io_fail;
     if (s->node_view) {
-        fprintf(f, "{\"step\":%" PRId64 ",\"kind\":\"%s\",\"page_size\":%d,"
-                "\"clock\":[%" PRIu64 ",%" PRIu64 "],\"requests\":[",
-                step, s->opt->kind ? s->opt->kind : "radix", s->P, s->clock0, c1);
-        int first = 1;
-        for (int32_t i = 0; i < s->n_reqs && step >= 0; i++) {
-            sim_req *r = &s->reqs[i];
-            fprintf(f, "%s{\"id\":%s,", first ? "" : ",", r->q.id_json);
-            if (r->served) fprintf(f, "\"matched\":%d,\"new\":%d}", r->matched, r->q.n_tokens - r->matched);
-            else fprintf(f, "\"error\":\"%s\"}", r->error);
-            first = 0;
-        }
-        fputs("],\"nodes\":[", f);
-        for (int32_t i = 0; i < s->n_nodes; i++) {
-            sim_node *n = &s->nodes[i];
-            fprintf(f, "%s{\"id\":%" PRIu64 ",\"parent\":%" PRIu64 ",\"state\":\"%s\",\"length\":%d,"
-                    "\"lock\":%d,\"time\":%" PRIu64 ",\"created\":%" PRIu64 ",\"tokens\":",
-                    i ? "," : "", n->id, n->parent_id, node_state(s, n, c1), n->len, n->lock,
-                    n->time, n->created);
-            json_tokens(f, s->node_toks + n->off, n->len);
-            fputc('}', f);
-        }
-        fputs("],\"evicted\":[", f);
-        for (int32_t i = 0; i < s->n_ev; i++) {
-            sim_evicted *e = &s->ev[i];
-            fprintf(f, "%s{\"id\":%" PRIu64 ",\"parent\":%" PRIu64 ",\"state\":\"evicted\","
-                    "\"length\":%d,\"tokens\":", i ? "," : "", e->id, e->parent_id, e->len);
-            json_tokens(f, s->ev_toks + e->off, e->len);
-            fputc('}', f);
-        }
-        fputs("]}\n", f);
+        write_node_json(s, f, step, c1);
     } else {
         cache_dump(s->c, f, CACHE_DUMP_JSON);
     }
@@ -324,25 +349,7 @@ static rkv_status write_dumps(sim *s, const char *name, int64_t step, char *err,
     f = fopen(path, "w");
     if (!f) goto io_fail;
     if (s->node_view) {
-        fprintf(f, "digraph step_%" PRId64 " {\n  node [shape=box, style=\"rounded,filled\", "
-                "fontname=\"Helvetica\", fontsize=10];\n  label=\"%s\";\n", step < 0 ? 0 : step, name);
-        for (int32_t i = 0; i < s->n_nodes; i++) {
-            sim_node *n = &s->nodes[i];
-            const char *state = node_state(s, n, c1);
-            fprintf(f, "  n%" PRIu64 " [fillcolor=\"%s\", label=\"", n->id, state_fill(state));
-            if (n->id == 0) fputs("root", f);
-            else dot_label(f, s->node_toks + n->off, n->len);
-            fputs("\"];\n", f);
-            if (n->id != 0) fprintf(f, "  n%" PRIu64 " -> n%" PRIu64 ";\n", n->parent_id, n->id);
-        }
-        for (int32_t i = 0; i < s->n_ev; i++) {
-            sim_evicted *e = &s->ev[i];
-            fprintf(f, "  n%" PRIu64 " [fillcolor=\"%s\", style=\"rounded,filled,dashed\", label=\"",
-                    e->id, state_fill("evicted"));
-            dot_label(f, s->ev_toks + e->off, e->len);
-            fprintf(f, "\"];\n  n%" PRIu64 " -> n%" PRIu64 " [style=dashed];\n", e->parent_id, e->id);
-        }
-        fputs("}\n", f);
+        write_node_dot(s, f, name, step, c1);
     } else {
         cache_dump(s->c, f, CACHE_DUMP_DOT);
     }
@@ -378,12 +385,7 @@ io_fail:
 
 static rkv_status req_reserve_pages(sim_req *r, int32_t n)
 {
-    if (n <= r->pages_cap) return RKV_OK;
-    int32_t *p = realloc(r->pages, sizeof(int32_t) * (size_t)n);
-    if (!p) return RKV_ENOMEM;
-    r->pages = p;
-    r->pages_cap = n;
-    return RKV_OK;
+    return rkv_grow32((void **)&r->pages, &r->pages_cap, n, sizeof(int32_t));
 }
 
 static void print_request(sim *s, const sim_req *r)
@@ -612,6 +614,41 @@ static bool vllm_fits(sim *s, const sim_req *r)
  * is locked after the insert and its partial last page stays allocated; then
  * every request is released in trace order, its blocks tail first (vLLM's
  * free()). *evicts: the step evicted. */
+/* vLLM: hold request r's whole chain of nfull full pages (mp of them
+ * matched, prefix tokens adopted by its insert): its own pages when the kind
+ * locks pages and insert adopted them all, else the chain a match of the full
+ * pages finds (dedup freed copies; the tree kinds, where this match enters
+ * the new nodes once more: their clock and hits move). */
+static rkv_status vllm_hold_chain(sim *s, sim_req *r, int32_t nfull, int32_t mp, int32_t prefix,
+                                  int64_t step, char *err, size_t errlen)
+{
+    const int32_t P = s->P;
+    rkv_status st;
+    cache_match held;
+    cache_match_init(&held);
+    if (cache_can(s->c, CACHE_CAP_LOCK_PAGES) && prefix == mp * P) {
+        if ((st = cache_match_reserve(&held, nfull)) == RKV_OK) {
+            memcpy(held.pages, r->pages, sizeof(int32_t) * (size_t)nfull);
+            held.num_pages = nfull;
+            held.len = nfull * P;
+            held.ns = r->q.ns;
+            st = cache_lock(s->c, &held);
+        }
+    } else {
+        st = cache_client_match(s->c, r->q.tokens, nfull * P, r->q.ns, &held);
+    }
+    if (st == RKV_OK) st = cache_unlock(s->c, &r->m);
+    if (st != RKV_OK) {
+        cache_match_free(&held);
+        rkv_set_err(err, errlen, "step %" PRId64 ": holding request %s failed: %s", step,
+                    r->q.id_json, rkv_status_str(st));
+        return st;
+    }
+    cache_match_free(&r->m);
+    r->m = held;
+    return RKV_OK;
+}
+
 static rkv_status step_vllm(sim *s, int64_t step, bool *evicts, char *err, size_t errlen)
 {
     const int32_t P = s->P;
@@ -680,32 +717,8 @@ static rkv_status step_vllm(sim *s, int64_t step, bool *evicts, char *err, size_
             mark_held(s, &r->m);
             continue;
         }
-        /* Hold the whole chain: the request's own pages when the kind locks
-         * pages and insert adopted them all, else the chain a match of the
-         * full pages finds (dedup freed copies; the tree kinds, where this
-         * match enters the new nodes once more: their clock and hits move). */
-        cache_match held;
-        cache_match_init(&held);
-        if (cache_can(s->c, CACHE_CAP_LOCK_PAGES) && prefix == mp * P) {
-            if ((st = cache_match_reserve(&held, nfull)) == RKV_OK) {
-                memcpy(held.pages, r->pages, sizeof(int32_t) * (size_t)nfull);
-                held.num_pages = nfull;
-                held.len = nfull * P;
-                held.ns = r->q.ns;
-                st = cache_lock(s->c, &held);
-            }
-        } else {
-            st = cache_client_match(s->c, r->q.tokens, nfull * P, r->q.ns, &held);
-        }
-        if (st == RKV_OK) st = cache_unlock(s->c, &r->m);
-        if (st != RKV_OK) {
-            cache_match_free(&held);
-            rkv_set_err(err, errlen, "step %" PRId64 ": holding request %s failed: %s", step,
-                        r->q.id_json, rkv_status_str(st));
+        if ((st = vllm_hold_chain(s, r, nfull, mp, prefix, step, err, errlen)) != RKV_OK)
             return st;
-        }
-        cache_match_free(&r->m);
-        r->m = held;
         mark_held(s, &r->m);
     }
     for (int32_t i = 0; i < s->n_reqs; i++) {

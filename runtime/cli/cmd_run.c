@@ -240,6 +240,50 @@ int run_parse_options(int argc, char **argv, run_opts *o, bool need_trace)
     return check_run(o, need_trace);
 }
 
+/* --kv-tokens into pages, and the pool's host memory checked before anything
+ * is sized. 2: refused (said why). */
+static int check_pool(run_opts *o, const model_config *mc)
+{
+    char err[512];
+    if (o->kv_tokens > 0) {
+        if (o->ec.backend_cfg.num_pages > 0) {
+            opt_refuse("--kv-tokens and --num-pages both given; pick one\n");
+            return 2;
+        }
+        int64_t P = o->ec.backend_cfg.page_size;
+        if ((o->kv_tokens + P - 1) / P > INT32_MAX) {
+            opt_refuse("--kv-tokens %lld with --page-size %lld gives %lld pages"
+                       " (at most %d)\n", (long long)o->kv_tokens, (long long)P,
+                       (long long)((o->kv_tokens + P - 1) / P), INT32_MAX);
+            return 2;
+        }
+        o->ec.backend_cfg.num_pages = (o->kv_tokens + P - 1) / P;
+    }
+    if (o->ec.backend_cfg.num_pages > 0) {
+        /* Refused before anything is sized (--num-pages 2^31 - 1 once grew to
+         * gigabytes until killed): the pool's and the cache's bookkeeping per
+         * page, and on the cpu backend the page's fp32 K/V in host memory. */
+        int64_t pages = o->ec.backend_cfg.num_pages, P = o->ec.backend_cfg.page_size;
+        bool host_kv = backend_caps(o->ec.backend) & BACKEND_CAP_HOST_KV;
+        uint64_t per_page = 64 + (host_kv ? (uint64_t)model_config_kv_bytes_per_token(mc, 4) * (uint64_t)P : 0);
+        /* Every engine holds its own pool: the size given is per engine. */
+        int64_t engines = o->prefill ? (int64_t)o->prefill + o->decode : o->replicas > 1 ? o->replicas : 1;
+        char what[200], times[48] = "";
+        if (engines > 1) snprintf(times, sizeof times, ", times %lld engines", (long long)engines);
+        snprintf(what, sizeof what, "%s (%lld pages of %lld tokens%s)",
+                 o->kv_tokens > 0 ? "--kv-tokens" : "--num-pages", (long long)pages, (long long)P,
+                 times);
+        /* Saturated: a product past 2^64 is refused, never wrapped to a small size. */
+        uint64_t n = (uint64_t)pages * (uint64_t)engines; /* < 2^31 * 2^11 */
+        uint64_t all = per_page > UINT64_MAX / n ? UINT64_MAX : per_page * n;
+        if (host_mem_check(what, all, err, sizeof err)) {
+            opt_refuse("%s\n", err);
+            return 2;
+        }
+    }
+    return 0;
+}
+
 /* What the options mean together, and values the backend would reject later,
  * named by their option now. -1 to go on, else the exit status. */
 static int check_run(run_opts *o, bool need_trace)
@@ -322,42 +366,7 @@ static int check_run(run_opts *o, bool need_trace)
             return 2;
         }
     }
-    if (o->kv_tokens > 0) {
-        if (o->ec.backend_cfg.num_pages > 0) {
-            opt_refuse("--kv-tokens and --num-pages both given; pick one\n");
-            return 2;
-        }
-        int64_t P = o->ec.backend_cfg.page_size;
-        if ((o->kv_tokens + P - 1) / P > INT32_MAX) {
-            opt_refuse("--kv-tokens %lld with --page-size %lld gives %lld pages"
-                       " (at most %d)\n", (long long)o->kv_tokens, (long long)P,
-                       (long long)((o->kv_tokens + P - 1) / P), INT32_MAX);
-            return 2;
-        }
-        o->ec.backend_cfg.num_pages = (o->kv_tokens + P - 1) / P;
-    }
-    if (o->ec.backend_cfg.num_pages > 0) {
-        /* Refused before anything is sized (--num-pages 2^31 - 1 once grew to
-         * gigabytes until killed): the pool's and the cache's bookkeeping per
-         * page, and on the cpu backend the page's fp32 K/V in host memory. */
-        int64_t pages = o->ec.backend_cfg.num_pages, P = o->ec.backend_cfg.page_size;
-        bool host_kv = backend_caps(o->ec.backend) & BACKEND_CAP_HOST_KV;
-        uint64_t per_page = 64 + (host_kv ? (uint64_t)model_config_kv_bytes_per_token(&mc, 4) * (uint64_t)P : 0);
-        /* Every engine holds its own pool: the size given is per engine. */
-        int64_t engines = o->prefill ? (int64_t)o->prefill + o->decode : o->replicas > 1 ? o->replicas : 1;
-        char what[200], times[48] = "";
-        if (engines > 1) snprintf(times, sizeof times, ", times %lld engines", (long long)engines);
-        snprintf(what, sizeof what, "%s (%lld pages of %lld tokens%s)",
-                 o->kv_tokens > 0 ? "--kv-tokens" : "--num-pages", (long long)pages, (long long)P,
-                 times);
-        /* Saturated: a product past 2^64 is refused, never wrapped to a small size. */
-        uint64_t n = (uint64_t)pages * (uint64_t)engines; /* < 2^31 * 2^11 */
-        uint64_t all = per_page > UINT64_MAX / n ? UINT64_MAX : per_page * n;
-        if (host_mem_check(what, all, err, sizeof err)) {
-            opt_refuse("%s\n", err);
-            return 2;
-        }
-    }
+    if (check_pool(o, &mc)) return 2;
     tier_opts_finish(&o->tier, o->ec.backend_cfg.page_size);
     if (o->tier.cfg.remote.url) {
         /* Pages are shared only between engines whose K/V would be equal. */
@@ -576,6 +585,38 @@ static int apply_pins(engine *e, const run_opts *o, cache_pins *pins)
     return -1;
 }
 
+/* The stderr table's thread CPU per step phase (engine_phase), when measured. */
+static void print_phases(const engine_stats *s)
+{
+    double sum = 0;
+    for (int p = 0; p < ENGINE_NUM_PHASES; p++) sum += s->phase_cpu_seconds[p];
+    if (s->steps == 0 || sum <= 0) return;
+    fputs("  step phases     ", stderr);
+    for (int p = 0; p < ENGINE_NUM_PHASES; p++)
+        fprintf(stderr, "%s%s %.3f", p ? ", " : "", engine_phase_names[p],
+                s->phase_cpu_seconds[p] / (double)s->steps * 1e3);
+    fputs(" ms/step (thread CPU)\n", stderr);
+}
+
+/* The stderr table's spill tier lines, with a tier. */
+static void print_tier_table(engine *e, const tier_stats *ts)
+{
+    if (!ts) return;
+    fprintf(stderr, "  spill tier      %llu host + %llu disk tokens loaded back, %llu pages spilled"
+            ", %.3f ms loading\n", (unsigned long long)ts->host_hit_tokens,
+            (unsigned long long)ts->disk_hit_tokens, (unsigned long long)ts->spilled_pages,
+            ts->load_seconds * 1e3);
+    const tier_remote_stats *rs = cache_tier_remote_stats(engine_cache(e));
+    if (rs)
+        fprintf(stderr, "  remote tier     %llu tokens loaded, %llu pages stored, %llu misses, %llu bad values%s\n",
+                (unsigned long long)rs->hit_tokens, (unsigned long long)rs->stored_pages,
+                (unsigned long long)rs->misses, (unsigned long long)rs->corrupt_values,
+                rs->down ? " (server down at the end)" : "");
+    if (cache_tier_last_error(engine_cache(e)))
+        fprintf(stderr, "radixkv run: warning: %llu spills failed (plain evictions); first: %s\n",
+                (unsigned long long)ts->spill_failures, cache_tier_last_error(engine_cache(e)));
+}
+
 /* The summary line on out and the table on stderr. */
 static int print_summary(engine *e, const run_opts *o, const run_ids *ids, bool interrupted, FILE *out)
 {
@@ -661,21 +702,8 @@ static int print_summary(engine *e, const run_opts *o, const run_ids *ids, bool 
             hit * 100, (long long)s.cached_tokens, (long long)s.prompt_tokens, p50_ttft * 1e3,
             p99_ttft * 1e3, p50_tpot * 1e3, p99_tpot * 1e3, (long long)s.steps,
             (long long)s.preemptions, sched_ms, bill.cost, bill.cost_no_cache, bill.saving * 100);
-    if (ts) {
-        fprintf(stderr, "  spill tier      %llu host + %llu disk tokens loaded back, %llu pages spilled"
-                ", %.3f ms loading\n", (unsigned long long)ts->host_hit_tokens,
-                (unsigned long long)ts->disk_hit_tokens, (unsigned long long)ts->spilled_pages,
-                ts->load_seconds * 1e3);
-        const tier_remote_stats *rs = cache_tier_remote_stats(engine_cache(e));
-        if (rs)
-            fprintf(stderr, "  remote tier     %llu tokens loaded, %llu pages stored, %llu misses, %llu bad values%s\n",
-                    (unsigned long long)rs->hit_tokens, (unsigned long long)rs->stored_pages,
-                    (unsigned long long)rs->misses, (unsigned long long)rs->corrupt_values,
-                    rs->down ? " (server down at the end)" : "");
-        if (cache_tier_last_error(engine_cache(e)))
-            fprintf(stderr, "radixkv run: warning: %llu spills failed (plain evictions); first: %s\n",
-                    (unsigned long long)ts->spill_failures, cache_tier_last_error(engine_cache(e)));
-    }
+    print_phases(&s);
+    print_tier_table(e, ts);
     free(ttft);
     free(tpot);
     if (interrupted) {

@@ -39,6 +39,7 @@ int cmd_serve(int argc, char **argv)
 #include "interrupt.h"
 #include "pin_file.h"
 #include "serve.h"
+#include "serve_http.h"
 
 static void usage_serve(FILE *f)
 {

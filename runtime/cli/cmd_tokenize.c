@@ -437,6 +437,40 @@ static rkv_status read_text_file(const char *path, char **out, char *err, size_t
     return RKV_OK;
 }
 
+/* --ids: decode "1,2,3" and print {"text"}; the exit status. */
+static int decode_ids(tokenizer *t, const char *ids, bool skip_special)
+{
+    char err[512];
+    int rc = 0;
+    /* "1,2,3" -> a JSON array, so one parser reads both */
+    size_t n = strlen(ids);
+    char *js = malloc(n + 3);
+    json_t *arr = NULL;
+    if (js) {
+        snprintf(js, n + 3, "[%s]", ids);
+        arr = json_loads(js, 0, NULL);
+        free(js);
+    }
+    int32_t *iv = NULL;
+    size_t m = 0;
+    char *s = NULL;
+    size_t sl;
+    if (!arr || ids_from_json(arr, &iv, &m, "--ids", err, sizeof err) ||
+        tokenizer_decode(t, iv, m, skip_special, &s, &sl, err, sizeof err)) {
+        fprintf(stderr, "radixkv tokenize: --ids: %s\n",
+                arr ? err : "not a comma-separated list of integers");
+        rc = arr ? 1 : 2;
+    } else {
+        json_t *r = json_pack("{s:s%}", "text", s, sl);
+        print_json(stdout, r);
+        json_decref(r);
+    }
+    json_decref(arr);
+    free(iv);
+    free(s);
+    return rc;
+}
+
 int cmd_tokenize(int argc, char **argv)
 {
     const char *dir = NULL, *text = NULL, *ids = NULL, *batch = NULL, *convert = NULL;
@@ -509,32 +543,7 @@ int cmd_tokenize(int argc, char **argv)
             json_decref(r);
         }
     } else if (ids) {
-        /* "1,2,3" -> a JSON array, so one parser reads both */
-        size_t n = strlen(ids);
-        char *js = malloc(n + 3);
-        json_t *arr = NULL;
-        if (js) {
-            snprintf(js, n + 3, "[%s]", ids);
-            arr = json_loads(js, 0, NULL);
-            free(js);
-        }
-        int32_t *iv = NULL;
-        size_t m = 0;
-        char *s = NULL;
-        size_t sl;
-        if (!arr || ids_from_json(arr, &iv, &m, "--ids", err, sizeof err) ||
-            tokenizer_decode(t, iv, m, skip_special, &s, &sl, err, sizeof err)) {
-            fprintf(stderr, "radixkv tokenize: --ids: %s\n",
-                    arr ? err : "not a comma-separated list of integers");
-            rc = arr ? 1 : 2;
-        } else {
-            json_t *r = json_pack("{s:s%}", "text", s, sl);
-            print_json(stdout, r);
-            json_decref(r);
-        }
-        json_decref(arr);
-        free(iv);
-        free(s);
+        rc = decode_ids(t, ids, skip_special);
     } else if (batch) {
         rc = run_batch(t, ct, batch);
     } else {

@@ -15,6 +15,9 @@
 /* The step loops, in the order of the help ("sync" is the default). */
 const char *const engine_schedule_names[] = {"sync", "overlap", NULL};
 
+/* The phases of a step, in the order both loops run them (engine_phase). */
+const char *const engine_phase_names[] = {"schedule", "launch", "collect", "commit", NULL};
+
 typedef struct eng_req {
     sched_req s;
     double arrival;
@@ -78,6 +81,8 @@ struct engine {
     /* engine_forget'en requests a step in flight still names: freed later. */
     int64_t *forget;
     int64_t num_forget, forget_cap;
+
+    double phase_cpu[ENGINE_NUM_PHASES]; /* thread CPU per step phase, summed */
 };
 
 /* The host CPU clock as the engine's clock reads it: not at all under a
@@ -678,47 +683,6 @@ static double injected_tokens(engine *e)
     return s;
 }
 
-/* After scheduling plans[k] (host CPU since c0): count the CPU time, take the
- * tier's load time onto the clock. false: the plan is empty (nothing fits:
- * a preemption just freed pages, or every running request finished in
- * flight); the clock still moves, and repeatedly empty with nothing running
- * means the scheduler is stuck, which is a bug. */
-static rkv_status scheduled(engine *e, int k, double c0, bool has_floor, double floor,
-                            double *cpu, double *inj, bool *empty, char *err, size_t errlen)
-{
-    *cpu = cpu_now() - c0;
-    e->sched_cpu += *cpu;
-    *inj = injected_tokens(e);
-    engine_clock_transfer(&e->clock, cache_tier_take_seconds(e->cache));
-    *empty = e->plans[k].n == 0;
-    if (!*empty) {
-        e->empty_steps = 0;
-        return RKV_OK;
-    }
-    engine_clock_launch(&e->clock, *cpu, *inj, has_floor, floor);
-    if (++e->empty_steps > 2 && e->sched.num_running == 0) {
-        snprintf(err, errlen, "engine: %d requests waiting and none can be scheduled",
-                 e->sched.num_waiting);
-        return RKV_ECORRUPT;
-    }
-    return RKV_OK;
-}
-
-/* Run plans[k] on the backend; it becomes the current plan. The clock
- * launches it after the host work (cpu + batch building, the injected inj +
- * host_step_s), not before floor. */
-static rkv_status forward(engine *e, int k, double cpu, double inj, bool has_floor, double floor,
-                          double *step_s, char *err, size_t errlen)
-{
-    double prep = 0;
-    rkv_status st = launch(e, k, &prep, step_s, err, errlen);
-    if (st) return st;
-    e->cur = k;
-    e->injected += e->cfg.host_step_s;
-    engine_clock_launch(&e->clock, cpu + prep, inj + e->cfg.host_step_s, has_floor, floor);
-    return RKV_OK;
-}
-
 static rkv_status step_done(engine *e, char *err, size_t errlen)
 {
 #ifndef NDEBUG
@@ -729,92 +693,167 @@ static rkv_status step_done(engine *e, char *err, size_t errlen)
 #endif
 }
 
-/* sync: schedule, forward, commit; the step's tokens exist at its end. */
+/* One step as both loops run it: the named phases schedule, launch, collect,
+ * commit (engine_phase). Each phase adds its thread CPU to
+ * e->phase_cpu[phase]; `host` sums the host work of this step done before
+ * its launch, which the modelled clock charges ahead of the launch. */
+typedef struct step_state {
+    int k;           /* plans[k]: the step being planned and launched */
+    bool has_floor;  /* a step was in flight: launch no earlier than floor */
+    double floor;
+    double host;     /* host CPU before the launch (schedule, and in overlap
+                        the commit of the step in flight) */
+    double inj;      /* injected host seconds of the cache work planned */
+    double step_s;   /* modelled device seconds of the launched step */
+    bool empty;      /* the plan is empty: nothing launches */
+} step_state;
+
+static double phase_end(engine *e, engine_phase p, double c0)
+{
+    double c = cpu_now() - c0;
+    e->phase_cpu[p] += c;
+    return c;
+}
+
+/* schedule: plan plans[s->k]. preempt is false while a step is in flight (its
+ * rows hold pages; planning beside it never preempts). */
+static rkv_status phase_schedule(engine *e, step_state *s, bool preempt, char *err, size_t errlen)
+{
+    double c0 = cpu_now();
+    rkv_status st = scheduler_schedule(&e->sched, &e->plans[s->k], preempt, err, errlen);
+    double c = phase_end(e, ENGINE_PHASE_SCHEDULE, c0);
+    s->host += c;
+    e->sched_cpu += c;
+    return st;
+}
+
+/* The plan is final: take its injected cost and the tier's load time onto
+ * the clock. An empty plan (nothing fits: a preemption just freed pages, or
+ * every running request finished in flight) still moves the clock, and
+ * repeatedly empty with nothing running means the scheduler is stuck, which
+ * is a bug. */
+static rkv_status planned(engine *e, step_state *s, char *err, size_t errlen)
+{
+    s->inj = injected_tokens(e);
+    engine_clock_transfer(&e->clock, cache_tier_take_seconds(e->cache));
+    s->empty = e->plans[s->k].n == 0;
+    if (!s->empty) {
+        e->empty_steps = 0;
+        return RKV_OK;
+    }
+    engine_clock_launch(&e->clock, s->host, s->inj, s->has_floor, s->floor);
+    if (++e->empty_steps > 2 && e->sched.num_running == 0) {
+        snprintf(err, errlen, "engine: %d requests waiting and none can be scheduled",
+                 e->sched.num_waiting);
+        return RKV_ECORRUPT;
+    }
+    return RKV_OK;
+}
+
+/* launch: build the batch of plans[s->k] and hand it to the backend (forward,
+ * or submit when async); it becomes the current plan. The clock launches it
+ * after the host work (s->host + batch building, the injected s->inj +
+ * host_step_s), not before the floor. The phase's CPU includes the backend
+ * call (a synchronous forward's model run on the cpu backend). */
+static rkv_status phase_launch(engine *e, step_state *s, char *err, size_t errlen)
+{
+    double c0 = cpu_now(), prep = 0;
+    rkv_status st = launch(e, s->k, &prep, &s->step_s, err, errlen);
+    phase_end(e, ENGINE_PHASE_LAUNCH, c0);
+    if (st) return st;
+    e->cur = s->k;
+    e->submitted = e->async;
+    e->injected += e->cfg.host_step_s;
+    engine_clock_launch(&e->clock, s->host + prep, s->inj + e->cfg.host_step_s, s->has_floor,
+                        s->floor);
+    return RKV_OK;
+}
+
+/* collect: the tokens of the current step exist. Async backends are waited
+ * for; otherwise the step ran in launch, and the time its tokens exist is
+ * returned in *t (sync: now, after its device time; overlap: the end of the
+ * step in flight on a modelled clock). */
+static rkv_status phase_collect(engine *e, const step_state *s, bool in_flight, double *t,
+                                char *err, size_t errlen)
+{
+    double c0 = cpu_now();
+    rkv_status st = RKV_OK;
+    if (e->async && in_flight) st = collect(e, err, errlen);
+    else if (!in_flight) engine_clock_device(&e->clock, s->step_s);
+    *t = in_flight && e->clock.modelled && !e->async ? e->inflight_end : now(e);
+    phase_end(e, ENGINE_PHASE_COLLECT, c0);
+    return st;
+}
+
+/* commit: plans[k]'s tokens into their requests (finishes stamped at t,
+ * inserts, unlocks). Its CPU is returned in *cpu. */
+static rkv_status phase_commit(engine *e, int k, double t, double *cpu, char *err, size_t errlen)
+{
+    double c0 = cpu_now();
+    rkv_status st = commit(e, k, t, err, errlen);
+    *cpu = phase_end(e, ENGINE_PHASE_COMMIT, c0);
+    e->sched_cpu += *cpu;
+    return st;
+}
+
+/* sync: schedule, launch, collect, commit; the step's tokens exist at its
+ * end, and its commit is host time after the device's. */
 static rkv_status step_sync(engine *e, char *err, size_t errlen)
 {
-    int k = e->cur;
-    double c0 = cpu_now(), cpu = 0, inj = 0, step_s = 0;
-    bool empty = false;
-    rkv_status st = scheduler_schedule(&e->sched, &e->plans[k], true, err, errlen);
-    if (st == RKV_OK) st = scheduled(e, k, c0, false, 0, &cpu, &inj, &empty, err, errlen);
-    if (st || empty) return st;
-    if ((st = forward(e, k, cpu, inj, false, 0, &step_s, err, errlen))) return st;
-    engine_clock_device(&e->clock, step_s);
-    double c1 = cpu_now();
-    if ((st = commit(e, k, now(e), err, errlen))) return st;
-    double cc = cpu_now() - c1;
-    e->sched_cpu += cc;
+    step_state s = {.k = e->cur};
+    double t = 0, cc = 0;
+    rkv_status st = phase_schedule(e, &s, true, err, errlen);
+    if (st == RKV_OK) st = planned(e, &s, err, errlen);
+    if (st || s.empty) return st;
+    if ((st = phase_launch(e, &s, err, errlen))) return st;
+    if ((st = phase_collect(e, &s, false, &t, err, errlen))) return st;
+    if ((st = phase_commit(e, s.k, t, &cc, err, errlen))) return st;
     engine_clock_host(&e->clock, cc, injected_tokens(e));
     return step_done(e, err, errlen);
 }
 
-/* Overlap on the device (backends with submit/collect), step n in flight:
- * plan step n+1, collect n, fill its tokens into n+1's rows and submit n+1 at
- * once; commit n (finishes, inserts) then runs beside n+1. A request that
- * stops in step n computes one wasted row in n+1, ignored at its commit; its
- * pages are only reused by steps queued after n+1 on the device. *launched =
- * false: n+1 was empty, n is committed and nothing is in flight. */
-static rkv_status overlap_on_device(engine *e, int k, bool *launched, char *err, size_t errlen)
-{
-    double c0 = cpu_now(), step_s = 0;
-    rkv_status st = scheduler_schedule(&e->sched, &e->plans[k], false, err, errlen);
-    if (st == RKV_OK) st = collect(e, err, errlen);
-    if (st) return st;
-    e->sched_cpu += cpu_now() - c0;
-    int prev = e->cur;
-    double c1 = cpu_now();
-    *launched = e->plans[k].n > 0;
-    if (*launched) {
-        fill_pending(e, prev);
-        double prep = 0;
-        if ((st = launch(e, k, &prep, &step_s, err, errlen))) return st;
-        e->cur = k;
-        e->submitted = true;
-        c1 = cpu_now();
-    }
-    if ((st = commit(e, prev, now(e), err, errlen))) return st;
-    if (!*launched) e->inflight = false;
-    e->sched_cpu += cpu_now() - c1;
-    return RKV_OK;
-}
-
-/* overlap: schedule step n+1 while step n is in flight (its sampled tokens
- * pending), commit n, then forward n+1 and leave it in flight. The host work
- * hides behind the device's: n+1 launches when n ends at the earliest. */
+/* overlap: the same phases, with step n in flight while step n+1 is
+ * scheduled (step n's sampled tokens pending), then n collected and
+ * committed. What overlaps differs by backend:
+ *   async (submit/collect): n+1 launches right after n is collected, its
+ *     rows filled with n's tokens, and n's commit (finishes, inserts) runs
+ *     beside it on the device. A request that stops in step n computes one
+ *     wasted row in n+1, ignored at its commit; its pages are only reused by
+ *     steps queued after n+1 on the device.
+ *   otherwise: n is committed first and n+1 is compacted (requests that
+ *     stopped in n dropped); the host work hides behind n's device time on
+ *     the modelled clock (n+1 launches when n ends at the earliest).
+ * When n+1's plan is empty (nothing fit without preempting), it is planned
+ * again as in sync once n is committed and nothing is in flight. */
 static rkv_status step_overlap(engine *e, char *err, size_t errlen)
 {
-    bool had_inflight = e->inflight;
-    int k = had_inflight ? e->cur ^ 1 : e->cur;
-    double c0 = cpu_now(), cpu = 0, inj = 0, step_s = 0, t_done = 0;
-    bool empty = false;
-    rkv_status st;
-    if (had_inflight && e->async) {
-        bool launched = false;
-        if ((st = overlap_on_device(e, k, &launched, err, errlen))) return st;
-        if (launched) return step_done(e, err, errlen);
-        c0 = cpu_now();
-        if ((st = scheduler_schedule(&e->sched, &e->plans[k], true, err, errlen))) return st;
-        e->sched_cpu += cpu_now() - c0;
-        c0 = cpu_now();
-        had_inflight = false;
-    } else if (had_inflight) {
-        if ((st = scheduler_schedule(&e->sched, &e->plans[k], false, err, errlen))) return st;
-        t_done = e->clock.modelled ? e->inflight_end : now(e);
-        if ((st = commit(e, e->cur, t_done, err, errlen))) return st;
-        e->inflight = false;
-        sched_plan_compact(&e->plans[k]);
-        if (e->plans[k].n == 0
-            && (st = scheduler_schedule(&e->sched, &e->plans[k], true, err, errlen)))
-            return st;
-    } else if ((st = scheduler_schedule(&e->sched, &e->plans[k], true, err, errlen))) {
-        return st;
+    const bool in_flight = e->inflight;
+    const int prev = e->cur;
+    step_state s = {.k = in_flight ? prev ^ 1 : prev};
+    double t = 0, cc = 0;
+    rkv_status st = phase_schedule(e, &s, !in_flight, err, errlen);
+    if (st == RKV_OK && in_flight) st = phase_collect(e, &s, true, &t, err, errlen);
+    if (st) return st;
+    if (in_flight && e->async && e->plans[s.k].n > 0) {
+        fill_pending(e, prev);
+        if ((st = planned(e, &s, err, errlen))) return st;
+        if ((st = phase_launch(e, &s, err, errlen))) return st;
+        if ((st = phase_commit(e, prev, now(e), &cc, err, errlen))) return st;
+        return step_done(e, err, errlen);
     }
-    if ((st = scheduled(e, k, c0, had_inflight, t_done, &cpu, &inj, &empty, err, errlen)) || empty)
-        return st;
-    if ((st = forward(e, k, cpu, inj, had_inflight, t_done, &step_s, err, errlen))) return st;
+    if (in_flight) {
+        if ((st = phase_commit(e, prev, t, &cc, err, errlen))) return st;
+        e->inflight = false;
+        s.has_floor = !e->async;
+        s.floor = t;
+        s.host += cc;
+        sched_plan_compact(&e->plans[s.k]);
+        if (e->plans[s.k].n == 0 && (st = phase_schedule(e, &s, true, err, errlen))) return st;
+    }
+    if ((st = planned(e, &s, err, errlen)) || s.empty) return st;
+    if ((st = phase_launch(e, &s, err, errlen))) return st;
     e->inflight = true;
-    e->submitted = e->async;
-    e->inflight_end = now(e) + step_s;
+    e->inflight_end = now(e) + s.step_s;
     return step_done(e, err, errlen);
 }
 
@@ -952,6 +991,7 @@ void engine_get_stats(const engine *e, engine_stats *out)
     out->preemptions = (int64_t)e->sched.num_preemptions;
     out->max_step_tokens = e->max_step_tokens;
     out->sched_cpu_seconds = e->sched_cpu;
+    for (int p = 0; p < ENGINE_NUM_PHASES; p++) out->phase_cpu_seconds[p] = e->phase_cpu[p];
     out->model_seconds = e->model_seconds;
     out->cache_touched_tokens = (int64_t)(e->cache->stats.matched_tokens + e->cache->stats.inserted_tokens);
     out->injected_host_seconds = e->injected;

@@ -8,8 +8,10 @@
  *                   backend forward()     -> one token per sampling sequence
  *                   scheduler_commit()    -> append, insert, unlock, finish
  *
- * Schedules, one short function each in engine.c (step_sync, step_overlap):
- *   sync     schedule, forward, commit, one after another.
+ * Schedules, one short function each in engine.c (step_sync, step_overlap),
+ * both the same named phases (engine_phase: schedule, launch, collect,
+ * commit), each timed in thread CPU (engine_stats.phase_cpu_seconds):
+ *   sync     schedule, launch, collect, commit, one after another.
  *   overlap  step n+1 is planned while step n is in flight, with step n's
  *            sampled tokens still pending (their slots are reserved, values
  *            filled just before launch). A request that stops on a stop token
@@ -17,8 +19,9 @@
  *            max_tokens is never planned again. Planning in flight never
  *            preempts: when nothing fits, step n is committed first and the
  *            step is planned as in sync. Outputs are identical to sync.
- *            Backends with submit/collect overlap on the device itself
- *            (overlap_on_device): n+1 is submitted before n is committed.
+ *            Backends with submit/collect overlap on the device itself:
+ *            n+1 is launched (submitted) before n is committed; otherwise
+ *            n is collected and committed, then n+1 launched.
  *
  * Time (engine_clock.h). Backends whose step times are modelled
  * (BACKEND_CAP_MODELLED_TIME: sim) run on a modelled clock: a step costs the
@@ -82,6 +85,19 @@ void engine_config_default(engine_config *c);
 /* The step loops by name, NULL-terminated: "sync" (the default), "overlap". */
 extern const char *const engine_schedule_names[];
 
+/* The phases of one step, in order (both schedules run them; overlap runs
+ * the collect and commit of the step in flight beside the next one's
+ * schedule and launch). */
+typedef enum engine_phase {
+    ENGINE_PHASE_SCHEDULE, /* plan who runs which rows (scheduler_schedule) */
+    ENGINE_PHASE_LAUNCH,   /* build the batch, hand it to the backend (a
+                              synchronous forward runs the model here) */
+    ENGINE_PHASE_COLLECT,  /* the step's tokens exist (async: wait for them) */
+    ENGINE_PHASE_COMMIT,   /* append, insert, unlock, finish (scheduler_commit) */
+    ENGINE_NUM_PHASES
+} engine_phase;
+extern const char *const engine_phase_names[]; /* by engine_phase, NULL-ended */
+
 typedef struct engine_request {
     const int32_t *tokens;   /* (n_tokens) prompt, ids in [0, vocab) */
     int32_t n_tokens;        /* >= 1 */
@@ -119,6 +135,8 @@ typedef struct engine_stats {
     double sched_cpu_seconds; /* scheduling + commit + batch building, summed;
                                  0 with unmeasured_sched (engine_clock_host_cpu) */
     double model_seconds;    /* backend step times, summed */
+    double phase_cpu_seconds[ENGINE_NUM_PHASES]; /* thread CPU per phase, summed;
+                                 0 with unmeasured_sched */
     int64_t cache_touched_tokens;  /* tokens the cache matched or inserted */
     double injected_host_seconds;  /* host_step_s and host_token_s charged, summed */
     double clock;            /* engine time now */

@@ -460,6 +460,80 @@ static float *workspace(model *m, size_t floats)
     return m->ws;
 }
 
+/* Angles as HF computes them: fp32 position x fp32 inv_freq, rounded to
+ * fp32 before cos/sin. Equal positions give equal tables, so a token's
+ * rotation does not depend on how the prompt was split. cosb, sinb: (T, D/2). */
+static void rope_tables(const model *m, const fwd_batch *b, float *cosb, float *sinb)
+{
+    const int half = m->cfg.head_dim / 2;
+    for (int t = 0; t < b->num_tokens; t++) {
+        float pos = (float)b->positions[t];
+        for (int i = 0; i < half; i++) {
+            float ang = pos * m->rope_inv_freq[i];
+            cosb[(size_t)t * half + i] = (float)cos((double)ang);
+            sinb[(size_t)t * half + i] = (float)sin((double)ang);
+        }
+    }
+}
+
+/* The MLP block of layer L on T rows: x += down(silu(gate(h)) * up(h)) with
+ * h = rmsnorm(x); g and u are (T, F) scratch. */
+static void mlp(const model *m, const model_layer *L, int T, float *x, float *h, float *g, float *u)
+{
+    const model_config *c = &m->cfg;
+    const int C = c->hidden_size, F = c->intermediate_size;
+    for (int t = 0; t < T; t++)
+        rmsnorm(h + (size_t)t * C, x + (size_t)t * C, L->mlp_norm, C, c->rms_eps);
+    linear(m, g, h, L->w_gate, NULL, T, F, C);
+    linear(m, u, h, L->w_up, NULL, T, F, C);
+    for (size_t i = 0; i < (size_t)T * F; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+    gemm_rows(m, x, C, g, L->w_down, T, C, F, 1.0f);
+}
+
+/* LM head only on the rows that sample: gather them (in seq order) into h,
+ * then one sgemm per run of consecutive sampling sequences writes straight
+ * into logits rows. */
+static void lm_head(const model *m, const fwd_batch *b, const float *x, float *h, float *logits)
+{
+    const model_config *c = &m->cfg;
+    const int B = b->num_seqs, C = c->hidden_size, V = c->vocab_size;
+    int r = 0;
+    for (int i = 0; i < B; i++)
+        if (b->sample_rows[i] >= 0)
+            rmsnorm(h + (size_t)r++ * C, x + (size_t)b->sample_rows[i] * C, m->final_norm, C,
+                    c->rms_eps);
+    r = 0;
+    for (int i = 0; i < B;) {
+        if (b->sample_rows[i] < 0) {
+            i++;
+            continue;
+        }
+        int j = i;
+        while (j < B && b->sample_rows[j] >= 0) j++;
+        gemm_rows(m, logits + (size_t)i * V, V, h + (size_t)r * C, m->lm_head, j - i, V, C,
+                  0.0f);
+        r += j - i;
+        i = j;
+    }
+}
+
+/* Cascade: one plan for every layer (the page tables are the layers'), when
+ * the model cascades and the batch can share; *cascade: the plan has groups. */
+static rkv_status cascade_plan(const model *m, const kv_cache *kv, const fwd_batch *b,
+                               const int32_t *seq_lens, attn_cascade_plan *plan, int *cascade,
+                               char *err, size_t errlen)
+{
+    *cascade = 0;
+    if (!m->cascade || m->batch_invariant || b->num_seqs <= 1 || !b->page_table) return RKV_OK;
+    int rc = attn_cascade_plan_build(b->num_seqs, seq_lens ? seq_lens : b->prefix_lens,
+                                     b->page_table, b->max_pages, kv->page_size, 1, plan);
+    if (rc != ATTN_OK)
+        return rkv_fail(rc == ATTN_ENOMEM ? RKV_ENOMEM : RKV_EINVAL, err, errlen,
+                        "forward: cascade plan: %s", attn_strerror(rc));
+    *cascade = plan->num_groups > 0;
+    return RKV_OK;
+}
+
 rkv_status model_forward(model *m, kv_cache *kv, const fwd_batch *b, float *logits, char *err,
                          size_t errlen)
 {
@@ -467,7 +541,7 @@ rkv_status model_forward(model *m, kv_cache *kv, const fwd_batch *b, float *logi
     if (st) return st;
     const model_config *c = &m->cfg;
     const int T = b->num_tokens, B = b->num_seqs;
-    const int C = c->hidden_size, F = c->intermediate_size, V = c->vocab_size;
+    const int C = c->hidden_size, F = c->intermediate_size;
     const int Hq = c->num_heads, Hkv = c->num_kv_heads, D = c->head_dim, half = D / 2;
     const int QD = Hq * D, KD = Hkv * D;
     if (T == 0) return RKV_OK;
@@ -488,17 +562,7 @@ rkv_status model_forward(model *m, kv_cache *kv, const fwd_batch *b, float *logi
     float *cosb = u + sz_f;   /* (T, D/2) */
     float *sinb = cosb + sz_r;/* (T, D/2) */
 
-    /* Angles as HF computes them: fp32 position x fp32 inv_freq, rounded to
-     * fp32 before cos/sin. Equal positions give equal tables, so a token's
-     * rotation does not depend on how the prompt was split. */
-    for (int t = 0; t < T; t++) {
-        float pos = (float)b->positions[t];
-        for (int i = 0; i < half; i++) {
-            float ang = pos * m->rope_inv_freq[i];
-            cosb[(size_t)t * half + i] = (float)cos((double)ang);
-            sinb[(size_t)t * half + i] = (float)sin((double)ang);
-        }
-    }
+    rope_tables(m, b, cosb, sinb);
     for (int t = 0; t < T; t++)
         memcpy(x + (size_t)t * C, m->embed + (size_t)b->token_ids[t] * C, sizeof(float) * C);
 
@@ -518,19 +582,12 @@ rkv_status model_forward(model *m, kv_cache *kv, const fwd_batch *b, float *logi
         free(seq_lens);
         return st;
     }
-    /* Cascade: one plan for every layer (the page tables are the layers'). */
     attn_cascade_plan plan = {0};
     int cascade = 0;
-    if (m->cascade && !m->batch_invariant && B > 1 && b->page_table) {
-        int rc = attn_cascade_plan_build(B, seq_lens ? seq_lens : b->prefix_lens, b->page_table,
-                                         b->max_pages, kv->page_size, 1, &plan);
-        if (rc != ATTN_OK) {
-            free(seq_lens);
-            free(rows);
-            return rkv_fail(rc == ATTN_ENOMEM ? RKV_ENOMEM : RKV_EINVAL, err, errlen,
-                            "forward: cascade plan: %s", attn_strerror(rc));
-        }
-        cascade = plan.num_groups > 0;
+    if ((st = cascade_plan(m, kv, b, seq_lens, &plan, &cascade, err, errlen))) {
+        free(seq_lens);
+        free(rows);
+        return st;
     }
     for (int l = 0; l < c->num_layers; l++) {
         const model_layer *L = &m->layers[l];
@@ -567,38 +624,13 @@ rkv_status model_forward(model *m, kv_cache *kv, const fwd_batch *b, float *logi
         }
         /* x += att Wo^T (beta = 1 accumulates into the residual) */
         gemm_rows(m, x, C, att, L->wo, T, C, QD, 1.0f);
-        for (int t = 0; t < T; t++)
-            rmsnorm(h + (size_t)t * C, x + (size_t)t * C, L->mlp_norm, C, c->rms_eps);
-        linear(m, g, h, L->w_gate, NULL, T, F, C);
-        linear(m, u, h, L->w_up, NULL, T, F, C);
-        for (size_t i = 0; i < sz_f; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
-        gemm_rows(m, x, C, g, L->w_down, T, C, F, 1.0f);
+        mlp(m, L, T, x, h, g, u);
     }
 
     attn_cascade_plan_free(&plan);
     free(seq_lens);
     free(rows);
 
-    /* LM head only on the rows that sample: gather them (in seq order) into h,
-     * then one sgemm per run of consecutive sampling sequences writes straight
-     * into logits rows. */
-    int r = 0;
-    for (int i = 0; i < B; i++)
-        if (b->sample_rows[i] >= 0)
-            rmsnorm(h + (size_t)r++ * C, x + (size_t)b->sample_rows[i] * C, m->final_norm, C,
-                    c->rms_eps);
-    r = 0;
-    for (int i = 0; i < B;) {
-        if (b->sample_rows[i] < 0) {
-            i++;
-            continue;
-        }
-        int j = i;
-        while (j < B && b->sample_rows[j] >= 0) j++;
-        gemm_rows(m, logits + (size_t)i * V, V, h + (size_t)r * C, m->lm_head, j - i, V, C,
-                  0.0f);
-        r += j - i;
-        i = j;
-    }
+    lm_head(m, b, x, h, logits);
     return RKV_OK;
 }

@@ -156,6 +156,60 @@ static rkv_status get_bool(json_t *root, const char *path, const char *field, in
 
 /* Checks that only change what the model computes (and that we do not
  * implement) must reject the file rather than silently compute something else. */
+/* RoPE: older files carry rope_theta at the top; newer transformers write
+ * rope_parameters {rope_type, rope_theta}. Only plain RoPE is implemented. */
+static rkv_status parse_rope(json_t *root, const char *path, model_config *c, char *err,
+                             size_t errlen)
+{
+    rkv_status st;
+    if ((st = get_num(root, path, "rope_theta", 10000.0, &c->rope_theta, err, errlen)))
+        return st;
+    const char *scaling_fields[] = {"rope_scaling", "rope_parameters"};
+    for (int i = 0; i < 2; i++) {
+        json_t *rs = json_object_get(root, scaling_fields[i]);
+        if (!rs || json_is_null(rs)) continue;
+        if (!json_is_object(rs))
+            return rkv_fail(RKV_EPARSE, err, errlen, "%s: field '%s' must be an object or null", path,
+                        scaling_fields[i]);
+        json_t *rt = json_object_get(rs, "rope_type");
+        if (!rt) rt = json_object_get(rs, "type");
+        if (rt && !(json_is_string(rt) && !strcmp(json_string_value(rt), "default")))
+            return rkv_fail(RKV_ENOTSUP, err, errlen,
+                        "%s: field '%s' asks for RoPE scaling \"%s\"; only plain RoPE is "
+                        "supported", path, scaling_fields[i],
+                        json_is_string(rt) ? json_string_value(rt) : "?");
+        if ((st = get_num(rs, path, "rope_theta", c->rope_theta, &c->rope_theta, err, errlen)))
+            return st;
+    }
+    return RKV_OK;
+}
+
+/* eos_token_id may be null, an integer or a list (the first one stops).
+ * Each id must be a token of the vocabulary: one outside it could never
+ * be sampled, so generation would silently never stop at it. */
+static rkv_status parse_eos(json_t *root, const char *path, model_config *c, char *err,
+                            size_t errlen)
+{
+    c->eos_token_id = -1;
+    json_t *eos = json_object_get(root, "eos_token_id");
+    size_t neos = json_is_array(eos) ? json_array_size(eos) : eos && !json_is_null(eos);
+    for (size_t i = 0; i < neos; i++) {
+        json_t *x = json_is_array(eos) ? json_array_get(eos, i) : eos;
+        char where[48] = "";
+        if (json_is_array(eos)) snprintf(where, sizeof where, "[%zu]", i);
+        if (!json_is_integer(x))
+            return rkv_fail(RKV_EPARSE, err, errlen, "%s: field 'eos_token_id%s' must be an integer",
+                            path, where);
+        json_int_t e = json_integer_value(x);
+        if (e < 0 || e >= c->vocab_size)
+            return rkv_fail(RKV_EINVAL, err, errlen,
+                            "%s: field 'eos_token_id%s' = %lld is outside the vocabulary [0, %d)",
+                            path, where, (long long)e, c->vocab_size);
+        if (i == 0) c->eos_token_id = (int32_t)e;
+    }
+    return RKV_OK;
+}
+
 static rkv_status parse_config(json_t *root, const char *path, model_config *c, char *err,
                                size_t errlen)
 {
@@ -205,27 +259,7 @@ static rkv_status parse_config(json_t *root, const char *path, model_config *c, 
                       errlen)))
         return st;
 
-    /* RoPE: older files carry rope_theta at the top; newer transformers write
-     * rope_parameters {rope_type, rope_theta}. Only plain RoPE is implemented. */
-    if ((st = get_num(root, path, "rope_theta", 10000.0, &c->rope_theta, err, errlen)))
-        return st;
-    const char *scaling_fields[] = {"rope_scaling", "rope_parameters"};
-    for (int i = 0; i < 2; i++) {
-        json_t *rs = json_object_get(root, scaling_fields[i]);
-        if (!rs || json_is_null(rs)) continue;
-        if (!json_is_object(rs))
-            return rkv_fail(RKV_EPARSE, err, errlen, "%s: field '%s' must be an object or null", path,
-                        scaling_fields[i]);
-        json_t *rt = json_object_get(rs, "rope_type");
-        if (!rt) rt = json_object_get(rs, "type");
-        if (rt && !(json_is_string(rt) && !strcmp(json_string_value(rt), "default")))
-            return rkv_fail(RKV_ENOTSUP, err, errlen,
-                        "%s: field '%s' asks for RoPE scaling \"%s\"; only plain RoPE is "
-                        "supported", path, scaling_fields[i],
-                        json_is_string(rt) ? json_string_value(rt) : "?");
-        if ((st = get_num(rs, path, "rope_theta", c->rope_theta, &c->rope_theta, err, errlen)))
-            return st;
-    }
+    if ((st = parse_rope(root, path, c, err, errlen))) return st;
     if ((st = get_num(root, path, "rms_norm_eps", 1e-6, &c->rms_eps, err, errlen))) return st;
     if ((st = get_bool(root, path, "tie_word_embeddings", 0, &c->tie_word_embeddings, err,
                        errlen)))
@@ -242,28 +276,7 @@ static rkv_status parse_config(json_t *root, const char *path, model_config *c, 
             return rkv_fail(RKV_ENOTSUP, err, errlen, "%s: field '%s' = true is not supported", path,
                         off_fields[i]);
     }
-
-    /* eos_token_id may be null, an integer or a list (the first one stops).
-     * Each id must be a token of the vocabulary: one outside it could never
-     * be sampled, so generation would silently never stop at it. */
-    c->eos_token_id = -1;
-    json_t *eos = json_object_get(root, "eos_token_id");
-    size_t neos = json_is_array(eos) ? json_array_size(eos) : eos && !json_is_null(eos);
-    for (size_t i = 0; i < neos; i++) {
-        json_t *x = json_is_array(eos) ? json_array_get(eos, i) : eos;
-        char where[48] = "";
-        if (json_is_array(eos)) snprintf(where, sizeof where, "[%zu]", i);
-        if (!json_is_integer(x))
-            return rkv_fail(RKV_EPARSE, err, errlen, "%s: field 'eos_token_id%s' must be an integer",
-                            path, where);
-        json_int_t e = json_integer_value(x);
-        if (e < 0 || e >= c->vocab_size)
-            return rkv_fail(RKV_EINVAL, err, errlen,
-                            "%s: field 'eos_token_id%s' = %lld is outside the vocabulary [0, %d)",
-                            path, where, (long long)e, c->vocab_size);
-        if (i == 0) c->eos_token_id = (int32_t)e;
-    }
-    return RKV_OK;
+    return parse_eos(root, path, c, err, errlen);
 }
 
 rkv_status model_config_from_json(const char *path, model_config *out, char *err, size_t errlen)

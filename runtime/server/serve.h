@@ -251,6 +251,14 @@ struct serve {
     serve_job **active_job;
     int64_t n_active, active_cap;
 
+    /* The HTTP side's hooks, set by serve_http_start before any job exists;
+     * the engine thread calls them under s->mu. */
+    struct {
+        /* Wake a suspended connection. */
+        void (*resume_locked)(serve *s, serve_job *j);
+        /* Has the client of a suspended, non-streaming job gone away? */
+        bool (*client_gone_locked)(const serve_job *j);
+    } http;
     void *daemon;              /* struct MHD_Daemon * */
     serve_guard *guard;        /* --request-read-timeout's watch */
 };
@@ -291,15 +299,8 @@ void serve_guard_received(serve_guard *g, void *socket_context, bool received);
 /* Connections shut for the deadline so far. */
 int64_t serve_guard_shut(serve_guard *g);
 
-/* HTTP side (serve_http.c). */
-int serve_http_start(serve *s, char *err, size_t errlen);
-/* Has the client of a suspended, non-streaming job gone away (under s->mu)?
- * Peeks at its socket: end of file or an error means gone. */
-bool serve_http_client_gone_locked(const serve_job *j);
-void serve_http_stop(serve *s);
-/* Wake a suspended connection (under s->mu). */
-void serve_http_resume_locked(serve *s, serve_job *j);
-/* The port bound. */
-int serve_http_port(const serve *s);
+/* The HTTP side's declarations are in serve_http.h: it calls the engine
+ * thread's functions above, and the engine thread reaches it only through
+ * the hooks in struct serve (s->http), so the two files depend one way. */
 
 #endif

@@ -183,6 +183,57 @@ static void vllm_metric(FILE *f, const char *name, bool counter, const char *lab
 
 /* The quantities vLLM's OpenAI server exports and radixkv has too, under
  * vLLM's names, types, labels and buckets, so its dashboards work as they are. */
+/* The rest of what vLLM's logger defines for one engine without KV
+ * transfer, LoRA, multimodal input or sleep: families that cannot move
+ * here are exported at 0 as vLLM exports them.
+ * labels: the engine's label set; name: the escaped model name. */
+static void vllm_metrics_fixed(FILE *f, const serve_metrics *m, const char *labels,
+                               const char *name)
+{
+    char lab[400];
+    fprintf(f, "# HELP vllm:num_requests_waiting_by_reason Number of waiting requests by reason.\n"
+               "# TYPE vllm:num_requests_waiting_by_reason gauge\n"
+               "vllm:num_requests_waiting_by_reason{%s,reason=\"capacity\"} %lld\n"
+               "vllm:num_requests_waiting_by_reason{%s,reason=\"deferred\"} 0\n",
+            labels, (long long)(m->outstanding - m->es.num_running), labels);
+    fprintf(f, "# HELP vllm:engine_sleep_state Engine sleep state.\n"
+               "# TYPE vllm:engine_sleep_state gauge\n"
+               "vllm:engine_sleep_state{%s,sleep_state=\"awake\"} 1\n"
+               "vllm:engine_sleep_state{%s,sleep_state=\"weights_offloaded\"} 0\n"
+               "vllm:engine_sleep_state{%s,sleep_state=\"discard_all\"} 0\n", labels, labels, labels);
+    vllm_metric(f, "vllm:external_prefix_cache_queries", true, labels,
+                "External prefix cache queries from KV connector cross-instance cache sharing.", 0);
+    vllm_metric(f, "vllm:external_prefix_cache_hits", true, labels,
+                "External prefix cache hits from KV connector cross-instance cache sharing.", 0);
+    vllm_metric(f, "vllm:mm_cache_queries", true, labels,
+                "Multi-modal cache queries, in terms of number of queried items.", 0);
+    vllm_metric(f, "vllm:mm_cache_hits", true, labels,
+                "Multi-modal cache hits, in terms of number of cached items.", 0);
+    vllm_metric(f, "vllm:prompt_tokens_cached", true, labels,
+                "Number of cached prompt tokens (local + external).", (double)m->prefix_hits);
+    fprintf(f, "# HELP vllm:prompt_tokens_by_source_total Number of prompt tokens by source.\n"
+               "# TYPE vllm:prompt_tokens_by_source_total counter\n");
+    const char *const src[] = {"local_compute", "local_cache_hit", "external_kv_transfer"};
+    const double srcv[] = {(double)(m->prompt_tokens - m->prefix_hits), (double)m->prefix_hits, 0};
+    for (int i = 0; i < 3; i++)
+        fprintf(f, "vllm:prompt_tokens_by_source_total{%s,source=\"%s\"} %.17g\n", labels, src[i],
+                srcv[i]);
+    /* radixkv's hits are matched in device pages at admission. */
+    fprintf(f, "# HELP vllm:prompt_tokens_cached_by_source_total Prefix-cache hit tokens by the "
+               "cache tier that supplied them.\n"
+               "# TYPE vllm:prompt_tokens_cached_by_source_total counter\n");
+    const char *const tier[] = {"device", "host", "p2p", "disk", "external_unspecified"};
+    for (int i = 0; i < 5; i++)
+        fprintf(f, "vllm:prompt_tokens_cached_by_source_total{%s,source=\"%s\"} %lld\n", labels,
+                tier[i], (long long)(i == 0 ? m->prefix_hits : 0));
+    snprintf(lab, sizeof lab, "model_name=\"%s\"", name);
+    fprintf(f, "# HELP vllm:admission_rejections_total Number of admission attempts rejected by a "
+               "queue limit, by reason.\n# TYPE vllm:admission_rejections_total counter\n"
+               "vllm:admission_rejections_total{%s,reason=\"max_num_queued_reqs\"} %lld\n"
+               "vllm:admission_rejections_total{%s,reason=\"max_num_queued_tokens\"} 0\n", lab,
+            (long long)m->queue_full, lab);
+}
+
 static void vllm_metrics(FILE *f, const serve *s, const serve_metrics *m)
 {
     /* Label values escape \ and " (a model name is the user's). */
@@ -240,51 +291,7 @@ static void vllm_metrics(FILE *f, const serve *s, const serve_metrics *m)
                m->req_max_tokens.le, m->req_max_tokens.n_le);
     hist_print(f, "vllm:request_params_n", labels, "Histogram of the n request parameter.",
                &m->req_n, m->req_n.le, m->req_n.n_le);
-    /* The rest of what vLLM's logger defines for one engine without KV
-     * transfer, LoRA, multimodal input or sleep: families that cannot move
-     * here are exported at 0 as vLLM exports them. */
-    char lab[400];
-    fprintf(f, "# HELP vllm:num_requests_waiting_by_reason Number of waiting requests by reason.\n"
-               "# TYPE vllm:num_requests_waiting_by_reason gauge\n"
-               "vllm:num_requests_waiting_by_reason{%s,reason=\"capacity\"} %lld\n"
-               "vllm:num_requests_waiting_by_reason{%s,reason=\"deferred\"} 0\n",
-            labels, (long long)(m->outstanding - m->es.num_running), labels);
-    fprintf(f, "# HELP vllm:engine_sleep_state Engine sleep state.\n"
-               "# TYPE vllm:engine_sleep_state gauge\n"
-               "vllm:engine_sleep_state{%s,sleep_state=\"awake\"} 1\n"
-               "vllm:engine_sleep_state{%s,sleep_state=\"weights_offloaded\"} 0\n"
-               "vllm:engine_sleep_state{%s,sleep_state=\"discard_all\"} 0\n", labels, labels, labels);
-    vllm_metric(f, "vllm:external_prefix_cache_queries", true, labels,
-                "External prefix cache queries from KV connector cross-instance cache sharing.", 0);
-    vllm_metric(f, "vllm:external_prefix_cache_hits", true, labels,
-                "External prefix cache hits from KV connector cross-instance cache sharing.", 0);
-    vllm_metric(f, "vllm:mm_cache_queries", true, labels,
-                "Multi-modal cache queries, in terms of number of queried items.", 0);
-    vllm_metric(f, "vllm:mm_cache_hits", true, labels,
-                "Multi-modal cache hits, in terms of number of cached items.", 0);
-    vllm_metric(f, "vllm:prompt_tokens_cached", true, labels,
-                "Number of cached prompt tokens (local + external).", (double)m->prefix_hits);
-    fprintf(f, "# HELP vllm:prompt_tokens_by_source_total Number of prompt tokens by source.\n"
-               "# TYPE vllm:prompt_tokens_by_source_total counter\n");
-    const char *const src[] = {"local_compute", "local_cache_hit", "external_kv_transfer"};
-    const double srcv[] = {(double)(m->prompt_tokens - m->prefix_hits), (double)m->prefix_hits, 0};
-    for (int i = 0; i < 3; i++)
-        fprintf(f, "vllm:prompt_tokens_by_source_total{%s,source=\"%s\"} %.17g\n", labels, src[i],
-                srcv[i]);
-    /* radixkv's hits are matched in device pages at admission. */
-    fprintf(f, "# HELP vllm:prompt_tokens_cached_by_source_total Prefix-cache hit tokens by the "
-               "cache tier that supplied them.\n"
-               "# TYPE vllm:prompt_tokens_cached_by_source_total counter\n");
-    const char *const tier[] = {"device", "host", "p2p", "disk", "external_unspecified"};
-    for (int i = 0; i < 5; i++)
-        fprintf(f, "vllm:prompt_tokens_cached_by_source_total{%s,source=\"%s\"} %lld\n", labels,
-                tier[i], (long long)(i == 0 ? m->prefix_hits : 0));
-    snprintf(lab, sizeof lab, "model_name=\"%s\"", name);
-    fprintf(f, "# HELP vllm:admission_rejections_total Number of admission attempts rejected by a "
-               "queue limit, by reason.\n# TYPE vllm:admission_rejections_total counter\n"
-               "vllm:admission_rejections_total{%s,reason=\"max_num_queued_reqs\"} %lld\n"
-               "vllm:admission_rejections_total{%s,reason=\"max_num_queued_tokens\"} 0\n", lab,
-            (long long)m->queue_full, lab);
+    vllm_metrics_fixed(f, m, labels, name);
     hist_print(f, "vllm:iteration_tokens_total", labels,
                "Histogram of number of tokens per engine_step.", &m->iter_tokens, vllm_iter_le,
                NLE(vllm_iter_le));
@@ -466,7 +473,7 @@ static void seq_finish_locked(serve *s, serve_job *j, serve_seq *q, const char *
     }
     if (--s->outstanding == 0) pthread_cond_broadcast(&s->drained);
     if (++j->n_done == j->n_seq) {
-        serve_http_resume_locked(s, j);
+        s->http.resume_locked(s, j);
         serve_job_unref_locked(j);
     }
 }
@@ -629,16 +636,16 @@ static void publish_locked(serve *s)
             /* A suspended connection is not polled: look at its socket, so a
              * client that went away stops its generation (as vLLM does). */
             j->t_written = t;
-            if (serve_http_client_gone_locked(j)) {
+            if (s->http.client_gone_locked(j)) {
                 j->cancelled = true;
                 s->cancel_pending = true;
             }
         }
         if (k > 0 && j->stream) {
-            serve_http_resume_locked(s, j);
+            s->http.resume_locked(s, j);
         } else if (j->stream && j->suspended && t - j->t_written > s->cfg.keepalive_seconds) {
             j->keepalive = true;
-            serve_http_resume_locked(s, j);
+            s->http.resume_locked(s, j);
         }
         i++;
     }

@@ -24,6 +24,7 @@
 
 #include "rkv_config.h"
 #include "serve.h"
+#include "serve_http.h"
 #include "serve_text.h"
 
 /* Per HTTP request. */
@@ -1618,6 +1619,8 @@ static size_t unescape_url(void *cls, struct MHD_Connection *c, char *uri)
 
 int serve_http_start(serve *s, char *err, size_t errlen)
 {
+    s->http.resume_locked = serve_http_resume_locked;
+    s->http.client_gone_locked = serve_http_client_gone_locked;
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
                              .ai_flags = AI_NUMERICHOST | AI_PASSIVE};
     struct addrinfo *ai = NULL;

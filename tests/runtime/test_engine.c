@@ -615,6 +615,41 @@ START_TEST(test_submit_collect_overlap)
 }
 END_TEST
 
+/* Both schedules run the same timed phases: every phase's CPU is counted, and
+ * the phases cover what sched_cpu_seconds counts (schedule, batch building,
+ * commit), whichever loop ran them. */
+START_TEST(test_phase_cpu_cover_sched_cpu)
+{
+    workload w;
+    gen(&w, "few-shot", 12, 8, 12, 12, 43);
+    const char *schedules[] = {"sync", "overlap"};
+    for (int k = 0; k < 2; k++) {
+        run_opts ro = defaults("sim");
+        ro.kind = "radix";
+        ro.budget = 9;
+        ro.schedule = schedules[k];
+        run_out o;
+        run_workload(&ro, &w, &o);
+        double sum = 0;
+        for (int p = 0; p < ENGINE_NUM_PHASES; p++) {
+            ck_assert_msg(o.st.phase_cpu_seconds[p] >= 0, "%s: phase %s", schedules[k],
+                          engine_phase_names[p]);
+            sum += o.st.phase_cpu_seconds[p];
+        }
+        ck_assert_msg(o.st.phase_cpu_seconds[ENGINE_PHASE_SCHEDULE] > 0
+                          && o.st.phase_cpu_seconds[ENGINE_PHASE_COMMIT] > 0,
+                      "%s: %lld steps and no scheduling or commit time", schedules[k],
+                      (long long)o.st.steps);
+        ck_assert_msg(sum >= o.st.sched_cpu_seconds * (1 - 1e-9),
+                      "%s: phases %.9f s < scheduler CPU %.9f s", schedules[k], sum,
+                      o.st.sched_cpu_seconds);
+        out_free(&o);
+    }
+    ck_assert_ptr_null(engine_phase_names[ENGINE_NUM_PHASES]);
+    workload_free(&w);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("engine");
@@ -627,6 +662,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_stop_token_overlap_equals_sync);
     tcase_add_test(tc, test_sim_caching_invisible);
     tcase_add_test(tc, test_submit_collect_overlap);
+    tcase_add_test(tc, test_phase_cpu_cover_sched_cpu);
     suite_add_tcase(s, tc);
     TCase *cpu = tcase_create("cpu");
     tcase_set_timeout(cpu, 240);
