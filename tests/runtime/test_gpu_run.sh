@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# bench/gpu_session.sh --dry-run: the one device call's plan runs on the CPU,
+# bench/gpu_run.sh --dry-run: the one device call's plan runs on the CPU,
 # writes its manifest, refuses bad arguments, and when stopped in the middle
-# of a step marks that step and the session interrupted, skips the rest, keeps
+# of a step marks that step and the run interrupted, skips the rest, keeps
 # the earlier steps' files and leaves no process behind.
-# usage: test_gpu_session.sh SOURCE_ROOT BUILD_DIR
+# usage: test_gpu_run.sh SOURCE_ROOT BUILD_DIR
 set -u
 src=$1 build=$2
-script="$src/bench/gpu_session.sh"
+script="$src/bench/gpu_run.sh"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
@@ -33,7 +33,7 @@ bad=$(field "$m" '[s["step"] for s in m["steps"] if s["status"] != "ok" and not 
 grep -q '"problems": \[\], "ok": true' "$tmp/run/profile.log" || fail "gpu_profile.sh --dry-run did not report ok: $(cat "$tmp/run/profile.log")"
 
 # 3. Stopped in the middle of the profile step.
-RKV_GPU_SESSION_STALL=profile "$script" --dry-run --build "$build" --out "$tmp/stop" 2>/dev/null &
+RKV_GPU_RUN_STALL=profile "$script" --dry-run --build "$build" --out "$tmp/stop" 2>/dev/null &
 pid=$!
 m="$tmp/stop/manifest.json"
 for _ in $(seq 600); do
@@ -45,7 +45,7 @@ sleep 0.5 # let the stalled step reach its sleep
 kill -TERM "$pid"
 wait "$pid"
 rc=$?
-[ "$rc" != 0 ] || fail "an interrupted session exited 0"
+[ "$rc" != 0 ] || fail "an interrupted run exited 0"
 [ "$(field "$m" 'm["interrupted"] and m["finished"]')" = True ] || fail "manifest not marked interrupted: $(cat "$m")"
 got=$(field "$m" '[(s["step"], s["status"]) for s in m["steps"]]')
 want="[('env', 'ok'), ('build', 'ok'), ('gpu_suite', 'ok'), ('profile', 'interrupted'), ('anchor', 'skipped: interrupted'), ('attn_sdpa', 'skipped: interrupted')]"
@@ -53,6 +53,6 @@ want="[('env', 'ok'), ('build', 'ok'), ('gpu_suite', 'ok'), ('profile', 'interru
 [ -s "$tmp/stop/env.log" ] && [ -s "$tmp/stop/gpu_suite.log" ] || fail "earlier steps' logs lost"
 sleep 0.5
 if pgrep -f "^sleep 300$" >/dev/null; then
-    fail "a stalled step's process outlived the session"
+    fail "a stalled step's process outlived the run"
 fi
-echo "gpu_session dry run: plan, refusals and interruption hold"
+echo "gpu_run dry run: plan, refusals and interruption hold"

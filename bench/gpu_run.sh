@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# gpu_session.sh - everything a lent GPU is for, as ONE unattended call that
+# gpu_run.sh - everything a lent GPU is for, as ONE unattended call that
 # ends inside a time budget and keeps what it has when it is stopped.
 #
-# usage: bench/gpu_session.sh [--out DIR] [--build DIR] [--budget SECONDS] [--dry-run]
+# usage: bench/gpu_run.sh [--out DIR] [--build DIR] [--budget SECONDS] [--dry-run]
 #   --out DIR       raw files (default bench/results/<device>-<date>, device and
 #                   date read from nvidia-smi and the clock; dry run: required)
 #   --build DIR     build directory; configured with CUDA in release and built
 #                   when it lacks bench/cuda_backend_bench (default
-#                   build-gpu-session). A build made on a machine with nvcc but
+#                   build-gpu-run). A build made on a machine with nvcc but
 #                   no GPU can be carried in, so the device does not compile.
 #   --budget S      wall-clock seconds for the whole call (default 480): each
 #                   step runs under min(its own limit, what is left); a step
@@ -15,7 +15,7 @@
 #   --dry-run       no GPU: every step runs its CPU stand-in (the plan, the
 #                   build's programs, the gpu suite's list, gpu_profile.sh
 #                   --dry-run, the anchor script compiled) and writes the same
-#                   manifest. CI runs this (test gpu_session_dry_run).
+#                   manifest. CI runs this (test gpu_run_dry_run).
 #
 # Steps, in the order their results matter to the simulator's profile:
 #   env        nvidia-smi, nvcc, commit and dirty state of the tree
@@ -33,7 +33,7 @@
 #
 # manifest.json in DIR is rewritten after every step: each step's status (ok,
 # failed with its exit code, timeout, skipped, interrupted), seconds, limit and
-# log file. SIGINT/SIGTERM stop the running step, mark it and the session
+# log file. SIGINT/SIGTERM stop the running step, mark it and the run
 # interrupted, and keep every file written so far.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -46,25 +46,25 @@ while [ $# -gt 0 ]; do
     --budget) budget=${2:?--budget needs seconds}; shift 2 ;;
     --dry-run) dry=1; shift ;;
     -h|--help) sed -n '2,37p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) echo "gpu_session.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+    *) echo "gpu_run.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
 case "$budget" in
-''|*[!0-9]*) echo "gpu_session.sh: --budget '$budget': need whole seconds" >&2; exit 2 ;;
+''|*[!0-9]*) echo "gpu_run.sh: --budget '$budget': need whole seconds" >&2; exit 2 ;;
 esac
 if [ "$budget" -lt 60 ] || [ "$budget" -gt 3600 ]; then
-    echo "gpu_session.sh: --budget $budget: need 60 to 3600 seconds" >&2; exit 2
+    echo "gpu_run.sh: --budget $budget: need 60 to 3600 seconds" >&2; exit 2
 fi
 py=/usr/bin/python3
 command -v nvcc >/dev/null 2>&1 || export PATH="/usr/local/cuda/bin:$PATH"
 
 if [ "$dry" = 1 ]; then
-    [ -n "$out" ] || { echo "gpu_session.sh: --dry-run needs --out DIR" >&2; exit 2; }
+    [ -n "$out" ] || { echo "gpu_run.sh: --dry-run needs --out DIR" >&2; exit 2; }
     build=${build:-build}
-    [ -f "$build/build.ninja" ] || { echo "gpu_session.sh: --build $build: not a meson build directory" >&2; exit 2; }
+    [ -f "$build/build.ninja" ] || { echo "gpu_run.sh: --build $build: not a meson build directory" >&2; exit 2; }
 else
-    command -v nvidia-smi >/dev/null 2>&1 || { echo "gpu_session.sh: no nvidia-smi: not a GPU machine (try --dry-run)" >&2; exit 2; }
-    build=${build:-build-gpu-session}
+    command -v nvidia-smi >/dev/null 2>&1 || { echo "gpu_run.sh: no nvidia-smi: not a GPU machine (try --dry-run)" >&2; exit 2; }
+    build=${build:-build-gpu-run}
     if [ -z "$out" ]; then
         dev=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | tr 'A-Z' 'a-z' |
               sed 's/nvidia //; s/[^a-z0-9]\+/-/g; s/-$//')
@@ -72,7 +72,7 @@ else
     fi
 fi
 build=$(cd "$build" 2>/dev/null && pwd || echo "$build")
-mkdir -p "$out" || { echo "gpu_session.sh: --out $out: cannot create" >&2; exit 2; }
+mkdir -p "$out" || { echo "gpu_run.sh: --out $out: cannot create" >&2; exit 2; }
 out=$(cd "$out" && pwd)
 manifest="$out/manifest.json"
 t_start=$(date +%s)
@@ -98,7 +98,7 @@ for l in lines[5:]:
     name, state, sec, limit, log = l.split("\t")
     steps.append({"step": name, "status": state, "seconds": int(sec), "limit_s": int(limit),
                   "log": log})
-json.dump({"schema": "radixkv-gpu-session/1", "dry_run": dry == "1", "budget_s": int(budget),
+json.dump({"schema": "radixkv-gpu-run/1", "dry_run": dry == "1", "budget_s": int(budget),
            "elapsed_s": int(elapsed), "finished": final == "1", "interrupted": intr == "1",
            "steps": steps}, sys.stdout, indent=1)
 print()' >"$tmp" && mv -f "$tmp" "$manifest"
@@ -139,9 +139,9 @@ run_step() {
     write_manifest 0
 }
 
-# In a dry run a step may be told to stall (RKV_GPU_SESSION_STALL=NAME), so the
-# test can stop the session in the middle of it.
-stall() { [ "${RKV_GPU_SESSION_STALL:-}" = "$1" ] && sleep 300; return 0; }
+# In a dry run a step may be told to stall (RKV_GPU_RUN_STALL=NAME), so the
+# test can stop the run in the middle of it.
+stall() { [ "${RKV_GPU_RUN_STALL:-}" = "$1" ] && sleep 300; return 0; }
 
 env_step() {
     echo "date: $(date -u +%FT%TZ)"
