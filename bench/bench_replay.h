@@ -53,12 +53,12 @@ static inline int32_t *bench_make_trace(int32_t requests, int32_t len, int32_t s
 /* tokens[0..len); pages: room for len / P + 1 ids; m: a reusable match. Requests
  * that do not fit after eviction are matched and unlocked but not inserted. */
 static inline rkv_status bench_replay_request(cache *c, page_pool *pool, const int32_t *t,
-                                              int32_t len, cache_match *m, int32_t *pages,
+                                              int32_t len, cache_seq *m, int32_t *pages,
                                               replay_cost *out)
 {
     const int32_t P = pool->page_size, nb = (len + P - 1) / P;
     double t0 = bench_now_ns();
-    rkv_status st = cache_client_match(c, t, len - 1, 0, m);
+    rkv_status st = cache_client_match(c, m, t, len - 1);
     out->match_ns += bench_now_ns() - t0;
     out->match_tokens += len - 1;
     out->matched += m->len;
@@ -70,7 +70,7 @@ static inline rkv_status bench_replay_request(cache *c, page_pool *pool, const i
     if (st == RKV_OK) {
         if (m->num_pages) memcpy(pages, m->pages, sizeof *pages * (size_t)m->num_pages);
         t0 = bench_now_ns();
-        st = cache_client_commit(c, t, len, 0, pages, m->num_pages, nb, NULL);
+        st = cache_client_commit(c, m, t, len, pages, m->num_pages, nb, NULL);
         out->insert_ns += bench_now_ns() - t0;
         out->insert_tokens += len;
     } else if (st == RKV_ENOSPC) {

@@ -87,8 +87,8 @@ static int replay(const opts *o, const int32_t *trace, const char *kind, int32_t
     }
     const int32_t P = o->page_size, nb = o->len / P;
     int32_t *pages = malloc(sizeof *pages * (size_t)(nb + 1));
-    cache_match m;
-    cache_match_init(&m);
+    cache_seq m;
+    cache_seq_init(&m, 0, 0);
     int rc = pages ? 0 : -1;
     for (int32_t r = 0; r < o->requests && rc == 0; r++) {
         const int32_t *t = trace + (size_t)r * (size_t)o->len;
@@ -102,7 +102,7 @@ static int replay(const opts *o, const int32_t *trace, const char *kind, int32_t
         fprintf(stderr, "cache_bench: %s: %s\n", kind, err);
         rc = -1;
     }
-    cache_match_free(&m);
+    cache_seq_free(&m);
     free(pages);
     cache_destroy(c);
     page_pool_destroy(&pool);

@@ -175,12 +175,12 @@ static int replay(const opts *o, const int32_t *trace, const char *kind, int32_t
         page_pool_destroy(&pool);
         return -1;
     }
-    cache_match m;
-    cache_match_init(&m);
+    cache_seq m;
+    cache_seq_init(&m, 0, 0);
     /* Reserve now, and take it out, so the match buffer is not counted as the
      * cache's (the cache's own tables, made at create, are). */
     int64_t heap_m = heap_live();
-    int rc = pages && cache_match_reserve(&m, nb + 1) == RKV_OK ? 0 : -1;
+    int rc = pages && cache_seq_reserve(&m, nb + 1) == RKV_OK ? 0 : -1;
     int64_t heap_extra = heap_live() - heap_m;
     double cpu0 = thread_cpu_ns();
     for (int32_t r = 0; r < o->requests && rc == 0; r++) {
@@ -202,7 +202,7 @@ static int replay(const opts *o, const int32_t *trace, const char *kind, int32_t
     out->nodes = sz.num_nodes;
     out->heap_bytes = heap_live() - heap0 - heap_pages - heap_extra;
     out->hash_computations = c->stats.hash_computations;
-    cache_match_free(&m);
+    cache_seq_free(&m);
     free(pages);
     cache_destroy(c);
     page_pool_destroy(&pool);

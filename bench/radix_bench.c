@@ -431,8 +431,8 @@ typedef struct flow_result {
  * shortage), insert, free duplicates, unlock. */
 static void run_flow(const workload *w, cache *c, batch *b, int32_t *pages, flow_result *res)
 {
-    cache_match m;
-    cache_match_init(&m);
+    cache_seq m;
+    cache_seq_init(&m, 0, 0);
     page_pool *pool = c->pool;
     for (int32_t first = 0; first < w->nreq; first += BATCH) {
         fill_batch(w, b, first);
@@ -440,7 +440,7 @@ static void run_flow(const workload *w, cache *c, batch *b, int32_t *pages, flow
         for (int32_t k = 0; k < b->count; k++) {
             const int32_t *tok = b->tok + b->off[k];
             int32_t n = (int32_t)(b->off[k + 1] - b->off[k]);
-            rkv_status st = cache_match_prefix(c, tok, n, 0, &m);
+            rkv_status st = cache_match_prefix(c, &m, tok, n);
             if (st == RKV_OK) st = cache_lock(c, &m);
             if (st != RKV_OK) die("match/lock", st);
             int32_t P = pool->page_size, have = m.num_pages, need = n / P - have;
@@ -453,7 +453,7 @@ static void run_flow(const workload *w, cache *c, batch *b, int32_t *pages, flow
             memcpy(pages, m.pages, sizeof(int32_t) * (size_t)have);
             if (page_pool_alloc(pool, need, pages + have) == RKV_OK) {
                 int32_t prefix = 0;
-                if ((st = cache_insert(c, tok, n, pages, 0, &prefix)) != RKV_OK) die("insert", st);
+                if ((st = cache_insert(c, &m, tok, n, pages, &prefix)) != RKV_OK) die("insert", st);
                 page_pool_free(pool, pages + have, prefix / P - have);
             }
             cache_unlock(c, &m);
@@ -461,7 +461,7 @@ static void run_flow(const workload *w, cache *c, batch *b, int32_t *pages, flow
         }
         sw_stop(&res->total, t0);
     }
-    cache_match_free(&m);
+    cache_seq_free(&m);
 }
 
 /* memcmp over the same token streams, batch by batch: the cost floor of

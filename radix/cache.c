@@ -24,28 +24,72 @@ const cache_kind *cache_kind_find(const char *name)
     return NULL;
 }
 
-void cache_match_init(cache_match *m)
+void cache_seq_init(cache_seq *s, uint64_t ns, int32_t priority)
 {
-    memset(m, 0, sizeof *m);
+    memset(s, 0, sizeof *s);
+    s->ns = ns;
+    s->priority = priority;
 }
 
-void cache_match_free(cache_match *m)
+void cache_seq_free(cache_seq *s)
 {
-    free(m->pages);
-    memset(m, 0, sizeof *m);
+    free(s->pages);
+    memset(s, 0, sizeof *s);
 }
 
-rkv_status cache_match_reserve(cache_match *m, int32_t n)
+rkv_status cache_seq_reserve(cache_seq *s, int32_t n)
 {
     if (n < 0) return RKV_EINVAL;
-    if (n <= m->cap) return RKV_OK;
-    int32_t cap = m->cap ? m->cap : 16;
+    if (n <= s->cap) return RKV_OK;
+    int32_t cap = s->cap ? s->cap : 16;
     while (cap < n) cap = cap > INT32_MAX / 2 ? n : cap * 2;
-    int32_t *p = realloc(m->pages, sizeof *p * (size_t)cap);
+    int32_t *p = realloc(s->pages, sizeof *p * (size_t)cap);
     if (!p) return RKV_ENOMEM;
-    m->pages = p;
-    m->cap = cap;
+    s->pages = p;
+    s->cap = cap;
     return RKV_OK;
+}
+
+rkv_status cache_seq_reset(cache_seq *s, uint64_t ns, int32_t priority)
+{
+    if (s->locks) return RKV_EINVAL;
+    s->ns = ns;
+    s->priority = priority;
+    s->len = s->num_pages = 0;
+    s->handle = NULL;
+    return RKV_OK;
+}
+
+/* Kinds without their own insert_hold: the insert, then a match of the
+ * inserted tokens for the path (a second walk), the held locks moved onto it
+ * before they are let go. */
+static rkv_status insert_hold_by_match(cache *c, cache_seq *s, const int32_t *tokens, int32_t n,
+                                       const int32_t *pages, int32_t *prefix_len)
+{
+    rkv_status st = c->ops->insert(c, s, tokens, n, pages, prefix_len);
+    if (st != RKV_OK) return st;
+    cache_seq path;
+    cache_seq_init(&path, s->ns, s->priority);
+    st = c->ops->match(c, &path, tokens, n);
+    int32_t taken = 0;
+    for (; st == RKV_OK && taken < s->locks; taken++) st = c->ops->lock(c, &path);
+    for (int32_t k = 0; st == RKV_OK && k < s->locks; k++) st = c->ops->unlock(c, s);
+    if (st != RKV_OK) {
+        while (taken-- > 0) c->ops->unlock(c, &path);
+        cache_seq_free(&path);
+        return st;
+    }
+    path.locks = s->locks;
+    cache_seq_free(s);
+    *s = path;
+    return RKV_OK;
+}
+
+rkv_status cache_insert_hold(cache *c, cache_seq *s, const int32_t *tokens, int32_t n,
+                             const int32_t *pages, int32_t *prefix_len)
+{
+    if (c->ops->insert_hold) return c->ops->insert_hold(c, s, tokens, n, pages, prefix_len);
+    return insert_hold_by_match(c, s, tokens, n, pages, prefix_len);
 }
 
 rkv_status cache_create(const cache_config *cfg, page_pool *pool, cache **out, char *err,

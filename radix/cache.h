@@ -17,7 +17,7 @@
  *            \__ cache's __/\_ request's, INFLIGHT _/
  *            (locked by match)
  *
- *   match(tokens, 6)  -> len 4, pages {p9, p4}; lock(m) protects them.
+ *   match(s, tokens, 6) -> len 4, pages {p9, p4}; lock(s) protects them.
  *   insert(tokens, 6, {p9, p4, p12}) -> *prefix_len = 4: p12 becomes the
  *   cache's (CACHED); p13 (partial page) stays with the caller, who frees it.
  *   If *prefix_len comes back larger than what the caller matched (another
@@ -32,8 +32,12 @@
  * Callers do not write this protocol out themselves: cache_client.h is its
  * one implementation (admit, commit, release).
  *
- * Namespaces: match and insert take a 64-bit namespace (salt); 0 is the default
- * tenant. Identical tokens under different namespaces never share pages.
+ * A request's state travels in a cache_seq (below): its namespace and
+ * priority in, the matched path, its pages and its locks out. match, insert,
+ * lock and unlock take one; nothing is set on the cache before a call.
+ *
+ * Namespaces: a seq's 64-bit namespace (salt); 0 is the default tenant.
+ * Identical tokens under different namespaces never share pages.
  *
  * Invariant (cache_check): pool free + evictable + protected + in-flight = pool
  * size, all in pages, and each kind's own structure is consistent.
@@ -51,23 +55,43 @@
 
 typedef struct cache cache;
 
-/* Result of a match. pages points into storage owned by the match struct
- * (grown as needed); release it with cache_match_free(). handle is opaque to
- * the caller (a node for the tree kinds, unused by the hash kind, which locks
- * by page ids). A match with len 0 may still be locked/unlocked (no-op). */
-typedef struct cache_match {
-    int32_t len;       /* matched tokens, a multiple of page_size */
+/* One request's cache state, passed to every call that acts for the request:
+ *
+ *   what the request is     ns, priority        set by the caller before match
+ *   what the cache said     len, pages, handle  written by match / insert_hold
+ *   what the request holds  locks               counted by cache_lock / unlock
+ *
+ * The cache keeps nothing per request between calls: a call reads the
+ * request's namespace and priority from the seq it is given, so two
+ * interleaved requests never see each other's settings.
+ *
+ * Ownership: the caller owns the seq and its pages[] storage (grown as needed,
+ * released by cache_seq_free(); the page ids are the cache's pages, valid while
+ * locks > 0 or until the next evict). handle is opaque (a node for the tree
+ * kinds; the hash kind locks by page ids). A seq with len 0 may still be
+ * locked and unlocked (no-op). A seq that holds locks cannot be matched again
+ * (RKV_EINVAL): the new answer would lose the held one; unlock it first, or
+ * move the hold with cache_insert_hold(). */
+typedef struct cache_seq {
+    uint64_t ns;       /* namespace (salt) of the request; 0 the default tenant */
+    int32_t priority;  /* trace field "priority" (0 default); read by the priority policy */
+    int32_t len;       /* matched (or held) tokens, a multiple of page_size */
     int32_t num_pages; /* len / page_size */
     int32_t *pages;    /* (num_pages) page ids, cache-owned pages */
     int32_t cap;       /* capacity of pages[] */
-    void *handle;      /* kind-specific: last matched node */
-    uint64_t ns;       /* namespace the match was made in */
-} cache_match;
+    int32_t locks;     /* cache_lock calls not yet undone by cache_unlock */
+    void *handle;      /* kind-specific: last node of the path */
+} cache_seq;
 
-void cache_match_init(cache_match *m);
-void cache_match_free(cache_match *m);
-/* Make room for n pages in m->pages. */
-rkv_status cache_match_reserve(cache_match *m, int32_t n);
+/* An empty seq for namespace ns at priority. */
+void cache_seq_init(cache_seq *s, uint64_t ns, int32_t priority);
+/* Frees pages[] and empties s (ns and priority back to 0). */
+void cache_seq_free(cache_seq *s);
+/* Make room for n pages in s->pages. */
+rkv_status cache_seq_reserve(cache_seq *s, int32_t n);
+/* The same seq for another request: namespace and priority, the answer
+ * cleared. RKV_EINVAL while it holds locks. */
+rkv_status cache_seq_reset(cache_seq *s, uint64_t ns, int32_t priority);
 
 typedef struct cache_sizes {
     int64_t evictable_tokens; /* unlocked, in the cache */
@@ -135,11 +159,13 @@ typedef void (*cache_node_fn)(void *ctx, const cache_node_info *node);
 /* The vtable each kind fills in; callers use the cache_* wrappers below. */
 typedef struct cache_ops {
     const char *name;
-    rkv_status (*match)(cache *c, const int32_t *tokens, int32_t n, uint64_t ns, cache_match *out);
-    rkv_status (*insert)(cache *c, const int32_t *tokens, int32_t n, const int32_t *pages,
-                         uint64_t ns, int32_t *prefix_len);
-    rkv_status (*lock)(cache *c, const cache_match *m);
-    rkv_status (*unlock)(cache *c, const cache_match *m);
+    /* match writes s's answer (len, pages, handle) and leaves s->locks alone;
+     * insert reads s's namespace and priority only. */
+    rkv_status (*match)(cache *c, cache_seq *s, const int32_t *tokens, int32_t n);
+    rkv_status (*insert)(cache *c, const cache_seq *s, const int32_t *tokens, int32_t n,
+                         const int32_t *pages, int32_t *prefix_len);
+    rkv_status (*lock)(cache *c, const cache_seq *s);
+    rkv_status (*unlock)(cache *c, const cache_seq *s);
     int64_t (*evict)(cache *c, int64_t n_tokens);
     void (*sizes)(const cache *c, cache_sizes *out);
     rkv_status (*check)(const cache *c, char *err, size_t errlen);
@@ -153,6 +179,10 @@ typedef struct cache_ops {
     bool (*set_evict_hook)(cache *c, cache_node_fn fn, void *ctx);
     bool (*visit)(const cache *c, cache_node_fn fn, void *ctx);
     bool (*clock)(const cache *c, uint64_t *out);
+    /* Optional (NULL: cache_insert_hold() does insert, match, lock, unlock):
+     * insert, then s holds the inserted path, in one walk. */
+    rkv_status (*insert_hold)(cache *c, cache_seq *s, const int32_t *tokens, int32_t n,
+                              const int32_t *pages, int32_t *prefix_len);
 } cache_ops;
 
 /* Common header; each kind embeds it first in its own struct. */
@@ -163,7 +193,6 @@ struct cache {
     cache_stats stats;
     int64_t pinned_tokens; /* locked for the cache's life (cache_pin.h); kinds leave it alone */
     unsigned caps;         /* CACHE_CAP_*: the kind's registry line, or the wrapped kind's under a wrapper */
-    int32_t priority;      /* of the request the next match / insert is for (cache_set_priority) */
 };
 
 /* Create a cache of the named kind over pool (the pool outlives the cache).
@@ -174,25 +203,45 @@ void cache_destroy(cache *c);
 /* Names accepted by cache_create, NULL-terminated (for --help and experiments). */
 extern const char *const cache_kind_names[];
 
-/* Longest cached prefix of tokens[0..n), cut to whole pages. Advances the clock. */
-static inline rkv_status cache_match_prefix(cache *c, const int32_t *tokens, int32_t n,
-                                            uint64_t ns, cache_match *out)
-{ return c->ops->match(c, tokens, n, ns, out); }
-/* Store tokens[0..n) (cut to whole pages) with pages[0..n/P). *prefix_len = how
- * many leading tokens were already cached. Pages beyond *prefix_len become the
- * cache's (page_pool_adopt). */
-static inline rkv_status cache_insert(cache *c, const int32_t *tokens, int32_t n,
-                                      const int32_t *pages, uint64_t ns, int32_t *prefix_len)
-{ return c->ops->insert(c, tokens, n, pages, ns, prefix_len); }
-static inline rkv_status cache_lock(cache *c, const cache_match *m) { return c->ops->lock(c, m); }
-static inline rkv_status cache_unlock(cache *c, const cache_match *m) { return c->ops->unlock(c, m); }
+/* Longest cached prefix of tokens[0..n) in s->ns, cut to whole pages, into
+ * s (len, pages, handle). Advances the clock. RKV_EINVAL while s holds locks. */
+static inline rkv_status cache_match_prefix(cache *c, cache_seq *s, const int32_t *tokens,
+                                            int32_t n)
+{ return s->locks ? RKV_EINVAL : c->ops->match(c, s, tokens, n); }
+/* Store tokens[0..n) (cut to whole pages) with pages[0..n/P) in s->ns, at
+ * s->priority. *prefix_len = how many leading tokens were already cached.
+ * Pages beyond *prefix_len become the cache's (page_pool_adopt). s's answer
+ * and locks are left as they were. */
+static inline rkv_status cache_insert(cache *c, const cache_seq *s, const int32_t *tokens,
+                                      int32_t n, const int32_t *pages, int32_t *prefix_len)
+{ return c->ops->insert(c, s, tokens, n, pages, prefix_len); }
+/* cache_insert(), after which s holds the inserted path: what a match of
+ * tokens[0..n) would find right after the insert (for a kind that reuses,
+ * CACHE_CAP_REUSE: len = the whole pages of n, pages = the cache's where it
+ * already held them, else pages[]; handle = the path's last node). A seq
+ * that held locks holds as many on the new path (taken before the old ones
+ * are let go); an unlocked one stays unlocked. So a caller need not match
+ * again after an insert. The radix kind does it in one walk of the tree.
+ * On failure s is as it was. */
+rkv_status cache_insert_hold(cache *c, cache_seq *s, const int32_t *tokens, int32_t n,
+                             const int32_t *pages, int32_t *prefix_len);
+/* Reference counts on s's path (s->locks counts them): locked entries are
+ * never evicted. */
+static inline rkv_status cache_lock(cache *c, cache_seq *s)
+{
+    rkv_status st = c->ops->lock(c, s);
+    if (st == RKV_OK) s->locks++;
+    return st;
+}
+static inline rkv_status cache_unlock(cache *c, cache_seq *s)
+{
+    rkv_status st = c->ops->unlock(c, s);
+    if (st == RKV_OK && s->locks > 0) s->locks--;
+    return st;
+}
 /* Evict unlocked entries until at least n_tokens are freed or nothing is left;
  * returns the tokens freed (pages go back to the pool). */
 static inline int64_t cache_evict(cache *c, int64_t n_tokens) { return c->ops->evict(c, n_tokens); }
-/* The request priority (trace field "priority", default 0) that the following
- * match and insert calls carry; the priority eviction policy keeps, per node,
- * the highest that entered it. Other policies ignore it. */
-static inline void cache_set_priority(cache *c, int32_t priority) { c->priority = priority; }
 /* pinned_tokens comes from the common header (cache_pin.h), not the kind. */
 static inline void cache_get_sizes(const cache *c, cache_sizes *out)
 {

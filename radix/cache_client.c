@@ -3,11 +3,10 @@
 
 #include <string.h>
 
-rkv_status cache_client_match(cache *c, const int32_t *tokens, int32_t n, uint64_t ns,
-                              cache_match *m)
+rkv_status cache_client_match(cache *c, cache_seq *s, const int32_t *tokens, int32_t n)
 {
-    rkv_status st = cache_match_prefix(c, tokens, n, ns, m);
-    if (st == RKV_OK) st = cache_lock(c, m);
+    rkv_status st = cache_match_prefix(c, s, tokens, n);
+    if (st == RKV_OK) st = cache_lock(c, s);
     return st;
 }
 
@@ -28,10 +27,10 @@ rkv_status cache_client_reserve(cache *c, int32_t n, int32_t *out, int64_t *evic
     return st;
 }
 
-rkv_status cache_client_admit(cache *c, const int32_t *tokens, int32_t n_match, uint64_t ns,
-                              int32_t total, cache_match *m, int32_t *pages, int64_t *evicted)
+rkv_status cache_client_admit(cache *c, cache_seq *m, const int32_t *tokens, int32_t n_match,
+                              int32_t total, int32_t *pages, int64_t *evicted)
 {
-    rkv_status st = cache_client_match(c, tokens, n_match, ns, m);
+    rkv_status st = cache_client_match(c, m, tokens, n_match);
     if (st != RKV_OK) return st;
     if ((st = cache_client_reserve(c, total - m->num_pages, pages + m->num_pages, evicted))) {
         cache_unlock(c, m);
@@ -41,12 +40,12 @@ rkv_status cache_client_admit(cache *c, const int32_t *tokens, int32_t n_match, 
     return RKV_OK;
 }
 
-rkv_status cache_client_commit(cache *c, const int32_t *tokens, int32_t n, uint64_t ns,
+rkv_status cache_client_commit(cache *c, const cache_seq *s, const int32_t *tokens, int32_t n,
                                const int32_t *pages, int32_t own, int32_t num_pages,
                                int32_t *prefix_len)
 {
     int32_t prefix = 0;
-    rkv_status st = cache_insert(c, tokens, n, pages, ns, &prefix);
+    rkv_status st = cache_insert(c, s, tokens, n, pages, &prefix);
     if (prefix_len) *prefix_len = prefix;
     page_pool *pool = c->pool;
     for (int32_t k = own; k < num_pages; k++) {
@@ -57,7 +56,7 @@ rkv_status cache_client_commit(cache *c, const int32_t *tokens, int32_t n, uint6
     return st;
 }
 
-rkv_status cache_client_release(cache *c, cache_match *m, const int32_t *own, int32_t n_own)
+rkv_status cache_client_release(cache *c, cache_seq *m, const int32_t *own, int32_t n_own)
 {
     rkv_status st = n_own > 0 ? page_pool_free(c->pool, own, n_own) : RKV_OK;
     if (m) {

@@ -123,6 +123,7 @@ typedef struct cache_hash {
     block_hash *full;     /* (hs_cap) per-call full digests */
     int32_t *chain;       /* (hs_cap) per-call pages of the chain */
     int32_t hs_cap;
+    int32_t priority;     /* the current match / insert's request priority (its cache_seq's) */
 } cache_hash;
 
 static const cache_ops hash_ops, nocache_ops;
@@ -250,38 +251,40 @@ static int32_t walk(cache_hash *h, const int32_t *tokens, int32_t nb, uint64_t n
     for (int32_t i = 0; h->meta && i < hit; i++) {
         hmeta *k = &h->meta[h->chain[i]];
         if (k->hits != UINT32_MAX) k->hits++;
-        if (h->base.priority > k->priority) k->priority = h->base.priority;
+        if (h->priority > k->priority) k->priority = h->priority;
     }
     return hit;
 }
 
 /* ---- the interface ------------------------------------------------------ */
 
-static rkv_status hash_match(cache *c, const int32_t *tokens, int32_t n, uint64_t ns,
-                             cache_match *out)
+static rkv_status hash_match(cache *c, cache_seq *out, const int32_t *tokens, int32_t n)
 {
     cache_hash *h = (cache_hash *)c;
+    const uint64_t ns = out->ns;
+    h->priority = out->priority;
     if (n < 0 || (n > 0 && !tokens)) return RKV_EINVAL;
     int32_t nb = n / c->page_size;
     rkv_status st = reserve_scratch(h, nb);
     if (st != RKV_OK) return st;
     int32_t hit = walk(h, tokens, nb, ns, !h->nocache);
-    st = cache_match_reserve(out, hit);
+    st = cache_seq_reserve(out, hit);
     if (st != RKV_OK) return st;
     if (hit) memcpy(out->pages, h->chain, sizeof(int32_t) * (size_t)hit);
     out->num_pages = hit;
     out->len = hit * c->page_size;
     out->handle = NULL;
-    out->ns = ns;
     c->stats.match_calls++;
     c->stats.matched_tokens += (uint64_t)out->len;
     return RKV_OK;
 }
 
-static rkv_status hash_insert(cache *c, const int32_t *tokens, int32_t n, const int32_t *pages,
-                              uint64_t ns, int32_t *prefix_len)
+static rkv_status hash_insert(cache *c, const cache_seq *s, const int32_t *tokens, int32_t n,
+                              const int32_t *pages, int32_t *prefix_len)
 {
     cache_hash *h = (cache_hash *)c;
+    const uint64_t ns = s->ns;
+    h->priority = s->priority;
     const int32_t P = c->page_size;
     if (n < 0 || (n >= P && (!tokens || !pages)) || !prefix_len) return RKV_EINVAL;
     int32_t nb = n / P;
@@ -321,7 +324,8 @@ static rkv_status hash_insert(cache *c, const int32_t *tokens, int32_t n, const 
         blk->parent = i > 0 && !h->keep ? h->chain[i - 1] : -1;
         blk->prev = blk->next = -1;
         blk->cached = 1;
-        if (h->meta) h->meta[b] = (hmeta){.id = ++h->seq, .hits = 1, .priority = c->priority, .index = i};
+        if (h->meta)
+            h->meta[b] = (hmeta){.id = ++h->seq, .hits = 1, .priority = h->priority, .index = i};
         if (blk->parent >= 0) h->blk[blk->parent].children++;
         memcpy(h->tok + (size_t)b * (size_t)P, tokens + (size_t)i * (size_t)P,
                sizeof(int32_t) * (size_t)P);
@@ -342,7 +346,7 @@ static rkv_status hash_insert(cache *c, const int32_t *tokens, int32_t n, const 
     return RKV_OK;
 }
 
-static rkv_status check_pages(const cache_hash *h, const cache_match *m, bool need_ref)
+static rkv_status check_pages(const cache_hash *h, const cache_seq *m, bool need_ref)
 {
     if (m->num_pages < 0 || (m->num_pages > 0 && !m->pages)) return RKV_EINVAL;
     for (int32_t i = 0; i < m->num_pages; i++) {
@@ -353,7 +357,7 @@ static rkv_status check_pages(const cache_hash *h, const cache_match *m, bool ne
     return RKV_OK;
 }
 
-static rkv_status hash_lock(cache *c, const cache_match *m)
+static rkv_status hash_lock(cache *c, const cache_seq *m)
 {
     cache_hash *h = (cache_hash *)c;
     rkv_status st = check_pages(h, m, false);
@@ -368,7 +372,7 @@ static rkv_status hash_lock(cache *c, const cache_match *m)
     return RKV_OK;
 }
 
-static rkv_status hash_unlock(cache *c, const cache_match *m)
+static rkv_status hash_unlock(cache *c, const cache_seq *m)
 {
     cache_hash *h = (cache_hash *)c;
     rkv_status st = check_pages(h, m, true);
@@ -627,11 +631,11 @@ static void hash_destroy(cache *c)
 
 static const cache_ops hash_ops = {
     "hash", hash_match, hash_insert, hash_lock, hash_unlock, hash_evict, hash_sizes, hash_check,
-    hash_dump, hash_destroy, NULL, NULL, NULL,
+    hash_dump, hash_destroy, NULL, NULL, NULL, NULL,
 };
 static const cache_ops nocache_ops = {
     "hash-nocache", hash_match, hash_insert, hash_lock, hash_unlock, hash_evict, hash_sizes,
-    hash_check, hash_dump, hash_destroy, NULL, NULL, NULL,
+    hash_check, hash_dump, hash_destroy, NULL, NULL, NULL, NULL,
 };
 
 rkv_status cache_hash_create(const cache_config *cfg, page_pool *pool, bool nocache,

@@ -7,18 +7,16 @@
 #include "cache.h"
 #include "cache_kinds.h"
 
-static rkv_status none_match(cache *c, const int32_t *tokens, int32_t n, uint64_t ns,
-                             cache_match *out)
+static rkv_status none_match(cache *c, cache_seq *s, const int32_t *tokens, int32_t n)
 {
-    out->len = out->num_pages = 0;
-    out->handle = NULL;
-    out->ns = ns;
+    s->len = s->num_pages = 0;
+    s->handle = NULL;
     c->stats.match_calls++;
     return n < 0 ? RKV_EINVAL : RKV_OK;
 }
 
-static rkv_status none_insert(cache *c, const int32_t *tokens, int32_t n, const int32_t *pages,
-                              uint64_t ns, int32_t *prefix_len)
+static rkv_status none_insert(cache *c, const cache_seq *s, const int32_t *tokens, int32_t n,
+                              const int32_t *pages, int32_t *prefix_len)
 {
     *prefix_len = 0;
     c->stats.insert_calls++;
@@ -26,8 +24,8 @@ static rkv_status none_insert(cache *c, const int32_t *tokens, int32_t n, const 
     return page_pool_free(c->pool, pages, n / c->page_size);
 }
 
-static rkv_status none_lock(cache *c, const cache_match *m) { return RKV_OK; }
-static rkv_status none_unlock(cache *c, const cache_match *m) { return RKV_OK; }
+static rkv_status none_lock(cache *c, const cache_seq *s) { return RKV_OK; }
+static rkv_status none_unlock(cache *c, const cache_seq *s) { return RKV_OK; }
 
 static int64_t none_evict(cache *c, int64_t n_tokens)
 {

@@ -18,16 +18,16 @@ static rkv_status pin_store(cache *c, cache_pins *p, const int32_t *tokens, int3
     page_pool *pool = c->pool;
     /* 1: what is cached already (an earlier pin's prefix), held while we
      * reserve pages for the rest, evicting unpinned entries if the pool is full. */
-    cache_match mm;
-    cache_match_init(&mm);
+    cache_seq mm;
+    cache_seq_init(&mm, ns, 0);
     int32_t *pages = malloc(sizeof *pages * (size_t)np);
-    rkv_status st = pages ? cache_match_reserve(&mm, np) : RKV_ENOMEM;
-    if (st == RKV_OK) st = cache_client_admit(c, tokens, whole, ns, np, &mm, pages, NULL);
+    rkv_status st = pages ? cache_seq_reserve(&mm, np) : RKV_ENOMEM;
+    if (st == RKV_OK) st = cache_client_admit(c, &mm, tokens, whole, np, pages, NULL);
     int32_t need = np - mm.num_pages;
     if (st != RKV_OK) {
         int32_t held = (int32_t)(c->pinned_tokens / P);
         free(pages);
-        cache_match_free(&mm);
+        cache_seq_free(&mm);
         if (st != RKV_ENOSPC)
             return rkv_fail(st, err, errlen, "pin: match failed: %s", rkv_status_str(st));
         return rkv_fail(RKV_ENOSPC, err, errlen,
@@ -41,10 +41,10 @@ static rkv_status pin_store(cache *c, cache_pins *p, const int32_t *tokens, int3
     if (need > 0 && p->fill) st = fill_st = p->fill(p->fill_ctx, tokens, whole, pages, mm.len);
     /* Pages never committed (the fill failed) are freed by release. */
     bool filled = st == RKV_OK;
-    if (filled) st = cache_client_commit(c, tokens, whole, ns, pages, mm.num_pages, np, NULL);
+    if (filled) st = cache_client_commit(c, &mm, tokens, whole, pages, mm.num_pages, np, NULL);
     cache_client_release(c, &mm, pages + mm.num_pages, filled ? 0 : need);
     free(pages);
-    cache_match_free(&mm);
+    cache_seq_free(&mm);
     if (fill_st != RKV_OK)
         return rkv_fail(st, err, errlen, "pin: computing the prefix's KV failed: %s",
                         rkv_status_str(st));
@@ -69,7 +69,7 @@ rkv_status cache_pin(cache *c, cache_pins *p, const int32_t *tokens, int32_t n, 
                         whole / P, c->pool->num_pages);
     if (p->n == p->cap) {
         int32_t nc = p->cap ? 2 * p->cap : 8;
-        cache_match *a = realloc(p->m, sizeof *a * (size_t)nc);
+        cache_seq *a = realloc(p->m, sizeof *a * (size_t)nc);
         if (!a) return rkv_fail(RKV_ENOMEM, err, errlen, "pin: out of host memory");
         p->m = a;
         p->cap = nc;
@@ -80,15 +80,15 @@ rkv_status cache_pin(cache *c, cache_pins *p, const int32_t *tokens, int32_t n, 
     /* 3: match the whole prefix again and keep its lock for the cache's life. */
     cache_sizes before, after;
     cache_get_sizes(c, &before);
-    cache_match *m = &p->m[p->n];
-    cache_match_init(m);
-    if ((st = cache_client_match(c, tokens, whole, ns, m)) != RKV_OK) {
-        cache_match_free(m);
+    cache_seq *m = &p->m[p->n];
+    cache_seq_init(m, ns, 0);
+    if ((st = cache_client_match(c, m, tokens, whole)) != RKV_OK) {
+        cache_seq_free(m);
         return rkv_fail(st, err, errlen, "pin: lock failed: %s", rkv_status_str(st));
     }
     if (m->len != whole && cache_can(c, CACHE_CAP_REUSE)) {
         cache_unlock(c, m);
-        cache_match_free(m);
+        cache_seq_free(m);
         return rkv_fail(RKV_ECORRUPT, err, errlen,
                         "pin: cache %s matched %d of the %d tokens just inserted", c->ops->name,
                         m->len, whole);
@@ -130,7 +130,7 @@ rkv_status cache_pins_release(cache *c, cache_pins *p)
 
 void cache_pins_free(cache_pins *p)
 {
-    for (int32_t i = 0; i < p->n; i++) cache_match_free(&p->m[i]);
+    for (int32_t i = 0; i < p->n; i++) cache_seq_free(&p->m[i]);
     free(p->m);
     memset(p, 0, sizeof *p);
 }

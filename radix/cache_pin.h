@@ -31,7 +31,7 @@
  * subset of protected_tokens. Kinds that never reuse ("none",
  * "hash-nocache") keep nothing: a pin there holds 0 tokens and succeeds.
  *
- * Ownership: the pin set owns its locks (one cache_match per pin);
+ * Ownership: the pin set owns its locks (one cache_seq per pin);
  * cache_pins_release() unlocks them all (call it before cache_destroy, or to
  * unpin), cache_pins_free() then frees the set.
  */
@@ -52,7 +52,7 @@ typedef rkv_status (*cache_pin_fill_fn)(void *ctx, const int32_t *tokens, int32_
                                         const int32_t *pages, int32_t cached_len);
 
 typedef struct cache_pins {
-    cache_match *m;   /* (n) one locked match per pin */
+    cache_seq *m;     /* (n) one locked match per pin */
     int32_t n, cap;
     bool released;
     cache_pin_fill_fn fill; /* optional, see above */

@@ -29,60 +29,102 @@ static void sync_splits(cache *c)
     c->stats.splits = sz.splits;
 }
 
-static rkv_status radix_match(cache *c, const int32_t *tokens, int32_t n, uint64_t ns,
-                              cache_match *out)
+/* Room for a walk of n tokens in cr->runs and s->pages. */
+static rkv_status runs_reserve(cache_radix *cr, cache_seq *s, int32_t n)
 {
-    out->len = out->num_pages = 0;
-    out->handle = NULL;
-    out->ns = ns;
-    if (n < 0) return RKV_EINVAL;
-    rkv_status st = cache_match_reserve(out, n / c->page_size);
+    int32_t np = n / cr->base.page_size;
+    rkv_status st = cache_seq_reserve(s, np);
     if (st != RKV_OK) return st;
-    cache_radix *cr = (cache_radix *)c;
-    if (n / c->page_size > cr->runs_cap) {
-        int32_t cap = n / c->page_size;
-        radix_page_run *r = realloc(cr->runs, sizeof *r * (size_t)cap);
+    if (np > cr->runs_cap) {
+        radix_page_run *r = realloc(cr->runs, sizeof *r * (size_t)np);
         if (!r) return RKV_ENOMEM;
         cr->runs = r;
-        cr->runs_cap = cap;
+        cr->runs_cap = np;
     }
-    radix_tree_set_priority(tree_of(c), c->priority);
+    return RKV_OK;
+}
+
+static rkv_status radix_match(cache *c, cache_seq *s, const int32_t *tokens, int32_t n)
+{
+    s->len = s->num_pages = 0;
+    s->handle = NULL;
+    if (n < 0) return RKV_EINVAL;
+    cache_radix *cr = (cache_radix *)c;
+    rkv_status st = runs_reserve(cr, s, n);
+    if (st != RKV_OK) return st;
+    radix_tree_set_priority(tree_of(c), s->priority);
     int32_t len = 0, node = 0, nruns = 0;
-    st = radix_tree_match_runs(tree_of(c), tokens, n, ns, cr->runs, &nruns, &len, &node);
+    st = radix_tree_match_runs(tree_of(c), tokens, n, s->ns, cr->runs, &nruns, &len, &node);
     c->stats.match_calls++;
     sync_splits(c);
     if (st != RKV_OK) return st;
     /* cache.h hands callers a flat page table */
-    radix_page_runs_expand(cr->runs, nruns, out->pages);
-    out->len = len;
-    out->num_pages = len / c->page_size;
-    out->handle = (void *)(intptr_t)node;
+    radix_page_runs_expand(cr->runs, nruns, s->pages);
+    s->len = len;
+    s->num_pages = len / c->page_size;
+    s->handle = (void *)(intptr_t)node;
     c->stats.matched_tokens += (uint64_t)len;
     return RKV_OK;
 }
 
-static rkv_status radix_insert(cache *c, const int32_t *tokens, int32_t n, const int32_t *pages,
-                               uint64_t ns, int32_t *prefix_len)
+static void count_insert(cache *c, rkv_status st, int32_t n, int32_t prefix_len)
 {
-    radix_tree_set_priority(tree_of(c), c->priority);
-    rkv_status st = radix_tree_insert(tree_of(c), tokens, n, pages, ns, prefix_len);
     c->stats.insert_calls++;
     sync_splits(c);
-    if (st == RKV_OK) {
-        int32_t whole = n - n % c->page_size;
-        c->stats.inserted_tokens += (uint64_t)(whole - *prefix_len);
-    }
+    if (st == RKV_OK) c->stats.inserted_tokens += (uint64_t)(n - n % c->page_size - prefix_len);
+}
+
+static rkv_status radix_insert(cache *c, const cache_seq *s, const int32_t *tokens, int32_t n,
+                               const int32_t *pages, int32_t *prefix_len)
+{
+    radix_tree_set_priority(tree_of(c), s->priority);
+    rkv_status st = radix_tree_insert(tree_of(c), tokens, n, pages, s->ns, prefix_len);
+    count_insert(c, st, n, *prefix_len);
     return st;
 }
 
-static rkv_status radix_lock(cache *c, const cache_match *m)
+/* One walk: the tree's insert reports the cached part's pages and the path's
+ * last node; the seq's locks move there (new ones taken first, so nothing on
+ * the shared part is ever unprotected). */
+static rkv_status radix_insert_hold(cache *c, cache_seq *s, const int32_t *tokens, int32_t n,
+                                    const int32_t *pages, int32_t *prefix_len)
 {
-    return radix_tree_lock(tree_of(c), (int32_t)(intptr_t)m->handle);
+    *prefix_len = 0;
+    if (n < 0) return RKV_EINVAL;
+    cache_radix *cr = (cache_radix *)c;
+    rkv_status st = runs_reserve(cr, s, n);
+    if (st != RKV_OK) return st;
+    radix_tree *t = tree_of(c);
+    radix_tree_set_priority(t, s->priority);
+    int32_t nruns = 0, node = 0;
+    st = radix_tree_insert_runs(t, tokens, n, pages, s->ns, prefix_len, cr->runs, &nruns, &node);
+    count_insert(c, st, n, *prefix_len);
+    if (st != RKV_OK) return st;
+    int32_t taken = 0;
+    for (; st == RKV_OK && taken < s->locks; taken++) st = radix_tree_lock(t, node);
+    int32_t old = (int32_t)(intptr_t)s->handle;
+    for (int32_t k = 0; st == RKV_OK && k < s->locks; k++) st = radix_tree_unlock(t, old);
+    if (st != RKV_OK) {
+        while (taken-- > 0) radix_tree_unlock(t, node);
+        return st;
+    }
+    const int32_t P = c->page_size, whole = n - n % P;
+    int32_t held = radix_page_runs_expand(cr->runs, nruns, s->pages);
+    for (int32_t k = held; k < whole / P; k++) s->pages[k] = pages[k];
+    s->len = whole;
+    s->num_pages = whole / P;
+    s->handle = (void *)(intptr_t)node;
+    return RKV_OK;
 }
 
-static rkv_status radix_unlock(cache *c, const cache_match *m)
+static rkv_status radix_lock(cache *c, const cache_seq *s)
 {
-    return radix_tree_unlock(tree_of(c), (int32_t)(intptr_t)m->handle);
+    return radix_tree_lock(tree_of(c), (int32_t)(intptr_t)s->handle);
+}
+
+static rkv_status radix_unlock(cache *c, const cache_seq *s)
+{
+    return radix_tree_unlock(tree_of(c), (int32_t)(intptr_t)s->handle);
 }
 
 static int64_t radix_evict(cache *c, int64_t n_tokens)
@@ -190,6 +232,7 @@ static const cache_ops radix_ops = {
     .set_evict_hook = radix_set_evict_hook,
     .visit = radix_visit,
     .clock = radix_clock,
+    .insert_hold = radix_insert_hold,
 };
 
 rkv_status cache_radix_create(const cache_config *cfg, page_pool *pool, cache **out, char *err,

@@ -426,12 +426,12 @@ static int64_t tier_evict(cache *c, int64_t n_tokens)
     return freed;
 }
 
-static rkv_status tier_insert(cache *c, const int32_t *tokens, int32_t n, const int32_t *pages,
-                              uint64_t ns, int32_t *prefix_len)
+static rkv_status tier_insert(cache *c, const cache_seq *s, const int32_t *tokens, int32_t n,
+                              const int32_t *pages, int32_t *prefix_len)
 {
     cache_tier *t = tier_of(c);
-    cache_set_priority(t->inner, c->priority); /* the wrapped cache sees the request's */
-    rkv_status st = cache_insert(t->inner, tokens, n, pages, ns, prefix_len);
+    const uint64_t ns = s->ns;
+    rkv_status st = cache_insert(t->inner, s, tokens, n, pages, prefix_len);
     mirror_stats(t);
     if (st != RKV_OK) return st;
     int32_t np = n / t->P, from = *prefix_len / t->P;
@@ -478,15 +478,16 @@ static bool load_kept_page(cache_tier *t, int32_t k, const int32_t *tokens)
     return true;
 }
 
-static rkv_status tier_match(cache *c, const int32_t *tokens, int32_t n, uint64_t ns,
-                             cache_match *out)
+/* The wrapped cache sees the request's seq as it is: its namespace and
+ * priority, and the locks this match takes and lets go in step 2 to 4. */
+static rkv_status tier_match(cache *c, cache_seq *out, const int32_t *tokens, int32_t n)
 {
     cache_tier *t = tier_of(c);
     const int32_t P = t->P;
+    const uint64_t ns = out->ns;
     page_pool *pool = c->pool;
     int32_t remote_used = 0; /* pages loaded from the server */
-    cache_set_priority(t->inner, c->priority); /* the wrapped cache sees the request's */
-    rkv_status st = cache_match_prefix(t->inner, tokens, n, ns, out);
+    rkv_status st = cache_match_prefix(t->inner, out, tokens, n);
     c->stats.match_calls++;
     if (st != RKV_OK || n < 0) goto done;
     int32_t np = n / P, L = out->num_pages;
@@ -543,7 +544,7 @@ static rkv_status tier_match(cache *c, const int32_t *tokens, int32_t n, uint64_
     int32_t prefix = 0;
     if (L) memcpy(t->pages, out->pages, sizeof(int32_t) * (size_t)L);
     if (loaded > 0)
-        st = cache_client_commit(t->inner, tokens, (L + loaded) * P, ns, t->pages, L, L + loaded,
+        st = cache_client_commit(t->inner, out, tokens, (L + loaded) * P, t->pages, L, L + loaded,
                                  &prefix);
     if (st == RKV_OK && loaded > 0) {
         for (int32_t k = L; k < L + loaded; k++) { /* pages are ours from here */
@@ -556,7 +557,7 @@ static rkv_status tier_match(cache *c, const int32_t *tokens, int32_t n, uint64_
     }
     rkv_status us = cache_unlock(t->inner, out);
     if (st == RKV_OK) st = us;
-    if (st == RKV_OK) st = cache_match_prefix(t->inner, tokens, n, ns, out);
+    if (st == RKV_OK) st = cache_match_prefix(t->inner, out, tokens, n);
 done:
     if (t->remote) { /* a lookup costs its round trips, hit or miss */
         double secs = tier_remote_take_loaded(t->remote, remote_used)
@@ -569,8 +570,17 @@ done:
     return st;
 }
 
-static rkv_status tier_lock(cache *c, const cache_match *m) { return cache_lock(tier_of(c)->inner, m); }
-static rkv_status tier_unlock(cache *c, const cache_match *m) { return cache_unlock(tier_of(c)->inner, m); }
+/* The kind's own ops: cache_lock() on the tier counts s->locks once. */
+static rkv_status tier_lock(cache *c, const cache_seq *s)
+{
+    cache *in = tier_of(c)->inner;
+    return in->ops->lock(in, s);
+}
+static rkv_status tier_unlock(cache *c, const cache_seq *s)
+{
+    cache *in = tier_of(c)->inner;
+    return in->ops->unlock(in, s);
+}
 
 static void tier_sizes(const cache *c, cache_sizes *out)
 {

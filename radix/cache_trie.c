@@ -92,6 +92,7 @@ typedef struct cache_trie {
     int32_t nroots, roots_cap;
     uint64_t clock, seq;
     int64_t owners, locked_owners, num_tokens; /* num_tokens: non-root nodes */
+    int32_t priority;    /* the current match / insert's request priority (its cache_seq's) */
 } cache_trie;
 
 static const cache_ops trie_ops;
@@ -209,7 +210,7 @@ static inline int32_t node_new(cache_trie *t, int32_t parent, int32_t token)
     n->first_child = n->next_sib = n->prev_sib = n->hnext = -1;
     n->heap_pos = -1;
     n->time = t->clock;
-    if (t->meta) t->meta[x] = (tmeta){.hits = 1, .priority = t->base.priority};
+    if (t->meta) t->meta[x] = (tmeta){.hits = 1, .priority = t->priority};
     n->created = t->seq++;
     t->live++;
     if (parent >= 0) {
@@ -338,7 +339,7 @@ static void enter(cache_trie *t, int32_t x)
     if (t->meta) {
         tmeta *m = &t->meta[x];
         if (m->hits != UINT32_MAX) m->hits++;
-        if (t->base.priority > m->priority) m->priority = t->base.priority;
+        if (t->priority > m->priority) m->priority = t->priority;
     }
     if (n->heap_pos >= 0) heap_rekey(t, x);
 }
@@ -371,7 +372,7 @@ static void root_delete(cache_trie *t, int32_t x)
 static void *handle_of(int32_t x) { return (void *)(uintptr_t)(x + 1); }
 
 /* The live owner a handle names, or -1 (a stale handle is a caller bug). */
-static int32_t node_of(const cache_trie *t, const cache_match *m)
+static int32_t node_of(const cache_trie *t, const cache_seq *m)
 {
     uintptr_t h = (uintptr_t)m->handle;
     if (h == 0 || h > (uintptr_t)t->high) return -1;
@@ -381,10 +382,11 @@ static int32_t node_of(const cache_trie *t, const cache_match *m)
     return x;
 }
 
-static rkv_status trie_match(cache *c, const int32_t *tokens, int32_t n, uint64_t ns,
-                             cache_match *out)
+static rkv_status trie_match(cache *c, cache_seq *out, const int32_t *tokens, int32_t n)
 {
     cache_trie *t = (cache_trie *)c;
+    const uint64_t ns = out->ns;
+    t->priority = out->priority;
     const int32_t P = c->page_size;
     if (n < 0 || (n > 0 && !tokens)) return RKV_EINVAL;
     t->clock++;
@@ -398,22 +400,23 @@ static rkv_status trie_match(cache *c, const int32_t *tokens, int32_t n, uint64_
         if ((d + 1) % P == 0) last = x;
     }
     int32_t np = last >= 0 ? t->nodes[last].depth / P : 0;
-    rkv_status st = cache_match_reserve(out, np);
+    rkv_status st = cache_seq_reserve(out, np);
     if (st != RKV_OK) return st;
     for (int32_t y = last, i = np; i > 0; y = t->nodes[y].parent)
         if (t->nodes[y].page >= 0) out->pages[--i] = t->nodes[y].page;
     out->num_pages = np;
     out->len = np * P;
     out->handle = last >= 0 ? handle_of(last) : NULL;
-    out->ns = ns;
     c->stats.matched_tokens += (uint64_t)out->len;
     return RKV_OK;
 }
 
-static rkv_status trie_insert(cache *c, const int32_t *tokens, int32_t n, const int32_t *pages,
-                              uint64_t ns, int32_t *prefix_len)
+static rkv_status trie_insert(cache *c, const cache_seq *s, const int32_t *tokens, int32_t n,
+                              const int32_t *pages, int32_t *prefix_len)
 {
     cache_trie *t = (cache_trie *)c;
+    const uint64_t ns = s->ns;
+    t->priority = s->priority;
     const int32_t P = c->page_size;
     if (n < 0 || (n >= P && (!tokens || !pages)) || !prefix_len) return RKV_EINVAL;
     int32_t m = n / P * P;
@@ -465,7 +468,7 @@ static rkv_status trie_insert(cache *c, const int32_t *tokens, int32_t n, const 
 
 /* Walk from the handle to its root; up = +1 locks, -1 unlocks. Checked first,
  * so a bad handle or an unlock without a lock changes nothing. */
-static rkv_status lock_path(cache_trie *t, const cache_match *m, int up)
+static rkv_status lock_path(cache_trie *t, const cache_seq *m, int up)
 {
     if (m->len == 0 && !m->handle) return RKV_OK;
     int32_t h = node_of(t, m);
@@ -483,12 +486,12 @@ static rkv_status lock_path(cache_trie *t, const cache_match *m, int up)
     return RKV_OK;
 }
 
-static rkv_status trie_lock(cache *c, const cache_match *m)
+static rkv_status trie_lock(cache *c, const cache_seq *m)
 {
     return lock_path((cache_trie *)c, m, +1);
 }
 
-static rkv_status trie_unlock(cache *c, const cache_match *m)
+static rkv_status trie_unlock(cache *c, const cache_seq *m)
 {
     return lock_path((cache_trie *)c, m, -1);
 }

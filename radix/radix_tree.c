@@ -1264,10 +1264,14 @@ rkv_status radix_tree_match_runs(radix_tree *t, const int32_t *tokens, int32_t n
     return st;
 }
 
-rkv_status radix_tree_insert(radix_tree *t, const int32_t *tokens, int32_t n,
-                             const int32_t *pages, uint64_t ns, int32_t *prefix_len)
+/* radix_tree_insert(); out (may be NULL) gets the pages of the part already
+ * cached, *node the last node of the inserted path. */
+static rkv_status insert_into(radix_tree *t, const int32_t *tokens, int32_t n,
+                              const int32_t *pages, uint64_t ns, int32_t *prefix_len,
+                              page_sink *out, int32_t *node)
 {
     *prefix_len = 0;
+    *node = RT_ROOT;
     if (n < 0 || (n > 0 && (!tokens || !pages))) return RKV_EINVAL;
     int32_t P = t->P;
     n -= n % P;
@@ -1282,9 +1286,10 @@ rkv_status radix_tree_insert(radix_tree *t, const int32_t *tokens, int32_t n,
         touch(t, start, now);
     }
     int32_t pos = 0;
-    int32_t at = walk(t, start, tokens, n, &pos, NULL, now);
+    int32_t at = walk(t, start, tokens, n, &pos, out, now);
     if (at < 0) return RKV_ENOMEM;
     *prefix_len = pos;
+    *node = at;
     if (pos == n) return RKV_OK;
 
     /* A new leaf for tokens[pos..n): reserve everything that can fail, then
@@ -1316,7 +1321,25 @@ rkv_status radix_tree_insert(radix_tree *t, const int32_t *tokens, int32_t n,
     t->num_nodes++;
     t->evictable += len;
     cand_enter(t, ls);
+    *node = ls;
     return RKV_OK;
+}
+
+rkv_status radix_tree_insert(radix_tree *t, const int32_t *tokens, int32_t n,
+                             const int32_t *pages, uint64_t ns, int32_t *prefix_len)
+{
+    int32_t node;
+    return insert_into(t, tokens, n, pages, ns, prefix_len, NULL, &node);
+}
+
+rkv_status radix_tree_insert_runs(radix_tree *t, const int32_t *tokens, int32_t n,
+                                  const int32_t *pages, uint64_t ns, int32_t *prefix_len,
+                                  radix_page_run *runs_out, int32_t *num_runs, int32_t *node)
+{
+    page_sink out = {NULL, runs_out, 0, 0};
+    rkv_status st = insert_into(t, tokens, n, pages, ns, prefix_len, &out, node);
+    *num_runs = st == RKV_OK ? out.nruns : 0;
+    return st;
 }
 
 /* ---- lock / unlock / evict --------------------------------------------- */

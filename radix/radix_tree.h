@@ -159,6 +159,15 @@ int32_t radix_page_runs_expand(const radix_page_run *runs, int32_t nruns, int32_
 rkv_status radix_tree_insert(radix_tree *t, const int32_t *tokens, int32_t n,
                              const int32_t *pages, uint64_t ns, int32_t *prefix_len);
 
+/* radix_tree_insert(), which also says where the inserted path is: runs_out
+ * (room for n / P runs) gets the *num_runs runs of the pages that were
+ * already cached (tokens [0, *prefix_len)), and *node the path's last node (a
+ * handle for lock, as from a match; the new leaf when one was added). The
+ * path's pages are those runs followed by pages[*prefix_len / P .. n / P). */
+rkv_status radix_tree_insert_runs(radix_tree *t, const int32_t *tokens, int32_t n,
+                                  const int32_t *pages, uint64_t ns, int32_t *prefix_len,
+                                  radix_page_run *runs_out, int32_t *num_runs, int32_t *node);
+
 /* Reference counts from node up to the root (handles from match). Moving a
  * node's count 0 -> 1 moves its tokens from evictable to protected, and back.
  * unlock of a node whose count is 0 is RKV_EINVAL and changes nothing. A

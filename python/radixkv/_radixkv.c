@@ -280,9 +280,8 @@ typedef struct CacheObject {
 typedef struct MatchObject {
     PyObject_HEAD
     CacheObject *owner;
-    cache_match m;
+    cache_seq m;
     uint64_t epoch, generation;
-    int locked; /* locks this match holds (lock may be called again while locked) */
     Py_ssize_t exports; /* buffer views alive */
     Py_ssize_t shape;   /* num_pages, for the buffer's shape */
 } MatchObject;
@@ -419,14 +418,14 @@ static PyObject *Cache_match(CacheObject *self, PyObject *args, PyObject *kw)
         ids_release(&t);
         return NULL;
     }
-    cache_match_init(&m->m);
+    cache_seq_init(&m->m, 0, 0);
     m->owner = self;
     Py_INCREF(self);
     m->epoch = self->epoch;
     m->generation = self->generation;
-    m->locked = 0;
     m->exports = 0;
-    rkv_status st = cache_match_prefix(self->c, t.data, (int32_t)t.n, ns, &m->m);
+    m->m.ns = ns;
+    rkv_status st = cache_match_prefix(self->c, &m->m, t.data, (int32_t)t.n);
     ids_release(&t);
     if (st != RKV_OK) {
         Py_DECREF(m);
@@ -459,7 +458,8 @@ static PyObject *Cache_insert(CacheObject *self, PyObject *args, PyObject *kw)
         return NULL;
     }
     int32_t prefix = 0;
-    rkv_status st = cache_insert(self->c, t.data, (int32_t)t.n, p.data, ns, &prefix);
+    rkv_status st = cache_insert(self->c, &(cache_seq){.ns = ns}, t.data, (int32_t)t.n, p.data,
+                                 &prefix);
     ids_release(&t);
     ids_release(&p);
     if (st != RKV_OK)
@@ -496,14 +496,13 @@ static PyObject *Cache_lock(CacheObject *self, PyObject *arg)
     if (!m) return NULL;
     /* A locked handle cannot have been evicted; an unlocked one only while
      * nothing was evicted since the match. */
-    if (!m->locked && m->epoch != self->epoch) {
+    if (!m->m.locks && m->epoch != self->epoch) {
         PyErr_SetString(PyExc_ValueError, "radixkv.Cache.lock: the cache evicted since this match "
                         "was made, so its entries may be gone; match again");
         return NULL;
     }
     rkv_status st = cache_lock(self->c, &m->m);
     if (st != RKV_OK) return raise_status(st, "radixkv.Cache.lock", NULL);
-    m->locked++;
     Py_RETURN_NONE;
 }
 
@@ -512,13 +511,12 @@ static PyObject *Cache_unlock(CacheObject *self, PyObject *arg)
     if (cache_closed(self)) return NULL;
     MatchObject *m = match_arg(self, arg, "radixkv.Cache.unlock");
     if (!m) return NULL;
-    if (!m->locked) {
+    if (!m->m.locks) {
         PyErr_SetString(PyExc_ValueError, "radixkv.Cache.unlock: the match is not locked");
         return NULL;
     }
     rkv_status st = cache_unlock(self->c, &m->m);
     if (st != RKV_OK) return raise_status(st, "radixkv.Cache.unlock", NULL);
-    m->locked--;
     Py_RETURN_NONE;
 }
 
@@ -752,12 +750,11 @@ static MatchObject *match_new(CacheObject *self)
 {
     MatchObject *m = PyObject_New(MatchObject, &MatchType);
     if (!m) return NULL;
-    cache_match_init(&m->m);
+    cache_seq_init(&m->m, 0, 0);
     m->owner = self;
     Py_INCREF(self);
     m->epoch = self->epoch;
     m->generation = self->generation;
-    m->locked = 0;
     m->exports = 0;
     return m;
 }
@@ -765,9 +762,14 @@ static MatchObject *match_new(CacheObject *self)
 /* kv_insert(tokens, values, namespace=None) -> (prefix_len, Match): insert the
  * page-aligned head of tokens; the pages the cache did not hold yet take
  * values[i] for token i (at least as many values as aligned tokens). The
- * steps (match, alloc, insert, match again when pages were added) are the
- * ones a caller of match / alloc / insert takes, so the cache's clock moves
- * the same. The Match is the inserted path's (its lock handle). */
+ * Match is the inserted path's (its lock handle), unlocked.
+ *
+ * One walk of the tree when the pool has a page for every page of the key:
+ * those pages are taken up front, the insert (cache_insert_hold) adopts the
+ * ones past the cached prefix and leaves the Match on the path, and the rest
+ * go back to the pool. When it has not, the cached prefix is matched first so
+ * that only the missing pages are asked for (as a caller of match / alloc /
+ * insert would), then the same insert. */
 static PyObject *Cache_kv_insert(CacheObject *self, PyObject *args, PyObject *kw)
 {
     static char *names[] = {"tokens", "values", "namespace", "tags", NULL};
@@ -795,7 +797,7 @@ static PyObject *Cache_kv_insert(CacheObject *self, PyObject *args, PyObject *kw
     int32_t npg = (int32_t)(t.n / P), n = npg * P;
     int32_t *pages = NULL;
     PyObject *r = NULL;
-    MatchObject *held = NULL, *path = NULL;
+    MatchObject *path = NULL;
     if (v.n < n) {
         PyErr_Format(PyExc_ValueError, "radixkv.Cache.kv_insert: values has %zd items, the %d "
                      "page-aligned tokens need as many", v.n, n);
@@ -806,22 +808,28 @@ static PyObject *Cache_kv_insert(CacheObject *self, PyObject *args, PyObject *kw
                      "pages need one each", tg.n, npg);
         goto out;
     }
-    if (!(held = match_new(self))) goto out;
-    rkv_status st = cache_match_prefix(self->c, t.data, n, ns, &held->m);
-    if (st != RKV_OK) {
-        raise_status(st, "radixkv.Cache.kv_insert", "the match of the held prefix");
-        goto out;
-    }
-    int32_t k = held->m.num_pages, fresh = npg - k;
-    if (fresh == 0) { /* all held (or nothing to insert): the match is the path */
-        r = Py_BuildValue("(iO)", k * P, (PyObject *)held);
-        goto out;
-    }
-    if (!(pages = malloc(sizeof(int32_t) * (size_t)npg))) {
+    if (!(path = match_new(self))) goto out;
+    path->m.ns = ns;
+    if (!(pages = malloc(sizeof(int32_t) * (size_t)(npg ? npg : 1)))) {
         PyErr_NoMemory();
         goto out;
     }
-    memcpy(pages, held->m.pages, sizeof(int32_t) * (size_t)k);
+    rkv_status st;
+    int32_t k = 0; /* pages[0..k): the cache's, from the match of the short-pool route */
+    if (page_pool_num_free(&self->pool) < npg) {
+        st = cache_match_prefix(self->c, &path->m, t.data, n);
+        if (st != RKV_OK) {
+            raise_status(st, "radixkv.Cache.kv_insert", "the match of the held prefix");
+            goto out;
+        }
+        k = path->m.num_pages;
+        if (k == npg) { /* all held (or nothing to insert): the match is the path */
+            r = Py_BuildValue("(iO)", k * P, (PyObject *)path);
+            goto out;
+        }
+        memcpy(pages, path->m.pages, sizeof(int32_t) * (size_t)k);
+    }
+    int32_t fresh = npg - k;
     st = page_pool_alloc(&self->pool, fresh, pages + k);
     if (st != RKV_OK) {
         char msg[128];
@@ -834,33 +842,33 @@ static PyObject *Cache_kv_insert(CacheObject *self, PyObject *args, PyObject *kw
     for (int32_t j = k; j < npg; j++)
         if (pages[j] >= top) top = pages[j] + 1;
     if (vals_reserve(self, top) < 0) goto give_back;
+    int32_t prefix = 0;
+    st = cache_insert_hold(self->c, &path->m, t.data, n, pages, &prefix);
+    if (st != RKV_OK) {
+        raise_status(st, "radixkv.Cache.kv_insert", NULL);
+        goto give_back;
+    }
+    /* The pages the cache adopted take their values; the others (their
+     * tokens were cached already) go back to the pool. */
+    const page_pool *pool = &self->pool;
     int contiguous64 = v.view.itemsize == 8 && v.kind == 's' && v.stride == 8;
-    for (int32_t j = k; j < npg; j++) {
+    for (int32_t j = k > prefix / P ? k : prefix / P; j < npg; j++) {
+        if (pool->state[pages[j]] != PAGE_CACHED) continue;
         self->vals_tag[pages[j]] = have_tags ? vals_view_get(&tg, j) : 0;
         int64_t *dst = self->vals + (int64_t)pages[j] * P;
         if (contiguous64)
             memcpy(dst, (const int64_t *)v.view.buf + (Py_ssize_t)j * P, sizeof(int64_t) * (size_t)P);
         else
             for (int32_t i = 0; i < P; i++) dst[i] = vals_view_get(&v, (Py_ssize_t)j * P + i);
+        self->vals_set[pages[j]] = 1;
     }
-    int32_t prefix = 0;
-    st = cache_insert(self->c, t.data, n, pages, ns, &prefix);
-    if (st != RKV_OK) {
-        raise_status(st, "radixkv.Cache.kv_insert", NULL);
-        goto give_back;
-    }
-    /* The cache adopted the pages past its prefix; pages the held match did
-     * not cover but the insert found cached (nothing runs between the two
-     * calls, so this is only defensive) go back to the pool. */
-    for (int32_t j = k > prefix / P ? k : prefix / P; j < npg; j++) self->vals_set[pages[j]] = 1;
-    if (prefix / P > k && page_pool_free(&self->pool, pages + k, prefix / P - k) != RKV_OK) {
-        raise_status(RKV_EINVAL, "radixkv.Cache.kv_insert", "returning duplicate pages");
-        goto out;
-    }
-    if (!(path = match_new(self))) goto out;
-    st = cache_match_prefix(self->c, t.data, n, ns, &path->m);
-    if (st != RKV_OK) {
-        raise_status(st, "radixkv.Cache.kv_insert", "the match of the inserted path");
+    rkv_status fs = RKV_OK;
+    for (int32_t j = k; j < npg; j++)
+        if (pool->state[pages[j]] == PAGE_INFLIGHT
+            && page_pool_free(&self->pool, &pages[j], 1) != RKV_OK)
+            fs = RKV_EINVAL;
+    if (fs != RKV_OK) {
+        raise_status(fs, "radixkv.Cache.kv_insert", "returning the pages the cache held already");
         goto out;
     }
     r = Py_BuildValue("(iO)", prefix, (PyObject *)path);
@@ -869,7 +877,6 @@ give_back:
     page_pool_free(&self->pool, pages + k, fresh);
 out:
     free(pages);
-    Py_XDECREF(held);
     Py_XDECREF(path);
     PyBuffer_Release(&v.view);
     if (have_tags) PyBuffer_Release(&tg.view);
@@ -894,8 +901,9 @@ static PyObject *Cache_kv_match(CacheObject *self, PyObject *args, PyObject *kw)
         ids_release(&t);
         return NULL;
     }
-    rkv_status st = cache_match_prefix(self->c, t.data, (int32_t)(t.n / self->page_size)
-                                       * self->page_size, ns, &m->m);
+    m->m.ns = ns;
+    rkv_status st = cache_match_prefix(self->c, &m->m, t.data, (int32_t)(t.n / self->page_size)
+                                       * self->page_size);
     ids_release(&t);
     if (st != RKV_OK) {
         Py_DECREF(m);
@@ -912,7 +920,7 @@ static PyObject *Cache_kv_values(CacheObject *self, PyObject *arg)
     if (cache_closed(self)) return NULL;
     MatchObject *m = match_arg(self, arg, "radixkv.Cache.kv_values");
     if (!m) return NULL;
-    if (!m->locked && m->epoch != self->epoch) {
+    if (!m->m.locks && m->epoch != self->epoch) {
         PyErr_SetString(PyExc_ValueError, "radixkv.Cache.kv_values: the cache evicted since this "
                         "match was made and it is not locked, so its pages may hold other "
                         "values; match again");
@@ -951,7 +959,7 @@ static MatchObject *kv_match_arg(CacheObject *self, PyObject *arg, const char *w
 {
     MatchObject *m = match_arg(self, arg, what);
     if (!m) return NULL;
-    if (!m->locked && m->epoch != self->epoch) {
+    if (!m->m.locks && m->epoch != self->epoch) {
         PyErr_Format(PyExc_ValueError, "%s: the cache evicted since this match was made and it "
                      "is not locked; match again", what);
         return NULL;
@@ -1272,9 +1280,10 @@ static PyTypeObject CacheType = {
 static void Match_dealloc(MatchObject *self)
 {
     CacheObject *c = self->owner;
-    for (; self->locked > 0 && c && c->c && c->generation == self->generation; self->locked--)
-        cache_unlock(c->c, &self->m);
-    cache_match_free(&self->m);
+    /* the seq counts its locks (lock may be called again while locked) */
+    while (self->m.locks > 0 && c && c->c && c->generation == self->generation)
+        if (cache_unlock(c->c, &self->m) != RKV_OK) break;
+    cache_seq_free(&self->m);
     Py_XDECREF(c);
     PyObject_Free(self);
 }
@@ -1325,7 +1334,7 @@ static PyObject *Match_get_pages(MatchObject *self, void *unused)
 
 static PyObject *Match_get_locked(MatchObject *self, void *unused)
 {
-    return PyLong_FromLong(self->locked);
+    return PyLong_FromLong(self->m.locks);
 }
 
 static PyObject *Match_get_namespace(MatchObject *self, void *unused)
@@ -1341,7 +1350,7 @@ static Py_ssize_t Match_len(MatchObject *self)
 static PyObject *Match_repr(MatchObject *self)
 {
     return PyUnicode_FromFormat("radixkv.Match(length=%d, pages=%d, locked=%d)", self->m.len,
-                                self->m.num_pages, self->locked);
+                                self->m.num_pages, self->m.locks);
 }
 
 static PyGetSetDef Match_getset[] = {

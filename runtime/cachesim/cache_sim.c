@@ -26,7 +26,7 @@ const char *const cache_sim_step_names[] = {"sglang", "vllm", NULL};
 /* One request of the current step. */
 typedef struct sim_req {
     trace_request q;
-    cache_match m;
+    cache_seq m;
     int32_t *pages;     /* (ceil(n / P)) matched pages, then the request's own */
     int32_t pages_cap;
     int32_t matched;
@@ -465,8 +465,9 @@ static rkv_status step_match(sim *s, int64_t step, int64_t *need, char *err, siz
         if ((st = req_reserve_pages(r, total)) != RKV_OK) return st;
         const tier_stats *ts = cache_tier_get_stats(s->c);
         uint64_t th0 = ts ? ts->host_hit_tokens + ts->disk_hit_tokens : 0;
-        cache_set_priority(s->c, r->q.priority);
-        if ((st = cache_client_match(s->c, r->q.tokens, n - 1, r->q.ns, &r->m)) != RKV_OK) {
+        r->m.ns = r->q.ns;
+        r->m.priority = r->q.priority;
+        if ((st = cache_client_match(s->c, &r->m, r->q.tokens, n - 1)) != RKV_OK) {
             rkv_set_err(err, errlen, "step %" PRId64 ": match/lock failed: %s", step,
                         rkv_status_str(st));
             return st;
@@ -538,7 +539,7 @@ static rkv_status commit_request(sim *s, sim_req *r, int32_t upto, int32_t *pref
     const int32_t P = s->P;
     int32_t mp = r->m.num_pages;
     if (mp) memcpy(r->pages, r->m.pages, sizeof(int32_t) * (size_t)mp);
-    rkv_status st = cache_client_commit(s->c, r->q.tokens, r->q.n_tokens, r->q.ns, r->pages, mp,
+    rkv_status st = cache_client_commit(s->c, &r->m, r->q.tokens, r->q.n_tokens, r->pages, mp,
                                         upto, prefix);
     if (st != RKV_OK) {
         rkv_set_err(err, errlen, "step %" PRId64 ": insert of request %s failed: %s", step,
@@ -564,7 +565,6 @@ static rkv_status step_commit(sim *s, int64_t step, char *err, size_t errlen)
     for (int32_t i = 0; i < s->n_reqs; i++) {
         sim_req *r = &s->reqs[i];
         if (!r->locked) continue;
-        cache_set_priority(s->c, r->q.priority);
         if ((st = commit_request(s, r, r->m.num_pages + r->need, NULL, step, err, errlen)) != RKV_OK)
             return st;
     }
@@ -581,7 +581,7 @@ static rkv_status step_commit(sim *s, int64_t step, char *err, size_t errlen)
 }
 
 /* Pages of m are held by a request of the current step (step_vllm). */
-static void mark_held(sim *s, const cache_match *m)
+static void mark_held(sim *s, const cache_seq *m)
 {
     for (int32_t k = 0; k < m->num_pages; k++) s->held[m->pages[k]] = s->held_gen;
 }
@@ -624,27 +624,26 @@ static rkv_status vllm_hold_chain(sim *s, sim_req *r, int32_t nfull, int32_t mp,
 {
     const int32_t P = s->P;
     rkv_status st;
-    cache_match held;
-    cache_match_init(&held);
+    cache_seq held;
+    cache_seq_init(&held, r->q.ns, r->q.priority);
     if (cache_can(s->c, CACHE_CAP_LOCK_PAGES) && prefix == mp * P) {
-        if ((st = cache_match_reserve(&held, nfull)) == RKV_OK) {
+        if ((st = cache_seq_reserve(&held, nfull)) == RKV_OK) {
             memcpy(held.pages, r->pages, sizeof(int32_t) * (size_t)nfull);
             held.num_pages = nfull;
             held.len = nfull * P;
-            held.ns = r->q.ns;
             st = cache_lock(s->c, &held);
         }
     } else {
-        st = cache_client_match(s->c, r->q.tokens, nfull * P, r->q.ns, &held);
+        st = cache_client_match(s->c, &held, r->q.tokens, nfull * P);
     }
     if (st == RKV_OK) st = cache_unlock(s->c, &r->m);
     if (st != RKV_OK) {
-        cache_match_free(&held);
+        cache_seq_free(&held);
         rkv_set_err(err, errlen, "step %" PRId64 ": holding request %s failed: %s", step,
                     r->q.id_json, rkv_status_str(st));
         return st;
     }
-    cache_match_free(&r->m);
+    cache_seq_free(&r->m);
     r->m = held;
     return RKV_OK;
 }
@@ -676,10 +675,11 @@ static rkv_status step_vllm(sim *s, int64_t step, bool *evicts, char *err, size_
         if ((st = req_reserve_pages(r, total)) != RKV_OK) return st;
         const tier_stats *ts = cache_tier_get_stats(s->c);
         uint64_t th0 = ts ? ts->host_hit_tokens + ts->disk_hit_tokens : 0;
-        cache_set_priority(s->c, r->q.priority);
         /* Match without locking: the lock is vLLM's touch, made only once
          * the request is known to fit. */
-        if ((st = cache_match_prefix(s->c, r->q.tokens, n - 1, r->q.ns, &r->m)) != RKV_OK) {
+        r->m.ns = r->q.ns;
+        r->m.priority = r->q.priority;
+        if ((st = cache_match_prefix(s->c, &r->m, r->q.tokens, n - 1)) != RKV_OK) {
             rkv_set_err(err, errlen, "step %" PRId64 ": match failed: %s", step, rkv_status_str(st));
             return st;
         }
@@ -814,7 +814,7 @@ static rkv_status grow_reqs(sim *s, int32_t n)
     for (int32_t i = s->reqs_cap; i < nc; i++) {
         memset(&a[i], 0, sizeof a[i]);
         trace_request_init(&a[i].q);
-        cache_match_init(&a[i].m);
+        cache_seq_init(&a[i].m, 0, 0);
     }
     s->reqs = a;
     s->reqs_cap = nc;
@@ -825,7 +825,7 @@ static void sim_free(sim *s)
 {
     for (int32_t i = 0; i < s->reqs_cap; i++) {
         trace_request_free(&s->reqs[i].q);
-        cache_match_free(&s->reqs[i].m);
+        cache_seq_free(&s->reqs[i].m);
         free(s->reqs[i].pages);
     }
     free(s->reqs);

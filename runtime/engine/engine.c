@@ -373,7 +373,7 @@ static rkv_status eng_req_new(engine *e, const engine_request *req, bool fit, en
     int64_t total = (int64_t)req->n_tokens + outs;
     r->tokens = malloc(sizeof(int32_t) * (size_t)(total + 1));
     r->out_ids = malloc(sizeof(int32_t) * (size_t)outs);
-    cache_match_init(&r->match);
+    cache_seq_init(&r->match, 0, 0);
     if (!r->tokens || !r->out_ids
         || (e->cfg.keep_logits
             && !(q->logits = malloc(sizeof(float) * (size_t)outs

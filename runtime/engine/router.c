@@ -86,11 +86,11 @@ void router_destroy(router *r)
 /* Longest prefix of tokens[0..n) in the approximate tree, in *len. */
 static rkv_status approx_match(approx *a, const int32_t *tokens, int32_t n, uint64_t ns, int32_t *len)
 {
-    cache_match m;
-    cache_match_init(&m);
-    rkv_status st = cache_match_prefix(a->c, tokens, n, ns, &m);
+    cache_seq m;
+    cache_seq_init(&m, ns, 0);
+    rkv_status st = cache_match_prefix(a->c, &m, tokens, n);
     *len = st == RKV_OK ? m.len : 0;
-    cache_match_free(&m);
+    cache_seq_free(&m);
     return st;
 }
 
@@ -103,18 +103,18 @@ static rkv_status approx_insert(approx *a, const int32_t *tokens, int32_t n, uin
     if (nb > a->pool.num_pages) nb = a->pool.num_pages;
     int32_t *pages = malloc(sizeof(int32_t) * (size_t)nb);
     if (!pages) return RKV_ENOMEM;
-    cache_match m;
-    cache_match_init(&m);
+    cache_seq m;
+    cache_seq_init(&m, ns, 0);
     /* A tree too full of locked entries just forgets this prompt. */
-    rkv_status st = cache_client_admit(a->c, tokens, nb * P, ns, nb, &m, pages, NULL);
+    rkv_status st = cache_client_admit(a->c, &m, tokens, nb * P, nb, pages, NULL);
     if (st == RKV_OK) {
-        st = cache_client_commit(a->c, tokens, nb * P, ns, pages, m.num_pages, nb, NULL);
+        st = cache_client_commit(a->c, &m, tokens, nb * P, pages, m.num_pages, nb, NULL);
         rkv_status us = cache_client_release(a->c, &m, NULL, 0);
         if (st == RKV_OK) st = us;
     } else if (st == RKV_ENOSPC) {
         st = RKV_OK;
     }
-    cache_match_free(&m);
+    cache_seq_free(&m);
     free(pages);
     return st;
 }

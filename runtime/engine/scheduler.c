@@ -71,7 +71,7 @@ void sched_req_free(sched_req *r)
     free(r->out_ids);
     free(r->pages);
     free(r->error);
-    cache_match_free(&r->match);
+    cache_seq_free(&r->match);
 }
 
 rkv_status scheduler_add(scheduler *s, sched_req *r)
@@ -196,20 +196,21 @@ rkv_status scheduler_policy_order(scheduler *s, int32_t *out)
     if (!tmp) return RKV_ENOMEM;
     if (p == SCHED_LPM) {
         /* key: matched length desc, then queue index asc */
-        cache_match m;
-        cache_match_init(&m);
+        cache_seq m;
+        cache_seq_init(&m, 0, 0);
         for (int32_t i = 0; i < n; i++) {
             sched_req *r = s->waiting[i];
-            cache_set_priority(s->cache, r->priority);
-            rkv_status st = cache_match_prefix(s->cache, r->tokens, r->n_tokens - 1, r->ns, &m);
+            m.ns = r->ns;
+            m.priority = r->priority;
+            rkv_status st = cache_match_prefix(s->cache, &m, r->tokens, r->n_tokens - 1);
             if (st) {
-                cache_match_free(&m);
+                cache_seq_free(&m);
                 free(tmp);
                 return st;
             }
             tmp[i] = ((int64_t)(INT32_MAX - m.len) << 32) | (uint32_t)i;
         }
-        cache_match_free(&m);
+        cache_seq_free(&m);
         qsort(tmp, (size_t)n, sizeof *tmp, cmp_i64);
         for (int32_t i = 0; i < n; i++) out[i] = (int32_t)(tmp[i] & 0xffffffff);
     } else {
@@ -399,8 +400,8 @@ static rkv_status admit(scheduler *s, sched_plan *plan, sched_req *r, int32_t bu
                         int32_t *rows_out, bool *admitted, bool *full, char *err, size_t errlen)
 {
     *admitted = *full = false;
-    cache_set_priority(s->cache, r->priority);
-    rkv_status st = cache_client_match(s->cache, r->tokens, r->n_tokens - 1, r->ns, &r->match);
+    rkv_status st = cache_seq_reset(&r->match, r->ns, r->priority);
+    if (st == RKV_OK) st = cache_client_match(s->cache, &r->match, r->tokens, r->n_tokens - 1);
     if (st) {
         snprintf(err, errlen, "scheduler: cache match/lock failed: %s", rkv_status_str(st));
         return st;
@@ -505,8 +506,7 @@ static rkv_status req_insert(scheduler *s, sched_req *r, bool final, char *err, 
         /* Whatever the cache did not adopt goes back to the pool: duplicates
          * of what was cached meanwhile, or every page for kinds that keep
          * nothing (none). */
-        cache_set_priority(s->cache, r->priority);
-        st = cache_client_commit(s->cache, r->tokens, nfull * P, r->ns, r->pages,
+        st = cache_client_commit(s->cache, &r->match, r->tokens, nfull * P, r->pages,
                                  r->num_cache_pages, nfull, NULL);
         if (st) {
             snprintf(err, errlen, "scheduler: cache insert of request %lld failed: %s",
@@ -514,9 +514,9 @@ static rkv_status req_insert(scheduler *s, sched_req *r, bool final, char *err, 
             return st;
         }
         if (!final) {
-            cache_match m2;
-            cache_match_init(&m2);
-            st = cache_client_match(s->cache, r->tokens, nfull * P, r->ns, &m2);
+            cache_seq m2;
+            cache_seq_init(&m2, r->ns, r->priority);
+            st = cache_client_match(s->cache, &m2, r->tokens, nfull * P);
             if (st == RKV_OK && m2.len != nfull * P) {
                 snprintf(err, errlen,
                          "scheduler: request %lld: %d tokens just inserted, match finds %d",
@@ -526,10 +526,10 @@ static rkv_status req_insert(scheduler *s, sched_req *r, bool final, char *err, 
             }
             if (st == RKV_OK && r->locked) st = cache_unlock(s->cache, &r->match);
             if (st) {
-                cache_match_free(&m2);
+                cache_seq_free(&m2);
                 return st;
             }
-            cache_match_free(&r->match);
+            cache_seq_free(&r->match);
             r->match = m2;
             r->locked = true;
             memcpy(r->pages, m2.pages, sizeof(int32_t) * (size_t)nfull);

@@ -89,7 +89,7 @@ typedef struct sched_req {
     int32_t num_pages;
     int32_t page_cap;
     int32_t num_cache_pages; /* leading pages owned by the cache, locked by match */
-    cache_match match;
+    cache_seq match;
     bool locked;
 
     int64_t admit_seq;     /* order of (re)admission: larger = newer */

@@ -286,16 +286,16 @@ static rkv_status prefill_done(driver *d, int64_t qi)
      * eviction in the same step, which a commit never does). */
     cache *c = engine_cache(e);
     backend *b = engine_backend(e);
-    cache_match m;
-    cache_match_init(&m);
-    rkv_status st = cache_client_match(c, q->er.tokens, n, q->er.ns, &m);
+    cache_seq m;
+    cache_seq_init(&m, q->er.ns, q->er.priority);
+    rkv_status st = cache_client_match(c, &m, q->er.tokens, n);
     if (st == RKV_OK && m.num_pages > 0 && !(q->kv = malloc(d->page_bytes * (size_t)m.num_pages)))
         st = RKV_ENOMEM;
     for (int32_t k = 0; st == RKV_OK && k < m.num_pages; k++)
         st = b->ops->read_page(b, m.pages[k], q->kv + d->page_bytes * (size_t)k);
     if (st == RKV_OK) q->kv_read = m.num_pages;
     rkv_status rst = cache_client_release(c, &m, NULL, 0);
-    cache_match_free(&m);
+    cache_seq_free(&m);
     if (st || (st = rst)) return disagg_fail(d, st, "replicas: reading a prompt's pages");
     engine_forget(e, q->eid);
     free((void *)q->er.tokens); /* dtokens has them */
@@ -335,13 +335,13 @@ static rkv_status deliver(driver *d, int64_t qi, int64_t k)
     int32_t P = b->page_size, nfull = q->kv_read;
     int32_t *pages = malloc(sizeof(int32_t) * ((size_t)nfull + 1));
     if (!pages) return disagg_fail(d, RKV_ENOMEM, "replicas: a handoff's pages");
-    cache_match m;
-    cache_match_init(&m);
-    st = cache_client_admit(c, q->dtokens, nfull * P, q->er.ns, nfull, &m, pages, NULL);
+    cache_seq m;
+    cache_seq_init(&m, q->er.ns, q->er.priority);
+    st = cache_client_admit(c, &m, q->dtokens, nfull * P, nfull, pages, NULL);
     if (st == RKV_ENOSPC && rp->busy) {
         /* Wait for room: j's running requests hold its pages and will
          * finish. */
-        cache_match_free(&m);
+        cache_seq_free(&m);
         free(pages);
         q->waits++;
         if (rkv_grow((void **)&rp->wait, &rp->wait_cap, rp->nwait + 1, sizeof *rp->wait))
@@ -359,7 +359,7 @@ static rkv_status deliver(driver *d, int64_t qi, int64_t k)
         for (int32_t p = m.num_pages; st == RKV_OK && p < nfull; p++)
             st = b->ops->write_page(b, pages[p], q->kv + d->page_bytes * (size_t)p);
         if (st == RKV_OK) {
-            st = cache_client_commit(c, q->dtokens, nfull * P, q->er.ns, pages, m.num_pages, nfull,
+            st = cache_client_commit(c, &m, q->dtokens, nfull * P, pages, m.num_pages, nfull,
                                      NULL);
         } else {
             cache_client_release(c, &m, pages + m.num_pages, nfull - m.num_pages);
@@ -372,7 +372,7 @@ static rkv_status deliver(driver *d, int64_t qi, int64_t k)
          * do, j recomputes them ("decode_cached_tokens" says so). */
         q->kv_sent = nfull - q->kv_local;
     }
-    cache_match_free(&m);
+    cache_seq_free(&m);
     free(pages);
     free(q->kv);
     q->kv = NULL;

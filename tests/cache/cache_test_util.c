@@ -6,15 +6,16 @@
 
 #include "cache_client.h"
 
-rkv_status tu_request(cache *c, const int32_t *tokens, int32_t n, uint64_t ns, cache_match *m,
+rkv_status tu_request(cache *c, const int32_t *tokens, int32_t n, uint64_t ns, cache_seq *m,
                       int32_t *matched, int32_t *prefix)
 {
     const int32_t nb = n / c->page_size;
     int32_t *pages = malloc(sizeof *pages * (size_t)(nb ? nb : 1));
     if (!pages) return RKV_ENOMEM;
-    rkv_status st = cache_client_admit(c, tokens, n, ns, nb, m, pages, NULL);
+    m->ns = ns;
+    rkv_status st = cache_client_admit(c, m, tokens, n, nb, pages, NULL);
     *matched = m->len;
-    if (st == RKV_OK) st = cache_client_commit(c, tokens, n, ns, pages, m->num_pages, nb, prefix);
+    if (st == RKV_OK) st = cache_client_commit(c, m, tokens, n, pages, m->num_pages, nb, prefix);
     free(pages);
     return st;
 }

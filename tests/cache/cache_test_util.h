@@ -22,7 +22,7 @@
  * reports and any page the cache left in flight (the none kind keeps
  * nothing). *matched / *prefix get match's length and insert's prefix.
  * RKV_ENOSPC (match unlocked, nothing inserted) when locked pages leave no room. */
-rkv_status tu_request(cache *c, const int32_t *tokens, int32_t n, uint64_t ns, cache_match *m,
+rkv_status tu_request(cache *c, const int32_t *tokens, int32_t n, uint64_t ns, cache_seq *m,
                       int32_t *matched, int32_t *prefix);
 
 /* Run every test of s; the process's exit status (EXIT_FAILURE if any failed). */

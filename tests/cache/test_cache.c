@@ -65,25 +65,25 @@ static void reusing_kind_policy(int i, const char **kind, const char **policy)
 /* Insert tokens[0..n) with fresh pages, nothing matched or locked. */
 static int32_t put(cache *c, const int32_t *tokens, int32_t n, uint64_t ns)
 {
-    cache_match m;
-    cache_match_init(&m);
+    cache_seq m;
+    cache_seq_init(&m, 0, 0);
     int32_t matched = 0, prefix = 0;
     rkv_status st = tu_request(c, tokens, n, ns, &m, &matched, &prefix);
     ck_assert_int_eq(st, RKV_OK);
     ck_assert_int_eq(cache_unlock(c, &m), RKV_OK);
-    cache_match_free(&m);
+    cache_seq_free(&m);
     ck_cache_ok(c);
     return prefix;
 }
 
 static int32_t look(cache *c, const int32_t *tokens, int32_t n, uint64_t ns)
 {
-    cache_match m;
-    cache_match_init(&m);
-    ck_assert_int_eq(cache_match_prefix(c, tokens, n, ns, &m), RKV_OK);
+    cache_seq m;
+    cache_seq_init(&m, ns, 0);
+    ck_assert_int_eq(cache_match_prefix(c, &m, tokens, n), RKV_OK);
     int32_t len = m.len;
     ck_assert_int_eq(m.num_pages * c->page_size, len);
-    cache_match_free(&m);
+    cache_seq_free(&m);
     return len;
 }
 
@@ -177,16 +177,16 @@ END_TEST
 
 START_TEST(match_storage)
 {
-    cache_match m;
-    cache_match_init(&m);
+    cache_seq m;
+    cache_seq_init(&m, 0, 0);
     ck_assert_int_eq(m.cap, 0);
-    ck_assert_int_eq(cache_match_reserve(&m, 100), RKV_OK);
+    ck_assert_int_eq(cache_seq_reserve(&m, 100), RKV_OK);
     ck_assert_int_ge(m.cap, 100);
     m.pages[99] = 7; /* writable */
-    ck_assert_int_eq(cache_match_reserve(&m, 10), RKV_OK);
+    ck_assert_int_eq(cache_seq_reserve(&m, 10), RKV_OK);
     ck_assert_int_eq(m.pages[99], 7);
-    ck_assert_int_eq(cache_match_reserve(&m, -1), RKV_EINVAL);
-    cache_match_free(&m);
+    ck_assert_int_eq(cache_seq_reserve(&m, -1), RKV_EINVAL);
+    cache_seq_free(&m);
     ck_assert_ptr_null(m.pages);
 }
 END_TEST
@@ -203,13 +203,13 @@ START_TEST(ownership_flow)
     /* an earlier request cached t0..t3 */
     ck_assert_int_eq(page_pool_alloc(&ipool, 2, first), RKV_OK);
     int32_t prefix = -1;
-    ck_assert_int_eq(cache_insert(c, tok, 4, first, 0, &prefix), RKV_OK);
+    ck_assert_int_eq(cache_insert(c, &(cache_seq){0}, tok, 4, first, &prefix), RKV_OK);
     ck_assert_int_eq(prefix, 0);
     check_cache(c);
 
-    cache_match m;
-    cache_match_init(&m);
-    ck_assert_int_eq(cache_match_prefix(c, tok, 6, 0, &m), RKV_OK);
+    cache_seq m;
+    cache_seq_init(&m, 0, 0);
+    ck_assert_int_eq(cache_match_prefix(c, &m, tok, 6), RKV_OK);
     ck_assert_int_eq(m.len, 4);
     ck_assert_int_eq(m.num_pages, 2);
     ck_assert_mem_eq(m.pages, first, sizeof first);
@@ -221,7 +221,7 @@ START_TEST(ownership_flow)
     int32_t pages[4] = {m.pages[0], m.pages[1]};
     ck_assert_int_eq(page_pool_alloc(&ipool, 2, pages + 2), RKV_OK);
     check_cache(c);
-    ck_assert_int_eq(cache_insert(c, tok, 6, pages, 0, &prefix), RKV_OK);
+    ck_assert_int_eq(cache_insert(c, &(cache_seq){0}, tok, 6, pages, &prefix), RKV_OK);
     ck_assert_int_eq(prefix, 4);
     ck_assert_int_eq(ipool.num_cached, 3);
     ck_assert_int_eq(page_pool_free(&ipool, pages + 3, 1), RKV_OK); /* partial page */
@@ -234,17 +234,17 @@ START_TEST(ownership_flow)
     /* two requests racing to insert the same tokens: the second frees its
      * pages for [matched, prefix_len) */
     int32_t tok2[4] = {20, 21, 22, 23}, pa[2], pb[2];
-    cache_match ma, mb;
-    cache_match_init(&ma);
-    cache_match_init(&mb);
-    ck_assert_int_eq(cache_match_prefix(c, tok2, 4, 0, &ma), RKV_OK);
-    ck_assert_int_eq(cache_match_prefix(c, tok2, 4, 0, &mb), RKV_OK);
+    cache_seq ma, mb;
+    cache_seq_init(&ma, 0, 0);
+    cache_seq_init(&mb, 0, 0);
+    ck_assert_int_eq(cache_match_prefix(c, &ma, tok2, 4), RKV_OK);
+    ck_assert_int_eq(cache_match_prefix(c, &mb, tok2, 4), RKV_OK);
     ck_assert_int_eq(ma.len + mb.len, 0);
     ck_assert_int_eq(page_pool_alloc(&ipool, 2, pa), RKV_OK);
     ck_assert_int_eq(page_pool_alloc(&ipool, 2, pb), RKV_OK);
-    ck_assert_int_eq(cache_insert(c, tok2, 4, pa, 0, &prefix), RKV_OK);
+    ck_assert_int_eq(cache_insert(c, &(cache_seq){0}, tok2, 4, pa, &prefix), RKV_OK);
     ck_assert_int_eq(prefix, 0);
-    ck_assert_int_eq(cache_insert(c, tok2, 4, pb, 0, &prefix), RKV_OK);
+    ck_assert_int_eq(cache_insert(c, &(cache_seq){0}, tok2, 4, pb, &prefix), RKV_OK);
     ck_assert_int_eq(prefix, 4);
     ck_assert_int_eq(page_pool_free(&ipool, pb, prefix / 2), RKV_OK);
     check_cache(c);
@@ -259,9 +259,9 @@ START_TEST(ownership_flow)
     ck_assert_uint_eq(c->stats.matched_tokens, 4);
     ck_assert_uint_eq(c->stats.inserted_tokens, 10);
     ck_assert_uint_eq(c->stats.evicted_tokens, 10);
-    cache_match_free(&m);
-    cache_match_free(&ma);
-    cache_match_free(&mb);
+    cache_seq_free(&m);
+    cache_seq_free(&ma);
+    cache_seq_free(&mb);
     done(c);
 }
 END_TEST
@@ -271,14 +271,15 @@ START_TEST(radix_dump_and_namespaces)
     cache *c = make("radix", NULL, 16, 1);
     int32_t tok[3] = {1, 2, 3}, pages[3], prefix;
     ck_assert_int_eq(page_pool_alloc(&ipool, 3, pages), RKV_OK);
-    ck_assert_int_eq(cache_insert(c, tok, 3, pages, 42, &prefix), RKV_OK);
-    cache_match m;
-    cache_match_init(&m);
-    ck_assert_int_eq(cache_match_prefix(c, tok, 3, 0, &m), RKV_OK);
+    ck_assert_int_eq(cache_insert(c, &(cache_seq){.ns = 42}, tok, 3, pages, &prefix), RKV_OK);
+    cache_seq m;
+    cache_seq_init(&m, 0, 0);
+    ck_assert_int_eq(cache_match_prefix(c, &m, tok, 3), RKV_OK);
     ck_assert_int_eq(m.len, 0);
     ck_assert_int_eq(cache_lock(c, &m), RKV_OK); /* nothing matched: a no-op */
     ck_assert_int_eq(cache_unlock(c, &m), RKV_OK);
-    ck_assert_int_eq(cache_match_prefix(c, tok, 3, 42, &m), RKV_OK);
+    m.ns = 42;
+    ck_assert_int_eq(cache_match_prefix(c, &m, tok, 3), RKV_OK);
     ck_assert_int_eq(m.len, 3);
     ck_assert_uint_eq(m.ns, 42);
     check_cache(c);
@@ -293,7 +294,7 @@ START_TEST(radix_dump_and_namespaces)
     ck_assert_int_eq(json_array_size(json_object_get(doc, "nodes")), 3);
     json_decref(doc);
     free(buf);
-    cache_match_free(&m);
+    cache_seq_free(&m);
     done(c);
 }
 END_TEST
@@ -302,14 +303,14 @@ START_TEST(none_kind)
 {
     cache *c = make("none", NULL, 8, 2);
     int32_t tok[6] = {1, 2, 3, 4, 5, 6}, pages[3], prefix = -1;
-    cache_match m;
-    cache_match_init(&m);
+    cache_seq m;
+    cache_seq_init(&m, 0, 0);
     for (int round = 0; round < 2; round++) {
-        ck_assert_int_eq(cache_match_prefix(c, tok, 6, 0, &m), RKV_OK);
+        ck_assert_int_eq(cache_match_prefix(c, &m, tok, 6), RKV_OK);
         ck_assert_int_eq(m.len, 0);
         ck_assert_int_eq(cache_lock(c, &m), RKV_OK);
         ck_assert_int_eq(page_pool_alloc(&ipool, 3, pages), RKV_OK);
-        ck_assert_int_eq(cache_insert(c, tok, 6, pages, 0, &prefix), RKV_OK);
+        ck_assert_int_eq(cache_insert(c, &(cache_seq){0}, tok, 6, pages, &prefix), RKV_OK);
         ck_assert_int_eq(prefix, 0);
         check_cache(c);
         ck_assert_int_eq(ipool.num_cached, 0);
@@ -326,7 +327,7 @@ START_TEST(none_kind)
     char err[256];
     ck_assert_int_eq(cache_check(c, err, sizeof err), RKV_ECORRUPT);
     ck_assert_int_eq(page_pool_free(&ipool, pages, 1), RKV_OK);
-    cache_match_free(&m);
+    cache_seq_free(&m);
     done(c);
 }
 END_TEST
@@ -425,9 +426,9 @@ START_TEST(free_queue_order)
 
     /* A hit on a free block revives it: lock r0's head, unlock it; it goes to
      * the tail, behind all of r1, so r1 is evicted first (tail first). */
-    cache_match m;
-    cache_match_init(&m);
-    ck_assert_int_eq(cache_match_prefix(c, r0, 1, 0, &m), RKV_OK);
+    cache_seq m;
+    cache_seq_init(&m, 0, 0);
+    ck_assert_int_eq(cache_match_prefix(c, &m, r0, 1), RKV_OK);
     ck_assert_int_eq(m.len, 1);
     ck_assert_int_eq(cache_lock(c, &m), RKV_OK);
     cache_sizes sz;
@@ -451,7 +452,7 @@ START_TEST(free_queue_order)
     ck_cache_ok(c);
     ck_assert_int_eq(c->stats.evicted_tokens, 8);
     ck_assert_int_eq(c->stats.inserted_tokens, 9);
-    cache_match_free(&m);
+    cache_seq_free(&m);
     cache_destroy(c);
     page_pool_destroy(&pool);
 }
@@ -467,12 +468,12 @@ START_TEST(insert_refreshes_its_chain)
     const int32_t a[2] = {1, 2}, b[2] = {5, 6}, ab[4] = {1, 2, 3, 4};
     put(c, a, 2, 0);
     put(c, b, 2, 0);
-    cache_match m;
-    cache_match_init(&m);
+    cache_seq m;
+    cache_seq_init(&m, 0, 0);
     int32_t *pages = malloc(sizeof *pages * 4);
     ck_assert_int_eq(page_pool_alloc(&pool, 4, pages), RKV_OK);
     int32_t prefix = -1;
-    ck_assert_int_eq(cache_insert(c, ab, 4, pages, 0, &prefix), RKV_OK);
+    ck_assert_int_eq(cache_insert(c, &(cache_seq){0}, ab, 4, pages, &prefix), RKV_OK);
     ck_assert_int_eq(prefix, 2);
     ck_assert_int_eq(page_pool_free(&pool, pages, 2), RKV_OK); /* the duplicates */
     ck_cache_ok(c);
@@ -483,7 +484,7 @@ START_TEST(insert_refreshes_its_chain)
     ck_assert_int_eq(cache_evict(c, 1), 1);
     ck_assert_int_eq(look(c, ab, 4, 0), 3);
     free(pages);
-    cache_match_free(&m);
+    cache_seq_free(&m);
     cache_destroy(c);
     page_pool_destroy(&pool);
 }
@@ -537,11 +538,11 @@ START_TEST(token_recheck_rejects_collision)
     }
     for (int32_t i = 0; i < 60; i++) {
         int32_t t[2] = {1000 + i, 1};
-        cache_match m;
-        cache_match_init(&m);
-        ck_assert_int_eq(cache_match_prefix(c, t, 2, 0, &m), RKV_OK);
+        cache_seq m;
+        cache_seq_init(&m, 0, 0);
+        ck_assert_int_eq(cache_match_prefix(c, &m, t, 2), RKV_OK);
         ck_assert_int_eq(m.len, i < 40 ? 2 : 0);
-        cache_match_free(&m);
+        cache_seq_free(&m);
     }
     ck_cache_ok(c);
     ck_assert_int_eq(cache_hash_debug_set_bits(c, 128), RKV_EINVAL); /* not empty */
@@ -567,8 +568,8 @@ START_TEST(collisions_change_nothing)
         for (int32_t i = 0; i < n; i++) t[i] = i < keep ? prev[i] : rand() % 3;
         memcpy(prev, t, sizeof t);
         uint64_t ns = (uint64_t)(rand() % 2);
-        cache_match ma, mb;
-        cache_match_init(&ma), cache_match_init(&mb);
+        cache_seq ma, mb;
+        cache_seq_init(&ma, 0, 0), cache_seq_init(&mb, 0, 0);
         int32_t m1 = 0, p1 = 0, m2 = 0, p2 = 0;
         rkv_status s1 = tu_request(ca, t, n, ns, &ma, &m1, &p1);
         rkv_status s2 = tu_request(cb, t, n, ns, &mb, &m2, &p2);
@@ -589,7 +590,7 @@ START_TEST(collisions_change_nothing)
                       "seed %u step %d: sizes differ", seed, step);
         ck_cache_ok(ca);
         ck_cache_ok(cb);
-        cache_match_free(&ma), cache_match_free(&mb);
+        cache_seq_free(&ma), cache_seq_free(&mb);
     }
     cache_destroy(ca), cache_destroy(cb);
     page_pool_destroy(&pa), page_pool_destroy(&pb);
@@ -607,8 +608,8 @@ START_TEST(nocache_hashes_but_never_hits)
     for (int r = 0; r < 30; r++) {
         int32_t n = 1 + rand() % 40;
         for (int32_t i = 0; i < n; i++) t[i] = i < 20 ? i : rand() % 5; /* shared head */
-        cache_match m;
-        cache_match_init(&m);
+        cache_seq m;
+        cache_seq_init(&m, 0, 0);
         int32_t matched = -1, prefix = -1;
         ck_assert_int_eq(tu_request(nc, t, n, 0, &m, &matched, &prefix), RKV_OK);
         ck_assert_int_eq(matched, 0);
@@ -616,7 +617,7 @@ START_TEST(nocache_hashes_but_never_hits)
         ck_assert_int_eq(cache_unlock(nc, &m), RKV_OK);
         ck_assert_int_eq(tu_request(h, t, n, 0, &m, &matched, &prefix), RKV_OK);
         ck_assert_int_eq(cache_unlock(h, &m), RKV_OK);
-        cache_match_free(&m);
+        cache_seq_free(&m);
         ck_assert_int_eq(pb.num_cached, 0); /* pages went straight back */
         ck_assert_int_eq(pb.num_free, 64);
         ck_cache_ok(nc);
@@ -704,17 +705,17 @@ START_TEST(bad_calls_change_nothing)
     int32_t pages[2] = {0, 5}, prefix = -1;
     /* Page 5 was never allocated: insert fails, nothing is adopted. */
     ck_assert_int_eq(page_pool_alloc(&pool, 1, pages), RKV_OK);
-    ck_assert_int_eq(cache_insert(c, t, 4, pages, 0, &prefix), RKV_EINVAL);
+    ck_assert_int_eq(cache_insert(c, &(cache_seq){0}, t, 4, pages, &prefix), RKV_EINVAL);
     ck_assert_int_eq(pool.num_cached, 0);
     ck_assert_int_eq(look(c, t, 4, 0), 0);
     ck_assert_int_eq(page_pool_free(&pool, pages, 1), RKV_OK);
-    cache_match m;
-    cache_match_init(&m);
-    ck_assert_int_eq(cache_match_reserve(&m, 1), RKV_OK);
+    cache_seq m;
+    cache_seq_init(&m, 0, 0);
+    ck_assert_int_eq(cache_seq_reserve(&m, 1), RKV_OK);
     m.pages[0] = 3, m.num_pages = 1, m.len = 2;
     ck_assert_int_eq(cache_lock(c, &m), RKV_EINVAL); /* page 3 holds no block */
     ck_cache_ok(c);
-    cache_match_free(&m);
+    cache_seq_free(&m);
     cache_destroy(c);
     page_pool_destroy(&pool);
 }
@@ -856,7 +857,7 @@ static int64_t rm_evict(href_model *r, int64_t n)
 }
 
 typedef struct hheld {
-    cache_match m;
+    cache_seq m;
 } hheld;
 
 /* steps seeded random operations on the hash kind (digests of `bits` bits)
@@ -891,10 +892,10 @@ static void hash_against_reference(int32_t P, int bits, unsigned seed, long step
             prev_n = n;
             uint64_t ns = (uint64_t)(rand() % 2) * 5;
             hheld *h = nheld < HMAXHELD ? &hold[nheld] : NULL;
-            cache_match tmp;
-            cache_match *m = h ? &h->m : &tmp;
-            cache_match_init(m);
-            ck_assert_int_eq(cache_match_prefix(c, t, n, ns, m), RKV_OK);
+            cache_seq tmp;
+            cache_seq *m = h ? &h->m : &tmp;
+            cache_seq_init(m, ns, 0);
+            ck_assert_int_eq(cache_match_prefix(c, m, t, n), RKV_OK);
             int32_t rl = rm_match(&r, ns, t, n, want);
             ck_assert_msg(m->len == rl, "seed %u step %ld: matched %d, reference %d", seed, step,
                           m->len, rl);
@@ -913,7 +914,7 @@ static void hash_against_reference(int32_t P, int bits, unsigned seed, long step
                 if (m->num_pages) memcpy(pages, m->pages, sizeof(int32_t) * (size_t)m->num_pages);
                 ck_assert_int_eq(page_pool_alloc(&pool, need, pages + m->num_pages), RKV_OK);
                 int32_t prefix = -1;
-                ck_assert_int_eq(cache_insert(c, t, n, pages, ns, &prefix), RKV_OK);
+                ck_assert_int_eq(cache_insert(c, m, t, n, pages, &prefix), RKV_OK);
                 int32_t rp = rm_insert(&r, ns, t, n, pages);
                 ck_assert_msg(prefix == rp, "seed %u step %ld: prefix %d, reference %d", seed,
                               step, prefix, rp);
@@ -923,13 +924,13 @@ static void hash_against_reference(int32_t P, int bits, unsigned seed, long step
             } else {
                 ck_assert_int_eq(cache_unlock(c, m), RKV_OK);
                 rm_lock(&r, m->pages, m->num_pages, -1);
-                cache_match_free(m);
+                cache_seq_free(m);
             }
         } else if (op < 8 && nheld > 0) {
             int k = rand() % nheld;
             ck_assert_int_eq(cache_unlock(c, &hold[k].m), RKV_OK);
             rm_lock(&r, hold[k].m.pages, hold[k].m.num_pages, -1);
-            cache_match_free(&hold[k].m);
+            cache_seq_free(&hold[k].m);
             hold[k] = hold[--nheld];
         } else {
             int64_t want_n = rand() % (3 * P + 1);
@@ -964,7 +965,7 @@ static void hash_against_reference(int32_t P, int bits, unsigned seed, long step
     free(buf);
     while (nheld > 0) {
         ck_assert_int_eq(cache_unlock(c, &hold[nheld - 1].m), RKV_OK);
-        cache_match_free(&hold[--nheld].m);
+        cache_seq_free(&hold[--nheld].m);
     }
     cache_destroy(c);
     ck_assert_int_eq(pool.num_free, 24);
@@ -1007,9 +1008,9 @@ START_TEST(tokens_share_nodes)
     ck_assert_int_eq(sizes(c).num_nodes, 5);
     ck_assert_int_eq(sizes(c).evictable_tokens, 5);
     /* Lock 1 2 5: eviction may take only 4, then 3 (childless at once). */
-    cache_match m;
-    cache_match_init(&m);
-    ck_assert_int_eq(cache_match_prefix(c, q, 4, 0, &m), RKV_OK);
+    cache_seq m;
+    cache_seq_init(&m, 0, 0);
+    ck_assert_int_eq(cache_match_prefix(c, &m, q, 4), RKV_OK);
     ck_assert_int_eq(m.len, 3);
     ck_assert_int_eq(cache_lock(c, &m), RKV_OK);
     ck_assert_int_eq(sizes(c).protected_tokens, 3);
@@ -1026,7 +1027,7 @@ START_TEST(tokens_share_nodes)
     ck_assert_int_eq(sizes(c).num_nodes, 0);
     ck_assert_int_eq(pool.num_free, 32);
     ck_cache_ok(c);
-    cache_match_free(&m);
+    cache_seq_free(&m);
     cache_destroy(c);
     page_pool_destroy(&pool);
 }
@@ -1148,9 +1149,9 @@ START_TEST(namespaces_apart)
     ck_assert_int_eq(look(c, a, 4, 5), 4);
     ck_assert_int_eq(pool.num_cached, 4);
     /* Locks stay in their namespace. */
-    cache_match m;
-    cache_match_init(&m);
-    ck_assert_int_eq(cache_match_prefix(c, a, 4, 5, &m), RKV_OK);
+    cache_seq m;
+    cache_seq_init(&m, 5, 0);
+    ck_assert_int_eq(cache_match_prefix(c, &m, a, 4), RKV_OK);
     ck_assert_int_eq(cache_lock(c, &m), RKV_OK);
     ck_assert_int_eq(cache_evict(c, 100), 4);
     ck_assert_int_eq(look(c, a, 4, 0), 0);
@@ -1171,7 +1172,7 @@ START_TEST(namespaces_apart)
     ck_assert_int_eq(look(c, a, 4, 0), 4);
     ck_assert_int_eq(c->stats.inserted_tokens, 12);
     ck_assert_int_eq(c->stats.evicted_tokens, 4);
-    cache_match_free(&m);
+    cache_seq_free(&m);
     cache_destroy(c);
     page_pool_destroy(&pool);
 }
@@ -1190,13 +1191,13 @@ START_TEST(bad_input)
     const int32_t t[4] = {1, 2, 3, 4};
     int32_t pages[2] = {0, 6}, prefix = -1;
     ck_assert_int_eq(page_pool_alloc(&pool, 1, pages), RKV_OK);
-    ck_assert_int_eq(cache_insert(c, t, 4, pages, 0, &prefix), RKV_EINVAL);
+    ck_assert_int_eq(cache_insert(c, &(cache_seq){0}, t, 4, pages, &prefix), RKV_EINVAL);
     ck_assert_int_eq(sizes(c).num_nodes, 0);
     ck_assert_int_eq(pool.num_inflight, 1);
     ck_cache_ok(c);
     ck_assert_int_eq(page_pool_free(&pool, pages, 1), RKV_OK);
-    cache_match m;
-    cache_match_init(&m);
+    cache_seq m;
+    cache_seq_init(&m, 0, 0);
     m.len = 2;
     m.handle = (void *)(uintptr_t)1000;
     ck_assert_int_eq(cache_lock(c, &m), RKV_EINVAL);
@@ -1330,7 +1331,7 @@ static int64_t ref_evict(ref_model *r, int64_t n)
 }
 
 typedef struct held {
-    cache_match m;
+    cache_seq m;
     uint64_t ns;
     int32_t tokens[MAXT];
 } held;
@@ -1376,12 +1377,11 @@ static void trie_against_reference(const evict_policy *pol, int32_t P, int32_t a
             /* Priorities only where the policy reads them, so the lru runs
              * draw the same numbers as they always did. */
             r.priority = pol->needs & EVICT_NEEDS_PRIORITY ? rand() % 3 - 1 : 0;
-            cache_set_priority(c, r.priority);
             held *h = nheld < MAXHELD ? &hold[nheld] : NULL;
-            cache_match tmp;
-            cache_match *m = h ? &h->m : &tmp;
-            cache_match_init(m);
-            ck_assert_int_eq(cache_match_prefix(c, t, n, ns, m), RKV_OK);
+            cache_seq tmp;
+            cache_seq *m = h ? &h->m : &tmp;
+            cache_seq_init(m, ns, r.priority);
+            ck_assert_int_eq(cache_match_prefix(c, m, t, n), RKV_OK);
             int32_t rm = ref_match(&r, ns, t, n, want);
             ck_assert_msg(m->len == rm, "%s seed %u step %ld: matched %d, reference %d", pol->name,
                           seed, step, m->len, rm);
@@ -1400,7 +1400,7 @@ static void trie_against_reference(const evict_policy *pol, int32_t P, int32_t a
                 if (m->num_pages) memcpy(pages, m->pages, sizeof(int32_t) * (size_t)m->num_pages);
                 ck_assert_int_eq(page_pool_alloc(&pool, need, pages + m->num_pages), RKV_OK);
                 int32_t prefix = -1;
-                ck_assert_int_eq(cache_insert(c, t, n, pages, ns, &prefix), RKV_OK);
+                ck_assert_int_eq(cache_insert(c, m, t, n, pages, &prefix), RKV_OK);
                 int32_t rp = ref_insert(&r, ns, t, n, pages);
                 ck_assert_msg(prefix == rp, "seed %u step %ld: prefix %d, reference %d", seed,
                               step, prefix, rp);
@@ -1413,14 +1413,14 @@ static void trie_against_reference(const evict_policy *pol, int32_t P, int32_t a
             } else {
                 ck_assert_int_eq(cache_unlock(c, m), RKV_OK);
                 ref_lock(&r, ns, t, m->len, -1);
-                cache_match_free(m);
+                cache_seq_free(m);
             }
         } else if (op < 8 && nheld > 0) {
             int k = rand() % nheld;
             held *h = &hold[k];
             ck_assert_int_eq(cache_unlock(c, &h->m), RKV_OK);
             ref_lock(&r, h->ns, h->tokens, h->m.len, -1);
-            cache_match_free(&h->m);
+            cache_seq_free(&h->m);
             hold[k] = hold[--nheld];
         } else {
             int64_t want_n = rand() % (3 * P + 1);
@@ -1442,7 +1442,7 @@ static void trie_against_reference(const evict_policy *pol, int32_t P, int32_t a
     }
     while (nheld > 0) {
         ck_assert_int_eq(cache_unlock(c, &hold[nheld - 1].m), RKV_OK);
-        cache_match_free(&hold[--nheld].m);
+        cache_seq_free(&hold[--nheld].m);
     }
     cache_destroy(c);
     ck_assert_int_eq(pool.num_free, npages);
@@ -1507,20 +1507,21 @@ static void same_matches(int32_t P, unsigned seed, int requests, uint64_t *adv)
         uint64_t ns = (uint64_t)(rand() % 3 == 0);
         int32_t matched[MAXKINDS], prefix[MAXKINDS];
         for (int k = 0; k < nk; k++) {
-            cache_match m;
-            cache_match_init(&m);
+            cache_seq m;
+            cache_seq_init(&m, 0, 0);
             /* As the engine does: match all tokens but the last, insert all. */
-            ck_assert_int_eq(cache_match_prefix(c[k], t, n - 1, ns, &m), RKV_OK);
+            m.ns = ns;
+            ck_assert_int_eq(cache_match_prefix(c[k], &m, t, n - 1), RKV_OK);
             matched[k] = m.len;
             ck_assert_int_eq(cache_lock(c[k], &m), RKV_OK);
             int32_t mm = 0;
-            cache_match m2;
-            cache_match_init(&m2);
+            cache_seq m2;
+            cache_seq_init(&m2, 0, 0);
             ck_assert_int_eq(tu_request(c[k], t, n, ns, &m2, &mm, &prefix[k]), RKV_OK);
             ck_assert_int_eq(cache_unlock(c[k], &m2), RKV_OK);
             ck_assert_int_eq(cache_unlock(c[k], &m), RKV_OK);
-            cache_match_free(&m);
-            cache_match_free(&m2);
+            cache_seq_free(&m);
+            cache_seq_free(&m2);
             ck_cache_ok(c[k]);
             ck_assert_int_eq(pool[k].num_inflight, 0);
         }
@@ -1676,7 +1677,7 @@ END_TEST
 typedef struct fixture {
     page_pool pool;
     cache *c;
-    cache_match m;
+    cache_seq m;
 } fixture;
 
 static void open_kind(fixture *f, const char *kind, const char *policy)
@@ -1685,13 +1686,13 @@ static void open_kind(fixture *f, const char *kind, const char *policy)
     cache_config cfg = {kind, policy, NULL, NULL};
     char err[256] = "";
     ck_assert_msg(cache_create(&cfg, &f->pool, &f->c, err, sizeof err) == RKV_OK, "%s: %s", kind, err);
-    cache_match_init(&f->m);
+    cache_seq_init(&f->m, 0, 0);
 }
 
 static void close_kind(fixture *f)
 {
     ck_cache_ok(f->c);
-    cache_match_free(&f->m);
+    cache_seq_free(&f->m);
     cache_destroy(f->c);
     ck_assert_int_eq(f->pool.num_cached, 0);
     page_pool_destroy(&f->pool);
@@ -1701,7 +1702,7 @@ static void close_kind(fixture *f)
 static void request(fixture *f, const int32_t *t, int32_t n, int32_t priority)
 {
     int32_t matched = 0, prefix = 0;
-    cache_set_priority(f->c, priority);
+    f->m.priority = priority;
     ck_assert_int_eq(tu_request(f->c, t, n, 0, &f->m, &matched, &prefix), RKV_OK);
     ck_assert_int_eq(cache_unlock(f->c, &f->m), RKV_OK);
     ck_cache_ok(f->c);
@@ -1709,7 +1710,7 @@ static void request(fixture *f, const int32_t *t, int32_t n, int32_t priority)
 
 static int32_t cached_len(fixture *f, const int32_t *t, int32_t n)
 {
-    ck_assert_int_eq(cache_match_prefix(f->c, t, n, 0, &f->m), RKV_OK);
+    ck_assert_int_eq(cache_match_prefix(f->c, &f->m, t, n), RKV_OK);
     return f->m.len;
 }
 
@@ -1725,7 +1726,7 @@ static void priority_case(const char *kind, const char *policy, int32_t *x_left,
     request(&f, Z, 4, 0);
     ck_assert_int_ge(cache_evict(f.c, 2), 2);
     ck_cache_ok(f.c);
-    cache_set_priority(f.c, 0);
+    f.m.priority = 0;
     *x_left = cached_len(&f, X, 4);
     *y_left = cached_len(&f, Y, 4);
     ck_assert_int_eq(cached_len(&f, Z, 4), 4);
@@ -1756,9 +1757,9 @@ START_TEST(priority_rises_on_reuse)
         const int32_t X[] = {1, 2, 3, 4}, Y[] = {5, 6, 7, 8};
         request(&f, X, 4, 0);
         request(&f, Y, 4, 0);
-        cache_set_priority(f.c, 5);
+        f.m.priority = 5;
         ck_assert_int_eq(cached_len(&f, X, 4), 4);
-        cache_set_priority(f.c, 0);
+        f.m.priority = 0;
         ck_assert_int_eq(cached_len(&f, Y, 4), 4);
         ck_assert_int_ge(cache_evict(f.c, 2), 2);
         int32_t x = cached_len(&f, X, 4), y = cached_len(&f, Y, 4);
@@ -1875,15 +1876,15 @@ START_TEST(random_pressure_every_policy)
         int32_t n = 2 + rand() % 15, keep = rand() % (n + 1);
         for (int32_t i = 0; i < n; i++) t[i] = i < keep ? prev[i] : rand() % 5;
         memcpy(prev, t, sizeof t);
-        cache_set_priority(c, rand() % 4 - 1);
-        cache_match m;
-        cache_match_init(&m);
+        int32_t priority = rand() % 4 - 1;
+        cache_seq m;
+        cache_seq_init(&m, 0, priority);
         int32_t matched = 0, prefix = 0;
         rkv_status st = tu_request(c, t, n, (uint64_t)(rand() % 2), &m, &matched, &prefix);
         ck_assert_msg(st == RKV_OK, "%s %s seed %u request %d: %s", kind, policy, seed, r,
                       rkv_status_str(st));
         ck_assert_int_eq(cache_unlock(c, &m), RKV_OK);
-        cache_match_free(&m);
+        cache_seq_free(&m);
         char e[512] = "";
         ck_assert_msg(cache_check(c, e, sizeof e) == RKV_OK, "%s %s seed %u request %d: %s", kind,
                       policy, seed, r, e);
@@ -1925,15 +1926,15 @@ START_TEST(adversarial_pressure_every_kind)
         int32_t n = tu_adversarial(&rng, P, prev, prev_n, 64, t);
         memcpy(prev, t, sizeof t);
         prev_n = n;
-        cache_set_priority(c, tu_rand_below(&rng, 4) - 1);
-        cache_match m;
-        cache_match_init(&m);
+        int32_t priority = tu_rand_below(&rng, 4) - 1;
+        cache_seq m;
+        cache_seq_init(&m, 0, priority);
         int32_t matched = 0, prefix = 0;
         rkv_status st = tu_request(c, t, n, (uint64_t)tu_rand_below(&rng, 2), &m, &matched, &prefix);
         ck_assert_msg(st == RKV_OK, "%s %s P %d request %ld: %s", kind, policy, P, r,
                       rkv_status_str(st));
         ck_assert_int_eq(cache_unlock(c, &m), RKV_OK);
-        cache_match_free(&m);
+        cache_seq_free(&m);
         char e[512] = "";
         ck_assert_msg(cache_check(c, e, sizeof e) == RKV_OK, "%s %s P %d request %ld: %s", kind,
                       policy, P, r, e);
@@ -1993,30 +1994,30 @@ START_TEST(hash_duplicates_keep_and_dedup)
         int32_t t[5] = {1, 2, 3, 4, 5}, a[2], b[2], prefix = -1;
         ck_assert_int_eq(page_pool_alloc(&pool, 2, a), RKV_OK);
         ck_assert_int_eq(page_pool_alloc(&pool, 2, b), RKV_OK);
-        ck_assert_int_eq(cache_insert(c, t, 4, a, 0, &prefix), RKV_OK);
+        ck_assert_int_eq(cache_insert(c, &(cache_seq){0}, t, 4, a, &prefix), RKV_OK);
         ck_assert_int_eq(prefix, 0);
-        ck_assert_int_eq(cache_insert(c, t, 4, b, 0, &prefix), RKV_OK);
+        ck_assert_int_eq(cache_insert(c, &(cache_seq){0}, t, 4, b, &prefix), RKV_OK);
         ck_assert_int_eq(prefix, keep ? 0 : 4);
         if (!keep) ck_assert_int_eq(page_pool_free(&pool, b, 2), RKV_OK);
         ck_cache_ok(c);
         ck_assert_int_eq(sizes(c).num_nodes, keep ? 4 : 2);
-        cache_match m;
-        cache_match_init(&m);
-        ck_assert_int_eq(cache_match_prefix(c, t, 5, 0, &m), RKV_OK);
+        cache_seq m;
+        cache_seq_init(&m, 0, 0);
+        ck_assert_int_eq(cache_match_prefix(c, &m, t, 5), RKV_OK);
         ck_assert_int_eq(m.len, 4);
         ck_assert_int_eq(m.pages[0], a[0]); /* the copy cached first */
         ck_assert_int_eq(m.pages[1], a[1]);
         /* The free queue holds a1 a0 (b1 b0): the head, a1, goes first. */
         ck_assert_int_eq(cache_evict(c, 2), 2);
         ck_cache_ok(c);
-        ck_assert_int_eq(cache_match_prefix(c, t, 5, 0, &m), RKV_OK);
+        ck_assert_int_eq(cache_match_prefix(c, &m, t, 5), RKV_OK);
         ck_assert_int_eq(m.len, keep ? 4 : 2);
         ck_assert_int_eq(m.pages[0], a[0]);
         if (keep) ck_assert_int_eq(m.pages[1], b[1]); /* b's copy, under a's first block */
         ck_assert_int_eq(cache_lock(c, &m), RKV_OK);
         ck_cache_ok(c);
         ck_assert_int_eq(cache_unlock(c, &m), RKV_OK);
-        cache_match_free(&m);
+        cache_seq_free(&m);
         cache_destroy(c);
         ck_assert_int_eq(pool.num_free, pool.num_pages);
         page_pool_destroy(&pool);

@@ -45,7 +45,7 @@ static sched_req *fx_req(fixture *f, const int32_t *tokens, int32_t n, int32_t m
     r->max_tokens = max_tokens;
     r->stop_token = -1;
     r->out_ids = malloc(sizeof(int32_t) * (size_t)max_tokens);
-    cache_match_init(&r->match);
+    cache_seq_init(&r->match, 0, 0);
     f->reqs[f->n++] = r;
     ck_assert_int_eq(scheduler_add(&f->s, r), RKV_OK);
     return r;
@@ -67,7 +67,8 @@ static void fx_cache(fixture *f, const int32_t *tokens, int32_t n)
 {
     int32_t np = n / f->pool.page_size, pages[64], prefix = 0;
     ck_assert_int_eq(page_pool_alloc(&f->pool, np, pages), RKV_OK);
-    ck_assert_int_eq(cache_insert(f->c, tokens, np * f->pool.page_size, pages, 0, &prefix), RKV_OK);
+    ck_assert_int_eq(cache_insert(f->c, &(cache_seq){0}, tokens, np * f->pool.page_size, pages,
+                                  &prefix), RKV_OK);
     ck_assert_int_eq(prefix, 0);
 }
 

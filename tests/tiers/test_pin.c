@@ -71,8 +71,8 @@ START_TEST(test_pins_survive_pressure)
 
     int32_t toks[200];
     int fresh = 50000;
-    cache_match m;
-    cache_match_init(&m);
+    cache_seq m;
+    cache_seq_init(&m, 0, 0);
     for (int step = 0; step < 400; step++) {
         int k = rand() % 6; /* 0..2: starts with pin k; else no pin */
         int32_t n = 0;
@@ -98,7 +98,7 @@ START_TEST(test_pins_survive_pressure)
         ck_invariant(c, &pins, seed, step);
     }
     ck_assert_msg(!keeps(kind) || c->stats.evicted_tokens > 0, "%s: no pressure", kind);
-    cache_match_free(&m);
+    cache_seq_free(&m);
 
     /* Released, the pins become ordinary evictable entries. */
     ck_assert_int_eq(cache_pins_release(c, &pins), RKV_OK);

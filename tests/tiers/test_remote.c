@@ -189,9 +189,9 @@ static void eng_close(eng *e)
 static int32_t request(eng *e, const int32_t *tokens, int32_t n)
 {
     cache *c = e->c;
-    cache_match m;
-    cache_match_init(&m);
-    ck_assert_int_eq(cache_match_prefix(c, tokens, n, 0, &m), RKV_OK);
+    cache_seq m;
+    cache_seq_init(&m, 0, 0);
+    ck_assert_int_eq(cache_match_prefix(c, &m, tokens, n), RKV_OK);
     ck_assert_int_eq(cache_lock(c, &m), RKV_OK);
     uint8_t want[PB];
     for (int32_t k = 0; k < m.num_pages; k++) {
@@ -206,11 +206,11 @@ static int32_t request(eng *e, const int32_t *tokens, int32_t n)
     ck_assert_int_eq(page_pool_alloc(c->pool, need, pages + m.num_pages), RKV_OK);
     for (int32_t k = m.num_pages; k < nb; k++) expected(tokens, k, e->kv.b[pages[k]]);
     int32_t prefix = 0;
-    ck_assert_int_eq(cache_insert(c, tokens, nb * P, pages, 0, &prefix), RKV_OK);
+    ck_assert_int_eq(cache_insert(c, &(cache_seq){0}, tokens, nb * P, pages, &prefix), RKV_OK);
     for (int32_t k = m.num_pages; k < nb; k++)
         if (c->pool->state[pages[k]] == PAGE_INFLIGHT) ck_assert_int_eq(page_pool_free(c->pool, &pages[k], 1), RKV_OK);
     ck_assert_int_eq(cache_unlock(c, &m), RKV_OK);
-    cache_match_free(&m);
+    cache_seq_free(&m);
     ck_cache_ok(c);
     return len;
 }

@@ -52,11 +52,11 @@ static void expected(const int32_t *tokens, int32_t k, uint8_t out[PB])
 /* One request as the engine makes it; every matched page must hold its bytes.
  * Returns the matched length, -1 when locked pages leave no room. m stays
  * locked (unlocked here when no room). */
-static int32_t request(cache *c, fake_kv *kv, const int32_t *tokens, int32_t n, cache_match *m,
+static int32_t request(cache *c, fake_kv *kv, const int32_t *tokens, int32_t n, cache_seq *m,
                        unsigned seed, int step)
 {
     int32_t nb = n / P, pages[PAGES];
-    rkv_status st = cache_client_admit(c, tokens, n, 0, nb, m, pages, NULL);
+    rkv_status st = cache_client_admit(c, m, tokens, n, nb, pages, NULL);
     if (st == RKV_ENOSPC) return -1;
     ck_assert_int_eq(st, RKV_OK);
     uint8_t want[PB];
@@ -67,7 +67,7 @@ static int32_t request(cache *c, fake_kv *kv, const int32_t *tokens, int32_t n, 
                       seed, step, k, m->pages[k]);
     }
     for (int32_t k = m->num_pages; k < nb; k++) expected(tokens, k, kv->b[pages[k]]);
-    ck_assert_int_eq(cache_client_commit(c, tokens, nb * P, 0, pages, m->num_pages, nb, NULL),
+    ck_assert_int_eq(cache_client_commit(c, m, tokens, nb * P, pages, m->num_pages, nb, NULL),
                      RKV_OK);
     return m->len;
 }
@@ -116,8 +116,8 @@ START_TEST(test_tier_loads_the_spilled_bytes)
     tc.disk_dir = disk ? dir : NULL;
     cache *c = make_tier(kind, &pool, &tc, kv);
 
-    cache_match m;
-    cache_match_init(&m);
+    cache_seq m;
+    cache_seq_init(&m, 0, 0);
     int32_t toks[64];
     int fresh = 10000;
     int64_t matched = 0;
@@ -162,7 +162,7 @@ START_TEST(test_tier_loads_the_spilled_bytes)
     page_pool_destroy(&pool2);
     free(kv2);
 
-    cache_match_free(&m);
+    cache_seq_free(&m);
     cache_destroy(c);
     ck_assert_int_eq(pool.num_free, PAGES);
     if (disk) { /* the tier's files are gone with it */
@@ -209,9 +209,9 @@ START_TEST(test_tier_disk_full)
     ck_assert_msg(cache_pin(c, &pins, pin, 2 * P, 0, NULL, err, sizeof err) == RKV_OK, "%s", err);
     for (int32_t k = 0; k < 2; k++) expected(pin, k, kv->b[pins.m[0].pages[k]]);
 
-    cache_match m, held;
-    cache_match_init(&m);
-    cache_match_init(&held);
+    cache_seq m, held;
+    cache_seq_init(&m, 0, 0);
+    cache_seq_init(&held, 0, 0);
     int32_t toks[64];
     int fresh = 20000;
     /* A request locked throughout: its pages must survive too. */
@@ -219,9 +219,9 @@ START_TEST(test_tier_disk_full)
     int32_t held_toks[64];
     memcpy(held_toks, toks, sizeof toks);
     ck_assert_int_ge(request(c, kv, held_toks, hn, &held, seed, -1), 0);
-    cache_match_free(&held);
-    cache_match_init(&held);
-    ck_assert_int_eq(cache_match_prefix(c, held_toks, hn, 0, &held), RKV_OK);
+    cache_seq_free(&held);
+    cache_seq_init(&held, 0, 0);
+    ck_assert_int_eq(cache_match_prefix(c, &held, held_toks, hn), RKV_OK);
     ck_assert_int_eq(cache_lock(c, &held), RKV_OK);
     int32_t held_len = held.len;
     for (int step = 0; step < 300; step++) {
@@ -246,16 +246,16 @@ START_TEST(test_tier_disk_full)
                   "message: %s", cache_tier_last_error(c));
     ck_assert_int_le(ts->disk_used, 5);
     /* The locked request still matches what it held, with its bytes. */
-    cache_match again;
-    cache_match_init(&again);
-    ck_assert_int_eq(cache_match_prefix(c, held_toks, hn, 0, &again), RKV_OK);
+    cache_seq again;
+    cache_seq_init(&again, 0, 0);
+    ck_assert_int_eq(cache_match_prefix(c, &again, held_toks, hn), RKV_OK);
     ck_assert_int_ge(again.len, held_len);
-    cache_match_free(&again);
+    cache_seq_free(&again);
     ck_assert_int_eq(cache_unlock(c, &held), RKV_OK);
     ck_assert_int_eq(cache_pins_release(c, &pins), RKV_OK);
     cache_pins_free(&pins);
-    cache_match_free(&m);
-    cache_match_free(&held);
+    cache_seq_free(&m);
+    cache_seq_free(&held);
     cache_destroy(c);
     rmdir(dir);
     ck_assert_int_eq(pool.num_free, PAGES);
@@ -288,8 +288,8 @@ START_TEST(test_tier_read_fails)
     tier_mover mv = {kv, PB, kv_read_flaky, kv_write};
     char err[256] = "";
     ck_assert_msg(cache_tier_wrap(inner, &tc, &mv, &c, err, sizeof err) == RKV_OK, "%s", err);
-    cache_match m;
-    cache_match_init(&m);
+    cache_seq m;
+    cache_seq_init(&m, 0, 0);
     int32_t toks[64];
     int fresh = 30000;
     for (int step = 0; step < 200; step++) {
@@ -301,7 +301,7 @@ START_TEST(test_tier_read_fails)
     ck_assert_msg(ts->spill_failures > 0 && ts->host_hit_pages > 0, "%s: failures %llu hits %llu", kind,
                   (unsigned long long)ts->spill_failures, (unsigned long long)ts->host_hit_pages);
     ck_assert_msg(strstr(cache_tier_last_error(c), "reading page"), "%s", cache_tier_last_error(c));
-    cache_match_free(&m);
+    cache_seq_free(&m);
     cache_destroy(c);
     ck_assert_int_eq(pool.num_free, PAGES);
     page_pool_destroy(&pool);
