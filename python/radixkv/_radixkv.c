@@ -295,6 +295,17 @@ static int cache_closed(CacheObject *self)
     return 1;
 }
 
+/* The (tokens, namespace) arguments of every method that takes a key: the
+ * cache still open, the namespace converted, the tokens as int32 (release
+ * *t with ids_release() after 0; nothing to release after -1). what names
+ * the tokens in messages. */
+static int key_from(CacheObject *self, PyObject *tok, PyObject *nso, const char *what,
+                    uint64_t *ns, ids *t)
+{
+    if (cache_closed(self) || namespace_from(nso, ns) < 0) return -1;
+    return ids_from(tok, what, INT32_MAX, t);
+}
+
 static char *dup_opt(const char *s)
 {
     return s ? strdup(s) : NULL;
@@ -408,11 +419,9 @@ static PyObject *Cache_match(CacheObject *self, PyObject *args, PyObject *kw)
     static char *names[] = {"tokens", "namespace", NULL};
     PyObject *tok, *nso = NULL;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O:match", names, &tok, &nso)) return NULL;
-    if (cache_closed(self)) return NULL;
     uint64_t ns;
-    if (namespace_from(nso, &ns) < 0) return NULL;
     ids t;
-    if (ids_from(tok, "tokens", INT32_MAX, &t) < 0) return NULL;
+    if (key_from(self, tok, nso, "tokens", &ns, &t) < 0) return NULL;
     MatchObject *m = PyObject_New(MatchObject, &MatchType);
     if (!m) {
         ids_release(&t);
@@ -440,11 +449,9 @@ static PyObject *Cache_insert(CacheObject *self, PyObject *args, PyObject *kw)
     PyObject *tok, *pg, *nso = NULL;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|O:insert", names, &tok, &pg, &nso))
         return NULL;
-    if (cache_closed(self)) return NULL;
     uint64_t ns;
-    if (namespace_from(nso, &ns) < 0) return NULL;
     ids t, p;
-    if (ids_from(tok, "tokens", INT32_MAX, &t) < 0) return NULL;
+    if (key_from(self, tok, nso, "tokens", &ns, &t) < 0) return NULL;
     if (ids_from(pg, "pages", self->num_pages - 1, &p) < 0) {
         ids_release(&t);
         return NULL;
@@ -777,11 +784,9 @@ static PyObject *Cache_kv_insert(CacheObject *self, PyObject *args, PyObject *kw
     if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|OO:kv_insert", names, &tok, &valo, &nso,
                                      &tago))
         return NULL;
-    if (cache_closed(self)) return NULL;
     uint64_t ns;
-    if (namespace_from(nso, &ns) < 0) return NULL;
     ids t;
-    if (ids_from(tok, "radixkv.Cache.kv_insert: tokens", INT32_MAX, &t) < 0) return NULL;
+    if (key_from(self, tok, nso, "radixkv.Cache.kv_insert: tokens", &ns, &t) < 0) return NULL;
     vals_view v, tg;
     if (vals_view_open(valo, "radixkv.Cache.kv_insert: values", &v) < 0) {
         ids_release(&t);
@@ -891,11 +896,9 @@ static PyObject *Cache_kv_match(CacheObject *self, PyObject *args, PyObject *kw)
     static char *names[] = {"tokens", "namespace", NULL};
     PyObject *tok, *nso = NULL;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O:kv_match", names, &tok, &nso)) return NULL;
-    if (cache_closed(self)) return NULL;
     uint64_t ns;
-    if (namespace_from(nso, &ns) < 0) return NULL;
     ids t;
-    if (ids_from(tok, "radixkv.Cache.kv_match: tokens", INT32_MAX, &t) < 0) return NULL;
+    if (key_from(self, tok, nso, "radixkv.Cache.kv_match: tokens", &ns, &t) < 0) return NULL;
     MatchObject *m = match_new(self);
     if (!m) {
         ids_release(&t);
