@@ -694,7 +694,10 @@ static bool parse_completion(serve *s, json_t *req, serve_job *j, bad *b)
                                  !(q->top_lp = malloc(sizeof(float) * mt * K))))
             return fail_param(b, 500, NULL, "out of memory");
     }
-    return true;
+    const char *pdp;
+    char pdm[sizeof b->msg];
+    int pds = serve_pd_parse(s, req, j, &pdp, pdm, sizeof pdm);
+    return pds ? fail_param(b, (unsigned)pds, pdp, "%s", pdm) : true;
 }
 
 /* ---- answers to a completion -------------------------------------------- */

@@ -1,0 +1,277 @@
+#!/usr/bin/env python3
+"""Prefill/decode disaggregation across two processes: `radixkv serve --role
+prefill` and `--role decode` sharing a redis-server (the remote tier, started
+here on a free loopback port), behind sglang-router --pd-disaggregation.
+  1. prompts with shared prefixes, streaming and not, through the router: the
+     outputs equal a colocated server's (greedy), and the decode side's
+     cached_tokens equal the full pages handed over, floor((n-1)/P)*P;
+  2. a handed-over page deleted from Redis before the decode side loads it:
+     the request fails (500) naming the missing page, no hang;
+  3. a room no prefill ever hands over: 500 (and an SSE error event when
+     streaming) within --pd-timeout;
+  4. the prefill server killed: a request through the router ends with an
+     error within a bounded time; the decode server stays healthy and exits
+     with no page in flight.
+Runs under RKV_SERVE_PYTHON (scripts/serve_venv.sh); exits 77 (skip) without
+sglang-router or without redis-server on PATH.
+Usage: test_serve_pd.py PATH/TO/radixkv"""
+import http.client
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from serve_util import HOST, Server, check, reexec_under_serve_python  # noqa: E402
+
+reexec_under_serve_python(__file__, "sglang_router")
+from router_util import free_port  # noqa: E402
+
+RADIXKV = sys.argv[1]
+P = 4
+TIMEOUT = 3  # --pd-timeout of the decode server, seconds
+ENGINE = ["--model-name", "tiny", "--page-size", str(P), "--num-pages", "512",
+          "--tokenizer", "ids", "--max-tokens", "8"]
+
+
+class Redis:
+    """redis-server on 127.0.0.1 and a free port, in a temporary directory."""
+
+    def __init__(self, tmp):
+        self.port = free_port()
+        self.url = f"redis://{HOST}:{self.port}"
+        self.proc = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", HOST, "--save", "",
+             "--appendonly", "no", "--dir", tmp, "--daemonize", "no"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for _ in range(500):
+            if self.cmd("PING") == "PONG":
+                return
+            time.sleep(0.01)
+        raise SystemExit("redis-server did not answer")
+
+    def cmd(self, *args):
+        """One command in RESP; a simple reply, an integer, or a list of bulk strings."""
+        try:
+            with socket.create_connection((HOST, self.port), timeout=2) as s:
+                out = f"*{len(args)}\r\n" + "".join(f"${len(a)}\r\n{a}\r\n" for a in args)
+                s.sendall(out.encode())
+                f = s.makefile("rb")
+                return self._reply(f)
+        except OSError:
+            return None
+
+    def _reply(self, f):
+        line = f.readline().decode().rstrip("\r\n")
+        kind, rest = line[:1], line[1:]
+        if not kind:
+            raise OSError("connection closed")
+        if kind in "+-":
+            return rest
+        if kind == ":":
+            return int(rest)
+        if kind == "$":
+            n = int(rest)
+            if n < 0:
+                return None
+            data = f.read(n + 2)[:-2]
+            return data.decode("latin-1")
+        if kind == "*":
+            return [self._reply(f) for _ in range(int(rest))]
+        raise ValueError(line)
+
+    def page_keys(self, ns):
+        """Page keys of namespace ns (handoff records, rkv:NS:pd:ROOM, left out)."""
+        return {k for k in self.cmd("KEYS", f"rkv:{ns}:*") or []
+                if not k.startswith(f"rkv:{ns}:pd:")}
+
+    def stop(self):
+        self.proc.kill()
+        self.proc.wait(timeout=30)
+
+
+class PdRouter:
+    """sglang-router in PD mode in front of one prefill and one decode server."""
+
+    def __init__(self, prefill, decode, timeout=60):
+        self.port = free_port()
+        self.log = tempfile.TemporaryFile(mode="w+")
+        cmd = [sys.executable, "-m", "sglang_router.launch_router", "--log-level", "warn",
+               "--host", HOST, "--port", str(self.port), "--pd-disaggregation",
+               "--prefill", prefill, "none", "--decode", decode, "--policy", "round_robin",
+               "--disable-retries", "--disable-circuit-breaker",
+               "--prometheus-host", HOST, "--prometheus-port", str(free_port())]
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=self.log)
+        deadline = time.time() + timeout
+        while True:
+            try:
+                if post(self.port, {"model": "tiny", "prompt": "1 2 3", "max_tokens": 1},
+                        timeout=10)[0] == 200:
+                    return
+            except (OSError, ValueError):
+                pass
+            if self.proc.poll() is not None or time.time() > deadline:
+                self.log.seek(0)
+                raise RuntimeError("router did not start: " + self.log.read()[-2000:])
+            time.sleep(0.2)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=30)
+
+
+def post(port, body, timeout=60):
+    """(status, parsed body) of a completion; with stream, (status, [events])."""
+    c = http.client.HTTPConnection(HOST, port, timeout=timeout)
+    try:
+        c.request("POST", "/v1/completions", body=json.dumps(body),
+                  headers={"Content-Type": "application/json"})
+        r = c.getresponse()
+        text = r.read().decode()
+        if not body.get("stream") or r.status != 200:
+            try:
+                return r.status, json.loads(text)
+            except ValueError:
+                return r.status, text
+        events = []
+        for raw in text.split("\n\n"):
+            raw = raw.strip()
+            if raw.startswith("data: ") and raw != "data: [DONE]":
+                events.append(json.loads(raw[len("data: "):]))
+        return r.status, events
+    finally:
+        c.close()
+
+
+def stream_result(events):
+    """token ids (from the ids tokenizer's text), usage, error events of a stream."""
+    text = "".join(e["choices"][0].get("text", "") for e in events if e.get("choices"))
+    usage = [e["usage"] for e in events if e.get("usage")]
+    errors = [e for e in events if "error" in e]
+    return [int(t) for t in text.split()], usage[-1] if usage else None, errors
+
+
+def prompts():
+    docs = [[(d * 389 + i * 53) % 3000 + 10 for i in range(22)] for d in range(2)]
+    out = []
+    for k in range(6):
+        out.append(docs[k % 2] + [(k * 97 + i * 31) % 3000 + 5 for i in range(3 + k)])
+    return out
+
+
+def text_of(ids):
+    return " ".join(map(str, ids))
+
+
+def main():
+    if not shutil.which("redis-server"):
+        print("redis-server not found on PATH: skipping", file=sys.stderr)
+        sys.exit(77)
+    tmp = tempfile.mkdtemp(prefix="rkv-pd-")
+    redis = Redis(tmp)
+    tier = ["--tier-remote", redis.url, "--tier-remote-ns", "pdtest", "--tier-remote-tokens", "100000"]
+    servers, router = [], None
+    try:
+        colo = Server(RADIXKV, *ENGINE)
+        servers.append(colo)
+        pre = Server(RADIXKV, *ENGINE, *tier, "--role", "prefill")
+        servers.append(pre)
+        dec = Server(RADIXKV, *ENGINE, *tier, "--role", "decode", "--pd-timeout", str(TIMEOUT))
+        servers.append(dec)
+        router = PdRouter(pre.base, dec.base)
+        ps = prompts()
+        ref = []
+        for p in ps:
+            st, r, _ = colo.post({"prompt": text_of(p), "max_tokens": 6, "temperature": 0})
+            check(st == 200, f"colocated: {st} {r}")
+            ref.append(r["choices"][0]["token_ids"])
+
+        # 1. Through the router, plain and streaming.
+        gen0 = pre.metrics()["radixkv:generation_tokens_total"]
+        for i, p in enumerate(ps):
+            want_cached = (len(p) - 1) // P * P
+            body = {"model": "tiny", "prompt": text_of(p), "max_tokens": 6, "temperature": 0}
+            st, r = post(router.port, body)
+            check(st == 200, f"router, prompt {i}: {st} {r}")
+            got = [int(t) for t in r["choices"][0]["text"].split()]
+            check(got == ref[i], f"prompt {i}: {got} != colocated {ref[i]}")
+            cached = r["usage"]["prompt_tokens_details"]["cached_tokens"]
+            check(cached == want_cached, f"prompt {i}: cached_tokens {cached} != {want_cached}")
+            st, ev = post(router.port, dict(body, stream=True,
+                                            stream_options={"include_usage": True}))
+            check(st == 200, f"router stream, prompt {i}: {st} {ev}")
+            got, usage, errors = stream_result(ev)
+            check(not errors and got == ref[i], f"stream {i}: {got} != {ref[i]} ({errors})")
+            check(usage and usage["prompt_tokens_details"]["cached_tokens"] == want_cached,
+                  f"stream {i}: usage {usage}")
+        m = pre.metrics()
+        gen = m["radixkv:generation_tokens_total"] - gen0
+        check(gen == 2 * len(ps), f"the prefill side computes one token per request: {gen}")
+
+        # 2. A handed-over page deleted before the decode side loads it.
+        p = [(i * 71) % 2900 + 7 for i in range(17)]
+        before = redis.page_keys("pdtest")
+        st, r, _ = pre.post({"prompt": text_of(p), "max_tokens": 6, "bootstrap_room": 77})
+        check(st == 200, f"prefill alone: {st} {r}")
+        after = redis.page_keys("pdtest")
+        new = sorted(after - before)
+        check(len(new) == len(p) // P, f"prefill stored {len(new)} pages, expected {len(p) // P}")
+        redis.cmd("DEL", new[0])
+        t0 = time.time()
+        st, r, _ = dec.post({"prompt": text_of(p), "max_tokens": 6, "bootstrap_room": 77})
+        check(st == 500 and "missing from the tier" in r["error"]["message"]
+              and "77" in r["error"]["message"], f"deleted page: {st} {r}")
+        check(time.time() - t0 < TIMEOUT + 30, "deleted page answered in bounded time")
+
+        # 3. A room nobody hands over: the deadline, plain and streaming.
+        for stream in (False, True):
+            t0 = time.time()
+            body = {"prompt": text_of(p[:9]), "max_tokens": 4, "bootstrap_room": 900 + stream}
+            if stream:
+                st, ev, _ = dec.stream(body)
+                errs = [e for e in ev if "error" in e]
+                check(st == 200 and errs and "no handoff" in errs[0]["error"]["message"],
+                      f"stream without handoff: {st} {ev}")
+            else:
+                st, r, _ = dec.post(body)
+                check(st == 500 and "no handoff" in r["error"]["message"], f"no handoff: {st} {r}")
+            took = time.time() - t0
+            check(TIMEOUT - 0.5 <= took < TIMEOUT + 30, f"no handoff answered after {took:.1f} s")
+
+        # 4. The prefill server dies: the router's request ends with an error.
+        pre.kill()
+        t0 = time.time()
+        body = {"model": "tiny", "prompt": text_of(ps[0]), "max_tokens": 6, "temperature": 0}
+        try:
+            st, r = post(router.port, body, timeout=TIMEOUT + 60)
+        except OSError as e:
+            st, r = 599, str(e)
+        took = time.time() - t0
+        check(st >= 500 and took < TIMEOUT + 60, f"prefill dead: {st} after {took:.1f} s: {r}")
+        dec.wait_idle(timeout=TIMEOUT + 30)
+        st, r, _ = dec.post({"prompt": text_of(ps[1]), "max_tokens": 6, "temperature": 0})
+        check(st == 200 and r["choices"][0]["token_ids"] == ref[1], f"decode alone after: {st} {r}")
+        rc, summary = dec.stop()
+        check(rc == 0 and summary["pages_inflight"] == 0, f"decode exit {rc}: {summary}")
+        print(f"serve pd: ok ({len(ps)} prompts x 2 through sglang-router's PD mode; "
+              f"deleted page, missing handoff and dead prefill end in errors)")
+    finally:
+        if router:
+            router.stop()
+        for s in servers:
+            s.kill()
+        redis.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
