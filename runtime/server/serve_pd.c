@@ -425,12 +425,17 @@ void serve_pd_stop(serve *s)
     pthread_cond_signal(&p->wake);
     pthread_mutex_unlock(&s->mu);
     pthread_join(p->thread, NULL);
-    /* Records queued after the thread's last round still go out. */
-    push_records(p, p->recs);
+    /* Records queued after the thread's last round still go out; from here
+     * on the engine thread finds no pd (it reads s->pd under s->mu). */
+    pthread_mutex_lock(&s->mu);
+    pd_rec *left = p->recs;
+    p->recs = p->recs_tail = NULL;
+    s->pd = NULL;
+    pthread_mutex_unlock(&s->mu);
+    push_records(p, left);
     if (p->conn) redisFree(p->conn);
     pthread_cond_destroy(&p->wake);
     free(p->held);
-    s->pd = NULL;
     free(p);
 }
 
