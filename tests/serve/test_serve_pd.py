@@ -9,9 +9,9 @@ here on a free loopback port), behind sglang-router --pd-disaggregation.
      the request fails (500) naming the missing page, no hang;
   3. a room no prefill ever hands over: 500 (and an SSE error event when
      streaming) within --pd-timeout;
-  4. the prefill server killed: a request through the router ends with an
-     error within a bounded time; the decode server stays healthy and exits
-     with no page in flight.
+  4. the prefill server stopped with a request in flight, then killed: that
+     request, through the router, ends with an error within --pd-timeout plus
+     slack; the decode server stays healthy and exits with no page in flight.
 Runs under RKV_SERVE_PYTHON (scripts/serve_venv.sh); exits 77 (skip) without
 sglang-router or without redis-server on PATH.
 Usage: test_serve_pd.py PATH/TO/radixkv"""
@@ -19,10 +19,12 @@ import http.client
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -247,23 +249,34 @@ def main():
             took = time.time() - t0
             check(TIMEOUT - 0.5 <= took < TIMEOUT + 30, f"no handoff answered after {took:.1f} s")
 
-        # 4. The prefill server dies: the router's request ends with an error.
-        pre.kill()
+        # 4. The prefill server dies with the request in flight (stopped, so
+        # it never hands over, then killed): the router's request errors.
+        pre.proc.send_signal(signal.SIGSTOP)
         t0 = time.time()
         body = {"model": "tiny", "prompt": text_of(ps[0]), "max_tokens": 6, "temperature": 0}
-        try:
-            st, r = post(router.port, body, timeout=TIMEOUT + 60)
-        except OSError as e:
-            st, r = 599, str(e)
+        got = {}
+
+        def ask():
+            try:
+                got["r"] = post(router.port, body, timeout=TIMEOUT + 60)
+            except OSError as e:
+                got["r"] = (599, str(e))
+        t = threading.Thread(target=ask)
+        t.start()
+        time.sleep(0.5)
+        pre.kill()
+        t.join(TIMEOUT + 90)
         took = time.time() - t0
+        st, r = got.get("r", (0, "no answer"))
         check(st >= 500 and took < TIMEOUT + 60, f"prefill dead: {st} after {took:.1f} s: {r}")
+        dead = f"{st} after {took:.1f} s"
         dec.wait_idle(timeout=TIMEOUT + 30)
         st, r, _ = dec.post({"prompt": text_of(ps[1]), "max_tokens": 6, "temperature": 0})
         check(st == 200 and r["choices"][0]["token_ids"] == ref[1], f"decode alone after: {st} {r}")
         rc, summary = dec.stop()
         check(rc == 0 and summary["pages_inflight"] == 0, f"decode exit {rc}: {summary}")
         print(f"serve pd: ok ({len(ps)} prompts x 2 through sglang-router's PD mode; "
-              f"deleted page, missing handoff and dead prefill end in errors)")
+              f"deleted page, missing handoff and dead prefill end in errors; dead prefill: {dead})")
     finally:
         if router:
             router.stop()
