@@ -132,9 +132,12 @@ void serve_pd_prefilled_locked(serve *s, serve_job *j, const serve_seq *q, const
 {
     serve_pd *p = s->pd;
     if (!p || p->role != SERVE_PD_PREFILL || !j->pd.on) return;
+    char model[24];
+    snprintf(model, sizeof model, "%016" PRIx64, s->cfg.run->tier.cfg.remote.model_id);
     json_t *o = error ? json_pack("{s:s}", "error", error)
-                      : json_pack("{s:i,s:i}", "prompt_tokens", q->n_tokens, "tokens",
-                                  (q->n_tokens - 1) / s->page_size * s->page_size);
+                      : json_pack("{s:i,s:i,s:i,s:s}", "prompt_tokens", q->n_tokens, "tokens",
+                                  (q->n_tokens - 1) / s->page_size * s->page_size, "page_size",
+                                  s->page_size, "model", model);
     pd_rec *r = calloc(1, sizeof *r);
     if (r && o) r->json = json_dumps(o, JSON_COMPACT);
     json_decref(o);
@@ -189,12 +192,23 @@ static void record_locked(serve *s, uint64_t room, const char *text)
     json_t *o = json_loads(text, 0, &je);
     json_t *err = json_object_get(o, "error");
     json_t *n = json_object_get(o, "prompt_tokens"), *t = json_object_get(o, "tokens");
+    json_t *ps = json_object_get(o, "page_size"), *model = json_object_get(o, "model");
+    char here[24];
+    snprintf(here, sizeof here, "%016" PRIx64, s->cfg.run->tier.cfg.remote.model_id);
     if (json_is_string(err)) {
         snprintf(why, sizeof why, "bootstrap_room %" PRIu64 ": the prefill server failed: %s", room,
                  json_string_value(err));
     } else if (!json_is_integer(n) || !json_is_integer(t)) {
         snprintf(why, sizeof why, "bootstrap_room %" PRIu64 ": the handoff record is malformed "
                  "(%.80s)", room, text);
+    } else if (json_is_integer(ps) && json_integer_value(ps) != s->page_size) {
+        snprintf(why, sizeof why, "bootstrap_room %" PRIu64 ": the prefill server's pages hold "
+                 "%lld tokens, this server's %d (start both with one --page-size)", room,
+                 (long long)json_integer_value(ps), s->page_size);
+    } else if (json_is_string(model) && strcmp(json_string_value(model), here)) {
+        snprintf(why, sizeof why, "bootstrap_room %" PRIu64 ": the prefill server's K/V is of "
+                 "another model (tier model id %.20s, here %s: start both with one --model, "
+                 "--weights, --seed and --backend)", room, json_string_value(model), here);
     } else if (json_integer_value(n) != j->seq[0].n_tokens) {
         snprintf(why, sizeof why, "bootstrap_room %" PRIu64 ": the prefill server computed a "
                  "prompt of %lld tokens, this one has %d", room, (long long)json_integer_value(n),

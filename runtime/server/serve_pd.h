@@ -16,13 +16,14 @@
  *   router <------------------------------- the decode server's answer
  *
  * The handoff record pushed under rkv:<tier namespace>:pd:<room> is JSON:
- * {"prompt_tokens":N,"tokens":T} with T = the prompt's full pages the decode
- * side can use (floor((N-1)/P)*P: one token is always computed), or
- * {"error":"why"} when the prefill failed. The decode server admits the
- * request only once the record came, and fails it (500 / an SSE error event,
- * naming the room and why) when: no record within --pd-timeout (a prefill
- * server that died), the record is an error, its prompt length differs, or
- * its engine matched fewer than T tokens (a page missing from the tier).
+ * {"prompt_tokens":N,"tokens":T,"page_size":P,"model":"<tier model id>"}
+ * with T = the prompt's full pages the decode side can use (floor((N-1)/P)*P:
+ * one token is always computed), or {"error":"why"} when the prefill failed.
+ * The decode server admits the request only once the record came, and fails
+ * it (500 / an SSE error event, naming the room and why) when: no record
+ * within --pd-timeout (a prefill server that died), the record is an error,
+ * its prompt length, page size or model id differs from this server's, or its
+ * engine matched fewer than T tokens (a page missing from the tier).
  *
  * Threads: one pd thread per server owns the handoff connection to Redis
  * (the engine's tier keeps its own, on the engine thread). The prefill side's

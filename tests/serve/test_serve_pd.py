@@ -249,6 +249,18 @@ def main():
             took = time.time() - t0
             check(TIMEOUT - 0.5 <= took < TIMEOUT + 30, f"no handoff answered after {took:.1f} s")
 
+        # Records that do not fit this server, pushed by hand: named.
+        q = p[:9]
+        for room, rec, why in [
+                (950, {"error": "out of pages"}, "prefill server failed: out of pages"),
+                (951, {"prompt_tokens": 9, "tokens": 8, "page_size": 8}, "pages hold 8 tokens"),
+                (952, {"prompt_tokens": 9, "tokens": 8, "page_size": P, "model": "0" * 16},
+                 "another model"),
+                (953, {"prompt_tokens": 10, "tokens": 8}, "prompt of 10 tokens")]:
+            redis.cmd("RPUSH", f"rkv:pdtest:pd:{room}", json.dumps(rec))
+            st, r, _ = dec.post({"prompt": text_of(q), "max_tokens": 4, "bootstrap_room": room})
+            check(st == 500 and why in r["error"]["message"], f"record {rec}: {st} {r}")
+
         # 4. The prefill server dies with the request in flight (stopped, so
         # it never hands over, then killed): the router's request errors.
         pre.proc.send_signal(signal.SIGSTOP)
