@@ -261,6 +261,13 @@ def main():
             st, r, _ = dec.post({"prompt": text_of(q), "max_tokens": 4, "bootstrap_room": room})
             check(st == 500 and why in r["error"]["message"], f"record {rec}: {st} {r}")
 
+        # The prefill server exits cleanly (its page check, and in the
+        # sanitizer build no leak); a new one takes its port for part 4.
+        rc, summary = pre.stop()
+        check(rc == 0 and summary["pages_inflight"] == 0, f"prefill exit {rc}: {summary}")
+        pre = Server(RADIXKV, *ENGINE, *tier, "--role", "prefill", "--port", str(pre.port))
+        servers.append(pre)
+
         # 4. The prefill server dies with the request in flight (stopped, so
         # it never hands over, then killed): the router's request errors.
         pre.proc.send_signal(signal.SIGSTOP)
