@@ -309,13 +309,22 @@ static void summary(FILE *f, serve *s)
             "\"requests_rejected\":%lld,\"requests_failed\":%lld,\"prompt_tokens\":%lld,"
             "\"cached_tokens\":%lld,\"output_tokens\":%lld,\"hit_rate\":%.6f,\"steps\":%lld,"
             "\"preemptions\":%lld,\"pages_free\":%lld,\"pages_cached\":%lld,"
-            "\"pages_inflight\":%lld,\"num_pages\":%lld}\n",
+            "\"pages_inflight\":%lld,\"num_pages\":%lld",
             (long long)m->requests_ok, (long long)m->requests_cancelled,
             (long long)m->requests_rejected, (long long)m->requests_failed,
             (long long)m->prefix_queries, (long long)m->prefix_hits, (long long)m->generation_tokens,
             m->prefix_queries ? (double)m->prefix_hits / (double)m->prefix_queries : 0,
             (long long)m->es.steps, (long long)m->es.preemptions, (long long)m->pages_free,
             (long long)m->pages_cached, (long long)m->pages_inflight, (long long)m->pages_total);
+    /* --role: the handoffs of this side (serve_pd.h). */
+    const serve_pd_counts *pc = &s->pd_counts;
+    if (s->cfg.role == SERVE_PD_PREFILL)
+        fprintf(f, ",\"role\":\"prefill\",\"handoffs_sent\":%lld,\"handoffs_lost\":%lld",
+                (long long)pc->sent, (long long)pc->lost);
+    else if (s->cfg.role == SERVE_PD_DECODE)
+        fprintf(f, ",\"role\":\"decode\",\"handoffs_admitted\":%lld,\"handoffs_failed\":%lld",
+                (long long)pc->admitted, (long long)pc->failed);
+    fprintf(f, "}\n");
     fflush(f);
 }
 

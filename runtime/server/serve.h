@@ -266,6 +266,7 @@ struct serve {
     void *daemon;              /* struct MHD_Daemon * */
     serve_guard *guard;        /* --request-read-timeout's watch */
     serve_pd *pd;              /* --role's handoff thread; NULL: none */
+    serve_pd_counts pd_counts;
 };
 
 double serve_wall(void);

@@ -155,12 +155,13 @@ void serve_pd_prefilled_locked(serve *s, serve_job *j, const serve_seq *q, const
     pthread_cond_signal(&p->wake);
 }
 
-const char *serve_pd_check_locked(const serve *s, const serve_job *j, int32_t cached, char *msg,
+const char *serve_pd_check_locked(serve *s, const serve_job *j, int32_t cached, char *msg,
                                   size_t len)
 {
     const serve_pd *p = s->pd;
     if (!p || p->role != SERVE_PD_DECODE || !j->pd.on || !j->pd.waited || cached >= j->pd.tokens)
         return NULL;
+    s->pd_counts.failed++;
     snprintf(msg, len, "bootstrap_room %" PRIu64 ": the prefill server handed over %d prompt "
              "tokens, %d of them were found (a page is missing from the tier %s)", j->pd.room,
              j->pd.tokens, cached, p->url);
@@ -219,6 +220,8 @@ static void record_locked(serve *s, uint64_t room, const char *text)
         j->pd.tokens = tk < 0 ? 0 : tk > j->seq[0].n_tokens ? j->seq[0].n_tokens : (int32_t)tk;
     }
     json_decref(o);
+    if (why[0]) s->pd_counts.failed++;
+    else s->pd_counts.admitted++;
     release_locked(s, i, why[0] ? why : NULL);
 }
 
@@ -238,6 +241,7 @@ static void expire_locked(serve *s)
             snprintf(why, sizeof why, "bootstrap_room %" PRIu64 ": no handoff from the prefill "
                      "server within %g s (--pd-timeout; did it fail or die?)%s%s", j->pd.room,
                      p->timeout_s, p->conn_err[0] ? "; the tier server: " : "", p->conn_err);
+            s->pd_counts.failed++;
             release_locked(s, i, why);
         }
     }
@@ -286,8 +290,9 @@ static void pd_drop(serve_pd *p, const char *what)
 
 /* Prefill: push the records (without s->mu). A lost record is a timeout on
  * the decode side, which names it. */
-static void push_records(serve_pd *p, pd_rec *r)
+static void push_records(serve *s, serve_pd *p, pd_rec *r)
 {
+    int64_t sent = 0, lost = 0;
     while (r) {
         pd_rec *next = r->next;
         if (p->conn) {
@@ -305,10 +310,16 @@ static void push_records(serve_pd *p, pd_rec *r)
         if (!p->conn)
             fprintf(stderr, "radixkv serve: bootstrap_room %" PRIu64 ": handoff record lost (%s)\n",
                     r->room, p->conn_err);
+        if (p->conn) sent++;
+        else lost++;
         free(r->json);
         free(r);
         r = next;
     }
+    pthread_mutex_lock(&s->mu);
+    s->pd_counts.sent += sent;
+    s->pd_counts.lost += lost;
+    pthread_mutex_unlock(&s->mu);
 }
 
 /* Decode: one BLPOP round over the held rooms (s->mu held on entry and exit,
@@ -370,7 +381,7 @@ static void *pd_main(void *arg)
             pd_rec *r = p->recs;
             p->recs = p->recs_tail = NULL;
             pthread_mutex_unlock(&s->mu);
-            push_records(p, r);
+            push_records(s, p, r);
             pthread_mutex_lock(&s->mu);
             continue;
         }
@@ -446,7 +457,7 @@ void serve_pd_stop(serve *s)
     p->recs = p->recs_tail = NULL;
     s->pd = NULL;
     pthread_mutex_unlock(&s->mu);
-    push_records(p, left);
+    push_records(s, p, left);
     if (p->conn) redisFree(p->conn);
     pthread_cond_destroy(&p->wake);
     free(p->held);

@@ -58,6 +58,15 @@ typedef struct serve_pd_job {
     char fail[256];            /* non-empty: the job is failed with this at admission */
 } serve_pd_job;
 
+/* Handoffs counted (under serve->mu), for the summary line. */
+typedef struct serve_pd_counts {
+    int64_t sent, lost;        /* prefill: records pushed; records the server never got */
+    int64_t admitted, failed;  /* decode: requests admitted on their handoff record;
+                                  requests failed for their handoff (no record in time, an
+                                  error or mismatched record, or, once admitted, pages
+                                  missing: such a request counts in both) */
+} serve_pd_counts;
+
 /* Starts the pd thread and its Redis connection (url: the tier's
  * redis://HOST:PORT[/DB], ns: the tier's key namespace). -1 with err. */
 int serve_pd_start(serve *s, serve_pd_role role, const char *url, const char *ns,
@@ -77,7 +86,7 @@ bool serve_pd_hold_locked(serve *s, serve_job *j);
 void serve_pd_prefilled_locked(serve *s, serve_job *j, const serve_seq *q, const char *error);
 /* Engine thread, a decode job's prompt got its first token having matched
  * `cached` tokens: NULL when that covers the handoff, else why not (in msg). */
-const char *serve_pd_check_locked(const serve *s, const serve_job *j, int32_t cached, char *msg,
+const char *serve_pd_check_locked(serve *s, const serve_job *j, int32_t cached, char *msg,
                                   size_t len);
 /* The cancel of a drain: every held job fails now. */
 void serve_pd_cancel_locked(serve *s);

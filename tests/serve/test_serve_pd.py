@@ -265,6 +265,8 @@ def main():
         # sanitizer build no leak); a new one takes its port for part 4.
         rc, summary = pre.stop()
         check(rc == 0 and summary["pages_inflight"] == 0, f"prefill exit {rc}: {summary}")
+        check(summary["handoffs_sent"] == summary["requests_ok"] and summary["handoffs_lost"] == 0,
+              f"a record per prefilled request: {summary}")
         pre = Server(RADIXKV, *ENGINE, *tier, "--role", "prefill", "--port", str(pre.port))
         servers.append(pre)
 
@@ -294,6 +296,12 @@ def main():
         check(st == 200 and r["choices"][0]["token_ids"] == ref[1], f"decode alone after: {st} {r}")
         rc, summary = dec.stop()
         check(rc == 0 and summary["pages_inflight"] == 0, f"decode exit {rc}: {summary}")
+        # Failed for their handoff: the deleted page, 2 missing records, 4 bad
+        # records, the dead prefill; admitted: every request answered whole
+        # but the plain one, plus the deleted page's.
+        check(summary["handoffs_failed"] == 8 == summary["requests_failed"]
+              and summary["handoffs_admitted"] == summary["requests_ok"],
+              f"decode handoffs: {summary}")
         print(f"serve pd: ok ({len(ps)} prompts x 2 through sglang-router's PD mode; "
               f"deleted page, missing handoff and dead prefill end in errors; dead prefill: {dead})")
     finally:
