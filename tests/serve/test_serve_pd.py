@@ -132,6 +132,16 @@ def main():
             took = time.time() - t0
             check(TIMEOUT - 0.5 <= took < TIMEOUT + 30, f"no handoff answered after {took:.1f} s")
 
+        # Bootstrap fields refused by name: without --role, a list of rooms,
+        # more than one sequence.
+        for srv, extra, param in [(colo, {"bootstrap_room": 5}, "bootstrap_room"),
+                                  (dec, {"bootstrap_room": [5]}, "bootstrap_room"),
+                                  (dec, {"bootstrap_room": 5, "n": 2}, "bootstrap_room"),
+                                  (dec, {"bootstrap_room": 5, "bootstrap_port": "x"},
+                                   "bootstrap_port")]:
+            st, r, _ = srv.post(dict({"prompt": text_of(p[:9]), "max_tokens": 2}, **extra))
+            check(st == 400 and r["error"]["param"] == param, f"{extra}: {st} {r}")
+
         # Records that do not fit this server, pushed by hand: named.
         q = p[:9]
         for room, rec, why in [
