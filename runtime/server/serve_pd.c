@@ -68,7 +68,9 @@ int serve_pd_parse(serve *s, json_t *req, serve_job *j, const char **param, char
     json_t *port = json_object_get(req, "bootstrap_port");
     *param = "bootstrap_room";
     if (!room || json_is_null(room)) return 0; /* a plain request: served as one */
-    if (!s->pd) {
+    /* The HTTP thread reads the role from the fixed configuration: s->pd is
+     * the pd thread's state, cleared under s->mu when it stops. */
+    if (s->cfg.role == SERVE_PD_NONE) {
         snprintf(msg, len, "bootstrap_room: this server has no --role; start it with --role "
                  "prefill or --role decode to take part in a disaggregated pair");
         return 400;
@@ -101,7 +103,7 @@ int serve_pd_parse(serve *s, json_t *req, serve_job *j, const char **param, char
     j->pd.room = (uint64_t)json_integer_value(room);
     /* The prefill side computes the prompt and its first token only; the
      * decode side answers with the request's own max_tokens. */
-    if (s->pd->role == SERVE_PD_PREFILL && j->max_tokens > 1) j->max_tokens = 1;
+    if (s->cfg.role == SERVE_PD_PREFILL && j->max_tokens > 1) j->max_tokens = 1;
     return 0;
 }
 
@@ -428,12 +430,17 @@ int serve_pd_start(serve *s, serve_pd_role role, const char *url, const char *ns
         return -1;
     }
     pthread_cond_init(&p->wake, NULL);
+    /* The engine thread already runs and reads s->pd under s->mu. */
+    pthread_mutex_lock(&s->mu);
     s->pd = p;
+    pthread_mutex_unlock(&s->mu);
     if (pthread_create(&p->thread, NULL, pd_main, s)) {
         snprintf(err, errlen, "cannot start the handoff thread");
+        pthread_mutex_lock(&s->mu);
+        s->pd = NULL;
+        pthread_mutex_unlock(&s->mu);
         redisFree(p->conn);
         pthread_cond_destroy(&p->wake);
-        s->pd = NULL;
         free(p);
         return -1;
     }
