@@ -908,6 +908,7 @@ static enum MHD_Result answer_job(serve *s, struct MHD_Connection *c, serve_job 
                           "created", (json_int_t)j->created, "model", s->cfg.model_name,
                           "choices", choices, "usage", usage_json(j));
     if (j->chat) v = serve_text_chat_answer(v);
+    serve_pd_answer_locked(s, j, v); /* vllm-router's prefill: its kv_transfer_params */
     return send_json(c, MHD_HTTP_OK, v);
 }
 

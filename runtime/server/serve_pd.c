@@ -61,11 +61,119 @@ static void release_locked(serve *s, int64_t i, const char *fail)
     serve_job_unref_locked(j);
 }
 
+/* The handoff record of a prompt of n tokens (serve_pd.h); NULL: no memory. */
+static json_t *record_json(const serve *s, int32_t n)
+{
+    char model[24];
+    snprintf(model, sizeof model, "%016" PRIx64, s->cfg.run->tier.cfg.remote.model_id);
+    return json_pack("{s:i,s:i,s:i,s:s}", "prompt_tokens", n, "tokens",
+                     (n - 1) / s->page_size * s->page_size, "page_size", s->page_size, "model",
+                     model);
+}
+
+/* A record o (NULL: unparsable) for job j: true with why set when it fails
+ * the job (where names the handoff), else false with j->pd.tokens set. */
+static bool record_check(const serve *s, serve_job *j, const json_t *o, const char *where,
+                         char *why, size_t len)
+{
+    json_t *err = json_object_get(o, "error");
+    json_t *n = json_object_get(o, "prompt_tokens"), *t = json_object_get(o, "tokens");
+    json_t *ps = json_object_get(o, "page_size"), *model = json_object_get(o, "model");
+    char here[24];
+    snprintf(here, sizeof here, "%016" PRIx64, s->cfg.run->tier.cfg.remote.model_id);
+    if (json_is_string(err)) {
+        snprintf(why, len, "%s: the prefill server failed: %s", where, json_string_value(err));
+    } else if (!json_is_integer(n) || !json_is_integer(t)) {
+        snprintf(why, len, "%s: the handoff record is malformed (no integer prompt_tokens and "
+                 "tokens)", where);
+    } else if (json_is_integer(ps) && json_integer_value(ps) != s->page_size) {
+        snprintf(why, len, "%s: the prefill server's pages hold %lld tokens, this server's %d "
+                 "(start both with one --page-size)", where, (long long)json_integer_value(ps),
+                 s->page_size);
+    } else if (json_is_string(model) && strcmp(json_string_value(model), here)) {
+        snprintf(why, len, "%s: the prefill server's K/V is of another model (tier model id "
+                 "%.20s, here %s: start both with one --model, --weights, --seed and --backend)",
+                 where, json_string_value(model), here);
+    } else if (json_integer_value(n) != j->seq[0].n_tokens) {
+        snprintf(why, len, "%s: the prefill server computed a prompt of %lld tokens, this one "
+                 "has %d", where, (long long)json_integer_value(n), j->seq[0].n_tokens);
+    } else {
+        int64_t tk = json_integer_value(t);
+        j->pd.tokens = tk < 0 ? 0 : tk > j->seq[0].n_tokens ? j->seq[0].n_tokens : (int32_t)tk;
+        return false;
+    }
+    return true;
+}
+
+void serve_pd_answer_locked(const serve *s, const serve_job *j, json_t *v)
+{
+    if (!v || !j->pd.vllm) return;
+    /* vLLM's own keys beside ours, so the router's checks see what they know. */
+    json_t *kv = json_pack("{s:b,s:b,s:n,s:n,s:n,s:n,s:o}", "do_remote_prefill", 1,
+                           "do_remote_decode", 0, "remote_engine_id", "remote_block_ids",
+                           "remote_host", "remote_port", "rkv", record_json(s, j->seq[0].n_tokens));
+    if (kv) json_object_set_new(v, "kv_transfer_params", kv);
+}
+
+/* kv_transfer_params of vllm-router's PD mode (serve_pd.h): 0, or the status
+ * with msg. */
+static int parse_kv_transfer(serve *s, json_t *kv, serve_job *j, char *msg, size_t len)
+{
+    bool remote_decode = json_is_true(json_object_get(kv, "do_remote_decode"));
+    bool remote_prefill = json_is_true(json_object_get(kv, "do_remote_prefill"));
+    serve_pd_role want = remote_decode ? SERVE_PD_PREFILL : remote_prefill ? SERVE_PD_DECODE
+                                                                         : SERVE_PD_NONE;
+    if (s->cfg.role == SERVE_PD_NONE || want != s->cfg.role) {
+        snprintf(msg, len, "kv_transfer_params: %s", s->cfg.role == SERVE_PD_NONE
+                 ? "not supported by radixkv serve without --role (there is no KV transfer); "
+                   "leave it out"
+                 : want == SERVE_PD_NONE ? "expected do_remote_decode (a prefill) or "
+                                           "do_remote_prefill (a decode) true"
+                 : "this server is the other half of the pair (--role)");
+        return 400;
+    }
+    if (j->n_seq != 1 || (want == SERVE_PD_PREFILL && j->stream)) {
+        snprintf(msg, len, "kv_transfer_params: one prompt, n = 1%s per disaggregated request",
+                 want == SERVE_PD_PREFILL ? " and no streaming" : "");
+        return 400;
+    }
+    j->pd.on = true;
+    if (want == SERVE_PD_PREFILL) {
+        j->pd.vllm = true;
+        if (j->max_tokens > 1) j->max_tokens = 1;
+        return 0;
+    }
+    /* The prefill answered before this request was sent: its pages are in
+     * the tier; only what it handed over is checked, here and at the first
+     * token (serve_pd_check_locked). */
+    json_t *rec = json_object_get(kv, "rkv");
+    if (!json_is_object(rec)) {
+        snprintf(msg, len, "kv_transfer_params: no \"rkv\" handoff record in it (was the prefill "
+                 "server radixkv serve --role prefill?)");
+        return 400;
+    }
+    if (record_check(s, j, rec, "kv_transfer_params", msg, len)) return 500;
+    j->pd.waited = true;
+    pthread_mutex_lock(&s->mu);
+    s->pd_counts.admitted++;
+    pthread_mutex_unlock(&s->mu);
+    return 0;
+}
+
 int serve_pd_parse(serve *s, json_t *req, serve_job *j, const char **param, char *msg, size_t len)
 {
     json_t *room = json_object_get(req, "bootstrap_room");
     json_t *host = json_object_get(req, "bootstrap_host");
     json_t *port = json_object_get(req, "bootstrap_port");
+    json_t *kv = json_object_get(req, "kv_transfer_params");
+    if (kv && !json_is_null(kv)) {
+        *param = "kv_transfer_params";
+        if (!json_is_object(kv)) {
+            snprintf(msg, len, "kv_transfer_params: expected an object");
+            return 400;
+        }
+        return parse_kv_transfer(s, kv, j, msg, len);
+    }
     *param = "bootstrap_room";
     if (!room || json_is_null(room)) return 0; /* a plain request: served as one */
     /* The HTTP thread reads the role from the fixed configuration: s->pd is
@@ -133,13 +241,8 @@ bool serve_pd_hold_locked(serve *s, serve_job *j)
 void serve_pd_prefilled_locked(serve *s, serve_job *j, const serve_seq *q, const char *error)
 {
     serve_pd *p = s->pd;
-    if (!p || p->role != SERVE_PD_PREFILL || !j->pd.on) return;
-    char model[24];
-    snprintf(model, sizeof model, "%016" PRIx64, s->cfg.run->tier.cfg.remote.model_id);
-    json_t *o = error ? json_pack("{s:s}", "error", error)
-                      : json_pack("{s:i,s:i,s:i,s:s}", "prompt_tokens", q->n_tokens, "tokens",
-                                  (q->n_tokens - 1) / s->page_size * s->page_size, "page_size",
-                                  s->page_size, "model", model);
+    if (!p || p->role != SERVE_PD_PREFILL || !j->pd.on || j->pd.vllm) return;
+    json_t *o = error ? json_pack("{s:s}", "error", error) : record_json(s, q->n_tokens);
     pd_rec *r = calloc(1, sizeof *r);
     if (r && o) r->json = json_dumps(o, JSON_COMPACT);
     json_decref(o);
@@ -190,41 +293,15 @@ static void record_locked(serve *s, uint64_t room, const char *text)
     while (i < p->n_held && p->held[i]->pd.room != room) i++;
     if (i == p->n_held) return; /* its request already ended (deadline, client gone) */
     serve_job *j = p->held[i];
-    char why[320];
+    char why[400], where[48];
+    snprintf(where, sizeof where, "bootstrap_room %" PRIu64, room);
     json_error_t je;
     json_t *o = json_loads(text, 0, &je);
-    json_t *err = json_object_get(o, "error");
-    json_t *n = json_object_get(o, "prompt_tokens"), *t = json_object_get(o, "tokens");
-    json_t *ps = json_object_get(o, "page_size"), *model = json_object_get(o, "model");
-    char here[24];
-    snprintf(here, sizeof here, "%016" PRIx64, s->cfg.run->tier.cfg.remote.model_id);
-    if (json_is_string(err)) {
-        snprintf(why, sizeof why, "bootstrap_room %" PRIu64 ": the prefill server failed: %s", room,
-                 json_string_value(err));
-    } else if (!json_is_integer(n) || !json_is_integer(t)) {
-        snprintf(why, sizeof why, "bootstrap_room %" PRIu64 ": the handoff record is malformed "
-                 "(%.80s)", room, text);
-    } else if (json_is_integer(ps) && json_integer_value(ps) != s->page_size) {
-        snprintf(why, sizeof why, "bootstrap_room %" PRIu64 ": the prefill server's pages hold "
-                 "%lld tokens, this server's %d (start both with one --page-size)", room,
-                 (long long)json_integer_value(ps), s->page_size);
-    } else if (json_is_string(model) && strcmp(json_string_value(model), here)) {
-        snprintf(why, sizeof why, "bootstrap_room %" PRIu64 ": the prefill server's K/V is of "
-                 "another model (tier model id %.20s, here %s: start both with one --model, "
-                 "--weights, --seed and --backend)", room, json_string_value(model), here);
-    } else if (json_integer_value(n) != j->seq[0].n_tokens) {
-        snprintf(why, sizeof why, "bootstrap_room %" PRIu64 ": the prefill server computed a "
-                 "prompt of %lld tokens, this one has %d", room, (long long)json_integer_value(n),
-                 j->seq[0].n_tokens);
-    } else {
-        why[0] = 0;
-        int64_t tk = json_integer_value(t);
-        j->pd.tokens = tk < 0 ? 0 : tk > j->seq[0].n_tokens ? j->seq[0].n_tokens : (int32_t)tk;
-    }
+    bool bad = record_check(s, j, o, where, why, sizeof why);
     json_decref(o);
-    if (why[0]) s->pd_counts.failed++;
+    if (bad) s->pd_counts.failed++;
     else s->pd_counts.admitted++;
-    release_locked(s, i, why[0] ? why : NULL);
+    release_locked(s, i, bad ? why : NULL);
 }
 
 /* Held jobs whose client went away or whose deadline passed end now. */

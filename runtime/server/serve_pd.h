@@ -25,6 +25,13 @@
  * its prompt length, page size or model id differs from this server's, or its
  * engine matched fewer than T tokens (a page missing from the tier).
  *
+ * vllm-router --vllm-pd-disaggregation is sequential: it posts the prefill
+ * request (max_tokens 1, kv_transfer_params.do_remote_decode true) and, once
+ * answered, the decode request with the prefill's answered kv_transfer_params
+ * (do_remote_prefill true). The prefill server answers the handoff record
+ * there, under "rkv"; the decode server checks it as above and needs no
+ * wait: the pages reached the tier before the prefill answered.
+ *
  * Threads: one pd thread per server owns the handoff connection to Redis
  * (the engine's tier keeps its own, on the engine thread). The prefill side's
  * engine thread queues records for it; the decode side's HTTP thread hands it
@@ -51,7 +58,9 @@ typedef struct serve_pd serve_pd;
 /* Per job: what the router's bootstrap fields asked. */
 typedef struct serve_pd_job {
     bool on;                   /* bootstrap_room given, on a server with a role */
-    bool waited;               /* decode: held for its handoff record (once) */
+    bool waited;               /* decode: held for its handoff record (once), or
+                                  given it in kv_transfer_params */
+    bool vllm;                 /* prefill: vllm-router's kv_transfer_params asked */
     uint64_t room;
     int32_t tokens;            /* decode: prompt tokens handed over (record's T) */
     double deadline;           /* decode: serve_wall() by which the record must come */
@@ -78,6 +87,9 @@ void serve_pd_stop(serve *s);
  * (a prefill job's max_tokens becomes 1); else the HTTP status, with the
  * field in *param and why in msg. */
 int serve_pd_parse(serve *s, json_t *req, serve_job *j, const char **param, char *msg, size_t len);
+/* Under s->mu, a finished job's JSON answer v (NULL is fine): a vllm-router
+ * prefill gets "kv_transfer_params" carrying its handoff record. */
+void serve_pd_answer_locked(const serve *s, const serve_job *j, json_t *v);
 /* serve_submit_locked asks first: true when the pd thread took the job (a
  * decode job waiting for its record); it submits it again once released. */
 bool serve_pd_hold_locked(serve *s, serve_job *j);

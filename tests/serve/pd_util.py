@@ -8,7 +8,7 @@ import sys
 import tempfile
 import time
 
-from router_util import free_port
+from router_util import free_port, vllm_router_binary
 from serve_util import HOST
 
 
@@ -69,16 +69,23 @@ class Redis:
 
 
 class PdRouter:
-    """sglang-router in PD mode in front of one prefill and one decode server."""
+    """A router in PD mode in front of one prefill and one decode server:
+    sglang-router --pd-disaggregation (both at once, bootstrap_room) or, kind
+    "vllm", vllm-router --vllm-pd-disaggregation (prefill, then decode with the
+    prefill's kv_transfer_params)."""
 
-    def __init__(self, prefill, decode, timeout=60):
+    def __init__(self, prefill, decode, timeout=60, kind="sglang"):
         self.port = free_port()
         self.log = tempfile.TemporaryFile(mode="w+")
-        cmd = [sys.executable, "-m", "sglang_router.launch_router", "--log-level", "warn",
-               "--host", HOST, "--port", str(self.port), "--pd-disaggregation",
-               "--prefill", prefill, "none", "--decode", decode, "--policy", "round_robin",
-               "--disable-retries", "--disable-circuit-breaker",
-               "--prometheus-host", HOST, "--prometheus-port", str(free_port())]
+        if kind == "vllm":
+            cmd = [vllm_router_binary(), "--log-level", "warning", "--vllm-pd-disaggregation",
+                   "--prefill", prefill, "--decode", decode]
+        else:
+            cmd = [sys.executable, "-m", "sglang_router.launch_router", "--log-level", "warn",
+                   "--pd-disaggregation", "--prefill", prefill, "none", "--decode", decode]
+        cmd += ["--host", HOST, "--port", str(self.port), "--policy", "round_robin",
+                "--disable-retries", "--disable-circuit-breaker", "--prometheus-host", HOST, "--prometheus-port",
+                str(free_port())]
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=self.log)
         deadline = time.time() + timeout
         while True:

@@ -4,7 +4,9 @@ prefill` and `--role decode` sharing a redis-server (the remote tier, started
 here on a free loopback port), behind sglang-router --pd-disaggregation.
   1. prompts with shared prefixes, streaming and not, through the router: the
      outputs equal a colocated server's (greedy), and the decode side's
-     cached_tokens equal the full pages handed over, floor((n-1)/P)*P;
+     cached_tokens equal the full pages handed over, floor((n-1)/P)*P; the
+     same through vllm-router --vllm-pd-disaggregation when it is installed
+     (kv_transfer_params carry the handoff record);
   2. a handed-over page deleted from Redis before the decode side loads it:
      the request fails (500) naming the missing page, no hang;
   3. a room no prefill ever hands over: 500 (and an SSE error event when
@@ -29,6 +31,7 @@ from serve_util import Server, check, reexec_under_serve_python  # noqa: E402
 
 reexec_under_serve_python(__file__, "sglang_router")
 from pd_util import PdRouter, Redis, post  # noqa: E402
+from router_util import available  # noqa: E402
 
 RADIXKV = sys.argv[1]
 P = 4
@@ -102,6 +105,42 @@ def main():
         gen = m["radixkv:generation_tokens_total"] - gen0
         check(gen == 2 * len(ps), f"the prefill side computes one token per request: {gen}")
 
+        # 1b. The same through vllm-router's PD mode (prefill, then decode with
+        # the prefill's kv_transfer_params), when it is installed.
+        vllm_requests = 0
+        if available("vllm"):
+            vr = PdRouter(pre.base, dec.base, kind="vllm")
+            try:
+                vllm_requests = 1  # its start-up probe
+                for i, p in enumerate(ps):
+                    want_cached = (len(p) - 1) // P * P
+                    body = {"model": "tiny", "prompt": text_of(p), "max_tokens": 6,
+                            "temperature": 0}
+                    st, r = post(vr.port, body)
+                    check(st == 200, f"vllm-router, prompt {i}: {st} {r}")
+                    got = [int(t) for t in r["choices"][0]["text"].split()]
+                    check(got == ref[i], f"vllm-router, prompt {i}: {got} != {ref[i]}")
+                    cached = r["usage"]["prompt_tokens_details"]["cached_tokens"]
+                    check(cached == want_cached, f"vllm-router {i}: cached {cached} != {want_cached}")
+                    st, ev = post(vr.port, dict(body, stream=True,
+                                                stream_options={"include_usage": True}))
+                    got, usage, errors = stream_result(ev)
+                    check(st == 200 and not errors and got == ref[i]
+                          and usage["prompt_tokens_details"]["cached_tokens"] == want_cached,
+                          f"vllm-router stream {i}: {st} {got} {usage} {errors}")
+                    vllm_requests += 2
+            finally:
+                vr.stop()
+        # kv_transfer_params refused by name: without --role, without a record.
+        for srv, kv, code in [(colo, {"do_remote_decode": True}, 400),
+                              (dec, {"do_remote_prefill": True}, 400),
+                              (dec, {"do_remote_decode": True}, 400),
+                              (dec, {"do_remote_prefill": True,
+                                     "rkv": {"prompt_tokens": 9, "tokens": 8, "page_size": 8}}, 500)]:
+            st, r, _ = srv.post({"prompt": text_of(ps[0][:9]), "max_tokens": 2,
+                                 "kv_transfer_params": kv})
+            check(st == code and r["error"]["param"] == "kv_transfer_params", f"{kv}: {st} {r}")
+
         # 2. A handed-over page deleted before the decode side loads it.
         p = [(i * 71) % 2900 + 7 for i in range(17)]
         before = redis.page_keys("pdtest")
@@ -158,7 +197,8 @@ def main():
         # sanitizer build no leak); a new one takes its port for part 4.
         rc, summary = pre.stop()
         check(rc == 0 and summary["pages_inflight"] == 0, f"prefill exit {rc}: {summary}")
-        check(summary["handoffs_sent"] == summary["requests_ok"] and summary["handoffs_lost"] == 0,
+        check(summary["handoffs_sent"] == summary["requests_ok"] - vllm_requests
+              and summary["handoffs_lost"] == 0,
               f"a record per prefilled request: {summary}")
         pre = Server(RADIXKV, *ENGINE, *tier, "--role", "prefill", "--port", str(pre.port))
         servers.append(pre)
@@ -195,7 +235,8 @@ def main():
         check(summary["handoffs_failed"] == 8 == summary["requests_failed"]
               and summary["handoffs_admitted"] == summary["requests_ok"],
               f"decode handoffs: {summary}")
-        print(f"serve pd: ok ({len(ps)} prompts x 2 through sglang-router's PD mode; "
+        vr_note = "and vllm-router's" if vllm_requests else "(vllm-router not installed)"
+        print(f"serve pd: ok ({len(ps)} prompts x 2 through sglang-router's PD mode {vr_note}; "
               f"deleted page, missing handoff and dead prefill end in errors; dead prefill: {dead})")
     finally:
         if router:
