@@ -31,6 +31,7 @@
 #include "chat_template.h"
 #include "engine.h"
 #include "run_opts.h"
+#include "serve_pd.h"
 #include "tokenizer.h"
 
 typedef struct serve_config {
@@ -67,6 +68,8 @@ typedef struct serve_config {
     const char *api_key;       /* /v1 paths need "Authorization: Bearer KEY"; NULL: open */
     int32_t max_model_len;     /* --max-model-len: prompt + outputs at most; 0: the model's */
     const run_opts *run;       /* engine options, as `radixkv run` parsed them */
+    serve_pd_role role;        /* --role: prefill/decode disaggregation (serve_pd.h) */
+    double pd_timeout;         /* --pd-timeout: seconds a decode request waits for its handoff */
 } serve_config;
 
 /* Latency histogram, Prometheus style. It counts on the union of the bucket
@@ -216,6 +219,7 @@ struct serve_job {
     double t_written;          /* wall time the stream last wrote (keep-alive) */
     bool keepalive;            /* woken to write an SSE comment: a client that
                                   went away while queued is noticed */
+    serve_pd_job pd;           /* the router's bootstrap fields (serve_pd.h) */
 };
 
 typedef struct serve_guard serve_guard;
@@ -261,6 +265,8 @@ struct serve {
     } http;
     void *daemon;              /* struct MHD_Daemon * */
     serve_guard *guard;        /* --request-read-timeout's watch */
+    serve_pd *pd;              /* --role's handoff thread; NULL: none */
+    serve_pd_counts pd_counts;
 };
 
 double serve_wall(void);

@@ -50,6 +50,8 @@ void serve_job_unref_locked(serve_job *j)
 
 void serve_submit_locked(serve *s, serve_job *j)
 {
+    /* A decode request waits for its prefill's handoff first (serve_pd.h). */
+    if (serve_pd_hold_locked(s, j)) return;
     j->refs++; /* the engine side's */
     j->next = NULL;
     if (s->inbox_tail) s->inbox_tail->next = j;
@@ -568,6 +570,19 @@ static void publish_locked(serve *s)
             i++;
             continue;
         }
+        /* A decode request whose handed-over pages were not all found ends
+         * with the reason before any token of it goes out. */
+        char pdmsg[320];
+        const char *pdfail = !q->prefilled && !q->stop_cut && r.num_output > 0
+                             ? serve_pd_check_locked(s, j, r.cached_tokens, pdmsg, sizeof pdmsg) : NULL;
+        if (pdfail) {
+            q->error = strdup(pdfail);
+            q->stop_cut = true;
+            char err[256];
+            if (!q->error || (!r.finished && engine_cancel(s->e, q->eid, err, sizeof err) != RKV_OK
+                              && !s->fatal[0]))
+                snprintf(s->fatal, sizeof s->fatal, "engine: %s", q->error ? err : "out of memory");
+        }
         int32_t k = q->stop_cut ? 0 : r.num_output - q->n_out;
         /* Stop ids past the first and stop strings: outputs end at the first
          * one met, and the engine request is cancelled (it may have run on a
@@ -628,6 +643,7 @@ static void publish_locked(serve *s)
             /* seq_finish copies r.error and may free the job: forget after,
              * by the id saved here. */
             int64_t eid = q->eid;
+            serve_pd_prefilled_locked(s, j, q, q->stop_cut ? q->error : r.error);
             seq_finish_locked(s, j, q, q->stop_cut ? NULL : r.error);
             engine_forget(s->e, eid);
             continue;
@@ -705,7 +721,8 @@ static void add_job(serve *s, serve_job *j)
     pthread_mutex_lock(&s->mu);
     /* Cached: the job may be freed with its last prompt. */
     const int32_t n = j->n_seq, step = j->n_samples;
-    for (int32_t i = 0; i < n; i += step) add_seq_locked(s, j, &j->seq[i], NULL);
+    const char *fail = j->pd.fail[0] ? j->pd.fail : NULL; /* its handoff failed */
+    for (int32_t i = 0; i < n; i += step) add_seq_locked(s, j, &j->seq[i], fail);
     pthread_mutex_unlock(&s->mu);
 }
 

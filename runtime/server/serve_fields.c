@@ -88,7 +88,8 @@ static const field_rule rules[] = {
     {"mm_payload", F_STR, 0, "tensors", "there is no multimodal input"},
     {"return_mm_kwargs", F_FALSE, 0, NULL, "there is no multimodal input"},
     {"cache_salt", F_NULL, 0, NULL, "the prefix cache has no salts"},
-    {"kv_transfer_params", F_NULL, 0, NULL, "there is no KV transfer"},
+    /* serve_pd.c: vllm-router's PD handoff with --role, refused without. */
+    {"kv_transfer_params", F_HONOURED, 0, NULL, NULL},
     {"ec_transfer_params", F_NULL, 0, NULL, "there is no encoder-cache transfer"},
     {"vllm_xargs", F_NULL, 0, NULL, "there are no extra sampling arguments"},
     {"repetition_detection", F_NULL, 0, NULL, "there is no repetition detection"},

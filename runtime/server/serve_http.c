@@ -694,7 +694,10 @@ static bool parse_completion(serve *s, json_t *req, serve_job *j, bad *b)
                                  !(q->top_lp = malloc(sizeof(float) * mt * K))))
             return fail_param(b, 500, NULL, "out of memory");
     }
-    return true;
+    const char *pdp;
+    char pdm[sizeof b->msg];
+    int pds = serve_pd_parse(s, req, j, &pdp, pdm, sizeof pdm);
+    return pds ? fail_param(b, (unsigned)pds, pdp, "%s", pdm) : true;
 }
 
 /* ---- answers to a completion -------------------------------------------- */
@@ -905,6 +908,7 @@ static enum MHD_Result answer_job(serve *s, struct MHD_Connection *c, serve_job 
                           "created", (json_int_t)j->created, "model", s->cfg.model_name,
                           "choices", choices, "usage", usage_json(j));
     if (j->chat) v = serve_text_chat_answer(v);
+    serve_pd_answer_locked(s, j, v); /* vllm-router's prefill: its kv_transfer_params */
     return send_json(c, MHD_HTTP_OK, v);
 }
 

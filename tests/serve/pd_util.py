@@ -1,0 +1,133 @@
+"""A redis-server and sglang-router's PD mode on loopback, for the prefill/decode
+tests and benches (`radixkv serve --role prefill|decode`). Every wait is bounded."""
+import http.client
+import json
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+from router_util import free_port, vllm_router_binary
+from serve_util import HOST
+
+
+class Redis:
+    """redis-server on 127.0.0.1 and a free port, in a temporary directory."""
+
+    def __init__(self, tmp):
+        self.port = free_port()
+        self.url = f"redis://{HOST}:{self.port}"
+        self.proc = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", HOST, "--save", "",
+             "--appendonly", "no", "--dir", tmp, "--daemonize", "no"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for _ in range(500):
+            if self.cmd("PING") == "PONG":
+                return
+            time.sleep(0.01)
+        raise SystemExit("redis-server did not answer")
+
+    def cmd(self, *args):
+        """One command in RESP; a simple reply, an integer, or a list of bulk strings."""
+        try:
+            with socket.create_connection((HOST, self.port), timeout=2) as s:
+                out = f"*{len(args)}\r\n" + "".join(f"${len(a)}\r\n{a}\r\n" for a in args)
+                s.sendall(out.encode())
+                f = s.makefile("rb")
+                return self._reply(f)
+        except OSError:
+            return None
+
+    def _reply(self, f):
+        line = f.readline().decode().rstrip("\r\n")
+        kind, rest = line[:1], line[1:]
+        if not kind:
+            raise OSError("connection closed")
+        if kind in "+-":
+            return rest
+        if kind == ":":
+            return int(rest)
+        if kind == "$":
+            n = int(rest)
+            if n < 0:
+                return None
+            data = f.read(n + 2)[:-2]
+            return data.decode("latin-1")
+        if kind == "*":
+            return [self._reply(f) for _ in range(int(rest))]
+        raise ValueError(line)
+
+    def page_keys(self, ns):
+        """Page keys of namespace ns (handoff records, rkv:NS:pd:ROOM, left out)."""
+        return {k for k in self.cmd("KEYS", f"rkv:{ns}:*") or []
+                if not k.startswith(f"rkv:{ns}:pd:")}
+
+    def stop(self):
+        self.proc.kill()
+        self.proc.wait(timeout=30)
+
+
+class PdRouter:
+    """A router in PD mode in front of one prefill and one decode server:
+    sglang-router --pd-disaggregation (both at once, bootstrap_room) or, kind
+    "vllm", vllm-router --vllm-pd-disaggregation (prefill, then decode with the
+    prefill's kv_transfer_params)."""
+
+    def __init__(self, prefill, decode, timeout=60, kind="sglang"):
+        self.port = free_port()
+        self.log = tempfile.TemporaryFile(mode="w+")
+        if kind == "vllm":
+            cmd = [vllm_router_binary(), "--log-level", "warning", "--vllm-pd-disaggregation",
+                   "--prefill", prefill, "--decode", decode]
+        else:
+            cmd = [sys.executable, "-m", "sglang_router.launch_router", "--log-level", "warn",
+                   "--pd-disaggregation", "--prefill", prefill, "none", "--decode", decode]
+        cmd += ["--host", HOST, "--port", str(self.port), "--policy", "round_robin",
+                "--disable-retries", "--disable-circuit-breaker", "--prometheus-host", HOST, "--prometheus-port",
+                str(free_port())]
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=self.log)
+        deadline = time.time() + timeout
+        while True:
+            try:
+                if post(self.port, {"model": "tiny", "prompt": "1 2 3", "max_tokens": 1},
+                        timeout=10)[0] == 200:
+                    return
+            except (OSError, ValueError):
+                pass
+            if self.proc.poll() is not None or time.time() > deadline:
+                self.log.seek(0)
+                raise RuntimeError("router did not start: " + self.log.read()[-2000:])
+            time.sleep(0.2)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=30)
+
+
+def post(port, body, timeout=60):
+    """(status, parsed body) of a completion; with stream, (status, [events])."""
+    c = http.client.HTTPConnection(HOST, port, timeout=timeout)
+    try:
+        c.request("POST", "/v1/completions", body=json.dumps(body),
+                  headers={"Content-Type": "application/json"})
+        r = c.getresponse()
+        text = r.read().decode()
+        if not body.get("stream") or r.status != 200:
+            try:
+                return r.status, json.loads(text)
+            except ValueError:
+                return r.status, text
+        events = []
+        for raw in text.split("\n\n"):
+            raw = raw.strip()
+            if raw.startswith("data: ") and raw != "data: [DONE]":
+                events.append(json.loads(raw[len("data: "):]))
+        return r.status, events
+    finally:
+        c.close()

@@ -1,0 +1,251 @@
+#!/usr/bin/env python3
+"""Prefill/decode disaggregation across two processes: `radixkv serve --role
+prefill` and `--role decode` sharing a redis-server (the remote tier, started
+here on a free loopback port), behind sglang-router --pd-disaggregation.
+  1. prompts with shared prefixes, streaming and not, through the router: the
+     outputs equal a colocated server's (greedy), and the decode side's
+     cached_tokens equal the full pages handed over, floor((n-1)/P)*P; the
+     same through vllm-router --vllm-pd-disaggregation when it is installed
+     (kv_transfer_params carry the handoff record);
+  2. a handed-over page deleted from Redis before the decode side loads it:
+     the request fails (500) naming the missing page, no hang;
+  3. a room no prefill ever hands over: 500 (and an SSE error event when
+     streaming) within --pd-timeout;
+  4. the prefill server stopped with a request in flight, then killed: that
+     request, through the router, ends with an error within --pd-timeout plus
+     slack; the decode server stays healthy and exits with no page in flight.
+Runs under RKV_SERVE_PYTHON (scripts/serve_venv.sh); exits 77 (skip) without
+sglang-router or without redis-server on PATH.
+Usage: test_serve_pd.py PATH/TO/radixkv"""
+import json
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from serve_util import Server, check, reexec_under_serve_python  # noqa: E402
+
+reexec_under_serve_python(__file__, "sglang_router")
+from pd_util import PdRouter, Redis, post  # noqa: E402
+from router_util import available  # noqa: E402
+
+RADIXKV = sys.argv[1]
+P = 4
+TIMEOUT = 3  # --pd-timeout of the decode server, seconds
+ENGINE = ["--model-name", "tiny", "--page-size", str(P), "--num-pages", "512",
+          "--tokenizer", "ids", "--max-tokens", "8"]
+
+
+def stream_result(events):
+    """token ids (from the ids tokenizer's text), usage, error events of a stream."""
+    text = "".join(e["choices"][0].get("text", "") for e in events if e.get("choices"))
+    usage = [e["usage"] for e in events if e.get("usage")]
+    errors = [e for e in events if "error" in e]
+    return [int(t) for t in text.split()], usage[-1] if usage else None, errors
+
+
+def prompts():
+    docs = [[(d * 389 + i * 53) % 3000 + 10 for i in range(22)] for d in range(2)]
+    out = []
+    for k in range(6):
+        out.append(docs[k % 2] + [(k * 97 + i * 31) % 3000 + 5 for i in range(3 + k)])
+    return out
+
+
+def text_of(ids):
+    return " ".join(map(str, ids))
+
+
+def main():
+    if not shutil.which("redis-server"):
+        print("redis-server not found on PATH: skipping", file=sys.stderr)
+        sys.exit(77)
+    tmp = tempfile.mkdtemp(prefix="rkv-pd-")
+    redis = Redis(tmp)
+    tier = ["--tier-remote", redis.url, "--tier-remote-ns", "pdtest", "--tier-remote-tokens", "100000"]
+    servers, router = [], None
+    try:
+        colo = Server(RADIXKV, *ENGINE)
+        servers.append(colo)
+        pre = Server(RADIXKV, *ENGINE, *tier, "--role", "prefill")
+        servers.append(pre)
+        dec = Server(RADIXKV, *ENGINE, *tier, "--role", "decode", "--pd-timeout", str(TIMEOUT))
+        servers.append(dec)
+        router = PdRouter(pre.base, dec.base)
+        ps = prompts()
+        ref = []
+        for p in ps:
+            st, r, _ = colo.post({"prompt": text_of(p), "max_tokens": 6, "temperature": 0})
+            check(st == 200, f"colocated: {st} {r}")
+            ref.append(r["choices"][0]["token_ids"])
+
+        # 1. Through the router, plain and streaming.
+        gen0 = pre.metrics()["radixkv:generation_tokens_total"]
+        for i, p in enumerate(ps):
+            want_cached = (len(p) - 1) // P * P
+            body = {"model": "tiny", "prompt": text_of(p), "max_tokens": 6, "temperature": 0}
+            st, r = post(router.port, body)
+            check(st == 200, f"router, prompt {i}: {st} {r}")
+            got = [int(t) for t in r["choices"][0]["text"].split()]
+            check(got == ref[i], f"prompt {i}: {got} != colocated {ref[i]}")
+            cached = r["usage"]["prompt_tokens_details"]["cached_tokens"]
+            check(cached == want_cached, f"prompt {i}: cached_tokens {cached} != {want_cached}")
+            st, ev = post(router.port, dict(body, stream=True,
+                                            stream_options={"include_usage": True}))
+            check(st == 200, f"router stream, prompt {i}: {st} {ev}")
+            got, usage, errors = stream_result(ev)
+            check(not errors and got == ref[i], f"stream {i}: {got} != {ref[i]} ({errors})")
+            check(usage and usage["prompt_tokens_details"]["cached_tokens"] == want_cached,
+                  f"stream {i}: usage {usage}")
+        m = pre.metrics()
+        gen = m["radixkv:generation_tokens_total"] - gen0
+        check(gen == 2 * len(ps), f"the prefill side computes one token per request: {gen}")
+
+        # 1b. The same through vllm-router's PD mode (prefill, then decode with
+        # the prefill's kv_transfer_params), when it is installed.
+        vllm_requests = 0
+        if available("vllm"):
+            vr = PdRouter(pre.base, dec.base, kind="vllm")
+            try:
+                vllm_requests = 1  # its start-up probe
+                for i, p in enumerate(ps):
+                    want_cached = (len(p) - 1) // P * P
+                    body = {"model": "tiny", "prompt": text_of(p), "max_tokens": 6,
+                            "temperature": 0}
+                    st, r = post(vr.port, body)
+                    check(st == 200, f"vllm-router, prompt {i}: {st} {r}")
+                    got = [int(t) for t in r["choices"][0]["text"].split()]
+                    check(got == ref[i], f"vllm-router, prompt {i}: {got} != {ref[i]}")
+                    cached = r["usage"]["prompt_tokens_details"]["cached_tokens"]
+                    check(cached == want_cached, f"vllm-router {i}: cached {cached} != {want_cached}")
+                    st, ev = post(vr.port, dict(body, stream=True,
+                                                stream_options={"include_usage": True}))
+                    got, usage, errors = stream_result(ev)
+                    check(st == 200 and not errors and got == ref[i]
+                          and usage["prompt_tokens_details"]["cached_tokens"] == want_cached,
+                          f"vllm-router stream {i}: {st} {got} {usage} {errors}")
+                    vllm_requests += 2
+            finally:
+                vr.stop()
+        # kv_transfer_params refused by name: without --role, without a record.
+        for srv, kv, code in [(colo, {"do_remote_decode": True}, 400),
+                              (dec, {"do_remote_prefill": True}, 400),
+                              (dec, {"do_remote_decode": True}, 400),
+                              (dec, {"do_remote_prefill": True,
+                                     "rkv": {"prompt_tokens": 9, "tokens": 8, "page_size": 8}}, 500)]:
+            st, r, _ = srv.post({"prompt": text_of(ps[0][:9]), "max_tokens": 2,
+                                 "kv_transfer_params": kv})
+            check(st == code and r["error"]["param"] == "kv_transfer_params", f"{kv}: {st} {r}")
+
+        # 2. A handed-over page deleted before the decode side loads it.
+        p = [(i * 71) % 2900 + 7 for i in range(17)]
+        before = redis.page_keys("pdtest")
+        st, r, _ = pre.post({"prompt": text_of(p), "max_tokens": 6, "bootstrap_room": 77})
+        check(st == 200, f"prefill alone: {st} {r}")
+        after = redis.page_keys("pdtest")
+        new = sorted(after - before)
+        check(len(new) == len(p) // P, f"prefill stored {len(new)} pages, expected {len(p) // P}")
+        redis.cmd("DEL", new[0])
+        t0 = time.time()
+        st, r, _ = dec.post({"prompt": text_of(p), "max_tokens": 6, "bootstrap_room": 77})
+        check(st == 500 and "missing from the tier" in r["error"]["message"]
+              and "77" in r["error"]["message"], f"deleted page: {st} {r}")
+        check(time.time() - t0 < TIMEOUT + 30, "deleted page answered in bounded time")
+
+        # 3. A room nobody hands over: the deadline, plain and streaming.
+        for stream in (False, True):
+            t0 = time.time()
+            body = {"prompt": text_of(p[:9]), "max_tokens": 4, "bootstrap_room": 900 + stream}
+            if stream:
+                st, ev, _ = dec.stream(body)
+                errs = [e for e in ev if "error" in e]
+                check(st == 200 and errs and "no handoff" in errs[0]["error"]["message"],
+                      f"stream without handoff: {st} {ev}")
+            else:
+                st, r, _ = dec.post(body)
+                check(st == 500 and "no handoff" in r["error"]["message"], f"no handoff: {st} {r}")
+            took = time.time() - t0
+            check(TIMEOUT - 0.5 <= took < TIMEOUT + 30, f"no handoff answered after {took:.1f} s")
+
+        # Bootstrap fields refused by name: without --role, a list of rooms,
+        # more than one sequence.
+        for srv, extra, param in [(colo, {"bootstrap_room": 5}, "bootstrap_room"),
+                                  (dec, {"bootstrap_room": [5]}, "bootstrap_room"),
+                                  (dec, {"bootstrap_room": 5, "n": 2}, "bootstrap_room"),
+                                  (dec, {"bootstrap_room": 5, "bootstrap_port": "x"},
+                                   "bootstrap_port")]:
+            st, r, _ = srv.post(dict({"prompt": text_of(p[:9]), "max_tokens": 2}, **extra))
+            check(st == 400 and r["error"]["param"] == param, f"{extra}: {st} {r}")
+
+        # Records that do not fit this server, pushed by hand: named.
+        q = p[:9]
+        for room, rec, why in [
+                (950, {"error": "out of pages"}, "prefill server failed: out of pages"),
+                (951, {"prompt_tokens": 9, "tokens": 8, "page_size": 8}, "pages hold 8 tokens"),
+                (952, {"prompt_tokens": 9, "tokens": 8, "page_size": P, "model": "0" * 16},
+                 "another model"),
+                (953, {"prompt_tokens": 10, "tokens": 8}, "prompt of 10 tokens")]:
+            redis.cmd("RPUSH", f"rkv:pdtest:pd:{room}", json.dumps(rec))
+            st, r, _ = dec.post({"prompt": text_of(q), "max_tokens": 4, "bootstrap_room": room})
+            check(st == 500 and why in r["error"]["message"], f"record {rec}: {st} {r}")
+
+        # The prefill server exits cleanly (its page check, and in the
+        # sanitizer build no leak); a new one takes its port for part 4.
+        rc, summary = pre.stop()
+        check(rc == 0 and summary["pages_inflight"] == 0, f"prefill exit {rc}: {summary}")
+        check(summary["handoffs_sent"] == summary["requests_ok"] - vllm_requests
+              and summary["handoffs_lost"] == 0,
+              f"a record per prefilled request: {summary}")
+        pre = Server(RADIXKV, *ENGINE, *tier, "--role", "prefill", "--port", str(pre.port))
+        servers.append(pre)
+
+        # 4. The prefill server dies with the request in flight (stopped, so
+        # it never hands over, then killed): the router's request errors.
+        pre.proc.send_signal(signal.SIGSTOP)
+        t0 = time.time()
+        body = {"model": "tiny", "prompt": text_of(ps[0]), "max_tokens": 6, "temperature": 0}
+        got = {}
+
+        def ask():
+            try:
+                got["r"] = post(router.port, body, timeout=TIMEOUT + 60)
+            except OSError as e:
+                got["r"] = (599, str(e))
+        t = threading.Thread(target=ask)
+        t.start()
+        time.sleep(0.5)
+        pre.kill()
+        t.join(TIMEOUT + 90)
+        took = time.time() - t0
+        st, r = got.get("r", (0, "no answer"))
+        check(st >= 500 and took < TIMEOUT + 60, f"prefill dead: {st} after {took:.1f} s: {r}")
+        dead = f"{st} after {took:.1f} s"
+        dec.wait_idle(timeout=TIMEOUT + 30)
+        st, r, _ = dec.post({"prompt": text_of(ps[1]), "max_tokens": 6, "temperature": 0})
+        check(st == 200 and r["choices"][0]["token_ids"] == ref[1], f"decode alone after: {st} {r}")
+        rc, summary = dec.stop()
+        check(rc == 0 and summary["pages_inflight"] == 0, f"decode exit {rc}: {summary}")
+        # Failed for their handoff: the deleted page, 2 missing records, 4 bad
+        # records, the dead prefill; admitted: every request answered whole
+        # but the plain one, plus the deleted page's.
+        check(summary["handoffs_failed"] == 8 == summary["requests_failed"]
+              and summary["handoffs_admitted"] == summary["requests_ok"],
+              f"decode handoffs: {summary}")
+        vr_note = "and vllm-router's" if vllm_requests else "(vllm-router not installed)"
+        print(f"serve pd: ok ({len(ps)} prompts x 2 through sglang-router's PD mode {vr_note}; "
+              f"deleted page, missing handoff and dead prefill end in errors; dead prefill: {dead})")
+    finally:
+        if router:
+            router.stop()
+        for s in servers:
+            s.kill()
+        redis.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
