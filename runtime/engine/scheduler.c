@@ -400,7 +400,8 @@ static rkv_status admit(scheduler *s, sched_plan *plan, sched_req *r, int32_t bu
 {
     *admitted = *full = false;
     cache_set_priority(s->cache, r->priority);
-    rkv_status st = cache_client_match(s->cache, r->tokens, r->n_tokens - 1, r->ns, &r->match);
+    rkv_status st = cache_client_match(s->cache, r->tokens, r->no_match ? 0 : r->n_tokens - 1,
+                                       r->ns, &r->match);
     if (st) {
         snprintf(err, errlen, "scheduler: cache match/lock failed: %s", rkv_status_str(st));
         return st;
