@@ -42,7 +42,8 @@ typedef struct backend_entry {
 
 /* name, constructor, what a build without it lacks, capabilities, summary. */
 #define BACKEND_LIST(X)                                                                     \
-    X("cpu", backend_cpu_create, "", BACKEND_CAP_HOST_KV | BACKEND_CAP_HOST_THREADS,          \
+    X("cpu", backend_cpu_create, "",                                                        \
+      BACKEND_CAP_HOST_KV | BACKEND_CAP_HOST_THREADS | BACKEND_CAP_ROW_LOGITS,              \
       "the model on the CPU (OpenBLAS GEMMs, CPU attention)")                               \
     X("sim", backend_sim_create, "", BACKEND_CAP_MODELLED_TIME,                              \
       "no model: step times from a per-kernel cost model of a GPU")                         \

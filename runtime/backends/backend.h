@@ -48,6 +48,9 @@ enum {
     BACKEND_CAP_HOST_KV = 1u << 1,
     /* The model runs on a pool of host threads (--threads sizes it). */
     BACKEND_CAP_HOST_THREADS = 1u << 2,
+    /* forward writes fwd_batch.row_logits (every row's logits: prompt
+     * logprobs); a backend without it ignores them. */
+    BACKEND_CAP_ROW_LOGITS = 1u << 3,
 };
 
 typedef struct backend_ops {

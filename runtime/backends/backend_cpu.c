@@ -135,7 +135,8 @@ static const backend_ops cpu_ops = {
     .read_page = cpu_read_page,
     .write_page = cpu_write_page,
     .destroy = cpu_destroy,
-    .caps = BACKEND_CAP_HOST_KV | BACKEND_CAP_HOST_THREADS, /* the same words as its registry line (backend.c) */
+    /* the same words as its registry line (backend.c) */
+    .caps = BACKEND_CAP_HOST_KV | BACKEND_CAP_HOST_THREADS | BACKEND_CAP_ROW_LOGITS,
 };
 
 rkv_status backend_cpu_create(const backend_config *cfg, backend **out, char *err,

@@ -26,6 +26,7 @@ typedef struct eng_req {
     double finish_time;
     bool reported;
     float *logits;           /* (max_tokens, V) with keep_logits */
+    float *prompt_logits;    /* (prompt_len, V) with engine_request.prompt_logits */
 } eng_req;
 
 struct engine {
@@ -63,6 +64,9 @@ struct engine {
     int32_t seq_cap;
     int32_t *page_table;
     int64_t pt_cap;
+    float **row_logits;      /* (rl_cap) fwd_batch.row_logits */
+    int32_t *row_logits_n;
+    int32_t rl_cap;
 
     engine_clock clock;
     int64_t num_finished, num_errors;
@@ -251,9 +255,12 @@ void engine_destroy(engine *e)
         if (!e->reqs[i]) continue;
         sched_req_free(&e->reqs[i]->s);
         free(e->reqs[i]->logits);
+        free(e->reqs[i]->prompt_logits);
         free(e->reqs[i]);
     }
     free(e->reqs);
+    free(e->row_logits);
+    free(e->row_logits_n);
     free(e->forget);
     free(e->future);
     for (int i = 0; i < 2; i++) {
@@ -329,6 +336,9 @@ static rkv_status check_request(const engine *e, const engine_request *req, char
                             e->be->vocab_size);
     if (!(req->sampling.temperature >= 0) || !(req->sampling.top_p > 0))
         return rkv_fail(RKV_EINVAL, err, errlen, "temperature must be >= 0 and top_p > 0");
+    if (req->prompt_logits && !(e->be->ops->caps & BACKEND_CAP_ROW_LOGITS))
+        return rkv_fail(RKV_EINVAL, err, errlen, "prompt_logits: the %s backend computes no "
+                        "logits of prompt rows", e->be->ops->name);
     return RKV_OK;
 }
 
@@ -377,12 +387,17 @@ static rkv_status eng_req_new(engine *e, const engine_request *req, bool fit, en
     if (!r->tokens || !r->out_ids
         || (e->cfg.keep_logits
             && !(q->logits = malloc(sizeof(float) * (size_t)outs
-                                    * (size_t)e->be->vocab_size)))) {
+                                    * (size_t)e->be->vocab_size)))
+        || (fit && req->prompt_logits
+            && !(q->prompt_logits = malloc(sizeof(float) * (size_t)req->n_tokens
+                                           * (size_t)e->be->vocab_size)))) {
         sched_req_free(r);
         free(q->logits);
+        free(q->prompt_logits);
         free(q);
         return RKV_ENOMEM;
     }
+    r->no_match = q->prompt_logits != NULL;
     memcpy(r->tokens, req->tokens, sizeof(int32_t) * (size_t)req->n_tokens);
     r->cap = (int32_t)(total + 1);
     r->n_tokens = r->prompt_len = req->n_tokens;
@@ -498,6 +513,16 @@ static rkv_status build_batch(engine *e, const sched_plan *plan, fwd_batch *b)
     }
     if ((st = rkv_grow((void **)&e->page_table, &e->pt_cap, (int64_t)B * maxp, sizeof(int32_t))))
         return st;
+    bool rows_asked = false;
+    for (int32_t i = 0; i < B && !rows_asked; i++)
+        rows_asked = ((const eng_req *)plan->e[i].r)->prompt_logits != NULL;
+    if (rows_asked && B > e->rl_cap) {
+        int32_t nc = e->rl_cap;
+        if ((st = rkv_grow32((void **)&e->row_logits, &nc, B, sizeof(float *)))) return st;
+        nc = e->rl_cap;
+        if ((st = rkv_grow32((void **)&e->row_logits_n, &nc, B, sizeof(int32_t)))) return st;
+        e->rl_cap = nc;
+    }
     int32_t row = 0;
     for (int32_t i = 0; i < B; i++) {
         const sched_entry *en = &plan->e[i];
@@ -513,6 +538,16 @@ static rkv_status build_batch(engine *e, const sched_plan *plan, fwd_batch *b)
             e->token_ids[row] = r->tokens[pos];
             e->positions[row] = pos;
             e->slot_mapping[row] = pt[pos / P] * P + pos % P;
+        }
+        /* Prompt logits: the rows of this step still inside the prompt (a
+         * preempted request's rerun also computes its outputs' rows). */
+        const eng_req *q = (const eng_req *)r;
+        if (rows_asked) {
+            bool in_prompt = q->prompt_logits && en->start < r->prompt_len;
+            int32_t n = in_prompt ? r->prompt_len - en->start : 0;
+            e->row_logits[i] = in_prompt ? q->prompt_logits + (size_t)en->start
+                                                              * (size_t)e->be->vocab_size : NULL;
+            e->row_logits_n[i] = n < en->rows ? n : en->rows;
         }
         e->sample_rows[i] = en->sample ? row - 1 : -1;
         e->sample_steps[i] = en->sample ? en->sample_index : 0;
@@ -540,6 +575,8 @@ static rkv_status build_batch(engine *e, const sched_plan *plan, fwd_batch *b)
         .sample_rows = e->sample_rows,
         .sampling = e->sampling,
         .sample_steps = e->sample_steps,
+        .row_logits = rows_asked ? e->row_logits : NULL,
+        .row_logits_n = rows_asked ? e->row_logits_n : NULL,
     };
     return RKV_OK;
 }
@@ -870,6 +907,7 @@ static void forget_now(engine *e, int64_t id)
 {
     sched_req_free(&e->reqs[id]->s);
     free(e->reqs[id]->logits);
+    free(e->reqs[id]->prompt_logits);
     free(e->reqs[id]);
     e->reqs[id] = NULL;
 }
@@ -960,6 +998,7 @@ rkv_status engine_result_get(const engine *e, int64_t id, engine_result *out)
     out->output_ids = r->out_ids;
     out->num_output = r->num_out;
     out->logits = q->logits;
+    out->prompt_logits = q->prompt_logits;
     out->prompt_tokens = r->prompt_len;
     out->cached_tokens = r->cached_tokens;
     out->num_preemptions = r->num_preemptions;

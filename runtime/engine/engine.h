@@ -107,6 +107,10 @@ typedef struct engine_request {
     double arrival;          /* seconds from the start, >= 0 */
     uint64_t ns;             /* cache namespace (0: default) */
     int32_t priority;        /* eviction priority (the priority policy; 0: default) */
+    bool prompt_logits;      /* keep every prompt row's logits (vLLM's prompt_logprobs):
+                                the cache's prefix is not matched, as vLLM skips it, so
+                                each row is computed; needs a backend with
+                                BACKEND_CAP_ROW_LOGITS (else RKV_EINVAL) */
 } engine_request;
 
 typedef struct engine_result {
@@ -115,6 +119,9 @@ typedef struct engine_result {
     const int32_t *output_ids; /* (num_output), valid until engine_destroy */
     int32_t num_output;
     const float *logits;     /* (num_output, vocab) with keep_logits, else NULL */
+    const float *prompt_logits; /* (prompt_tokens, vocab) with engine_request.prompt_logits:
+                                   row t predicts token t + 1 (the last row the first
+                                   output); complete once the first output exists */
     int32_t prompt_tokens;
     int32_t cached_tokens;   /* matched at first admission */
     int32_t num_preemptions;

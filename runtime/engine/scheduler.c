@@ -401,7 +401,8 @@ static rkv_status admit(scheduler *s, sched_plan *plan, sched_req *r, int32_t bu
 {
     *admitted = *full = false;
     rkv_status st = cache_seq_reset(&r->match, r->ns, r->priority);
-    if (st == RKV_OK) st = cache_client_match(s->cache, &r->match, r->tokens, r->n_tokens - 1);
+    if (st == RKV_OK)
+        st = cache_client_match(s->cache, &r->match, r->tokens, r->no_match ? 0 : r->n_tokens - 1);
     if (st) {
         snprintf(err, errlen, "scheduler: cache match/lock failed: %s", rkv_status_str(st));
         return st;

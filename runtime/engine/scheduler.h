@@ -91,6 +91,8 @@ typedef struct sched_req {
     int32_t num_cache_pages; /* leading pages owned by the cache, locked by match */
     cache_seq match;
     bool locked;
+    bool no_match;         /* every row computed: its prefix is never matched in the
+                              cache (prompt logits need each row) */
 
     int64_t admit_seq;     /* order of (re)admission: larger = newer */
     int32_t cached_tokens; /* matched at first admission */

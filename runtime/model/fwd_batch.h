@@ -15,7 +15,7 @@
 #include <stdint.h>
 
 /* Logit processors of one request (vLLM's order: the allowed ids mask, the
- * min_tokens mask and the biases on the raw logits, then the penalties
+ * bad words, the min_tokens mask and the biases on the raw logits, then the penalties
  * (repetition, frequency, presence), then temperature, then min_p, then
  * top-k/top-p).
  * Owned by whoever made the request; it outlives the request's steps. Only
@@ -35,6 +35,12 @@ typedef struct logit_procs {
     int32_t min_tokens;        /* stop_ids get -inf while fewer outputs; 0: off */
     const int32_t *stop_ids;   /* (n_stop_ids) what min_tokens holds back */
     int32_t n_stop_ids;
+    /* Bad words (vLLM's bad_words, already tokenized): word w is
+     * bad_ids[bad_starts[w] .. bad_starts[w+1]); its last id gets -inf when
+     * the outputs end with the ids before it (always, for a one-id word). */
+    const int32_t *bad_ids;    /* (bad_starts[n_bad]) */
+    const int32_t *bad_starts; /* (n_bad + 1) */
+    int32_t n_bad;
 } logit_procs;
 
 typedef struct sampling_params {
@@ -65,6 +71,12 @@ typedef struct fwd_batch {
     const int32_t *sample_rows;  /* (B) absolute row to sample from, or -1 */
     const sampling_params *sampling; /* (B) */
     const int32_t *sample_steps; /* (B) index of the token being sampled (RNG stream position) */
+    /* Every row's logits (vLLM's prompt_logprobs): NULL, or (B) where the
+     * first row_logits_n[i] rows of seq i write theirs, (row_logits_n[i], V);
+     * row_logits[i] NULL (or row_logits_n[i] 0) for a seq that asks none.
+     * Only backends with BACKEND_CAP_ROW_LOGITS (backend.h) write them. */
+    float *const *row_logits;
+    const int32_t *row_logits_n; /* (B) */
 } fwd_batch;
 
 #endif

@@ -381,6 +381,11 @@ static rkv_status check_batch(const model *m, const kv_cache *kv, const fwd_batc
             return rkv_fail(RKV_EINVAL, err, errlen,
                         "forward: sample_rows[%d] = %d not among the sequence's rows [%d, %d)",
                         i, r, s0, s1);
+        if (b->row_logits && b->row_logits[i] &&
+            (!b->row_logits_n || b->row_logits_n[i] < 0 || b->row_logits_n[i] > s1 - s0))
+            return rkv_fail(RKV_EINVAL, err, errlen,
+                        "forward: row_logits_n[%d] = %d outside the sequence's %d rows", i,
+                        b->row_logits_n ? b->row_logits_n[i] : -1, s1 - s0);
     }
     return RKV_OK;
 }
@@ -517,6 +522,22 @@ static void lm_head(const model *m, const fwd_batch *b, const float *x, float *h
     }
 }
 
+/* The rows fwd_batch.row_logits asks for: the final norm of each into h,
+ * then one sgemm per sequence straight into its destination. h holds T rows,
+ * and a sequence asks for at most its own. */
+static void lm_head_rows(const model *m, const fwd_batch *b, const float *x, float *h)
+{
+    const model_config *c = &m->cfg;
+    const int C = c->hidden_size, V = c->vocab_size;
+    for (int i = 0; b->row_logits && i < b->num_seqs; i++) {
+        const int n = b->row_logits_n[i], r0 = b->q_starts[i];
+        if (!b->row_logits[i] || n <= 0) continue;
+        for (int r = 0; r < n; r++)
+            rmsnorm(h + (size_t)r * C, x + (size_t)(r0 + r) * C, m->final_norm, C, c->rms_eps);
+        gemm_rows(m, b->row_logits[i], V, h, m->lm_head, n, V, C, 0.0f);
+    }
+}
+
 /* Cascade: one plan for every layer (the page tables are the layers'), when
  * the model cascades and the batch can share; *cascade: the plan has groups. */
 static rkv_status cascade_plan(const model *m, const kv_cache *kv, const fwd_batch *b,
@@ -632,5 +653,6 @@ rkv_status model_forward(model *m, kv_cache *kv, const fwd_batch *b, float *logi
     free(rows);
 
     lm_head(m, b, x, h, logits);
+    lm_head_rows(m, b, x, h);
     return RKV_OK;
 }

@@ -95,7 +95,7 @@ rkv_status kv_cache_write_page(kv_cache *kv, int32_t page, const void *src);
 
 /* One step over a batch (fwd_batch.h's fwd_batch; sampling fields unused).
  * logits (B, V): row i is written for every sequence with sample_rows[i] >= 0,
- * other rows are left alone. The batch is validated first (token ids,
+ * other rows are left alone; b->row_logits, when set, get every row asked. The batch is validated first (token ids,
  * positions, slots, page ids, row ranges): RKV_EINVAL / RKV_ERANGE naming the
  * field, and nothing is written. */
 rkv_status model_forward(model *m, kv_cache *kv, const fwd_batch *b, float *logits, char *err,

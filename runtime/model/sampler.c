@@ -164,9 +164,27 @@ static void penalties_apply(float *row, int32_t vocab, const logit_procs *lp,
     }
 }
 
-/* The processors that change logits themselves (allowed ids, min_tokens,
- * biases, penalties) into a copy of the row (malloc'd; *out NULL when there
- * are none). RKV_EINVAL: penalties or min_tokens without a history. */
+/* vLLM's bad words on row (V): a word of k ids bans its last id when the
+ * outputs (not the prompt) end with its first k - 1; a word longer than the
+ * outputs + 1 bans nothing yet. */
+static void bad_words_apply(float *row, int32_t vocab, const logit_procs *lp,
+                            const sampling_params *sp)
+{
+    const int32_t *out = sp->history ? sp->history + sp->n_prompt : NULL;
+    for (int32_t w = 0; w < lp->n_bad; w++) {
+        const int32_t *word = lp->bad_ids + lp->bad_starts[w];
+        const int32_t k = lp->bad_starts[w + 1] - lp->bad_starts[w];
+        if (k < 1 || k - 1 > sp->n_out) continue;
+        const int32_t *tail = out ? out + sp->n_out - (k - 1) : NULL;
+        if (k > 1 && memcmp(tail, word, sizeof(int32_t) * (size_t)(k - 1))) continue;
+        if (word[k - 1] >= 0 && word[k - 1] < vocab) row[word[k - 1]] = -INFINITY;
+    }
+}
+
+/* The processors that change logits themselves (allowed ids, bad words,
+ * min_tokens, biases, penalties) into a copy of the row (malloc'd; *out NULL
+ * when there are none). RKV_EINVAL: penalties, min_tokens or bad words
+ * without a history. */
 static rkv_status procs_apply(const float *logits, int32_t vocab, const sampling_params *sp,
                               float **out)
 {
@@ -174,8 +192,10 @@ static rkv_status procs_apply(const float *logits, int32_t vocab, const sampling
     *out = NULL;
     if (!lp) return RKV_OK;
     const bool pen = has_penalties(lp), hold = lp->min_tokens > 0 && lp->n_stop_ids > 0;
-    if (!lp->allowed && !lp->n_bias && !pen && !hold) return RKV_OK;
-    if ((pen || hold) && (!sp->history || sp->n_prompt < 0 || sp->n_out < 0)) return RKV_EINVAL;
+    const bool bad = lp->n_bad > 0;
+    if (!lp->allowed && !lp->n_bias && !pen && !hold && !bad) return RKV_OK;
+    if ((pen || hold || bad) && (!sp->history || sp->n_prompt < 0 || sp->n_out < 0))
+        return RKV_EINVAL;
     float *row = malloc(sizeof(float) * (size_t)vocab);
     if (!row) return RKV_ENOMEM;
     if (lp->allowed) {
@@ -186,6 +206,7 @@ static rkv_status procs_apply(const float *logits, int32_t vocab, const sampling
     } else {
         memcpy(row, logits, sizeof(float) * (size_t)vocab);
     }
+    if (bad) bad_words_apply(row, vocab, lp, sp);
     if (hold && sp->n_out < lp->min_tokens)
         for (int32_t i = 0; i < lp->n_stop_ids; i++)
             if (lp->stop_ids[i] >= 0 && lp->stop_ids[i] < vocab) row[lp->stop_ids[i]] = -INFINITY;

@@ -5,8 +5,8 @@
  *   otherwise                        softmax(logits / T), then top-k, then top-p,
  *                                    one uniform draw
  * Before either, sp->procs (fwd_batch.h) edit a copy of the row in vLLM's
- * order: allowed ids, min_tokens, biases, repetition/frequency/presence
- * penalties over sp->history.
+ * order: allowed ids, bad words, min_tokens, biases,
+ * repetition/frequency/presence penalties over sp->history.
  *
  * Determinism: the draw for a request depends only on (seed, step), where step
  * is the index of the token being sampled in that request's output. So a
@@ -37,7 +37,7 @@ int32_t sampler_argmax(const float *logits, int32_t vocab);
 double sampler_uniform(uint64_t seed, int64_t step);
 
 /* Sample one token. RKV_EINVAL for temperature < 0 or NaN, top_p <= 0 or NaN,
- * vocab < 1, or procs asking for penalties or min_tokens without
+ * vocab < 1, or procs asking for penalties, min_tokens or bad words without
  * sp->history. scratch: sampler_scratch_bytes(vocab) bytes or NULL. */
 rkv_status sampler_sample(const float *logits, int32_t vocab, const sampling_params *sp,
                           int64_t step, void *scratch, int32_t *out_token);

@@ -148,6 +148,14 @@ struct serve_seq {
     float *lp;                 /* logprobs: (max_tokens) the sampled token's */
     int32_t *top_ids;          /* (max_tokens, logprobs) the most likely ids */
     float *top_lp;             /* (max_tokens, logprobs) their logprobs */
+    /* Prompt logprobs (job's prompt_lp >= 0), on sample 0 only (the others
+     * share its prompt): position t >= 1 is token t under the logits of row
+     * t - 1; filled with its first output (p_ready). */
+    float *p_lp;               /* (n_tokens) */
+    int32_t *p_rank;           /* (n_tokens) 1 + ids with a larger logprob (ties count) */
+    int32_t *p_top_ids;        /* (n_tokens, prompt_lp) */
+    float *p_top_lp;           /* (n_tokens, prompt_lp) */
+    bool p_ready;
     bool done;
     bool finish_sent;          /* stream: its finish_reason went out */
     char *error;               /* finished with an error (malloc'd) */
@@ -176,6 +184,8 @@ struct serve_job {
     bool seeded;
     bool echo;                 /* the prompt leads each choice */
     int32_t logprobs;          /* top-k per output token; -1: none */
+    int32_t prompt_lp;         /* top-k per prompt token (prompt_logprobs, or logprobs
+                                  with echo, as vLLM); -1: none */
     char **stop_str;           /* (n_stop_str) stop strings (--tokenizer ids or DIR) */
     bool chat;                 /* /v1/chat/completions: answers shaped as chat */
     const tokenizer *tok;      /* the server's tokenizer (stop strings on its bytes) */
@@ -190,6 +200,7 @@ struct serve_job {
     int32_t *allowed;          /* procs' arrays (malloc'd) */
     int32_t *bias_ids;
     float *bias_vals;
+    int32_t *bad_ids, *bad_starts; /* procs' bad words */
     bool stream, include_usage;
     bool continuous_usage;     /* stream_options.continuous_usage_stats: usage in
                                   every chunk (with include_usage, as vLLM) */

@@ -31,12 +31,18 @@ static void job_free(serve_job *j)
         free(j->seq[i].lp);
         free(j->seq[i].top_ids);
         free(j->seq[i].top_lp);
+        free(j->seq[i].p_lp);
+        free(j->seq[i].p_rank);
+        free(j->seq[i].p_top_ids);
+        free(j->seq[i].p_top_lp);
     }
     free(j->seq);
     free(j->stop_ids);
     free(j->allowed);
     free(j->bias_ids);
     free(j->bias_vals);
+    free(j->bad_ids);
+    free(j->bad_starts);
     for (int32_t i = 0; i < j->n_stop_str; i++) free(j->stop_str[i]);
     free(j->stop_str);
     free(j->sse);
@@ -528,18 +534,18 @@ static bool text_stop_search(const serve_job *j, serve_seq *q, size_t from)
 /* logprobs: the sampled token's log-probability under the model's own
  * distribution (log_softmax of the logits, before temperature or top-p, as
  * vLLM reports by default) and the j->logprobs most likely tokens. */
-static void logprobs_fill(const serve_job *j, serve_seq *q, int32_t t, const float *logits,
-                          int32_t V, int32_t tok)
+static float row_lse(const float *logits, int32_t V)
 {
     float mx = -INFINITY;
     for (int32_t v = 0; v < V; v++) mx = logits[v] > mx ? logits[v] : mx;
     double sum = 0;
     for (int32_t v = 0; v < V; v++) sum += exp((double)(logits[v] - mx));
-    const float lse = mx + (float)log(sum);
-    q->lp[t] = logits[tok] - lse;
-    const int32_t K = j->logprobs;
-    int32_t *ids = q->top_ids + (size_t)t * (size_t)K;
-    float *lps = q->top_lp + (size_t)t * (size_t)K;
+    return mx + (float)log(sum);
+}
+
+/* The K most likely ids of a row and their logprobs (lse: row_lse). */
+static void row_top(const float *logits, int32_t V, int32_t K, float lse, int32_t *ids, float *lps)
+{
     /* Insertion into a sorted list of K: V * K at worst, K is small. Ties go
      * to the smaller id. */
     int32_t have = 0;
@@ -556,6 +562,36 @@ static void logprobs_fill(const serve_job *j, serve_seq *q, int32_t t, const flo
         ids[p] = v;
     }
     for (int32_t i = 0; i < K; i++) lps[i] -= lse;
+}
+
+static void logprobs_fill(const serve_job *j, serve_seq *q, int32_t t, const float *logits,
+                          int32_t V, int32_t tok)
+{
+    const float lse = row_lse(logits, V);
+    q->lp[t] = logits[tok] - lse;
+    const int32_t K = j->logprobs;
+    row_top(logits, V, K, lse, q->top_ids + (size_t)t * (size_t)K,
+            q->top_lp + (size_t)t * (size_t)K);
+}
+
+/* Prompt logprobs (vLLM's prompt_logprobs) from the engine's prompt rows:
+ * raw log_softmax, no processors or temperature, as vLLM computes them; the
+ * rank counts the ids at least as likely (vLLM's >=). */
+static void prompt_logprobs_fill(const serve_job *j, serve_seq *q, const float *logits, int32_t V)
+{
+    const int32_t K = j->prompt_lp;
+    for (int32_t t = 1; t < q->n_tokens; t++) {
+        const float *row = logits + (size_t)(t - 1) * (size_t)V;
+        const int32_t tok = q->tokens[t];
+        const float lse = row_lse(row, V);
+        q->p_lp[t] = row[tok] - lse;
+        int32_t rank = 0;
+        for (int32_t v = 0; v < V; v++) rank += row[v] - lse >= q->p_lp[t];
+        q->p_rank[t] = rank;
+        row_top(row, V, K, lse, q->p_top_ids + (size_t)t * (size_t)K,
+                q->p_top_lp + (size_t)t * (size_t)K);
+    }
+    q->p_ready = true;
 }
 
 /* Copy what the last step produced into the jobs (under s->mu). */
@@ -612,6 +648,7 @@ static void publish_locked(serve *s)
         if ((k > 0 || r.finished) && q->sample == 0 && j->n_samples > 1 && !q[1].added)
             add_followers_locked(s, j, q, NULL);
         if (k > 0 && !q->prefilled) {
+            if (q->p_lp && r.prompt_logits) prompt_logprobs_fill(j, q, r.prompt_logits, s->vocab);
             q->prefilled = true;
             s->m.prompt_tokens += q->n_tokens;
             s->m.prefix_queries += q->n_tokens;
@@ -694,6 +731,9 @@ static void add_seq_locked(serve *s, serve_job *j, serve_seq *q, const char *fai
         .tokens = q->tokens, .n_tokens = q->n_tokens, .max_tokens = j->max_tokens,
         .stop_token = j->n_stop ? j->stop_ids[0] : -1, .sampling = j->sampling,
         .arrival = es.clock > wall ? es.clock : wall,
+        /* Every sample skips the cache as vLLM's children do (usage says 0
+         * cached); sample 0's rows alone are read (q->p_lp). */
+        .prompt_logits = j->prompt_lp >= 0,
     };
     /* Each sample its own stream: sample 0 keeps the request's own seed. */
     if (j->seeded) er.sampling.seed = ((j->seed + (uint64_t)q->sample) << 1) | 1;

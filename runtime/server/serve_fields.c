@@ -69,9 +69,9 @@ static const field_rule rules[] = {
     {"truncate_prompt_tokens", F_HONOURED, 0, NULL, NULL},
     {"truncation_side", F_HONOURED, 0, NULL, NULL},
     {"allowed_token_ids", F_HONOURED, 0, NULL, NULL},
-    {"prompt_logprobs", F_NULL, 0, NULL, "the engine keeps no logits of prompt positions"},
+    {"prompt_logprobs", F_HONOURED, 0, NULL, NULL}, /* cpu backend; refused elsewhere by name */
     {"logprob_token_ids", F_NULL, 0, NULL, "logprobs are the top-k only"},
-    {"bad_words", F_EMPTY, 0, NULL, "the sampler cannot ban words"},
+    {"bad_words", F_HONOURED, 0, NULL, NULL}, /* cpu backend, with a tokenizer; refused elsewhere by name */
     {"prompt_embeds", F_NULL, 0, NULL, "prompts are token ids"},
     {"add_special_tokens", F_BOOL_NOOP, 0, NULL, NULL},
     {"response_format", F_NULL, 0, NULL, "there is no structured output"},

@@ -227,8 +227,10 @@ static bool get_bool(json_t *o, const char *key, bool *out, bad *b)
     return true;
 }
 
-/* Decimal ids separated by white space (--tokenizer ids). */
-static bool parse_text_ids(const serve *s, const char *text, int32_t **out, int32_t *n, bad *b)
+/* Decimal ids separated by white space (--tokenizer ids); errors name param
+ * and where (the field and the element). */
+static bool parse_text_ids(const serve *s, const char *text, const char *param, const char *where,
+                           int32_t **out, int32_t *n, bad *b)
 {
     size_t cap = strlen(text) / 2 + 1;
     int32_t *ids = malloc(sizeof(int32_t) * cap);
@@ -240,9 +242,9 @@ static bool parse_text_ids(const serve *s, const char *text, int32_t **out, int3
         if (!*p) break;
         if (*p < '0' || *p > '9') {
             free(ids);
-            return fail_param(b, 400, "prompt",
-                              "prompt: character %td is not part of a token id (the ids "
-                              "tokenizer reads decimal ids separated by spaces)", p - text);
+            return fail_param(b, 400, param,
+                              "%s: character %td is not part of a token id (the ids "
+                              "tokenizer reads decimal ids separated by spaces)", where, p - text);
         }
         /* The whole id is read (and quoted when too large), never a prefix. */
         const char *start = p;
@@ -253,9 +255,9 @@ static bool parse_text_ids(const serve *s, const char *text, int32_t **out, int3
         }
         if (x >= s->vocab) {
             free(ids);
-            return fail_param(b, 400, "prompt",
-                              "prompt: token id %.*s at character %td is outside the vocabulary "
-                              "[0, %d)", (int)(p - start > 40 ? 40 : p - start), start,
+            return fail_param(b, 400, param,
+                              "%s: token id %.*s at character %td is outside the vocabulary "
+                              "[0, %d)", where, (int)(p - start > 40 ? 40 : p - start), start,
                               start - text, s->vocab);
         }
         ids[k++] = (int32_t)x;
@@ -291,7 +293,7 @@ static bool parse_one_prompt(const serve *s, const serve_job *j, json_t *v, cons
                               "%s: a text prompt needs a tokenizer and this server has none; send "
                               "token ids (a list of integers), or start it with --tokenizer ids",
                               where);
-        if (!parse_text_ids(s, json_string_value(v), out, n, b)) return false;
+        if (!parse_text_ids(s, json_string_value(v), "prompt", where, out, n, b)) return false;
     } else if (json_is_array(v)) {
         size_t len = json_array_size(v);
         int32_t *ids = malloc(sizeof(int32_t) * (len ? len : 1));
@@ -393,6 +395,126 @@ static bool expand_samples(serve_job *j, bad *b)
     return true;
 }
 
+/* One bad word's ids as vLLM's update_from_tokenizer encodes it: no special
+ * tokens added; NULL *out (and true) when it encodes to nothing. */
+static bool bad_word_encode(const serve *s, const char *text, size_t len, const char *where,
+                            int32_t **out, int32_t *n, bad *b)
+{
+    *out = NULL;
+    *n = 0;
+    if (!s->cfg.tok) {
+        char *z = strndup(text, len);
+        if (!z) return fail_param(b, 500, NULL, "out of memory");
+        bool ok = parse_text_ids(s, z, "bad_words", where, out, n, b);
+        free(z);
+        if (ok && !*n) {
+            free(*out);
+            *out = NULL;
+        }
+        return ok;
+    }
+    char err[256];
+    size_t m;
+    if (tokenizer_encode(s->cfg.tok, text, len, false, out, &m, err, sizeof err))
+        return fail_param(b, 400, "bad_words", "%s: %s", where, err);
+    *n = (int32_t)m;
+    for (int32_t i = 0; i < *n; i++)
+        if ((*out)[i] < 0 || (*out)[i] >= s->vocab) {
+            int32_t id = (*out)[i];
+            free(*out);
+            *out = NULL;
+            return fail_param(b, 400, "bad_words", "%s: token %d is id %d, outside the model's "
+                              "vocabulary [0, %d)", where, i, id, s->vocab);
+        }
+    if (!*n) {
+        free(*out);
+        *out = NULL;
+    }
+    return true;
+}
+
+/* Append word (n ids) to the job's bad words; false (500) out of memory. */
+static bool bad_word_add(serve_job *j, const int32_t *word, int32_t n, bad *b)
+{
+    int32_t have = j->procs.n_bad ? j->bad_starts[j->procs.n_bad] : 0;
+    int32_t *ids = realloc(j->bad_ids, sizeof(int32_t) * (size_t)(have + n));
+    if (!ids) return fail_param(b, 500, NULL, "out of memory");
+    j->bad_ids = ids;
+    memcpy(ids + have, word, sizeof(int32_t) * (size_t)n);
+    j->bad_starts[++j->procs.n_bad] = have + n;
+    return true;
+}
+
+#define SERVE_MAX_BAD_WORDS 128 /* vLLM's VLLM_MAX_NUM_BAD_WORDS default */
+
+/* bad_words (vLLM's update_from_tokenizer): each distinct word, its leading
+ * white space stripped, is encoded as it is and with one space before it
+ * (a word at the start of the text and one after a space usually differ);
+ * the spaced form is kept when it begins with another id and has as many
+ * ids. At most 128 encoded words. Needs a tokenizer (--tokenizer ids or DIR).
+ * Leading white space is ASCII's (Python's lstrip also strips Unicode
+ * spaces such as U+00A0). */
+static bool parse_bad_words(const serve *s, json_t *req, serve_job *j, bad *b)
+{
+    json_t *bw = json_object_get(req, "bad_words");
+    if (!bw || json_is_null(bw) || (json_is_array(bw) && !json_array_size(bw))) return true;
+    if (!json_is_array(bw))
+        return fail_param(b, 400, "bad_words", "bad_words: expected a list of strings, got %s",
+                          json_type_name(bw));
+    if (!s->cfg.tok && !s->cfg.text_ids)
+        return fail_param(b, 400, "bad_words", "bad_words: words need a tokenizer and this server "
+                          "has none; start it with --tokenizer ids or --tokenizer DIR");
+    if (!(j->bad_starts = calloc(SERVE_MAX_BAD_WORDS + 2, sizeof(int32_t))))
+        return fail_param(b, 500, NULL, "out of memory");
+    size_t n = json_array_size(bw);
+    for (size_t i = 0; i < n; i++) {
+        json_t *t = json_array_get(bw, i);
+        char where[48];
+        snprintf(where, sizeof where, "bad_words[%zu]", i);
+        if (!json_is_string(t))
+            return fail_param(b, 400, "bad_words", "%s: expected a string, got %s", where,
+                              json_type_name(t));
+        if (!json_string_length(t))
+            return fail_param(b, 400, "bad_words", "%s: empty (vLLM refuses it too)", where);
+        bool seen = false; /* vLLM drops repeats before encoding */
+        for (size_t k = 0; k < i && !seen; k++)
+            seen = json_equal(json_array_get(bw, k), t);
+        if (seen) continue;
+        const char *w = json_string_value(t);
+        size_t len = json_string_length(t);
+        while (len && (*w == ' ' || (*w >= '\t' && *w <= '\r') || (*w >= 0x1c && *w <= 0x1f))) {
+            w++;
+            len--;
+        }
+        int32_t *plain, *spaced, np, ns;
+        if (!bad_word_encode(s, w, len, where, &plain, &np, b)) return false;
+        if (!plain)
+            return fail_param(b, 400, "bad_words", "%s: encodes to no token", where);
+        char *sp = malloc(len + 2);
+        if (!sp) {
+            free(plain);
+            return fail_param(b, 500, NULL, "out of memory");
+        }
+        sp[0] = ' ';
+        memcpy(sp + 1, w, len);
+        sp[len + 1] = 0;
+        bool ok = bad_word_encode(s, sp, len + 1, where, &spaced, &ns, b);
+        free(sp);
+        bool keep = ok && spaced && ns == np && spaced[0] != plain[0];
+        int32_t words = j->procs.n_bad + 1 + (keep ? 1 : 0);
+        if (ok && words > SERVE_MAX_BAD_WORDS)
+            ok = fail_param(b, 400, "bad_words", "bad_words: %d words after encoding, at most %d",
+                            words, SERVE_MAX_BAD_WORDS);
+        ok = ok && bad_word_add(j, plain, np, b) && (!keep || bad_word_add(j, spaced, ns, b));
+        free(plain);
+        free(spaced);
+        if (!ok) return false;
+    }
+    j->procs.bad_ids = j->bad_ids;
+    j->procs.bad_starts = j->bad_starts;
+    return true;
+}
+
 /* vLLM's logit processors radixkv's sampler applies: allowed_token_ids,
  * logit_bias (clamped to [-100, 100] as vLLM does), min_p, min_tokens (holds
  * back stop_token_ids), and the repetition, frequency and presence penalties
@@ -432,7 +554,9 @@ static bool parse_procs(const serve *s, json_t *req, serve_job *j, bad *b)
     if (al && (!json_is_array(al) || json_array_size(al) == 0))
         return fail_param(b, 400, "allowed_token_ids", "allowed_token_ids: expected a non-empty "
                           "list of token ids");
-    const char *first = al ? "allowed_token_ids" : lb ? "logit_bias" : min_p > 0 ? "min_p"
+    if (!parse_bad_words(s, req, j, b)) return false;
+    const char *first = al ? "allowed_token_ids" : j->procs.n_bad ? "bad_words"
+                      : lb ? "logit_bias" : min_p > 0 ? "min_p"
                       : rep != 1 ? "repetition_penalty" : freq != 0 ? "frequency_penalty"
                       : pres != 0 ? "presence_penalty" : min_tokens > 0 ? "min_tokens" : NULL;
     if (!first) return true;
@@ -487,6 +611,41 @@ static bool parse_procs(const serve *s, json_t *req, serve_job *j, bad *b)
     return true;
 }
 
+/* prompt_logprobs (k, -1: the whole vocabulary), or with echo the
+ * logprobs count, as vLLM's to_sampling_params: every prompt token's
+ * logprob, rank and the k most likely, from the prompt rows the engine
+ * computes (its cached prefix is not used then, as vLLM skips it). Not with
+ * stream (vLLM alike); --backend cpu only; held to --max-logprobs. */
+static bool parse_prompt_logprobs(const serve *s, json_t *req, serve_job *j, bad *b)
+{
+    j->prompt_lp = -1;
+    json_t *v = json_object_get(req, "prompt_logprobs");
+    int64_t k = -2;
+    if (v && !json_is_null(v)) {
+        if (!get_int(req, "prompt_logprobs", -1, INT32_MAX, &k, b)) return false;
+        if (j->stream)
+            return fail_param(b, 400, "prompt_logprobs", "prompt_logprobs: not available with "
+                              "stream = true (as vLLM)");
+        bool all = k == -1;
+        if (all) k = s->vocab;
+        if (k > s->cfg.max_logprobs)
+            return fail_param(b, 400, "prompt_logprobs", "prompt_logprobs: %s%lld is above this "
+                              "server's --max-logprobs %d", all ? "-1 (the whole vocabulary) = " : "",
+                              (long long)k, s->cfg.max_logprobs);
+    } else if (j->echo && j->logprobs >= 0) {
+        k = j->logprobs;
+    }
+    if (k < 0) return true;
+    const char *param = v && !json_is_null(v) ? "prompt_logprobs" : "logprobs";
+    if (strcmp(s->backend_name, "cpu"))
+        return fail_param(b, 400, param, "%s: the prompt's logprobs need the logits of every "
+                          "prompt row, which the %s backend does not compute (--backend cpu "
+                          "does)%s", param, s->backend_name,
+                          *param == 'l' ? " (logprobs with echo asks for them)" : "");
+    j->prompt_lp = (int32_t)k;
+    return true;
+}
+
 static bool parse_completion(serve *s, json_t *req, serve_job *j, bad *b)
 {
     if (!json_is_object(req))
@@ -532,9 +691,6 @@ static bool parse_completion(serve *s, json_t *req, serve_job *j, bad *b)
                           "--max-logprobs %d", lp_all ? "-1 (the whole vocabulary) = " : "",
                           (long long)lp, s->cfg.max_logprobs);
     j->logprobs = s->cfg.max_logprobs > 0 ? (int32_t)lp : -1;
-    if (j->logprobs >= 0 && j->echo)
-        return fail_param(b, 400, "logprobs", "logprobs with echo: the prompt's log-probabilities "
-                          "(vLLM's prompt_logprobs) are not computed; ask for one or the other");
     json_t *stop = json_object_get(req, "stop");
     if (stop && !json_is_null(stop)) {
         size_t n = json_is_array(stop) ? json_array_size(stop) : 1;
@@ -657,7 +813,7 @@ static bool parse_completion(serve *s, json_t *req, serve_job *j, bad *b)
     };
     j->seeded = seeded;
     j->seed = (uint64_t)seed;
-    if (!parse_procs(s, req, j, b)) return false;
+    if (!parse_procs(s, req, j, b) || !parse_prompt_logprobs(s, req, j, b)) return false;
     if (j->n_stop_str && j->stream && !s->cfg.tok)
         return fail_param(b, 400, "stop", "stop: stop strings with stream are not supported (a "
                           "stream would have to hold back text that may start one); use "
@@ -692,6 +848,12 @@ static bool parse_completion(serve *s, json_t *req, serve_job *j, bad *b)
         if (j->logprobs >= 0 && (!(q->lp = malloc(sizeof(float) * mt)) ||
                                  !(q->top_ids = malloc(sizeof(int32_t) * mt * K)) ||
                                  !(q->top_lp = malloc(sizeof(float) * mt * K))))
+            return fail_param(b, 500, NULL, "out of memory");
+        const size_t np = (size_t)q->n_tokens, PK = j->prompt_lp > 0 ? (size_t)j->prompt_lp : 1;
+        if (j->prompt_lp >= 0 && q->sample == 0 &&
+            (!(q->p_lp = malloc(sizeof(float) * np)) || !(q->p_rank = malloc(sizeof(int32_t) * np)) ||
+             !(q->p_top_ids = malloc(sizeof(int32_t) * np * PK)) ||
+             !(q->p_top_lp = malloc(sizeof(float) * np * PK))))
             return fail_param(b, 500, NULL, "out of memory");
     }
     const char *pdp;
@@ -823,14 +985,69 @@ static size_t text_chars(const serve *s, const char *text)
     return s->cfg.tok ? serve_text_chars(text, strlen(text)) : strlen(text);
 }
 
+/* A logprob as vLLM writes it: -inf becomes OpenAI's -9999.0. */
+static json_t *lp_real(float x)
+{
+    return json_real(x < -9999.0f ? -9999.0 : (double)x);
+}
+
+/* The echoed prompt's entries of the logprobs arrays (vLLM with echo and
+ * logprobs): the first token has none (null); token t's top_logprobs are
+ * vLLM's dict {token t, then the prompt_lp most likely} cut to its first
+ * logprobs + 1 entries. *offset advances by each token's characters. */
+static bool prompt_lp_entries(const serve *s, const serve_job *j, const serve_seq *lead,
+                              json_t *toks, json_t *lps, json_t *tops, json_t *offs, size_t *offset)
+{
+    const int32_t PK = j->prompt_lp;
+    for (int32_t t = 0; t < lead->n_tokens; t++) {
+        size_t chars, unused;
+        const int32_t tok = lead->tokens[t];
+        char *key = token_name(s, j, tok, &chars);
+        if (!key) return false;
+        json_array_append_new(toks, json_string(key));
+        json_array_append_new(offs, json_integer((json_int_t)*offset));
+        *offset += chars;
+        if (t == 0 || !lead->p_ready) {
+            free(key);
+            json_array_append_new(lps, json_null());
+            json_array_append_new(tops, json_null());
+            continue;
+        }
+        json_array_append_new(lps, lp_real(lead->p_lp[t]));
+        json_t *top = json_object();
+        json_object_set_new(top, key, lp_real(lead->p_lp[t]));
+        free(key);
+        for (int32_t k = 0; k < PK && json_object_size(top) < (size_t)j->logprobs + 1; k++) {
+            char *kk = token_name(s, j, lead->p_top_ids[(size_t)t * (size_t)PK + (size_t)k],
+                                  &unused);
+            if (kk) json_object_set_new(top, kk, lp_real(lead->p_top_lp[(size_t)t * (size_t)PK +
+                                                                         (size_t)k]));
+            free(kk);
+        }
+        json_array_append_new(tops, top);
+    }
+    return true;
+}
+
 /* OpenAI's completion logprobs for outputs [from, from + n) of q: tokens,
  * token_logprobs, top_logprobs (the k most likely and the sampled one) and
- * text_offset from offset. NULL (json null) when none were asked. */
+ * text_offset from offset; with_prompt: the prompt's entries first (echo),
+ * the offsets from 0. NULL (json null) when none were asked. */
 static json_t *logprobs_json(const serve *s, const serve_job *j, const serve_seq *q, int32_t from,
-                             int32_t n, size_t offset)
+                             int32_t n, size_t offset, bool with_prompt)
 {
     if (j->logprobs < 0) return json_null();
     json_t *toks = json_array(), *lps = json_array(), *tops = json_array(), *offs = json_array();
+    if (with_prompt) {
+        offset = 0;
+        if (!prompt_lp_entries(s, j, q - q->sample, toks, lps, tops, offs, &offset)) {
+            json_decref(toks);
+            json_decref(lps);
+            json_decref(tops);
+            json_decref(offs);
+            return NULL;
+        }
+    }
     for (int32_t t = from; t < from + n; t++) {
         size_t chars, unused;
         char *key = token_name(s, j, q->out[t], &chars);
@@ -861,6 +1078,42 @@ static json_t *logprobs_json(const serve *s, const serve_job *j, const serve_seq
                      tops, "text_offset", offs);
 }
 
+/* vLLM's choice.prompt_logprobs: null for the first token, then per token
+ * {"ID": {"logprob", "rank", "decoded_token"}} for the token itself and the
+ * prompt_lp most likely (Python's dict order: the token first; a top entry
+ * of the same id replaces its value in place). decoded_token: the token's
+ * text (null without a tokenizer). */
+static json_t *prompt_logprobs_json(const serve *s, const serve_seq *lead, int32_t PK)
+{
+    if (!lead->p_ready) return json_null(); /* never when it finished well */
+    json_t *a = json_array();
+    if (!a || json_array_append_new(a, json_null())) return json_decref(a), NULL;
+    for (int32_t t = 1; t < lead->n_tokens; t++) {
+        json_t *o = json_object();
+        for (int32_t k = -1; o && k < PK; k++) {
+            size_t at = (size_t)t * (size_t)PK + (size_t)k;
+            int32_t id = k < 0 ? lead->tokens[t] : lead->p_top_ids[at];
+            char key[16], txt[16];
+            snprintf(key, sizeof key, "%d", id);
+            size_t chars;
+            char *name = s->cfg.tok ? serve_text_token_name(s->cfg.tok, id, &chars) : NULL;
+            if (!s->cfg.tok && s->cfg.text_ids) token_text(s, id, txt, sizeof txt);
+            json_t *e = json_pack("{s:o,s:i,s:o}", "logprob",
+                                  lp_real(k < 0 ? lead->p_lp[t] : lead->p_top_lp[at]), "rank",
+                                  (int)(k < 0 ? lead->p_rank[t] : k + 1), "decoded_token",
+                                  name ? json_string(name) : s->cfg.text_ids && !s->cfg.tok
+                                                            ? json_string(txt) : json_null());
+            free(name);
+            if (!e || json_object_set_new(o, key, e)) {
+                json_decref(o);
+                o = NULL;
+            }
+        }
+        if (!o || json_array_append_new(a, o)) return json_decref(a), NULL;
+    }
+    return a;
+}
+
 static json_t *ids_json(const int32_t *ids, int32_t n)
 {
     json_t *a = json_array();
@@ -889,10 +1142,18 @@ static enum MHD_Result answer_job(serve *s, struct MHD_Connection *c, serve_job 
                                          q->text_cut + (q->stop_str >= 0 && j->include_stop
                                                         ? strlen(j->stop_str[q->stop_str]) : 0)),
                                "token_ids", ids_json(q->out, q->n_out), "logprobs",
-                               logprobs_json(s, j, q, 0, q->n_out, lead ? text_chars(s, lead) : 0),
+                               logprobs_json(s, j, q, 0, j->echo_only ? 0 : q->n_out,
+                                             lead ? text_chars(s, lead) : 0,
+                                             j->echo && j->prompt_lp >= 0),
                                "finish_reason", finish_reason(j, q), "stop_reason",
                                stop_reason_json(j, q));
         free(lead);
+        if (ch && j->prompt_lp >= 0 &&
+            json_object_set_new(ch, "prompt_logprobs",
+                                prompt_logprobs_json(s, q - q->sample, j->prompt_lp))) {
+            json_decref(ch);
+            ch = NULL;
+        }
         if (ch && (j->echo || j->return_token_ids) &&
             json_object_set_new(ch, "prompt_token_ids", ids_json(q->tokens, q->n_tokens))) {
             json_decref(ch);
@@ -1015,7 +1276,8 @@ static bool sse_fill(serve *s, serve_job *j)
             }
             json_t *ch = json_pack("{s:i,s:o,s:o,s:o,s:s?,s:o}", "index", (int)i, "text", piece,
                                    "token_ids", ids_json(q->out + q->sent, 1), "logprobs",
-                                   logprobs_json(s, j, q, q->sent, 1, q->sent_chars),
+                                   logprobs_json(s, j, q, q->sent, lead && j->echo_only ? 0 : 1,
+                                                 q->sent_chars, lead && j->prompt_lp >= 0),
                                    "finish_reason", last ? finish_reason(j, q) : NULL,
                                    "stop_reason", last ? stop_reason_json(j, q) : json_null());
             free(ptext);
@@ -1227,6 +1489,7 @@ static void parse_body(serve *s, const conn_ctx *cc, serve_job **out, bad *b, bo
         return;
     }
     j->refs = 1;
+    j->prompt_lp = -1;
     j->chat = cc->chat;
     bool ok = parse_completion(s, req, j, b);
     json_decref(req);

@@ -650,6 +650,82 @@ START_TEST(test_phase_cpu_cover_sched_cpu)
 }
 END_TEST
 
+/* Prompt logits (vLLM's prompt_logprobs): row t of a request's prompt rows
+ * equals the last-row logits of its first t + 1 tokens run on their own,
+ * whether its prefix was cached (the match is skipped: cached 0) or its
+ * prompt was cut into chunks; a backend that computes no rows refuses. */
+static void run_one(engine *e, const int32_t *tok, int32_t n, bool rows, int64_t *id)
+{
+    char err[256];
+    engine_request r = {.tokens = tok, .n_tokens = n, .max_tokens = 2, .stop_token = -1,
+                        .sampling = {.top_p = 1}, .prompt_logits = rows};
+    ck_assert_msg(engine_add(e, &r, id, err, sizeof err) == RKV_OK, "%s", err);
+    ck_assert_msg(engine_run(e, err, sizeof err) == RKV_OK, "%s", err);
+}
+
+static void assert_rows_close(const float *a, const float *b, int32_t V, const char *what, int t)
+{
+    for (int32_t v = 0; v < V; v++)
+        ck_assert_msg(fabsf(a[v] - b[v]) <= 1e-4f + 1e-4f * fabsf(b[v]),
+                      "%s row %d id %d: %g vs %g", what, t, v, (double)a[v], (double)b[v]);
+}
+
+START_TEST(test_cpu_prompt_logits)
+{
+    write_tiny_model();
+    enum { N = 23 };
+    int32_t tok[N];
+    for (int i = 0; i < N; i++) tok[i] = (i * 37 + 5) % 512;
+    run_opts ro = defaults("cpu");
+    ro.kind = "radix";
+    ro.keep_logits = true;
+    engine *e = make(&ro);
+    const int32_t V = engine_backend(e)->vocab_size;
+    int64_t plain, rows;
+    run_one(e, tok, N, false, &plain);
+    run_one(e, tok, N, true, &rows);
+    engine_result r;
+    ck_assert_int_eq(engine_result_get(e, rows, &r), RKV_OK);
+    ck_assert_ptr_nonnull(r.prompt_logits);
+    ck_assert_int_eq(r.cached_tokens, 0);
+    /* the last prompt row is the one that sampled the first output */
+    assert_rows_close(r.prompt_logits + (size_t)(N - 1) * V, r.logits, V, "last", N - 1);
+    engine_result rp;
+    ck_assert_int_eq(engine_result_get(e, plain, &rp), RKV_OK);
+    ck_assert_ptr_null(rp.prompt_logits);
+    for (int t = 0; t < N - 1; t += 5) {
+        int64_t id;
+        run_one(e, tok, t + 1, false, &id);
+        engine_result rt;
+        ck_assert_int_eq(engine_result_get(e, id, &rt), RKV_OK);
+        assert_rows_close(r.prompt_logits + (size_t)t * V, rt.logits, V, "prefix", t);
+    }
+    /* chunks of 5 rows */
+    run_opts rc = ro;
+    rc.budget = 5;
+    engine *ec = make(&rc);
+    int64_t cid;
+    run_one(ec, tok, N, true, &cid);
+    engine_result c;
+    ck_assert_int_eq(engine_result_get(ec, cid, &c), RKV_OK);
+    for (int t = 0; t < N; t++)
+        assert_rows_close(c.prompt_logits + (size_t)t * V, r.prompt_logits + (size_t)t * V, V,
+                          "chunked", t);
+    engine_destroy(ec);
+    engine_destroy(e);
+    remove_tiny_model();
+    run_opts rs = defaults("sim");
+    engine *es = make(&rs);
+    char err[256];
+    int64_t id;
+    engine_request q = {.tokens = tok, .n_tokens = 3, .max_tokens = 2, .stop_token = -1,
+                        .sampling = {.top_p = 1}, .prompt_logits = true};
+    ck_assert_int_eq(engine_add(es, &q, &id, err, sizeof err), RKV_EINVAL);
+    ck_assert_msg(strstr(err, "prompt_logits") && strstr(err, "sim"), "%s", err);
+    engine_destroy(es);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("engine");
@@ -667,6 +743,7 @@ static Suite *suite(void)
     TCase *cpu = tcase_create("cpu");
     tcase_set_timeout(cpu, 240);
     tcase_add_test(cpu, test_cpu_caching_invisible);
+    tcase_add_test(cpu, test_cpu_prompt_logits);
     suite_add_tcase(s, cpu);
     return s;
 }

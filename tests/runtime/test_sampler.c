@@ -317,6 +317,55 @@ START_TEST(min_tokens_hold_stop_ids)
 }
 END_TEST
 
+/* Bad words (vLLM's apply_bad_words): a one-id word is always banned; a
+ * longer word bans its last id only right after its other ids, and only the
+ * outputs count, never the prompt. Checked against the row with exactly the
+ * expected ids set to -inf. */
+START_TEST(bad_words_ban_after_prefix)
+{
+    float l[V];
+    random_logits(l, V, 23);
+    int32_t order[V];
+    for (int32_t v = 0; v < V; v++) order[v] = v;
+    for (int32_t a = 0; a < V; a++) /* ids by logit, descending */
+        for (int32_t b = a + 1; b < V; b++)
+            if (l[order[b]] > l[order[a]]) {
+                int32_t t = order[a];
+                order[a] = order[b];
+                order[b] = t;
+            }
+    const int32_t t0 = order[0], t1 = order[1], t2 = order[2];
+    /* words: {t0}, {7, t1}, {9, 7, t2}, {8, t2} */
+    int32_t ids[] = {t0, 7, t1, 9, 7, t2, 8, t2}, starts[] = {0, 1, 3, 6, 8};
+    logit_procs lp = {.bad_ids = ids, .bad_starts = starts, .n_bad = 4};
+    /* prompt {8}, then outputs */
+    int32_t hist[4] = {8, 9, 7, 3};
+    struct { int32_t n_out; int32_t want; } cases[] = {
+        {0, t1},  /* no outputs: t0 banned; 8 is in the prompt, so t2 is not */
+        {1, t1},  /* outputs {9}: the three-id word needs two outputs */
+        {2, order[3]}, /* outputs {9, 7}: t0, t1 and t2 banned */
+        {3, t1},  /* outputs {9, 7, 3}: back to t0 alone */
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        sampling_params sp = {.temperature = 0, .top_p = 1.0f, .procs = &lp, .history = hist,
+                              .n_prompt = 1, .n_out = cases[c].n_out};
+        int32_t tok;
+        ck_assert_int_eq(sampler_sample(l, V, &sp, 0, NULL, &tok), RKV_OK);
+        ck_assert_msg(tok == cases[c].want, "case %zu: %d, want %d", c, tok, cases[c].want);
+        double probs[V];
+        sp.temperature = 1.0f;
+        ck_assert_int_eq(sampler_distribution(l, V, &sp, NULL, probs), RKV_OK);
+        ck_assert(probs[t0] == 0);
+        ck_assert((probs[t1] == 0) == (cases[c].n_out == 2));
+        ck_assert((probs[t2] == 0) == (cases[c].n_out == 2));
+    }
+    /* Without a history bad words are refused, not applied to nothing. */
+    sampling_params nh = {.temperature = 0, .top_p = 1.0f, .procs = &lp};
+    int32_t tok;
+    ck_assert_int_eq(sampler_sample(l, V, &nh, 0, NULL, &tok), RKV_EINVAL);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("sampler");
@@ -328,6 +377,7 @@ int main(void)
     tcase_add_test(tc, top_p_mass);
     tcase_add_test(tc, bad_params);
     tcase_add_test(tc, logit_procs_apply);
+    tcase_add_test(tc, bad_words_ban_after_prefix);
     tcase_add_test(tc, penalties_match_vllm);
     tcase_add_test(tc, min_tokens_hold_stop_ids);
     suite_add_tcase(s, tc);

@@ -144,6 +144,59 @@ def check(cond, msg):
         sys.exit(1)
 
 
+class Checks:
+    """check() that goes on: each failure printed as it happens and kept, so a
+    test reports them all; finish() prints the count and is the exit status."""
+
+    def __init__(self):
+        self.fails = []
+
+    def __call__(self, cond, what):
+        if not cond:
+            self.fails.append(what)
+            print("FAIL:", what)
+        return cond
+
+    def finish(self, name):
+        print(f"{name}: {len(self.fails)} failures")
+        return 1 if self.fails else 0
+
+
+def stop_checked(s, chk):
+    """SIGTERM the server; chk that it exited 0 (its stderr's tail if not)."""
+    code, _ = s.stop()
+    chk(code == 0, f"server exit {code}: {s.stderr()[-400:]}")
+
+
+def word_tokenizer(tmp, template_file):
+    """The text tests' hand-made tokenizer in tmp/tok (its path returned): one
+    token per byte (ids 0..255), four special tokens, the chat template read
+    from template_file, and added tokens "<wN>" filling ids 260..4095, so that
+    every id the built-in model samples has text."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "text"))
+    from test_tokenize_cli import write_tokenizer
+    with open(template_file, encoding="utf-8") as f:
+        template = f.read()
+    tok = os.path.join(tmp, "tok")
+    write_tokenizer(tok, template)
+    path = os.path.join(tok, "tokenizer.json")
+    with open(path, encoding="utf-8") as f:
+        tj = json.load(f)
+    tj["added_tokens"] += [{"id": i, "content": f"<w{i}>", "single_word": False,
+                            "lstrip": False, "rstrip": False, "normalized": False,
+                            "special": False} for i in range(260, 4096)]
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(tj, f)
+    return tok
+
+
+def tokenizer_server(radixkv, tmp, template_file, *args):
+    """`radixkv serve --tokenizer DIR` on word_tokenizer(tmp, template_file),
+    with args; returns (server, DIR)."""
+    tok = word_tokenizer(tmp, template_file)
+    return Server(radixkv, "--tokenizer", tok, *args), tok
+
+
 def reexec_under_serve_python(path, module):
     """Run the test under RKV_SERVE_PYTHON (a venv with `module`), else exit 77."""
     try:

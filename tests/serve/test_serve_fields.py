@@ -36,7 +36,7 @@ SAMPLES = {
     "stop_token_ids": [9], "include_stop_str_in_output": True, "ignore_eos": True,
     "min_tokens": 1, "skip_special_tokens": False, "spaces_between_special_tokens": False,
     "truncate_prompt_tokens": 2, "truncation_side": "right", "allowed_token_ids": [5],
-    "prompt_logprobs": 1, "logprob_token_ids": [5], "bad_words": ["x"], "prompt_embeds": "AA==",
+    "prompt_logprobs": 1, "logprob_token_ids": [5], "bad_words": ["5 6"], "prompt_embeds": "AA==",
     "add_special_tokens": False, "response_format": {"type": "json_object"},
     "structured_outputs": {"json": {}}, "priority": 1, "request_id": "abc",
     "session_id": "s", "return_tokens_as_token_ids": True, "return_token_ids": True,
@@ -53,7 +53,8 @@ HONOURED = {"model", "prompt", "echo", "logprobs", "max_tokens", "n", "seed", "s
             "spaces_between_special_tokens", "truncate_prompt_tokens", "truncation_side",
             "add_special_tokens", "request_id", "return_tokens_as_token_ids",
             "return_token_ids", "logit_bias", "allowed_token_ids", "min_p", "frequency_penalty",
-            "presence_penalty", "repetition_penalty", "min_tokens"}
+            "presence_penalty", "repetition_penalty", "min_tokens", "bad_words",
+            "prompt_logprobs"}
 
 
 def vllm_fields():
@@ -271,7 +272,7 @@ def main():
     if not RADIXKV:
         print(__doc__, file=sys.stderr)
         sys.exit(2)
-    s = Server(RADIXKV, "--tokenizer", "ids", "--model-name", "m")
+    s = Server(RADIXKV, "--tokenizer", "ids", "--model-name", "m", "--max-logprobs", "2")
     try:
         walk(s)
         effects(s)

@@ -7,7 +7,9 @@ small Llama checkpoint (config.json + model.safetensors, seeded weights), serves
 it, and recomputes the last-token logits of prompt + outputs[:t] with
 tests/runtime/model_logits on the same files; the served token_logprobs and
 top_logprobs must equal log_softmax of those (|diff| <= 1e-4). Penalties and
-min_tokens: greedy answers equal vLLM's formulas applied to those logits.
+min_tokens and bad_words: greedy answers equal vLLM's formulas applied to
+those logits. prompt_logprobs and echo with logprobs: the prompt tokens'
+logprobs equal log_softmax of the logits of the rows before them.
 n > 1: the samples of one prompt share its pages (each sample after the first
 finds the prompt's full pages cached) and differ under sampling.
 Usage: test_serve_sampling.py PATH/TO/radixkv PATH/TO/model_logits [PART...]"""
@@ -121,8 +123,6 @@ def logprobs(d):
               f"logprobs 0: {lp0}")
         st, r, _ = s.post({"prompt": p, "max_tokens": 2, "logprobs": 6})
         check(st == 400 and "--max-logprobs" in r["error"]["message"], f"logprobs 6: {r}")
-        st, r, _ = s.post({"prompt": p, "max_tokens": 2, "logprobs": 1, "echo": True})
-        check(st == 400 and r["error"]["param"] == "logprobs", f"logprobs + echo: {r}")
     finally:
         s.kill()
     s = Server(RADIXKV, "--page-size", "4")
@@ -318,12 +318,169 @@ def penalties(d):
         s.kill()
 
 
+def predict_bad_words(d, prompt, n, words):
+    """Greedy outputs under vLLM's apply_bad_words: a word (ids) bans its
+    last id when the outputs (not the prompt) end with the ids before it."""
+    out = []
+    while len(out) < n:
+        lg = model_logits(d, prompt + out)
+        for w in words:
+            if len(w) - 1 <= len(out) and (len(w) == 1 or out[len(out) - (len(w) - 1):] == w[:-1]):
+                lg[w[-1]] = -math.inf
+        out.append(max(range(len(lg)), key=lambda v: (lg[v], -v)))
+    return out
+
+
+def bad_words(d):
+    """bad_words (with --tokenizer ids: a word is decimal ids) change greedy
+    answers as vLLM's bad-words processor over the model's logits predicts."""
+    s = Server(RADIXKV, "--model", d, "--page-size", "4", "--model-name", "m",
+               "--tokenizer", "ids")
+    try:
+        p = [(i * 37 + 11) % 160 for i in range(13)]
+        n = 6
+        st, r, _ = s.post({"prompt": p, "max_tokens": n, "temperature": 0})
+        plain = r["choices"][0]["token_ids"]
+        cases = [[str(plain[0])],                        # one id: never sampled
+                 [f"{plain[0]} {plain[1]}"],              # plain[1] never right after plain[0]
+                 [f" {plain[2]}  {plain[3]}", f"{plain[0]} {plain[1]}", f"{plain[0]} {plain[1]}"],
+                 [f"{p[-1]} {plain[0]}"]]                 # the prompt's tail does not count
+        for words in cases:
+            ids = [[int(x) for x in w.split()] for w in words]
+            want = predict_bad_words(d, p, n, ids)
+            st, r, _ = s.post({"prompt": p, "max_tokens": n, "temperature": 0, "bad_words": words})
+            check(st == 200 and r["choices"][0]["token_ids"] == want,
+                  f"bad_words {words}: {st} {r} vs predicted {want}")
+            # The same through the overlap of a stream (one token per chunk).
+            st, ev, done = s.stream({"prompt": p, "max_tokens": n, "temperature": 0,
+                                     "bad_words": words})
+            got = [t for e in ev if e["choices"] for t in e["choices"][0]["token_ids"]]
+            check(done and got == want, f"streamed bad_words {words}: {got} vs {want}")
+        # A ban that changes nothing would make this test unable to fail.
+        check(predict_bad_words(d, p, n, [[plain[0], plain[1]]]) != plain
+              and predict_bad_words(d, p, n, [[p[-1], plain[0]]]) == plain,
+              "the bad words leave this prompt's answer alone")
+        for bad, why in [(["x"], "character"), ([""], "empty"), (["  "], "no token"),
+                         ("5", "list"), ([5], "string"), (["5 999"], "vocabulary"),
+                         ([str(i) for i in range(129)], "at most 128")]:
+            st, r, _ = s.post({"prompt": p, "max_tokens": 2, "bad_words": bad})
+            check(st == 400 and r["error"]["param"] == "bad_words" and why in r["error"]["message"],
+                  f"bad_words {bad!r}: {st} {r}")
+    finally:
+        s.kill()
+    # Words need a tokenizer; the sim backend has no logits: refused by name.
+    for args, why in [(("--model", d, "--page-size", "4"), "tokenizer"),
+                      (("--backend", "sim", "--tokenizer", "ids"), "sim")]:
+        s = Server(RADIXKV, *args)
+        try:
+            st, r, _ = s.post({"prompt": [5, 6], "max_tokens": 2, "bad_words": ["5"]})
+            check(st == 400 and r["error"]["param"] == "bad_words" and why in r["error"]["message"],
+                  f"bad_words with {args}: {st} {r}")
+            st, r, _ = s.post({"prompt": [5, 6], "max_tokens": 2, "bad_words": []})
+            check(st == 200, f"bad_words [] with {args}: {st} {r}")
+        finally:
+            s.kill()
+
+
+def check_prompt_entry(where, got, ref_row, tok, k):
+    """vLLM's prompt_logprobs entry: the token and the k most likely ids, each
+    {logprob, rank, decoded_token}; the token's rank counts ids at least as likely."""
+    best = sorted(range(len(ref_row)), key=lambda v: (-ref_row[v], v))[:k]
+    check(set(got) == {str(v) for v in best + [tok]}, f"{where}: ids {sorted(got)} vs {best} + {tok}")
+    check(next(iter(got)) == str(tok), f"{where}: the prompt token is not first: {got}")
+    for v in best + [tok]:
+        e = got[str(v)]
+        check(abs(e["logprob"] - ref_row[v]) <= TOL and e["decoded_token"] is None,
+              f"{where} id {v}: {e} vs model {ref_row[v]}")
+    for i, v in enumerate(best):
+        check(got[str(v)]["rank"] == i + 1, f"{where}: top id {v} rank {got[str(v)]['rank']}")
+    if tok not in best:
+        rank = sum(x >= ref_row[tok] for x in ref_row)
+        check(got[str(tok)]["rank"] == rank, f"{where}: token rank {got[str(tok)]} vs {rank}")
+
+
+def prompt_logprobs(d):
+    """prompt_logprobs and echo with logprobs: the prompt tokens' logprobs
+    equal log_softmax of the model's logits of the rows before them, in
+    vLLM's shapes, whether the prompt is cached or not."""
+    s = Server(RADIXKV, "--model", d, "--max-logprobs", "5", "--page-size", "4",
+               "--model-name", "m")
+    try:
+        p = [(i * 37 + 11) % 160 for i in range(13)]
+        ref = model_logprobs(d, [p[:t] for t in range(1, len(p))])  # ref[t - 1]: token t
+        # Cached first: the prompt logprobs must not come from a skipped prefix.
+        st, plain, _ = s.post({"prompt": p, "max_tokens": 3, "logprobs": 2, "temperature": 0})
+        check(st == 200, f"{st} {plain}")
+        st, r, _ = s.post({"prompt": p, "max_tokens": 3, "temperature": 0, "prompt_logprobs": 3,
+                           "n": 2})
+        check(st == 200 and len(r["choices"]) == 2, f"prompt_logprobs: {st} {r}")
+        for ch in r["choices"]:
+            pl = ch["prompt_logprobs"]
+            check(len(pl) == len(p) and pl[0] is None, f"prompt_logprobs shape: {pl}")
+            for t in range(1, len(p)):
+                check_prompt_entry(f"prompt_logprobs[{t}]", pl[t], ref[t - 1], p[t], 3)
+        check(r["choices"][0]["token_ids"] == plain["choices"][0]["token_ids"]
+              and r["usage"]["prompt_tokens_details"]["cached_tokens"] == 0,
+              f"prompt_logprobs changed the answer or matched the cache: {r} vs {plain}")
+        # echo + logprobs: the prompt's entries lead the arrays (vLLM's
+        # dict {token, top-k} cut to logprobs + 1 entries), then the outputs'.
+        st, r, _ = s.post({"prompt": p, "max_tokens": 3, "logprobs": 2, "temperature": 0,
+                           "echo": True})
+        ch = r["choices"][0]
+        lp, out = ch["logprobs"], plain["choices"][0]["logprobs"]
+        check(st == 200 and lp["tokens"] == [f"token_id:{t}" for t in p] + out["tokens"]
+              and lp["token_logprobs"][0] is None and lp["top_logprobs"][0] is None
+              and lp["token_logprobs"][len(p):] == out["token_logprobs"]
+              and lp["top_logprobs"][len(p):] == out["top_logprobs"]
+              and len(ch["prompt_logprobs"]) == len(p), f"echo + logprobs: {st} {r}")
+        for t in range(1, len(p)):
+            row = ref[t - 1]
+            check(abs(lp["token_logprobs"][t] - row[p[t]]) <= TOL, f"echo token {t}: {lp}")
+            order = [p[t]] + [v for v in sorted(range(160), key=lambda v: (-row[v], v))[:2]
+                              if v != p[t]]
+            want = {f"token_id:{v}": row[v] for v in order[:3]}
+            got = lp["top_logprobs"][t]
+            check(set(got) == set(want) and all(abs(got[k] - want[k]) <= TOL for k in want),
+                  f"echo top_logprobs {t}: {got} vs {want}")
+        # echo with max_tokens 0 (prompt scoring): the prompt's entries alone.
+        st, r, _ = s.post({"prompt": p, "max_tokens": 0, "logprobs": 1, "echo": True})
+        lp0 = r["choices"][0]["logprobs"]
+        check(st == 200 and len(lp0["tokens"]) == len(p)
+              and lp0["token_logprobs"][1:] == lp["token_logprobs"][1:len(p)],
+              f"echo, max_tokens 0, logprobs 1: {st} {r}")
+        # Streamed: the first chunk carries the prompt's entries and the first token's.
+        st, ev, done = s.stream({"prompt": p, "max_tokens": 3, "logprobs": 2, "temperature": 0,
+                                 "echo": True})
+        first = ev[0]["choices"][0]["logprobs"]
+        check(done and first["token_logprobs"] == lp["token_logprobs"][:len(p) + 1],
+              f"streamed echo + logprobs: {first}")
+        for body, param in [({"prompt_logprobs": 1, "stream": True}, "prompt_logprobs"),
+                            ({"prompt_logprobs": 6}, "prompt_logprobs"),
+                            ({"prompt_logprobs": -1}, "prompt_logprobs"),
+                            ({"prompt_logprobs": -2}, "prompt_logprobs"),
+                            ({"prompt_logprobs": "1"}, "prompt_logprobs")]:
+            st, r, _ = s.post(dict(body, prompt=p, max_tokens=2))
+            check(st == 400 and r["error"]["param"] == param, f"{body}: {st} {r}")
+    finally:
+        s.kill()
+    # The sim backend computes no logits: refused by name.
+    s = Server(RADIXKV, "--backend", "sim")
+    try:
+        st, r, _ = s.post({"prompt": [5, 6], "max_tokens": 2, "prompt_logprobs": 0})
+        check(st == 400 and r["error"]["param"] == "prompt_logprobs" and "sim" in r["error"]["message"],
+              f"prompt_logprobs on sim: {st} {r}")
+    finally:
+        s.kill()
+
+
 def main():
     only = sys.argv[3:]
     with tempfile.TemporaryDirectory() as d:
         write_model(d)
         for name, t in [("samples", samples), ("echo_and_stop", echo_and_stop),
-                        ("logprobs", lambda: logprobs(d)), ("penalties", lambda: penalties(d))]:
+                        ("logprobs", lambda: logprobs(d)), ("penalties", lambda: penalties(d)),
+                        ("bad_words", lambda: bad_words(d)),
+                        ("prompt_logprobs", lambda: prompt_logprobs(d))]:
             if not only or name in only:
                 t()
                 print(f"{name}: ok", file=sys.stderr)

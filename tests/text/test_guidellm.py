@@ -20,8 +20,8 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "serve"))
 sys.path.insert(0, HERE)
-from serve_util import Server, check, reexec_under_serve_python  # noqa: E402
-from test_tokenize_cli import write_tokenizer  # noqa: E402
+from serve_util import (Server, check, reexec_under_serve_python, stop_checked,  # noqa: E402
+                        word_tokenizer)
 
 reexec_under_serve_python(__file__, "guidellm")
 
@@ -32,18 +32,9 @@ def main():
     if not os.access(guidellm, os.X_OK):
         print(f"{guidellm} not found: skipping", file=sys.stderr)
         sys.exit(77)
-    with open(os.path.join(tdir, "llama-3.jinja"), encoding="utf-8") as f:
-        llama3 = f.read()
     with tempfile.TemporaryDirectory() as tmp:
-        tok = os.path.join(tmp, "tok")
-        write_tokenizer(tok, llama3)
-        with open(os.path.join(tok, "tokenizer.json"), encoding="utf-8") as f:
-            tj = json.load(f)
-        tj["added_tokens"] += [{"id": i, "content": f"<w{i}>", "single_word": False,
-                                "lstrip": False, "rstrip": False, "normalized": False,
-                                "special": False} for i in range(260, 4096)]
-        with open(os.path.join(tok, "tokenizer.json"), "w", encoding="utf-8") as f:
-            json.dump(tj, f)
+        # the model is named by the tokenizer's directory, as a Hugging Face id would be
+        tok = word_tokenizer(tmp, os.path.join(tdir, "llama-3.jinja"))
         s = Server(radixkv, "--model-name", tok, "--tokenizer", tok)
         try:
             scen = os.path.join(tmp, "scenario.json")
@@ -76,8 +67,7 @@ def main():
             check(output == server["vllm:generation_tokens_total"], f"guidellm output tokens {output} "
                   f"!= server {server['vllm:generation_tokens_total']}")
         finally:
-            code, _ = s.stop()
-            check(code == 0, f"server exit {code}: {s.stderr()[-400:]}")
+            stop_checked(s, check)
     print(f"test_guidellm: ok ({prompt} prompt, {output} output tokens on both sides)")
 
 

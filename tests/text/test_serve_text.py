@@ -22,32 +22,18 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "serve"))
 sys.path.insert(0, HERE)
-from serve_util import Server  # noqa: E402
+from serve_util import Checks, Server, stop_checked, tokenizer_server  # noqa: E402
 from test_tokenize_cli import write_tokenizer  # noqa: E402
 
 
 def main():
     radixkv, tdir = sys.argv[1], sys.argv[2]
-    fails = []
-
-    def check(cond, what):
-        if not cond:
-            fails.append(what)
-            print("FAIL:", what)
-
-    with open(os.path.join(tdir, "llama-3.jinja"), encoding="utf-8") as f:
-        llama3 = f.read()
+    check = Checks()
     with tempfile.TemporaryDirectory() as tmp:
-        tok = os.path.join(tmp, "tok")
-        write_tokenizer(tok, llama3)
+        s, tok = tokenizer_server(radixkv, tmp, os.path.join(tdir, "llama-3.jinja"),
+                                  "--max-running", "4")
         with open(os.path.join(tok, "tokenizer.json"), encoding="utf-8") as f:
             tj = json.load(f)
-        tj["added_tokens"] += [{"id": i, "content": f"<w{i}>", "single_word": False,
-                                "lstrip": False, "rstrip": False, "normalized": False,
-                                "special": False} for i in range(260, 4096)]
-        with open(os.path.join(tok, "tokenizer.json"), "w", encoding="utf-8") as f:
-            json.dump(tj, f)
-        s = Server(radixkv, "--tokenizer", tok, "--max-running", "4")
         try:
             def post(path, body):
                 st, text, _ = s.request("POST", path, body)
@@ -162,8 +148,7 @@ def main():
             st, r = post("/tokenize", {"prompt": 3})
             check(st == 400 and "prompt" in r["error"]["message"], f"/tokenize: {r}")
         finally:
-            code, summary = s.stop()
-            check(code == 0, f"server exit {code}: {s.stderr()[-500:]}")
+            stop_checked(s, check)
         # without a tokenizer, chat says what it needs; an unknown template is refused by name
         s = Server(radixkv)
         try:
@@ -235,8 +220,7 @@ def main():
             check(st == 400 and "unknown chat template" in text, f"unknown template: {st} {text}")
         finally:
             s.stop()
-    print(f"test_serve_text: {len(fails)} failures")
-    return 1 if fails else 0
+    return check.finish("test_serve_text")
 
 
 if __name__ == "__main__":

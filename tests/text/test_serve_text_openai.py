@@ -15,8 +15,7 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "serve"))
 sys.path.insert(0, HERE)
-from serve_util import Server, check, reexec_under_serve_python  # noqa: E402
-from test_tokenize_cli import write_tokenizer  # noqa: E402
+from serve_util import check, reexec_under_serve_python, stop_checked, tokenizer_server  # noqa: E402
 
 reexec_under_serve_python(__file__, "openai")
 import openai  # noqa: E402
@@ -24,20 +23,9 @@ import openai  # noqa: E402
 
 def main():
     radixkv, tdir = sys.argv[1], sys.argv[2]
-    with open(os.path.join(tdir, "qwen2.5.jinja"), encoding="utf-8") as f:
-        qwen = f.read()
     with tempfile.TemporaryDirectory() as tmp:
-        tok = os.path.join(tmp, "tok")
-        write_tokenizer(tok, qwen)
-        with open(os.path.join(tok, "tokenizer.json"), encoding="utf-8") as f:
-            tj = json.load(f)
-        # ids 260..4095: one added token each, so every id the model samples has text
-        tj["added_tokens"] += [{"id": i, "content": f"<w{i}>", "single_word": False,
-                                "lstrip": False, "rstrip": False, "normalized": False,
-                                "special": False} for i in range(260, 4096)]
-        with open(os.path.join(tok, "tokenizer.json"), "w", encoding="utf-8") as f:
-            json.dump(tj, f)
-        s = Server(radixkv, "--model-name", "tiny", "--tokenizer", tok)
+        s, _ = tokenizer_server(radixkv, tmp, os.path.join(tdir, "qwen2.5.jinja"),
+                                "--model-name", "tiny")
         try:
             def post(path, body):
                 st, text, _ = s.request("POST", path, body)
@@ -73,8 +61,7 @@ def main():
             except openai.BadRequestError as e:
                 check("not supported" in str(e), f"{e}")
         finally:
-            code, _ = s.stop()
-            check(code == 0, f"server exit {code}: {s.stderr()[-400:]}")
+            stop_checked(s, check)
     print("test_serve_text_openai: ok")
 
 

@@ -41,8 +41,7 @@ import tempfile  # noqa: E402
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "serve"))
 sys.path.insert(0, HERE)
-from serve_util import Server  # noqa: E402
-from test_tokenize_cli import write_tokenizer  # noqa: E402
+from serve_util import Checks, Server, stop_checked, word_tokenizer  # noqa: E402
 
 N = 8
 WORDS = ["cache", "prefix", "radix", "tree", "token", "page", "hit", "miss", "server", "über",
@@ -74,25 +73,9 @@ def main():
     except ImportError as e:
         print(f"vllm's benchmark modules do not import ({e}): skipping", file=sys.stderr)
         sys.exit(77)
-    fails = []
-
-    def check(cond, what):
-        if not cond:
-            fails.append(what)
-            print("FAIL:", what)
-
-    with open(os.path.join(tdir, "llama-3.jinja"), encoding="utf-8") as f:
-        llama3 = f.read()
+    check = Checks()
     with tempfile.TemporaryDirectory() as tmp:
-        tok = os.path.join(tmp, "tok")
-        write_tokenizer(tok, llama3)
-        with open(os.path.join(tok, "tokenizer.json"), encoding="utf-8") as f:
-            tj = json.load(f)
-        tj["added_tokens"] += [{"id": i, "content": f"<w{i}>", "single_word": False,
-                                "lstrip": False, "rstrip": False, "normalized": False,
-                                "special": False} for i in range(260, 4096)]
-        with open(os.path.join(tok, "tokenizer.json"), "w", encoding="utf-8") as f:
-            json.dump(tj, f)
+        tok = word_tokenizer(tmp, os.path.join(tdir, "llama-3.jinja"))
         share = os.path.join(tmp, "sharegpt.json")
         sharegpt_file(share, random.Random(40))
         s = Server(radixkv, "--model-name", tok, "--tokenizer", tok)
@@ -140,10 +123,8 @@ def main():
                 print(f"{name}: {r['total_input_tokens']} input, {r['total_output_tokens']} "
                       f"output tokens on both sides")
         finally:
-            code, _ = s.stop()
-            check(code == 0, f"server exit {code}: {s.stderr()[-400:]}")
-    print(f"test_vllm_bench: {len(fails)} failures")
-    return 1 if fails else 0
+            stop_checked(s, check)
+    return check.finish("test_vllm_bench")
 
 
 if __name__ == "__main__":
