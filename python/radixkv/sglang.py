@@ -156,8 +156,10 @@ class RadixCache(BasePrefixCache):
         self._empty_match = MatchResult(device_prefix_len=0, last_device_node=self.root_node,
                                         last_host_node=self.root_node,
                                         best_match_node=self.root_node)
-        # Published event block hash -> [its hex digest, pages holding it].
+        # Published event block hash -> its hex digest, for pages cached; and,
+        # for a hash more than one cached page publishes, how many more.
         self._digests = {}
+        self._shared = {}
         self.kv_events.record_all_cleared()
 
     # ---- lookups -----------------------------------------------------------
@@ -225,13 +227,15 @@ class RadixCache(BasePrefixCache):
             freed, values, hashes = self.cache.kv_evict(params.num_tokens, tags=True)
             if len(hashes):
                 hashes = hashes.tolist()
-                digests = self._digests
+                digests, shared = self._digests, self._shared
                 for h in hashes:
-                    held = digests.get(h)
-                    if held is not None:
-                        held[1] -= 1
-                        if not held[1]:
-                            del digests[h]
+                    n = shared.get(h)
+                    if n is None:
+                        digests.pop(h, None)
+                    elif n == 1:
+                        del shared[h]
+                    else:
+                        shared[h] = n - 1
                 # SGLang records one BlockRemoved per node and the recorder
                 # merges consecutive ones: one event with the pages in order.
                 self.kv_events.enqueue(BlockRemoved(block_hashes=hashes,
@@ -267,7 +271,7 @@ class RadixCache(BasePrefixCache):
             seed, lora_name = self._event_namespace(key)
             if k:
                 parent = int(c.kv_tags(m)[k - 1])
-                prior = self._digests[parent][0]
+                prior = self._digests[parent]
             else:
                 parent = None
                 prior = (hashlib.sha256(b"sglang-cache-salt-v1\0" + key.cache_salt.encode("utf-8"))
@@ -276,15 +280,16 @@ class RadixCache(BasePrefixCache):
             hashes = [hash_str_to_int64(h) for h in chain]
             if seed is not None:
                 hashes = [namespaced_block_hash(h, namespace_seed=seed) for h in hashes]
-            digests = self._digests
+            digests, shared = self._digests, self._shared
             for h, d in zip(hashes, chain):
                 # Two namespaces can publish one hash (extra_key alone with no
-                # LoRA name hashes the tokens only): count the pages holding it.
-                held = digests.get(h)
-                if held is None:
-                    digests[h] = [d, 1]
+                # LoRA name hashes the tokens only): the extra pages holding
+                # it are counted apart, so that the plain case stays one dict
+                # of strings (no per-page objects for the garbage collector).
+                if h in digests:
+                    shared[h] = shared.get(h, 0) + 1
                 else:
-                    held[1] += 1
+                    digests[h] = d
             c.kv_set_tags(m, k, array("q", hashes))
             self.kv_events.enqueue(BlockStored(
                 block_hashes=hashes, parent_block_hash=parent,
