@@ -8,7 +8,11 @@ Caches:
   sglang_unified   its UnifiedRadixCache, FULL component only, with the tree
                    core SGLang selects for backend "rust" (the Rust TreeCore
                    when it loads; SGLang falls back to its Python core
-                   otherwise, and the JSON names which one ran and why)
+                   otherwise, and the JSON names which one ran and why).
+                   The Rust core needs torch 2.11-2.14: run in the venv of
+                   scripts/sglang_rust_venv.sh to measure it. Its insert
+                   frees the duplicate range itself (past prev_prefix_len),
+                   which the classic cache leaves to its caller.
   radixkv_adapter  radixkv.sglang.RadixCache (the C tree through the package)
   *_events         sglang_python and radixkv_adapter with KV cache events on
                    (enable_kv_cache_events; each call's events taken right
@@ -31,8 +35,10 @@ per-call wall time over --repeats repeats with the range, the thread CPU time
 of the phase, and each cache's ratio to sglang_python. Real time.monotonic
 clocks everywhere (this measures, it does not compare answers).
 
-Run in the sglang venv (scripts/sglang_venv.sh) with the package importable:
-  PYTHONPATH=build/python ~/.cache/radixkv/sglang-venv/bin/python \
+Run in the sglang Rust-core venv (scripts/sglang_rust_venv.sh; the sglang
+venv of scripts/sglang_venv.sh runs it too, with the Python core in the
+unified row) with the package importable:
+  PYTHONPATH=build/python "$(scripts/sglang_rust_venv.sh)" \
       bench/sglang_cache_bench.py --requests 2000
 """
 import argparse
@@ -178,10 +184,17 @@ def mooncake_like(args):
     return reqs
 
 
-def replay(tree, kv, items, capacity):
+def replay(tree, kv, items, capacity, insert_frees_duplicates=False):
     """An SGLang-style schedule loop, one request at a time: match (all but
     the last token), lock, evict the shortfall, take slots, insert, free the
-    duplicates insert found, unlock. Returns the hit tokens."""
+    duplicates insert found, unlock. Returns the hit tokens.
+
+    The classic RadixCache leaves the duplicates to its caller
+    (cache_finished_req frees value[protected:prefix_len]); UnifiedRadixCache's
+    insert frees value[prev_prefix_len:prefix_len] itself, so for it the loop
+    passes prev_prefix_len (what its cache_finished_req passes: the locked
+    prefix) and frees nothing; freeing them twice would count phantom free
+    slots and the hit tokens would differ from the other caches'."""
     from sglang.srt.mem_cache.base_prefix_cache import (EvictParams, InsertParams,
                                                         MatchPrefixParams)
     used, nxt, hits = 0, 0, 0
@@ -199,8 +212,8 @@ def replay(tree, kv, items, capacity):
         value = torch.cat([prefix.to(torch.int64), torch.arange(nxt, nxt + need, dtype=torch.int64)])
         nxt += need
         used += need
-        r = tree.insert(InsertParams(key=key, value=value))
-        if r.prefix_len > matched:
+        r = tree.insert(InsertParams(key=key, value=value, prev_prefix_len=matched))
+        if r.prefix_len > matched and not insert_frees_duplicates:
             kv.free_segment(value[matched:r.prefix_len])
         tree.unlock(lock)
         tree.take_events()  # [] with events off; drained per request with them on
@@ -229,7 +242,11 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--replay-requests", type=int, default=300,
                     help="requests of the whole-replay phase (0: none)")
+    ap.add_argument("--torch-threads", type=int, default=1,
+                    help="torch's intra-op threads (1: every cache's tensor work runs on "
+                         "the calling thread, so its thread CPU time counts all of it)")
     args = ap.parse_args()
+    torch.set_num_threads(args.torch_threads)
     reqs = workload(args)
     # Token lists as numpy for the API row: what a caller holding numpy passes.
     import numpy as np
@@ -276,7 +293,8 @@ def main():
                 tree, _i, _m, _e = build()
                 kv = tree.token_to_kv_pool_allocator
                 c0, w0 = time.thread_time_ns(), time.perf_counter_ns()
-                hits = replay(tree, kv, m_items, capacity)
+                hits = replay(tree, kv, m_items, capacity,
+                              insert_frees_duplicates=name == "sglang_unified")
                 walls.append((time.perf_counter_ns() - w0) / 1e9)
                 cpus.append((time.thread_time_ns() - c0) / 1e9)
             replay_rows[name] = {"wall_s": round(statistics.median(walls), 4),
@@ -286,6 +304,9 @@ def main():
         base_w = replay_rows["sglang_python"]["wall_s"]
         for name, r in replay_rows.items():
             r["speedup_vs_sglang_python"] = round(base_w / r["wall_s"], 2)
+            if "sglang_unified" in replay_rows:
+                r["speedup_vs_sglang_unified"] = round(
+                    replay_rows["sglang_unified"]["wall_s"] / r["wall_s"], 2)
             if name.endswith("_events"):
                 r["speedup_vs_sglang_python_events"] = round(
                     replay_rows["sglang_python_events"]["wall_s"] / r["wall_s"], 2)
@@ -304,6 +325,9 @@ def main():
                         "thread_cpu_s": round(statistics.median(r["cpu_s"][phase]), 4),
                         "speedup_vs_sglang_python": round(
                             statistics.median(base[phase]) / statistics.median(xs), 2)}
+            if "sglang_unified" in rows:
+                o[phase]["speedup_vs_sglang_unified"] = round(
+                    statistics.median(rows["sglang_unified"][phase]) / statistics.median(xs), 2)
             if name.endswith("_events"):
                 o[phase]["speedup_vs_sglang_python_events"] = round(
                     statistics.median(rows["sglang_python_events"][phase])

@@ -9,6 +9,8 @@
                   and their manifest, the scales a set of results mixes
     rkv.reference reference numbers with tolerances (experiments/reproduce)
     rkv.jobs      sweep points as independent jobs: --jobs N here, --ray ADDRESS
+    rkv.pyapi     the radixkv Python package built beside the binary, when it
+                  imports (tree_evolution's replay)
     rkv.checks.NAME  each experiment's stated properties, imported by both
                   experiments/NAME/run --check and notebooks/NAME.ipynb
 

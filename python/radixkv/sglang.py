@@ -34,9 +34,12 @@ own tree records them (its KVCacheEventRecorder, so take_events() merges
 them the same way), block hashes from SGLang's page hash chain; radixkv
 keeps each page's hash in the C extension to name evicted pages.
 
+Keys with extra_key or cache_salt publish the block hashes SGLang publishes
+for them (the salt seeds the chain; the namespace seed of its recorder, with
+or without dynamo_kv_event_format and LoRA names, namespaces each hash).
+
 Not supported (refused with an error, never ignored): EAGLE's bigram keys,
-KV cache events for keys with extra_key or cache_salt (SGLang hashes those
-with namespace seeds), metrics collection; hierarchical cache, SWA and
+metrics collection; hierarchical cache, SWA and
 Mamba are the unified tree's and not part of this interface. `checkpoint` (SGLang's
 scheduler's insert of a running request) follows RadixCache's own steps but
 is not driven by the comparison tests, which call match_prefix, insert,
@@ -44,6 +47,7 @@ evict and the lock counts directly.
 
 Imports sglang (and torch) when imported; the rest of radixkv does not.
 """
+import hashlib
 from array import array
 from typing import Any, Optional
 
@@ -53,7 +57,8 @@ from sglang.srt.mem_cache.base_prefix_cache import (BasePrefixCache, DecLockRefP
                                                     DecLockRefResult, EvictParams, EvictResult,
                                                     IncLockRefResult, InsertParams, InsertResult,
                                                     MatchPrefixParams, MatchResult)
-from sglang.srt.disaggregation.kv_events import BlockRemoved, BlockStored, StorageMedium
+from sglang.srt.disaggregation.kv_events import (BlockRemoved, BlockStored, StorageMedium,
+                                                  kv_event_namespace_seed, namespaced_block_hash)
 from sglang.srt.mem_cache.cache_init_params import CacheInitParams
 from sglang.srt.mem_cache.events import KVCacheEventRecorder
 from sglang.srt.mem_cache.radix_cache import RadixKey
@@ -133,7 +138,8 @@ class RadixCache(BasePrefixCache):
         params = CacheInitParams(disable=disable, req_to_token_pool=None,
                                  token_to_kv_pool_allocator=mock_allocator, page_size=page_size,
                                  enable_kv_cache_events=enable_kv_cache_events,
-                                 dynamo_kv_event_format=dynamo_kv_event_format)
+                                 dynamo_kv_event_format=dynamo_kv_event_format,
+                                 kv_event_lora_names=kv_event_lora_names)
         return cls(params, num_pages=num_pages)
 
     def reset(self):
@@ -150,7 +156,10 @@ class RadixCache(BasePrefixCache):
         self._empty_match = MatchResult(device_prefix_len=0, last_device_node=self.root_node,
                                         last_host_node=self.root_node,
                                         best_match_node=self.root_node)
-        self._digests = {}  # event block hash -> its hex digest, for pages cached
+        # Published event block hash -> its hex digest, for pages cached; and,
+        # for a hash more than one cached page publishes, how many more.
+        self._digests = {}
+        self._shared = {}
         self.kv_events.record_all_cleared()
 
     # ---- lookups -----------------------------------------------------------
@@ -218,8 +227,15 @@ class RadixCache(BasePrefixCache):
             freed, values, hashes = self.cache.kv_evict(params.num_tokens, tags=True)
             if len(hashes):
                 hashes = hashes.tolist()
+                digests, shared = self._digests, self._shared
                 for h in hashes:
-                    self._digests.pop(h, None)
+                    n = shared.get(h)
+                    if n is None:
+                        digests.pop(h, None)
+                    elif n == 1:
+                        del shared[h]
+                    else:
+                        shared[h] = n - 1
                 # SGLang records one BlockRemoved per node and the recorder
                 # merges consecutive ones: one event with the pages in order.
                 self.kv_events.enqueue(BlockRemoved(block_hashes=hashes,
@@ -232,32 +248,71 @@ class RadixCache(BasePrefixCache):
 
     def _insert_with_events(self, key: RadixKey, toks, values):
         """kv_insert, then the event block hashes of the pages the tree
-        adopted (SGLang's chain: page by page from the root, each page's
-        hash seeded with the hex digest of the one before, which
-        self._digests keeps by its int64 block hash), a tag on each new page
-        (so an evict names them), and a BlockStored for them, as SGLang's
-        recorder merges its per-page events."""
-        if key.extra_key is not None or key.cache_salt is not None:
-            raise NotImplementedError("radixkv.sglang.RadixCache: KV cache events for keys with "
-                                      "extra_key or cache_salt are not supported")
+        adopted, a tag on each new page (so an evict names them), and a
+        BlockStored for them, as SGLang's recorder merges its per-page events.
+
+        SGLang's chain (KVCacheEventRecorder.record_store): page by page from
+        the root, each page's digest seeded with the hex digest of the one
+        before (self._digests keeps it by the page's published block hash).
+        A key with extra_key or cache_salt is hashed as SGLang's
+        compute_node_event_hash_values hashes it: the chain starts from the
+        cache_salt's seed, or from nothing with extra_key alone (the tokens
+        only), and every published hash, the parent's included, is passed
+        through namespaced_block_hash with the namespace seed of
+        _event_namespace. The LoRA name table is read when a page is stored
+        (SGLang names a namespace at admission, before its first insert); an
+        eviction publishes the hash stored then."""
         P = self.page_size
-        prefix, m = self.cache.kv_insert(toks, values, 0)
+        prefix, m = self.cache.kv_insert(toks, values, _namespace(key))
         n = m.length
         k = prefix // P
         if k * P < n:
             c = self.cache
-            parent = int(c.kv_tags(m)[k - 1]) if k else None
-            chain = get_hash_str(toks[k * P:n], self._digests[parent] if k else None,
-                                 page_size=P)
+            seed, lora_name = self._event_namespace(key)
+            if k:
+                parent = int(c.kv_tags(m)[k - 1])
+                prior = self._digests[parent]
+            else:
+                parent = None
+                prior = (hashlib.sha256(b"sglang-cache-salt-v1\0" + key.cache_salt.encode("utf-8"))
+                         .hexdigest() if key.cache_salt is not None else None)
+            chain = get_hash_str(toks[k * P:n], prior, page_size=P)
             hashes = [hash_str_to_int64(h) for h in chain]
+            if seed is not None:
+                hashes = [namespaced_block_hash(h, namespace_seed=seed) for h in hashes]
+            digests, shared = self._digests, self._shared
             for h, d in zip(hashes, chain):
-                self._digests[h] = d
+                # Two namespaces can publish one hash (extra_key alone with no
+                # LoRA name hashes the tokens only): the extra pages holding
+                # it are counted apart, so that the plain case stays one dict
+                # of strings (no per-page objects for the garbage collector).
+                if h in digests:
+                    shared[h] = shared.get(h, 0) + 1
+                else:
+                    digests[h] = d
             c.kv_set_tags(m, k, array("q", hashes))
             self.kv_events.enqueue(BlockStored(
                 block_hashes=hashes, parent_block_hash=parent,
                 token_ids=list(toks[k * P:n]), block_size=P, lora_id=None,
-                medium=StorageMedium.GPU, cache_salt=None, session_id=None, lora_name=None))
+                medium=StorageMedium.GPU, cache_salt=key.cache_salt, session_id=None,
+                lora_name=lora_name))
         return prefix, m
+
+    def _event_namespace(self, key: RadixKey):
+        """(namespace seed for namespaced_block_hash, lora_name) of key's
+        events, as SGLang's recorder derives them: with its default format
+        only a LoRA-named extra_key namespaces the hashes (cache_salt already
+        seeds the chain); with dynamo_kv_event_format both parts do."""
+        names = self.kv_events.lora_names
+        if key.extra_key is None and key.cache_salt is None:
+            return None, (names.resolve(None) if self.kv_events.dynamo_format else names.get(None))
+        if self.kv_events.dynamo_format:
+            return (kv_event_namespace_seed(extra_key=key.extra_key, cache_salt=key.cache_salt),
+                    names.resolve(key.extra_key))
+        lora_name = names.get(key.extra_key)
+        return (kv_event_namespace_seed(
+            extra_key=key.extra_key if lora_name is not None else None, cache_salt=None),
+            lora_name)
 
     # ---- locks and sizes ---------------------------------------------------
 

@@ -5,9 +5,10 @@ radix` request by request and step by step. Used by the peers suite; runs
 only in the sglang venv (scripts/sglang_venv.sh).
 
 Per step, as cache_sim.c does it:
-  1. in trace order: match_prefix(tokens[:-1], extra_key) and inc_lock_ref
-     (a request needing more pages than the pool holds is an error line and
-     touches nothing)
+  1. in trace order: match_prefix(tokens[:-1], extra_key, cache_salt) and
+     inc_lock_ref (a line's "namespace" is its extra_key, its "salt" the
+     cache_salt, which cache-sim traces do not have; a request needing more
+     pages than the pool holds is an error line and touches nothing)
   2. shortfall = sum of pages needed - free pages; if > 0, one
      evict(shortfall * page_size)
   3. pages in trace order while they fit; from the first that does not, each
@@ -110,7 +111,9 @@ def replay(trace, page_size, num_pages, tree=None, kv=None, on_op=None, with_kv=
                 out[id(line)] = {"id": line["id"], "step": step, "error": True}
                 continue
             ns = line.get("namespace")
-            m = tree.match_prefix(MatchPrefixParams(key=RadixKey(array("q", toks[:-1]), ns)))
+            salt = line.get("salt")
+            m = tree.match_prefix(MatchPrefixParams(
+                key=RadixKey(array("q", toks[:-1]), ns, cache_salt=salt)))
             op("match_prefix", tree)
             node = m.last_device_node
             tree.inc_lock_ref(node)
@@ -147,7 +150,8 @@ def replay(trace, page_size, num_pages, tree=None, kv=None, on_op=None, with_kv=
                 if k0 * P + i < n:
                     kv.slot_token[s] = toks[k0 * P + i]
             value = torch.cat([r["kv"].to(torch.int64), torch.tensor(slots, dtype=torch.int64)])[:n]
-            res = tree.insert(InsertParams(key=RadixKey(array("q", toks), r["line"].get("namespace")),
+            res = tree.insert(InsertParams(key=RadixKey(array("q", toks), r["line"].get("namespace"),
+                                                        cache_salt=r["line"].get("salt")),
                                            value=value))
             op("insert", tree)
             prefix = res.prefix_len

@@ -11,6 +11,8 @@ import os
 import random
 import sys
 
+from sglang_reexec import reexec_in_sglang_venv
+
 N_TRACES = int(os.environ.get("RKV_SGLANG_TRACES", "3000"))
 
 
@@ -30,19 +32,9 @@ def make_trace(rng, P):
 
 
 def main():
-    if os.environ.get("RKV_IN_SGLANG_VENV") != "1":
-        py = os.environ.get("RKV_SGLANG_PYTHON")
-        if not py:
-            print("skip: RKV_SGLANG_PYTHON is not set (run_tests makes the venv with "
-                  "scripts/sglang_venv.sh)")
-            return 77
-        if os.environ.get("RKV_PY_SANITIZED") == "1":
-            print("skip: under the sanitizer build (torch does not run with the ASan runtime "
-                  "preloaded); the normal build runs this test")
-            return 77
-        env = dict(os.environ, RKV_IN_SGLANG_VENV="1")
-        os.execve(py, [py] + sys.argv, env)
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    skip = reexec_in_sglang_venv()
+    if skip is not None:
+        return skip
     import radixkv
     import sglang_harness as h
 
