@@ -138,28 +138,37 @@ def lone_points(fig):
     markers alone (two points joined by a line read as a measured trend, e.g.
     a smoke-test run's h = 0 and h = 1 beside a write-up's eleven points), in
     the legend too. Lines without markers (reference lines, bounds) stay.
-    Returns the labels of the curves whose line was taken out."""
+    Returns the labels of the curves whose line was taken out (the unlabelled
+    ones counted)."""
+    from matplotlib.colors import to_hex
     from matplotlib.lines import Line2D
-    cut, kept = set(), set()
+
+    def style(ln):
+        # A legend built from handles copies their style, not their label: the
+        # style is what ties a legend entry to its curves.
+        return (to_hex(ln.get_color(), keep_alpha=True), str(ln.get_marker()), ln.get_linestyle())
+    cut, kept, labels = set(), set(), set()
     for ax in fig.get_axes():
         for ln in ax.get_lines():
             marked = ln.get_marker() not in (None, "", "None", " ", "none")
             joined = ln.get_linestyle() not in ("None", "", " ", "none")
             if marked and joined and len(ln.get_xdata()) < MIN_LINE_POINTS:
+                cut.add(style(ln))
+                labels.add(ln.get_label())
                 ln.set_linestyle("none")
-                cut.add(ln.get_label())
             elif joined:
-                kept.add(ln.get_label())
+                kept.add(style(ln))
     cut -= kept
     legends = [ax.get_legend() for ax in fig.get_axes()] + list(fig.legends)
     for lg in legends:
         if lg is None:
             continue
-        handles = getattr(lg, "legend_handles", None) or getattr(lg, "legendHandles", [])
-        for h, t in zip(handles, lg.get_texts()):
-            if isinstance(h, Line2D) and t.get_text() in cut:
+        for h in getattr(lg, "legend_handles", None) or getattr(lg, "legendHandles", []):
+            if isinstance(h, Line2D) and style(h) in cut:
                 h.set_linestyle("none")
-    return sorted(cut)
+    # matplotlib names an unlabelled line "_childN": a count says as much.
+    named = sorted(x for x in labels if not x.startswith("_"))
+    return named + ([f"{len(labels) - len(named)} unlabelled"] if len(labels) > len(named) else [])
 
 
 def save(fig, folder, name, width=1.0, png_dpi=200):
