@@ -12,11 +12,12 @@ draws through this module:
     rfig.save(fig, FIG, "name")                    # NAME.pdf, NAME.png, NAME.fig.json
 
 save() writes NAME.fig.json beside the figure: its drawn size, the smallest
-font of any visible text and any offset label ("+2.017e2", "1e6") an axis
-shows. tests/experiments/figure_check.py compares these with where the paper
+font of any visible text, any offset label ("+2.017e2", "1e6") an axis
+shows and any text with a percentage printed without its thin space ("25%"). tests/experiments/figure_check.py compares these with where the paper
 places the figure (scripts/build_paper.sh --strict runs it).
 """
 import json
+import re
 from pathlib import Path
 
 TEXT_WIDTH_MM = 166.0
@@ -77,7 +78,7 @@ def inspect(fig):
     from matplotlib.text import Text
     fig.canvas.draw()
     w, h = fig.get_size_inches()
-    sizes, small = [], []
+    sizes, small, percent = [], [], []
     for t in fig.findobj(Text):
         if not t.get_visible() or not t.get_text().strip():
             continue
@@ -85,6 +86,10 @@ def inspect(fig):
         sizes.append(s)
         if s < MIN_FONT_PT - 1e-6:
             small.append({"text": t.get_text()[:40], "pt": s})
+        # The paper prints a percentage with a thin space (27.5\,\%); a figure
+        # beside it does the same ("25\u2009%"), never "25%".
+        if re.search(r"[0-9]%", t.get_text()):
+            percent.append(t.get_text()[:40])
     offsets = []
     for ax in fig.get_axes():
         for axis in (ax.xaxis, ax.yaxis):
@@ -93,7 +98,7 @@ def inspect(fig):
                 offsets.append(o.get_text())
     return {"width_in": round(float(w), 4), "height_in": round(float(h), 4),
             "min_font_pt": min(sizes) if sizes else None,
-            "small_texts": small, "offset_texts": offsets}
+            "small_texts": small, "offset_texts": offsets, "percent_texts": percent}
 
 
 def plain_log_ticks(fig):
@@ -124,15 +129,60 @@ def plain_log_ticks(fig):
             axis.set_minor_formatter(ticker.NullFormatter())
 
 
+MIN_LINE_POINTS = 3
+
+
+def lone_points(fig):
+    """A line between measured points only where a curve has enough of them: a
+    curve with markers and fewer than MIN_LINE_POINTS points is drawn as its
+    markers alone (two points joined by a line read as a measured trend, e.g.
+    a smoke-test run's h = 0 and h = 1 beside a write-up's eleven points), in
+    the legend too. Lines without markers (reference lines, bounds) stay.
+    Returns the labels of the curves whose line was taken out (the unlabelled
+    ones counted)."""
+    from matplotlib.colors import to_hex
+    from matplotlib.lines import Line2D
+
+    def style(ln):
+        # A legend built from handles copies their style, not their label: the
+        # style is what ties a legend entry to its curves.
+        return (to_hex(ln.get_color(), keep_alpha=True), str(ln.get_marker()), ln.get_linestyle())
+    cut, kept, labels = set(), set(), set()
+    for ax in fig.get_axes():
+        for ln in ax.get_lines():
+            marked = ln.get_marker() not in (None, "", "None", " ", "none")
+            joined = ln.get_linestyle() not in ("None", "", " ", "none")
+            if marked and joined and len(ln.get_xdata()) < MIN_LINE_POINTS:
+                cut.add(style(ln))
+                labels.add(ln.get_label())
+                ln.set_linestyle("none")
+            elif joined:
+                kept.add(style(ln))
+    cut -= kept
+    legends = [ax.get_legend() for ax in fig.get_axes()] + list(fig.legends)
+    for lg in legends:
+        if lg is None:
+            continue
+        for h in getattr(lg, "legend_handles", None) or getattr(lg, "legendHandles", []):
+            if isinstance(h, Line2D) and style(h) in cut:
+                h.set_linestyle("none")
+    # matplotlib names an unlabelled line "_childN": a count says as much.
+    named = sorted(x for x in labels if not x.startswith("_"))
+    return named + ([f"{len(labels) - len(named)} unlabelled"] if len(labels) > len(named) else [])
+
+
 def save(fig, folder, name, width=1.0, png_dpi=200):
     """NAME.pdf and NAME.png in `folder`, and NAME.fig.json with what
     inspect() found and the placement width (fraction of the text width) the
-    notebook drew for. Log axes get one style of tick label (plain_log_ticks)."""
+    notebook drew for. Log axes get one style of tick label (plain_log_ticks);
+    curves of too few points lose their line (lone_points)."""
     plain_log_ticks(fig)
+    unjoined = lone_points(fig)
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     meta = inspect(fig)
-    meta.update({"name": name, "width_fraction": width, "text_width_in": round(TEXT_WIDTH_IN, 4)})
+    meta.update({"name": name, "width_fraction": width, "text_width_in": round(TEXT_WIDTH_IN, 4),
+                 "unjoined_curves": unjoined})
     fig.savefig(folder / f"{name}.pdf")
     fig.savefig(folder / f"{name}.png", dpi=png_dpi)
     (folder / f"{name}.fig.json").write_text(json.dumps(meta, indent=1) + "\n")

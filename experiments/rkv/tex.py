@@ -38,6 +38,13 @@ def pct(v, digits=1):
     return "--" if v is None else f"{100 * v:.{digits}f}\\,\\%".replace("-", "$-$")
 
 
+def span(values, form=fmt, sep=" to "):
+    """The range of `values` as the paper prints it: "LO to HI", or one value
+    where both ends print the same (never "31 to 31"). `form` prints one end."""
+    lo, hi = form(min(values)), form(max(values))
+    return lo if lo == hi else f"{lo}{sep}{hi}"
+
+
 def numbers(path, prefix, values):
     with open(path, "w") as f:
         f.write(f"% generated from experiments/{prefix}/results by notebooks/{prefix}.ipynb\n")

@@ -7,7 +7,8 @@ For each \\nbfigure{NAME.pdf}{W} in PAPER_DIR/**/*.tex (W: \\linewidth,
 experiments/rkv/figures.py's save()) must say:
   - drawn W wide (within 2 %), so that nothing is scaled when placed;
   - no visible text under 7 pt once placed;
-  - no offset label on any axis ("+2.017e2", "1e6").
+  - no offset label on any axis ("+2.017e2", "1e6");
+  - no percentage printed without the paper's thin space ("25%").
 A built figure without its .fig.json was drawn without rkv.figures: a failure.
 
 Usage: figure_check.py PAPER_DIR      exit 1 with one line per problem.
@@ -72,6 +73,9 @@ def check(paper):
                             f"(under {MIN_FONT_PT:g} pt){': ' + small if small else ''}")
         if meta.get("offset_texts"):
             problems.append(f"{where}: offset label(s) {meta['offset_texts']} on an axis")
+        if meta.get("percent_texts"):
+            problems.append(f"{where}: percentage(s) without the thin space the text uses "
+                            f"(\"25\\u2009%\", as 25\\,\\% prints): {meta['percent_texts'][:4]}")
     return problems, seen
 
 

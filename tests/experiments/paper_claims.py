@@ -23,6 +23,11 @@
             speedup macro fails (the same quantity named twice drifts apart:
             4.711 here, 4.70 there).
 
+  glitches  one format for a percentage: a number and its percent sign
+            apart by a thin space (27.5\\,\\%, as rkv.tex.pct prints it), never
+            "27.5\\%" beside "58\\,\\%"; no range whose two ends print the
+            same ("31 to 31 times": rkv.tex.span prints one value then).
+
 Usage: paper_claims.py PAPER_DIR   (exit 1 and a list of file:line problems)
 """
 import os
@@ -36,6 +41,12 @@ MOONCAKE_OK = re.compile(r"(stand-in for (both |the )?|generated |standing in fo
                          r"mooncake (conversation )?traces? (is|are) not (part of|installed)|"
                          r"where the mooncake traces are not installed", re.IGNORECASE)
 TRACE_WORDS = re.compile(r"Mooncake(?:\s+production)?\s+traces?\b")
+# A number as the paper prints it: digits, a decimal point, thin-space thousands.
+NUM = r"[0-9]+(?:\\,[0-9]{3})*(?:\.[0-9]+)?"
+# A percent sign right after a number, or after a space or tie, not a thin space.
+BAD_PCT = re.compile(r"[0-9](?:\s*|~|\\ )\\%")
+SAME_RANGE = re.compile(r"(?<![\w.\\,$-])(\$-\$)?(" + NUM + r")(?:\$\\times\$)?\s+to\s+(\$-\$)?(" + NUM
+                        + r")(?![0-9]|\.[0-9]|\\,[0-9])")
 
 
 def uncomment(line):
@@ -84,6 +95,19 @@ def prose_lines(path):
         yield no, uncomment(line)
 
 
+def glitches(path, no, line):
+    """The printing glitches of one line of tex (comments removed)."""
+    out = []
+    if BAD_PCT.search(line):
+        out.append(f"{path}:{no}: a percentage without the thin space (write 27.5\\,\\%, "
+                   f"rkv.tex.pct): {line.strip()[:120]}")
+    for m in SAME_RANGE.finditer(line):
+        if (m.group(1), m.group(2)) == (m.group(3), m.group(4)):
+            out.append(f"{path}:{no}: a range whose ends print the same ('{m.group(0)}'; rkv.tex.span "
+                       f"prints one value): {line.strip()[:120]}")
+    return out
+
+
 def check(paper):
     bad = []
     gen = os.path.join(paper, "generated")
@@ -113,6 +137,7 @@ def check(paper):
                     bad.append(f"{path}:{no}: caption of simulated values without \\simprofile{{{name}}} "
                                f"(or a '{CAPTION_WAIVER} WHY' line above it)")
         for no, line in prose_lines(path):
+            bad += glitches(path, no, line)
             rest = re.sub(r"\\realhw\{[^{}]*\}", " ", line)
             if re.search(r"\bH100\b", rest):
                 bad.append(f"{path}:{no}: 'H100' without its profile: write \\simprofile{{NAME}} for a "
@@ -130,6 +155,7 @@ def check(paper):
                 continue
             path = os.path.join(gen, fn)
             for no, line in enumerate(read(path).split("\n"), 1):
+                bad += glitches(path, no, uncomment(line))
                 if generated_traces and fn not in ("profiles_numbers.tex", "config_numbers.tex"):
                     rest = re.sub(r"(~|\\cite\{[^{}]*\})", " ", uncomment(line))
                     rest = MOONCAKE_OK.sub(" ", re.sub(r"\s+", " ", rest))
@@ -183,7 +209,7 @@ def main():
         print(f"paper_claims: {len(bad)} problem(s)")
         return 1
     print("paper_claims: every simulated caption names its profile, no stand-in is called "
-          "Mooncake, every number has one definition")
+          "Mooncake, every number has one definition, percentages and ranges print in one form")
     return 0
 
 

@@ -32,7 +32,7 @@ ALLOWED = [
 ARG_COMMANDS = ("rkv", "rkvdef", "nbfigure", "nbtable", "nbtext", "nbnumbers", "nbmissing",
                 "label", "ref", "cite", "input", "includegraphics", "usepackage",
                 "documentclass", "graphicspath", "begin", "end", "bibitem", "IfFileExists",
-                "InputIfFileExists", "newcommand", "renewcommand")
+                "InputIfFileExists", "newcommand", "renewcommand", "setcounter")
 PENDING = set()
 NAME = re.compile(r"[A-Za-z][A-Za-z0-9.]*\d[A-Za-z0-9.]*(?:-[A-Za-z0-9.]+)*|"
                   r"\b[A-Za-z]+-\d+[A-Za-z0-9.-]*")

@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
 """figure_check.py passes a figure drawn with rkv.figures at its placed width
 and rejects each fault it exists to catch: drawn wider than placed (fonts
-shrink), a 5 pt legend, an offset label on an axis, a figure without its
-.fig.json. Exit 77 without matplotlib."""
+shrink), a 5 pt legend, an offset label on an axis, a percentage without the
+paper's thin space, a figure without its .fig.json. Also rkv.figures' own rule
+that a curve of fewer than three marked points is drawn without a line (in the
+legend too), while a reference line without markers keeps its line. Exit 77
+without matplotlib."""
 import os
 import subprocess
 import sys
@@ -70,8 +73,45 @@ def offset():
     return fig
 
 
+def percent(thin):
+    def draw():
+        fig, ax = rfig.subplots(height=2.0)
+        ax[0][0].plot([0, 1], [0, 1], label="bound 25\u2009%" if thin else "bound 25%")
+        ax[0][0].set_xlabel("capacity (% of working set)")  # a unit, not a percentage
+        ax[0][0].legend()
+        return fig
+    return draw
+
+
+def lone_points_case():
+    """(ok, text): rkv.figures.lone_points on two short curves, a long one and a
+    reference line."""
+    rfig.setup()
+    fig, ax = rfig.subplots(height=2.0)
+    a = ax[0][0]
+    two = a.plot([0, 1], [1, 2], marker="o", label="ours (2 points)")[0]
+    eleven = a.plot(range(11), range(11), marker="o", label="write-up (11 points)")[0]
+    ref = a.axhline(1.5, ls=":", label="bound")
+    bare = a.plot([0, 1], [2, 0], label="joined bounds")[0]  # no markers: a drawn segment
+    a.legend()
+    cut = rfig.lone_points(fig)
+    lg = a.get_legend()
+    handles = dict(zip([t.get_text() for t in lg.get_texts()],
+                       getattr(lg, "legend_handles", None) or getattr(lg, "legendHandles")))
+    plt.close(fig)
+    ok = (cut == ["ours (2 points)"] and two.get_linestyle() == "None"
+          and eleven.get_linestyle() == "-" and ref.get_linestyle() == ":" and bare.get_linestyle() == "-"
+          and handles["ours (2 points)"].get_linestyle() == "None"
+          and handles["write-up (11 points)"].get_linestyle() == "-")
+    return ok, f"cut {cut}; lines: 2 points {two.get_linestyle()!r}, 11 points {eleven.get_linestyle()!r}, " \
+               f"reference {ref.get_linestyle()!r}, unmarked {bare.get_linestyle()!r}"
+
+
 def main():
     failures = 0
+    ok, text = lone_points_case()
+    failures += not ok
+    print(f"{'ok  ' if ok else 'FAIL'} lone_points: a curve of two marked points loses its line: {text}")
     with tempfile.TemporaryDirectory() as tmp:
         for name, draw, placed, meta, want_ok, why in [
                 ("good", good, "\\linewidth", True, True, "drawn at the text width with rkv.figures"),
@@ -80,6 +120,9 @@ def main():
                 ("wide", wide, "\\linewidth", True, False, "16 in wide placed at the text width"),
                 ("legend", tiny_legend, "\\linewidth", True, False, "a 5 pt legend"),
                 ("offset", offset, "\\linewidth", True, False, "an offset label"),
+                ("percent", percent(False), "\\linewidth", True, False, "25% in a legend"),
+                ("thinpercent", percent(True), "\\linewidth", True, True,
+                 "25\\u2009% in a legend, % as a unit"),
                 ("nometa", good, "\\linewidth", False, False, "no .fig.json"),
                 ("misplaced", good, "0.5\\linewidth", True, False, "drawn full width, placed at half")]:
             rc, out = case(tmp, name, draw, placed, meta)

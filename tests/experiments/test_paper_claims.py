@@ -3,7 +3,8 @@
 claim is reported with its place: a simulated caption without \\simprofile, an
 experiment whose simulated rows carry no profile hash, H100 typed without its
 profile, "Mooncake traces" typed by hand, a generated stand-in called Mooncake
-in a generated table, and a number's macro with two definitions."""
+in a generated table, a number's macro with two definitions, a percentage
+without its thin space and a range whose two ends print the same."""
 import os
 import sys
 import tempfile
@@ -26,7 +27,9 @@ SOUND = {
     "experiments/overhead.tex": "\\begin{figure}\\caption{Host cost, measured.}\\end{figure}\n",
     "generated/profiles_numbers.tex": PROFILES,
     "generated/sweep_numbers.tex": ("\\rkvdef{sweep/gain}{3.75}\n\\rkvdef{sweep/gain}{3.75}\n"
-                                    "\\rkvdef{sweep/wu-gain}{4.711}\n"),
+                                    "\\rkvdef{sweep/wu-gain}{4.711}\n"
+                                    "\\rkvdef{sweep/share}{0\\,\\% to 58\\,\\% of the optimum, "
+                                    "1\\,024 to 1\\,025 tokens, $-$3 to 3 points, 31 to 31.5 times}\n"),
     "generated/gains_numbers.tex": "\\rkvdef{gains/wu-over-none-h1}{4.71}\n",
     "generated/capacity_table.tex": ("generated (stand-in for the Mooncake traces) & 0.5 \\\\\n"
                                      "a generated Mooncake-format trace & 0.4 \\\\\n"),
@@ -47,6 +50,14 @@ BROKEN = [
      lambda s: s + "mooncake-conversation & 0.5 \\\\\n", "the generated stand-in called Mooncake"),
     ("two definitions", "generated/sweep_numbers.tex",
      lambda s: s + "\\rkvdef{sweep/gain}{3.02}\n", "\\rkv{sweep/gain} has two definitions"),
+    ("a percentage without its thin space", "generated/sweep_numbers.tex",
+     lambda s: s + "\\rkvdef{sweep/none-share}{0\\%}\n", "a percentage without the thin space"),
+    ("a percentage typed in prose with a space", "experiments/overhead.tex",
+     lambda s: s + "About 58 \\% of it.\n", "a percentage without the thin space"),
+    ("a range with equal ends", "generated/sweep_numbers.tex",
+     lambda s: s + "\\rkvdef{sweep/speed}{31 to 31 times}\n", "a range whose ends print the same"),
+    ("a range of thousands with equal ends", "generated/capacity_table.tex",
+     lambda s: s + "from 1\\,024 to 1\\,024 tokens \\\\\n", "a range whose ends print the same"),
     ("a gain under a second macro", "experiments/overhead.tex",
      lambda s: s + "The write-up gains \\rkv{sweep/wu-gain} times.\n",
      "\\rkv{sweep/wu-gain} prints the write-up's gain"),

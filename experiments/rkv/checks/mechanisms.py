@@ -91,17 +91,27 @@ def overlap_summary(curve, target):
 
 def fixed_curves(rows):
     """Per sweep ("all": every fixed term scaled; "host": the host overhead
-    alone): [(fixed ms per 100 %-hit step, factor, gain, row)] by fixed time,
-    fixed time measured from the all-terms-zero run of the same steps."""
+    alone): [(fixed ms per 100 %-hit step, factor, gain, row, fixed share)] by
+    fixed time, fixed time measured from the all-terms-zero run of the same
+    steps and its share of the full-hit step's modelled time."""
     F = [r for r in rows if r["kind"] == "fixed"]
     zero = next(r for r in F if r["sweep"] == "all" and r["factor"] == 0)
     out = {}
     for r in F:
         ms = (r["model_seconds_h1"] - zero["model_seconds_h1"]) / r["steps_h1"] * 1e3
-        out.setdefault(r["sweep"], []).append((ms, r["factor"], r["gain"], r))
+        out.setdefault(r["sweep"], []).append(
+            (ms, r["factor"], r["gain"], r, 1 - zero["model_seconds_h1"] / r["model_seconds_h1"]))
     for v in out.values():
         v.sort(key=lambda p: p[0])
     return out
+
+
+def fixed_bounds(rows):
+    """The two ends of the full-hit gain: (the ratio of the step counts, which
+    the gain nears as fixed time dominates every step; the gain with no fixed
+    time, the ratio of the batch-dependent times)."""
+    zero = next(r for r in rows if r["kind"] == "fixed" and r["sweep"] == "all" and r["factor"] == 0)
+    return zero["steps_h0"] / zero["steps_h1"], zero["gain"]
 
 
 def measured(rows):
@@ -140,6 +150,13 @@ def check(rows, cfg):
         worst = max((abs(p[1] * (1 + p[2]) - 1) for p in pts), default=0)
         out.append((worst < 0.01, f"trie, overhead {k}: trie / none = 1 / (1 + injected / model "
                                   f"time) within 1 % (worst {worst:.2e})"))
+        # The curve's bound: injected = modelled time, beyond which no schedule
+        # hides the cost behind the device (sync runs at half speed there).
+        b = [p for p in pts if p[3].get("bound")]
+        out.append((len(b) == 1 and abs(b[0][2] - 1) < 0.01 and abs(b[0][1] - 0.5) < 0.01,
+                    f"trie, overhead {k}: the grid holds its bound, injected host time = modelled time "
+                    f"({b[0][0] if b else None} ns per token), where trie / none is 1/2 "
+                    f"({b[0][1] if b else float('nan'):.4f})"))
     cross = trie_crossings(curves, W["trie"])
     wu = curves.get("writeup")
     if wu:
@@ -183,6 +200,10 @@ def check(rows, cfg):
                     f"device step {c['step_ms']:.2f} ms)"))
         out.append((sm["best_ratio"] <= 2 + 1e-6,
                     f"overlap, h = {h:g}: hiding one of two costs gains at most 2x ({sm['best_ratio']:.3f}x)"))
+        dev = [p for p in pts if p[1].get("bound")]
+        out.append((len(dev) == 1 and abs(dev[0][0] / 1e3 / c["step_ms"] - 1) < 0.01,
+                    f"overlap, h = {h:g}: the grid holds its bound, host time per step = the device step "
+                    f"({dev[0][0] if dev else None} us against {c['step_ms'] * 1e3:.0f} us)"))
         out.append((pts[-1][3] < sm["best_ratio"],
                     f"overlap, h = {h:g}: past the device step the gain falls again "
                     f"({pts[-1][3]:.3f}x at {pts[-1][0]} us)"))
@@ -215,6 +236,22 @@ def check(rows, cfg):
         mono = all(a[2] >= b[2] for a, b in zip(pts, pts[1:]))
         out.append((mono, f"fixed, {sweep}: the 100 %-hit gain falls as the fixed time per step grows ("
                           + ", ".join(f"{p[2]:.2f}" for p in pts) + ")"))
+    steps_ratio, no_fixed = fixed_bounds(rows)
+    share = cfg["fixed"]["bound_share"]
+    for sweep, pts in sorted(fc.items()):
+        inside = all(steps_ratio - 1e-9 <= p[2] <= no_fixed + 1e-9 for p in pts)
+        out.append((inside, f"fixed, {sweep}: every gain lies between the ratio of the step counts "
+                            f"({steps_ratio:.3f}x, fixed time dominating) and the gain with no fixed time "
+                            f"({no_fixed:.3f}x)"))
+        # The grid ends at its bound: the fixed share the driver aimed at
+        # (bound_share, from a linear estimate; within 5 points), where the gain
+        # has come most of the way down to the step ratio.
+        b = [p for p in pts if p[3].get("bound")]
+        left = (b[0][2] - steps_ratio) / (no_fixed - steps_ratio) if b and no_fixed > steps_ratio else None
+        out.append((len(b) == 1 and b[0][4] >= share - 0.05 and left is not None and left <= 0.25,
+                    f"fixed, {sweep}: the grid holds its bound, fixed time {share:.0%} of a full-hit step "
+                    f"(reached {b[0][4] if b else float('nan'):.3f}), where {left if left is None else round(left, 3)} "
+                    f"of the way from the step ratio to the no-fixed-time gain is left (at most 0.25)"))
     allc = fc.get("all", [])
     g = crossing([(p[0], p[2]) for p in allc], W["gain"])
     out.append((g is not None, f"fixed: scaling the fixed terms brackets the write-up's {W['gain']:.2f}x "
