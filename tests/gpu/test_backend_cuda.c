@@ -83,7 +83,7 @@ static int build(step_buf *b, seq *s, int ns, int chunk, const sampling_params *
         memcpy(b->pt + (size_t)B * SEQ_PAGES, s[i].pages, sizeof s[i].pages);
         b->sr[B] = s[i].cached + rows == s[i].n ? T + rows - 1 : -1;
         b->steps[B] = s[i].n;
-        b->sp[B] = sp ? *sp : (sampling_params){0.0f, 0, 1.0f, 0, NULL};
+        b->sp[B] = sp ? *sp : (sampling_params){.temperature = 0.0f, .top_p = 1.0f};
         b->sp[B].seed += (uint64_t)i;
         T += rows;
         B++;
