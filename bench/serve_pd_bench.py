@@ -14,9 +14,11 @@ outputs agree. Reported (one JSON line; medians over the repeats with
   cpu_ms_per_request  user + system CPU of each server process (and of the
                     routers and redis-server) over the repeat / requests, read
                     from /proc/PID/stat: the handoff's work beside wall time
-  decode_cached_share  the decode side's cached_tokens / prompt tokens
+  decode_cached_share  prompt tokens the decode server matched (its own counter:
+                    vllm-router answers with the prefill's usage) / prompt tokens
 Usage: serve_pd_bench.py --radixkv build/runtime/radixkv [--repeats 5]
        [--prompts 16] [--prefix-len 64] [--suffix-len 16] [--output-len 8]
+       [--router sglang|vllm]
 Runs under the serve venv's python (sglang-router) with redis-server on PATH."""
 import argparse
 import json
@@ -72,6 +74,9 @@ def main():
     ap.add_argument("--suffix-len", type=int, default=16)
     ap.add_argument("--output-len", type=int, default=8)
     ap.add_argument("--page-size", type=int, default=16)
+    ap.add_argument("--router", choices=["sglang", "vllm"], default="sglang",
+                    help="the pair's router: sglang-router --pd-disaggregation or vllm-router "
+                         "--vllm-pd-disaggregation (the colocated baseline: sglang-router)")
     a = ap.parse_args()
     if not shutil.which("redis-server"):
         sys.exit("redis-server not found on PATH")
@@ -88,7 +93,7 @@ def main():
         dec = Server(a.radixkv, *engine, *tier, "--role", "decode")
         procs = [colo, pre, dec]
         crouter = Router([colo.base], "round_robin", kind="sglang")
-        prouter = PdRouter(pre.base, dec.base)
+        prouter = PdRouter(pre.base, dec.base, kind=a.router)
         routers = [crouter, prouter]
         pids = {"colocated": colo.proc.pid, "prefill": pre.proc.pid, "decode": dec.proc.pid,
                 "router_colocated": crouter.proc.pid, "router_pd": prouter.proc.pid,
@@ -98,8 +103,9 @@ def main():
         for rep in range(a.repeats):
             ps = prompts(rep, a.prompts, a.prefix_len, a.suffix_len)
             c0 = {k: cpu_s(p) for k, p in pids.items()}
+            hits0 = dec.metrics()["radixkv:prefix_cache_hits_total"]
             times = {"colocated": [], "pd": []}
-            cached = prompt = 0
+            prompt = 0
             for i, p in enumerate(ps):
                 body = {"model": "tiny", "prompt": " ".join(map(str, p)),
                         "max_tokens": a.output_len, "temperature": 0}
@@ -112,8 +118,7 @@ def main():
                     times[name].append(dt)
                     out[name] = r["choices"][0]["text"]
                     if name == "pd":
-                        cached += r["usage"]["prompt_tokens_details"]["cached_tokens"]
-                        prompt += r["usage"]["prompt_tokens"]
+                        prompt += len(p)
                 if out["colocated"] != out["pd"]:
                     sys.exit(f"outputs differ on prompt {i}: {out}")
             for k, p in pids.items():
@@ -121,9 +126,9 @@ def main():
             for k in lat:
                 lat[k].append(statistics.median(times[k]) * 1e3)
             ratio.append(lat["pd"][-1] / lat["colocated"][-1])
-            share.append(cached / prompt)
+            share.append((dec.metrics()["radixkv:prefix_cache_hits_total"] - hits0) / prompt)
         print(json.dumps({
-            "bench": "serve_pd", "repeats": a.repeats, "prompts": a.prompts,
+            "bench": "serve_pd", "router": a.router, "repeats": a.repeats, "prompts": a.prompts,
             "prefix_len": a.prefix_len, "suffix_len": a.suffix_len, "output_len": a.output_len,
             "page_size": a.page_size, "model": "tiny (built-in), cpu backend",
             "latency_ms": {k: med(v) for k, v in lat.items()},

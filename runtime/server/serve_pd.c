@@ -374,23 +374,30 @@ static void push_records(serve *s, serve_pd *p, pd_rec *r)
     int64_t sent = 0, lost = 0;
     while (r) {
         pd_rec *next = r->next;
+        bool ok = false;
         if (p->conn) {
             char key[PD_KEY_MAX];
             pd_key(p, r->room, key, sizeof key);
             redisContext *c = p->conn;
             redisAppendCommand(c, "RPUSH %s %s", key, r->json);
             redisAppendCommand(c, "EXPIRE %s %d", key, PD_RECORD_TTL);
-            void *a = NULL, *b = NULL;
-            if (redisGetReply(c, &a) != REDIS_OK || redisGetReply(c, &b) != REDIS_OK)
+            redisReply *a = NULL, *b = NULL;
+            if (redisGetReply(c, (void **)&a) != REDIS_OK || redisGetReply(c, (void **)&b) != REDIS_OK)
                 pd_drop(p, "no reply");
+            else if (a->type == REDIS_REPLY_ERROR) /* e.g. the server's maxmemory */
+                snprintf(p->conn_err, sizeof p->conn_err, "%s: %s", p->url, a->str);
+            else
+                ok = true;
             if (a) freeReplyObject(a);
             if (b) freeReplyObject(b);
         }
-        if (!p->conn)
+        if (ok) {
+            sent++;
+        } else {
             fprintf(stderr, "radixkv serve: bootstrap_room %" PRIu64 ": handoff record lost (%s)\n",
                     r->room, p->conn_err);
-        if (p->conn) sent++;
-        else lost++;
+            lost++;
+        }
         free(r->json);
         free(r);
         r = next;
