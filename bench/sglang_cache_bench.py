@@ -14,7 +14,7 @@ Caches:
                    frees the duplicate range itself (past prev_prefix_len),
                    which the classic cache leaves to its caller.
   radixkv_adapter  radixkv.sglang.RadixCache (the C tree through the package)
-  *_events         sglang_python and radixkv_adapter with KV cache events on
+  *_events         sglang_python, sglang_unified and radixkv_adapter with KV cache events on
                    (enable_kv_cache_events; each call's events taken right
                    after it, as the scheduler's publisher drains them)
   radixkv_api      radixkv.Cache itself (match / alloc + insert / evict_pages):
@@ -122,10 +122,10 @@ def make_caches(args, total_tokens):
         from sglang.srt.mem_cache.unified_cache.tree_core_registry import (_rust_fallback_reason,
                                                                            select_tree_core_backend)
 
-        def unified(kv):
+        def unified(kv, events=False):
             p = CacheInitParams(disable=False, req_to_token_pool=None, token_to_kv_pool_allocator=kv,
                                 page_size=P, tree_components=(ComponentType.FULL,),
-                                tree_core_backend="rust")
+                                tree_core_backend="rust", enable_kv_cache_events=events)
             return UnifiedRadixCache(p)
         probe = CacheInitParams(disable=False, req_to_token_pool=None,
                                 token_to_kv_pool_allocator=Allocator(), page_size=P,
@@ -133,6 +133,8 @@ def make_caches(args, total_tokens):
         info = {"tree_core": select_tree_core_backend(probe),
                 "rust_unavailable_because": _rust_fallback_reason(probe)}
         made["sglang_unified"] = (sglang_like(unified), info)
+        made["sglang_unified_events"] = (sglang_like(lambda kv: unified(kv, events=True),
+                                                      events=True), info)
     except ImportError as e:
         info = {"unavailable": f"UnifiedRadixCache does not import here: {e}"}
 
@@ -294,7 +296,7 @@ def main():
                 kv = tree.token_to_kv_pool_allocator
                 c0, w0 = time.thread_time_ns(), time.perf_counter_ns()
                 hits = replay(tree, kv, m_items, capacity,
-                              insert_frees_duplicates=name == "sglang_unified")
+                              insert_frees_duplicates=name.startswith("sglang_unified"))
                 walls.append((time.perf_counter_ns() - w0) / 1e9)
                 cpus.append((time.thread_time_ns() - c0) / 1e9)
             replay_rows[name] = {"wall_s": round(statistics.median(walls), 4),
@@ -310,6 +312,9 @@ def main():
             if name.endswith("_events"):
                 r["speedup_vs_sglang_python_events"] = round(
                     replay_rows["sglang_python_events"]["wall_s"] / r["wall_s"], 2)
+                if "sglang_unified_events" in replay_rows:
+                    r["speedup_vs_sglang_unified_events"] = round(
+                        replay_rows["sglang_unified_events"]["wall_s"] / r["wall_s"], 2)
     out = {"bench": "sglang_cache_bench", "args": vars(args), "tokens": total,
            "torch": torch.__version__, "unified": unified_info,
            "matched_first_50": matched, "caches": {},
@@ -332,6 +337,10 @@ def main():
                 o[phase]["speedup_vs_sglang_python_events"] = round(
                     statistics.median(rows["sglang_python_events"][phase])
                     / statistics.median(xs), 2)
+                if "sglang_unified_events" in rows:
+                    o[phase]["speedup_vs_sglang_unified_events"] = round(
+                        statistics.median(rows["sglang_unified_events"][phase])
+                        / statistics.median(xs), 2)
         out["caches"][name] = o
     json.dump(out, sys.stdout, indent=1)
     print()

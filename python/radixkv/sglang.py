@@ -39,8 +39,8 @@ for them (the salt seeds the chain; the namespace seed of its recorder, with
 or without dynamo_kv_event_format and LoRA names, namespaces each hash).
 
 Not supported (refused with an error, never ignored): EAGLE's bigram keys,
-metrics collection; hierarchical cache, SWA and
-Mamba are the unified tree's and not part of this interface. `checkpoint` (SGLang's
+metrics collection; hierarchical cache, SWA and Mamba are the unified tree's
+and not part of this interface. `checkpoint` (SGLang's
 scheduler's insert of a running request) follows RadixCache's own steps but
 is not driven by the comparison tests, which call match_prefix, insert,
 evict and the lock counts directly.
