@@ -643,6 +643,7 @@ static bool parse_prompt_logprobs(const serve *s, json_t *req, serve_job *j, bad
                           "does)%s", param, s->backend_name,
                           *param == 'l' ? " (logprobs with echo asks for them)" : "");
     j->prompt_lp = (int32_t)k;
+    j->prompt_lp_param = param;
     return true;
 }
 
@@ -845,6 +846,19 @@ static bool parse_sampling(const serve *s, json_t *req, serve_job *j, bad *b)
  * never fit (context, pool) refused now, naming the field to shorten. */
 static bool check_fits(const serve *s, serve_job *j, bad *b)
 {
+    /* Prompt logprobs: the engine holds every prompt row's logits (float,
+     * the whole vocabulary) of each sample until it ends; a bound keeps one
+     * request from taking the host's memory. */
+    if (j->prompt_lp >= 0) {
+        double bytes = 0;
+        for (int32_t i = 0; i < j->n_seq; i++)
+            bytes += (double)j->seq[i].n_tokens * j->n_samples * s->vocab * sizeof(float);
+        if (bytes > SERVE_MAX_PROMPT_LOGITS_BYTES)
+            return fail_param(b, 400, j->prompt_lp_param, "%s: the prompts' logits (tokens x n x "
+                              "vocabulary %d) would take %.0f MiB, more than %d MiB; send "
+                              "shorter or fewer prompts", j->prompt_lp_param, s->vocab,
+                              bytes / 1048576.0, SERVE_MAX_PROMPT_LOGITS_BYTES >> 20);
+    }
     /* --max-model-len: prompt and outputs within it (vLLM's check). */
     for (int32_t i = 0; s->cfg.max_model_len > 0 && i < j->n_seq; i++)
         if ((int64_t)j->seq[i].n_tokens + j->max_tokens > s->max_context)
