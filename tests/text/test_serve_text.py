@@ -194,6 +194,16 @@ def main():
                     "text_offset", [])]
                 check(st == 200 and toks == want and so == offs,
                       f"streamed logprobs: {toks} {so} want {want} {offs}")
+            # prompt_logprobs in a chat answer: on the response, as vLLM's chat puts them
+            msgs = [{"role": "user", "content": "Hi"}]
+            st, text, _ = s.request("POST", "/v1/chat/completions",
+                                    {"messages": msgs, "max_tokens": 2, "prompt_logprobs": 1})
+            r = json.loads(text) if st == 200 else {}
+            st2, text2, _ = s.request("POST", "/tokenize", {"messages": msgs})
+            pl = r.get("prompt_logprobs") or []
+            check(st == 200 and len(pl) == json.loads(text2)["count"] and pl[0] is None and
+                  all(len(e) in (1, 2) for e in pl[1:]) and
+                  "prompt_logprobs" not in r["choices"][0], f"chat prompt_logprobs: {st} {text[:300]}")
         finally:
             s.stop()
         # --model DIR holding tokenizer.json: that is the tokenizer unless --tokenizer says
