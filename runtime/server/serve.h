@@ -119,6 +119,7 @@ typedef struct serve_metrics {
 
 #define SERVE_MAX_N 128          /* samples per prompt (n) */
 #define SERVE_MAX_LOGPROBS 20    /* as vLLM's default --max-logprobs */
+#define SERVE_MAX_PROMPT_LOGITS_BYTES (256 << 20) /* prompt rows' logits one request may hold */
 
 typedef struct serve_seq serve_seq;
 typedef struct serve_job serve_job;
@@ -186,6 +187,7 @@ struct serve_job {
     int32_t logprobs;          /* top-k per output token; -1: none */
     int32_t prompt_lp;         /* top-k per prompt token (prompt_logprobs, or logprobs
                                   with echo, as vLLM); -1: none */
+    const char *prompt_lp_param; /* the field that asked for them (errors name it) */
     char **stop_str;           /* (n_stop_str) stop strings (--tokenizer ids or DIR) */
     bool chat;                 /* /v1/chat/completions: answers shaped as chat */
     const tokenizer *tok;      /* the server's tokenizer (stop strings on its bytes) */

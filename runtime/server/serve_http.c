@@ -643,10 +643,13 @@ static bool parse_prompt_logprobs(const serve *s, json_t *req, serve_job *j, bad
                           "does)%s", param, s->backend_name,
                           *param == 'l' ? " (logprobs with echo asks for them)" : "");
     j->prompt_lp = (int32_t)k;
+    j->prompt_lp_param = param;
     return true;
 }
 
-static bool parse_completion(serve *s, json_t *req, serve_job *j, bad *b)
+/* The body's shape, its fields against vLLM's (serve_fields.c), model, n
+ * (best_of = n), echo and ignore_eos. */
+static bool parse_head(const serve *s, json_t *req, serve_job *j, bad *b)
 {
     if (!json_is_object(req))
         return fail_param(b, 400, NULL, "the body must be a JSON object, got %s", json_type_name(req));
@@ -671,9 +674,13 @@ static bool parse_completion(serve *s, json_t *req, serve_job *j, bad *b)
     if (best_of != x)
         return fail_param(b, 400, "best_of", "best_of: %lld differs from n = %lld; radixkv returns "
                           "every sample (best_of = n)", (long long)best_of, (long long)x);
-    bool ignore_eos = false;
-    if (!get_bool(req, "echo", &j->echo, b) || !get_bool(req, "ignore_eos", &ignore_eos, b))
-        return false;
+    bool ignore_eos = false; /* the engine stops only at stop_token_ids: checked, no effect */
+    return get_bool(req, "echo", &j->echo, b) && get_bool(req, "ignore_eos", &ignore_eos, b);
+}
+
+/* logprobs: the top-k per output token, held to --max-logprobs. */
+static bool parse_logprobs(const serve *s, json_t *req, serve_job *j, bad *b)
+{
     int64_t lp = -1;
     if (!get_int(req, "logprobs", -1, INT32_MAX, &lp, b)) return false;
     /* vLLM: -1 asks for the whole vocabulary, held to --max-logprobs like
@@ -691,6 +698,12 @@ static bool parse_completion(serve *s, json_t *req, serve_job *j, bad *b)
                           "--max-logprobs %d", lp_all ? "-1 (the whole vocabulary) = " : "",
                           (long long)lp, s->cfg.max_logprobs);
     j->logprobs = s->cfg.max_logprobs > 0 ? (int32_t)lp : -1;
+    return true;
+}
+
+/* stop strings (need a tokenizer) and stop_token_ids. */
+static bool parse_stops(const serve *s, json_t *req, serve_job *j, bad *b)
+{
     json_t *stop = json_object_get(req, "stop");
     if (stop && !json_is_null(stop)) {
         size_t n = json_is_array(stop) ? json_array_size(stop) : 1;
@@ -737,6 +750,13 @@ static bool parse_completion(serve *s, json_t *req, serve_job *j, bad *b)
             j->stop_ids[j->n_stop++] = (int32_t)json_integer_value(t);
         }
     }
+    return true;
+}
+
+/* max_tokens (0 only with echo), the output flags, user, request_id and
+ * the prompt's truncation. */
+static bool parse_lengths(const serve *s, json_t *req, serve_job *j, bad *b)
+{
     int64_t max_tokens = s->cfg.default_max_tokens;
     if (!get_int(req, "max_tokens", 0, s->max_context, &max_tokens, b)) return false;
     /* vLLM: max_tokens 0 is for echo alone (prompt scoring); the engine
@@ -778,6 +798,12 @@ static bool parse_completion(serve *s, json_t *req, serve_job *j, bad *b)
                               "\"right\"");
         j->truncate_right = !strcmp(json_string_value(side), "right");
     }
+    return true;
+}
+
+/* Temperature, top-p, top-k, seed, stream and stream_options. */
+static bool parse_sampling(const serve *s, json_t *req, serve_job *j, bad *b)
+{
     double temperature = 1, top_p = 1;
     int64_t top_k = 0, seed = -1;
     bool seeded = json_object_get(req, "seed") && !json_is_null(json_object_get(req, "seed"));
@@ -813,12 +839,26 @@ static bool parse_completion(serve *s, json_t *req, serve_job *j, bad *b)
     };
     j->seeded = seeded;
     j->seed = (uint64_t)seed;
-    if (!parse_procs(s, req, j, b) || !parse_prompt_logprobs(s, req, j, b)) return false;
-    if (j->n_stop_str && j->stream && !s->cfg.tok)
-        return fail_param(b, 400, "stop", "stop: stop strings with stream are not supported (a "
-                          "stream would have to hold back text that may start one); use "
-                          "stop_token_ids, or stream = false");
-    if (!parse_prompts(s, req, j, b)) return false;
+    return true;
+}
+
+/* Prompt and outputs within --max-model-len, and a request that can
+ * never fit (context, pool) refused now, naming the field to shorten. */
+static bool check_fits(const serve *s, serve_job *j, bad *b)
+{
+    /* Prompt logprobs: the engine holds every prompt row's logits (float,
+     * the whole vocabulary) of each sample until it ends; a bound keeps one
+     * request from taking the host's memory. */
+    if (j->prompt_lp >= 0) {
+        double bytes = 0;
+        for (int32_t i = 0; i < j->n_seq; i++)
+            bytes += (double)j->seq[i].n_tokens * j->n_samples * s->vocab * sizeof(float);
+        if (bytes > SERVE_MAX_PROMPT_LOGITS_BYTES)
+            return fail_param(b, 400, j->prompt_lp_param, "%s: the prompts' logits (tokens x n x "
+                              "vocabulary %d) would take %.0f MiB, more than %d MiB; send "
+                              "shorter or fewer prompts", j->prompt_lp_param, s->vocab,
+                              bytes / 1048576.0, SERVE_MAX_PROMPT_LOGITS_BYTES >> 20);
+    }
     /* --max-model-len: prompt and outputs within it (vLLM's check). */
     for (int32_t i = 0; s->cfg.max_model_len > 0 && i < j->n_seq; i++)
         if ((int64_t)j->seq[i].n_tokens + j->max_tokens > s->max_context)
@@ -839,6 +879,12 @@ static bool parse_completion(serve *s, json_t *req, serve_job *j, bad *b)
             return fail_param(b, 400, param, "prompt[%d]: %s", i, why);
         return fail_param(b, 400, param, "%s: %s", param, why);
     }
+    return true;
+}
+
+/* The samples expanded, room for each one's outputs and logprobs. */
+static bool alloc_outputs(serve_job *j, bad *b)
+{
     if (!expand_samples(j, b)) return false;
     for (int32_t i = 0; i < j->n_seq; i++) {
         serve_seq *q = &j->seq[i];
@@ -860,6 +906,21 @@ static bool parse_completion(serve *s, json_t *req, serve_job *j, bad *b)
     char pdm[sizeof b->msg];
     int pds = serve_pd_parse(s, req, j, &pdp, pdm, sizeof pdm);
     return pds ? fail_param(b, (unsigned)pds, pdp, "%s", pdm) : true;
+}
+
+static bool parse_completion(serve *s, json_t *req, serve_job *j, bad *b)
+{
+    if (!parse_head(s, req, j, b) || !parse_logprobs(s, req, j, b) ||
+        !parse_stops(s, req, j, b) || !parse_lengths(s, req, j, b) ||
+        !parse_sampling(s, req, j, b))
+        return false;
+    if (!parse_procs(s, req, j, b) || !parse_prompt_logprobs(s, req, j, b)) return false;
+    if (j->n_stop_str && j->stream && !s->cfg.tok)
+        return fail_param(b, 400, "stop", "stop: stop strings with stream are not supported (a "
+                          "stream would have to hold back text that may start one); use "
+                          "stop_token_ids, or stream = false");
+    if (!parse_prompts(s, req, j, b)) return false;
+    return check_fits(s, j, b) && alloc_outputs(j, b);
 }
 
 /* ---- answers to a completion -------------------------------------------- */
@@ -1121,13 +1182,27 @@ static json_t *ids_json(const int32_t *ids, int32_t n)
     return a;
 }
 
+/* A finished job's first failed prompt, which answers for all of it (the
+ * whole body, or a stream's error event): its error, its index in *at and
+ * the status (503 cancelled, else 500); NULL when none failed. */
+static const char *job_error(const serve_job *j, int32_t *at, unsigned *status)
+{
+    for (int32_t i = 0; i < j->n_seq; i++)
+        if (j->seq[i].error) {
+            *at = i;
+            *status = strcmp(j->seq[i].error, "cancelled") ? 500 : 503;
+            return j->seq[i].error;
+        }
+    return NULL;
+}
+
 /* Under s->mu: the whole answer of a finished job. */
 static enum MHD_Result answer_job(serve *s, struct MHD_Connection *c, serve_job *j)
 {
-    for (int32_t i = 0; i < j->n_seq; i++)
-        if (j->seq[i].error)
-            return send_error(c, strcmp(j->seq[i].error, "cancelled") ? 500 : 503, NULL,
-                              "prompt %d: %s", i, j->seq[i].error);
+    int32_t at;
+    unsigned status;
+    const char *failed = job_error(j, &at, &status);
+    if (failed) return send_error(c, status, NULL, "prompt %d: %s", at, failed);
     json_t *choices = json_array();
     for (int32_t i = 0; choices && i < j->n_seq; i++) {
         const serve_seq *q = &j->seq[i];
@@ -1306,13 +1381,13 @@ static bool sse_fill(serve *s, serve_job *j)
         }
     }
     if (j->n_done < j->n_seq || j->sse_final) return true;
-    for (int32_t i = 0; i < j->n_seq; i++) {
-        if (!j->seq[i].error) continue;
+    int32_t at;
+    unsigned status;
+    const char *failed = job_error(j, &at, &status);
+    if (failed) {
         char msg[300];
-        snprintf(msg, sizeof msg, "prompt %d: %s", i, j->seq[i].error);
-        if (!sse_event(j, error_json(strcmp(j->seq[i].error, "cancelled") ? 500 : 503, NULL, msg)))
-            return false;
-        break;
+        snprintf(msg, sizeof msg, "prompt %d: %s", at, failed);
+        if (!sse_event(j, error_json(status, NULL, msg))) return false;
     }
     if (j->include_usage && !sse_event(j, chunk_json(s, j, json_array(), usage_json(j))))
         return false;
@@ -1707,83 +1782,85 @@ static enum MHD_Result serve_text_handle(serve *s, struct MHD_Connection *c, con
     return handle_completion(s, c, cc);
 }
 
-static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
-                                  const char *method, const char *version,
-                                  const char *upload_data, size_t *upload_size, void **con_cls)
+/* A request's first call: its connection context, and a body over the cap
+ * refused from its Content-Length, before a byte of it is read (MHD then
+ * closes the connection unread). */
+static enum MHD_Result on_first_call(serve *s, struct MHD_Connection *c, void **con_cls)
 {
-    serve *s = cls;
-    (void)version;
-    conn_ctx *cc = *con_cls;
+    conn_ctx *cc = calloc(1, sizeof *cc);
     if (!cc) {
-        if (!(cc = calloc(1, sizeof *cc))) {
-            /* Answered now; later calls of this request see oom_ctx. */
-            static conn_ctx oom_ctx = {.answered = true};
-            *con_cls = &oom_ctx;
-            return send_text(c, 500, "application/json", NULL, NULL);
-        }
-        cc->s = s;
-        *con_cls = cc;
-        /* A body over the cap is refused from its Content-Length, before a
-         * byte of it is read (MHD then closes the connection unread). */
-        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
-                                                     MHD_HTTP_HEADER_CONTENT_LENGTH);
-        unsigned long long n = 0;
-        if (cl && sscanf(cl, "%llu", &n) == 1 && n > (unsigned long long)s->cfg.max_body) {
-            cc->too_big = cc->answered = true;
-            serve_guard_received(s->guard, socket_context(c), true);
-            pthread_mutex_lock(&s->mu);
-            s->m.requests_rejected++;
-            pthread_mutex_unlock(&s->mu);
-            return send_error(c, 413, NULL,
-                              "the body is %llu bytes, more than %lld (--max-body-bytes)", n,
-                              (long long)s->cfg.max_body);
-        }
-        return MHD_YES;
+        /* Answered now; later calls of this request see oom_ctx. */
+        static conn_ctx oom_ctx = {.answered = true};
+        *con_cls = &oom_ctx;
+        return send_text(c, 500, "application/json", NULL, NULL);
     }
-    if (cc->answered) {
-        *upload_size = 0;
-        return MHD_YES;
-    }
-    if (cc->job) {
-        /* Resumed: the engine has finished the job. */
+    cc->s = s;
+    *con_cls = cc;
+    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+                                                 MHD_HTTP_HEADER_CONTENT_LENGTH);
+    unsigned long long n = 0;
+    if (cl && sscanf(cl, "%llu", &n) == 1 && n > (unsigned long long)s->cfg.max_body) {
+        cc->too_big = cc->answered = true;
+        serve_guard_received(s->guard, socket_context(c), true);
         pthread_mutex_lock(&s->mu);
-        enum MHD_Result ret;
-        if (cc->job->n_done < cc->job->n_seq) {
-            cc->job->suspended = true;
-            MHD_suspend_connection(c);
-            ret = MHD_YES;
-        } else {
-            ret = answer_job(s, c, cc->job);
-        }
+        s->m.requests_rejected++;
         pthread_mutex_unlock(&s->mu);
-        return ret;
+        return send_error(c, 413, NULL,
+                          "the body is %llu bytes, more than %lld (--max-body-bytes)", n,
+                          (long long)s->cfg.max_body);
     }
-    if (*upload_size) {
-        if (cc->len + *upload_size > (size_t)s->cfg.max_body) {
-            cc->too_big = true;
-        } else if (!cc->too_big && !cc->oom) {
-            if (cc->len + *upload_size + 1 > cc->cap) {
-                size_t nc = (cc->len + *upload_size + 1) * 2;
-                char *p = realloc(cc->body, nc);
-                if (!p) {
-                    /* The rest is read and dropped; the answer, a 500, goes
-                     * once the request is in (not while it uploads). */
-                    cc->oom = true;
-                    *upload_size = 0;
-                    return MHD_YES;
-                }
-                cc->body = p;
-                cc->cap = nc;
+    return MHD_YES;
+}
+
+/* A suspended completion resumed: the engine has finished its job, or the
+ * connection waits again. */
+static enum MHD_Result on_resumed(serve *s, struct MHD_Connection *c, conn_ctx *cc)
+{
+    pthread_mutex_lock(&s->mu);
+    enum MHD_Result ret;
+    if (cc->job->n_done < cc->job->n_seq) {
+        cc->job->suspended = true;
+        MHD_suspend_connection(c);
+        ret = MHD_YES;
+    } else {
+        ret = answer_job(s, c, cc->job);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return ret;
+}
+
+/* A piece of the body: kept up to the cap (beyond it, or out of memory, the
+ * rest is read and dropped; the answer goes once the request is in). */
+static enum MHD_Result on_upload(const serve *s, conn_ctx *cc, const char *upload_data,
+                                 size_t *upload_size)
+{
+    if (cc->len + *upload_size > (size_t)s->cfg.max_body) {
+        cc->too_big = true;
+    } else if (!cc->too_big && !cc->oom) {
+        if (cc->len + *upload_size + 1 > cc->cap) {
+            size_t nc = (cc->len + *upload_size + 1) * 2;
+            char *p = realloc(cc->body, nc);
+            if (!p) {
+                /* The rest is read and dropped; the answer, a 500, goes
+                 * once the request is in (not while it uploads). */
+                cc->oom = true;
+                *upload_size = 0;
+                return MHD_YES;
             }
-            memcpy(cc->body + cc->len, upload_data, *upload_size);
-            cc->len += *upload_size;
+            cc->body = p;
+            cc->cap = nc;
         }
-        *upload_size = 0;
-        return MHD_YES;
+        memcpy(cc->body + cc->len, upload_data, *upload_size);
+        cc->len += *upload_size;
     }
-    /* The whole request is in: the read deadline no longer applies. */
-    serve_guard_received(s->guard, socket_context(c), true);
-    if (cc->oom) return send_error(c, 500, NULL, "out of memory reading the request body");
+    *upload_size = 0;
+    return MHD_YES;
+}
+
+/* The whole request is in: --api-key, then the endpoint by path and method. */
+static enum MHD_Result route(serve *s, struct MHD_Connection *c, conn_ctx *cc, const char *url,
+                             const char *method)
+{
     /* --api-key: vLLM guards the /v1 paths (not /health, /metrics, ...). */
     if (s->cfg.api_key && !strncmp(url, "/v1", 3) && (!url[3] || url[3] == '/') &&
         strcmp(method, "OPTIONS") && !api_key_ok(s, c))
@@ -1811,6 +1888,26 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (!is_get_path(url)) return send_error(c, 404, NULL, "no such endpoint: %s %s", method, url);
     if (!get) return send_405(c, "GET, HEAD", "%s %s: use GET", method, url);
     return handle_get(s, c, url);
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
+                                  const char *method, const char *version,
+                                  const char *upload_data, size_t *upload_size, void **con_cls)
+{
+    serve *s = cls;
+    (void)version;
+    conn_ctx *cc = *con_cls;
+    if (!cc) return on_first_call(s, c, con_cls);
+    if (cc->answered) {
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    if (cc->job) return on_resumed(s, c, cc);
+    if (*upload_size) return on_upload(s, cc, upload_data, upload_size);
+    /* The whole request is in: the read deadline no longer applies. */
+    serve_guard_received(s->guard, socket_context(c), true);
+    if (cc->oom) return send_error(c, 500, NULL, "out of memory reading the request body");
+    return route(s, c, cc, url, method);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,

@@ -205,12 +205,16 @@ unsigned serve_text_chat_request(const tokenizer *t, const chat_template *ct,
     return 0;
 }
 
-/* Each choice's "text" moved into key ("message" or "delta") as content. */
+/* Each choice's "text" moved into key ("message" or "delta") as content;
+ * prompt_logprobs (one prompt: the same on every choice) moves to the
+ * response, where vLLM's chat answer carries it. */
 static json_t *chat_shape(json_t *v, const char *object, const char *key)
 {
     if (!v) return NULL;
     json_object_set_new(v, "object", json_string(object));
     json_t *choices = json_object_get(v, "choices");
+    json_t *plp = json_object_get(json_array_get(choices, 0), "prompt_logprobs");
+    if (plp) json_object_set(v, "prompt_logprobs", plp);
     for (size_t i = 0; i < json_array_size(choices); i++) {
         json_t *ch = json_array_get(choices, i);
         json_t *text = json_object_get(ch, "text");
@@ -219,6 +223,7 @@ static json_t *chat_shape(json_t *v, const char *object, const char *key)
         json_object_set_new(ch, key, m);
         json_object_del(ch, "text");
         json_object_del(ch, "prompt_token_ids");
+        json_object_del(ch, "prompt_logprobs");
     }
     return v;
 }

@@ -463,6 +463,18 @@ def prompt_logprobs(d):
             check(st == 400 and r["error"]["param"] == param, f"{body}: {st} {r}")
     finally:
         s.kill()
+    # The rows' logits a request may hold are bounded (the built-in model: 4096 ids,
+    # 16384 positions): past 256 MiB it is refused, naming the field that asked.
+    s = Server(RADIXKV, "--page-size", "16", "--max-logprobs", "1")
+    try:
+        long = [(i * 7) % 4000 for i in range(16000)]
+        for body, param in [({"prompt_logprobs": 0, "n": 2}, "prompt_logprobs"),
+                            ({"logprobs": 0, "echo": True, "n": 2}, "logprobs")]:
+            st, r, _ = s.post(dict(body, prompt=long, max_tokens=1))
+            check(st == 400 and r["error"]["param"] == param and "MiB" in r["error"]["message"],
+                  f"prompt logits over the bound ({body}): {st} {(r or {}).get('error')}")
+    finally:
+        s.kill()
     # The sim backend computes no logits: refused by name.
     s = Server(RADIXKV, "--backend", "sim")
     try:

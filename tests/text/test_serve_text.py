@@ -2,7 +2,8 @@
 """`radixkv serve --tokenizer DIR` on the built-in cpu model (no download, no
 venv): text prompts, output text, stop strings (with and without
 include_stop_str_in_output), /v1/chat/completions (whole and streamed),
-/tokenize and /detokenize, and bad input.
+/tokenize and /detokenize, bad_words encoded as vLLM encodes them, and bad
+input.
 
 The tokenizer is hand-made: one token per byte (ids 0..255), four special
 tokens and 3836 added tokens "<wN>" filling the model's 4096 ids, so every id
@@ -193,6 +194,16 @@ def main():
                     "text_offset", [])]
                 check(st == 200 and toks == want and so == offs,
                       f"streamed logprobs: {toks} {so} want {want} {offs}")
+            # prompt_logprobs in a chat answer: on the response, as vLLM's chat puts them
+            msgs = [{"role": "user", "content": "Hi"}]
+            st, text, _ = s.request("POST", "/v1/chat/completions",
+                                    {"messages": msgs, "max_tokens": 2, "prompt_logprobs": 1})
+            r = json.loads(text) if st == 200 else {}
+            st2, text2, _ = s.request("POST", "/tokenize", {"messages": msgs})
+            pl = r.get("prompt_logprobs") or []
+            check(st == 200 and len(pl) == json.loads(text2)["count"] and pl[0] is None and
+                  all(len(e) in (1, 2) for e in pl[1:]) and
+                  "prompt_logprobs" not in r["choices"][0], f"chat prompt_logprobs: {st} {text[:300]}")
         finally:
             s.stop()
         # --model DIR holding tokenizer.json: that is the tokenizer unless --tokenizer says
@@ -211,6 +222,35 @@ def main():
                 check(ok, f"--model DIR {extra}: /tokenize {st} {text}")
             finally:
                 s.stop()
+        # bad_words with a tokenizer, encoded as vLLM's update_from_tokenizer does: "x" and
+        # " x" (one merged token here, id 260, so that form is kept too) are both banned;
+        # logit_bias makes x then " x" the greedy choices, so a ban that misses either shows
+        merged = os.path.join(tmp, "merged")
+        write_tokenizer(merged, None)
+        with open(os.path.join(merged, "tokenizer.json"), encoding="utf-8") as f:
+            mj = json.load(f)
+        mj["added_tokens"] = [a for a in mj["added_tokens"] if a["id"] == 256]
+        mj["model"]["vocab"]["\u0120x"] = 260
+        mj["model"]["merges"] = ["\u0120 x"]
+        with open(os.path.join(merged, "tokenizer.json"), "w", encoding="utf-8") as f:
+            json.dump(mj, f)
+        s = Server(radixkv, "--tokenizer", merged)
+        try:
+            body = {"prompt": "a x", "max_tokens": 3, "temperature": 0,
+                    "logit_bias": {"120": 100, "260": 90}}
+            st, text, _ = s.request("POST", "/tokenize", {"prompt": "a x"})
+            check(st == 200 and json.loads(text)["tokens"] == [256, 97, 260], f"merge: {text}")
+            st, text, _ = s.request("POST", "/v1/completions", body)
+            got = json.loads(text)["choices"][0]["token_ids"] if st == 200 else None
+            check(got == [120, 120, 120], f"biased toward x: {st} {text}")
+            st, text, _ = s.request("POST", "/v1/completions", dict(body, bad_words=["  x"]))
+            got = json.loads(text)["choices"][0]["token_ids"] if st == 200 else None
+            check(got is not None and not {120, 260} & set(got), f"bad_words x: {st} {text}")
+            st, text, _ = s.request("POST", "/v1/completions", dict(body, bad_words=["\u00e9"]))
+            got = json.loads(text)["choices"][0]["token_ids"] if st == 200 else None
+            check(got == [120, 120, 120], f"bad_words of two bytes only after the first: {text}")
+        finally:
+            stop_checked(s, check)
         unknown = os.path.join(tmp, "unknown")
         write_tokenizer(unknown, "{{ messages }}")
         s = Server(radixkv, "--tokenizer", unknown)
