@@ -902,10 +902,7 @@ static bool alloc_outputs(serve_job *j, bad *b)
              !(q->p_top_lp = malloc(sizeof(float) * np * PK))))
             return fail_param(b, 500, NULL, "out of memory");
     }
-    const char *pdp;
-    char pdm[sizeof b->msg];
-    int pds = serve_pd_parse(s, req, j, &pdp, pdm, sizeof pdm);
-    return pds ? fail_param(b, (unsigned)pds, pdp, "%s", pdm) : true;
+    return true;
 }
 
 static bool parse_completion(serve *s, json_t *req, serve_job *j, bad *b)
@@ -920,7 +917,13 @@ static bool parse_completion(serve *s, json_t *req, serve_job *j, bad *b)
                           "stream would have to hold back text that may start one); use "
                           "stop_token_ids, or stream = false");
     if (!parse_prompts(s, req, j, b)) return false;
-    return check_fits(s, j, b) && alloc_outputs(j, b);
+    if (!check_fits(s, j, b) || !alloc_outputs(j, b)) return false;
+    /* The prefill/decode handoff fields (serve_pd.h), read last so they see the
+     * request as admitted. */
+    const char *pdp;
+    char pdm[sizeof b->msg];
+    int pds = serve_pd_parse(s, req, j, &pdp, pdm, sizeof pdm);
+    return pds ? fail_param(b, (unsigned)pds, pdp, "%s", pdm) : true;
 }
 
 /* ---- answers to a completion -------------------------------------------- */
