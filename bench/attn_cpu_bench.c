@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "attention.h"
+#include "cli.h"
 
 static double now_s(void)
 {
@@ -200,7 +201,24 @@ static double best_time(const shape_case *c, bufs *x, int which)
 
 int main(int argc, char **argv)
 {
-    int threads = argc > 1 ? atoi(argv[1]) : 0;
+    /* One optional positional, THREADS (0 or none: every online CPU). */
+    cli_opt table[] = {CLI_END};
+    char perr[256];
+    cli_args a;
+    int64_t nthreads = 0;
+    if (cli_parse("attn_cpu_bench", table, argc, argv, &a, perr, sizeof perr)) {
+        fprintf(stderr, "attn_cpu_bench: %s\n", perr);
+        return 2;
+    }
+    if (a.help || a.npos > 1) {
+        fprintf(stderr, "usage: attn_cpu_bench [THREADS]\n");
+        return 2;
+    }
+    if (a.npos && cli_parse_int("THREADS", a.pos[0], 0, 4096, &nthreads, perr, sizeof perr)) {
+        fprintf(stderr, "attn_cpu_bench: %s\n", perr);
+        return 2;
+    }
+    int threads = (int)nthreads;
     if (threads <= 0) threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
     static const shape_case cases[] = {
         {"prefill", 128, 16, 4, 16, 1, 0, 512},

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "attention.h"
+#include "cli.h"
 
 #define CK(call)                                                                       \
     do {                                                                               \
@@ -273,21 +274,38 @@ static void bench_cascade(attn_dtype dt, int B, int shared, int own, int S, int 
     cudaFree(dlown), cudaFree(dgqs), cudaFree(dgpl), cudaFree(ws);
 }
 
+/* One line of cli.h's option table. C++ (before C++20) has no designated
+ * initializers, which the CLI_*_OPT macros use. */
+static cli_opt table_opt(const char *name, cli_kind kind, void *dst, int64_t lo, int64_t hi)
+{
+    cli_opt o;
+    memset(&o, 0, sizeof o);
+    o.name = name;
+    o.kind = kind;
+    o.dst = dst;
+    o.lo = lo;
+    o.hi = hi;
+    return o;
+}
+
 int main(int argc, char **argv)
 {
-    int quick = 0, reps = 30, variants = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--quick"))
-            quick = 1;
-        else if (!strcmp(argv[i], "--variants"))
-            variants = 1;
-        else if (!strcmp(argv[i], "--reps") && i + 1 < argc)
-            reps = atoi(argv[++i]);
-        else {
-            fprintf(stderr, "usage: %s [--quick] [--variants] [--reps N]\n", argv[0]);
-            return 2;
-        }
+    bool quick_opt = false, variants_opt = false;
+    int64_t reps_opt = 30;
+    cli_opt table[] = {
+        table_opt("--quick", CLI_FLAG, &quick_opt, 0, 0),
+        table_opt("--variants", CLI_FLAG, &variants_opt, 0, 0),
+        table_opt("--reps", CLI_INT, &reps_opt, 1, 1000000),
+        table_opt(NULL, CLI_END_KIND, NULL, 0, 0),
+    };
+    char perr[256];
+    cli_args a;
+    if (cli_parse("attn_gpu_bench", table, argc, argv, &a, perr, sizeof perr) || a.npos || a.help) {
+        fprintf(stderr, "attn_gpu_bench: %s\n", a.help || a.npos ? "usage: attn_gpu_bench "
+                "[--quick] [--variants] [--reps N]" : perr);
+        return 2;
     }
+    int quick = quick_opt, variants = variants_opt, reps = (int)reps_opt;
     if (!attn_cuda_available()) {
         fprintf(stderr, "attn_gpu_bench: no CUDA device\n");
         return 77;

@@ -88,6 +88,104 @@ static void stats3(double *v, int n, double *med, double *lo, double *hi)
     *hi = v[n - 1];
 }
 
+/* The grid of --modes x --engines (a disaggregated point needs one prefill
+ * and one decode engine at least) into confs[0..32); its size, or -1 after
+ * naming a bad value. */
+static int make_confs(const char *engines_arg, const char *modes_arg, int64_t prefill_engines,
+                      conf confs[32])
+{
+    char ebuf[256] = "1,2,4,8,16,32,64", mbuf[64] = "colocated,disagg";
+    if (engines_arg) snprintf(ebuf, sizeof ebuf, "%s", engines_arg);
+    if (modes_arg) snprintf(mbuf, sizeof mbuf, "%s", modes_arg);
+    char *es[16], *ms[2];
+    int ne = split_list(ebuf, es, 16), nm = split_list(mbuf, ms, 2);
+    int nc = 0;
+    for (int m = 0; m < nm; m++) {
+        bool dis = !strcmp(ms[m], "disagg");
+        if (!dis && strcmp(ms[m], "colocated")) {
+            fprintf(stderr, "disagg_bench: --modes: '%s' (colocated | disagg)\n", ms[m]);
+            return -1;
+        }
+        for (int k = 0; k < ne; k++) {
+            int32_t e = atoi(es[k]);
+            if (e < 1 || e > 1024) {
+                fprintf(stderr, "disagg_bench: --engines: '%s' (1 to 1024)\n", es[k]);
+                return -1;
+            }
+            if (dis && (e < 2 || (prefill_engines && prefill_engines >= e)))
+                continue; /* one prefill and one decode engine at least */
+            int32_t np = prefill_engines ? (int32_t)prefill_engines : e / 2;
+            confs[nc++] = (conf){.disagg = dis, .engines = e, .prefill = dis ? np : 0};
+        }
+    }
+    return nc;
+}
+
+/* repeat rounds over every point (rounds outer, so drift spreads over all
+ * points): each point's replicas_run timed in thread CPU and wall time.
+ * Returns 0, or 1 after naming the failure. */
+static int run_confs(const engine_config *ec, conf *confs, int nc, int64_t repeat, router_kind rk,
+                     const char *path, const char *link)
+{
+    FILE *null = fopen("/dev/null", "w");
+    if (!null) {
+        fprintf(stderr, "disagg_bench: cannot open /dev/null\n");
+        return 1;
+    }
+    int rc = 0;
+    for (int r = 0; r < repeat && !rc; r++) {
+        for (int c = 0; c < nc && !rc; c++) {
+            conf *cf = &confs[c];
+            replicas_config rcfg = {
+                .engine = ec, .replicas = cf->engines, .router = rk, .balance_threshold = 8,
+                .cache_threshold = 0.5, .trace = path, .default_max_tokens = 16,
+                .prefill = cf->prefill, .decode = cf->disagg ? cf->engines - cf->prefill : 0,
+                .link = link,
+                .decode_router = ROUTER_LEAST_LOAD,
+            };
+            char err[512] = "";
+            bool intr = false;
+            double c0 = clock_s(CLOCK_THREAD_CPUTIME_ID), w0 = clock_s(CLOCK_MONOTONIC);
+            rkv_status st = replicas_run(&rcfg, null, &intr, err, sizeof err);
+            cf->cpu[r] = clock_s(CLOCK_THREAD_CPUTIME_ID) - c0;
+            cf->wall[r] = clock_s(CLOCK_MONOTONIC) - w0;
+            if (st || intr) {
+                fprintf(stderr, "disagg_bench: %s\n", intr ? "interrupted" : err);
+                rc = 1;
+            }
+        }
+    }
+    fclose(null);
+    return rc;
+}
+
+/* One JSON line per point: medians and ranges, CPU per request, and its
+ * ratio to the first point of the same mode. */
+static void print_confs(conf *confs, int nc, int64_t repeat, const char *trace, int64_t nreq,
+                        const char *model, int64_t kv_tokens, const char *router_name)
+{
+    double base[2] = {0, 0};
+    for (int c = 0; c < nc; c++) {
+        conf *cf = &confs[c];
+        double cm, clo, chi, wm, wlo, whi;
+        stats3(cf->cpu, (int)repeat, &cm, &clo, &chi);
+        stats3(cf->wall, (int)repeat, &wm, &wlo, &whi);
+        double per = cm / (double)nreq;
+        if (base[cf->disagg] == 0) base[cf->disagg] = per;
+        const char *tn = strrchr(trace, '/');
+        printf("{\"bench\":\"disagg\",\"trace\":\"%s\",\"requests\":%lld,\"model\":\"%s\","
+               "\"kv_tokens\":%lld,\"router\":\"%s\",\"mode\":\"%s\",\"engines\":%d,\"prefill\":%d,"
+               "\"decode\":%d,\"repeat\":%lld,\"thread_cpu_s\":{\"median\":%.4f,\"min\":%.4f,"
+               "\"max\":%.4f},\"wall_s\":{\"median\":%.4f,\"min\":%.4f,\"max\":%.4f},"
+               "\"cpu_us_per_request\":%.2f,\"cpu_per_request_vs_first\":%.3f}\n",
+               tn ? tn + 1 : trace, (long long)nreq, model, (long long)kv_tokens, router_name,
+               cf->disagg ? "disagg" : "colocated", cf->engines,
+               cf->prefill, cf->disagg ? cf->engines - cf->prefill : 0,
+               (long long)repeat, cm, clo, chi, wm, wlo, whi, 1e6 * per, per / base[cf->disagg]);
+        fflush(stdout);
+    }
+}
+
 int main(int argc, char **argv)
 {
     const char *trace = NULL, *model = "qwen2.5-7b", *router_name = "round-robin", *link = NULL;
@@ -132,82 +230,17 @@ int main(int argc, char **argv)
         fprintf(stderr, "disagg_bench: --router: unknown '%s'\n", router_name);
         return 2;
     }
-    static char ebuf[256] = "1,2,4,8,16,32,64", mbuf[64] = "colocated,disagg";
-    if (engines_arg) snprintf(ebuf, sizeof ebuf, "%s", engines_arg);
-    if (modes_arg) snprintf(mbuf, sizeof mbuf, "%s", modes_arg);
-    char *es[16], *ms[2];
-    int ne = split_list(ebuf, es, 16), nm = split_list(mbuf, ms, 2);
     conf confs[32];
-    int nc = 0;
-    for (int m = 0; m < nm; m++) {
-        bool dis = !strcmp(ms[m], "disagg");
-        if (!dis && strcmp(ms[m], "colocated")) {
-            fprintf(stderr, "disagg_bench: --modes: '%s' (colocated | disagg)\n", ms[m]);
-            return 2;
-        }
-        for (int k = 0; k < ne; k++) {
-            int32_t e = atoi(es[k]);
-            if (e < 1 || e > 1024) {
-                fprintf(stderr, "disagg_bench: --engines: '%s' (1 to 1024)\n", es[k]);
-                return 2;
-            }
-            if (dis && (e < 2 || (prefill_engines && prefill_engines >= e)))
-                continue; /* one prefill and one decode engine at least */
-            int32_t np = prefill_engines ? (int32_t)prefill_engines : e / 2;
-            confs[nc++] = (conf){.disagg = dis, .engines = e, .prefill = dis ? np : 0};
-        }
-    }
+    int nc = make_confs(engines_arg, modes_arg, prefill_engines, confs);
+    if (nc < 0) return 2;
     engine_config ec;
     engine_config_default(&ec);
     ec.backend = "sim";
     ec.backend_cfg.model = model;
     ec.backend_cfg.num_pages = (kv_tokens + ec.backend_cfg.page_size - 1) / ec.backend_cfg.page_size;
     ec.fixed_clock = true;
-    FILE *null = fopen("/dev/null", "w");
-    int rc = 0;
-    for (int r = 0; r < repeat && !rc; r++) {
-        for (int c = 0; c < nc && !rc; c++) {
-            conf *cf = &confs[c];
-            replicas_config rcfg = {
-                .engine = &ec, .replicas = cf->engines, .router = rk, .balance_threshold = 8,
-                .cache_threshold = 0.5, .trace = path, .default_max_tokens = 16,
-                .prefill = cf->prefill, .decode = cf->disagg ? cf->engines - cf->prefill : 0,
-                .link = link,
-                .decode_router = ROUTER_LEAST_LOAD,
-            };
-            char err[512] = "";
-            bool intr = false;
-            double c0 = clock_s(CLOCK_THREAD_CPUTIME_ID), w0 = clock_s(CLOCK_MONOTONIC);
-            rkv_status st = replicas_run(&rcfg, null, &intr, err, sizeof err);
-            cf->cpu[r] = clock_s(CLOCK_THREAD_CPUTIME_ID) - c0;
-            cf->wall[r] = clock_s(CLOCK_MONOTONIC) - w0;
-            if (st || intr) {
-                fprintf(stderr, "disagg_bench: %s\n", intr ? "interrupted" : err);
-                rc = 1;
-            }
-        }
-    }
-    fclose(null);
-    double base[2] = {0, 0};
-    for (int c = 0; c < nc && !rc; c++) {
-        conf *cf = &confs[c];
-        double cm, clo, chi, wm, wlo, whi;
-        stats3(cf->cpu, (int)repeat, &cm, &clo, &chi);
-        stats3(cf->wall, (int)repeat, &wm, &wlo, &whi);
-        double per = cm / (double)nreq;
-        if (base[cf->disagg] == 0) base[cf->disagg] = per;
-        const char *tn = strrchr(trace, '/');
-        printf("{\"bench\":\"disagg\",\"trace\":\"%s\",\"requests\":%lld,\"model\":\"%s\","
-               "\"kv_tokens\":%lld,\"router\":\"%s\",\"mode\":\"%s\",\"engines\":%d,\"prefill\":%d,"
-               "\"decode\":%d,\"repeat\":%lld,\"thread_cpu_s\":{\"median\":%.4f,\"min\":%.4f,"
-               "\"max\":%.4f},\"wall_s\":{\"median\":%.4f,\"min\":%.4f,\"max\":%.4f},"
-               "\"cpu_us_per_request\":%.2f,\"cpu_per_request_vs_first\":%.3f}\n",
-               tn ? tn + 1 : trace, (long long)nreq, model, (long long)kv_tokens, router_name,
-               cf->disagg ? "disagg" : "colocated", cf->engines,
-               cf->prefill, cf->disagg ? cf->engines - cf->prefill : 0,
-               (long long)repeat, cm, clo, chi, wm, wlo, whi, 1e6 * per, per / base[cf->disagg]);
-        fflush(stdout);
-    }
+    int rc = run_confs(&ec, confs, nc, repeat, rk, path, link);
+    if (!rc) print_confs(confs, nc, repeat, trace, nreq, model, kv_tokens, router_name);
     if (max_requests > 0) unlink(path);
     return rc;
 }

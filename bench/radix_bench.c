@@ -481,6 +481,85 @@ static stopwatch baseline_memcmp(const workload *w, batch *b, int32_t *scratch)
     return t;
 }
 
+/* Every request of w matched in t (batches filled outside the clock); the
+ * matched tokens, the matching time added to *tm. */
+static int64_t match_all(const workload *w, radix_tree *t, batch *b, int32_t *pages,
+                         stopwatch *tm)
+{
+    int64_t matched = 0;
+    int32_t len = 0, node = 0;
+    for (int32_t first = 0; first < w->nreq; first += BATCH) {
+        fill_batch(w, b, first);
+        stopwatch t0 = sw_start();
+        for (int32_t k = 0; k < b->count; k++) {
+            radix_tree_match(t, b->tok + b->off[k], (int32_t)(b->off[k + 1] - b->off[k]), 0, pages,
+                             &len, &node);
+            matched += len;
+        }
+        sw_stop(tm, t0);
+    }
+    return matched;
+}
+
+/* The evict_pressure figures over the rounds; the counts are the last round's. */
+typedef struct evict_figs {
+    series cpu, wall, leaf, ratio;
+    flow_result ev;
+    int64_t cands;
+    double bpt;
+    int32_t pool_pages;
+} evict_figs;
+
+/* One round of the flow on a pool of a quarter of the cached tokens, into e:
+ * eviction per leaf against heapifying every candidate once. */
+static void evict_round(const workload *w, batch *b, int32_t *pages, int64_t cached,
+                        const cache_config *cfg, evict_figs *e)
+{
+    page_pool pool;
+    cache *c;
+    char err[256];
+    rkv_status st;
+    if ((st = page_pool_init(&pool, (int32_t)(cached / 4), 1)) != RKV_OK) die("page_pool_init", st);
+    if ((st = cache_create(cfg, &pool, &c, err, sizeof err)) != RKV_OK) die(err, st);
+    radix_tree *t = cache_radix_tree(c);
+    flow_result *ev = &e->ev;
+    memset(ev, 0, sizeof *ev);
+    run_flow(w, c, b, pages, ev);
+    radix_tree_sizes s;
+    radix_tree_get_sizes(t, &s);
+    double t_scan = heapify_seconds(s.num_candidates);
+    ev->evicted_leaves = (int64_t)s.evictions;
+    series_add(&e->cpu, ev->tokens / ev->total.cpu);
+    series_add(&e->wall, ev->tokens / ev->total.wall);
+    if (ev->evicted_leaves > 0 && ev->evict.cpu > 0) { /* else no figure, not a 0 */
+        double per_leaf = ev->evict.cpu / (double)ev->evicted_leaves;
+        series_add(&e->leaf, 1e9 * per_leaf);
+        series_add(&e->ratio, t_scan / per_leaf);
+    }
+    e->cands = s.num_candidates;
+    e->bpt = bytes_per_token(t);
+    e->pool_pages = pool.num_pages;
+    cache_destroy(c);
+    page_pool_destroy(&pool);
+}
+
+static void print_evict_pressure(const workload *w, const evict_figs *e)
+{
+    const flow_result *ev = &e->ev;
+    printf("{\"scenario\":\"evict_pressure\",\"page_size\":1,\"requests\":%d,"
+           "\"pool_pages\":%d,\"shortfalls\":%lld,\"evicted_leaves\":%lld,"
+           "\"evicted_tokens\":%lld,\"host_bytes_per_token\":%.3f,\"repeats\":%d",
+           w->nreq, e->pool_pages, (long long)ev->shortfalls, (long long)ev->evicted_leaves,
+           (long long)ev->evicted_tokens, e->bpt, repeats);
+    put_range("tokens_per_cpu_s", &e->cpu);
+    put_range("tokens_per_wall_s", &e->wall);
+    put_range("cpu_ns_per_evicted_leaf", &e->leaf);
+    printf(",\"baseline\":\"heapify all candidates once (rebuild per eviction)\","
+           "\"candidates\":%lld", (long long)e->cands);
+    put_range("ratio", &e->ratio);
+    printf("}\n");
+}
+
 static void bench_shared(double scale)
 {
     workload w;
@@ -498,12 +577,10 @@ static void bench_shared(double scale)
     char err[256];
     series ins_cpu = {0}, ins_wall = {0}, ins_ratio = {0}, base_cpu = {0};
     series match_cpu = {0}, match_wall = {0}, match_ratio = {0};
-    series ev_cpu = {0}, ev_wall = {0}, ev_leaf = {0}, ev_ratio = {0};
-    int64_t heap_delta = -1, cached = 0, nodes = 0, matched = 0, req_tokens = 0, cands = 0;
+    evict_figs evf = {0};
+    int64_t heap_delta = -1, cached = 0, nodes = 0, matched = 0, req_tokens = 0;
     uint64_t splits = 0;
-    double bpt = 0, ev_bpt = 0;
-    flow_result ev = {0};
-    int32_t pool_pages = 0;
+    double bpt = 0;
     for (int round = 0; round < repeats; round++) {
         /* 2a: insert flow with room for everything */
         page_pool pool;
@@ -532,18 +609,7 @@ static void bench_shared(double scale)
 
         /* 2b: every request again, fully cached */
         stopwatch tm = {0, 0};
-        int32_t len = 0, node = 0;
-        matched = 0;
-        for (int32_t first = 0; first < w.nreq; first += BATCH) {
-            fill_batch(&w, &b, first);
-            stopwatch t0 = sw_start();
-            for (int32_t k = 0; k < b.count; k++) {
-                radix_tree_match(t, b.tok + b.off[k], (int32_t)(b.off[k + 1] - b.off[k]), 0, pages,
-                                 &len, &node);
-                matched += len;
-            }
-            sw_stop(&tm, t0);
-        }
+        matched = match_all(&w, t, &b, pages, &tm);
         series_add(&match_cpu, matched / tm.cpu);
         series_add(&match_wall, matched / tm.wall);
         series_add(&match_ratio, (matched / tm.cpu) / (ins.tokens / tb.cpu));
@@ -551,26 +617,7 @@ static void bench_shared(double scale)
         page_pool_destroy(&pool);
 
         /* 3: the same flow with a quarter of the pages */
-        if ((st = page_pool_init(&pool, (int32_t)(cached / 4), 1)) != RKV_OK) die("page_pool_init", st);
-        if ((st = cache_create(&cfg, &pool, &c, err, sizeof err)) != RKV_OK) die(err, st);
-        t = cache_radix_tree(c);
-        memset(&ev, 0, sizeof ev);
-        run_flow(&w, c, &b, pages, &ev);
-        radix_tree_get_sizes(t, &s);
-        double t_scan = heapify_seconds(s.num_candidates);
-        ev.evicted_leaves = (int64_t)s.evictions;
-        series_add(&ev_cpu, ev.tokens / ev.total.cpu);
-        series_add(&ev_wall, ev.tokens / ev.total.wall);
-        if (ev.evicted_leaves > 0 && ev.evict.cpu > 0) { /* else no figure, not a 0 */
-            double per_leaf = ev.evict.cpu / (double)ev.evicted_leaves;
-            series_add(&ev_leaf, 1e9 * per_leaf);
-            series_add(&ev_ratio, t_scan / per_leaf);
-        }
-        cands = s.num_candidates;
-        ev_bpt = bytes_per_token(t);
-        pool_pages = pool.num_pages;
-        cache_destroy(c);
-        page_pool_destroy(&pool);
+        evict_round(&w, &b, pages, cached, &cfg, &evf);
     }
     printf("{\"scenario\":\"shared_prompts_insert\",\"page_size\":1,\"requests\":%d,"
            "\"request_tokens\":%lld,\"cached_tokens\":%lld,\"nodes\":%lld,\"splits\":%llu,"
@@ -592,18 +639,8 @@ static void bench_shared(double scale)
     printf(",\"baseline\":\"memcmp\"");
     put_range("baseline_tokens_per_cpu_s", &base_cpu);
     put_range("ratio", &match_ratio);
-    printf("}\n{\"scenario\":\"evict_pressure\",\"page_size\":1,\"requests\":%d,"
-           "\"pool_pages\":%d,\"shortfalls\":%lld,\"evicted_leaves\":%lld,"
-           "\"evicted_tokens\":%lld,\"host_bytes_per_token\":%.3f,\"repeats\":%d",
-           w.nreq, pool_pages, (long long)ev.shortfalls, (long long)ev.evicted_leaves,
-           (long long)ev.evicted_tokens, ev_bpt, repeats);
-    put_range("tokens_per_cpu_s", &ev_cpu);
-    put_range("tokens_per_wall_s", &ev_wall);
-    put_range("cpu_ns_per_evicted_leaf", &ev_leaf);
-    printf(",\"baseline\":\"heapify all candidates once (rebuild per eviction)\","
-           "\"candidates\":%lld", (long long)cands);
-    put_range("ratio", &ev_ratio);
     printf("}\n");
+    print_evict_pressure(&w, &evf);
     fflush(stdout);
     free(b.tok);
     free(b.off);

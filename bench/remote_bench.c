@@ -34,6 +34,7 @@
 
 #include "backend.h"
 #include "bench_replay.h"
+#include "cli.h"
 #include "tier_remote.h"
 
 static double clock_s(clockid_t id)
@@ -209,66 +210,28 @@ static int throughput_once(const char *url, int C, int64_t K, int32_t P, size_t 
     return bad;
 }
 
-int main(int argc, char **argv)
+/* 1: load N tokens of K/V from the server vs recompute them: R
+ * repetitions, one JSON line. Returns 0 or 1 (a failure, on stderr). */
+static int bench_load(backend *be, const char *url, int32_t N, int32_t P, int32_t R,
+                      const char *model)
 {
-    int32_t N = 1024, R = 5, P = 16;
-    int64_t K = 4096;
-    const char *model = NULL, *url = NULL, *clients = "1,2,4";
-    for (int i = 1; i < argc; i += 2) {
-        if (i + 1 >= argc) {
-            fprintf(stderr, "remote_bench: %s needs a value\n", argv[i]);
-            return 2;
-        }
-        if (!strcmp(argv[i], "--tokens")) N = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--reps")) R = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--pages")) K = atoll(argv[i + 1]);
-        else if (!strcmp(argv[i], "--model")) model = argv[i + 1];
-        else if (!strcmp(argv[i], "--url")) url = argv[i + 1];
-        else if (!strcmp(argv[i], "--clients")) clients = argv[i + 1];
-        else {
-            fprintf(stderr, "remote_bench: unknown option %s\n", argv[i]);
-            return 2;
-        }
-    }
-    if (N < P || R < 1 || R > 1000 || K < 1) {
-        fprintf(stderr, "remote_bench: --tokens >= %d, --reps in [1, 1000], --pages >= 1\n", P);
-        return 2;
-    }
-    if (!tier_remote_available()) {
-        fprintf(stderr, "remote_bench: built without hiredis\n");
-        return 2;
-    }
-    char own_url[64];
-    if (!url) {
-        if (start_server(own_url, sizeof own_url)) {
-            fprintf(stderr, "remote_bench: cannot start redis-server (is it installed?)\n");
-            stop_server();
-            return 1;
-        }
-        url = own_url;
-    }
-    int rc = 0;
-    N -= N % P;
+    int rc = 1;
     int32_t np = N / P;
-    char err[512] = "";
-    backend_config bc = {.model = model, .page_size = P, .num_pages = np + 1};
-    backend *be = NULL;
-    if (backend_create("cpu", &bc, &be, err, sizeof err) != RKV_OK) {
-        fprintf(stderr, "remote_bench: %s\n", err);
-        stop_server();
-        return 1;
-    }
     size_t pb = 0;
     be->ops->page_bytes(be, &pb);
-
-    /* 1: load 1,024 tokens of K/V from the server vs recompute them. */
+    char err[512] = "";
     int32_t *tok = malloc(sizeof(int32_t) * (size_t)N), *pos = malloc(sizeof(int32_t) * (size_t)N);
     int32_t *slots = malloc(sizeof(int32_t) * (size_t)N), *pages = malloc(sizeof(int32_t) * (size_t)np);
     uint64_t *keys = malloc(sizeof(uint64_t) * 2 * (size_t)np);
     uint8_t *page = malloc(pb);
-    double *v[6];
-    for (int i = 0; i < 6; i++) v[i] = malloc(sizeof(double) * (size_t)R);
-    if (!tok || !pos || !slots || !pages || !keys || !page || !v[5]) return 1;
+    double *v[5] = {NULL};
+    for (int i = 0; i < 5; i++) v[i] = malloc(sizeof(double) * (size_t)R);
+    tier_remote *r = NULL;
+    if (!tok || !pos || !slots || !pages || !keys || !page || !v[0] || !v[1] || !v[2] || !v[3] ||
+        !v[4]) {
+        fprintf(stderr, "remote_bench: out of host memory\n");
+        goto out;
+    }
     for (int32_t i = 0; i < N; i++) {
         tok[i] = (int32_t)((i * 2654435761u) % (uint32_t)be->vocab_size);
         pos[i] = i;
@@ -287,14 +250,13 @@ int main(int argc, char **argv)
     tier_remote_config_default(&rcfg);
     rcfg.url = url;
     rcfg.ns = "bench-load";
-    tier_remote *r = NULL;
     if (tier_remote_open(&rcfg, P, pb, &r, err, sizeof err) != RKV_OK) {
         fprintf(stderr, "remote_bench: %s\n", err);
-        rc = 1;
         goto out;
     }
     double secs = 0;
-    if (be->ops->forward(be, &b, &out, NULL, &secs) != RKV_OK) { rc = 1; goto out; }
+    if (be->ops->forward(be, &b, &out, NULL, &secs) != RKV_OK) goto out;
+    /* stored once, before the repetitions */
     for (int32_t k = 0; k < np; k++) {
         be->ops->read_page(be, k, page);
         tier_remote_put(r, keys + 2 * k, tok + (int64_t)k * P, page);
@@ -302,14 +264,13 @@ int main(int argc, char **argv)
     tier_remote_flush(r);
     for (int rep = 0; rep < R; rep++) {
         double w0 = clock_s(CLOCK_MONOTONIC), c0 = clock_s(CLOCK_THREAD_CPUTIME_ID);
-        if (be->ops->forward(be, &b, &out, NULL, &secs) != RKV_OK) { rc = 1; goto out; }
+        if (be->ops->forward(be, &b, &out, NULL, &secs) != RKV_OK) goto out;
         double w1 = clock_s(CLOCK_MONOTONIC), c1 = clock_s(CLOCK_THREAD_CPUTIME_ID);
         int32_t got = tier_remote_fetch(r, keys, tok, np);
         for (int32_t k = 0; k < got; k++) be->ops->write_page(be, k, tier_remote_page(r, k));
         double w2 = clock_s(CLOCK_MONOTONIC), c2 = clock_s(CLOCK_THREAD_CPUTIME_ID);
         if (got != np) {
             fprintf(stderr, "remote_bench: %d of %d pages found\n", got, np);
-            rc = 1;
             goto out;
         }
         v[0][rep] = w1 - w0;
@@ -327,62 +288,130 @@ int main(int argc, char **argv)
     stat_json("load_over_recompute", v[4], R, 1);
     printf("}\n");
     fflush(stdout);
-    tier_remote_close(r);
-    r = NULL;
-
-    /* 2: pages/s and GB/s through the server for 1, 2, 4 client processes. */
-    for (const char *c = clients; *c;) {
-        int C = atoi(c);
-        if (C < 1 || C > 64) {
-            fprintf(stderr, "remote_bench: --clients: counts in [1, 64]\n");
-            rc = 2;
-            goto out;
-        }
-        double *w[8];
-        for (int i = 0; i < 8; i++) w[i] = malloc(sizeof(double) * (size_t)R);
-        int64_t got = 0;
-        for (int rep = 0; rep < R && !rc; rep++) {
-            double o[4];
-            if (throughput_once(url, C, K, P, pb, o, &got) || got != (int64_t)C * K) {
-                fprintf(stderr, "remote_bench: a client failed (%lld of %lld pages back)\n",
-                        (long long)got, (long long)C * K);
-                rc = 1;
-                break;
-            }
-            double pages_n = (double)C * (double)K;
-            w[0][rep] = pages_n / o[0];
-            w[1][rep] = pages_n * (double)pb / o[0] / 1e9;
-            w[2][rep] = pages_n / o[2];
-            w[3][rep] = pages_n * (double)pb / o[2] / 1e9;
-            w[4][rep] = o[0];
-            w[5][rep] = o[1];
-            w[6][rep] = o[2];
-            w[7][rep] = o[3];
-        }
-        if (!rc) {
-            printf("{\"bench\":\"remote_throughput\",\"clients\":%d,\"pages_per_client\":%lld,\"page_bytes\":%zu,"
-                   "\"reps\":%d", C, (long long)K, pb, R);
-            stat_json("set_pages_per_s", w[0], R, 1);
-            stat_json("set_gb_per_s", w[1], R, 1);
-            stat_json("get_pages_per_s", w[2], R, 1);
-            stat_json("get_gb_per_s", w[3], R, 1);
-            stat_json("set_wall_s", w[4], R, 1);
-            stat_json("set_cpu_s", w[5], R, 1);
-            stat_json("get_wall_s", w[6], R, 1);
-            stat_json("get_cpu_s", w[7], R, 1);
-            printf("}\n");
-            fflush(stdout);
-        }
-        for (int i = 0; i < 8; i++) free(w[i]);
-        if (rc) goto out;
-        c = strchr(c, ',');
-        if (!c) break;
-        c++;
-    }
+    rc = 0;
 out:
     tier_remote_close(r);
-    for (int i = 0; i < 6; i++) free(v[i]);
+    for (int i = 0; i < 5; i++) free(v[i]);
     free(tok); free(pos); free(slots); free(pages); free(keys); free(page);
+    return rc;
+}
+
+/* 2 for one client count C: R repetitions of K pages per client, one JSON
+ * line. Returns 0 or 1 (a failure, on stderr). */
+static int bench_throughput(const char *url, int C, int64_t K, int32_t P, size_t pb, int32_t R)
+{
+    double *w[8] = {NULL};
+    int rc = 0;
+    for (int i = 0; i < 8; i++)
+        if (!(w[i] = malloc(sizeof(double) * (size_t)R))) rc = 1;
+    if (rc) fprintf(stderr, "remote_bench: out of host memory\n");
+    int64_t got = 0;
+    for (int rep = 0; rep < R && !rc; rep++) {
+        double o[4];
+        if (throughput_once(url, C, K, P, pb, o, &got) || got != (int64_t)C * K) {
+            fprintf(stderr, "remote_bench: a client failed (%lld of %lld pages back)\n",
+                    (long long)got, (long long)C * K);
+            rc = 1;
+            break;
+        }
+        double pages_n = (double)C * (double)K;
+        w[0][rep] = pages_n / o[0];
+        w[1][rep] = pages_n * (double)pb / o[0] / 1e9;
+        w[2][rep] = pages_n / o[2];
+        w[3][rep] = pages_n * (double)pb / o[2] / 1e9;
+        w[4][rep] = o[0];
+        w[5][rep] = o[1];
+        w[6][rep] = o[2];
+        w[7][rep] = o[3];
+    }
+    if (!rc) {
+        printf("{\"bench\":\"remote_throughput\",\"clients\":%d,\"pages_per_client\":%lld,\"page_bytes\":%zu,"
+               "\"reps\":%d", C, (long long)K, pb, R);
+        stat_json("set_pages_per_s", w[0], R, 1);
+        stat_json("set_gb_per_s", w[1], R, 1);
+        stat_json("get_pages_per_s", w[2], R, 1);
+        stat_json("get_gb_per_s", w[3], R, 1);
+        stat_json("set_wall_s", w[4], R, 1);
+        stat_json("set_cpu_s", w[5], R, 1);
+        stat_json("get_wall_s", w[6], R, 1);
+        stat_json("get_cpu_s", w[7], R, 1);
+        printf("}\n");
+        fflush(stdout);
+    }
+    for (int i = 0; i < 8; i++) free(w[i]);
+    return rc;
+}
+
+/* The client counts of --clients ("1,2,4"): 0, or 2 naming the bad one. */
+static int parse_clients(const char *clients, int counts[64], int *n)
+{
+    *n = 0;
+    for (const char *c = clients; *c && *n < 64;) {
+        char *end;
+        long v = strtol(c, &end, 10);
+        if (end == c || (*end && *end != ',') || v < 1 || v > 64) {
+            fprintf(stderr, "remote_bench: --clients: '%s': counts in [1, 64], comma-separated\n",
+                    clients);
+            return 2;
+        }
+        counts[(*n)++] = (int)v;
+        c = *end ? end + 1 : end;
+    }
+    if (*n) return 0;
+    fprintf(stderr, "remote_bench: --clients: no count given\n");
+    return 2;
+}
+
+int main(int argc, char **argv)
+{
+    const int32_t P = 16;
+    int64_t N = 1024, R = 5, K = 4096;
+    const char *model = NULL, *url = NULL, *clients = "1,2,4";
+    cli_opt table[] = {
+        CLI_STR_OPT("--url", &url),
+        CLI_INT_OPT("--tokens", &N, P, INT32_MAX),
+        CLI_INT_OPT("--reps", &R, 1, 1000),
+        CLI_INT_OPT("--pages", &K, 1, INT32_MAX),
+        CLI_STR_OPT("--clients", &clients),
+        CLI_STR_OPT("--model", &model),
+        CLI_END,
+    };
+    char perr[256];
+    cli_args a;
+    if (cli_parse("remote_bench", table, argc, argv, &a, perr, sizeof perr) || a.npos || a.help) {
+        fprintf(stderr, "remote_bench: %s\n", a.help || a.npos ? "see the usage at the top of "
+                "bench/remote_bench.c" : perr);
+        return 2;
+    }
+    int counts[64], nc = 0;
+    if (parse_clients(clients, counts, &nc)) return 2;
+    if (!tier_remote_available()) {
+        fprintf(stderr, "remote_bench: built without hiredis\n");
+        return 2;
+    }
+    char own_url[64];
+    if (!url) {
+        if (start_server(own_url, sizeof own_url)) {
+            fprintf(stderr, "remote_bench: cannot start redis-server (is it installed?)\n");
+            stop_server();
+            return 1;
+        }
+        url = own_url;
+    }
+    N -= N % P;
+    char err[512] = "";
+    backend_config bc = {.model = model, .page_size = P, .num_pages = (int32_t)(N / P) + 1};
+    backend *be = NULL;
+    if (backend_create("cpu", &bc, &be, err, sizeof err) != RKV_OK) {
+        fprintf(stderr, "remote_bench: %s\n", err);
+        stop_server();
+        return 1;
+    }
+    size_t pb = 0;
+    be->ops->page_bytes(be, &pb);
+    int rc = bench_load(be, url, (int32_t)N, P, (int32_t)R, model);
+    /* 2: pages/s and GB/s through the server for each client count. */
+    for (int i = 0; i < nc && !rc; i++) rc = bench_throughput(url, counts[i], K, P, pb, (int32_t)R);
     backend_destroy(be);
     stop_server();
     return rc;

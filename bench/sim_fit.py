@@ -213,6 +213,43 @@ def fit_points(raw):
     return used
 
 
+def fit_launch_and_floors(p, raw, sim_exe, bw):
+    """Launches and floors come from radixkv's own steps (for the peer they are
+    an assumption, see PEER_ASSUMPTIONS), with the cost function's terms:
+    p's latency.launch_s, latency.kernel_s and efficiency.act set in place."""
+    sim = Sim(sim_exe, raw["model"])
+    dec_pairs = decode_pairs(raw)
+    # Launch: eager - graph over the decode steps, mean to 0.01 ms, over the
+    # kernels an eager step launches (3 significant digits).
+    diff = rnd(statistics.mean(e["ms"] - g["ms"] for g, e in dec_pairs), 2)
+    q = json.loads(json.dumps(p))
+    q["latency"]["launch_s"] = 1e-6
+    q["switches"]["graphs"] = "none"
+    g0 = dec_pairs[0][0]
+    launches = round(sim.terms(q, g0["batch"], g0["prefix"], g0["rows"])["kernels_ms"] * 1e3)
+    launch_us = float(f"{diff * 1e3 / launches:.3g}")
+    p["latency"]["launch_s"] = float(f"{launch_us}e-6")
+    # Kernel floor and activation efficiency, from decode batch 1 as a graph
+    # (mostly floors) and the 1024-token prefill (mostly activation traffic):
+    # each step's time less the other terms, solved together (the two
+    # hardly interact; three rounds settle both to their rounding).
+    d1 = floor_step(dec_pairs)
+    pf = prefill_step(raw)
+    kernel_s, eff_act = 0.0, 1.0
+    for _ in range(3):
+        q = json.loads(json.dumps(p))
+        q["efficiency"]["act"], q["latency"]["kernel_s"] = eff_act, 1e-6
+        t = sim.terms(q, d1["batch"], d1["prefix"], d1["rows"])
+        floors = t["kernels_ms"] * 1e3
+        kernel_s = (d1["ms"] - t["gemm_ms"] - t["attn_ms"] - t["act_ms"]) * 1e-3 / floors
+        q["latency"]["kernel_s"] = kernel_s
+        t = sim.terms(q, pf["batch"], pf["prefix"], pf["rows"])
+        act_bytes = t["act_ms"] * 1e-3 * bw * eff_act
+        eff_act = act_bytes / ((pf["ms"] - t["gemm_ms"] - t["attn_ms"] - t["kernels_ms"]) * 1e-3) / bw
+    p["latency"]["kernel_s"] = float(f"{rnd(kernel_s * 1e6, 1)}e-6")
+    p["efficiency"]["act"] = rnd(eff_act, 2)
+
+
 def fit_measured(raw_rel, engine, pid, sim_exe, tables=False):
     """own / peer from one raw file. Each rule's comment is its documentation.
     tables: also keep the measured GEMM times as the profile's tables (the sim
@@ -283,39 +320,7 @@ def fit_measured(raw_rel, engine, pid, sim_exe, tables=False):
                        if k in prov}
     p["provenance"].update({"raw": raw_rel, "raw_sha256": sha256_of(raw_rel)})
 
-    # Launches and floors come from radixkv's own steps (for the peer they are
-    # an assumption, see PEER_ASSUMPTIONS), with the cost function's terms.
-    sim = Sim(sim_exe, raw["model"])
-    dec_pairs = decode_pairs(raw)
-    # Launch: eager - graph over the decode steps, mean to 0.01 ms, over the
-    # kernels an eager step launches (3 significant digits).
-    diff = rnd(statistics.mean(e["ms"] - g["ms"] for g, e in dec_pairs), 2)
-    q = json.loads(json.dumps(p))
-    q["latency"]["launch_s"] = 1e-6
-    q["switches"]["graphs"] = "none"
-    g0 = dec_pairs[0][0]
-    launches = round(sim.terms(q, g0["batch"], g0["prefix"], g0["rows"])["kernels_ms"] * 1e3)
-    launch_us = float(f"{diff * 1e3 / launches:.3g}")
-    p["latency"]["launch_s"] = float(f"{launch_us}e-6")
-    # Kernel floor and activation efficiency, from decode batch 1 as a graph
-    # (mostly floors) and the 1024-token prefill (mostly activation traffic):
-    # each step's time less the other terms, solved together (the two
-    # hardly interact; three rounds settle both to their rounding).
-    d1 = floor_step(dec_pairs)
-    pf = prefill_step(raw)
-    kernel_s, eff_act = 0.0, 1.0
-    for _ in range(3):
-        q = json.loads(json.dumps(p))
-        q["efficiency"]["act"], q["latency"]["kernel_s"] = eff_act, 1e-6
-        t = sim.terms(q, d1["batch"], d1["prefix"], d1["rows"])
-        floors = t["kernels_ms"] * 1e3
-        kernel_s = (d1["ms"] - t["gemm_ms"] - t["attn_ms"] - t["act_ms"]) * 1e-3 / floors
-        q["latency"]["kernel_s"] = kernel_s
-        t = sim.terms(q, pf["batch"], pf["prefix"], pf["rows"])
-        act_bytes = t["act_ms"] * 1e-3 * bw * eff_act
-        eff_act = act_bytes / ((pf["ms"] - t["gemm_ms"] - t["attn_ms"] - t["kernels_ms"]) * 1e-3) / bw
-    p["latency"]["kernel_s"] = float(f"{rnd(kernel_s * 1e6, 1)}e-6")
-    p["efficiency"]["act"] = rnd(eff_act, 2)
+    fit_launch_and_floors(p, raw, sim_exe, bw)
     p["assumptions"] = OWN_ASSUMPTIONS if own else PEER_ASSUMPTIONS
     p["fit"] = {"method": engine, "raw": [raw_rel], "tool": "bench/sim_fit.py"}
     if tables:

@@ -13,6 +13,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "cli.h"
+#include "rkv_core.h"
 #include "tokenizer.h"
 
 static double clock_s(clockid_t id)
@@ -30,24 +32,35 @@ static int cmp_d(const void *a, const void *b)
 
 int main(int argc, char **argv)
 {
-    if (argc < 3) {
+    /* No options, two or three positionals: the table still refuses what
+     * is not one and answers --help. */
+    cli_opt table[] = {CLI_END};
+    char perr[256];
+    cli_args a;
+    int64_t rep = 5;
+    if (cli_parse("tokenizer_bench", table, argc, argv, &a, perr, sizeof perr)) {
+        fprintf(stderr, "tokenizer_bench: %s\n", perr);
+        return 2;
+    }
+    if (a.help || a.npos < 2 || a.npos > 3) {
         fprintf(stderr, "usage: tokenizer_bench TOKENIZER_DIR CORPUS.jsonl [REPEAT]\n");
         return 2;
     }
-    int repeat = argc > 3 ? atoi(argv[3]) : 5;
-    if (repeat < 1 || repeat > 1000) {
-        fprintf(stderr, "tokenizer_bench: REPEAT must be in [1, 1000]\n");
+    if (a.npos == 3 && cli_parse_int("REPEAT", a.pos[2], 1, 1000, &rep, perr, sizeof perr)) {
+        fprintf(stderr, "tokenizer_bench: %s\n", perr);
         return 2;
     }
+    const int repeat = (int)rep;
+    const char *dir = a.pos[0], *corpus = a.pos[1];
     char err[512];
     tokenizer *t;
-    if (tokenizer_load(argv[1], &t, err, sizeof err)) {
+    if (tokenizer_load(dir, &t, err, sizeof err)) {
         fprintf(stderr, "tokenizer_bench: %s\n", err);
         return 1;
     }
-    FILE *f = fopen(argv[2], "r");
+    FILE *f = fopen(corpus, "r");
     if (!f) {
-        fprintf(stderr, "tokenizer_bench: cannot open %s\n", argv[2]);
+        fprintf(stderr, "tokenizer_bench: cannot open %s\n", corpus);
         return 1;
     }
     json_t **texts = NULL;
@@ -59,14 +72,10 @@ int main(int argc, char **argv)
         json_t *o = json_loadb(line, (size_t)got, JSON_ALLOW_NUL, NULL);
         json_t *s = json_object_get(o, "text");
         if (!json_is_string(s)) {
-            fprintf(stderr, "tokenizer_bench: %s:%zu: needs {\"text\": S}\n", argv[2], n + 1);
+            fprintf(stderr, "tokenizer_bench: %s:%zu: needs {\"text\": S}\n", corpus, n + 1);
             return 1;
         }
-        if (n == cap) {
-            cap = cap ? cap * 2 : 1024;
-            texts = realloc(texts, cap * sizeof *texts);
-            if (!texts) return 1;
-        }
+        if (rkv_grow_size((void **)&texts, &cap, n + 1, sizeof *texts)) return 1;
         texts[n++] = json_incref(s);
         bytes += json_string_length(s);
         json_decref(o);

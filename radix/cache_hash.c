@@ -79,6 +79,7 @@
 #include "block_hash.h"
 #include "cache_kinds.h"
 #include "evict_policy.h"
+#include "rkv_core.h"
 
 typedef struct hblock {
     block_hash hash;   /* digest as stored (truncated in debug mode) */
@@ -212,20 +213,9 @@ static void queue_append(cache_hash *h, int32_t b)
 
 static rkv_status reserve_scratch(cache_hash *h, int32_t nb)
 {
-    if (nb <= h->hs_cap) return RKV_OK;
-    int32_t cap = h->hs_cap ? h->hs_cap : 16;
-    while (cap < nb) cap *= 2;
-    block_hash *hs = realloc(h->hs, sizeof *hs * (size_t)cap);
-    if (!hs) return RKV_ENOMEM;
-    h->hs = hs;
-    block_hash *full = realloc(h->full, sizeof *full * (size_t)cap);
-    if (!full) return RKV_ENOMEM;
-    h->full = full;
-    int32_t *chain = realloc(h->chain, sizeof *chain * (size_t)cap);
-    if (!chain) return RKV_ENOMEM;
-    h->chain = chain;
-    h->hs_cap = cap;
-    return RKV_OK;
+    void **arrays[] = {(void **)&h->hs, (void **)&h->full, (void **)&h->chain};
+    const size_t elem[] = {sizeof *h->hs, sizeof *h->full, sizeof *h->chain};
+    return rkv_grow32_arrays(arrays, elem, 3, &h->hs_cap, nb);
 }
 
 /* Digest all nb full blocks into h->hs and look up the longest cached chain

@@ -11,6 +11,7 @@
 #include "cache_tier.h"
 #include "block_hash.h"
 #include "cache_client.h"
+#include "rkv_core.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -112,20 +113,10 @@ static void key_next(cache_tier *t, const uint64_t prev[2], uint64_t ns, const i
 
 static rkv_status reserve(cache_tier *t, int32_t n)
 {
-    if (n <= t->cap) return RKV_OK;
-    int32_t nc = t->cap ? t->cap : 64;
-    while (nc < n) nc = nc > INT32_MAX / 2 ? n : 2 * nc;
-    uint64_t *k = realloc(t->keys, sizeof *k * 2 * (size_t)nc);
-    if (!k) return RKV_ENOMEM;
-    t->keys = k;
-    int32_t *r = realloc(t->run, sizeof *r * (size_t)nc);
-    if (!r) return RKV_ENOMEM;
-    t->run = r;
-    int32_t *p = realloc(t->pages, sizeof *p * (size_t)nc);
-    if (!p) return RKV_ENOMEM;
-    t->pages = p;
-    t->cap = nc;
-    return RKV_OK;
+    /* two keys (the 128-bit hash) per page */
+    void **arrays[] = {(void **)&t->keys, (void **)&t->run, (void **)&t->pages};
+    const size_t elem[] = {2 * sizeof *t->keys, sizeof *t->run, sizeof *t->pages};
+    return rkv_grow32_arrays(arrays, elem, 3, &t->cap, n);
 }
 
 /* keys[0 .. 2 * np) for pages 0 .. np of tokens in ns. */

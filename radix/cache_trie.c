@@ -42,6 +42,7 @@
 
 #include "cache_kinds.h"
 #include "evict_policy.h"
+#include "rkv_core.h"
 
 typedef struct tnode {
     int32_t token;
@@ -147,17 +148,11 @@ static rkv_status reserve_nodes(cache_trie *t, int64_t more)
     int64_t want = (int64_t)t->live + more;
     if (want > INT32_MAX / 2) return RKV_ENOMEM;
     if (want > t->cap) {
-        int32_t cap = t->cap ? t->cap : 64;
-        while (cap < want) cap *= 2;
-        tnode *nodes = realloc(t->nodes, sizeof *nodes * (size_t)cap);
-        if (!nodes) return RKV_ENOMEM;
-        t->nodes = nodes;
-        if (t->pol->needs & TRIE_META_NEEDS) {
-            tmeta *meta = realloc(t->meta, sizeof *meta * (size_t)cap);
-            if (!meta) return RKV_ENOMEM;
-            t->meta = meta;
-        }
-        t->cap = cap;
+        /* meta only when the policy reads it */
+        void **arrays[] = {(void **)&t->nodes, (void **)&t->meta};
+        const size_t elem[] = {sizeof *t->nodes, sizeof *t->meta};
+        int n = t->pol->needs & TRIE_META_NEEDS ? 2 : 1;
+        if (rkv_grow32_arrays(arrays, elem, n, &t->cap, want)) return RKV_ENOMEM;
     }
     if ((uint64_t)want > (uint64_t)t->mask + 1) {
         uint32_t nb = (t->mask + 1) * 2;
@@ -183,14 +178,7 @@ static rkv_status reserve_heap(cache_trie *t, int64_t more)
 {
     int64_t want = t->owners + more;
     if (want <= t->heap_cap) return RKV_OK;
-    if (want > INT32_MAX / 2) return RKV_ENOMEM;
-    int32_t cap = t->heap_cap ? t->heap_cap : 16;
-    while (cap < want) cap *= 2;
-    theap *heap = realloc(t->heap, sizeof *heap * (size_t)cap);
-    if (!heap) return RKV_ENOMEM;
-    t->heap = heap;
-    t->heap_cap = cap;
-    return RKV_OK;
+    return rkv_grow32((void **)&t->heap, &t->heap_cap, want, sizeof *t->heap);
 }
 
 static inline int32_t node_new(cache_trie *t, int32_t parent, int32_t token)
@@ -437,13 +425,9 @@ static rkv_status trie_insert(cache *c, const cache_seq *s, const int32_t *token
     rkv_status st = reserve_nodes(t, (int64_t)(m - d) + (x < 0));
     if (st == RKV_OK) st = reserve_heap(t, m / P - k);
     if (st != RKV_OK) return st;
-    if (x < 0 && t->nroots == t->roots_cap) {
-        int32_t cap = t->roots_cap ? 2 * t->roots_cap : 4;
-        int32_t *r = realloc(t->roots, sizeof *r * (size_t)cap);
-        if (!r) return RKV_ENOMEM;
-        t->roots = r;
-        t->roots_cap = cap;
-    }
+    if (x < 0 && (st = rkv_grow32((void **)&t->roots, &t->roots_cap, (int64_t)t->nroots + 1,
+                                  sizeof *t->roots)))
+        return st;
     st = page_pool_adopt(c->pool, pages + k, m / P - k);
     if (st != RKV_OK) return st;
     if (x < 0) {

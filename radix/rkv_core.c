@@ -29,6 +29,33 @@ rkv_status rkv_grow32(void **p, int32_t *cap, int64_t need, size_t elem)
     return st;
 }
 
+rkv_status rkv_grow_size(void **p, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap) return RKV_OK;
+    if (need > (size_t)INT64_MAX / 2) return RKV_ENOMEM;
+    int64_t c = (int64_t)*cap; /* below need, so below INT64_MAX / 2 */
+    rkv_status st = rkv_grow(p, &c, (int64_t)need, elem);
+    if (st == RKV_OK) *cap = (size_t)c;
+    return st;
+}
+
+rkv_status rkv_grow32_arrays(void **const p[], const size_t elem[], int n, int32_t *cap,
+                             int64_t need)
+{
+    if (need <= *cap) return RKV_OK;
+    int32_t grown = *cap;
+    /* Each array grows from the same capacity to the same need, so all end
+     * at one capacity; *cap moves only once every array has it. */
+    for (int i = 0; i < n; i++) {
+        int32_t c = *cap;
+        rkv_status st = rkv_grow32(p[i], &c, need, elem[i]);
+        if (st != RKV_OK) return st;
+        grown = c;
+    }
+    *cap = grown;
+    return RKV_OK;
+}
+
 double rkv_percentile(const double *sorted, int64_t n, double p)
 {
     if (n == 0) return 0;

@@ -59,6 +59,14 @@ extern "C" {
 rkv_status rkv_grow(void **p, int64_t *cap, int64_t need, size_t elem);
 /* The same for an int32_t capacity (need beyond INT32_MAX / 2: RKV_ENOMEM). */
 rkv_status rkv_grow32(void **p, int32_t *cap, int64_t need, size_t elem);
+/* The same for a size_t capacity (byte buffers, size_t counts). */
+rkv_status rkv_grow_size(void **p, size_t *cap, size_t need, size_t elem);
+/* rkv_grow32 for n parallel arrays that share one capacity *cap: p[i]
+ * holds elements of elem[i] bytes. On RKV_ENOMEM *cap is unchanged and each
+ * array still holds at least *cap elements (some may have grown), so the
+ * caller's structure stays valid and nothing leaks. */
+rkv_status rkv_grow32_arrays(void **const p[], const size_t elem[], int n, int32_t *cap,
+                             int64_t need);
 
 /* Nearest-rank percentile p (0..100] of sorted v[0..n); 0 when n = 0. */
 double rkv_percentile(const double *sorted, int64_t n, double p);

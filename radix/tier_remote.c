@@ -16,6 +16,7 @@
 #include <xxhash.h>
 
 #include "rkv_config.h"
+#include "rkv_core.h"
 
 void tier_remote_config_default(tier_remote_config *c)
 {
@@ -546,14 +547,7 @@ int32_t tier_remote_fetch(tier_remote *r, const uint64_t *keys, const int32_t *t
     }
     drain(r); /* our own stores first: a lookup may want them */
     if (!r->c) return 0;
-    if (n > r->got_cap) {
-        int32_t nc = r->got_cap ? r->got_cap : 64;
-        while (nc < n) nc = nc > INT32_MAX / 2 ? n : 2 * nc;
-        uint8_t *g = realloc(r->got, (r->page_bytes ? r->page_bytes : 1) * (size_t)nc);
-        if (!g) return 0;
-        r->got = g;
-        r->got_cap = nc;
-    }
+    if (rkv_grow32((void **)&r->got, &r->got_cap, n, r->page_bytes ? r->page_bytes : 1)) return 0;
     char k[KEY_MAX];
     int32_t done = 0;
     bool miss = false;

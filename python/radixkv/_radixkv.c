@@ -91,97 +91,95 @@ static char format_kind(const char *f, Py_ssize_t itemsize)
     return 0;
 }
 
-/* obj (buffer of integers, list, tuple, array, numpy array) into a; every id
- * in [0, hi]. what names the argument in messages. 0 on success, -1 with the
- * exception set. */
-static int ids_from(PyObject *obj, const char *what, int64_t hi, ids *a)
+/* The ids of a buffer of integers (array, numpy array, memoryview) into a: read
+ * in place when already contiguous aligned int32, else converted. 0, or -1
+ * with the exception set and nothing held. */
+static int ids_from_buffer(PyObject *obj, const char *what, int64_t hi, ids *a)
 {
-    memset(a, 0, sizeof *a);
-    if (PyUnicode_Check(obj) || PyBytes_Check(obj) || PyByteArray_Check(obj)) {
-        PyErr_Format(PyExc_TypeError, "%s: expected integer ids (list, array, numpy), got %s",
-                     what, Py_TYPE(obj)->tp_name);
+    if (PyObject_GetBuffer(obj, &a->view, PyBUF_RECORDS_RO) < 0) return -1;
+    a->have_view = 1;
+    Py_buffer *v = &a->view;
+    char k = format_kind(v->format, v->itemsize);
+    if (v->ndim > 1 || !k || (v->itemsize != 1 && v->itemsize != 2 && v->itemsize != 4
+                              && v->itemsize != 8)) {
+        PyErr_Format(PyExc_TypeError, "%s: expected a 1-D buffer of integers, got format '%s'"
+                     " (%zd-byte items, %d dimensions)", what, v->format ? v->format : "B",
+                     v->itemsize, v->ndim);
+        ids_release(a);
         return -1;
     }
-    if (PyObject_CheckBuffer(obj)) {
-        if (PyObject_GetBuffer(obj, &a->view, PyBUF_RECORDS_RO) < 0) return -1;
-        a->have_view = 1;
-        Py_buffer *v = &a->view;
-        char k = format_kind(v->format, v->itemsize);
-        if (v->ndim > 1 || !k || (v->itemsize != 1 && v->itemsize != 2 && v->itemsize != 4
-                                  && v->itemsize != 8)) {
-            PyErr_Format(PyExc_TypeError, "%s: expected a 1-D buffer of integers, got format '%s'"
-                         " (%zd-byte items, %d dimensions)", what, v->format ? v->format : "B",
-                         v->itemsize, v->ndim);
-            ids_release(a);
-            return -1;
-        }
-        Py_ssize_t n = v->itemsize ? v->len / v->itemsize : 0;
-        /* A strided view (numpy's a[::2]) is read through its stride. */
-        Py_ssize_t stride = v->ndim == 1 && v->strides ? v->strides[0] : v->itemsize;
-        if (n > INT32_MAX) {
-            PyErr_Format(PyExc_ValueError, "%s: %zd ids (at most %d)", what, n, INT32_MAX);
-            ids_release(a);
-            return -1;
-        }
-        a->n = n;
-        int direct = k == 's' && v->itemsize == 4 && stride == 4 && ((uintptr_t)v->buf % 4) == 0;
-        if (!direct && !(a->owned = malloc(sizeof(int32_t) * (size_t)(n ? n : 1)))) {
-            ids_release(a);
-            PyErr_NoMemory();
-            return -1;
-        }
-        /* Contiguous int64 (array('q'), SGLang's token arrays, numpy's
-         * default): one branch-free pass, a second only to name a bad id. */
-        if (k == 's' && v->itemsize == 8 && stride == 8 && ((uintptr_t)v->buf % 8) == 0) {
-            const int64_t *src = v->buf;
-            int bad = 0;
-            for (Py_ssize_t i = 0; i < n; i++) {
-                int64_t x = src[i];
-                bad |= (x < 0) | (x > hi);
-                a->owned[i] = (int32_t)x;
-            }
-            if (!bad) {
-                a->data = a->owned;
-                return 0;
-            }
-        }
+    Py_ssize_t n = v->itemsize ? v->len / v->itemsize : 0;
+    /* A strided view (numpy's a[::2]) is read through its stride. */
+    Py_ssize_t stride = v->ndim == 1 && v->strides ? v->strides[0] : v->itemsize;
+    if (n > INT32_MAX) {
+        PyErr_Format(PyExc_ValueError, "%s: %zd ids (at most %d)", what, n, INT32_MAX);
+        ids_release(a);
+        return -1;
+    }
+    a->n = n;
+    int direct = k == 's' && v->itemsize == 4 && stride == 4 && ((uintptr_t)v->buf % 4) == 0;
+    if (!direct && !(a->owned = malloc(sizeof(int32_t) * (size_t)(n ? n : 1)))) {
+        ids_release(a);
+        PyErr_NoMemory();
+        return -1;
+    }
+    /* Contiguous int64 (array('q'), SGLang's token arrays, numpy's
+     * default): one branch-free pass, a second only to name a bad id. */
+    if (k == 's' && v->itemsize == 8 && stride == 8 && ((uintptr_t)v->buf % 8) == 0) {
+        const int64_t *src = v->buf;
+        int bad = 0;
         for (Py_ssize_t i = 0; i < n; i++) {
-            const char *p = (const char *)v->buf + i * stride;
-            int64_t x;
-            if (k == 's') {
-                switch (v->itemsize) {
-                case 1: x = *(const int8_t *)p; break;
-                case 2: { int16_t t; memcpy(&t, p, 2); x = t; break; }
-                case 4: { int32_t t; memcpy(&t, p, 4); x = t; break; }
-                default: memcpy(&x, p, 8); break;
-                }
-            } else {
-                uint64_t u;
-                switch (v->itemsize) {
-                case 1: u = *(const uint8_t *)p; break;
-                case 2: { uint16_t t; memcpy(&t, p, 2); u = t; break; }
-                case 4: { uint32_t t; memcpy(&t, p, 4); u = t; break; }
-                default: memcpy(&u, p, 8); break;
-                }
-                x = u > (uint64_t)INT64_MAX ? -1 : (int64_t)u;
-                if (u > (uint64_t)INT64_MAX) {
-                    PyErr_Format(PyExc_ValueError, "%s[%zd]: %llu is out of range [0, %lld]", what,
-                                 i, (unsigned long long)u, (long long)hi);
-                    ids_release(a);
-                    return -1;
-                }
+            int64_t x = src[i];
+            bad |= (x < 0) | (x > hi);
+            a->owned[i] = (int32_t)x;
+        }
+        if (!bad) {
+            a->data = a->owned;
+            return 0;
+        }
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const char *p = (const char *)v->buf + i * stride;
+        int64_t x;
+        if (k == 's') {
+            switch (v->itemsize) {
+            case 1: x = *(const int8_t *)p; break;
+            case 2: { int16_t t; memcpy(&t, p, 2); x = t; break; }
+            case 4: { int32_t t; memcpy(&t, p, 4); x = t; break; }
+            default: memcpy(&x, p, 8); break;
             }
-            if (x < 0 || x > hi) {
-                PyErr_Format(PyExc_ValueError, "%s[%zd]: %lld is out of range [0, %lld]", what, i,
-                             (long long)x, (long long)hi);
+        } else {
+            uint64_t u;
+            switch (v->itemsize) {
+            case 1: u = *(const uint8_t *)p; break;
+            case 2: { uint16_t t; memcpy(&t, p, 2); u = t; break; }
+            case 4: { uint32_t t; memcpy(&t, p, 4); u = t; break; }
+            default: memcpy(&u, p, 8); break;
+            }
+            x = u > (uint64_t)INT64_MAX ? -1 : (int64_t)u;
+            if (u > (uint64_t)INT64_MAX) {
+                PyErr_Format(PyExc_ValueError, "%s[%zd]: %llu is out of range [0, %lld]", what,
+                             i, (unsigned long long)u, (long long)hi);
                 ids_release(a);
                 return -1;
             }
-            if (!direct) a->owned[i] = (int32_t)x;
         }
-        a->data = direct ? (const int32_t *)v->buf : a->owned;
-        return 0;
+        if (x < 0 || x > hi) {
+            PyErr_Format(PyExc_ValueError, "%s[%zd]: %lld is out of range [0, %lld]", what, i,
+                         (long long)x, (long long)hi);
+            ids_release(a);
+            return -1;
+        }
+        if (!direct) a->owned[i] = (int32_t)x;
     }
+    a->data = direct ? (const int32_t *)v->buf : a->owned;
+    return 0;
+}
+
+/* The ids of a list, tuple or other sequence of ints into a. 0, or -1 with
+ * the exception set and nothing held. */
+static int ids_from_sequence(PyObject *obj, const char *what, int64_t hi, ids *a)
+{
     PyObject *seq = PySequence_Fast(obj, "");
     if (!seq) {
         PyErr_Format(PyExc_TypeError, "%s: expected integer ids (list, array, numpy), got %s",
@@ -227,6 +225,21 @@ fail:
     Py_DECREF(seq);
     ids_release(a);
     return -1;
+}
+
+/* obj (buffer of integers, list, tuple, array, numpy array) into a; every id
+ * in [0, hi]. what names the argument in messages. 0 on success, -1 with the
+ * exception set. */
+static int ids_from(PyObject *obj, const char *what, int64_t hi, ids *a)
+{
+    memset(a, 0, sizeof *a);
+    if (PyUnicode_Check(obj) || PyBytes_Check(obj) || PyByteArray_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "%s: expected integer ids (list, array, numpy), got %s",
+                     what, Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    if (PyObject_CheckBuffer(obj)) return ids_from_buffer(obj, what, hi, a);
+    return ids_from_sequence(obj, what, hi, a);
 }
 
 /* A namespace argument: an int in [0, 2^64) or a name (hashed as a trace's

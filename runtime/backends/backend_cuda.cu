@@ -486,7 +486,7 @@ static rkv_status graph_get(cuda_backend *b, const cuda_step_layout *l, int deco
 /* ---- submit / collect -------------------------------------------------------- */
 
 /* A batch without sampling parameters samples greedily, as the cpu backend. */
-static const sampling_params greedy_params = {0.0f, 0, 1.0f, 0, NULL};
+static const sampling_params greedy_params = {0.0f, 0, 1.0f, 0, NULL, NULL, 0, 0};
 
 static int is_greedy(const sampling_params *sp) { return sp->temperature <= 0 || sp->top_k == 1; }
 
@@ -860,11 +860,11 @@ static rkv_status dev_alloc(cuda_backend *b, void **p, size_t bytes, const char 
                  __FILE__, __LINE__, what, sz, cudaGetErrorString(e));
 }
 
-static rkv_status create(cuda_backend *b, const backend_config *cfg, char *err, size_t errlen)
+/* The attention shape for page size P and the step limits from the
+ * environment (RKV_CUDA_MAX_TOKENS, RKV_CUDA_MAX_SEQS). */
+static rkv_status create_limits(cuda_backend *b, int32_t P, char *err, size_t errlen)
 {
-    TRY(model_config_load(cfg ? cfg->model : NULL, &b->cfg, err, errlen));
     const model_config *c = &b->cfg;
-    const int32_t P = cfg && cfg->page_size > 0 ? cfg->page_size : 16;
     b->shape.num_q_heads = c->num_heads;
     b->shape.num_kv_heads = c->num_kv_heads;
     b->shape.head_dim = c->head_dim;
@@ -885,7 +885,15 @@ static rkv_status create(cuda_backend *b, const backend_config *cfg, char *err, 
     }
     if (b->max_seqs > b->max_tokens) b->max_seqs = b->max_tokens;
     b->max_stride = (c->max_position + P - 1) / P;
+    return RKV_OK;
+}
 
+/* The weight, activation and step-input layouts, then the device memory
+ * they leave for the KV pool (*m). Nothing is allocated yet. */
+static rkv_status create_plan(cuda_backend *b, const backend_config *cfg, int32_t P,
+                              cuda_mem_plan *m, char *err, size_t errlen)
+{
+    const model_config *c = &b->cfg;
     TRY(cuda_plan_weights(c, &b->wp, err, errlen));
     const size_t ws = attn_decode_workspace_bytes(&b->shape, b->max_seqs, MAX_SPLITS);
     TRY(cuda_plan_activations(c, b->max_tokens, b->max_seqs, c->max_position, ws, &b->ap, err,
@@ -908,25 +916,36 @@ static rkv_status create(cuda_backend *b, const backend_config *cfg, char *err, 
     r.page_bytes = cuda_plan_page_bytes(c, P, 2);
     r.num_pages = cfg ? cfg->num_pages : 0;
     r.min_pages = (b->max_tokens + P - 1) / P + b->max_seqs;
-    cuda_mem_plan m;
-    TRY(cuda_plan_memory(&r, &m, err, errlen));
+    TRY(cuda_plan_memory(&r, m, err, errlen));
+    return RKV_OK;
+}
 
+/* The stream, the planned device buffers (KV zeroed) and cuBLAS on the
+ * stream with its own workspace. */
+static rkv_status create_device(cuda_backend *b, const cuda_mem_plan *m)
+{
     CU(cudaStreamCreateWithFlags(&b->stream, cudaStreamNonBlocking));
     TRY(dev_alloc(b, (void **)&b->d_w, b->wp.total_bytes, "weights"));
     TRY(dev_alloc(b, (void **)&b->d_act, b->ap.total_bytes, "activations"));
-    TRY(dev_alloc(b, (void **)&b->d_kv, m.kv_bytes, "KV pool"));
+    TRY(dev_alloc(b, (void **)&b->d_kv, m->kv_bytes, "KV pool"));
     TRY(dev_alloc(b, (void **)&b->d_in, b->in_cap, "step inputs"));
     TRY(dev_alloc(b, (void **)&b->d_out, (size_t)b->max_seqs * 4, "sampled ids"));
     TRY(dev_alloc(b, &b->cublas_ws, CUBLAS_WS_BYTES, "cuBLAS workspace"));
-    b->kv_layer_bytes = m.kv_bytes / (2 * (size_t)c->num_layers);
+    b->kv_layer_bytes = m->kv_bytes / (2 * (size_t)b->cfg.num_layers);
     /* Unwritten KV must not be NaN bits: attention multiplies masked rows by 0. */
-    CU(cudaMemsetAsync(b->d_kv, 0, m.kv_bytes, b->stream));
+    CU(cudaMemsetAsync(b->d_kv, 0, m->kv_bytes, b->stream));
 
     CB(cublasCreate(&b->cublas));
     CB(cublasSetStream(b->cublas, b->stream));
     CB(cublasSetWorkspace(b->cublas, b->cublas_ws, CUBLAS_WS_BYTES));
     CB(cublasSetMathMode(b->cublas, CUBLAS_DEFAULT_MATH));
+    return RKV_OK;
+}
 
+/* Per in-flight step slot (two): pinned input, output and error buffers,
+ * its events and its sampling bookkeeping; then the host sampler's scratch. */
+static rkv_status create_host(cuda_backend *b)
+{
     for (int s = 0; s < 2; s++) {
         CU(cudaMallocHost((void **)&b->h_in[s], b->in_cap));
         CU(cudaMallocHost((void **)&b->h_out[s], (size_t)b->max_seqs * 4));
@@ -939,9 +958,16 @@ static rkv_status create(cuda_backend *b, const backend_config *cfg, char *err, 
         if (!b->pend[s].sample_rows || !b->pend[s].sample_steps || !b->pend[s].sampling)
             return failf(b, RKV_ENOMEM, "cuda: no host memory for step bookkeeping");
     }
-    b->sampler_scratch = malloc(sampler_scratch_bytes(c->vocab_size));
+    b->sampler_scratch = malloc(sampler_scratch_bytes(b->cfg.vocab_size));
     if (!b->sampler_scratch) return failf(b, RKV_ENOMEM, "cuda: no host memory for the sampler");
+    return RKV_OK;
+}
 
+/* Weights from --weights (safetensors) or seeded random ones, and the RoPE
+ * tables, on the device before the first step. */
+static rkv_status create_weights(cuda_backend *b, const backend_config *cfg, char *err,
+                                 size_t errlen)
+{
     if (cfg && cfg->weights) {
 #ifdef RKV_CUDA_SAFETENSORS
         TRY(load_safetensors(b, cfg->weights, err, errlen));
@@ -954,6 +980,49 @@ static rkv_status create(cuda_backend *b, const backend_config *cfg, char *err, 
     }
     TRY(upload_rope(b));
     CU(cudaStreamSynchronize(b->stream));
+    return RKV_OK;
+}
+
+/* The backend's public fields, its one-line description and the memory
+ * split on stderr. */
+static rkv_status create_describe(cuda_backend *b, const cuda_mem_plan *m, int32_t P)
+{
+    const model_config *c = &b->cfg;
+    b->base.ops = &cuda_ops;
+    b->base.vocab_size = c->vocab_size;
+    b->base.page_size = P;
+    b->base.num_pages = m->num_pages;
+    b->base.max_context = c->max_position;
+    cudaDeviceProp prop;
+    CU(cudaGetDeviceProperties(&prop, 0));
+    char wsz[32], asz[32], ksz[32];
+    cuda_plan_format_bytes(b->wp.total_bytes, wsz, sizeof wsz);
+    cuda_plan_format_bytes(b->ap.total_bytes, asz, sizeof asz);
+    cuda_plan_format_bytes(m->kv_bytes, ksz, sizeof ksz);
+    snprintf(b->base.description, sizeof b->base.description,
+             "cuda %.60s: %.40s L=%d C=%d V=%d bf16, KV pool %lld pages x %d tokens", prop.name,
+             c->name, (int)c->num_layers, (int)c->hidden_size, (int)c->vocab_size,
+             (long long)m->num_pages, (int)P);
+    fprintf(stderr,
+            "cuda: %s; weights %s, activations %s (%d tokens, %d sequences), KV pool %s = %lld "
+            "pages of %d tokens (%lld tokens)\n",
+            prop.name, wsz, asz, (int)b->max_tokens, (int)b->max_seqs, ksz,
+            (long long)m->num_pages, (int)P, (long long)m->num_pages * P);
+    return RKV_OK;
+}
+
+/* Model config, limits, memory plan, device and host buffers, weights,
+ * graph mode, description: each step needs the ones before it. */
+static rkv_status create(cuda_backend *b, const backend_config *cfg, char *err, size_t errlen)
+{
+    TRY(model_config_load(cfg ? cfg->model : NULL, &b->cfg, err, errlen));
+    const int32_t P = cfg && cfg->page_size > 0 ? cfg->page_size : 16;
+    TRY(create_limits(b, P, err, errlen));
+    cuda_mem_plan m;
+    TRY(create_plan(b, cfg, P, &m, err, errlen));
+    TRY(create_device(b, &m));
+    TRY(create_host(b));
+    TRY(create_weights(b, cfg, err, errlen));
 
     b->graphs_on = env_int("RKV_CUDA_GRAPHS", 1, 0);
     if (b->graphs_on < 0 || b->graphs_on > 2) {
@@ -961,27 +1030,7 @@ static rkv_status create(cuda_backend *b, const backend_config *cfg, char *err, 
                               "(decode and small mixed steps)");
         return RKV_EINVAL;
     }
-    b->base.ops = &cuda_ops;
-    b->base.vocab_size = c->vocab_size;
-    b->base.page_size = P;
-    b->base.num_pages = m.num_pages;
-    b->base.max_context = c->max_position;
-    cudaDeviceProp prop;
-    CU(cudaGetDeviceProperties(&prop, 0));
-    char wsz[32], asz[32], ksz[32];
-    cuda_plan_format_bytes(b->wp.total_bytes, wsz, sizeof wsz);
-    cuda_plan_format_bytes(b->ap.total_bytes, asz, sizeof asz);
-    cuda_plan_format_bytes(m.kv_bytes, ksz, sizeof ksz);
-    snprintf(b->base.description, sizeof b->base.description,
-             "cuda %.60s: %.40s L=%d C=%d V=%d bf16, KV pool %lld pages x %d tokens", prop.name,
-             c->name, (int)c->num_layers, (int)c->hidden_size, (int)c->vocab_size,
-             (long long)m.num_pages, (int)P);
-    fprintf(stderr,
-            "cuda: %s; weights %s, activations %s (%d tokens, %d sequences), KV pool %s = %lld "
-            "pages of %d tokens (%lld tokens)\n",
-            prop.name, wsz, asz, (int)b->max_tokens, (int)b->max_seqs, ksz,
-            (long long)m.num_pages, (int)P, (long long)m.num_pages * P);
-    return RKV_OK;
+    return create_describe(b, &m, P);
 }
 
 extern "C" int backend_cuda_available(void)

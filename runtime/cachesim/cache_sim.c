@@ -806,18 +806,15 @@ static rkv_status run_step(sim *s, char *err, size_t errlen)
 
 static rkv_status grow_reqs(sim *s, int32_t n)
 {
-    if (n <= s->reqs_cap) return RKV_OK;
-    int32_t nc = s->reqs_cap ? 2 * s->reqs_cap : 16;
-    while (nc < n) nc *= 2;
-    sim_req *a = realloc(s->reqs, sizeof *a * (size_t)nc);
-    if (!a) return RKV_ENOMEM;
-    for (int32_t i = s->reqs_cap; i < nc; i++) {
-        memset(&a[i], 0, sizeof a[i]);
-        trace_request_init(&a[i].q);
-        cache_seq_init(&a[i].m, 0, 0);
+    int32_t old = s->reqs_cap;
+    if (rkv_grow32((void **)&s->reqs, &s->reqs_cap, n, sizeof *s->reqs)) return RKV_ENOMEM;
+    /* the new slots start empty, so freeing the sim frees them all alike */
+    for (int32_t i = old; i < s->reqs_cap; i++) {
+        sim_req *a = &s->reqs[i];
+        memset(a, 0, sizeof *a);
+        trace_request_init(&a->q);
+        cache_seq_init(&a->m, 0, 0);
     }
-    s->reqs = a;
-    s->reqs_cap = nc;
     return RKV_OK;
 }
 

@@ -13,6 +13,7 @@
 #include "cli.h"
 #include "commands.h"
 #include "progress.h"
+#include "rkv_core.h"
 #include "tokenizer.h"
 
 static void usage_tokenize(FILE *f)
@@ -418,15 +419,10 @@ static rkv_status read_text_file(const char *path, char **out, char *err, size_t
     char *buf = NULL;
     size_t cap = 0, n = 0, got;
     do {
-        if (n + 65536 + 1 > cap) {
-            cap = (n + 65536 + 1) * 2;
-            char *p = realloc(buf, cap);
-            if (!p) {
-                free(buf);
-                fclose(f);
-                return rkv_fail(RKV_ENOMEM, err, errlen, "%s: out of memory", path);
-            }
-            buf = p;
+        if (rkv_grow_size((void **)&buf, &cap, n + 65536 + 1, 1)) {
+            free(buf);
+            fclose(f);
+            return rkv_fail(RKV_ENOMEM, err, errlen, "%s: out of memory", path);
         }
         got = fread(buf + n, 1, 65536, f);
         n += got;

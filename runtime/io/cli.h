@@ -32,6 +32,10 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#ifdef __cplusplus
+extern "C" { /* bench/attn_gpu_bench.cu parses its options here too */
+#endif
+
 typedef enum cli_kind {
     CLI_END_KIND = 0, /* end of the table */
     CLI_FLAG,         /* bool *: set to true */
@@ -102,5 +106,9 @@ int cli_parse_int(const char *opt, const char *v, int64_t lo, int64_t hi, int64_
                   char *err, size_t errlen);
 int cli_parse_double(const char *opt, const char *v, double lo, double hi, double *out,
                      char *err, size_t errlen);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -1,5 +1,6 @@
 /* interrupt.c - see interrupt.h. */
 #include "interrupt.h"
+#include "rkv_core.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -168,16 +169,9 @@ static ssize_t line_write(void *cookie, const char *buf, size_t size)
         buf += head;
         size -= head;
     }
-    if (o->n + size > o->cap) {
-        size_t nc = o->cap ? o->cap : 4096;
-        while (nc < o->n + size) nc *= 2;
-        char *t = realloc(o->tail, nc);
-        if (!t) {
-            errno = ENOMEM;
-            return -1;
-        }
-        o->tail = t;
-        o->cap = nc;
+    if (rkv_grow_size((void **)&o->tail, &o->cap, o->n + size, 1)) {
+        errno = ENOMEM;
+        return -1;
     }
     if (size) memcpy(o->tail + o->n, buf, size);
     o->n += size;

@@ -132,15 +132,7 @@ static const char *json_type_name(const json_t *v)
 static rkv_status grow_tokens(trace_request *q, int64_t n)
 {
     if (n > INT32_MAX) return RKV_ERANGE;
-    if (n <= q->tok_cap) return RKV_OK;
-    int64_t cap = q->tok_cap ? q->tok_cap : 256;
-    while (cap < n) cap *= 2;
-    if (cap > INT32_MAX) cap = INT32_MAX;
-    int32_t *t = realloc(q->tokens, sizeof(int32_t) * (size_t)cap);
-    if (!t) return RKV_ENOMEM;
-    q->tokens = t;
-    q->tok_cap = (int32_t)cap;
-    return RKV_OK;
+    return rkv_grow32((void **)&q->tokens, &q->tok_cap, n, sizeof *q->tokens);
 }
 
 static rkv_status set_id(trace_request *q, const char *text)

@@ -49,14 +49,7 @@ static rkv_status seq_put(seq *s, const int32_t *t, int32_t n)
 {
     if (n == 0) return RKV_OK; /* t may be NULL (an empty shared prefix) */
     if ((int64_t)s->n + n > ((int64_t)1 << 28)) return RKV_ERANGE; /* one prompt past the budget */
-    if (s->n + n > s->cap) {
-        int32_t nc = s->cap ? s->cap : 64;
-        while (nc < s->n + n) nc *= 2;
-        int32_t *q = realloc(s->t, sizeof(int32_t) * (size_t)nc);
-        if (!q) return RKV_ENOMEM;
-        s->t = q;
-        s->cap = nc;
-    }
+    if (rkv_grow32((void **)&s->t, &s->cap, (int64_t)s->n + n, sizeof *s->t)) return RKV_ENOMEM;
     memcpy(s->t + s->n, t, sizeof(int32_t) * (size_t)n);
     s->n += n;
     return RKV_OK;
@@ -97,13 +90,7 @@ static rkv_status emit(gen *g, const seq *s, int32_t max_tokens, double arrival,
 {
     workload *w = g->w;
     if ((g->tokens += s->n) > WORKLOAD_MAX_TOKENS) return RKV_ERANGE;
-    if (w->n == w->cap) {
-        int64_t nc = w->cap ? w->cap * 2 : 64;
-        wl_request *q = realloc(w->reqs, sizeof *q * (size_t)nc);
-        if (!q) return RKV_ENOMEM;
-        w->reqs = q;
-        w->cap = nc;
-    }
+    if (rkv_grow((void **)&w->reqs, &w->cap, w->n + 1, sizeof *w->reqs)) return RKV_ENOMEM;
     wl_request *q = &w->reqs[w->n];
     q->tokens = malloc(sizeof(int32_t) * (size_t)(s->n ? s->n : 1));
     if (!q->tokens) return RKV_ENOMEM;

@@ -1,5 +1,6 @@
 /* safetensors.c - memory-mapped safetensors reader; see safetensors.h. */
 #include "safetensors.h"
+#include "rkv_core.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -25,7 +26,7 @@ struct safetensors {
     st_file *files;
     int num_files;
     st_tensor *tensors;
-    int num_tensors, cap_tensors;
+    int32_t num_tensors, cap_tensors;
     json_t *headers; /* array of parsed headers: they own the name/dtype strings */
 };
 
@@ -77,13 +78,9 @@ static rkv_status map_file(const char *path, st_file *f, char *err, size_t errle
 
 static rkv_status push_tensor(safetensors *st, const st_tensor *t)
 {
-    if (st->num_tensors == st->cap_tensors) {
-        int cap = st->cap_tensors ? 2 * st->cap_tensors : 64;
-        st_tensor *n = realloc(st->tensors, sizeof *n * (size_t)cap);
-        if (!n) return RKV_ENOMEM;
-        st->tensors = n;
-        st->cap_tensors = cap;
-    }
+    if (rkv_grow32((void **)&st->tensors, &st->cap_tensors, (int64_t)st->num_tensors + 1,
+                   sizeof *st->tensors))
+        return RKV_ENOMEM;
     st->tensors[st->num_tensors++] = *t;
     return RKV_OK;
 }

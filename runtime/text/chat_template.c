@@ -1,6 +1,7 @@
 /* chat_template.c - built-in renderers for known chat templates (see
  * chat_template.h). */
 #include "chat_template.h"
+#include "rkv_core.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -123,16 +124,9 @@ typedef struct out_buf {
 static void put(out_buf *o, const char *s, size_t n)
 {
     if (o->oom) return;
-    if (o->n + n + 1 > o->cap) {
-        size_t cap = o->cap ? o->cap : 256;
-        while (cap < o->n + n + 1) cap *= 2;
-        char *p = realloc(o->p, cap);
-        if (!p) {
-            o->oom = true;
-            return;
-        }
-        o->p = p;
-        o->cap = cap;
+    if (rkv_grow_size((void **)&o->p, &o->cap, o->n + n + 1, 1)) {
+        o->oom = true;
+        return;
     }
     memcpy(o->p + o->n, s, n);
     o->n += n;

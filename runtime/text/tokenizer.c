@@ -2,6 +2,7 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 
 #include "tokenizer.h"
+#include "rkv_core.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -121,14 +122,7 @@ typedef struct bytes_buf {
 
 static bool buf_reserve(bytes_buf *b, size_t extra)
 {
-    if (b->n + extra <= b->cap) return true;
-    size_t cap = b->cap ? b->cap : 256;
-    while (cap < b->n + extra) cap *= 2;
-    char *p = realloc(b->p, cap);
-    if (!p) return false;
-    b->p = p;
-    b->cap = cap;
-    return true;
+    return rkv_grow_size((void **)&b->p, &b->cap, b->n + extra, 1) == RKV_OK;
 }
 
 static bool buf_put(bytes_buf *b, const void *s, size_t n)
@@ -147,13 +141,7 @@ typedef struct ids_buf {
 
 static bool ids_push(ids_buf *v, int32_t id)
 {
-    if (v->n == v->cap) {
-        size_t cap = v->cap ? v->cap * 2 : 64;
-        int32_t *p = realloc(v->p, cap * sizeof *p);
-        if (!p) return false;
-        v->p = p;
-        v->cap = cap;
-    }
+    if (rkv_grow_size((void **)&v->p, &v->cap, v->n + 1, sizeof *v->p)) return false;
     v->p[v->n++] = id;
     return true;
 }
@@ -631,7 +619,9 @@ static bool merge_parts(const json_t *m, const char **a, size_t *na, const char 
     return false;
 }
 
-static rkv_status load_model(load_ctx *c, tokenizer *t, const json_t *m, int32_t max_added)
+/* The model's options other than its vocabulary and merges: only plain
+ * byte-level BPE is read, anything else is refused by name. */
+static rkv_status model_check_options(load_ctx *c, tokenizer *t, const json_t *m)
 {
     if (!json_is_object(m)) return LOAD_FAIL(RKV_EPARSE, "%s: model: missing or not an object", c->name);
     const char *type = json_string_value(json_object_get(m, "type"));
@@ -652,10 +642,14 @@ static rkv_status load_model(load_ctx *c, tokenizer *t, const json_t *m, int32_t
     }
     t->ignore_merges = json_is_true(json_object_get(m, "ignore_merges"));
     t->fuse_unk = json_is_true(json_object_get(m, "fuse_unk"));
-    const json_t *vocab = json_object_get(m, "vocab");
-    if (!json_is_object(vocab))
-        return LOAD_FAIL(RKV_EPARSE, "%s: model.vocab: missing or not an object", c->name);
-    /* ids: the vocabulary's and the added tokens' */
+    return RKV_OK;
+}
+
+/* The tables indexed by id (text, decoded text, special flag), sized for
+ * the largest id of the vocabulary and the added tokens. */
+static rkv_status model_alloc_ids(load_ctx *c, tokenizer *t, const json_t *vocab,
+                                  int32_t max_added)
+{
     int32_t max_id = max_added;
     const char *key;
     json_t *v;
@@ -681,12 +675,25 @@ static rkv_status load_model(load_ctx *c, tokenizer *t, const json_t *m, int32_t
     if (!t->tok || !t->tok_len || !t->dec || !t->dec_len || !t->special ||
         !str_map_init(&t->vocab, json_object_size(vocab)))
         return LOAD_FAIL(RKV_ENOMEM, "%s: out of memory", c->name);
+    return RKV_OK;
+}
+
+/* model.vocab into the id tables and the text -> id map, then unk_token
+ * and each byte's own token (the pieces a word falls back to). */
+static rkv_status model_load_vocab(load_ctx *c, tokenizer *t, const json_t *m, int32_t max_added)
+{
+    const json_t *vocab = json_object_get(m, "vocab");
+    if (!json_is_object(vocab))
+        return LOAD_FAIL(RKV_EPARSE, "%s: model.vocab: missing or not an object", c->name);
+    rkv_status st = model_alloc_ids(c, t, vocab, max_added);
+    if (st) return st;
+    const char *key;
+    json_t *v;
     json_object_foreach((json_t *)vocab, key, v) {
         int32_t id = (int32_t)json_integer_value(v);
         /* jansson keys are NUL-terminated; a key with an embedded NUL is cut */
         size_t n = strlen(key);
-        rkv_status st = set_token(c, t, id, key, n, "model.vocab");
-        if (st) return st;
+        if ((st = set_token(c, t, id, key, n, "model.vocab"))) return st;
         str_slot *s = str_map_slot(&t->vocab, t->tok[id], n);
         if (s->key)
             return LOAD_FAIL(RKV_EPARSE, "%s: model.vocab: token '%.40s' appears twice", c->name, key);
@@ -713,6 +720,13 @@ static rkv_status load_model(load_ctx *c, tokenizer *t, const json_t *m, int32_t
         t->byte_chr_len[b] = (uint8_t)k;
         t->byte_id[b] = str_map_get(&t->vocab, u, (size_t)k);
     }
+    return RKV_OK;
+}
+
+/* model.merges into the pair -> (rank, merged id) map; every token of a
+ * merge must be in the vocabulary. */
+static rkv_status model_load_merges(load_ctx *c, tokenizer *t, const json_t *m)
+{
     const json_t *merges = json_object_get(m, "merges");
     if (!json_is_array(merges))
         return LOAD_FAIL(RKV_EPARSE, "%s: model.merges: missing or not an array", c->name);
@@ -752,6 +766,16 @@ static rkv_status load_model(load_ctx *c, tokenizer *t, const json_t *m, int32_t
     }
     free(joined.p);
     return RKV_OK;
+}
+
+/* The "model" step: options, vocabulary, then merges, which look their
+ * tokens up in the vocabulary. */
+static rkv_status load_model(load_ctx *c, tokenizer *t, const json_t *m, int32_t max_added)
+{
+    rkv_status st = model_check_options(c, t, m);
+    if (!st) st = model_load_vocab(c, t, m, max_added);
+    if (!st) st = model_load_merges(c, t, m);
+    return st;
 }
 
 /* The bytes the ByteLevel decoder gives for token text s (see tokenizer.h). */
@@ -840,6 +864,84 @@ done:
     return st;
 }
 
+/* The added tokens into their text -> id map, their special flags and,
+ * per first byte and class (normalized or not), the list of those that may
+ * start there, longest first (the first match found is the longest). */
+static rkv_status index_added(load_ctx *c, tokenizer *t)
+{
+    if (!str_map_init(&t->added_map, t->n_added))
+        return LOAD_FAIL(RKV_ENOMEM, "%s: out of memory", c->name);
+    rkv_status st;
+    for (size_t i = 0; i < t->n_added; i++) {
+        added_token *tk = &t->added[i];
+        if ((st = set_token(c, t, tk->id, tk->content, tk->len, "added_tokens"))) return st;
+        str_slot *s = str_map_slot(&t->added_map, tk->content, tk->len);
+        if (s->key)
+            return LOAD_FAIL(RKV_EPARSE, "%s: added_tokens[%zu].content: '%.40s' appears twice",
+                             c->name, i, tk->content);
+        s->key = tk->content;
+        s->len = tk->len;
+        s->val = tk->id;
+        t->added_map.n++;
+        t->special[tk->id] = tk->special;
+        int cls = tk->normalized ? 1 : 0;
+        uint8_t b0 = (uint8_t)tk->content[0];
+        int32_t *p = realloc(t->first[cls][b0], (size_t)(t->n_first[cls][b0] + 1) * sizeof *p);
+        if (!p) return LOAD_FAIL(RKV_ENOMEM, "%s: out of memory", c->name);
+        p[t->n_first[cls][b0]++] = (int32_t)i;
+        t->first[cls][b0] = p;
+    }
+    for (int cls = 0; cls < 2; cls++)
+        for (int b = 0; b < 256; b++)
+            if (t->n_first[cls][b] > 1)
+                qsort_r(t->first[cls][b], (size_t)t->n_first[cls][b], sizeof(int32_t),
+                        cmp_added_len_desc, t->added);
+    return RKV_OK;
+}
+
+/* The pre_tokenizer step, which must hold a ByteLevel step somewhere:
+ * only byte-level BPE is read. */
+static rkv_status load_pre_tokenizer(load_ctx *c, tokenizer *t, const json_t *pre)
+{
+    if (json_is_null_or_absent(pre))
+        return LOAD_FAIL(RKV_ENOTSUP, "%s: pre_tokenizer: null is not supported (byte-level BPE "
+                         "needs a ByteLevel step)", c->name);
+    rkv_status st = load_pre_step(c, t, pre, "pre_tokenizer");
+    if (st) return st;
+    bool has_bl = false;
+    for (int i = 0; i < t->n_steps; i++) has_bl |= t->steps[i].byte_level;
+    if (!has_bl)
+        return LOAD_FAIL(RKV_ENOTSUP, "%s: pre_tokenizer: no ByteLevel step (only byte-level BPE "
+                         "is supported)", c->name);
+    return RKV_OK;
+}
+
+/* Every id the post_processor adds (prefix, then suffix) names a token. */
+static rkv_status check_post_ids(load_ctx *c, const tokenizer *t)
+{
+    for (size_t i = 0; i < t->n_prefix; i++)
+        if (t->prefix[i] >= t->n_ids || !t->tok[t->prefix[i]])
+            return LOAD_FAIL(RKV_EPARSE, "%s: post_processor: id %d names no token", c->name,
+                             (int)t->prefix[i]);
+    for (size_t i = 0; i < t->n_suffix; i++)
+        if (t->suffix[i] >= t->n_ids || !t->tok[t->suffix[i]])
+            return LOAD_FAIL(RKV_EPARSE, "%s: post_processor: id %d names no token", c->name,
+                             (int)t->suffix[i]);
+    return RKV_OK;
+}
+
+/* Each token's decoded bytes, kept beside its text for decode. */
+static rkv_status decode_all(load_ctx *c, tokenizer *t)
+{
+    uint32_t cp_of[256];
+    int16_t byte_of[512];
+    byte_map_build(cp_of, byte_of);
+    for (int32_t id = 0; id < t->n_ids; id++)
+        if (t->tok[id] && token_decoded(t, id, byte_of))
+            return LOAD_FAIL(RKV_ENOMEM, "%s: out of memory", c->name);
+    return RKV_OK;
+}
+
 static rkv_status load_text(const char *json, size_t len, const char *name,
                             const char *config_json, size_t config_len, const char *config_name,
                             tokenizer **out, char *err, size_t errlen)
@@ -869,76 +971,13 @@ static rkv_status load_text(const char *json, size_t len, const char *name,
     for (size_t i = 0; i < t->n_added; i++)
         if (t->added[i].id > max_added) max_added = t->added[i].id;
     if ((st = load_model(c, t, json_object_get(root, "model"), max_added))) goto done;
-    if (!str_map_init(&t->added_map, t->n_added)) {
-        st = LOAD_FAIL(RKV_ENOMEM, "%s: out of memory", c->name);
-        goto done;
-    }
-    for (size_t i = 0; i < t->n_added; i++) {
-        added_token *tk = &t->added[i];
-        if ((st = set_token(c, t, tk->id, tk->content, tk->len, "added_tokens"))) goto done;
-        str_slot *s = str_map_slot(&t->added_map, tk->content, tk->len);
-        if (s->key) {
-            st = LOAD_FAIL(RKV_EPARSE, "%s: added_tokens[%zu].content: '%.40s' appears twice",
-                           c->name, i, tk->content);
-            goto done;
-        }
-        s->key = tk->content;
-        s->len = tk->len;
-        s->val = tk->id;
-        t->added_map.n++;
-        t->special[tk->id] = tk->special;
-        int cls = tk->normalized ? 1 : 0;
-        uint8_t b0 = (uint8_t)tk->content[0];
-        int32_t *p = realloc(t->first[cls][b0], (size_t)(t->n_first[cls][b0] + 1) * sizeof *p);
-        if (!p) {
-            st = LOAD_FAIL(RKV_ENOMEM, "%s: out of memory", c->name);
-            goto done;
-        }
-        p[t->n_first[cls][b0]++] = (int32_t)i;
-        t->first[cls][b0] = p;
-    }
-    for (int cls = 0; cls < 2; cls++)
-        for (int b = 0; b < 256; b++)
-            if (t->n_first[cls][b] > 1)
-                qsort_r(t->first[cls][b], (size_t)t->n_first[cls][b], sizeof(int32_t),
-                        cmp_added_len_desc, t->added);
+    if ((st = index_added(c, t))) goto done;
     if ((st = load_normalizer(c, t, json_object_get(root, "normalizer")))) goto done;
-    const json_t *pre = json_object_get(root, "pre_tokenizer");
-    if (json_is_null_or_absent(pre)) {
-        st = LOAD_FAIL(RKV_ENOTSUP, "%s: pre_tokenizer: null is not supported (byte-level BPE "
-                       "needs a ByteLevel step)", c->name);
-        goto done;
-    }
-    if ((st = load_pre_step(c, t, pre, "pre_tokenizer"))) goto done;
-    bool has_bl = false;
-    for (int i = 0; i < t->n_steps; i++) has_bl |= t->steps[i].byte_level;
-    if (!has_bl) {
-        st = LOAD_FAIL(RKV_ENOTSUP, "%s: pre_tokenizer: no ByteLevel step (only byte-level BPE "
-                       "is supported)", c->name);
-        goto done;
-    }
+    if ((st = load_pre_tokenizer(c, t, json_object_get(root, "pre_tokenizer")))) goto done;
     if ((st = load_post(c, t, json_object_get(root, "post_processor"), "post_processor"))) goto done;
-    for (size_t i = 0; i < t->n_prefix; i++)
-        if (t->prefix[i] >= t->n_ids || !t->tok[t->prefix[i]]) {
-            st = LOAD_FAIL(RKV_EPARSE, "%s: post_processor: id %d names no token", c->name,
-                           (int)t->prefix[i]);
-            goto done;
-        }
-    for (size_t i = 0; i < t->n_suffix; i++)
-        if (t->suffix[i] >= t->n_ids || !t->tok[t->suffix[i]]) {
-            st = LOAD_FAIL(RKV_EPARSE, "%s: post_processor: id %d names no token", c->name,
-                           (int)t->suffix[i]);
-            goto done;
-        }
+    if ((st = check_post_ids(c, t))) goto done;
     if ((st = load_decoder(c, json_object_get(root, "decoder"), "decoder"))) goto done;
-    uint32_t cp_of[256];
-    int16_t byte_of[512];
-    byte_map_build(cp_of, byte_of);
-    for (int32_t id = 0; id < t->n_ids; id++)
-        if (t->tok[id] && token_decoded(t, id, byte_of)) {
-            st = LOAD_FAIL(RKV_ENOMEM, "%s: out of memory", c->name);
-            goto done;
-        }
+    if ((st = decode_all(c, t))) goto done;
     if (config_json) {
         load_ctx cc = {config_name, err, errlen};
         if ((st = load_config(&cc, t, config_json, config_len))) goto done;
@@ -1034,13 +1073,7 @@ typedef struct bpe_scratch {
 
 static bool heap_push(bpe_scratch *s, merge_cand c)
 {
-    if (s->hn == s->hcap) {
-        size_t cap = s->hcap ? s->hcap * 2 : 64;
-        merge_cand *h = realloc(s->heap, cap * sizeof *h);
-        if (!h) return false;
-        s->heap = h;
-        s->hcap = cap;
-    }
+    if (rkv_grow_size((void **)&s->heap, &s->hcap, s->hn + 1, sizeof *s->heap)) return false;
     size_t i = s->hn++;
     while (i > 0) {
         size_t p = (i - 1) / 2;
@@ -1181,13 +1214,7 @@ typedef struct piece_list {
 static bool piece_push(piece_list *l, size_t off, size_t len)
 {
     if (!len) return true;
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 32;
-        piece *p = realloc(l->p, cap * sizeof *p);
-        if (!p) return false;
-        l->p = p;
-        l->cap = cap;
-    }
+    if (rkv_grow_size((void **)&l->p, &l->cap, l->n + 1, sizeof *l->p)) return false;
     l->p[l->n++] = (piece){off, len};
     return true;
 }

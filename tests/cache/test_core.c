@@ -40,6 +40,47 @@ START_TEST(grow_keeps_contents_and_refuses_overflow)
 }
 END_TEST
 
+/* Parallel arrays end at one capacity; a refused growth moves nothing. */
+START_TEST(grow_arrays_share_one_capacity)
+{
+    int32_t *a = NULL;
+    int64_t *b = NULL;
+    int32_t cap = 0;
+    void **arrays[] = {(void **)&a, (void **)&b};
+    const size_t elem[] = {sizeof *a, sizeof *b};
+    ck_assert_int_eq(rkv_grow32_arrays(arrays, elem, 2, &cap, 20), RKV_OK);
+    ck_assert_int_ge(cap, 20);
+    for (int32_t i = 0; i < cap; i++) a[i] = i, b[i] = -i;
+    int32_t was = cap;
+    ck_assert_int_eq(rkv_grow32_arrays(arrays, elem, 2, &cap, was + 1), RKV_OK);
+    ck_assert_int_ge(cap, was + 1);
+    ck_assert_int_eq(a[was - 1], was - 1);
+    ck_assert_int_eq(b[was - 1], -(was - 1));
+    was = cap;
+    ck_assert_int_eq(rkv_grow32_arrays(arrays, elem, 2, &cap, INT32_MAX), RKV_ENOMEM);
+    ck_assert_int_eq(cap, was);
+    /* only the first n arrays grow: the second stays as it was */
+    int64_t *b_was = b;
+    ck_assert_int_eq(rkv_grow32_arrays(arrays, elem, 1, &cap, 4 * (int64_t)was), RKV_OK);
+    ck_assert_ptr_eq(b, b_was);
+    free(a);
+    free(b);
+
+    char *s = NULL;
+    size_t sc = 0;
+    ck_assert_int_eq(rkv_grow_size((void **)&s, &sc, 5, 1), RKV_OK);
+    ck_assert_uint_ge(sc, 5);
+    memcpy(s, "abcd", 5);
+    ck_assert_int_eq(rkv_grow_size((void **)&s, &sc, 100, 1), RKV_OK);
+    ck_assert_uint_ge(sc, 100);
+    ck_assert_str_eq(s, "abcd");
+    size_t sc_was = sc;
+    ck_assert_int_eq(rkv_grow_size((void **)&s, &sc, SIZE_MAX, 1), RKV_ENOMEM);
+    ck_assert_uint_eq(sc, sc_was);
+    free(s);
+}
+END_TEST
+
 START_TEST(percentile_is_nearest_rank)
 {
     double v[] = {5, 1, 4, 2, 3};
@@ -71,6 +112,7 @@ int main(void)
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, splitmix64_matches_the_reference_sequence);
     tcase_add_test(tc, grow_keeps_contents_and_refuses_overflow);
+    tcase_add_test(tc, grow_arrays_share_one_capacity);
     tcase_add_test(tc, percentile_is_nearest_rank);
     tcase_add_test(tc, json_string_escapes);
     suite_add_tcase(s, tc);
