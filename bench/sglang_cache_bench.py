@@ -232,6 +232,46 @@ def run_phase(fn, items):
     return statistics.median(per) / 1e3, sum(per) / len(per) / 1e3, (time.thread_time_ns() - cpu0) / 1e9
 
 
+def replay_phase(args, caches, mreqs):
+    """The whole replay: every SGLang-interface cache, a fresh one per repeat,
+    capacity a third of the trace's tokens (evictions all along)."""
+    replay_rows = {}
+    if not args.replay_requests:
+        return replay_rows
+    from sglang.srt.mem_cache.radix_cache import RadixKey
+    m_items = [(RadixKey(array("q", r)), RadixKey(array("q", r[:-1]))) for r in mreqs]
+    capacity = sum(len(r) for r in mreqs) // 3
+    for name, (build, _info) in caches.items():
+        if name == "radixkv_api":
+            continue
+        walls, cpus = [], []
+        for _ in range(args.repeats):
+            tree, _i, _m, _e = build()
+            kv = tree.token_to_kv_pool_allocator
+            c0, w0 = time.thread_time_ns(), time.perf_counter_ns()
+            hits = replay(tree, kv, m_items, capacity,
+                          insert_frees_duplicates=name.startswith("sglang_unified"))
+            walls.append((time.perf_counter_ns() - w0) / 1e9)
+            cpus.append((time.thread_time_ns() - c0) / 1e9)
+        replay_rows[name] = {"wall_s": round(statistics.median(walls), 4),
+                             "range_s": [round(min(walls), 4), round(max(walls), 4)],
+                             "thread_cpu_s": round(statistics.median(cpus), 4),
+                             "hit_tokens": hits}
+    base_w = replay_rows["sglang_python"]["wall_s"]
+    for name, r in replay_rows.items():
+        r["speedup_vs_sglang_python"] = round(base_w / r["wall_s"], 2)
+        if "sglang_unified" in replay_rows:
+            r["speedup_vs_sglang_unified"] = round(
+                replay_rows["sglang_unified"]["wall_s"] / r["wall_s"], 2)
+        if name.endswith("_events"):
+            r["speedup_vs_sglang_python_events"] = round(
+                replay_rows["sglang_python_events"]["wall_s"] / r["wall_s"], 2)
+            if "sglang_unified_events" in replay_rows:
+                r["speedup_vs_sglang_unified_events"] = round(
+                    replay_rows["sglang_unified_events"]["wall_s"] / r["wall_s"], 2)
+    return replay_rows
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--requests", type=int, default=2000)
@@ -280,41 +320,7 @@ def main():
                 rows[name]["mean_us"][phase].append(mean)
                 rows[name]["cpu_s"][phase].append(cpu)
             matched[name] = sum(match(x) for x in items[:50])
-    # The whole replay: every SGLang-interface cache, a fresh one per repeat,
-    # capacity a third of the trace's tokens (evictions all along).
-    replay_rows = {}
-    if args.replay_requests:
-        from sglang.srt.mem_cache.radix_cache import RadixKey
-        m_items = [(RadixKey(array("q", r)), RadixKey(array("q", r[:-1]))) for r in mreqs]
-        capacity = sum(len(r) for r in mreqs) // 3
-        for name, (build, _info) in caches.items():
-            if name == "radixkv_api":
-                continue
-            walls, cpus = [], []
-            for _ in range(args.repeats):
-                tree, _i, _m, _e = build()
-                kv = tree.token_to_kv_pool_allocator
-                c0, w0 = time.thread_time_ns(), time.perf_counter_ns()
-                hits = replay(tree, kv, m_items, capacity,
-                              insert_frees_duplicates=name.startswith("sglang_unified"))
-                walls.append((time.perf_counter_ns() - w0) / 1e9)
-                cpus.append((time.thread_time_ns() - c0) / 1e9)
-            replay_rows[name] = {"wall_s": round(statistics.median(walls), 4),
-                                 "range_s": [round(min(walls), 4), round(max(walls), 4)],
-                                 "thread_cpu_s": round(statistics.median(cpus), 4),
-                                 "hit_tokens": hits}
-        base_w = replay_rows["sglang_python"]["wall_s"]
-        for name, r in replay_rows.items():
-            r["speedup_vs_sglang_python"] = round(base_w / r["wall_s"], 2)
-            if "sglang_unified" in replay_rows:
-                r["speedup_vs_sglang_unified"] = round(
-                    replay_rows["sglang_unified"]["wall_s"] / r["wall_s"], 2)
-            if name.endswith("_events"):
-                r["speedup_vs_sglang_python_events"] = round(
-                    replay_rows["sglang_python_events"]["wall_s"] / r["wall_s"], 2)
-                if "sglang_unified_events" in replay_rows:
-                    r["speedup_vs_sglang_unified_events"] = round(
-                        replay_rows["sglang_unified_events"]["wall_s"] / r["wall_s"], 2)
+    replay_rows = replay_phase(args, caches, mreqs)
     out = {"bench": "sglang_cache_bench", "args": vars(args), "tokens": total,
            "torch": torch.__version__, "unified": unified_info,
            "matched_first_50": matched, "caches": {},

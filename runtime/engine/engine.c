@@ -487,42 +487,24 @@ static rkv_status build_batch(engine *e, const sched_plan *plan, fwd_batch *b)
         if (np > maxp) maxp = np;
     }
     rkv_status st;
-    /* Arrays that share one capacity: each grows from the same old capacity
-     * (rkv_grow32 keeps an array as it was when it fails, so nothing leaks
-     * and a later step retries); the capacity moves only when all grew. */
-    if (T > e->tok_cap) {
-        void **tok[] = {(void **)&e->token_ids, (void **)&e->positions, (void **)&e->slot_mapping};
-        int32_t nc = e->tok_cap;
-        for (size_t k = 0; k < sizeof tok / sizeof *tok; k++) {
-            nc = e->tok_cap;
-            if ((st = rkv_grow32(tok[k], &nc, T, sizeof(int32_t)))) return st;
-        }
-        e->tok_cap = nc;
-    }
-    if (B + 1 > e->seq_cap) {
-        void **seq[] = {(void **)&e->q_starts, (void **)&e->prefix_lens, (void **)&e->sample_rows,
-                        (void **)&e->sample_steps};
-        int32_t nc = e->seq_cap;
-        for (size_t k = 0; k < sizeof seq / sizeof *seq; k++) {
-            nc = e->seq_cap;
-            if ((st = rkv_grow32(seq[k], &nc, B + 1, sizeof(int32_t)))) return st;
-        }
-        nc = e->seq_cap;
-        if ((st = rkv_grow32((void **)&e->sampling, &nc, B + 1, sizeof(sampling_params)))) return st;
-        e->seq_cap = nc;
-    }
+    /* Arrays that share one capacity grow together (rkv_grow32_arrays: on
+     * failure nothing leaks and a later step retries). */
+    void **const tok[] = {(void **)&e->token_ids, (void **)&e->positions, (void **)&e->slot_mapping};
+    const size_t tok_elem[] = {sizeof(int32_t), sizeof(int32_t), sizeof(int32_t)};
+    if ((st = rkv_grow32_arrays(tok, tok_elem, 3, &e->tok_cap, T))) return st;
+    void **const seq[] = {(void **)&e->q_starts, (void **)&e->prefix_lens, (void **)&e->sample_rows,
+                          (void **)&e->sample_steps, (void **)&e->sampling};
+    const size_t seq_elem[] = {sizeof(int32_t), sizeof(int32_t), sizeof(int32_t), sizeof(int32_t),
+                               sizeof(sampling_params)};
+    if ((st = rkv_grow32_arrays(seq, seq_elem, 5, &e->seq_cap, B + 1))) return st;
     if ((st = rkv_grow((void **)&e->page_table, &e->pt_cap, (int64_t)B * maxp, sizeof(int32_t))))
         return st;
     bool rows_asked = false;
     for (int32_t i = 0; i < B && !rows_asked; i++)
         rows_asked = ((const eng_req *)plan->e[i].r)->prompt_logits != NULL;
-    if (rows_asked && B > e->rl_cap) {
-        int32_t nc = e->rl_cap;
-        if ((st = rkv_grow32((void **)&e->row_logits, &nc, B, sizeof(float *)))) return st;
-        nc = e->rl_cap;
-        if ((st = rkv_grow32((void **)&e->row_logits_n, &nc, B, sizeof(int32_t)))) return st;
-        e->rl_cap = nc;
-    }
+    void **const rl[] = {(void **)&e->row_logits, (void **)&e->row_logits_n};
+    const size_t rl_elem[] = {sizeof(float *), sizeof(int32_t)};
+    if (rows_asked && (st = rkv_grow32_arrays(rl, rl_elem, 2, &e->rl_cap, B))) return st;
     int32_t row = 0;
     for (int32_t i = 0; i < B; i++) {
         const sched_entry *en = &plan->e[i];

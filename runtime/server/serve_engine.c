@@ -594,6 +594,47 @@ static void prompt_logprobs_fill(const serve_job *j, serve_seq *q, const float *
     q->p_ready = true;
 }
 
+/* A decode request whose handed-over pages were not all found ends with the
+ * reason before any token of it goes out (serve_pd.h). */
+static void pd_check_locked(serve *s, serve_job *j, serve_seq *q, const engine_result *r)
+{
+    char pdmsg[320];
+    const char *pdfail = !q->prefilled && !q->stop_cut && r->num_output > 0
+                         ? serve_pd_check_locked(s, j, r->cached_tokens, pdmsg, sizeof pdmsg) : NULL;
+    if (!pdfail) return;
+    q->error = strdup(pdfail);
+    q->stop_cut = true;
+    char err[256];
+    if (!q->error || (!r->finished && engine_cancel(s->e, q->eid, err, sizeof err) != RKV_OK
+                      && !s->fatal[0]))
+        snprintf(s->fatal, sizeof s->fatal, "engine: %s", q->error ? err : "out of memory");
+}
+
+/* Of the k new outputs, how many go out: stop ids past the first and stop
+ * strings end them at the first one met, and the engine request is
+ * cancelled (it may have run on a step further). */
+static int32_t cut_at_stops_locked(serve *s, serve_job *j, serve_seq *q, const engine_result *r,
+                                   int32_t k)
+{
+    for (int32_t x = 0; x < k; x++) {
+        int32_t tok = r->output_ids[q->n_out + x];
+        bool hit = false;
+        for (int32_t y = 1; y < j->n_stop && !hit; y++)
+            if (tok == j->stop_ids[y]) {
+                q->stop_reason = tok;
+                hit = true;
+            }
+        if (!hit && j->n_stop_str) hit = text_stop(j, q, tok);
+        if (!hit) continue;
+        q->stop_cut = true;
+        char err[256];
+        if (!r->finished && engine_cancel(s->e, q->eid, err, sizeof err) != RKV_OK && !s->fatal[0])
+            snprintf(s->fatal, sizeof s->fatal, "engine: %s", err);
+        return x + 1;
+    }
+    return k;
+}
+
 /* Copy what the last step produced into the jobs (under s->mu). */
 static void publish_locked(serve *s)
 {
@@ -606,40 +647,8 @@ static void publish_locked(serve *s)
             i++;
             continue;
         }
-        /* A decode request whose handed-over pages were not all found ends
-         * with the reason before any token of it goes out. */
-        char pdmsg[320];
-        const char *pdfail = !q->prefilled && !q->stop_cut && r.num_output > 0
-                             ? serve_pd_check_locked(s, j, r.cached_tokens, pdmsg, sizeof pdmsg) : NULL;
-        if (pdfail) {
-            q->error = strdup(pdfail);
-            q->stop_cut = true;
-            char err[256];
-            if (!q->error || (!r.finished && engine_cancel(s->e, q->eid, err, sizeof err) != RKV_OK
-                              && !s->fatal[0]))
-                snprintf(s->fatal, sizeof s->fatal, "engine: %s", q->error ? err : "out of memory");
-        }
-        int32_t k = q->stop_cut ? 0 : r.num_output - q->n_out;
-        /* Stop ids past the first and stop strings: outputs end at the first
-         * one met, and the engine request is cancelled (it may have run on a
-         * step further). */
-        for (int32_t x = 0; x < k; x++) {
-            int32_t tok = r.output_ids[q->n_out + x];
-            bool hit = false;
-            for (int32_t y = 1; y < j->n_stop && !hit; y++)
-                if (tok == j->stop_ids[y]) {
-                    q->stop_reason = tok;
-                    hit = true;
-                }
-            if (!hit && j->n_stop_str) hit = text_stop(j, q, tok);
-            if (!hit) continue;
-            k = x + 1;
-            q->stop_cut = true;
-            char err[256];
-            if (!r.finished && engine_cancel(s->e, q->eid, err, sizeof err) != RKV_OK && !s->fatal[0])
-                snprintf(s->fatal, sizeof s->fatal, "engine: %s", err);
-            break;
-        }
+        pd_check_locked(s, j, q, &r);
+        int32_t k = q->stop_cut ? 0 : cut_at_stops_locked(s, j, q, &r, r.num_output - q->n_out);
         if (k > 0 && j->logprobs >= 0 && r.logits)
             for (int32_t x = 0; x < k; x++)
                 logprobs_fill(j, q, q->n_out + x, r.logits + (size_t)(q->n_out + x) * (size_t)s->vocab,
