@@ -392,7 +392,7 @@ static void record(cache_tier *t, const int32_t *tokens, const int32_t *pages, i
     const page_pool *pool = t->base.pool;
     for (int32_t k = from; k < np; k++) {
         int32_t pg = pages[k];
-        if (pg < 0 || pg >= pool->num_pages || pool->state[pg] != PAGE_CACHED) continue;
+        if (pg < 0 || pg >= pool->num_pages || page_pool_state(pool, pg) != PAGE_CACHED) continue;
         memcpy(t->meta_k + 2 * (int64_t)pg, t->keys + 2 * k, 16);
         memcpy(t->meta_toks + (int64_t)pg * t->P, tokens + (int64_t)k * t->P,
                sizeof(int32_t) * (size_t)t->P);
@@ -548,7 +548,7 @@ static rkv_status tier_match(cache *c, const int32_t *tokens, int32_t n, uint64_
     if (st == RKV_OK && loaded > 0) {
         for (int32_t k = L; k < L + loaded; k++) { /* pages are ours from here */
             int32_t pg = t->pages[k];
-            if (pool->state[pg] != PAGE_CACHED) continue;
+            if (page_pool_state(pool, pg) != PAGE_CACHED) continue;
             memcpy(t->meta_k + 2 * (int64_t)pg, t->keys + 2 * k, 16);
             memcpy(t->meta_toks + (int64_t)pg * P, tokens + (int64_t)k * P, sizeof(int32_t) * (size_t)P);
             t->meta_valid[pg] = 1;

@@ -547,7 +547,7 @@ static rkv_status commit_request(sim *s, sim_req *r, int32_t upto, int32_t *pref
     }
     for (int32_t k = mp; s->page_toks && k < upto; k++) {
         int32_t pg = r->pages[k];
-        if (s->pool->state[pg] == PAGE_CACHED)
+        if (page_pool_state(s->pool, pg) == PAGE_CACHED)
             memcpy(s->page_toks + (int64_t)pg * P, r->q.tokens + (int64_t)k * P,
                    sizeof(int32_t) * (size_t)P);
     }
