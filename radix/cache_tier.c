@@ -737,7 +737,8 @@ rkv_status cache_tier_wrap(cache *inner, const tier_config *cfg, const tier_move
     bool hashed = block_hasher_init(&t->hasher, "xxh3", t->P, NULL, 0) == RKV_OK;
     if (!t->ent || !t->ent_toks || !t->bucket || !t->host_slots || !t->disk_slots
         || (pb && cfg->host_pages && !t->host_buf) || !t->scratch || !t->meta_k || !t->meta_valid
-        || !t->meta_toks || !hashed || reserve(t, 64) != RKV_OK) {
+        || !t->meta_toks || !hashed || reserve(t, 64) != RKV_OK
+        || page_pool_log_reserve(inner->pool) != RKV_OK) { /* tier_evict reads the log */
         /* The count is read before the tier goes; inner survives: the caller keeps it. */
         const long long entries = (long long)t->num_entries;
         t->inner = NULL;

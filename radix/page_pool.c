@@ -491,7 +491,7 @@ static void index_shrink(page_pool *p)
 /* The same for the free log, after an allocation ended it. */
 static void log_shrink(page_pool *p, int32_t used)
 {
-    if (p->freed_cap <= 1024 || (int64_t)used * 8 >= p->freed_cap) return;
+    if (p->log_kept || p->freed_cap <= 1024 || (int64_t)used * 8 >= p->freed_cap) return;
     int32_t cap = p->freed_cap / 2;
     int32_t *f = realloc(p->freed, sizeof *f * (size_t)cap);
     if (!f) return;
@@ -584,20 +584,58 @@ rkv_status page_pool_freed_since(const page_pool *p, uint64_t mark, const int32_
     return RKV_OK;
 }
 
+/* The length of the stretch of consecutive ids at pages[i] (at least 1). */
+static inline int32_t stretch_at(const int32_t *pages, int32_t n, int32_t i)
+{
+    int32_t j = i + 1;
+    while (j < n && (int64_t)pages[j] == (int64_t)pages[j - 1] + 1) j++; /* no overflow at INT32_MAX */
+    return j - i;
+}
+
+/* Whether every page of [a, a + len) (in range) has a state in allowed_mask
+ * (INFLIGHT, CACHED or both), a word at a time. */
+static int stretch_allowed(const page_pool *p, int32_t a, int32_t len, unsigned allowed_mask)
+{
+    int32_t in, ca, other = st_count(p, a, len, &in, &ca);
+    if (other) return 0;
+    if (!(allowed_mask & (1u << PAGE_INFLIGHT)) && in) return 0;
+    if (!(allowed_mask & (1u << PAGE_CACHED)) && ca) return 0;
+    return 1;
+}
+
+rkv_status page_pool_log_reserve(page_pool *p)
+{
+    /* frees between two allocations are at most num_pages: a page leaves
+     * FREE only through an allocation */
+    int32_t need = p->num_pages > 0 ? p->num_pages : 1;
+    if (p->freed_cap < need) {
+        int32_t *f = realloc(p->freed, sizeof *f * (size_t)need);
+        if (!f) return RKV_ENOMEM;
+        p->freed = f;
+        p->freed_cap = need;
+    }
+    p->log_kept = 1;
+    return RKV_OK;
+}
+
 /* Validate a whole batch before touching anything, so a bad id changes
- * nothing. Duplicates would double-count: an ascending list has none; any
- * other is marked state by state (a page of the allowed state s becomes 3,
- * the unused value, and a second visit finds 3), then set back. */
+ * nothing. The list is read as stretches of consecutive ids (a request's
+ * pages come in runs), each checked a word at a time. Duplicates would
+ * double-count: stretches in ascending order have none; any other list is
+ * marked state by state (a page of the allowed state s becomes 3, the unused
+ * value, and a second visit finds 3), then set back. */
 static rkv_status check_batch(page_pool *p, const int32_t *pages, int32_t n,
                               unsigned allowed_mask)
 {
     if (n < 0) return RKV_EINVAL;
     int ascending = 1;
-    for (int32_t i = 0; i < n; i++) {
-        int32_t pg = pages[i];
-        if (pg < 0 || pg >= p->num_pages || !((1u << page_pool_state(p, pg)) & allowed_mask))
+    for (int32_t i = 0; i < n;) {
+        int32_t len = stretch_at(pages, n, i), a = pages[i];
+        if (a < 0 || a >= p->num_pages || len > p->num_pages - a ||
+            !stretch_allowed(p, a, len, allowed_mask))
             return RKV_EINVAL;
-        if (i > 0 && pg <= pages[i - 1]) ascending = 0;
+        if (i > 0 && a <= pages[i - 1]) ascending = 0;
+        i += len;
     }
     if (ascending) return RKV_OK;
     rkv_status st = RKV_OK;
@@ -659,16 +697,14 @@ rkv_status page_pool_free(page_pool *p, const int32_t *pages, int32_t n)
     rkv_status st = check_batch(p, pages, n, (1u << PAGE_INFLIGHT) | (1u << PAGE_CACHED));
     if (st != RKV_OK) return st;
     int32_t runs = 0;
-    for (int32_t i = 0; i < n; i++) runs += i == 0 || pages[i] != pages[i - 1] + 1;
+    for (int32_t i = 0; i < n; i += stretch_at(pages, n, i)) runs++;
     free_reserve(p, runs, n);
-    /* ascending stretches of the list go back as runs, one merge each */
+    /* stretches of consecutive ids go back as runs, one merge each */
     for (int32_t i = 0; i < n;) {
-        int32_t j = i + 1;
-        while (j < n && pages[j] == pages[j - 1] + 1) j++;
-        int32_t in, ca;
-        st_count(p, pages[i], j - i, &in, &ca);
-        free_counted_run(p, pages[i], j - i, in);
-        i = j;
+        int32_t len = stretch_at(pages, n, i), in, ca;
+        st_count(p, pages[i], len, &in, &ca);
+        free_counted_run(p, pages[i], len, in);
+        i += len;
     }
     return RKV_OK;
 }
@@ -696,7 +732,11 @@ static rkv_status move_pages(page_pool *p, const int32_t *pages, int32_t n, unsi
 {
     rkv_status st = check_batch(p, pages, n, 1u << from);
     if (st != RKV_OK) return st;
-    for (int32_t i = 0; i < n; i++) st_set(p, pages[i], to);
+    for (int32_t i = 0; i < n;) {
+        int32_t len = stretch_at(pages, n, i);
+        st_fill(p, pages[i], len, to);
+        i += len;
+    }
     count_move(p, from, -n);
     count_move(p, to, n);
     return RKV_OK;

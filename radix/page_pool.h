@@ -103,6 +103,7 @@ typedef struct page_pool {
     int32_t freed_cap, num_freed;
     int32_t logging;      /* a mark is live: frees are logged */
     int32_t log_lost;     /* the log could not grow: marks read RKV_ENOMEM */
+    int32_t log_kept;     /* page_pool_log_reserve: the log holds every page */
     uint64_t freed_total; /* pages freed since init */
 } page_pool;
 
@@ -161,6 +162,11 @@ static inline uint64_t page_pool_free_mark(page_pool *p)
 }
 rkv_status page_pool_freed_since(const page_pool *p, uint64_t mark, const int32_t **pages,
                                  int32_t *n);
+/* Make the free log hold every page from now on (4 bytes a page, for the
+ * pool's life), so that no later free can lose it: for a caller that reads
+ * marks where it cannot report RKV_ENOMEM (a spill tier's eviction), called
+ * where it can (at its creation). RKV_ENOMEM, nothing changed, if not. */
+rkv_status page_pool_log_reserve(page_pool *p);
 
 /* The ends map's home slot of a page (multiplicative hashing: the top bits
  * of pg times 2^32 / golden ratio). */
