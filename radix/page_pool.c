@@ -75,7 +75,7 @@ static inline uint64_t st_mask(int32_t w, int32_t from, int32_t to)
 static void st_fill(page_pool *p, int32_t first, int32_t count, unsigned v)
 {
     uint64_t pat = LO * v;
-    for (int32_t w = first >> 5, end = first + count; w * 32 < end; w++) {
+    for (int32_t w = first >> 5, end = first + count; (int64_t)w * 32 < end; w++) {
         uint64_t m = st_mask(w, first, end);
         p->bits[w] = (p->bits[w] & ~m) | (pat & m);
     }
@@ -93,7 +93,7 @@ static int32_t st_count(const page_pool *p, int32_t first, int32_t count, int32_
                         int32_t *cached)
 {
     int32_t in = 0, ca = 0;
-    for (int32_t w = first >> 5, end = first + count; w * 32 < end; w++) {
+    for (int32_t w = first >> 5, end = first + count; (int64_t)w * 32 < end; w++) {
         uint64_t m = st_mask(w, first, end) & LO, x = p->bits[w];
         uint64_t lo = x & m, hi = (x >> 1) & m;
         /* a node's pages usually share one state: no bit count (without
@@ -509,7 +509,7 @@ uint64_t page_pool_init_bytes(int64_t num_pages)
 
 uint64_t page_pool_host_bytes(const page_pool *p)
 {
-    return (uint64_t)((p->num_pages + 31) / 32) * 8 + (uint64_t)p->ext_cap * sizeof *p->ext +
+    return (((uint64_t)p->num_pages + 31) / 32) * 8 + (uint64_t)p->ext_cap * sizeof *p->ext +
            (uint64_t)p->ends_cap * sizeof *p->ends + (uint64_t)p->freed_cap * sizeof *p->freed;
 }
 
@@ -517,7 +517,7 @@ rkv_status page_pool_init(page_pool *p, int32_t num_pages, int32_t page_size)
 {
     memset(p, 0, sizeof *p);
     if (num_pages < 0 || page_size < 1) return RKV_EINVAL;
-    p->bits = calloc((size_t)(num_pages + 31) / 32 + 1, sizeof *p->bits);
+    p->bits = calloc(((size_t)num_pages + 31) / 32 + 1, sizeof *p->bits);
     p->ext = malloc(sizeof *p->ext * INIT_RECORDS);
     if (!p->bits || !p->ext || ends_resize(p, INIT_SLOTS) != RKV_OK) {
         page_pool_destroy(p);
