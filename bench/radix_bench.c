@@ -1139,6 +1139,7 @@ typedef struct st_res {
     int64_t cold_units, warm_units;
     int64_t allocs, alloc_runs, alloc_pages, matches, match_runs, evicted_leaves;
     int64_t cached, nodes, host_bytes, splits, hit_tokens, req_tokens;
+    double pool_bytes_per_page; /* page_pool_host_bytes / pages, at the memory figures */
 } st_res;
 
 /* One tree replaying the stream within its budget of pages, on a pool it may
@@ -1351,6 +1352,7 @@ static void st_replay(const steady_src *src, int32_t budget, int churned, int fi
     r->splits = (int64_t)s.splits;
     r->hit_tokens = x.hit_tokens;
     r->req_tokens = x.req_tokens;
+    r->pool_bytes_per_page = (double)page_pool_host_bytes(&pool) / (double)pool.num_pages;
     /* radix_tree_check counts the pool's cached pages as the tree's own, so
      * a shared pool is checked by its sum instead */
     char err[256];
@@ -1426,17 +1428,18 @@ static void bench_steady(const steady_src *src)
         for (int p = 0; p < 2; p++) {
             const st_res *r = &last[p];
             const char *unit = fig == ST_EVICT ? "leaf" : "request";
-            int64_t pool_bytes = (int64_t)budget * PAGE_POOL_BYTES_PER_PAGE;
+            /* the tree's share of the pool: its budget of pages */
+            double pool_bytes = (double)budget * r->pool_bytes_per_page;
             printf("{\"scenario\":\"steady_%s_%s\",\"pool\":\"%s\",\"page_size\":%d,\"requests\":%d,"
                    "\"window_requests\":%d,\"unique_tokens\":%lld,\"budget_pages\":%d,"
                    "\"pool_pages\":%d,\"cached_tokens\":%lld,\"nodes\":%lld,\"repeats\":%d,"
-                   "\"pool_bytes_per_page\":%d",
+                   "\"pool_bytes_per_page\":%.3f",
                    src->name, st_fig_name[fig], pool_name[p], src->P, src->nreq, src->nreq / 4,
                    (long long)src->unique_tokens, budget, p ? 2 * budget : budget,
-                   (long long)r->cached, (long long)r->nodes, repeats, PAGE_POOL_BYTES_PER_PAGE);
+                   (long long)r->cached, (long long)r->nodes, repeats, r->pool_bytes_per_page);
             put_ratio("hit_rate", (double)r->hit_tokens, (double)r->req_tokens, "%.4f");
             put_ratio("host_bytes_per_token", (double)r->host_bytes, (double)r->cached, "%.3f");
-            put_ratio("host_bytes_per_token_with_pool", (double)(r->host_bytes + pool_bytes),
+            put_ratio("host_bytes_per_token_with_pool", (double)r->host_bytes + pool_bytes,
                       (double)r->cached, "%.3f");
             put_ratio("runs_per_alloc", (double)r->alloc_runs, (double)r->allocs, "%.3f");
             put_ratio("pages_per_alloc", (double)r->alloc_pages, (double)r->allocs, "%.1f");

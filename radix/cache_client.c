@@ -49,7 +49,7 @@ rkv_status cache_client_commit(cache *c, const cache_seq *s, const int32_t *toke
     if (prefix_len) *prefix_len = prefix;
     page_pool *pool = c->pool;
     for (int32_t k = own; k < num_pages; k++) {
-        if (pool->state[pages[k]] != PAGE_INFLIGHT) continue;
+        if (page_pool_state(pool, pages[k]) != PAGE_INFLIGHT) continue;
         rkv_status fs = page_pool_free(pool, &pages[k], 1);
         if (st == RKV_OK) st = fs;
     }

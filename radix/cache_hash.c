@@ -468,7 +468,7 @@ static rkv_status hash_check(const cache *c, char *err, size_t errlen)
         const hblock *k = &h->blk[b];
         if (!k->cached) continue;
         cached++;
-        if (pool->state[b] != PAGE_CACHED) FAIL("block %d: page state %d, not cached", b, pool->state[b]);
+        if (page_pool_state(pool, b) != PAGE_CACHED) FAIL("block %d: page state %d, not cached", b, page_pool_state(pool, b));
         if (k->ref < 0) FAIL("block %d: ref %d", b, k->ref);
         if (k->ref > 0) locked++;
         if ((k->ref == 0) != (pos[b] > 0)) FAIL("block %d: ref %d but queued %d", b, k->ref, pos[b] > 0);

@@ -109,7 +109,7 @@ rkv_status cache_pins_check(cache *c, const cache_pins *p, char *err, size_t err
                     (long long)sz.pinned_tokens, (long long)sz.protected_tokens);
     for (int32_t i = 0; i < p->n && !p->released; i++)
         for (int32_t k = 0; k < p->m[i].num_pages; k++)
-            if (c->pool->state[p->m[i].pages[k]] != PAGE_CACHED)
+            if (page_pool_state(c->pool, p->m[i].pages[k]) != PAGE_CACHED)
                 return rkv_fail(RKV_ECORRUPT, err, errlen, "pins: page %d of pin %d is no longer cached",
                             p->m[i].pages[k], i);
     return RKV_OK;

@@ -383,7 +383,7 @@ static void record(cache_tier *t, const int32_t *tokens, const int32_t *pages, i
     const page_pool *pool = t->base.pool;
     for (int32_t k = from; k < np; k++) {
         int32_t pg = pages[k];
-        if (pg < 0 || pg >= pool->num_pages || pool->state[pg] != PAGE_CACHED) continue;
+        if (pg < 0 || pg >= pool->num_pages || page_pool_state(pool, pg) != PAGE_CACHED) continue;
         memcpy(t->meta_k + 2 * (int64_t)pg, t->keys + 2 * k, 16);
         memcpy(t->meta_toks + (int64_t)pg * t->P, tokens + (int64_t)k * t->P,
                sizeof(int32_t) * (size_t)t->P);
@@ -540,7 +540,7 @@ static rkv_status tier_match(cache *c, cache_seq *out, const int32_t *tokens, in
     if (st == RKV_OK && loaded > 0) {
         for (int32_t k = L; k < L + loaded; k++) { /* pages are ours from here */
             int32_t pg = t->pages[k];
-            if (pool->state[pg] != PAGE_CACHED) continue;
+            if (page_pool_state(pool, pg) != PAGE_CACHED) continue;
             memcpy(t->meta_k + 2 * (int64_t)pg, t->keys + 2 * k, 16);
             memcpy(t->meta_toks + (int64_t)pg * P, tokens + (int64_t)k * P, sizeof(int32_t) * (size_t)P);
             t->meta_valid[pg] = 1;
@@ -738,7 +738,8 @@ rkv_status cache_tier_wrap(cache *inner, const tier_config *cfg, const tier_move
     bool hashed = block_hasher_init(&t->hasher, "xxh3", t->P, NULL, 0) == RKV_OK;
     if (!t->ent || !t->ent_toks || !t->bucket || !t->host_slots || !t->disk_slots
         || (pb && cfg->host_pages && !t->host_buf) || !t->scratch || !t->meta_k || !t->meta_valid
-        || !t->meta_toks || !hashed || reserve(t, 64) != RKV_OK) {
+        || !t->meta_toks || !hashed || reserve(t, 64) != RKV_OK
+        || page_pool_log_reserve(inner->pool) != RKV_OK) { /* tier_evict reads the log */
         /* The count is read before the tier goes; inner survives: the caller keeps it. */
         const long long entries = (long long)t->num_entries;
         t->inner = NULL;

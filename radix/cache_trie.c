@@ -561,7 +561,7 @@ static rkv_status trie_check(const cache *c, char *err, size_t errlen)
             FAIL("node %d at depth %d: page %d", x, n->depth, n->page);
         if (n->page >= 0) {
             owners++;
-            if (n->page >= pool->num_pages || pool->state[n->page] != PAGE_CACHED)
+            if (n->page >= pool->num_pages || page_pool_state(pool, n->page) != PAGE_CACHED)
                 FAIL("node %d: page %d is not a cached page", x, n->page);
             if (n->ref > 0) locked++;
         }

@@ -1,6 +1,8 @@
 /* page_pool.c - see page_pool.h. */
 #include "page_pool.h"
 
+#include "rkv_core.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,11 +45,76 @@ rkv_status rkv_fail(rkv_status st, char *err, size_t errlen, const char *fmt, ..
     return st;
 }
 
+/* ---- state bits ---------------------------------------------------------
+ *
+ * Two bits per page, page pg at bits 2*(pg % 32) of word pg / 32. Ranges are
+ * handled a word at a time: LO has the low bit of every page's field. */
+
+#define LO 0x5555555555555555ull
+
+static inline void st_set(page_pool *p, int32_t pg, unsigned v)
+{
+    uint64_t *w = &p->bits[pg >> 5];
+    unsigned sh = (unsigned)(pg & 31) * 2;
+    *w = (*w & ~(3ull << sh)) | ((uint64_t)v << sh);
+}
+
+/* The field mask of pages [from, to) within word w (pages w*32 .. w*32+31). */
+static inline uint64_t st_mask(int32_t w, int32_t from, int32_t to)
+{
+    /* without branches: a run's alignment in its word is anybody's guess, so
+     * a branch on it is mispredicted about every other time. The word
+     * overlaps [from, to): 0 <= lo < hi <= 32. */
+    int32_t lo = from - w * 32, hi = to - w * 32;
+    lo = lo < 0 ? 0 : lo;
+    hi = hi > 32 ? 32 : hi;
+    return (~0ull >> (64 - 2 * hi)) & (~0ull << (2 * lo));
+}
+
+/* Every page of [first, first + count) becomes v. */
+static void st_fill(page_pool *p, int32_t first, int32_t count, unsigned v)
+{
+    uint64_t pat = LO * v;
+    for (int32_t w = first >> 5, end = first + count; (int64_t)w * 32 < end; w++) {
+        uint64_t m = st_mask(w, first, end);
+        p->bits[w] = (p->bits[w] & ~m) | (pat & m);
+    }
+}
+
+/* The pages of a word's low-bit mask m, which is one stretch of fields. */
+static inline int32_t st_pages(uint64_t m)
+{
+    return (64 - __builtin_clzll(m) - __builtin_ctzll(m) + 1) / 2;
+}
+
+/* Count the pages of [first, first + count) that are INFLIGHT and CACHED;
+ * returns the number that are neither (FREE or a bad value). */
+static int32_t st_count(const page_pool *p, int32_t first, int32_t count, int32_t *inflight,
+                        int32_t *cached)
+{
+    int32_t in = 0, ca = 0;
+    for (int32_t w = first >> 5, end = first + count; (int64_t)w * 32 < end; w++) {
+        uint64_t m = st_mask(w, first, end) & LO, x = p->bits[w];
+        uint64_t lo = x & m, hi = (x >> 1) & m;
+        /* a node's pages usually share one state: no bit count (without
+         * -mpopcnt that is a library call) */
+        if (lo == m && !hi) in += st_pages(m);
+        else if (hi == m && !lo) ca += st_pages(m);
+        else {
+            in += __builtin_popcountll(lo & ~hi);
+            ca += __builtin_popcountll(hi & ~lo);
+        }
+    }
+    *inflight = in;
+    *cached = ca;
+    return count - in - ca;
+}
+
 /* ---- free extents ------------------------------------------------------
  *
- * See page_pool.h for the picture. An extent [f, f + c) is tagged at both
- * ends and listed in class_of(c); ext_take() and ext_put() are the only
- * places that change the lists. */
+ * See page_pool.h for the picture. An extent's record is listed in
+ * class_of(count) and found in the ends map under its first and last page;
+ * list_push() and list_unlink() are the only places that change the lists. */
 
 static inline int32_t class_of(int32_t c)
 {
@@ -82,63 +149,233 @@ static int32_t class_last(const page_pool *p)
     return -1;
 }
 
-/* First page of the free extent whose last page is l. */
-static inline int32_t ext_first_of_last(const page_pool *p, int32_t l)
+/* Record e (first and count set) at the head of its class list. */
+static void list_push(page_pool *p, int32_t e)
 {
-    int32_t v = p->ext[l].tag;
-    return v > 0 ? l : -v - 1; /* a one-page extent's only tag is its length */
-}
-
-/* Add extent [f, f + c) (its pages FREE, no free neighbour) to its class. */
-static void ext_put(page_pool *p, int32_t f, int32_t c)
-{
-    p->ext[f].tag = c;
-    if (c > 1) p->ext[f + c - 1].tag = -(f + 1);
-    int32_t k = class_of(c), h = p->head[k];
-    p->ext[f].next = h;
-    p->ext[f].prev = -1;
-    if (h >= 0) p->ext[h].prev = f;
-    p->head[k] = f;
+    struct page_ext *x = &p->ext[e];
+    int32_t k = class_of(x->count), h = p->head[k];
+    x->next = h;
+    x->prev = -1;
+    if (h >= 0) p->ext[h].prev = e;
+    p->head[k] = e;
     class_mark(p, k, 1);
-    p->num_extents++;
 }
 
-/* Remove the extent starting at f from its class list. */
-static void ext_take(page_pool *p, int32_t f)
+static void list_unlink(page_pool *p, int32_t e)
 {
-    int32_t k = class_of(p->ext[f].tag), nx = p->ext[f].next, pv = p->ext[f].prev;
-    if (pv >= 0) p->ext[pv].next = nx;
-    else p->head[k] = nx;
-    if (nx >= 0) p->ext[nx].prev = pv;
+    const struct page_ext *x = &p->ext[e];
+    int32_t k = class_of(x->count);
+    if (x->prev >= 0) p->ext[x->prev].next = x->next;
+    else p->head[k] = x->next;
+    if (x->next >= 0) p->ext[x->next].prev = x->prev;
     if (p->head[k] < 0) class_mark(p, k, 0);
+}
+
+static int32_t ext_new(page_pool *p)
+{
+    int32_t e = p->ext_spare;
+    if (e >= 0) p->ext_spare = p->ext[e].next;
+    else e = p->ext_len++; /* capacity reserved by index_reserve() */
+    p->num_extents++;
+    return e;
+}
+
+static void ext_drop(page_pool *p, int32_t e)
+{
+    p->ext[e].next = p->ext_spare;
+    p->ext[e].count = 0;
+    p->ext_spare = e;
     p->num_extents--;
 }
 
-/* Make the pages [g, g + c) free, merged with the free extents next to them. */
-static void ext_free(page_pool *p, int32_t g, int32_t c)
+/* ---- the ends map --------------------------------------------------------
+ *
+ * Linear probing over a power-of-two table, at most a quarter full after a
+ * successful growth and never full (index_reserve keeps one slot empty), so
+ * every probe ends. Deletion shifts the following entries back, so there are
+ * no tombstones. */
+
+static inline uint32_t end_home(const page_pool *p, int32_t key)
 {
-    if (g > 0 && p->state[g - 1] == PAGE_FREE) {
-        int32_t f = ext_first_of_last(p, g - 1);
-        ext_take(p, f);
-        c += g - f;
-        g = f;
-    }
-    int32_t r = g + c;
-    if (r < p->num_pages && p->state[r] == PAGE_FREE) {
-        int32_t rc = p->ext[r].tag;
-        ext_take(p, r);
-        c += rc;
-    }
-    ext_put(p, g, c);
+    return page_pool_end_slot(p, key);
 }
 
-/* Hand out the first n pages of the extent at f (n <= its length) as a run. */
-static void ext_carve(page_pool *p, int32_t f, int32_t n, int32_t *out)
+/* The slot holding key, which must be there. */
+static inline uint32_t end_find(const page_pool *p, int32_t key)
 {
-    int32_t c = p->ext[f].tag;
-    ext_take(p, f);
-    if (c > n) ext_put(p, f + n, c - n);
-    memset(p->state + f, PAGE_INFLIGHT, (size_t)n);
+    uint32_t mask = (uint32_t)p->ends_cap - 1, i = end_home(p, key);
+    while (p->ends[i].key != key) i = (i + 1) & mask;
+    return i;
+}
+
+static inline int32_t end_get(const page_pool *p, int32_t key)
+{
+    return p->ends[end_find(p, key)].ext;
+}
+
+/* key -> e, inserted or overwritten. */
+static void end_set(page_pool *p, int32_t key, int32_t e)
+{
+    uint32_t mask = (uint32_t)p->ends_cap - 1, i = end_home(p, key);
+    while (p->ends[i].key >= 0 && p->ends[i].key != key) i = (i + 1) & mask;
+    if (p->ends[i].key < 0) p->ends_used++;
+    p->ends[i].key = key;
+    p->ends[i].ext = e;
+}
+
+/* A key known to be absent -> e. */
+static inline void end_insert(page_pool *p, int32_t key, int32_t e)
+{
+    uint32_t mask = (uint32_t)p->ends_cap - 1, i = end_home(p, key);
+    while (p->ends[i].key >= 0) i = (i + 1) & mask;
+    p->ends_used++;
+    p->ends[i].key = key;
+    p->ends[i].ext = e;
+}
+
+/* Empty slot i, shifting back the entries after it that may move. */
+static void end_del_at(page_pool *p, uint32_t i)
+{
+    uint32_t mask = (uint32_t)p->ends_cap - 1;
+    for (uint32_t j = (i + 1) & mask;; j = (j + 1) & mask) {
+        if (p->ends[j].key < 0) break;
+        /* entry j may fill hole i unless its home lies cyclically in (i, j] */
+        uint32_t h = end_home(p, p->ends[j].key);
+        if (((j - h) & mask) >= ((j - i) & mask)) {
+            p->ends[i] = p->ends[j];
+            i = j;
+        }
+    }
+    p->ends[i].key = -1;
+    p->ends_used--;
+}
+
+static void end_del(page_pool *p, int32_t key)
+{
+    end_del_at(p, end_find(p, key));
+}
+
+/* A table of cap slots (a power of two >= 2) holding the entries of the old
+ * one; RKV_ENOMEM leaves the old one. */
+static rkv_status ends_resize(page_pool *p, int32_t cap)
+{
+    struct page_end *t = malloc(sizeof *t * (size_t)cap);
+    if (!t) return RKV_ENOMEM;
+    for (int32_t i = 0; i < cap; i++) t[i].key = -1;
+    struct page_end *old = p->ends;
+    int32_t old_cap = p->ends_cap;
+    p->ends = t;
+    p->ends_cap = cap;
+    p->ends_shift = 32 - __builtin_ctz((uint32_t)cap);
+    p->ends_used = 0;
+    for (int32_t i = 0; i < old_cap; i++)
+        if (old[i].key >= 0) end_set(p, old[i].key, old[i].ext);
+    free(old);
+    return RKV_OK;
+}
+
+/* Room for `more` further extents: records, and ends-map slots with one left
+ * empty. Grows early (records at 3/4 full, so that a failed growth is
+ * retried on a later call while there is still room; the map at 1/4, as at
+ * 1/2 the longer probes and their mispredicted exits made a free of an
+ * in-cache pool take about 1.3x as long). RKV_ENOMEM only when there is no
+ * room. */
+static rkv_status index_reserve(page_pool *p, int64_t more)
+{
+    int64_t recs = (int64_t)p->num_extents + more, keys = 2 * recs;
+    /* records in use are num_extents; new ones come from the spare chain,
+     * then the tail, so ext_len stays <= max(ext_len, recs) <= ext_cap */
+    if (recs * 4 > (int64_t)p->ext_cap * 3) {
+        int32_t cap = p->ext_cap;
+        void *e = p->ext;
+        if (rkv_grow32(&e, &cap, recs * 4 / 3 + 1, sizeof *p->ext) == RKV_OK) {
+            p->ext = e;
+            p->ext_cap = cap;
+        } else if (recs > p->ext_cap) {
+            return RKV_ENOMEM;
+        }
+    }
+    if (keys * 4 > p->ends_cap) {
+        int32_t cap = p->ends_cap;
+        while ((int64_t)cap < keys * 4 && cap <= INT32_MAX / 4) cap *= 2;
+        if (ends_resize(p, cap) != RKV_OK && keys >= p->ends_cap) return RKV_ENOMEM;
+    }
+    return RKV_OK;
+}
+
+/* Add extent [f, f + c) (its pages FREE, no free neighbour), room reserved. */
+static void ext_put(page_pool *p, int32_t f, int32_t c)
+{
+    int32_t e = ext_new(p);
+    p->ext[e].first = f;
+    p->ext[e].count = c;
+    end_set(p, f, e);
+    if (c > 1) end_set(p, f + c - 1, e);
+    list_push(p, e);
+}
+
+/* Make the pages [g, g + c) (already FREE in the bits) one extent with the
+ * free extents next to them. The list order is that of taking both
+ * neighbours out and putting the merged extent in as a fresh one; the map
+ * changes only the ends that change:
+ *   1) left neighbour [f, g): its record becomes the merged one, and keeps
+ *      its first page's key; g - 1 stops being an end (unless it is f);
+ *   2) right neighbour [r, l]: r stops being an end (unless it is l); l now
+ *      names the merged record (the right one's, if there is no left one);
+ *   3) neither: a new record, keyed under g and g + c - 1. */
+static void ext_free(page_pool *p, int32_t g, int32_t c)
+{
+    int32_t e = -1, f = g, last = g + c - 1;
+    if (g > 0 && page_pool_state(p, g - 1) == PAGE_FREE) { /* 1 */
+        uint32_t i = end_find(p, g - 1);
+        e = p->ends[i].ext;
+        list_unlink(p, e);
+        f = p->ext[e].first;
+        if (f != g - 1) end_del_at(p, i);
+    }
+    int32_t r = g + c;
+    if (r < p->num_pages && page_pool_state(p, r) == PAGE_FREE) { /* 2 */
+        uint32_t i = end_find(p, r);
+        int32_t x = p->ends[i].ext;
+        list_unlink(p, x);
+        last = r + p->ext[x].count - 1;
+        if (last != r) end_del_at(p, i);
+        if (e < 0) {
+            e = x;
+            end_insert(p, g, e);
+        } else {
+            ext_drop(p, x);
+            end_set(p, last, e);
+        }
+    } else if (e >= 0) {
+        end_insert(p, last, e);
+    } else { /* 3 */
+        e = ext_new(p);
+        end_insert(p, g, e);
+        if (c > 1) end_insert(p, last, e);
+    }
+    p->ext[e].first = f;
+    p->ext[e].count = last - f + 1;
+    list_push(p, e);
+}
+
+/* Hand out the first n pages of extent e (n <= its length) as a run. */
+static void ext_carve(page_pool *p, int32_t e, int32_t n, int32_t *out)
+{
+    struct page_ext *x = &p->ext[e];
+    int32_t f = x->first, c = x->count;
+    list_unlink(p, e);
+    end_del(p, f);
+    if (c > n) {
+        x->first = f + n;
+        x->count = c - n;
+        if (c - n > 1) end_insert(p, f + n, e); /* else f + n is its last page's key */
+        list_push(p, e);
+    } else {
+        if (c > 1) end_del(p, f + c - 1);
+        ext_drop(p, e);
+    }
+    st_fill(p, f, n, PAGE_INFLIGHT);
     for (int32_t i = 0; i < n; i++) out[i] = f + i;
 }
 
@@ -150,8 +387,8 @@ static int32_t ext_fit(const page_pool *p, int32_t n)
 {
     int32_t k = class_of(n);
     int scanned = 0;
-    for (int32_t f = p->head[k]; f >= 0 && scanned < FIT_SCAN; f = p->ext[f].next, scanned++)
-        if (p->ext[f].tag >= n) return f;
+    for (int32_t e = p->head[k]; e >= 0 && scanned < FIT_SCAN; e = p->ext[e].next, scanned++)
+        if (p->ext[e].count >= n) return e;
     int32_t up = k + 1 < PAGE_CLASSES ? class_next(p, k + 1) : -1;
     return up >= 0 ? p->head[up] : -1;
 }
@@ -162,25 +399,132 @@ static int32_t ext_largest(const page_pool *p)
 {
     int32_t best = p->head[class_last(p)];
     int scanned = 0;
-    for (int32_t f = best; f >= 0 && scanned < FIT_SCAN; f = p->ext[f].next, scanned++)
-        if (p->ext[f].tag > p->ext[best].tag) best = f;
+    for (int32_t e = best; e >= 0 && scanned < FIT_SCAN; e = p->ext[e].next, scanned++)
+        if (p->ext[e].count > p->ext[best].count) best = e;
     return best;
 }
 
+/* Forget the index and rebuild it from the state bits (extents listed in
+ * ascending order, so the last is each list's head). RKV_ENOMEM leaves it
+ * stale. */
+static rkv_status index_rebuild(page_pool *p)
+{
+    int32_t n = 0;
+    for (int32_t i = 0; i < p->num_pages;) {
+        if (page_pool_state(p, i) != PAGE_FREE) {
+            i++;
+            continue;
+        }
+        n++;
+        while (i < p->num_pages && page_pool_state(p, i) == PAGE_FREE) i++;
+    }
+    for (int32_t k = 0; k < PAGE_CLASSES; k++) p->head[k] = -1;
+    memset(p->nonempty, 0, sizeof p->nonempty);
+    for (int32_t i = 0; i < p->ends_cap; i++) p->ends[i].key = -1;
+    p->ends_used = 0;
+    p->ext_len = 0;
+    p->ext_spare = -1;
+    p->num_extents = 0;
+    if (index_reserve(p, n) != RKV_OK) return RKV_ENOMEM;
+    for (int32_t i = 0; i < p->num_pages;) {
+        if (page_pool_state(p, i) != PAGE_FREE) {
+            i++;
+            continue;
+        }
+        int32_t j = i;
+        while (j < p->num_pages && page_pool_state(p, j) == PAGE_FREE) j++;
+        ext_put(p, i, j - i);
+        i = j;
+    }
+    p->stale = 0;
+    return RKV_OK;
+}
+
+/* Give back what a burst of extents left: when the records in use fall to an
+ * eighth of the table (and the table is past its first size), move them to
+ * a table of twice their number, numbered in list order (so the lists keep
+ * their order: records are renamed, never reordered), with an ends map to
+ * match. A failed allocation keeps the old tables: nothing depends on it. */
+enum { INIT_RECORDS = 16, INIT_SLOTS = 64 };
+static void index_shrink(page_pool *p)
+{
+    if (p->stale || p->ext_cap <= 4 * INIT_RECORDS || (int64_t)p->num_extents * 8 >= p->ext_cap)
+        return;
+    int32_t cap = 2 * p->num_extents > INIT_RECORDS ? 2 * p->num_extents : INIT_RECORDS;
+    int32_t slots = INIT_SLOTS;
+    while (slots < 16 * p->num_extents) slots *= 2; /* two keys each, an eighth full */
+    struct page_ext *t = malloc(sizeof *t * (size_t)cap);
+    struct page_end *m = malloc(sizeof *m * (size_t)slots);
+    if (!t || !m) {
+        free(t);
+        free(m);
+        return;
+    }
+    int32_t j = 0;
+    for (int32_t k = 0; k < PAGE_CLASSES; k++) {
+        if (p->head[k] < 0) continue;
+        int32_t e = p->head[k];
+        p->head[k] = j;
+        for (; e >= 0; e = p->ext[e].next, j++) {
+            t[j] = p->ext[e];
+            t[j].prev = t[j].prev >= 0 ? j - 1 : -1;
+            t[j].next = p->ext[e].next >= 0 ? j + 1 : -1;
+        }
+    }
+    free(p->ext);
+    p->ext = t;
+    p->ext_cap = cap;
+    p->ext_len = j;
+    p->ext_spare = -1;
+    free(p->ends);
+    p->ends = m;
+    p->ends_cap = slots;
+    p->ends_shift = 32 - __builtin_ctz((uint32_t)slots);
+    p->ends_used = 0;
+    for (int32_t i = 0; i < slots; i++) m[i].key = -1;
+    for (int32_t e = 0; e < j; e++) {
+        end_set(p, t[e].first, e);
+        if (t[e].count > 1) end_set(p, t[e].first + t[e].count - 1, e);
+    }
+}
+
+/* The same for the free log, after an allocation ended it. */
+static void log_shrink(page_pool *p, int32_t used)
+{
+    if (p->log_kept || p->freed_cap <= 1024 || (int64_t)used * 8 >= p->freed_cap) return;
+    int32_t cap = p->freed_cap / 2;
+    int32_t *f = realloc(p->freed, sizeof *f * (size_t)cap);
+    if (!f) return;
+    p->freed = f;
+    p->freed_cap = cap;
+}
+
 /* ---- the pool ----------------------------------------------------------- */
+
+uint64_t page_pool_init_bytes(int64_t num_pages)
+{
+    return (uint64_t)((num_pages + 31) / 32) * 8 + INIT_RECORDS * sizeof(struct page_ext) +
+           INIT_SLOTS * sizeof(struct page_end);
+}
+
+uint64_t page_pool_host_bytes(const page_pool *p)
+{
+    return (((uint64_t)p->num_pages + 31) / 32) * 8 + (uint64_t)p->ext_cap * sizeof *p->ext +
+           (uint64_t)p->ends_cap * sizeof *p->ends + (uint64_t)p->freed_cap * sizeof *p->freed;
+}
 
 rkv_status page_pool_init(page_pool *p, int32_t num_pages, int32_t page_size)
 {
     memset(p, 0, sizeof *p);
     if (num_pages < 0 || page_size < 1) return RKV_EINVAL;
-    size_t n = (size_t)(num_pages ? num_pages : 1);
-    p->state = calloc(n, 1);
-    p->ext = malloc(sizeof *p->ext * n);
-    p->freed = malloc(sizeof(int32_t) * n);
-    if (!p->state || !p->ext || !p->freed) {
+    p->bits = calloc(((size_t)num_pages + 31) / 32 + 1, sizeof *p->bits);
+    p->ext = malloc(sizeof *p->ext * INIT_RECORDS);
+    if (!p->bits || !p->ext || ends_resize(p, INIT_SLOTS) != RKV_OK) {
         page_pool_destroy(p);
         return RKV_ENOMEM;
     }
+    p->ext_cap = INIT_RECORDS;
+    p->ext_spare = -1;
     for (int32_t k = 0; k < PAGE_CLASSES; k++) p->head[k] = -1;
     p->num_pages = num_pages;
     p->page_size = page_size;
@@ -192,8 +536,9 @@ rkv_status page_pool_init(page_pool *p, int32_t num_pages, int32_t page_size)
 
 void page_pool_destroy(page_pool *p)
 {
-    free(p->state);
+    free(p->bits);
     free(p->ext);
+    free(p->ends);
     free(p->freed);
     memset(p, 0, sizeof *p);
 }
@@ -202,22 +547,27 @@ rkv_status page_pool_alloc(page_pool *p, int32_t n, int32_t *out)
 {
     if (n < 0) return RKV_EINVAL;
     if (n > p->num_free) return RKV_ENOSPC;
+    if (p->stale && index_rebuild(p) != RKV_OK) return RKV_ENOMEM;
     /* 1) one extent holds the rest: one run, done; 2) otherwise the largest
      * extent whole, and again. Ends: the free pages are >= n. */
     for (int32_t got = 0; got < n;) {
-        int32_t f = ext_fit(p, n - got);
+        int32_t e = ext_fit(p, n - got);
         int32_t take = n - got;
-        if (f < 0) {
-            f = ext_largest(p);
-            take = p->ext[f].tag;
+        if (e < 0) {
+            e = ext_largest(p);
+            take = p->ext[e].count;
         }
-        ext_carve(p, f, take, out + got);
+        ext_carve(p, e, take, out + got);
         got += take;
     }
     p->num_free -= n;
     p->num_inflight += n;
+    index_shrink(p);
     /* marks taken before this allocation are spent (see freed_since) */
+    log_shrink(p, p->num_freed);
     p->num_freed = 0;
+    p->logging = 0;
+    p->log_lost = 0;
     return RKV_OK;
 }
 
@@ -228,64 +578,133 @@ rkv_status page_pool_freed_since(const page_pool *p, uint64_t mark, const int32_
     *pages = NULL;
     *n = 0;
     if (mark < base || mark > p->freed_total) return RKV_EINVAL;
+    if (p->log_lost) return RKV_ENOMEM;
     *pages = p->freed + (mark - base);
     *n = (int32_t)(p->freed_total - mark);
     return RKV_OK;
 }
 
-/* Validate a whole batch before touching anything, so a bad id changes nothing. */
+/* The length of the stretch of consecutive ids at pages[i] (at least 1). */
+static inline int32_t stretch_at(const int32_t *pages, int32_t n, int32_t i)
+{
+    int32_t j = i + 1;
+    while (j < n && (int64_t)pages[j] == (int64_t)pages[j - 1] + 1) j++; /* no overflow at INT32_MAX */
+    return j - i;
+}
+
+/* Whether every page of [a, a + len) (in range) has a state in allowed_mask
+ * (INFLIGHT, CACHED or both), a word at a time. */
+static int stretch_allowed(const page_pool *p, int32_t a, int32_t len, unsigned allowed_mask)
+{
+    int32_t in, ca, other = st_count(p, a, len, &in, &ca);
+    if (other) return 0;
+    if (!(allowed_mask & (1u << PAGE_INFLIGHT)) && in) return 0;
+    if (!(allowed_mask & (1u << PAGE_CACHED)) && ca) return 0;
+    return 1;
+}
+
+rkv_status page_pool_log_reserve(page_pool *p)
+{
+    /* frees between two allocations are at most num_pages: a page leaves
+     * FREE only through an allocation */
+    int32_t need = p->num_pages > 0 ? p->num_pages : 1;
+    if (p->freed_cap < need) {
+        int32_t *f = realloc(p->freed, sizeof *f * (size_t)need);
+        if (!f) return RKV_ENOMEM;
+        p->freed = f;
+        p->freed_cap = need;
+    }
+    p->log_kept = 1;
+    return RKV_OK;
+}
+
+/* Validate a whole batch before touching anything, so a bad id changes
+ * nothing. The list is read as stretches of consecutive ids (a request's
+ * pages come in runs), each checked a word at a time. Duplicates would
+ * double-count: stretches in ascending order have none; any other list is
+ * marked state by state (a page of the allowed state s becomes 3, the unused
+ * value, and a second visit finds 3), then set back. */
 static rkv_status check_batch(page_pool *p, const int32_t *pages, int32_t n,
                               unsigned allowed_mask)
 {
     if (n < 0) return RKV_EINVAL;
-    rkv_status st = RKV_OK;
-    int32_t i = 0;
-    /* The high bit of state marks "seen in this batch": duplicates would
-     * double-count. Every mark set is cleared again before returning. */
-    for (; i < n; i++) {
-        int32_t pg = pages[i];
-        if (pg < 0 || pg >= p->num_pages || (p->state[pg] & 0x80) ||
-            !((1u << p->state[pg]) & allowed_mask)) {
-            st = RKV_EINVAL;
-            break;
-        }
-        p->state[pg] |= 0x80;
+    int ascending = 1;
+    for (int32_t i = 0; i < n;) {
+        int32_t len = stretch_at(pages, n, i), a = pages[i];
+        if (a < 0 || a >= p->num_pages || len > p->num_pages - a ||
+            !stretch_allowed(p, a, len, allowed_mask))
+            return RKV_EINVAL;
+        if (i > 0 && a <= pages[i - 1]) ascending = 0;
+        i += len;
     }
-    for (int32_t j = 0; j < i; j++) p->state[pages[j]] &= 0x7f;
+    if (ascending) return RKV_OK;
+    rkv_status st = RKV_OK;
+    for (unsigned s = PAGE_INFLIGHT; s <= PAGE_CACHED; s++) {
+        if (!((1u << s) & allowed_mask)) continue;
+        for (int32_t i = 0; i < n; i++) {
+            int v = page_pool_state(p, pages[i]);
+            if (v == 3) st = RKV_EINVAL;
+            else if ((unsigned)v == s) st_set(p, pages[i], 3);
+        }
+        for (int32_t i = 0; i < n; i++)
+            if (page_pool_state(p, pages[i]) == 3) st_set(p, pages[i], s);
+    }
     return st;
 }
 
-static void count_move(page_pool *p, uint8_t from, int delta)
+/* Room in the free log for `more` pages (a mark is live). */
+static void log_reserve(page_pool *p, int64_t more)
 {
-    if (from == PAGE_INFLIGHT) p->num_inflight += delta;
-    else if (from == PAGE_CACHED) p->num_cached += delta;
-    else p->num_free += delta;
+    if (p->log_lost) return;
+    int64_t need = (int64_t)p->num_freed + more;
+    if (need <= p->freed_cap) return;
+    void *f = p->freed;
+    int32_t cap = p->freed_cap;
+    if (rkv_grow32(&f, &cap, need, sizeof *p->freed) != RKV_OK) {
+        p->log_lost = 1;
+        return;
+    }
+    p->freed = f;
+    p->freed_cap = cap;
 }
 
-/* Pages [first, first + count), all INFLIGHT or CACHED, become free. */
-static void free_checked_run(page_pool *p, int32_t first, int32_t count)
+/* Pages [first, first + count), in of them INFLIGHT and the rest CACHED,
+ * become free; room in the index for one more extent was asked for (a stale
+ * index is left as it is, see page_pool.h). */
+static void free_counted_run(page_pool *p, int32_t first, int32_t count, int32_t in)
 {
-    for (int32_t i = 0; i < count; i++) {
-        int32_t pg = first + i;
-        count_move(p, p->state[pg], -1);
-        p->state[pg] = PAGE_FREE;
-        p->freed[p->num_freed++] = pg;
-    }
+    p->num_inflight -= in;
+    p->num_cached -= count - in;
+    st_fill(p, first, count, PAGE_FREE);
+    if (p->logging && !p->log_lost)
+        for (int32_t i = 0; i < count; i++) p->freed[p->num_freed++] = first + i;
     p->num_free += count;
     p->freed_total += (uint64_t)count;
-    ext_free(p, first, count);
+    if (!p->stale) ext_free(p, first, count);
+}
+
+/* Before freeing `runs` runs of `pages` pages: room in the index and the log. */
+static inline void free_reserve(page_pool *p, int32_t runs, int32_t pages)
+{
+    int64_t recs = (int64_t)p->num_extents + runs;
+    int room = recs * 4 <= (int64_t)p->ext_cap * 3 && recs * 8 <= p->ends_cap; /* as index_reserve */
+    if (!p->stale && !room && index_reserve(p, runs) != RKV_OK) p->stale = 1;
+    if (p->logging) log_reserve(p, pages);
 }
 
 rkv_status page_pool_free(page_pool *p, const int32_t *pages, int32_t n)
 {
     rkv_status st = check_batch(p, pages, n, (1u << PAGE_INFLIGHT) | (1u << PAGE_CACHED));
     if (st != RKV_OK) return st;
-    /* ascending stretches of the list go back as runs, one merge each */
+    int32_t runs = 0;
+    for (int32_t i = 0; i < n; i += stretch_at(pages, n, i)) runs++;
+    free_reserve(p, runs, n);
+    /* stretches of consecutive ids go back as runs, one merge each */
     for (int32_t i = 0; i < n;) {
-        int32_t j = i + 1;
-        while (j < n && pages[j] == pages[j - 1] + 1) j++;
-        free_checked_run(p, pages[i], j - i);
-        i = j;
+        int32_t len = stretch_at(pages, n, i), in, ca;
+        st_count(p, pages[i], len, &in, &ca);
+        free_counted_run(p, pages[i], len, in);
+        i += len;
     }
     return RKV_OK;
 }
@@ -293,20 +712,31 @@ rkv_status page_pool_free(page_pool *p, const int32_t *pages, int32_t n)
 rkv_status page_pool_free_run(page_pool *p, int32_t first, int32_t count)
 {
     if (count < 0 || first < 0 || count > p->num_pages - first) return RKV_EINVAL;
-    for (int32_t i = 0; i < count; i++) {
-        uint8_t s = p->state[first + i];
-        if (s != PAGE_INFLIGHT && s != PAGE_CACHED) return RKV_EINVAL;
-    }
-    free_checked_run(p, first, count);
+    int32_t in, ca;
+    if (st_count(p, first, count, &in, &ca) != 0) return RKV_EINVAL;
+    if (count == 0) return RKV_OK;
+    free_reserve(p, 1, count);
+    free_counted_run(p, first, count, in);
     return RKV_OK;
 }
 
-static rkv_status move_pages(page_pool *p, const int32_t *pages, int32_t n, uint8_t from,
-                             uint8_t to)
+static void count_move(page_pool *p, unsigned from, int delta)
+{
+    if (from == PAGE_INFLIGHT) p->num_inflight += delta;
+    else if (from == PAGE_CACHED) p->num_cached += delta;
+    else p->num_free += delta;
+}
+
+static rkv_status move_pages(page_pool *p, const int32_t *pages, int32_t n, unsigned from,
+                             unsigned to)
 {
     rkv_status st = check_batch(p, pages, n, 1u << from);
     if (st != RKV_OK) return st;
-    for (int32_t i = 0; i < n; i++) p->state[pages[i]] = to;
+    for (int32_t i = 0; i < n;) {
+        int32_t len = stretch_at(pages, n, i);
+        st_fill(p, pages[i], len, to);
+        i += len;
+    }
     count_move(p, from, -n);
     count_move(p, to, n);
     return RKV_OK;
@@ -328,53 +758,76 @@ rkv_status page_pool_release(page_pool *p, const int32_t *pages, int32_t n)
         return RKV_ECORRUPT;                                 \
     } while (0)
 
+/* The record the ends map holds for key, or -1 (a probe that meets an empty
+ * slot or goes round the whole table). */
+static int32_t end_lookup(const page_pool *p, int32_t key)
+{
+    uint32_t mask = (uint32_t)p->ends_cap - 1, i = end_home(p, key);
+    for (int32_t k = 0; k < p->ends_cap && p->ends[i].key >= 0; k++, i = (i + 1) & mask)
+        if (p->ends[i].key == key) return p->ends[i].ext;
+    return -1;
+}
+
 rkv_status page_pool_check(const page_pool *p, char *err, size_t errlen)
 {
-    int32_t cnt[3] = {0, 0, 0};
+    int32_t cnt[4] = {0, 0, 0, 0};
     for (int32_t i = 0; i < p->num_pages; i++) {
-        if (p->state[i] > PAGE_CACHED) CHECK_FAIL("page %d has bad state %d", i, p->state[i]);
-        cnt[p->state[i]]++;
+        int s = page_pool_state(p, i);
+        if (s > PAGE_CACHED) CHECK_FAIL("page %d has bad state %d", i, s);
+        cnt[s]++;
     }
     if (cnt[PAGE_FREE] != p->num_free || cnt[PAGE_INFLIGHT] != p->num_inflight ||
         cnt[PAGE_CACHED] != p->num_cached)
         CHECK_FAIL("page counts disagree: states free=%d inflight=%d cached=%d, "
                    "counters free=%d inflight=%d cached=%d",
                    cnt[0], cnt[1], cnt[2], p->num_free, p->num_inflight, p->num_cached);
-    /* every maximal run of free pages is one extent, tagged at both ends */
-    int32_t extents = 0;
+    if (p->num_freed > p->num_pages || (uint64_t)p->num_freed > p->freed_total ||
+        p->num_freed > p->freed_cap)
+        CHECK_FAIL("free log holds %d pages", p->num_freed);
+    if (p->stale) return RKV_OK; /* the next allocation rebuilds the index */
+    /* every maximal run of free pages is one extent, found under both ends */
+    int32_t extents = 0, keys = 0;
     for (int32_t i = 0; i < p->num_pages;) {
-        if (p->state[i] != PAGE_FREE) {
+        if (page_pool_state(p, i) != PAGE_FREE) {
             i++;
             continue;
         }
         int32_t j = i;
-        while (j < p->num_pages && p->state[j] == PAGE_FREE) j++;
-        int32_t c = j - i;
-        if (p->ext[i].tag != c)
-            CHECK_FAIL("free pages [%d, %d) but the extent at %d says %d pages", i, j, i, p->ext[i].tag);
-        if (c > 1 && p->ext[j - 1].tag != -(i + 1))
-            CHECK_FAIL("extent [%d, %d) has a bad tag %d at its last page", i, j, p->ext[j - 1].tag);
+        while (j < p->num_pages && page_pool_state(p, j) == PAGE_FREE) j++;
+        int32_t e = end_lookup(p, i);
+        if (e < 0 || e >= p->ext_len || p->ext[e].first != i || p->ext[e].count != j - i)
+            CHECK_FAIL("free pages [%d, %d) but the ends map gives record %d for page %d", i, j,
+                       e, i);
+        if (end_lookup(p, j - 1) != e)
+            CHECK_FAIL("extent [%d, %d): its last page maps to record %d, not %d", i, j,
+                       end_lookup(p, j - 1), e);
         extents++;
+        keys += j - i > 1 ? 2 : 1;
         i = j;
     }
     if (extents != p->num_extents)
         CHECK_FAIL("%d free extents, %d counted", extents, p->num_extents);
+    if (keys != p->ends_used) CHECK_FAIL("ends map holds %d keys, extents have %d", p->ends_used, keys);
+    if (p->ends_used >= p->ends_cap) CHECK_FAIL("ends map full (%d slots)", p->ends_cap);
+    int32_t spare = 0;
+    for (int32_t e = p->ext_spare; e >= 0; e = p->ext[e].next)
+        if (e >= p->ext_len || p->ext[e].count != 0 || ++spare > p->ext_len)
+            CHECK_FAIL("the spare record chain is broken at record %d", e);
+    if (spare + extents != p->ext_len)
+        CHECK_FAIL("%d records: %d extents and %d spare", p->ext_len, extents, spare);
     int32_t listed = 0;
     for (int32_t k = 0; k < PAGE_CLASSES; k++) {
         int on = (p->nonempty[k >> 6] >> (k & 63)) & 1;
         if (on != (p->head[k] >= 0)) CHECK_FAIL("class %d bitmap bit %d, list head %d", k, on, p->head[k]);
-        for (int32_t f = p->head[k], pv = -1; f >= 0; pv = f, f = p->ext[f].next) {
-            /* the start of a maximal free run, of its class: with the counts
-             * equal below, every extent is listed exactly once */
-            if (f >= p->num_pages || p->state[f] != PAGE_FREE || p->ext[f].tag < 1 ||
-                (f > 0 && p->state[f - 1] == PAGE_FREE) || class_of(p->ext[f].tag) != k ||
-                p->ext[f].prev != pv)
-                CHECK_FAIL("class %d lists a bad extent at page %d", k, f);
+        for (int32_t e = p->head[k], pv = -1; e >= 0; pv = e, e = p->ext[e].next) {
+            /* a record in use (the ends map agrees), of its class: with the
+             * counts equal, every extent is listed exactly once */
+            if (e >= p->ext_len || p->ext[e].count < 1 || end_lookup(p, p->ext[e].first) != e ||
+                class_of(p->ext[e].count) != k || p->ext[e].prev != pv)
+                CHECK_FAIL("class %d lists a bad extent record %d", k, e);
             if (++listed > extents) CHECK_FAIL("class lists hold more than %d extents", extents);
         }
     }
     if (listed != extents) CHECK_FAIL("class lists hold %d of %d extents", listed, extents);
-    if (p->num_freed > p->num_pages || (uint64_t)p->num_freed > p->freed_total)
-        CHECK_FAIL("free log holds %d pages", p->num_freed);
     return RKV_OK;
 }

@@ -24,10 +24,19 @@
  *   page    0 1 2 3 4 5 6 7 8 9 ...
  *   extents [0,3)       [7,9)   [10,14)
  *
- *   - boundary tags: an extent's first page holds its length, its last page
- *     the first page's id, so a freed run finds the free extents on both
- *     sides in O(1) and merges with them (coalescing: no two free extents are
- *     ever adjacent);
+ * What the pool keeps per page is only its state, in two bits (32 pages to a
+ * word): at page size 1 a page is a token, and the tree itself costs about
+ * 8 bytes per cached token, so any per-page word here would be most of the
+ * cache's host memory. Everything else is per free extent, and under churn
+ * there are few of those (eviction frees what the next allocation takes):
+ *
+ *   - ext: one record per free extent {first, count, next, prev}, in a table
+ *     that grows on demand (its free slots chained through next);
+ *   - ends: an open-addressing map (linear probing, multiplicative hash) from
+ *     an extent's first and last page to its record, so a freed run finds the
+ *     free extents on both sides in O(1) and merges with them (coalescing: no
+ *     two free extents are ever adjacent); the state bits say whether a
+ *     neighbour is free, so the map is only asked about ends that exist;
  *   - size classes: extents sit in doubly linked lists by length class
  *     (exact lengths 1..32, then four classes per power of two), with a bitmap
  *     of the non-empty classes. alloc(n) takes the first n pages of the
@@ -36,7 +45,14 @@
  *     request gets one run whenever one extent can hold it; only when none
  *     can, it takes the largest extents whole until the rest fits one.
  *
- * Everything is deterministic (lists are LIFO, no addresses or clocks).
+ * Everything is deterministic (lists are LIFO, no addresses or clocks; which
+ * table slot a record sits in never decides an order).
+ *
+ * Memory: the index grows ahead of need (at three quarters full), so a
+ * failed growth is retried on a later free and never loses a page. Only if
+ * the index is full and cannot grow does a free leave it stale: the state
+ * bits stay the truth, and the next allocation rebuilds the index from them
+ * (RKV_ENOMEM, nothing changed, if that fails too).
  */
 #ifndef RKV_PAGE_POOL_H
 #define RKV_PAGE_POOL_H
@@ -52,9 +68,10 @@ enum { PAGE_FREE = 0, PAGE_INFLIGHT = 1, PAGE_CACHED = 2 };
  * (lengths below 2^31). */
 enum { PAGE_CLASS_EXACT = 32, PAGE_CLASSES = PAGE_CLASS_EXACT + 4 * 26 };
 
-/* Host bytes the pool itself keeps per page: its state byte, its extent
- * triple and its slot in the free log (for up-front memory checks). */
-#define PAGE_POOL_BYTES_PER_PAGE (1 + 3 * 4 + 4)
+/* Host bits the pool keeps for every page from init on (its state); the
+ * per-extent index and the free log come on top, as page_pool_host_bytes()
+ * reports. */
+#define PAGE_POOL_BITS_PER_PAGE 2
 
 typedef struct page_pool {
     int32_t num_pages;
@@ -63,31 +80,55 @@ typedef struct page_pool {
     int32_t num_inflight;
     int32_t num_cached;
     int32_t num_extents; /* free extents */
-    uint8_t *state;      /* (num_pages) PAGE_* */
-    /* Free extents: at first page f of extent [f, f + c): ext[f].tag = c,
-     * ext[f].next and .prev link its class list (-1 ends); at its last page l
-     * (c > 1): ext[l].tag = -(f + 1). Other entries are stale. One array of
-     * triples, so a merge with a neighbour reads one line, not three. */
+    uint64_t *bits;      /* (num_pages / 32 rounded up) two bits per page: PAGE_* */
+    /* Free extents (see above): ext[e] for e in use is [first, first + count)
+     * in class_of(count)'s list; a slot not in use is on the chain from
+     * ext_spare through next. */
     struct page_ext {
-        int32_t tag, next, prev;
+        int32_t first, count, next, prev;
     } *ext;
+    int32_t ext_cap, ext_len, ext_spare;
+    /* ends: key a first or last page (-1 empty), ext its record;
+     * ends_cap a power of two. */
+    struct page_end {
+        int32_t key, ext;
+    } *ends;
+    int32_t ends_cap, ends_used, ends_shift;
+    int32_t stale; /* the index missed frees: rebuild before the next alloc */
     int32_t head[PAGE_CLASSES]; /* first extent of each class, -1 empty */
     uint64_t nonempty[(PAGE_CLASSES + 63) / 64];
-    /* Frees since the last allocation, in order (see page_pool_freed_since). */
+    /* Frees since the first mark after the last allocation, in order (see
+     * page_pool_freed_since); kept only while a mark is live. */
     int32_t *freed;
-    int32_t num_freed;
+    int32_t freed_cap, num_freed;
+    int32_t logging;      /* a mark is live: frees are logged */
+    int32_t log_lost;     /* the log could not grow: marks read RKV_ENOMEM */
+    int32_t log_kept;     /* page_pool_log_reserve: the log holds every page */
     uint64_t freed_total; /* pages freed since init */
 } page_pool;
 
 /* All pages start FREE, one extent. Returns RKV_EINVAL for num_pages < 0 or
- * page_size < 1. */
+ * page_size < 1, RKV_ENOMEM when the state bits cannot be had. */
 rkv_status page_pool_init(page_pool *p, int32_t num_pages, int32_t page_size);
 void page_pool_destroy(page_pool *p);
+
+/* Host bytes page_pool_init() takes for num_pages pages (the state bits and
+ * the first index tables), for up-front memory checks. */
+uint64_t page_pool_init_bytes(int64_t num_pages);
+/* Host bytes the pool holds now: state bits, extent index, free log. */
+uint64_t page_pool_host_bytes(const page_pool *p);
+
+/* A page's state, PAGE_*. pg must be in [0, num_pages). */
+static inline int page_pool_state(const page_pool *p, int32_t pg)
+{
+    return (int)((p->bits[pg >> 5] >> ((pg & 31) * 2)) & 3u);
+}
 
 /* Allocate n pages, all or nothing: on RKV_ENOSPC nothing changes. The pages
  * become INFLIGHT and are written to out[0..n) as ascending runs: one run
  * whenever a free extent holds n pages (a fresh pool hands out 0, 1, 2, ..),
- * else as few as the largest extents give. */
+ * else as few as the largest extents give. RKV_ENOMEM (nothing changed) only
+ * when a stale index (see above) cannot be rebuilt. */
 rkv_status page_pool_alloc(page_pool *p, int32_t n, int32_t *out);
 
 /* Return pages (INFLIGHT or CACHED) to the pool. A page id out of range or
@@ -109,22 +150,43 @@ rkv_status page_pool_release(page_pool *p, const int32_t *pages, int32_t n);
 
 /* The pages freed since a mark, in the order they were freed: callers that
  * learn what an eviction freed (a spill tier, the cache simulator's log for
- * kinds without node events) take a mark before and read after. A mark stays
- * readable until the next allocation (frees between two allocations are at
- * most num_pages, so the log never grows); reading an older one is
- * RKV_EINVAL. *pages points into the pool, valid until its next change. */
-static inline uint64_t page_pool_free_mark(const page_pool *p) { return p->freed_total; }
+ * kinds without node events) take a mark before and read after. Taking a
+ * mark starts the log (nobody pays for it otherwise); a mark stays readable
+ * until the next allocation, which ends the log; reading an older one is
+ * RKV_EINVAL, and RKV_ENOMEM if the log could not grow for a free since it.
+ * *pages points into the pool, valid until its next change. */
+static inline uint64_t page_pool_free_mark(page_pool *p)
+{
+    p->logging = 1;
+    return p->freed_total;
+}
 rkv_status page_pool_freed_since(const page_pool *p, uint64_t mark, const int32_t **pages,
                                  int32_t *n);
+/* Make the free log hold every page from now on (4 bytes a page, for the
+ * pool's life), so that no later free can lose it: for a caller that reads
+ * marks where it cannot report RKV_ENOMEM (a spill tier's eviction), called
+ * where it can (at its creation). RKV_ENOMEM, nothing changed, if not. */
+rkv_status page_pool_log_reserve(page_pool *p);
+
+/* The ends map's home slot of a page (multiplicative hashing: the top bits
+ * of pg times 2^32 / golden ratio). */
+static inline uint32_t page_pool_end_slot(const page_pool *p, int32_t pg)
+{
+    return ((uint32_t)pg * 2654435769u) >> p->ends_shift;
+}
 
 /* Ask for the lines freeing run [first, first + count) will read (its state
- * and its neighbours' extent tags), so a caller with other work to do first
- * (the tree unlinking the node) overlaps their misses with its own. */
+ * bits and the ends map's slots of its neighbours), so a caller with other
+ * work to do first (the tree unlinking the node) overlaps their misses with
+ * its own. */
 static inline void page_pool_prefetch_run(const page_pool *p, int32_t first, int32_t count)
 {
-    __builtin_prefetch(p->state + first, 1);
-    if (first > 0) __builtin_prefetch(&p->ext[first - 1], 1);
-    if (first + count < p->num_pages) __builtin_prefetch(&p->ext[first + count], 1);
+    __builtin_prefetch(p->bits + (first >> 5), 1);
+    if (first > 0) __builtin_prefetch(p->ends + page_pool_end_slot(p, first - 1), 1);
+    if (first + count < p->num_pages) {
+        __builtin_prefetch(p->bits + ((first + count) >> 5), 1);
+        __builtin_prefetch(p->ends + page_pool_end_slot(p, first + count), 1);
+    }
 }
 
 static inline int32_t page_pool_num_free(const page_pool *p) { return p->num_free; }
@@ -133,10 +195,11 @@ static inline int32_t page_pool_pages_for(const page_pool *p, int64_t tokens)
     return (int32_t)((tokens + p->page_size - 1) / p->page_size);
 }
 
-/* Recount the state array and compare with the counters; check that the
- * free extents are exactly the maximal runs of FREE pages, tagged at both
- * ends, each once in the list of its class, and the class bitmap. On failure
- * writes a message to err (if non-NULL) and returns RKV_ECORRUPT. */
+/* Recount the states and compare with the counters; check that the free
+ * extents are exactly the maximal runs of FREE pages, each with one record,
+ * found in the ends map under its first and last page, once in the list of
+ * its class, and the class bitmap (a stale index is only counted). On
+ * failure writes a message to err (if non-NULL) and returns RKV_ECORRUPT. */
 rkv_status page_pool_check(const page_pool *p, char *err, size_t errlen);
 
 #endif

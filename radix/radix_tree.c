@@ -1567,7 +1567,7 @@ static rkv_status check_node_pages(const radix_tree *t, const rt_node *x, uint8_
         if (g < 0 || g >= t->pool->num_pages)
             PART_FAIL("node %llu holds page id %d out of range", id, g);
         if (pg[g]) PART_FAIL("page %d owned twice (node %llu)", g, id);
-        if (t->pool->state[g] != PAGE_CACHED)
+        if (page_pool_state(t->pool, g) != PAGE_CACHED)
             PART_FAIL("page %d of node %llu is not CACHED in the pool", g, id);
         pg[g] = 1;
         (*pages)++;

@@ -634,10 +634,10 @@ static PyObject *Cache_free(CacheObject *self, PyObject *arg)
     if (ids_from(arg, "pages", self->num_pages - 1, &p) < 0) return NULL;
     /* Only pages in flight: a cached page belongs to the cache (evict it). */
     for (Py_ssize_t i = 0; i < p.n; i++)
-        if (self->pool.state[p.data[i]] != PAGE_INFLIGHT) {
+        if (page_pool_state(&self->pool, p.data[i]) != PAGE_INFLIGHT) {
             PyErr_Format(PyExc_ValueError, "radixkv.Cache.free: pages[%zd] = %d is %s, not in "
                          "flight", i, p.data[i],
-                         self->pool.state[p.data[i]] == PAGE_FREE ? "free" : "the cache's");
+                         page_pool_state(&self->pool, p.data[i]) == PAGE_FREE ? "free" : "the cache's");
             ids_release(&p);
             return NULL;
         }

@@ -69,7 +69,8 @@ from . import Cache, namespace_id, policies
 __all__ = ["RadixCache", "RadixKey"]
 
 # Pages in radixkv's pool when the allocator does not say how many KV slots
-# SGLang has (create_simulated): page ids cost 17 bytes each.
+# SGLang has (create_simulated): the pool keeps two bits per page, plus its
+# index of free extents.
 DEFAULT_PAGES = 1 << 20
 
 

@@ -548,7 +548,7 @@ static rkv_status commit_request(sim *s, sim_req *r, int32_t upto, int32_t *pref
     }
     for (int32_t k = mp; s->page_toks && k < upto; k++) {
         int32_t pg = r->pages[k];
-        if (s->pool->state[pg] == PAGE_CACHED)
+        if (page_pool_state(s->pool, pg) == PAGE_CACHED)
             memcpy(s->page_toks + (int64_t)pg * P, r->q.tokens + (int64_t)k * P,
                    sizeof(int32_t) * (size_t)P);
     }
@@ -863,7 +863,8 @@ rkv_status cache_sim_run(cache *c, const cache_sim_options *opt, trace_reader *t
     if (!s.node_log && !opt->summary_only) {
         /* calloc: the OS commits only the pages of it the replay touches. */
         s.page_toks = calloc((size_t)s.pool->num_pages * (size_t)s.P + 1, sizeof(int32_t));
-        if (!s.page_toks) {
+        /* step_evict reads the evicted pages from the pool's free log */
+        if (!s.page_toks || page_pool_log_reserve(s.pool) != RKV_OK) {
             rkv_set_err(err, errlen, "no memory for the tokens of %d pages", s.pool->num_pages);
             sim_free(&s);
             return RKV_ENOMEM;

@@ -233,12 +233,12 @@ static int build_cache(sim_cmd *m)
      * and, unless only a summary is asked for, the page-token table (counted
      * for every kind: an upper bound, whether or not the kind logs evictions
      * through its node hook). */
-    uint64_t per_page = PAGE_POOL_BYTES_PER_PAGE
-                        + (!m->o.summary_only ? 4 * (uint64_t)m->page_size : 0);
+    uint64_t per_page = !m->o.summary_only ? 4 * (uint64_t)m->page_size : 0;
     char what[128];
     snprintf(what, sizeof what, "--capacity %" PRId64 " (%" PRId64 " pages of %" PRId64 ")",
              m->o.capacity, m->pages, (int64_t)m->page_size);
-    if (host_mem_check(what, per_page * (uint64_t)m->pages, err, sizeof err) != RKV_OK) {
+    if (host_mem_check(what, page_pool_init_bytes(m->pages) + per_page * (uint64_t)m->pages,
+                       err, sizeof err) != RKV_OK) {
         fprintf(stderr, "radixkv cache-sim: %s\n", err);
         return 2;
     }

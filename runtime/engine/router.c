@@ -76,7 +76,7 @@ void router_destroy(router *r)
     if (!r) return;
     for (int32_t i = 0; r->a && i < r->cfg.replicas; i++) {
         if (r->a[i].c) cache_destroy(r->a[i].c);
-        if (r->a[i].pool.state) page_pool_destroy(&r->a[i].pool);
+        if (r->a[i].pool.bits) page_pool_destroy(&r->a[i].pool);
     }
     free(r->a);
     free(r->lens);

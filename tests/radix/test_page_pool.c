@@ -7,6 +7,9 @@
 
 #include "page_pool.h"
 #include "rkv_core.h"
+#ifdef RKV_FAULT_INJECTION
+#include "fault_alloc.h"
+#endif
 
 static void pool_ok(const page_pool *p, int step)
 {
@@ -98,11 +101,11 @@ START_TEST(test_random_against_model)
          * step would dominate the run time. */
         int cnt[3] = {0, 0, 0}, first_diff = -1;
         for (int i = 0; i < N; i++) {
-            if (p.state[i] != model[i] && first_diff < 0) first_diff = i;
+            if (page_pool_state(&p, i) != model[i] && first_diff < 0) first_diff = i;
             cnt[model[i]]++;
         }
         ck_assert_msg(first_diff < 0, "step %d: page %d state %d, model %d", it, first_diff,
-                      first_diff < 0 ? 0 : p.state[first_diff], first_diff < 0 ? 0 : model[first_diff]);
+                      first_diff < 0 ? 0 : page_pool_state(&p, first_diff), first_diff < 0 ? 0 : model[first_diff]);
         ck_assert_int_eq(cnt[0], p.num_free);
         ck_assert_int_eq(cnt[1], p.num_inflight);
         ck_assert_int_eq(cnt[2], p.num_cached);
@@ -246,7 +249,7 @@ START_TEST(test_extents_against_model)
             pool_ok(&p, step);
             int cnt[3] = {0, 0, 0}, first_diff = -1;
             for (int32_t i = 0; i < N; i++) {
-                if (p.state[i] != model[i] && first_diff < 0) first_diff = i;
+                if (page_pool_state(&p, i) != model[i] && first_diff < 0) first_diff = i;
                 cnt[model[i]]++;
             }
             ck_assert_msg(first_diff < 0, "seed %llu step %d: page %d state differs from the model",
@@ -306,7 +309,8 @@ START_TEST(test_coalescing)
     ck_assert_int_eq(p.num_extents, 2);
     ck_assert_int_eq(page_pool_free(&p, mid, 2), RKV_OK); /* bridges [2,4) and [6,8) */
     ck_assert_int_eq(p.num_extents, 1);
-    ck_assert_int_eq(p.ext[2].tag, 6);
+    ck_assert_int_eq(p.ext[p.head[5]].first, 2); /* one extent of 6 pages: class 5 */
+    ck_assert_int_eq(p.ext[p.head[5]].count, 6);
     pool_ok(&p, 0);
     int32_t out[6];
     ck_assert_int_eq(page_pool_alloc(&p, 6, out), RKV_OK);
@@ -315,6 +319,163 @@ START_TEST(test_coalescing)
     page_pool_destroy(&p);
 }
 END_TEST
+
+/* The pool's own memory follows its free extents, not its pages: a full
+ * pool and an empty one hold the state bits and the first index tables; a
+ * burst of scattered frees grows the index, and the allocations after it
+ * give the growth back (while handing out the same pages as ever). */
+START_TEST(test_memory_follows_extents)
+{
+    enum { N = 1 << 16 };
+    page_pool p;
+    ck_assert_int_eq(page_pool_init(&p, N, 1), RKV_OK);
+    uint64_t base = page_pool_host_bytes(&p);
+    ck_assert_uint_eq(base, page_pool_init_bytes(N));
+    ck_assert_uint_le(base, (uint64_t)N * PAGE_POOL_BITS_PER_PAGE / 8 + 4096);
+    int32_t *all = malloc(sizeof(int32_t) * N);
+    ck_assert_ptr_nonnull(all);
+    ck_assert_int_eq(page_pool_alloc(&p, N, all), RKV_OK);
+    /* every other page: N / 2 one-page extents */
+    for (int32_t i = 0; i < N; i += 2) ck_assert_int_eq(page_pool_free_run(&p, i, 1), RKV_OK);
+    ck_assert_int_eq(p.num_extents, N / 2);
+    pool_ok(&p, 0);
+    ck_assert_uint_gt(page_pool_host_bytes(&p), base + (uint64_t)N / 2 * 16);
+    /* take them back a few at a time: the index shrinks as it empties */
+    int32_t got[64];
+    while (p.num_free > 0) {
+        int32_t n = p.num_free < 64 ? p.num_free : 64;
+        ck_assert_int_eq(page_pool_alloc(&p, n, got), RKV_OK);
+    }
+    pool_ok(&p, 1);
+    ck_assert_int_eq(p.num_extents, 0);
+    ck_assert_uint_le(page_pool_host_bytes(&p), base + 8192);
+    free(all);
+    page_pool_destroy(&p);
+}
+END_TEST
+
+/* Duplicates in an unordered list are refused, and the states stay as they
+ * were (the two-bit states have one spare value, used as the mark). */
+START_TEST(test_unordered_duplicates_refused)
+{
+    page_pool p;
+    ck_assert_int_eq(page_pool_init(&p, 8, 1), RKV_OK);
+    int32_t all[8];
+    ck_assert_int_eq(page_pool_alloc(&p, 8, all), RKV_OK);
+    int32_t cached[3] = {5, 6, 7};
+    ck_assert_int_eq(page_pool_adopt(&p, cached, 3), RKV_OK);
+    int32_t dup[4] = {6, 2, 1, 6}, ok[4] = {6, 2, 1, 5};
+    ck_assert_int_eq(page_pool_free(&p, dup, 4), RKV_EINVAL);
+    pool_ok(&p, 0);
+    for (int32_t i = 0; i < 8; i++)
+        ck_assert_int_eq(page_pool_state(&p, i), i >= 5 ? PAGE_CACHED : PAGE_INFLIGHT);
+    ck_assert_int_eq(page_pool_free(&p, ok, 4), RKV_OK);
+    pool_ok(&p, 1);
+    ck_assert_int_eq(p.num_free, 4);
+    page_pool_destroy(&p);
+}
+END_TEST
+
+#ifdef RKV_FAULT_INJECTION
+/* One fixed scenario of allocations and run frees; the pages handed out go
+ * to out (at most cap). Returns how many, -1 when init ran out of memory, -2
+ * when a free or a check failed. No Check assertion inside: Check's own
+ * bookkeeping allocates, and would take the armed failure. */
+static int32_t fault_scenario(int32_t *out, int32_t cap)
+{
+    enum { N = 2048 };
+    page_pool p;
+    if (page_pool_init(&p, N, 1) != RKV_OK) return -1;
+    int32_t held[N], nheld = 0, nout = 0;
+    uint64_t rng = 42;
+    for (int step = 0; step < 3000; step++) {
+        uint64_t r = rkv_splitmix64_next(&rng);
+        if (r % 2 == 0) {
+            int32_t n = 1 + (int32_t)((r >> 8) % 24), pages[24];
+            if (page_pool_alloc(&p, n, pages) != RKV_OK) continue;
+            for (int32_t i = 0; i < n; i++) {
+                held[nheld++] = pages[i];
+                if (nout < cap) out[nout++] = pages[i];
+            }
+        } else if (nheld > 0) {
+            int32_t k = (int32_t)((r >> 8) % (uint64_t)nheld);
+            if (page_pool_free_run(&p, held[k], 1) != RKV_OK) nout = -2;
+            held[k] = held[--nheld];
+        }
+        if (nout >= 0 && step % 128 == 0 && page_pool_check(&p, NULL, 0) != RKV_OK) nout = -2;
+        if (nout < 0) break;
+    }
+    page_pool_destroy(&p);
+    return nout;
+}
+
+/* An allocation failing anywhere in the pool's life is absorbed: init
+ * reports RKV_ENOMEM and leaks nothing; a failed growth of the index (tried
+ * early) or a failed shrink changes nothing a caller sees, so every page
+ * comes out as in the run without a failure. */
+START_TEST(test_growth_failure_absorbed)
+{
+    enum { CAP = 40000 };
+    int32_t *ref = malloc(sizeof(int32_t) * CAP), *got = malloc(sizeof(int32_t) * CAP);
+    ck_assert_ptr_nonnull(ref);
+    ck_assert_ptr_nonnull(got);
+    fault_alloc_arm(0);
+    int32_t nref = fault_scenario(ref, CAP);
+    int64_t calls = fault_alloc_calls();
+    fault_alloc_arm(0);
+    ck_assert_int_gt(nref, 1000);
+    ck_assert_int_gt(calls, 4); /* the index grew and shrank */
+    for (int64_t k = 1; k <= calls; k++) {
+        fault_alloc_arm(k);
+        int32_t n = fault_scenario(got, CAP);
+        bool fired = fault_alloc_fired();
+        fault_alloc_arm(0);
+        ck_assert(fired);
+        ck_assert_int_ne(n, -2);
+        if (n == -1) continue; /* init's own allocations */
+        ck_assert_msg(n == nref && !memcmp(got, ref, sizeof(int32_t) * (size_t)n),
+                      "allocation %lld failing changed the pages handed out", (long long)k);
+    }
+    fault_alloc_arm(0);
+    free(ref);
+    free(got);
+}
+END_TEST
+
+/* A free that needs more index room than there is, with the growth failing,
+ * leaves the index stale (the state bits stay right, nothing is lost); the
+ * next allocation rebuilds it and the pool goes on. */
+START_TEST(test_stale_index_rebuilt)
+{
+    enum { N = 4096 };
+    page_pool p;
+    ck_assert_int_eq(page_pool_init(&p, N, 1), RKV_OK);
+    int32_t *all = malloc(sizeof(int32_t) * N), odd[N / 2];
+    ck_assert_ptr_nonnull(all);
+    ck_assert_int_eq(page_pool_alloc(&p, N, all), RKV_OK);
+    for (int32_t i = 0; i < N / 2; i++) odd[i] = 2 * i + 1;
+    fault_alloc_arm(1); /* the index's growth for N / 2 new extents fails */
+    rkv_status st = page_pool_free(&p, odd, N / 2);
+    bool fired = fault_alloc_fired();
+    fault_alloc_arm(0);
+    ck_assert_int_eq(st, RKV_OK);
+    ck_assert(fired);
+    ck_assert_int_eq(p.stale, 1);
+    ck_assert_int_eq(p.num_free, N / 2);
+    pool_ok(&p, 0);
+    int32_t got[3];
+    ck_assert_int_eq(page_pool_alloc(&p, 3, got), RKV_OK); /* rebuilds: one-page extents */
+    ck_assert_int_eq(p.stale, 0);
+    ck_assert_int_eq(p.num_extents, N / 2 - 3);
+    pool_ok(&p, 1);
+    for (int32_t i = 0; i < 3; i++) ck_assert_int_eq(got[i] % 2, 1);
+    ck_assert_int_eq(page_pool_free(&p, all, 1), RKV_OK); /* page 0 joins page 1's extent */
+    pool_ok(&p, 2);
+    free(all);
+    page_pool_destroy(&p);
+}
+END_TEST
+#endif
 
 int main(void)
 {
@@ -326,6 +487,12 @@ int main(void)
     tcase_add_test(tc, test_extents_against_model);
     tcase_add_test(tc, test_freed_run_survives_later_frees);
     tcase_add_test(tc, test_coalescing);
+    tcase_add_test(tc, test_memory_follows_extents);
+    tcase_add_test(tc, test_unordered_duplicates_refused);
+#ifdef RKV_FAULT_INJECTION
+    tcase_add_test(tc, test_growth_failure_absorbed);
+    tcase_add_test(tc, test_stale_index_rebuilt);
+#endif
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -91,7 +91,7 @@ START_TEST(evicting_part_of_a_run)
     ck_assert_int_eq(radix_tree_evict(t, 1), 8);
     check_tree();
     for (int i = 0; i < 6; i++)
-        ck_assert_int_eq(pool.state[i], i < 2 ? PAGE_CACHED : PAGE_FREE);
+        ck_assert_int_eq(page_pool_state(&pool, i), i < 2 ? PAGE_CACHED : PAGE_FREE);
     ck_assert_int_eq(match_runs(tok, 12, runs, &len), 1);
     ck_assert_int_eq(len, 4);
     ck_assert_int_eq(runs[0].first, 0);
@@ -125,12 +125,12 @@ START_TEST(scattered_pages_are_several_runs)
     /* evicting the suffix frees page 4 of the run {2,3,4} and page 12 */
     ck_assert_int_eq(radix_tree_evict(t, 1), 2);
     check_tree();
-    ck_assert_int_eq(pool.state[4], PAGE_FREE);
-    ck_assert_int_eq(pool.state[12], PAGE_FREE);
-    ck_assert_int_eq(pool.state[3], PAGE_CACHED);
+    ck_assert_int_eq(page_pool_state(&pool, 4), PAGE_FREE);
+    ck_assert_int_eq(page_pool_state(&pool, 12), PAGE_FREE);
+    ck_assert_int_eq(page_pool_state(&pool, 3), PAGE_CACHED);
     /* the caller's pages the tree did not adopt are still the caller's */
     for (int i = 0; i < 16; i++)
-        if (pool.state[all[i]] == PAGE_INFLIGHT)
+        if (page_pool_state(&pool, all[i]) == PAGE_INFLIGHT)
             ck_assert_int_eq(page_pool_free(&pool, &all[i], 1), RKV_OK);
     close_tree();
 }

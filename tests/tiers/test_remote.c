@@ -208,7 +208,7 @@ static int32_t request(eng *e, const int32_t *tokens, int32_t n)
     int32_t prefix = 0;
     ck_assert_int_eq(cache_insert(c, &(cache_seq){0}, tokens, nb * P, pages, &prefix), RKV_OK);
     for (int32_t k = m.num_pages; k < nb; k++)
-        if (c->pool->state[pages[k]] == PAGE_INFLIGHT) ck_assert_int_eq(page_pool_free(c->pool, &pages[k], 1), RKV_OK);
+        if (page_pool_state(c->pool, pages[k]) == PAGE_INFLIGHT) ck_assert_int_eq(page_pool_free(c->pool, &pages[k], 1), RKV_OK);
     ck_assert_int_eq(cache_unlock(c, &m), RKV_OK);
     cache_seq_free(&m);
     ck_cache_ok(c);
