@@ -871,7 +871,7 @@ static PyObject *Cache_kv_insert(CacheObject *self, PyObject *args, PyObject *kw
     const page_pool *pool = &self->pool;
     int contiguous64 = v.view.itemsize == 8 && v.kind == 's' && v.stride == 8;
     for (int32_t j = k > prefix / P ? k : prefix / P; j < npg; j++) {
-        if (pool->state[pages[j]] != PAGE_CACHED) continue;
+        if (page_pool_state(pool, pages[j]) != PAGE_CACHED) continue;
         self->vals_tag[pages[j]] = have_tags ? vals_view_get(&tg, j) : 0;
         int64_t *dst = self->vals + (int64_t)pages[j] * P;
         if (contiguous64)
@@ -882,7 +882,7 @@ static PyObject *Cache_kv_insert(CacheObject *self, PyObject *args, PyObject *kw
     }
     rkv_status fs = RKV_OK;
     for (int32_t j = k; j < npg; j++)
-        if (pool->state[pages[j]] == PAGE_INFLIGHT
+        if (page_pool_state(pool, pages[j]) == PAGE_INFLIGHT
             && page_pool_free(&self->pool, &pages[j], 1) != RKV_OK)
             fs = RKV_EINVAL;
     if (fs != RKV_OK) {

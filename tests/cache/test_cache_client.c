@@ -240,7 +240,7 @@ static int32_t twin_insert(twin *w, int i, const int32_t *t, int32_t n, bool hol
                          : insert_then_match(w->c, s, t, n, pages, &prefix);
     ck_assert_int_eq(st, RKV_OK);
     for (int32_t j = k; j < nb; j++)
-        if (w->pool.state[pages[j]] == PAGE_INFLIGHT)
+        if (page_pool_state(&w->pool, pages[j]) == PAGE_INFLIGHT)
             ck_assert_int_eq(page_pool_free(&w->pool, &pages[j], 1), RKV_OK);
     return prefix;
 }
