@@ -896,7 +896,7 @@ static PyObject *Cache_kv_insert(CacheObject *self, PyObject *args, PyObject *kw
         r = Py_BuildValue("(iO)", k * P, (PyObject *)path);
         goto out;
     }
-    memcpy(pages, path->m.pages, sizeof(int32_t) * (size_t)k);
+    if (k) memcpy(pages, path->m.pages, sizeof(int32_t) * (size_t)k);
     int32_t fresh = npg - k;
     st = page_pool_alloc(&self->pool, fresh, pages + k);
     if (st != RKV_OK) {
