@@ -89,6 +89,10 @@ rkv_status cache_insert_hold(cache *c, cache_seq *s, const int32_t *tokens, int3
                              const int32_t *pages, int32_t *prefix_len)
 {
     if (c->ops->insert_hold) return c->ops->insert_hold(c, s, tokens, n, pages, prefix_len);
+    if (!pages) {
+        *prefix_len = 0;
+        return RKV_ENOTSUP;
+    }
     return insert_hold_by_match(c, s, tokens, n, pages, prefix_len);
 }
 

@@ -179,8 +179,9 @@ typedef struct cache_ops {
     bool (*set_evict_hook)(cache *c, cache_node_fn fn, void *ctx);
     bool (*visit)(const cache *c, cache_node_fn fn, void *ctx);
     bool (*clock)(const cache *c, uint64_t *out);
-    /* Optional (NULL: cache_insert_hold() does insert, match, lock, unlock):
-     * insert, then s holds the inserted path, in one walk. */
+    /* Optional (NULL: cache_insert_hold() does insert, match, lock, unlock,
+     * and refuses pages NULL): insert, then s holds the inserted path, in one
+     * walk; pages NULL takes the missing pages from the pool. */
     rkv_status (*insert_hold)(cache *c, cache_seq *s, const int32_t *tokens, int32_t n,
                               const int32_t *pages, int32_t *prefix_len);
 } cache_ops;
@@ -222,7 +223,13 @@ static inline rkv_status cache_insert(cache *c, const cache_seq *s, const int32_
  * that held locks holds as many on the new path (taken before the old ones
  * are let go); an unlocked one stays unlocked. So a caller need not match
  * again after an insert. The radix kind does it in one walk of the tree.
- * On failure s is as it was. */
+ * On failure s is as it was.
+ *
+ * pages NULL: the cache takes the pages for what it lacks from the pool once
+ * its walk has found them, so only those are allocated; s->pages[*prefix_len
+ * / P ..) are then the ones it took (CACHED). RKV_ENOSPC when the pool is
+ * short (nothing new cached); RKV_ENOTSUP for a kind without its own
+ * insert_hold (only radix has one): allocate and pass pages instead. */
 rkv_status cache_insert_hold(cache *c, cache_seq *s, const int32_t *tokens, int32_t n,
                              const int32_t *pages, int32_t *prefix_len);
 /* Reference counts on s's path (s->locks counts them): locked entries are

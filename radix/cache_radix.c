@@ -14,6 +14,7 @@ typedef struct cache_radix {
     cache_node_fn evict_fn; /* cache.h's eviction hook, fed by the tree's callback */
     void *evict_ctx;
     radix_page_run *runs; /* (runs_cap) a match's page runs before expansion */
+    int32_t *take;        /* (runs_cap) pages an insert_hold takes from the pool */
     int32_t runs_cap;
 } cache_radix;
 
@@ -39,6 +40,9 @@ static rkv_status runs_reserve(cache_radix *cr, cache_seq *s, int32_t n)
         radix_page_run *r = realloc(cr->runs, sizeof *r * (size_t)np);
         if (!r) return RKV_ENOMEM;
         cr->runs = r;
+        int32_t *k = realloc(cr->take, sizeof *k * (size_t)np);
+        if (!k) return RKV_ENOMEM;
+        cr->take = k;
         cr->runs_cap = np;
     }
     return RKV_OK;
@@ -85,7 +89,8 @@ static rkv_status radix_insert(cache *c, const cache_seq *s, const int32_t *toke
 
 /* One walk: the tree's insert reports the cached part's pages and the path's
  * last node; the seq's locks move there (new ones taken first, so nothing on
- * the shared part is ever unprotected). */
+ * the shared part is ever unprotected). pages NULL: the tree takes the new
+ * pages from the pool after its walk (cr->take). */
 static rkv_status radix_insert_hold(cache *c, cache_seq *s, const int32_t *tokens, int32_t n,
                                     const int32_t *pages, int32_t *prefix_len)
 {
@@ -97,7 +102,12 @@ static rkv_status radix_insert_hold(cache *c, cache_seq *s, const int32_t *token
     radix_tree *t = tree_of(c);
     radix_tree_set_priority(t, s->priority);
     int32_t nruns = 0, node = 0;
-    st = radix_tree_insert_runs(t, tokens, n, pages, s->ns, prefix_len, cr->runs, &nruns, &node);
+    if (pages)
+        st = radix_tree_insert_runs(t, tokens, n, pages, s->ns, prefix_len, cr->runs, &nruns,
+                                    &node);
+    else
+        st = radix_tree_insert_take(t, tokens, n, cr->take, s->ns, prefix_len, cr->runs, &nruns,
+                                    &node);
     count_insert(c, st, n, *prefix_len);
     if (st != RKV_OK) return st;
     int32_t taken = 0;
@@ -110,7 +120,8 @@ static rkv_status radix_insert_hold(cache *c, cache_seq *s, const int32_t *token
     }
     const int32_t P = c->page_size, whole = n - n % P;
     int32_t held = radix_page_runs_expand(cr->runs, nruns, s->pages);
-    for (int32_t k = held; k < whole / P; k++) s->pages[k] = pages[k];
+    const int32_t *own = pages ? pages : cr->take;
+    for (int32_t k = held; k < whole / P; k++) s->pages[k] = own[k];
     s->len = whole;
     s->num_pages = whole / P;
     s->handle = (void *)(intptr_t)node;
@@ -165,6 +176,7 @@ static void radix_destroy(cache *c)
 {
     radix_tree_destroy(tree_of(c));
     free(((cache_radix *)c)->runs);
+    free(((cache_radix *)c)->take);
     free(c);
 }
 

@@ -1265,14 +1265,15 @@ rkv_status radix_tree_match_runs(radix_tree *t, const int32_t *tokens, int32_t n
 }
 
 /* radix_tree_insert(); out (may be NULL) gets the pages of the part already
- * cached, *node the last node of the inserted path. */
+ * cached, *node the last node of the inserted path. take (pages NULL): the
+ * new leaf's pages come from the pool, written to take[pos / P ..). */
 static rkv_status insert_into(radix_tree *t, const int32_t *tokens, int32_t n,
-                              const int32_t *pages, uint64_t ns, int32_t *prefix_len,
-                              page_sink *out, int32_t *node)
+                              const int32_t *pages, int32_t *take, uint64_t ns,
+                              int32_t *prefix_len, page_sink *out, int32_t *node)
 {
     *prefix_len = 0;
     *node = RT_ROOT;
-    if (n < 0 || (n > 0 && (!tokens || !pages))) return RKV_EINVAL;
+    if (n < 0 || (n > 0 && (!tokens || (!pages && !take)))) return RKV_EINVAL;
     int32_t P = t->P;
     n -= n % P;
     uint64_t now = ++t->clock;
@@ -1298,10 +1299,14 @@ static rkv_status insert_into(radix_tree *t, const int32_t *tokens, int32_t n,
     int32_t len = n - pos;
     if (!heap_reserve(t, (int32_t)t->num_nodes + 1) || !child_reserve(t, N(t, at)))
         return RKV_ENOMEM;
-    const int32_t *own = pages + pos / P;
+    if (take && page_pool_alloc(t->pool, len / P, take + pos / P) != RKV_OK) return RKV_ENOSPC;
+    const int32_t *own = take ? take + pos / P : pages + pos / P;
     int32_t nr = flat_nruns(own, len / P);
     int32_t ls = node_new(t, len, nr);
-    if (ls < 0) return RKV_ENOMEM;
+    if (ls < 0) {
+        if (take) page_pool_free(t->pool, own, len / P);
+        return RKV_ENOMEM;
+    }
     rt_node *leaf = N(t, ls);
     if (page_pool_adopt(t->pool, own, len / P) != RKV_OK) {
         rt_free(t, leaf->edge, edge_bytes_nr(len, nr));
@@ -1329,7 +1334,7 @@ rkv_status radix_tree_insert(radix_tree *t, const int32_t *tokens, int32_t n,
                              const int32_t *pages, uint64_t ns, int32_t *prefix_len)
 {
     int32_t node;
-    return insert_into(t, tokens, n, pages, ns, prefix_len, NULL, &node);
+    return insert_into(t, tokens, n, pages, NULL, ns, prefix_len, NULL, &node);
 }
 
 rkv_status radix_tree_insert_runs(radix_tree *t, const int32_t *tokens, int32_t n,
@@ -1337,7 +1342,17 @@ rkv_status radix_tree_insert_runs(radix_tree *t, const int32_t *tokens, int32_t 
                                   radix_page_run *runs_out, int32_t *num_runs, int32_t *node)
 {
     page_sink out = {NULL, runs_out, 0, 0};
-    rkv_status st = insert_into(t, tokens, n, pages, ns, prefix_len, &out, node);
+    rkv_status st = insert_into(t, tokens, n, pages, NULL, ns, prefix_len, &out, node);
+    *num_runs = st == RKV_OK ? out.nruns : 0;
+    return st;
+}
+
+rkv_status radix_tree_insert_take(radix_tree *t, const int32_t *tokens, int32_t n,
+                                  int32_t *pages_out, uint64_t ns, int32_t *prefix_len,
+                                  radix_page_run *runs_out, int32_t *num_runs, int32_t *node)
+{
+    page_sink out = {NULL, runs_out, 0, 0};
+    rkv_status st = insert_into(t, tokens, n, NULL, pages_out, ns, prefix_len, &out, node);
     *num_runs = st == RKV_OK ? out.nruns : 0;
     return st;
 }

@@ -168,6 +168,15 @@ rkv_status radix_tree_insert_runs(radix_tree *t, const int32_t *tokens, int32_t 
                                   const int32_t *pages, uint64_t ns, int32_t *prefix_len,
                                   radix_page_run *runs_out, int32_t *num_runs, int32_t *node);
 
+/* radix_tree_insert_runs() for a caller that has no pages yet: after the walk
+ * the tree takes the pages for tokens [*prefix_len, n) from its pool, writes
+ * them to pages_out[*prefix_len / P .. n / P) and adopts them, so only what
+ * is missing is ever allocated. RKV_ENOSPC when the pool is short (nothing
+ * new cached; the walk has entered the cached part, as a match would). */
+rkv_status radix_tree_insert_take(radix_tree *t, const int32_t *tokens, int32_t n,
+                                  int32_t *pages_out, uint64_t ns, int32_t *prefix_len,
+                                  radix_page_run *runs_out, int32_t *num_runs, int32_t *node);
+
 /* Reference counts from node up to the root (handles from match). Moving a
  * node's count 0 -> 1 moves its tokens from evictable to protected, and back.
  * unlock of a node whose count is 0 is RKV_EINVAL and changes nothing. A

@@ -91,6 +91,34 @@ static char format_kind(const char *f, Py_ssize_t itemsize)
     return 0;
 }
 
+/* src[0..n) narrowed into dst; 1 when some id is outside [0, hi] (hi <=
+ * INT32_MAX). Shifts and 32-bit compares only, in blocks of 8 with a fixed
+ * inner count, so that -O2's cheap vectorizer takes it on the SSE2 baseline
+ * (a 64-bit compare, or a loop of unknown count, stays scalar there: ~10
+ * instructions a token). */
+static int narrow_ids(const int64_t *restrict src, int32_t *restrict dst, Py_ssize_t n,
+                      int64_t hi)
+{
+    const int32_t top = (int32_t)hi;
+    uint64_t wide = 0; /* any bit at 31 or above: negative or past INT32_MAX */
+    int32_t over = 0;  /* past hi */
+    Py_ssize_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++) {
+            uint64_t x = (uint64_t)src[i + k];
+            wide |= x >> 31;
+            int32_t y = (int32_t)x;
+            over |= y > top;
+            dst[i + k] = y;
+        }
+    for (; i < n; i++) {
+        wide |= (uint64_t)src[i] >> 31;
+        over |= (int32_t)src[i] > top;
+        dst[i] = (int32_t)src[i];
+    }
+    return wide != 0 || over != 0;
+}
+
 /* The ids of a buffer of integers (array, numpy array, memoryview) into a: read
  * in place when already contiguous aligned int32, else converted. 0, or -1
  * with the exception set and nothing held. */
@@ -126,14 +154,7 @@ static int ids_from_buffer(PyObject *obj, const char *what, int64_t hi, ids *a)
     /* Contiguous int64 (array('q'), SGLang's token arrays, numpy's
      * default): one branch-free pass, a second only to name a bad id. */
     if (k == 's' && v->itemsize == 8 && stride == 8 && ((uintptr_t)v->buf % 8) == 0) {
-        const int64_t *src = v->buf;
-        int bad = 0;
-        for (Py_ssize_t i = 0; i < n; i++) {
-            int64_t x = src[i];
-            bad |= (x < 0) | (x > hi);
-            a->owned[i] = (int32_t)x;
-        }
-        if (!bad) {
+        if (!narrow_ids(v->buf, a->owned, n, hi)) {
             a->data = a->owned;
             return 0;
         }
@@ -779,17 +800,111 @@ static MatchObject *match_new(CacheObject *self)
     return m;
 }
 
+/* Pages pages[from..to) that the cache holds (CACHED) take values[j * P ..
+ * (j + 1) * P) and tags[j] (tg NULL: 0) for page j. -1 with MemoryError. */
+static int vals_store(CacheObject *self, const int32_t *pages, int32_t from, int32_t to,
+                      const vals_view *v, const vals_view *tg)
+{
+    const int32_t P = self->page_size;
+    int32_t top = 0;
+    for (int32_t j = from; j < to; j++)
+        if (pages[j] >= top) top = pages[j] + 1;
+    if (vals_reserve(self, top) < 0) return -1;
+    const page_pool *pool = &self->pool;
+    int contiguous64 = v->view.itemsize == 8 && v->kind == 's' && v->stride == 8;
+    /* Runs of consecutive page ids (the pool hands out runs) in one copy each. */
+    for (int32_t j = from, e; j < to; j = e) {
+        int32_t pg = pages[j];
+        e = j + 1;
+        if (page_pool_state(pool, pg) != PAGE_CACHED) continue;
+        while (e < to && pages[e] == pg + (e - j) && page_pool_state(pool, pages[e]) == PAGE_CACHED) e++;
+        size_t np = (size_t)(e - j);
+        int64_t *dst = self->vals + (int64_t)pg * P;
+        if (contiguous64)
+            memcpy(dst, (const int64_t *)v->view.buf + (Py_ssize_t)j * P, sizeof(int64_t) * np * P);
+        else
+            for (Py_ssize_t i = 0; i < (Py_ssize_t)np * P; i++)
+                dst[i] = vals_view_get(v, (Py_ssize_t)j * P + i);
+        for (int32_t q = j; q < e; q++) self->vals_tag[pages[q]] = tg ? vals_view_get(tg, q) : 0;
+        memset(self->vals_set + pg, 1, np);
+    }
+    return 0;
+}
+
+/* kv_insert for kinds without a one-walk insert (cache_insert_hold with no
+ * pages: RKV_ENOTSUP): the cached prefix is matched into path first, so that
+ * only the missing pages are allocated, then inserted with them; path ends
+ * holding the inserted path. The (prefix_len, Match) answer, or NULL with
+ * the exception set. */
+static PyObject *kv_insert_matched(CacheObject *self, MatchObject *path, const int32_t *tokens,
+                                   int32_t npg, const vals_view *v, const vals_view *tg)
+{
+    const int32_t P = self->page_size, n = npg * P;
+    int32_t *pages = NULL, prefix = 0, k = 0, fresh = 0;
+    PyObject *r = NULL;
+    rkv_status st;
+    if (!(pages = malloc(sizeof(int32_t) * (size_t)(npg ? npg : 1)))) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    st = cache_match_prefix(self->c, &path->m, tokens, n);
+    if (st != RKV_OK) {
+        raise_status(st, "radixkv.Cache.kv_insert", "the match of the held prefix");
+        goto out;
+    }
+    k = path->m.num_pages; /* pages[0..k): the cache's */
+    if (k == npg) { /* all held (or nothing to insert): the match is the path */
+        r = Py_BuildValue("(iO)", k * P, (PyObject *)path);
+        goto out;
+    }
+    if (k) memcpy(pages, path->m.pages, sizeof(int32_t) * (size_t)k);
+    fresh = npg - k;
+    st = page_pool_alloc(&self->pool, fresh, pages + k);
+    if (st != RKV_OK) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "%d pages asked, %d free (evict first)", fresh,
+                 page_pool_num_free(&self->pool));
+        raise_status(st, "radixkv.Cache.kv_insert", msg);
+        goto out;
+    }
+    st = cache_insert_hold(self->c, &path->m, tokens, n, pages, &prefix);
+    if (st != RKV_OK) {
+        raise_status(st, "radixkv.Cache.kv_insert", NULL);
+        goto give_back;
+    }
+    /* The pages whose tokens were cached already go back to the pool; the
+     * ones the cache adopted take their values. */
+    const page_pool *pool = &self->pool;
+    rkv_status fs = RKV_OK;
+    for (int32_t j = k; j < npg; j++)
+        if (page_pool_state(pool, pages[j]) == PAGE_INFLIGHT
+            && page_pool_free(&self->pool, &pages[j], 1) != RKV_OK)
+            fs = RKV_EINVAL;
+    if (fs != RKV_OK) {
+        raise_status(fs, "radixkv.Cache.kv_insert", "returning the pages the cache held already");
+        goto out;
+    }
+    int32_t from = k > prefix / P ? k : prefix / P;
+    if (vals_store(self, pages, from, npg, v, tg) < 0) goto out;
+    r = Py_BuildValue("(iO)", prefix, (PyObject *)path);
+    goto out;
+give_back:
+    page_pool_free(&self->pool, pages + k, fresh);
+out:
+    free(pages);
+    return r;
+}
+
 /* kv_insert(tokens, values, namespace=None) -> (prefix_len, Match): insert the
  * page-aligned head of tokens; the pages the cache did not hold yet take
  * values[i] for token i (at least as many values as aligned tokens). The
  * Match is the inserted path's (its lock handle), unlocked.
  *
- * One walk of the tree when the pool has a page for every page of the key:
- * those pages are taken up front, the insert (cache_insert_hold) adopts the
- * ones past the cached prefix and leaves the Match on the path, and the rest
- * go back to the pool. When it has not, the cached prefix is matched first so
- * that only the missing pages are asked for (as a caller of match / alloc /
- * insert would), then the same insert. */
+ * One walk of the tree where the kind can (radix): cache_insert_hold() with
+ * no pages takes the missing ones from the pool once its walk has found
+ * them, and leaves the Match on the path. Other kinds: the cached prefix is
+ * matched first so that only the missing pages are allocated (as a caller of
+ * match / alloc / insert would), then the same insert with them. */
 static PyObject *Cache_kv_insert(CacheObject *self, PyObject *args, PyObject *kw)
 {
     static char *names[] = {"tokens", "values", "namespace", "tags", NULL};
@@ -813,7 +928,6 @@ static PyObject *Cache_kv_insert(CacheObject *self, PyObject *args, PyObject *kw
     }
     const int32_t P = self->page_size;
     int32_t npg = (int32_t)(t.n / P), n = npg * P;
-    int32_t *pages = NULL;
     PyObject *r = NULL;
     MatchObject *path = NULL;
     if (v.n < n) {
@@ -828,73 +942,24 @@ static PyObject *Cache_kv_insert(CacheObject *self, PyObject *args, PyObject *kw
     }
     if (!(path = match_new(self))) goto out;
     path->m.ns = ns;
-    if (!(pages = malloc(sizeof(int32_t) * (size_t)(npg ? npg : 1)))) {
-        PyErr_NoMemory();
+    int32_t prefix = 0;
+    rkv_status st = cache_insert_hold(self->c, &path->m, t.data, n, NULL, &prefix);
+    if (st == RKV_OK) {
+        if (vals_store(self, path->m.pages, prefix / P, npg, &v, have_tags ? &tg : NULL) < 0)
+            goto out;
+        r = Py_BuildValue("(iO)", prefix, (PyObject *)path);
         goto out;
     }
-    rkv_status st;
-    int32_t k = 0; /* pages[0..k): the cache's, from the match of the short-pool route */
-    if (page_pool_num_free(&self->pool) < npg) {
-        st = cache_match_prefix(self->c, &path->m, t.data, n);
-        if (st != RKV_OK) {
-            raise_status(st, "radixkv.Cache.kv_insert", "the match of the held prefix");
-            goto out;
-        }
-        k = path->m.num_pages;
-        if (k == npg) { /* all held (or nothing to insert): the match is the path */
-            r = Py_BuildValue("(iO)", k * P, (PyObject *)path);
-            goto out;
-        }
-        memcpy(pages, path->m.pages, sizeof(int32_t) * (size_t)k);
-    }
-    int32_t fresh = npg - k;
-    st = page_pool_alloc(&self->pool, fresh, pages + k);
-    if (st != RKV_OK) {
-        char msg[128];
-        snprintf(msg, sizeof msg, "%d pages asked, %d free (evict first)", fresh,
-                 page_pool_num_free(&self->pool));
+    if (st != RKV_ENOTSUP) {
+        char msg[128] = "";
+        if (st == RKV_ENOSPC)
+            snprintf(msg, sizeof msg, "%d pages asked, %d free (evict first)", npg - prefix / P,
+                     page_pool_num_free(&self->pool));
         raise_status(st, "radixkv.Cache.kv_insert", msg);
         goto out;
     }
-    int32_t top = 0;
-    for (int32_t j = k; j < npg; j++)
-        if (pages[j] >= top) top = pages[j] + 1;
-    if (vals_reserve(self, top) < 0) goto give_back;
-    int32_t prefix = 0;
-    st = cache_insert_hold(self->c, &path->m, t.data, n, pages, &prefix);
-    if (st != RKV_OK) {
-        raise_status(st, "radixkv.Cache.kv_insert", NULL);
-        goto give_back;
-    }
-    /* The pages the cache adopted take their values; the others (their
-     * tokens were cached already) go back to the pool. */
-    const page_pool *pool = &self->pool;
-    int contiguous64 = v.view.itemsize == 8 && v.kind == 's' && v.stride == 8;
-    for (int32_t j = k > prefix / P ? k : prefix / P; j < npg; j++) {
-        if (page_pool_state(pool, pages[j]) != PAGE_CACHED) continue;
-        self->vals_tag[pages[j]] = have_tags ? vals_view_get(&tg, j) : 0;
-        int64_t *dst = self->vals + (int64_t)pages[j] * P;
-        if (contiguous64)
-            memcpy(dst, (const int64_t *)v.view.buf + (Py_ssize_t)j * P, sizeof(int64_t) * (size_t)P);
-        else
-            for (int32_t i = 0; i < P; i++) dst[i] = vals_view_get(&v, (Py_ssize_t)j * P + i);
-        self->vals_set[pages[j]] = 1;
-    }
-    rkv_status fs = RKV_OK;
-    for (int32_t j = k; j < npg; j++)
-        if (page_pool_state(pool, pages[j]) == PAGE_INFLIGHT
-            && page_pool_free(&self->pool, &pages[j], 1) != RKV_OK)
-            fs = RKV_EINVAL;
-    if (fs != RKV_OK) {
-        raise_status(fs, "radixkv.Cache.kv_insert", "returning the pages the cache held already");
-        goto out;
-    }
-    r = Py_BuildValue("(iO)", prefix, (PyObject *)path);
-    goto out;
-give_back:
-    page_pool_free(&self->pool, pages + k, fresh);
+    r = kv_insert_matched(self, path, t.data, npg, &v, have_tags ? &tg : NULL);
 out:
-    free(pages);
     Py_XDECREF(path);
     PyBuffer_Release(&v.view);
     if (have_tags) PyBuffer_Release(&tg.view);

@@ -404,6 +404,71 @@ START_TEST(priority_travels_with_the_seq)
 }
 END_TEST
 
+/* insert_hold with no pages: the cache takes from the pool only the pages it
+ * lacks (radix, in its one walk); a short pool is RKV_ENOSPC with nothing new
+ * cached and the seq as it was; kinds without their own insert_hold refuse. */
+START_TEST(insert_hold_takes_only_the_missing_pages)
+{
+    const char *kind = kinds[_i];
+    page_pool pool;
+    ck_assert_int_eq(page_pool_init(&pool, PAGES, P), RKV_OK);
+    cache *c = tu_create(kind, NULL, &pool);
+    int32_t t[6 * P];
+    for (int32_t i = 0; i < 6 * P; i++) t[i] = 100 + i;
+    cache_seq s, probe;
+    cache_seq_init(&s, 0, 0);
+    cache_seq_init(&probe, 0, 0);
+    int32_t prefix = -1;
+    rkv_status st = cache_insert_hold(c, &s, t, 2 * P + 1, NULL, &prefix);
+    if (strcmp(kind, "radix")) {
+        ck_assert_int_eq(st, RKV_ENOTSUP);
+        ck_assert_int_eq(pool.num_free, PAGES);
+    } else {
+        ck_assert_int_eq(st, RKV_OK);
+        ck_assert_int_eq(prefix, 0);
+        ck_assert_int_eq(s.len, 2 * P);
+        ck_assert_int_eq(pool.num_free, PAGES - 2);
+        ck_assert_int_eq(pool.num_inflight, 0);
+        ck_assert_int_eq(cache_lock(c, &s), RKV_OK);
+        int32_t first[2] = {s.pages[0], s.pages[1]};
+        /* The same head and 2 pages more: 2 taken, the held lock moved. */
+        ck_assert_int_eq(cache_insert_hold(c, &s, t, 4 * P, NULL, &prefix), RKV_OK);
+        ck_assert_int_eq(prefix, 2 * P);
+        ck_assert_int_eq(s.len, 4 * P);
+        ck_assert_int_eq(s.locks, 1);
+        ck_assert_int_eq(pool.num_free, PAGES - 4);
+        ck_assert_int_eq(s.pages[0], first[0]);
+        ck_assert_int_eq(s.pages[1], first[1]);
+        ck_assert_int_eq(cache_match_prefix(c, &probe, t, 6 * P), RKV_OK);
+        ck_assert_int_eq(probe.len, 4 * P);
+        ck_assert_mem_eq(probe.pages, s.pages, sizeof(int32_t) * 4);
+        cache_sizes before, after;
+        cache_get_sizes(c, &before);
+        ck_assert_int_eq(before.protected_tokens, 4 * P);
+        /* 6 more pages with 4 free and all cached ones locked: refused. */
+        int32_t u[6 * P];
+        for (int32_t i = 0; i < 6 * P; i++) u[i] = 900 + i;
+        cache_seq other;
+        cache_seq_init(&other, 0, 0);
+        ck_assert_int_eq(cache_insert_hold(c, &other, u, 6 * P, NULL, &prefix), RKV_ENOSPC);
+        ck_assert_int_eq(other.len, 0);
+        cache_get_sizes(c, &after);
+        ck_assert_int_eq(after.evictable_tokens + after.protected_tokens,
+                         before.evictable_tokens + before.protected_tokens);
+        ck_assert_int_eq(pool.num_free, PAGES - 4);
+        ck_assert_int_eq(pool.num_inflight, 0);
+        cache_seq_free(&other);
+        ck_assert_int_eq(cache_unlock(c, &s), RKV_OK);
+    }
+    ck_cache_ok(c);
+    ck_pool(&pool);
+    cache_seq_free(&s);
+    cache_seq_free(&probe);
+    cache_destroy(c);
+    page_pool_destroy(&pool);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cache_client");
@@ -414,6 +479,7 @@ int main(void)
     tcase_add_loop_test(tc, node_hooks_report_evictions_through_a_tier, 0, n);
     tcase_add_loop_test(tc, insert_hold_is_insert_then_match, 0, n);
     tcase_add_loop_test(tc, a_locked_seq_keeps_its_answer, 0, n);
+    tcase_add_loop_test(tc, insert_hold_takes_only_the_missing_pages, 0, n);
     tcase_add_loop_test(tc, priority_travels_with_the_seq, 0, 3);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
