@@ -407,6 +407,18 @@ static int32_t ext_largest(const page_pool *p)
 /* Forget the index and rebuild it from the state bits (extents listed in
  * ascending order, so the last is each list's head). RKV_ENOMEM leaves it
  * stale. */
+/* The first free page at or after i (num_pages: none) and, in *end, the end
+ * of the maximal free run it starts: how the index rebuild and the check
+ * walk the free runs from the state words alone. */
+static int32_t next_free_run(const page_pool *p, int32_t i, int32_t *end)
+{
+    while (i < p->num_pages && page_pool_state(p, i) != PAGE_FREE) i++;
+    int32_t j = i;
+    while (j < p->num_pages && page_pool_state(p, j) == PAGE_FREE) j++;
+    *end = j;
+    return i;
+}
+
 static rkv_status index_rebuild(page_pool *p)
 {
     int32_t n = 0;
@@ -426,15 +438,8 @@ static rkv_status index_rebuild(page_pool *p)
     p->ext_spare = -1;
     p->num_extents = 0;
     if (index_reserve(p, n) != RKV_OK) return RKV_ENOMEM;
-    for (int32_t i = 0; i < p->num_pages;) {
-        if (page_pool_state(p, i) != PAGE_FREE) {
-            i++;
-            continue;
-        }
-        int32_t j = i;
-        while (j < p->num_pages && page_pool_state(p, j) == PAGE_FREE) j++;
+    for (int32_t j, i = next_free_run(p, 0, &j); i < p->num_pages; i = next_free_run(p, j, &j)) {
         ext_put(p, i, j - i);
-        i = j;
     }
     p->stale = 0;
     return RKV_OK;
@@ -787,13 +792,7 @@ rkv_status page_pool_check(const page_pool *p, char *err, size_t errlen)
     if (p->stale) return RKV_OK; /* the next allocation rebuilds the index */
     /* every maximal run of free pages is one extent, found under both ends */
     int32_t extents = 0, keys = 0;
-    for (int32_t i = 0; i < p->num_pages;) {
-        if (page_pool_state(p, i) != PAGE_FREE) {
-            i++;
-            continue;
-        }
-        int32_t j = i;
-        while (j < p->num_pages && page_pool_state(p, j) == PAGE_FREE) j++;
+    for (int32_t j, i = next_free_run(p, 0, &j); i < p->num_pages; i = next_free_run(p, j, &j)) {
         int32_t e = end_lookup(p, i);
         if (e < 0 || e >= p->ext_len || p->ext[e].first != i || p->ext[e].count != j - i)
             CHECK_FAIL("free pages [%d, %d) but the ends map gives record %d for page %d", i, j,
@@ -803,7 +802,6 @@ rkv_status page_pool_check(const page_pool *p, char *err, size_t errlen)
                        end_lookup(p, j - 1), e);
         extents++;
         keys += j - i > 1 ? 2 : 1;
-        i = j;
     }
     if (extents != p->num_extents)
         CHECK_FAIL("%d free extents, %d counted", extents, p->num_extents);
