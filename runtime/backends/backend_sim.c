@@ -563,7 +563,12 @@ static rkv_status sim_forward(backend *bb, const fwd_batch *b, int32_t *out_toke
         if (q1 < q0 || pre < 0 || pre + (q1 - q0) > bb->max_context) return RKV_EINVAL;
         const int32_t *pt = b->page_table + (size_t)i * b->max_pages;
         if ((pre + (q1 - q0) + P - 1) / P > b->max_pages) return RKV_EINVAL;
-        for (int32_t k = 0; k < (pre + (q1 - q0) + P - 1) / P; k++)
+        /* A stable decode step's page table is the one checked last step
+         * and maybe the new row's page (fwd_batch.same_pages): only the
+         * pages of this step's rows are checked. The walk over every page
+         * of every sequence was most of a long-context decode step's cost. */
+        for (int32_t k = b->same_pages ? pre / P : 0;
+             k < (pre + (q1 - q0) + P - 1) / P; k++)
             if (pt[k] < 0 || pt[k] >= bb->num_pages) return RKV_EINVAL;
         /* The context so far: the hash stored at the last prefix slot. */
         uint64_t h = 0x243f6a8885a308d3ull;

@@ -87,6 +87,20 @@ struct engine {
     int64_t num_forget, forget_cap;
 
     double phase_cpu[ENGINE_NUM_PHASES]; /* thread CPU per step phase, summed */
+
+    /* The batch in the buffers above, when it was decode-only (one sampled
+     * row per sequence, no prompt logits) and its forward succeeded: which
+     * plan, its requests in order, its page table's width and the
+     * scheduler's preemption count then. A next plan of the same requests,
+     * each one row further, is that batch moved by one row (batch_move: a
+     * page appended where a row starts one), not rebuilt from every page of
+     * every sequence. RKV_REBUILD_BATCHES=1 turns it off. */
+    bool batch_decode;
+    int batch_k;
+    sched_req **batch_reqs;
+    int32_t batch_n, batch_reqs_cap, batch_maxp;
+    uint64_t batch_preempts;
+    int64_t batch_reused;   /* steps launched from the moved batch */
 };
 
 /* The host CPU clock as the engine's clock reads it: not at all under a
@@ -108,6 +122,11 @@ void engine_config_default(engine_config *c)
     c->max_num_batched_tokens = 8192;
     c->max_running = 256;
     c->lpm_queue_limit = 128;
+    /* The switch is in the environment so that every driver (run, the
+     * replicas, the benches) can be compared against whole builds without
+     * an option of its own. */
+    const char *rb = getenv("RKV_REBUILD_BATCHES");
+    c->rebuild_batches = rb && rb[0] && strcmp(rb, "0") != 0;
 }
 
 static double now(const engine *e) { return engine_clock_now(&e->clock); }
@@ -277,6 +296,7 @@ void engine_destroy(engine *e)
     free(e->sample_steps);
     free(e->sampling);
     free(e->page_table);
+    free(e->batch_reqs);
     free(e);
 }
 
@@ -563,6 +583,87 @@ static rkv_status build_batch(engine *e, const sched_plan *plan, fwd_batch *b)
     return RKV_OK;
 }
 
+/* Is plans[k] the batch in the buffers moved by one row (engine.batch_*)?
+ * The same requests in the same order, nobody admitted or preempted since
+ * (a readmitted request has new pages), each with one sampled row right
+ * after the last one, within the buffers' page-table width: then each
+ * request's page table is the one the buffers hold, plus the page reserved
+ * for the new row when it starts one (pages change only by reserving,
+ * preempting, or inserting a multi-row or finished request's pages). A
+ * batch of many requests has one at a page boundary on most steps, so a
+ * new page is appended, not a reason to rebuild. */
+static bool batch_moves(const engine *e, int k, const sched_plan *plan)
+{
+    if (!e->batch_decode || e->cfg.rebuild_batches || e->batch_k != k || plan->n != e->batch_n
+        || plan->num_tokens != plan->n || plan->num_admitted != 0
+        || e->sched.num_preemptions != e->batch_preempts)
+        return false;
+    for (int32_t i = 0; i < plan->n; i++) {
+        const sched_entry *en = &plan->e[i];
+        if (en->r != e->batch_reqs[i] || en->rows != 1 || !en->sample
+            || en->start != e->prefix_lens[i] + 1
+            || page_pool_pages_for(&e->pool, en->start + 1) > e->batch_maxp)
+            return false;
+    }
+    return true;
+}
+
+/* The batch in the buffers, moved by one row per sequence: what build_batch
+ * writes for plan, without copying the unchanged page tables. */
+static void batch_move(engine *e, const sched_plan *plan, fwd_batch *b)
+{
+    const int32_t P = e->pool.page_size, maxp = e->batch_maxp;
+    for (int32_t i = 0; i < plan->n; i++) {
+        const sched_entry *en = &plan->e[i];
+        const sched_req *r = en->r;
+        const int32_t pos = en->start;
+        e->prefix_lens[i] = pos;
+        e->token_ids[i] = r->tokens[pos];
+        e->positions[i] = pos;
+        int32_t *pt = e->page_table + (size_t)i * maxp;
+        if (pos % P == 0) pt[pos / P] = r->pages[pos / P]; /* reserved for this row */
+        e->slot_mapping[i] = pt[pos / P] * P + pos % P;
+        e->sample_steps[i] = en->sample_index;
+        e->sampling[i] = r->sampling;
+        e->sampling[i].history = r->tokens;
+        e->sampling[i].n_prompt = r->prompt_len;
+        e->sampling[i].n_out = en->sample_index;
+    }
+    *b = (fwd_batch){
+        .num_seqs = plan->n,
+        .num_tokens = plan->n,
+        .token_ids = e->token_ids,
+        .positions = e->positions,
+        .q_starts = e->q_starts,
+        .prefix_lens = e->prefix_lens,
+        .page_table = e->page_table,
+        .max_pages = maxp,
+        .slot_mapping = e->slot_mapping,
+        .sample_rows = e->sample_rows,
+        .sampling = e->sampling,
+        .sample_steps = e->sample_steps,
+        .same_pages = 1,
+    };
+}
+
+/* After plans[k]'s forward succeeded as batch b: may the next step move it? */
+static void batch_remember(engine *e, int k, const sched_plan *plan, const fwd_batch *b)
+{
+    e->batch_decode = false;
+    if (e->cfg.rebuild_batches || b->row_logits || b->num_tokens != b->num_seqs) return;
+    for (int32_t i = 0; i < plan->n; i++)
+        if (!plan->e[i].sample) return;
+    /* No memory to remember it: the next step builds whole. */
+    if (rkv_grow32((void **)&e->batch_reqs, &e->batch_reqs_cap, plan->n + 1, sizeof *e->batch_reqs))
+        return;
+    for (int32_t i = 0; i < plan->n; i++) e->batch_reqs[i] = plan->e[i].r;
+    e->batch_n = plan->n;
+    e->batch_k = k;
+    e->batch_maxp = b->max_pages;
+    e->batch_preempts = e->sched.num_preemptions;
+    e->batch_decode = true;
+}
+
 /* Build the batch of plans[k] (scheduler-side CPU work, added to sched_cpu
  * and returned in *prep_cpu) and run it; tokens land in out_tokens[k]. */
 static rkv_status launch(engine *e, int k, double *prep_cpu, double *step_seconds, char *err,
@@ -578,7 +679,14 @@ static rkv_status launch(engine *e, int k, double *prep_cpu, double *step_second
         if (q->sched_time < 0) q->sched_time = t_sched;
     }
     double c0 = cpu_now();
-    rkv_status st = build_batch(e, plan, &b);
+    rkv_status st = RKV_OK;
+    if (batch_moves(e, k, plan)) {
+        batch_move(e, plan, &b);
+        e->batch_reused++;
+    } else {
+        e->batch_decode = false; /* the buffers are rewritten below */
+        st = build_batch(e, plan, &b);
+    }
     if (st == RKV_OK)
         st = rkv_grow32((void **)&e->out_tokens[k], &e->out_cap[k], plan->n + 1, sizeof(int32_t));
     if (st) return rkv_fail(st, err, errlen, "engine: out of host memory building a batch");
@@ -596,10 +704,12 @@ static rkv_status launch(engine *e, int k, double *prep_cpu, double *step_second
     if (e->async) st = e->be->ops->submit(e->be, &b);
     else st = e->be->ops->forward(e->be, &b, e->out_tokens[k], logits, step_seconds);
     if (st) {
+        e->batch_decode = false;
         snprintf(err, errlen, "engine: %s backend step failed: %s", e->be->ops->name,
                  rkv_status_str(st));
         return st;
     }
+    batch_remember(e, k, plan, &b);
     e->steps++;
     e->batched_tokens += b.num_tokens;
     if (b.num_tokens > e->max_step_tokens) e->max_step_tokens = b.num_tokens;
@@ -1020,4 +1130,5 @@ void engine_get_stats(const engine *e, engine_stats *out)
     out->num_pages = e->pool.num_pages;
     out->num_running = e->sched.num_running;
     out->num_waiting = e->sched.num_waiting;
+    out->steps_moved = e->batch_reused;
 }

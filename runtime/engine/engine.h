@@ -68,6 +68,11 @@ typedef struct engine_config {
                                        for drivers that never report it (replicas.h),
                                        where the reads cost a third of a step */
     bool keep_logits;               /* keep each output's logits (V floats; tests) */
+    bool rebuild_batches;           /* build every step's batch whole: no stable decode
+                                       step reuses the last batch's page table (outputs
+                                       are the same either way; tests compare them).
+                                       engine_config_default sets it when the
+                                       environment has RKV_REBUILD_BATCHES=1 */
     /* A host cost injected on a modelled clock (sim only; 0: none), counted
      * with fixed_clock too, as scheduler time: sync adds it to each step,
      * overlap hides it behind the step in flight (engine_clock.h). */
@@ -149,6 +154,8 @@ typedef struct engine_stats {
     double clock;            /* engine time now */
     int64_t num_pages;
     int64_t num_running, num_waiting; /* now (waiting: arrived, not admitted) */
+    int64_t steps_moved;     /* of steps: stable decode steps whose batch was the last
+                                one moved by a row (rebuild_batches: 0) */
 } engine_stats;
 
 /* Create the backend by name and everything around it. Bad names or values:

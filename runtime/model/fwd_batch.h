@@ -77,6 +77,13 @@ typedef struct fwd_batch {
      * Only backends with BACKEND_CAP_ROW_LOGITS (backend.h) write them. */
     float *const *row_logits;
     const int32_t *row_logits_n; /* (B) */
+    /* Nonzero: a stable decode step. The same sequences as the previous
+     * forward on this backend, in the same order, each one row further; each
+     * page table is the one that forward was given, plus at most the page
+     * the new row starts (no page replaced). A backend may check only the
+     * pages this step's rows touch; the rows, positions and slots are still
+     * whole. 0 (a zeroed batch): no promise. */
+    int32_t same_pages;
 } fwd_batch;
 
 #endif

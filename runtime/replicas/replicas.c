@@ -924,6 +924,12 @@ static void driver_free(driver *d)
     }
     for (int32_t i = 0; d->r && i < d->engines; i++) {
         replica *rp = &d->r[i];
+        if (rp->e && d->rc->steps) {
+            engine_stats es;
+            engine_get_stats(rp->e, &es);
+            d->rc->steps->steps += es.steps;
+            d->rc->steps->moved += es.steps_moved;
+        }
         if (rp->e) cache_pins_release(engine_cache(rp->e), &rp->pins);
         cache_pins_free(&rp->pins);
         engine_destroy(rp->e);

@@ -110,6 +110,9 @@ typedef struct replicas_config {
                                       zero value is round-robin, cmd_run's
                                       default least-load */
     double slo_ttft, slo_tpot;     /* seconds; <= 0: no such SLO */
+    /* NULL, or every engine's steps (engine_stats steps, steps_moved) are
+     * added here when the run ends (benches: the simulated steps). */
+    struct replicas_steps { int64_t steps, moved; } *steps;
 } replicas_config;
 
 /* Route and serve the whole trace; per-request lines (with "replica" and,

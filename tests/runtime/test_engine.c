@@ -29,6 +29,7 @@ typedef struct run_opts {
     int32_t stop_token;
     bool keep_logits;
     bool offline;
+    bool rebuild;     /* engine_config.rebuild_batches */
 } run_opts;
 
 /* The cpu tests run a tiny Qwen2-shaped model (q/k/v biases, GQA 2:1), from
@@ -110,6 +111,7 @@ static engine *make(const run_opts *ro)
     c.max_running = ro->max_running;
     c.keep_logits = ro->keep_logits;
     c.offline = ro->offline;
+    c.rebuild_batches = ro->rebuild;
     c.fixed_clock = true;
     c.seed = 3;
     engine *e = NULL;
@@ -375,6 +377,43 @@ START_TEST(test_budget_and_too_large)
     w.reqs[3] = keep;
     out_free(&o);
     out_free(&o2);
+    workload_free(&w);
+}
+END_TEST
+
+/* Stable decode steps move the last batch by a row (engine.c batch_moves);
+ * a run that builds every batch whole must give the same tokens, times and
+ * step statistics. Long outputs on 4-token pages cross page boundaries; the
+ * small pool preempts; the stop token and arrivals end stable runs early. */
+START_TEST(test_moved_batches_equal_whole)
+{
+    workload w;
+    gen(&w, "multi-turn", 6, 10, 40, 12, 41);
+    for (int64_t i = 0; i < w.n; i++) w.reqs[i].arrival = 0.002 * (double)(i / 3);
+    for (int v = 0; v < 3; v++) {
+        run_opts ro = defaults("sim");
+        ro.kind = "radix";
+        ro.offline = false;
+        if (v == 1) ro.num_pages = 60;
+        if (v == 2) ro.stop_token = 7;
+        run_out a, b;
+        run_workload(&ro, &w, &a);
+        ro.rebuild = true;
+        run_workload(&ro, &w, &b);
+        assert_same(&a, &b, "moved vs whole batches", 0);
+        for (int64_t i = 0; i < a.n; i++)
+            ck_assert(a.ttft[i] == b.ttft[i] && a.latency[i] == b.latency[i]);
+        ck_assert(a.st.clock == b.st.clock && a.st.model_seconds == b.st.model_seconds);
+        ck_assert_int_eq(a.st.steps, b.st.steps);
+        ck_assert_int_eq(a.st.batched_tokens, b.st.batched_tokens);
+        ck_assert_int_eq(a.st.preemptions, b.st.preemptions);
+        if (v == 1) ck_assert_int_gt(a.st.preemptions, 0);
+        /* The path under test ran, and the switch turns it off. */
+        ck_assert_msg(a.st.steps_moved > a.st.steps / 4, "variant %d: %lld of %lld steps moved", v, (long long)a.st.steps_moved, (long long)a.st.steps);
+        ck_assert_int_eq(b.st.steps_moved, 0);
+        out_free(&a);
+        out_free(&b);
+    }
     workload_free(&w);
 }
 END_TEST
@@ -734,6 +773,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_add_rejects_bad_requests);
     tcase_add_test(tc, test_arrivals_honoured);
     tcase_add_test(tc, test_sim_deterministic);
+    tcase_add_test(tc, test_moved_batches_equal_whole);
     tcase_add_test(tc, test_budget_and_too_large);
     tcase_add_test(tc, test_stop_token_overlap_equals_sync);
     tcase_add_test(tc, test_sim_caching_invisible);

@@ -1,0 +1,118 @@
+#!/usr/bin/env python3
+"""Stable decode steps move the last batch by one row instead of rebuilding it
+(engine.c batch_moves); the outputs must not notice. Every case below runs
+`radixkv run --backend sim` twice, as is and with RKV_REBUILD_BATCHES=1 (every
+batch built whole), and the two stdouts must be equal byte for byte, after
+masking the one measured field (the scheduler's CPU per step, which a single
+engine reads from the thread clock).
+
+The cases cross what can end a stable decode run: page boundaries (page size
+4 with long outputs), preemption (pools too small for the running set),
+arrivals, finishes, handoffs between prefill and decode engines, overlap (whose
+plans alternate, so nothing moves), sampled tokens (temperature 0.7 draws
+depend on the step index), one engine and several.
+
+Usage: batch_moves.py RADIXKV
+"""
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TRACES = os.path.join(HERE, "traces")
+MASK_RE = re.compile(r'"sched_cpu_ms_per_step":[^,}]*')
+RUN = ["run", "--backend", "sim", "--no-progress", "--fixed-clock"]
+
+
+def t(name):
+    return os.path.join(TRACES, name)
+
+
+def cases(tmp):
+    long_mt = os.path.join(tmp, "long_multi_turn.jsonl")
+    sc = os.path.join(tmp, "self_consistency.jsonl")
+    gens = [
+        (long_mt, ["gen", "multi-turn", "--num", "8", "--turns", "3", "--prompt-len", "30",
+                   "--output-len", "45", "--shared-len", "40", "--seed", "7", "--rate", "40",
+                   "--vocab", "500"]),
+        (sc, ["gen", "self-consistency", "--num", "4", "--prompt-len", "50", "--branching", "4",
+              "--output-len", "37", "--seed", "11", "--vocab", "500"]),
+    ]
+    return gens, [
+        ("one_engine_p4", ["--page-size", "4", "--kv-tokens", "512", "--trace", long_mt]),
+        ("one_engine_preempt", ["--page-size", "4", "--kv-tokens", "200", "--trace", long_mt]),
+        ("one_engine_sampled", ["--page-size", "8", "--kv-tokens", "1024", "--trace", sc]),
+        ("one_engine_overlap", ["--page-size", "4", "--kv-tokens", "512", "--schedule",
+                                "overlap", "--trace", long_mt]),
+        ("replicas_3", ["--replicas", "3", "--router", "least-load", "--page-size", "4",
+                        "--kv-tokens", "320", "--trace", long_mt]),
+        ("replicas_5_sampled", ["--replicas", "5", "--router", "cache-aware", "--kv-tokens",
+                                "512", "--trace", sc]),
+        ("disagg_1_2", ["--prefill", "1", "--decode", "2", "--page-size", "4", "--kv-tokens",
+                        "400", "--trace", long_mt]),
+        ("disagg_2_3_tcp", ["--prefill", "2", "--decode", "3", "--link", "tcp", "--kv-tokens",
+                            "256", "--max-tokens", "30", "--trace", t("multi_turn.jsonl")]),
+        ("disagg_3_1_tight", ["--prefill", "3", "--decode", "1", "--page-size", "4",
+                              "--kv-tokens", "240", "--trace", long_mt]),
+        ("disagg_mooncake", ["--prefill", "3", "--decode", "2", "--page-size", "64",
+                             "--kv-tokens", "4096", "--max-tokens", "40", "--trace",
+                             t("mooncake.jsonl")]),
+    ]
+
+
+def run(exe, args, rebuild):
+    env = dict(os.environ)
+    env.pop("RKV_REBUILD_BATCHES", None)
+    if rebuild:
+        env["RKV_REBUILD_BATCHES"] = "1"
+    p = subprocess.run([exe] + args, capture_output=True, text=True, timeout=240, env=env)
+    if p.returncode != 0:
+        raise RuntimeError(f"exit {p.returncode}: {' '.join(args)}\n{p.stderr[-2000:]}")
+    return MASK_RE.sub('"sched_cpu_ms_per_step":"*"', p.stdout)
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    exe = sys.argv[1]
+    failures = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        gens, runs = cases(tmp)
+        for path, argv in gens:
+            p = subprocess.run([exe] + argv + ["--out", path], capture_output=True, text=True,
+                               timeout=60)
+            if p.returncode != 0:
+                print(f"FAIL gen {' '.join(argv)}: {p.stderr}", file=sys.stderr)
+                return 1
+        for name, args in runs:
+            try:
+                moved, whole = run(exe, RUN + args, False), run(exe, RUN + args, True)
+            except RuntimeError as e:
+                print(f"FAIL {name}: {e}", file=sys.stderr)
+                failures += 1
+                continue
+            lines = moved.count("\n")
+            # A run that printed nothing compares nothing.
+            if lines < 2 or '"type":"summary"' not in moved:
+                print(f"FAIL {name}: {lines} lines, no summary", file=sys.stderr)
+                failures += 1
+                continue
+            if moved != whole:
+                g, w = moved.splitlines(), whole.splitlines()
+                first = next((i for i in range(max(len(g), len(w)))
+                              if i >= len(g) or i >= len(w) or g[i] != w[i]), 0)
+                print(f"FAIL {name}: differs at line {first + 1}\n"
+                      f"  moved: {g[first][:300] if first < len(g) else '(missing)'}\n"
+                      f"  whole: {w[first][:300] if first < len(w) else '(missing)'}",
+                      file=sys.stderr)
+                failures += 1
+            else:
+                print(f"ok {name}: {lines} lines equal")
+    print(f"{len(runs)} cases, {failures} differences")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
