@@ -109,7 +109,8 @@ expect_violation("long_prefill none not flat", long_prefill.check(
 # mechanisms: a trie that gets faster with a per-token cost, and overlap more than
 # twice as fast as sync (it can hide at most one of two costs).
 from rkv.checks import mechanisms  # noqa: E402
-mcfg = {"writeup": {"none_h0": 21.03, "trie_h0": 19.86, "hash_h1_sync": 98.84, "hash_h1_overlap": 124.47}}
+mcfg = {"writeup": {"none_h0": 21.03, "trie_h0": 19.86, "hash_h1_sync": 98.84, "hash_h1_overlap": 124.47},
+        "fixed": {"bound_share": 0.95}}
 run = {"errors": 0, "cache_touched_tokens": 0, "injected_host_seconds": 0.0, "model_seconds": 10.0,
        "steps": 100, "prompt_tokens": 1000}
 mrows = [dict(run, kind="trie", cache="none", overhead_label="profile", overhead_ms=1.3,
