@@ -153,11 +153,14 @@ mkdir -p "$paperdir/generated"
 shopt -s nullglob
 rm -f "$paperdir/generated"/*
 for f in "$figs"/*.pdf "$figs"/*.png "$figs"/*.tex "$figs"/*.fig.json; do cp "$f" "$paperdir/generated/"; done
-# The title page's line on the results: the bundle's manifest, else what the rows say.
+# The title page's line on the results: the bundle's manifest, else what the
+# rows say; with this script's command as it was run (its flags, --work by name).
+made=(--paper-flags "$( ((strict)) && printf -- '--strict '; ((mixed)) && printf -- '--mixed-scales'; true)")
+[[ -n "$work" ]] && made+=(--work "$(basename "$work")")
 if [[ -n "$bundle" ]]; then
-  (cd experiments && python3 -m rkv.bundle tex "$bundle" "$paperdir/generated/bundle.tex")
+  (cd experiments && python3 -m rkv.bundle "${made[@]}" tex "$bundle" "$paperdir/generated/bundle.tex")
 else
-  (cd experiments && python3 -m rkv.bundle tex-rows "$paperdir/generated/bundle.tex" "${dirs[@]}")
+  (cd experiments && python3 -m rkv.bundle "${made[@]}" tex-rows "$paperdir/generated/bundle.tex" "${dirs[@]}")
 fi
 # The engine profile of every experiment's simulated rows (\simprofile{NAME}) and
 # the name of the Mooncake traces, "generated" where a stand-in ran.

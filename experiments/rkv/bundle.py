@@ -147,7 +147,7 @@ def scales(folders):
     return {k: sorted(v) for k, v in seen.items()}
 
 
-def rows_tex(out, folders):
+def rows_tex(out, folders, paper_flags=""):
     """The title-page note for results without a manifest (experiments/NAME/results)."""
     sc, commits, builds, dates = set(), set(), set(), []
     for _, r in rows_of(folders):
@@ -164,7 +164,7 @@ def rows_tex(out, folders):
         f.write(f"Results: each experiment's own folder (no bundle manifest); scale {tt(sc)}, "
                 f"commit {tt(commits)}, {', '.join(sorted(builds))} build ({nd}), {span}. "
                 f"Made by \\texttt{{experiments/NAME/run -{{}}-scale SCALE}} per experiment and "
-                f"\\texttt{{scripts/build\\_paper.sh}}.{scale_note(sc)}\n")
+                f"\\texttt{{{tt_cmd(('scripts/build_paper.sh ' + paper_flags).strip())}}}.{scale_note(sc)}\n")
 
 
 def ndebug_text(build):
@@ -187,22 +187,36 @@ def scale_note(scales):
     return ""
 
 
-def commands_tex(scale, bundle_dir=None):
-    """The two commands that made the results and the paper."""
-    # run_all's default folder unless the bundle was named otherwise (its
-    # basename only: the path of the machine that built it says nothing).
+def commands_tex(scale, bundle_dir=None, paper_flags="", work=None):
+    """The two commands that made the results and the paper, as they were run.
+
+    paper_flags are build_paper.sh's own flags (--strict, --mixed-scales) and
+    work the basename of its --work folder, from build_paper.sh: folders by
+    basename only, since the path of the machine that built it says nothing.
+    A --work build ran run_all itself, so its command comes first."""
+    flags = (" " + paper_flags.strip()) if paper_flags.strip() else ""
+    if work:
+        run_all = f"experiments/run_all --scale {scale} --out {work}/results --no-paper"
+        return (f"\\par\\smallskip Made by \\texttt{{{tt_cmd('scripts/build_paper.sh' + flags + ' --work ' + work)}}}, "
+                f"which runs \\texttt{{{tt_cmd(run_all)}}}")
+    # run_all's default folder unless the bundle was named otherwise.
     base = os.path.basename(os.path.normpath(bundle_dir)) if bundle_dir else scale
     out = "results/" + scale if base in ("results", scale) else base
-    return (f"\\par\\smallskip Made by \\texttt{{experiments/run\\_all -{{}}-scale {tex_escape(scale)} "
-            f"-{{}}-out {tex_escape(out)}}} and \\texttt{{scripts/build\\_paper.sh -{{}}-bundle "
-            f"{tex_escape(out)}}}")
+    return (f"\\par\\smallskip Made by \\texttt{{{tt_cmd(f'experiments/run_all --scale {scale} --out {out}')}}} and "
+            f"\\texttt{{{tt_cmd(f'scripts/build_paper.sh{flags} --bundle {out}')}}}")
+
+
+def tt_cmd(cmd):
+    """A command line for \\texttt: escaped, and "--" kept as two hyphens
+    (TeX would join them into an en dash)."""
+    return tex_escape(cmd).replace("--", "-{}-")
 
 
 def tex_escape(s):
     return "".join("\\" + c if c in "&%$#_{}" else c for c in str(s))
 
 
-def title_tex(bundle_dir, out):
+def title_tex(bundle_dir, out, paper_flags="", work=None):
     """The paper's title-page note on the results it was built from."""
     path = os.path.join(bundle_dir, "manifest.json")
     with open(path) as f:
@@ -220,27 +234,36 @@ def title_tex(bundle_dir, out):
             f"\\texttt{{{tex_escape(n)}}}" for n in generated)
     if skipped:
         line += "; skipped: " + ", ".join(f"\\texttt{{{tex_escape(n)}}}" for n in skipped)
-    line += "." + commands_tex(m["scale"], bundle_dir) + "." + scale_note({str(m["scale"])})
+    line += "." + commands_tex(m["scale"], bundle_dir, paper_flags, work) + "." + scale_note({str(m["scale"])})
     with open(out, "w") as f:
         f.write(line + "\n")
 
 
 def main(argv):
+    # build_paper.sh names its own flags and --work folder first, so the title
+    # page prints the command as it was run.
+    paper_flags, work = "", None
+    while len(argv) >= 2 and argv[0] in ("--paper-flags", "--work"):
+        if argv[0] == "--paper-flags":
+            paper_flags = argv[1]
+        else:
+            work = argv[1]
+        argv = argv[2:]
     if len(argv) >= 2 and argv[0] == "scales":
         found = scales(argv[1:])
         for s, files in sorted(found.items(), key=lambda kv: str(kv[0])):
             print(f"{s}\t{len(files)}\t{' '.join(files)}")
         return 0
     if len(argv) == 3 and argv[0] == "tex":
-        title_tex(argv[1], argv[2])
+        title_tex(argv[1], argv[2], paper_flags, work)
         return 0
     if len(argv) >= 2 and argv[0] == "tex-rows":
-        rows_tex(argv[1], argv[2:])
+        rows_tex(argv[1], argv[2:], paper_flags)
         return 0
     if len(argv) == 4 and argv[0] == "manifest":
         write_manifest(argv[1], argv[2], argv[3], {})
         return 0
-    print("usage: python3 -m rkv.bundle scales DIR... | tex BUNDLE OUT.tex | manifest DIR SCALE BINARY",
+    print("usage: python3 -m rkv.bundle [--paper-flags FLAGS] [--work NAME] scales DIR... | tex BUNDLE OUT.tex | manifest DIR SCALE BINARY",
           file=sys.stderr)
     return 2
 

@@ -52,14 +52,52 @@ def numbers(path, prefix, values):
             f.write(f"\\rkvdef{{{prefix}/{k}}}{{{v if isinstance(v, str) else fmt(v)}}}\n")
 
 
+def decimals(v, digits=3):
+    """The decimals fmt shows `v` with: `digits` significant digits, trailing
+    zeros dropped (8.0 -> 0, 0.11 -> 2, 0.108 -> 3)."""
+    if not isinstance(v, float) or math.isnan(v) or math.isinf(v):
+        return 0
+    s = fmt(v, digits)
+    return len(s) - s.index(".") - 1 if "." in s else 0
+
+
+def fixed(v, d):
+    """`v` with exactly `d` decimals, thin-space thousands, $-$ for minus."""
+    s = f"{v:,.{d}f}".replace(",", "\\,")
+    if s.lstrip("-").strip("0.,\\") == "":
+        s = s.lstrip("-")  # -0.0004 at 3 decimals: "0.000", not "$-$0.000"
+    return s.replace("-", "$-$")
+
+
+def column_forms(rows, digits=3):
+    """One printer per column: the float cells of a column share one number of
+    decimals (the most fmt shows for any of them), so a column never shows
+    0.11 beside 0.108, and one of whole numbers stays whole (8, not 8.00);
+    other cells print as fmt does."""
+    width = max((len(r) for r in rows), default=0)
+    forms = []
+    for j in range(width):
+        cells = [r[j] for r in rows if j < len(r)]
+        floats = [c for c in cells if isinstance(c, float) and not math.isnan(c)]
+        if not floats:
+            forms.append(fmt)
+            continue
+        d = max(decimals(c, digits) for c in floats)
+        forms.append(lambda c, d=d: fixed(c, d) if isinstance(c, float) and not math.isnan(c) else fmt(c))
+    return forms
+
+
 def tabular(path, cols, header, rows, groups=()):
     """rows: lists of cells (str or numbers); groups: row indices before which
-    a \\midrule goes."""
+    a \\midrule goes. Number cells print one precision per column
+    (column_forms); string cells as given, so a notebook that formats its own
+    cells gives each column one format."""
+    forms = column_forms(rows)
     out = [f"\\begin{{tabular}}{{{cols}}}", "\\toprule", " & ".join(header) + " \\\\", "\\midrule"]
     for i, r in enumerate(rows):
         if i in groups:
             out.append("\\midrule")
-        out.append(" & ".join(c if isinstance(c, str) else fmt(c) for c in r) + " \\\\")
+        out.append(" & ".join(c if isinstance(c, str) else forms[j](c) for j, c in enumerate(r)) + " \\\\")
     out += ["\\bottomrule", "\\end{tabular}"]
     with open(path, "w") as f:
         f.write("\n".join(out) + "\n")
