@@ -7,6 +7,7 @@
 
 #include "cache_kinds.h"
 #include "evict_policy.h"
+#include "rkv_core.h"
 
 #define KIND_ENTRY(name, create, caps, summary) {name, create, caps, summary},
 const cache_kind cache_kinds[] = {CACHE_KIND_LIST(KIND_ENTRY){NULL, NULL, 0, NULL}};
@@ -40,14 +41,7 @@ void cache_seq_free(cache_seq *s)
 rkv_status cache_seq_reserve(cache_seq *s, int32_t n)
 {
     if (n < 0) return RKV_EINVAL;
-    if (n <= s->cap) return RKV_OK;
-    int32_t cap = s->cap ? s->cap : 16;
-    while (cap < n) cap = cap > INT32_MAX / 2 ? n : cap * 2;
-    int32_t *p = realloc(s->pages, sizeof *p * (size_t)cap);
-    if (!p) return RKV_ENOMEM;
-    s->pages = p;
-    s->cap = cap;
-    return RKV_OK;
+    return rkv_grow32((void **)&s->pages, &s->cap, n, sizeof *s->pages);
 }
 
 rkv_status cache_seq_reset(cache_seq *s, uint64_t ns, int32_t priority)

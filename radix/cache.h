@@ -87,7 +87,8 @@ typedef struct cache_seq {
 void cache_seq_init(cache_seq *s, uint64_t ns, int32_t priority);
 /* Frees pages[] and empties s (ns and priority back to 0). */
 void cache_seq_free(cache_seq *s);
-/* Make room for n pages in s->pages. */
+/* Make room for n pages in s->pages (capacity doubles; RKV_EINVAL for n < 0,
+ * RKV_ENOMEM past INT32_MAX / 2 pages or out of memory, s unchanged). */
 rkv_status cache_seq_reserve(cache_seq *s, int32_t n);
 /* The same seq for another request: namespace and priority, the answer
  * cleared. RKV_EINVAL while it holds locks. */

@@ -3,6 +3,7 @@
  * tree kinds; a locked block leaves the free queue in the hash kind). */
 #include "cache_pin.h"
 #include "cache_client.h"
+#include "rkv_core.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -67,13 +68,8 @@ rkv_status cache_pin(cache *c, cache_pins *p, const int32_t *tokens, int32_t n, 
         return rkv_fail(RKV_ENOSPC, err, errlen,
                         "pin: a prefix of %d tokens needs %d pages, the whole pool holds %d", whole,
                         whole / P, c->pool->num_pages);
-    if (p->n == p->cap) {
-        int32_t nc = p->cap ? 2 * p->cap : 8;
-        cache_seq *a = realloc(p->m, sizeof *a * (size_t)nc);
-        if (!a) return rkv_fail(RKV_ENOMEM, err, errlen, "pin: out of host memory");
-        p->m = a;
-        p->cap = nc;
-    }
+    if (rkv_grow32((void **)&p->m, &p->cap, (int64_t)p->n + 1, sizeof *p->m))
+        return rkv_fail(RKV_ENOMEM, err, errlen, "pin: out of host memory");
     rkv_status st = pin_store(c, p, tokens, whole, ns, err, errlen);
     if (st != RKV_OK) return st;
 

@@ -71,6 +71,7 @@ static rkv_status cpu_forward(backend *bb, const fwd_batch *b, int32_t *out_toke
     double t0 = now_seconds();
     char err[256];
     if (B > cb->cap_seqs) {
+        /* exact, not doubled: batch sizes repeat, so it settles at the largest */
         float *n = realloc(cb->logits, sizeof(float) * (size_t)B * (size_t)V);
         if (!n) return RKV_ENOMEM;
         cb->logits = n;

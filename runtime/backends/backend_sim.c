@@ -342,26 +342,22 @@ rkv_status sim_profile_load_file(const char *path, sim_profile *out, char *err, 
         snprintf(err, errlen, "sim profile %s: cannot open: %s", path, strerror(errno));
         return RKV_EINVAL;
     }
-    size_t cap = 1 << 16, len = 0;
-    unsigned char *buf = malloc(cap);
-    while (buf) {
+    /* A profile is a few KiB of JSON: a file of 64 MiB or more is refused. */
+    const size_t max = (size_t)1 << 26;
+    size_t cap = 0, len = 0;
+    unsigned char *buf = NULL;
+    rkv_status grown = RKV_OK;
+    do {
+        if (len >= max || (grown = rkv_grow_size((void **)&buf, &cap, len + (1 << 16), 1))) break;
         len += fread(buf + len, 1, cap - len, f);
-        if (len < cap) break;
-        unsigned char *nb = cap < (1u << 26) ? realloc(buf, cap * 2) : NULL;
-        if (!nb) {
-            free(buf);
-            buf = NULL;
-            break;
-        }
-        buf = nb;
-        cap *= 2;
-    }
-    bool bad = ferror(f);
+    } while (len == cap);
+    bool bad = ferror(f), big = len >= max;
     fclose(f);
-    if (!buf || bad) {
+    if (bad || grown || big) {
         free(buf);
-        snprintf(err, errlen, "sim profile %s: %s", path, bad ? "read error" : "larger than 64 MiB or out of memory");
-        return buf ? RKV_EINVAL : RKV_ENOMEM;
+        snprintf(err, errlen, "sim profile %s: %s", path,
+                 bad ? "read error" : grown ? "out of memory" : "64 MiB or larger");
+        return grown ? RKV_ENOMEM : RKV_EINVAL;
     }
     rkv_status st = profile_from_text(path, buf, len, out, err, errlen);
     free(buf);

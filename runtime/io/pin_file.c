@@ -65,6 +65,7 @@ static rkv_status parse_pin_line(const char *path, int64_t lineno, const char *s
     *n = json_array_size(arr);
     if (*n > (size_t)INT32_MAX) *n = INT32_MAX;
     if (*n > *toks_cap) {
+        /* exact: the line's length is known, the buffer serves the next line */
         int32_t *t = realloc(*toks, sizeof *t * *n);
         if (!t) {
             json_decref(v);

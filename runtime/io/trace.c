@@ -308,6 +308,7 @@ static rkv_status parse_mooncake(trace_reader *r, json_t *o, trace_request *q, c
     size_t n = json_array_size(ids);
     if (n == 0) FAIL("\"hash_ids\" is empty");
     if ((int64_t)n > q->hash_cap) {
+        /* exact: the array's length is known, the buffer serves the next line */
         int64_t *h = realloc(q->hash_ids, sizeof(int64_t) * n);
         if (!h) return RKV_ENOMEM;
         q->hash_ids = h;

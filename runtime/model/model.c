@@ -457,6 +457,8 @@ static rkv_status split_rows(const kv_cache *kv, const fwd_batch *b, attn_batch 
 static float *workspace(model *m, size_t floats)
 {
     if (floats > m->ws_floats) {
+        /* exact, not doubled: sizes repeat step after step, so it settles at
+         * the largest forward seen */
         float *n = realloc(m->ws, floats * sizeof(float));
         if (!n) return NULL;
         m->ws = n;

@@ -24,7 +24,7 @@ typedef struct st_file {
 struct safetensors {
     char *root;      /* the path given to open (file or directory) */
     st_file *files;
-    int num_files;
+    int32_t num_files, cap_files;
     st_tensor *tensors;
     int32_t num_tensors, cap_tensors;
     json_t *headers; /* array of parsed headers: they own the name/dtype strings */
@@ -204,9 +204,9 @@ static rkv_status parse_header(safetensors *st, int fi, char *err, size_t errlen
 
 static rkv_status add_file(safetensors *st, const char *path, char *err, size_t errlen)
 {
-    st_file *n = realloc(st->files, sizeof *n * (size_t)(st->num_files + 1));
-    if (!n) return RKV_ENOMEM;
-    st->files = n;
+    if (rkv_grow32((void **)&st->files, &st->cap_files, (int64_t)st->num_files + 1,
+                   sizeof *st->files))
+        return RKV_ENOMEM;
     rkv_status s = map_file(path, &st->files[st->num_files], err, errlen);
     if (s) return s;
     st->num_files++;

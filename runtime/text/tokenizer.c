@@ -273,6 +273,7 @@ struct tokenizer {
      * it, longest first; [0]: raw-text (normalized=false) tokens, [1]: the rest */
     int32_t *first[2][256];
     int32_t n_first[2][256];
+    int32_t cap_first[2][256];
     bool nfc;
     pre_step steps[MAX_PRE_STEPS];
     int n_steps;
@@ -886,10 +887,11 @@ static rkv_status index_added(load_ctx *c, tokenizer *t)
         t->special[tk->id] = tk->special;
         int cls = tk->normalized ? 1 : 0;
         uint8_t b0 = (uint8_t)tk->content[0];
-        int32_t *p = realloc(t->first[cls][b0], (size_t)(t->n_first[cls][b0] + 1) * sizeof *p);
-        if (!p) return LOAD_FAIL(RKV_ENOMEM, "%s: out of memory", c->name);
-        p[t->n_first[cls][b0]++] = (int32_t)i;
-        t->first[cls][b0] = p;
+        int32_t *nf = &t->n_first[cls][b0];
+        if (rkv_grow32((void **)&t->first[cls][b0], &t->cap_first[cls][b0], (int64_t)*nf + 1,
+                       sizeof(int32_t)))
+            return LOAD_FAIL(RKV_ENOMEM, "%s: out of memory", c->name);
+        t->first[cls][b0][(*nf)++] = (int32_t)i;
     }
     for (int cls = 0; cls < 2; cls++)
         for (int b = 0; b < 256; b++)
@@ -1067,7 +1069,8 @@ typedef struct bpe_scratch {
     int32_t *sym, *prev, *next;
     uint8_t *alive;
     merge_cand *heap;
-    size_t cap, hcap, hn;
+    int32_t cap; /* of sym, prev, next and alive */
+    size_t hcap, hn;
     bytes_buf word; /* the word in the vocabulary's characters (ignore_merges) */
 } bpe_scratch;
 
@@ -1102,22 +1105,14 @@ static merge_cand heap_pop(bpe_scratch *s)
     return top;
 }
 
+/* Symbols are counted in int32_t, so a word past INT32_MAX / 2 bytes is
+ * refused here (as out of memory) rather than overflowing the count. */
 static bool scratch_reserve(bpe_scratch *s, size_t n)
 {
-    if (n <= s->cap) return true;
-    size_t cap = s->cap ? s->cap : 64;
-    while (cap < n) cap *= 2;
-    int32_t *a = realloc(s->sym, cap * sizeof *a);
-    if (a) s->sym = a;
-    int32_t *b = realloc(s->prev, cap * sizeof *b);
-    if (b) s->prev = b;
-    int32_t *c = realloc(s->next, cap * sizeof *c);
-    if (c) s->next = c;
-    uint8_t *d = realloc(s->alive, cap);
-    if (d) s->alive = d;
-    if (!a || !b || !c || !d) return false;
-    s->cap = cap;
-    return true;
+    void **const arrays[] = {(void **)&s->sym, (void **)&s->prev, (void **)&s->next,
+                             (void **)&s->alive};
+    const size_t elem[] = {sizeof *s->sym, sizeof *s->prev, sizeof *s->next, sizeof *s->alive};
+    return n <= INT32_MAX && rkv_grow32_arrays(arrays, elem, 4, &s->cap, (int64_t)n) == RKV_OK;
 }
 
 static void scratch_free(bpe_scratch *s)

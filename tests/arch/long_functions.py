@@ -44,10 +44,16 @@ def _blank(m):
     return re.sub(r'[^\n]', ' ', m.group(0))
 
 
+def c_code(text):
+    """C text with comments, literals and preprocessor lines blanked out,
+    newlines kept so offsets and lines hold."""
+    return _C_NOISE.sub(_blank, text)
+
+
 def c_functions(text):
     """(name, line of the name, first and last line of the body) of each
     function defined in C text."""
-    src = _C_NOISE.sub(_blank, text)
+    src = c_code(text)
     out = []
     depth = 0          # brace depth, transparent scopes not counted
     opened = []        # per open brace: True if it is transparent
@@ -147,20 +153,34 @@ def _self_check():
     return True
 
 
-def sources(root):
-    for folder in FOLDERS:
+def sources(root, folders=FOLDERS, ext=C_EXT + (".py",), skip=("tests",)):
+    """Paths, relative to root, of the files below folders that end in ext,
+    folders named in skip (and hidden ones) left out."""
+    for folder in folders:
         for d, dirs, files in os.walk(os.path.join(root, folder)):
-            dirs[:] = sorted(x for x in dirs if x != "tests" and not x.startswith("."))
+            dirs[:] = sorted(x for x in dirs if x not in skip and not x.startswith("."))
             for f in sorted(files):
-                if f.endswith(C_EXT + (".py",)):
+                if f.endswith(ext):
                     yield os.path.relpath(os.path.join(d, f), root)
 
 
-def main(argv):
+def arguments(argv):
+    """(root, list_all) from [ROOT] [--list]; ROOT defaults to the checkout."""
     args = [a for a in argv if not a.startswith("--")]
-    list_all = "--list" in argv
-    root = os.path.abspath(args[0] if args else
-                           os.path.join(os.path.dirname(__file__), "..", ".."))
+    return (os.path.abspath(args[0] if args else
+                            os.path.join(os.path.dirname(__file__), "..", "..")),
+            "--list" in argv)
+
+
+def warn_stale(tool, allowed, seen, what):
+    """A stale entry only warns: a branch that fixes one of the listed places
+    must not turn the test red where the list has not been merged yet."""
+    for key in sorted(set(allowed) - seen):
+        print(f"{tool}: warning: {key} is on the allow-list but {what}: take it off the list")
+
+
+def main(argv):
+    root, list_all = arguments(argv)
     if not _self_check():
         return 1
     long_ones, n = [], 0
@@ -182,11 +202,7 @@ def main(argv):
             print(f"long_functions: {rel}:{first}: {name} is {lines} lines"
                   + (f" (allowed: {ALLOWED[key]})" if allowed else ""))
         bad += not allowed
-    # A stale entry only warns: a branch that splits one of these must not
-    # turn the test red where this list has not been merged yet.
-    for key in sorted(set(ALLOWED) - seen):
-        print(f"long_functions: warning: {key} is on the allow-list but not over {LIMIT} "
-              "lines: take it off the list")
+    warn_stale("long_functions", ALLOWED, seen, f"not over {LIMIT} lines")
     print(f"long_functions: {n} functions, {len(long_ones)} over {LIMIT} lines, "
           f"{bad} not allowed")
     return 0 if list_all or not bad else 1

@@ -9,6 +9,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "rkv_core.h"
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static int replay_file(const char *path)
@@ -21,12 +23,7 @@ static int replay_file(const char *path)
     uint8_t *buf = NULL;
     size_t n = 0, cap = 0;
     for (;;) {
-        if (n == cap) {
-            cap = cap ? 2 * cap : 4096;
-            uint8_t *b = realloc(buf, cap);
-            if (!b) abort();
-            buf = b;
-        }
+        if (rkv_grow_size((void **)&buf, &cap, n + 4096, 1)) abort();
         size_t r = fread(buf + n, 1, cap - n, f);
         if (r == 0) break;
         n += r;
