@@ -26,19 +26,8 @@ import random
 import subprocess
 import sys
 
-
-def reexec_under_vllm_python():
-    """Run under RKV_VLLM_PYTHON (scripts/vllm_venv.sh makes it), else skip (77)."""
-    want = os.environ.get("RKV_VLLM_PYTHON")
-    if not want:
-        print("RKV_VLLM_PYTHON unset (run_tests sets it from scripts/vllm_venv.sh): skipping",
-              file=sys.stderr)
-        sys.exit(77)
-    if os.path.realpath(sys.executable) != os.path.realpath(want):
-        if not os.access(want, os.X_OK):
-            print(f"RKV_VLLM_PYTHON={want} is not executable: skipping", file=sys.stderr)
-            sys.exit(77)
-        os.execv(want, [want, os.path.abspath(__file__)] + sys.argv[1:])
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from venv_reexec import reexec_in_venv  # noqa: E402
 
 
 def fail_import(e):
@@ -48,7 +37,7 @@ def fail_import(e):
 
 
 if __name__ == "__main__":
-    reexec_under_vllm_python()
+    reexec_in_venv("RKV_VLLM_PYTHON", __file__, "scripts/vllm_venv.sh makes it")
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
 try:
     import torch

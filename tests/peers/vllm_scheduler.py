@@ -23,18 +23,12 @@ import os
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from venv_reexec import reexec_in_venv  # noqa: E402
+
 if __name__ == "__main__":
-    # As vllm_kv_manager.reexec_under_vllm_python, before that module's imports.
-    want = os.environ.get("RKV_VLLM_PYTHON")
-    if not want:
-        print("RKV_VLLM_PYTHON unset (run_tests sets it from scripts/vllm_venv.sh): skipping",
-              file=sys.stderr)
-        sys.exit(77)
-    if os.path.realpath(sys.executable) != os.path.realpath(want):
-        if not os.access(want, os.X_OK):
-            print(f"RKV_VLLM_PYTHON={want} is not executable: skipping", file=sys.stderr)
-            sys.exit(77)
-        os.execv(want, [want, os.path.abspath(__file__)] + sys.argv[1:])
+    # Before vllm_kv_manager's imports, which need the venv.
+    reexec_in_venv("RKV_VLLM_PYTHON", __file__, "scripts/vllm_venv.sh makes it")
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import vllm_kv_manager as kvm  # noqa: E402  (checks the vllm version too)

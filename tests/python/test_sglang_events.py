@@ -15,7 +15,8 @@ import random
 import sys
 import types
 
-from sglang_reexec import reexec_in_sglang_venv
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from venv_reexec import reexec_in_venv  # noqa: E402
 
 N_SEQS = int(os.environ.get("RKV_SGLANG_SEQUENCES", "600"))
 
@@ -55,9 +56,7 @@ def as_tuple(ev):
 
 
 def main():
-    skip = reexec_in_sglang_venv()
-    if skip is not None:
-        return skip
+    reexec_in_venv("RKV_SGLANG_PYTHON", __file__, "scripts/sglang_venv.sh makes it")
     # SGLang hashes event blocks with a C++ module it compiles on first use
     # (torch's cpp_extension, needs a compiler and OpenSSL's headers); without
     # it SGLang's own tree cannot record events, so there is nothing to compare.

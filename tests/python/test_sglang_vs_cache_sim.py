@@ -11,7 +11,8 @@ import os
 import random
 import sys
 
-from sglang_reexec import reexec_in_sglang_venv
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from venv_reexec import reexec_in_venv  # noqa: E402
 
 N_TRACES = int(os.environ.get("RKV_SGLANG_TRACES", "3000"))
 
@@ -32,9 +33,7 @@ def make_trace(rng, P):
 
 
 def main():
-    skip = reexec_in_sglang_venv()
-    if skip is not None:
-        return skip
+    reexec_in_venv("RKV_SGLANG_PYTHON", __file__, "scripts/sglang_venv.sh makes it")
     import radixkv
     import sglang_harness as h
 

@@ -20,22 +20,11 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from venv_reexec import reexec_in_venv  # noqa: E402
+
 TOL = 1e-4
 SEED = 20240607
-
-
-def reexec_under_torch_python():
-    want = os.environ.get("RKV_TORCH_PYTHON")
-    if not want:
-        print("RKV_TORCH_PYTHON unset: skipping the transformers reference", file=sys.stderr)
-        sys.exit(77)
-    if os.path.realpath(sys.executable) != os.path.realpath(want) and not os.environ.get(
-            "RKV_HF_REEXEC"):
-        if not os.access(want, os.X_OK):
-            print(f"RKV_TORCH_PYTHON={want} is not executable: skipping", file=sys.stderr)
-            sys.exit(77)
-        os.environ["RKV_HF_REEXEC"] = "1"
-        os.execv(want, [want, os.path.abspath(__file__)] + sys.argv[1:])
 
 
 def randomize(model, torch):
@@ -75,7 +64,7 @@ def build(arch, outdir, torch, transformers):
 
 
 def main():
-    reexec_under_torch_python()
+    reexec_in_venv("RKV_TORCH_PYTHON", __file__, "scripts/torch_venv.sh makes it")
     try:
         import torch
         import transformers

@@ -27,7 +27,8 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from hf_tokenizer import reexec_under_torch_python  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from venv_reexec import reexec_in_venv  # noqa: E402
 from textgen import LLAMA3_RE, SPECIALS, make_string  # noqa: E402
 
 TEMPLATES = ["qwen2.5", "llama-3", "llama-3.1", "llama-3.2"]
@@ -77,7 +78,7 @@ def fnv1a64(text):
 
 
 def main():
-    reexec_under_torch_python()
+    reexec_in_venv("RKV_TORCH_PYTHON", __file__, "scripts/torch_venv.sh makes it")
     from transformers import PreTrainedTokenizerFast
     radixkv, tdir = sys.argv[1], sys.argv[2]
     n = int(sys.argv[3]) if len(sys.argv) > 3 else 1000

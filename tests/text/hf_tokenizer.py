@@ -27,20 +27,8 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from textgen import LLAMA3_RE, NORMALIZED_ADDED, QWEN2_RE, SPECIALS, make_string  # noqa: E402
-
-
-def reexec_under_torch_python():
-    want = os.environ.get("RKV_TORCH_PYTHON")
-    if not want:
-        print("RKV_TORCH_PYTHON unset: skipping the tokenizers reference", file=sys.stderr)
-        sys.exit(77)
-    if os.path.realpath(sys.executable) != os.path.realpath(want) and not os.environ.get(
-            "RKV_HF_REEXEC"):
-        if not os.access(want, os.X_OK):
-            print(f"RKV_TORCH_PYTHON={want} is not executable: skipping", file=sys.stderr)
-            sys.exit(77)
-        os.environ["RKV_HF_REEXEC"] = "1"
-        os.execv(want, [want, os.path.abspath(sys.argv[0])] + sys.argv[1:])
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from venv_reexec import reexec_in_venv  # noqa: E402
 
 
 # ------------------------------------------------------------ tokenizers
@@ -100,7 +88,7 @@ def run_batch(radixkv, d, requests):
 
 
 def main():
-    reexec_under_torch_python()
+    reexec_in_venv("RKV_TORCH_PYTHON", __file__, "scripts/torch_venv.sh makes it")
     radixkv = sys.argv[1]
     per_tok = int(sys.argv[2]) if len(sys.argv) > 2 else 25000
     r = random.Random(20241128)

@@ -29,7 +29,9 @@ import tempfile
 import warnings
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from hf_tokenizer import reexec_under_torch_python, run_batch  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from hf_tokenizer import run_batch  # noqa: E402
+from venv_reexec import reexec_in_venv  # noqa: E402
 from textgen import SPECIALS, make_string  # noqa: E402
 
 # Classes that take tokenizer.json's pipeline as it is. transformers' model
@@ -81,7 +83,7 @@ def write_config(d, cfg):
 
 
 def main():
-    reexec_under_torch_python()
+    reexec_in_venv("RKV_TORCH_PYTHON", __file__, "scripts/torch_venv.sh makes it")
     warnings.filterwarnings("ignore")
     import transformers
     from transformers import AutoTokenizer

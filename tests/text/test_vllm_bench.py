@@ -20,17 +20,11 @@ Usage: test_vllm_bench.py RADIXKV TEMPLATES_DIR
 import os
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from venv_reexec import reexec_in_venv  # noqa: E402
+
 if __name__ == "__main__":
-    want = os.environ.get("RKV_VLLM_PYTHON")
-    if not want:
-        print("RKV_VLLM_PYTHON unset (run_tests sets it from scripts/vllm_venv.sh): skipping",
-              file=sys.stderr)
-        sys.exit(77)
-    if os.path.realpath(sys.executable) != os.path.realpath(want):
-        if not os.access(want, os.X_OK):
-            print(f"RKV_VLLM_PYTHON={want} is not executable: skipping", file=sys.stderr)
-            sys.exit(77)
-        os.execv(want, [want, os.path.abspath(__file__)] + sys.argv[1:])
+    reexec_in_venv("RKV_VLLM_PYTHON", __file__, "scripts/vllm_venv.sh makes it")
 
 import argparse  # noqa: E402
 import asyncio  # noqa: E402
