@@ -9,6 +9,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from venv_reexec import reexec_in_venv  # noqa: E402
+
 HOST = "127.0.0.1"
 
 
@@ -198,18 +201,6 @@ def tokenizer_server(radixkv, tmp, template_file, *args):
 
 
 def reexec_under_serve_python(path, module):
-    """Run the test under RKV_SERVE_PYTHON (a venv with `module`), else exit 77."""
-    try:
-        __import__(module)
-        return
-    except ImportError:
-        pass
-    want = os.environ.get("RKV_SERVE_PYTHON")
-    if not want or os.environ.get("RKV_SERVE_REEXEC"):
-        print(f"{module} not importable and RKV_SERVE_PYTHON unset: skipping", file=sys.stderr)
-        sys.exit(77)
-    if not os.access(want, os.X_OK):
-        print(f"RKV_SERVE_PYTHON={want} is not executable: skipping", file=sys.stderr)
-        sys.exit(77)
-    os.environ["RKV_SERVE_REEXEC"] = "1"
-    os.execv(want, [want, os.path.abspath(path)] + sys.argv[1:])
+    """Run the test where `module` imports: here, else under RKV_SERVE_PYTHON
+    (a venv with it), else exit 77."""
+    reexec_in_venv("RKV_SERVE_PYTHON", path, "scripts/serve_venv.sh makes it", needs=module)
