@@ -496,6 +496,26 @@ static rkv_status admit_arrivals(engine *e, double t)
     return RKV_OK;
 }
 
+/* The batch in the engine's buffers: B sequences, T rows, page tables maxp
+ * wide (build_batch writes them whole, batch_move moves them by a row). */
+static fwd_batch batch_view(const engine *e, int32_t B, int32_t T, int32_t maxp)
+{
+    return (fwd_batch){
+        .num_seqs = B,
+        .num_tokens = T,
+        .token_ids = e->token_ids,
+        .positions = e->positions,
+        .q_starts = e->q_starts,
+        .prefix_lens = e->prefix_lens,
+        .page_table = e->page_table,
+        .max_pages = maxp,
+        .slot_mapping = e->slot_mapping,
+        .sample_rows = e->sample_rows,
+        .sampling = e->sampling,
+        .sample_steps = e->sample_steps,
+    };
+}
+
 /* Flatten a plan into the backend's batch (token ids read now: in overlap
  * mode the pending tokens have just been committed). */
 static rkv_status build_batch(engine *e, const sched_plan *plan, fwd_batch *b)
@@ -564,22 +584,11 @@ static rkv_status build_batch(engine *e, const sched_plan *plan, fwd_batch *b)
         }
     }
     e->q_starts[B] = row;
-    *b = (fwd_batch){
-        .num_seqs = B,
-        .num_tokens = row,
-        .token_ids = e->token_ids,
-        .positions = e->positions,
-        .q_starts = e->q_starts,
-        .prefix_lens = e->prefix_lens,
-        .page_table = e->page_table,
-        .max_pages = maxp,
-        .slot_mapping = e->slot_mapping,
-        .sample_rows = e->sample_rows,
-        .sampling = e->sampling,
-        .sample_steps = e->sample_steps,
-        .row_logits = rows_asked ? e->row_logits : NULL,
-        .row_logits_n = rows_asked ? e->row_logits_n : NULL,
-    };
+    *b = batch_view(e, B, row, maxp);
+    if (rows_asked) {
+        b->row_logits = e->row_logits;
+        b->row_logits_n = e->row_logits_n;
+    }
     return RKV_OK;
 }
 
@@ -629,21 +638,8 @@ static void batch_move(engine *e, const sched_plan *plan, fwd_batch *b)
         e->sampling[i].n_prompt = r->prompt_len;
         e->sampling[i].n_out = en->sample_index;
     }
-    *b = (fwd_batch){
-        .num_seqs = plan->n,
-        .num_tokens = plan->n,
-        .token_ids = e->token_ids,
-        .positions = e->positions,
-        .q_starts = e->q_starts,
-        .prefix_lens = e->prefix_lens,
-        .page_table = e->page_table,
-        .max_pages = maxp,
-        .slot_mapping = e->slot_mapping,
-        .sample_rows = e->sample_rows,
-        .sampling = e->sampling,
-        .sample_steps = e->sample_steps,
-        .same_pages = 1,
-    };
+    *b = batch_view(e, plan->n, plan->n, maxp);
+    b->same_pages = 1;
 }
 
 /* After plans[k]'s forward succeeded as batch b: may the next step move it? */
