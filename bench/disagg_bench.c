@@ -19,11 +19,14 @@
  *
  *   {"bench": "disagg", "trace", "requests", "mode", "engines", "prefill",
  *    "decode", "repeat", "thread_cpu_s": {median, min, max}, "wall_s": {...},
- *    "cpu_us_per_request", "cpu_per_request_vs_first", "steps", "steps_moved"}
+ *    "cpu_us_per_request", "cpu_per_request_vs_first", "steps", "steps_moved",
+ *    "step_calls"}
  *
  * steps: simulated steps over every engine; steps_moved: of them, stable
  * decode steps that moved the last batch by a row (engine.h steps_moved;
- * 0 with RKV_REBUILD_BATCHES=1).
+ * 0 with RKV_REBUILD_BATCHES=1); step_calls: the driver's calls that ran them,
+ * several steps each up to its next event (engine_step_until; one step each
+ * with RKV_STEP_ONCE=1).
  *
  * cpu_per_request_vs_first: this count's median thread CPU per request over
  * the smallest engine count's of the same mode, measured in the same run.
@@ -149,7 +152,7 @@ static int run_confs(const engine_config *ec, conf *confs, int nc, int64_t repea
                 .decode_router = ROUTER_LEAST_LOAD,
                 .steps = &cf->steps,
             };
-            cf->steps = (struct replicas_steps){0, 0};
+            cf->steps = (struct replicas_steps){0, 0, 0};
             char err[512] = "";
             bool intr = false;
             double c0 = clock_s(CLOCK_THREAD_CPUTIME_ID), w0 = clock_s(CLOCK_MONOTONIC);
@@ -185,12 +188,13 @@ static void print_confs(conf *confs, int nc, int64_t repeat, const char *trace, 
                "\"decode\":%d,\"repeat\":%lld,\"thread_cpu_s\":{\"median\":%.4f,\"min\":%.4f,"
                "\"max\":%.4f},\"wall_s\":{\"median\":%.4f,\"min\":%.4f,\"max\":%.4f},"
                "\"cpu_us_per_request\":%.2f,\"cpu_per_request_vs_first\":%.3f,"
-               "\"steps\":%lld,\"steps_moved\":%lld}\n",
+               "\"steps\":%lld,\"steps_moved\":%lld,\"step_calls\":%lld}\n",
                tn ? tn + 1 : trace, (long long)nreq, model, (long long)kv_tokens, router_name,
                cf->disagg ? "disagg" : "colocated", cf->engines,
                cf->prefill, cf->disagg ? cf->engines - cf->prefill : 0,
                (long long)repeat, cm, clo, chi, wm, wlo, whi, 1e6 * per, per / base[cf->disagg],
-               (long long)cf->steps.steps, (long long)cf->steps.moved);
+               (long long)cf->steps.steps, (long long)cf->steps.moved,
+               (long long)cf->steps.calls);
         fflush(stdout);
     }
 }

@@ -101,6 +101,8 @@ struct engine {
     int32_t batch_n, batch_reqs_cap, batch_maxp;
     uint64_t batch_preempts;
     int64_t batch_reused;   /* steps launched from the moved batch */
+    int64_t step_calls;     /* engine_step / engine_step_until calls */
+    int64_t steps_quiet;    /* quiet steps engine_step_until took beyond its until */
 };
 
 /* The host CPU clock as the engine's clock reads it: not at all under a
@@ -109,6 +111,13 @@ struct engine {
  * A macro so the step functions (each holds its engine as e) stay as they
  * are. */
 #define cpu_now() engine_clock_host_cpu(&e->clock)
+
+/* A switch in the environment: set, not empty and not "0". */
+static bool env_on(const char *name)
+{
+    const char *v = getenv(name);
+    return v && v[0] && strcmp(v, "0") != 0;
+}
 
 void engine_config_default(engine_config *c)
 {
@@ -125,8 +134,8 @@ void engine_config_default(engine_config *c)
     /* The switch is in the environment so that every driver (run, the
      * replicas, the benches) can be compared against whole builds without
      * an option of its own. */
-    const char *rb = getenv("RKV_REBUILD_BATCHES");
-    c->rebuild_batches = rb && rb[0] && strcmp(rb, "0") != 0;
+    c->rebuild_batches = env_on("RKV_REBUILD_BATCHES");
+    c->step_once = env_on("RKV_STEP_ONCE");
 }
 
 static double now(const engine *e) { return engine_clock_now(&e->clock); }
@@ -496,6 +505,26 @@ static rkv_status admit_arrivals(engine *e, double t)
     return RKV_OK;
 }
 
+/* The batch in the engine's buffers: B sequences, T rows, page tables maxp
+ * wide (build_batch writes them whole, batch_move moves them by a row). */
+static fwd_batch batch_view(const engine *e, int32_t B, int32_t T, int32_t maxp)
+{
+    return (fwd_batch){
+        .num_seqs = B,
+        .num_tokens = T,
+        .token_ids = e->token_ids,
+        .positions = e->positions,
+        .q_starts = e->q_starts,
+        .prefix_lens = e->prefix_lens,
+        .page_table = e->page_table,
+        .max_pages = maxp,
+        .slot_mapping = e->slot_mapping,
+        .sample_rows = e->sample_rows,
+        .sampling = e->sampling,
+        .sample_steps = e->sample_steps,
+    };
+}
+
 /* Flatten a plan into the backend's batch (token ids read now: in overlap
  * mode the pending tokens have just been committed). */
 static rkv_status build_batch(engine *e, const sched_plan *plan, fwd_batch *b)
@@ -564,22 +593,11 @@ static rkv_status build_batch(engine *e, const sched_plan *plan, fwd_batch *b)
         }
     }
     e->q_starts[B] = row;
-    *b = (fwd_batch){
-        .num_seqs = B,
-        .num_tokens = row,
-        .token_ids = e->token_ids,
-        .positions = e->positions,
-        .q_starts = e->q_starts,
-        .prefix_lens = e->prefix_lens,
-        .page_table = e->page_table,
-        .max_pages = maxp,
-        .slot_mapping = e->slot_mapping,
-        .sample_rows = e->sample_rows,
-        .sampling = e->sampling,
-        .sample_steps = e->sample_steps,
-        .row_logits = rows_asked ? e->row_logits : NULL,
-        .row_logits_n = rows_asked ? e->row_logits_n : NULL,
-    };
+    *b = batch_view(e, B, row, maxp);
+    if (rows_asked) {
+        b->row_logits = e->row_logits;
+        b->row_logits_n = e->row_logits_n;
+    }
     return RKV_OK;
 }
 
@@ -629,21 +647,8 @@ static void batch_move(engine *e, const sched_plan *plan, fwd_batch *b)
         e->sampling[i].n_prompt = r->prompt_len;
         e->sampling[i].n_out = en->sample_index;
     }
-    *b = (fwd_batch){
-        .num_seqs = plan->n,
-        .num_tokens = plan->n,
-        .token_ids = e->token_ids,
-        .positions = e->positions,
-        .q_starts = e->q_starts,
-        .prefix_lens = e->prefix_lens,
-        .page_table = e->page_table,
-        .max_pages = maxp,
-        .slot_mapping = e->slot_mapping,
-        .sample_rows = e->sample_rows,
-        .sampling = e->sampling,
-        .sample_steps = e->sample_steps,
-        .same_pages = 1,
-    };
+    *b = batch_view(e, plan->n, plan->n, maxp);
+    b->same_pages = 1;
 }
 
 /* After plans[k]'s forward succeeded as batch b: may the next step move it? */
@@ -1053,7 +1058,8 @@ rkv_status engine_cancel(engine *e, int64_t id, char *err, size_t errlen)
     return RKV_OK;
 }
 
-rkv_status engine_step(engine *e, bool *done, char *err, size_t errlen)
+/* One step (engine_step without counting the call). */
+static rkv_status step_one(engine *e, bool *done, char *err, size_t errlen)
 {
     *done = false;
     if (!e->started) {
@@ -1067,6 +1073,56 @@ rkv_status engine_step(engine *e, bool *done, char *err, size_t errlen)
     if (st) return st;
     if (!e->inflight && scheduler_idle(&e->sched)) return step_idle(e, done, err, errlen);
     return e->overlap ? step_overlap(e, err, errlen) : step_sync(e, err, errlen);
+}
+
+rkv_status engine_step(engine *e, bool *done, char *err, size_t errlen)
+{
+    e->step_calls++;
+    return step_one(e, done, err, errlen);
+}
+
+/* Is the next step quiet (engine_step_until): a stable decode step that
+ * nobody outside the engine sees? Every running request decodes one row
+ * (none waiting, none arriving by now; the budget holds them all), can not
+ * finish in it (no stop token, and outputs to go after this one), and the
+ * pages of the rows that start one are free (no eviction, no preemption, so
+ * no request fails for lack of pages). */
+static bool next_step_quiet(const engine *e)
+{
+    const scheduler *s = &e->sched;
+    if (e->overlap || s->num_waiting || s->num_running == 0
+        || s->num_running > e->cfg.max_num_batched_tokens)
+        return false;
+    if (e->future_head < e->num_future && e->reqs[e->future[e->future_head]]->arrival <= now(e))
+        return false;
+    int32_t need = 0;
+    for (int32_t i = 0; i < s->num_running; i++) {
+        const sched_req *r = s->running[i];
+        if (r->stop_token >= 0 || r->out_planned + 1 >= r->max_tokens
+            || r->n_tokens - r->kv_sched != 1)
+            return false;
+        need += page_pool_pages_for(&e->pool, r->kv_sched + 1) > r->num_pages;
+    }
+    return need <= page_pool_num_free(&e->pool);
+}
+
+rkv_status engine_step_until(engine *e, const engine_horizon *h, bool *done, int64_t *steps,
+                             char *err, size_t errlen)
+{
+    e->step_calls++;
+    *steps = 0;
+    for (;;) {
+        const int64_t finished = e->num_finished;
+        rkv_status st = step_one(e, done, err, errlen);
+        ++*steps;
+        if (st || *done || e->num_finished != finished || e->cfg.step_once
+            || *steps >= h->max_steps)
+            return st;
+        const double t = now(e);
+        if (t < h->until || (h->inclusive && t == h->until)) continue;
+        if (!(t < h->quiet_until) || !next_step_quiet(e)) return RKV_OK;
+        e->steps_quiet++;
+    }
 }
 
 rkv_status engine_run(engine *e, char *err, size_t errlen)
@@ -1131,4 +1187,6 @@ void engine_get_stats(const engine *e, engine_stats *out)
     out->num_running = e->sched.num_running;
     out->num_waiting = e->sched.num_waiting;
     out->steps_moved = e->batch_reused;
+    out->step_calls = e->step_calls;
+    out->steps_quiet = e->steps_quiet;
 }

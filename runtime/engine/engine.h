@@ -73,6 +73,10 @@ typedef struct engine_config {
                                        are the same either way; tests compare them).
                                        engine_config_default sets it when the
                                        environment has RKV_REBUILD_BATCHES=1 */
+    bool step_once;                 /* engine_step_until takes one step per call, as
+                                       engine_step (outputs are the same either way;
+                                       tests compare them). engine_config_default sets
+                                       it when the environment has RKV_STEP_ONCE=1 */
     /* A host cost injected on a modelled clock (sim only; 0: none), counted
      * with fixed_clock too, as scheduler time: sync adds it to each step,
      * overlap hides it behind the step in flight (engine_clock.h). */
@@ -156,6 +160,10 @@ typedef struct engine_stats {
     int64_t num_running, num_waiting; /* now (waiting: arrived, not admitted) */
     int64_t steps_moved;     /* of steps: stable decode steps whose batch was the last
                                 one moved by a row (rebuild_batches: 0) */
+    int64_t step_calls;      /* engine_step and engine_step_until calls: a driver's
+                                events (step_once: one per engine_step call) */
+    int64_t steps_quiet;     /* of engine_step_until's steps, the quiet ones taken
+                                beyond its until (other engines' steps in between) */
 } engine_stats;
 
 /* Create the backend by name and everything around it. Bad names or values:
@@ -177,6 +185,42 @@ rkv_status engine_add(engine *e, const engine_request *req, int64_t *id, char *e
 
 /* One step. *done = true when every request added so far has finished. */
 rkv_status engine_step(engine *e, bool *done, char *err, size_t errlen);
+
+/* Several steps in one call, up to the caller's next event (a driver of
+ * many engines: k steps of one engine per pass of its loop, not one).
+ *
+ *   clock ──[any step]──[any step]── until ──[quiet]──[quiet]── quiet_until
+ *            the caller would pick     |      steps nobody outside the engine
+ *            this engine again         |      sees, before anything can reach it
+ *
+ * engine_step runs at least once, then again while the engine is not done,
+ * no request finished in the step (its on_finish ran: the caller may act on
+ * it, e.g. hand the request over), fewer than max_steps (>= 1) calls were
+ * made (a caller checks for signals between calls), and either
+ *   - the clock is below h->until (or equal, with h->inclusive): the caller
+ *     would step this engine next anyway (every other engine it steps is
+ *     later in its order), or
+ *   - the next step is quiet and the clock is below h->quiet_until: a stable
+ *     decode step (sync; every running request one row, nothing waiting or
+ *     arriving by now, the new rows' pages free in the pool, so nothing is
+ *     evicted or preempted) in which no request can finish (none has a stop
+ *     token, each has outputs to go after this one), and quiet_until the first
+ *     time anything outside could reach this engine (an arrival routed to it,
+ *     a handoff, another engine's step that could hand it work). Another
+ *     engine stepped in between would see nothing of these steps, nor they of
+ *     it, so the order does not matter.
+ * The steps are the ones engine_step would take, so the outputs, timings and
+ * step counts are those of a call per step. With cfg.step_once
+ * (RKV_STEP_ONCE=1) it is engine_step: one step per call. *steps: the
+ * engine_step calls made. */
+typedef struct engine_horizon {
+    double until;       /* INFINITY: no bound */
+    bool inclusive;
+    double quiet_until; /* <= until: no quiet steps beyond until */
+    int64_t max_steps;
+} engine_horizon;
+rkv_status engine_step_until(engine *e, const engine_horizon *h, bool *done, int64_t *steps,
+                             char *err, size_t errlen);
 
 /* Called for each request as it finishes (results valid from then on). */
 typedef void (*engine_finish_fn)(void *ctx, engine *e, int64_t id);

@@ -148,6 +148,8 @@ typedef struct driver {
     int64_t npost, post_cap;
     theap pending;     /* handoffs waiting for the clocks to reach t_first */
     theap busy;        /* the engines with work, by clock */
+    theap pbusy;       /* disaggregated: the prefill engines among them (the
+                          earliest step that could start a handoff) */
     int64_t delivered; /* handoffs so far (the decode router's request count) */
     rkv_status fail;
     char fail_msg[400];
@@ -206,7 +208,12 @@ static rkv_status mark_busy(driver *d, int32_t i)
 {
     d->r[i].busy = true;
     if (d->busy.pos[i] >= 0) return RKV_OK;
-    return theap_push(&d->busy, engine_now(d->r[i].e), i);
+    if (theap_push(&d->busy, engine_now(d->r[i].e), i)) return RKV_ENOMEM;
+    if (i < d->np && theap_push(&d->pbusy, engine_now(d->r[i].e), i)) {
+        theap_remove(&d->busy, d->busy.pos[i]); /* in both heaps or in neither */
+        return RKV_ENOMEM;
+    }
+    return RKV_OK;
 }
 
 /* ---- Disaggregation: prefill engines hand requests to decode engines. ---- */
@@ -452,9 +459,58 @@ static rkv_status disagg_post(driver *d)
     return d->fail;
 }
 
+/* Engine steps between events before advance looks again (a signal is seen
+ * at least this often). */
+#define STEPS_PER_CALL 4096
+
+/* A bound (until, inclusive) lowered to time c, inclusive only where every
+ * bound at the lowest time is. */
+static void bound_by(double c, bool incl, double *until, bool *inclusive)
+{
+    if (c < *until) {
+        *until = c;
+        *inclusive = incl;
+    } else if (c == *until) {
+        *inclusive = *inclusive && incl;
+    }
+}
+
+/* How far engine pick (the busy heap's root, picked for target t) may step
+ * in one engine_step_until (engine.h):
+ *   until: before advance would pick anything else: strictly below t (the
+ *     next arrival routes at t), below the first queued handoff (it goes
+ *     first at a tie), and not past the next busy engine in the heap's order
+ *     (its clock; a tie goes to the lower index).
+ *   quiet_until: quiet steps (no finish, nothing shared touched) while
+ *     nothing can reach pick: below t (a request routed to it) and the first
+ *     queued handoff (delivered to it), and, for a decode engine, below every
+ *     busy prefill engine's clock (a step of one may finish a prompt, whose
+ *     handoff could come to pick; at a tie the prefill engine, of lower
+ *     index, goes first). Replicas hand each other nothing: a replica's
+ *     quiet steps may pass every other replica's clock, whose steps see
+ *     nothing of them (the router reads loads, which only finishes change).
+ * Any step of pick's finishes a request only as its last in the call. */
+static void horizon(const driver *d, double t, int32_t pick, engine_horizon *h)
+{
+    h->until = t < 0 ? INFINITY : t;
+    h->inclusive = false;
+    if (d->pending.n) bound_by(d->pending.a[0].t, false, &h->until, &h->inclusive);
+    h->quiet_until = h->until; /* t and the first handoff */
+    if (d->np && pick < d->np) h->quiet_until = -INFINITY; /* prefill: every prompt finishes */
+    else if (d->np && d->pbusy.n && d->pbusy.a[0].t < h->quiet_until)
+        h->quiet_until = d->pbusy.a[0].t;
+    const hent *next = NULL;
+    for (int64_t c = 1; c <= 2 && c < d->busy.n; c++)
+        if (!next || hent_before(d->busy.a[c], *next)) next = &d->busy.a[c];
+    if (next) bound_by(next->t, pick < next->id, &h->until, &h->inclusive);
+    h->max_steps = STEPS_PER_CALL;
+}
+
 /* Step the busy engine furthest behind while it is behind t (t < 0: until
  * every engine is done). A queued handoff at t1 goes first once no busy
- * engine is behind t1, so the decode router and cache see time t1. */
+ * engine is behind t1, so the decode router and cache see time t1. The
+ * engine picked steps on until the next of these events (horizon,
+ * engine_step_until): the steps are the ones a call per step would take. */
 static rkv_status advance(driver *d, double t, char *err, size_t errlen)
 {
     for (;;) {
@@ -478,7 +534,10 @@ static rkv_status advance(driver *d, double t, char *err, size_t errlen)
         if (pick < 0) return RKV_OK;
         bool done = false;
         char why[400] = "";
-        rkv_status st = engine_step(d->r[pick].e, &done, why, sizeof why);
+        engine_horizon h;
+        int64_t steps;
+        horizon(d, t, pick, &h);
+        rkv_status st = engine_step_until(d->r[pick].e, &h, &done, &steps, why, sizeof why);
         if (st != RKV_OK) {
             snprintf(err, errlen, "%s %d: %s", d->np ? (pick < d->np ? "prefill engine" : "decode engine")
                      : "replica", d->np && pick >= d->np ? pick - d->np : pick,
@@ -488,10 +547,12 @@ static rkv_status advance(driver *d, double t, char *err, size_t errlen)
         if (done) {
             d->r[pick].busy = false;
             theap_remove(&d->busy, d->busy.pos[pick]);
+            if (pick < d->np) theap_remove(&d->pbusy, d->pbusy.pos[pick]);
             /* A handoff that found it full since its last finish. */
             if (d->r[pick].nwait && wake_waiting(d, pick, engine_now(d->r[pick].e))) goto failed;
         } else {
             theap_move(&d->busy, d->busy.pos[pick], engine_now(d->r[pick].e));
+            if (pick < d->np) theap_move(&d->pbusy, d->pbusy.pos[pick], engine_now(d->r[pick].e));
         }
         if (d->np && (d->fail || disagg_post(d))) goto failed;
     }
@@ -929,6 +990,7 @@ static void driver_free(driver *d)
             engine_get_stats(rp->e, &es);
             d->rc->steps->steps += es.steps;
             d->rc->steps->moved += es.steps_moved;
+            d->rc->steps->calls += es.step_calls;
         }
         if (rp->e) cache_pins_release(engine_cache(rp->e), &rp->pins);
         cache_pins_free(&rp->pins);
@@ -949,6 +1011,8 @@ static void driver_free(driver *d)
     free(d->pending.a);
     free(d->busy.a);
     free(d->busy.pos);
+    free(d->pbusy.a);
+    free(d->pbusy.pos);
 }
 
 /* Disaggregated: what the engines must be able to do, and the link. */
@@ -1003,10 +1067,11 @@ rkv_status replicas_run(const replicas_config *rc, FILE *out, bool *interrupted,
     d.load = calloc((size_t)d.engines, sizeof *d.load);
     fin_ctx *fc = calloc((size_t)d.engines, sizeof *fc);
     d.busy.pos = malloc(sizeof(int32_t) * (size_t)d.engines);
+    d.pbusy.pos = malloc(sizeof(int32_t) * (size_t)d.engines);
     int64_t *order = NULL;
-    if (d.busy.pos)
-        for (int32_t i = 0; i < d.engines; i++) d.busy.pos[i] = -1;
-    if (!d.r || !d.load || !fc || !d.busy.pos) {
+    for (int32_t i = 0; d.busy.pos && d.pbusy.pos && i < d.engines; i++)
+        d.busy.pos[i] = d.pbusy.pos[i] = -1;
+    if (!d.r || !d.load || !fc || !d.busy.pos || !d.pbusy.pos) {
         st = RKV_ENOMEM;
         goto done;
     }

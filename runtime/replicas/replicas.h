@@ -9,7 +9,10 @@
  * work whose clock is below t is stepped (the one furthest behind first, ties
  * to the lower index; a heap of the busy engines' clocks, so a step costs
  * O(log N), not a pass over N engines), so the router sees the loads of
- * time t. Replicas never share pages (unless a
+ * time t. The replica picked takes several steps per pass, up to the next
+ * event (engine_step_until: while it would be picked again, then through
+ * quiet decode steps, which nobody else sees, up to the next arrival), with
+ * the outputs of a pass per step (RKV_STEP_ONCE=1). Replicas never share pages (unless a
  * shared remote tier is configured, cache_tier.h).
  *
  * The trace is read by the same loader as a single engine's (trace_engine.h),
@@ -46,6 +49,10 @@
  *      j evict them before it admits the request, it computes them again
  *      (the line's "decode_cached_tokens" is below the pages handed over;
  *      the summary counts such requests in "kv_evicted_requests").
+ *
+ * A decode engine's quiet steps (above) stop below the first queued handoff
+ * and every busy prefill engine's clock: that engine's next step may finish
+ * a prompt whose handoff comes to it.
  *
  * Decode engines are picked by decode_router (router.h; `run` defaults to
  * least-load: a decode step's cost grows with its batch, and a prefix cache
@@ -110,9 +117,10 @@ typedef struct replicas_config {
                                       zero value is round-robin, cmd_run's
                                       default least-load */
     double slo_ttft, slo_tpot;     /* seconds; <= 0: no such SLO */
-    /* NULL, or every engine's steps (engine_stats steps, steps_moved) are
-     * added here when the run ends (benches: the simulated steps). */
-    struct replicas_steps { int64_t steps, moved; } *steps;
+    /* NULL, or every engine's steps (engine_stats steps, steps_moved,
+     * step_calls) are added here when the run ends (benches: the simulated
+     * steps, and the driver's calls that ran them). */
+    struct replicas_steps { int64_t steps, moved, calls; } *steps;
 } replicas_config;
 
 /* Route and serve the whole trace; per-request lines (with "replica" and,

@@ -1,16 +1,22 @@
 #!/usr/bin/env python3
 """Stable decode steps move the last batch by one row instead of rebuilding it
-(engine.c batch_moves); the outputs must not notice. Every case below runs
-`radixkv run --backend sim` twice, as is and with RKV_REBUILD_BATCHES=1 (every
-batch built whole), and the two stdouts must be equal byte for byte, after
-masking the one measured field (the scheduler's CPU per step, which a single
-engine reads from the thread clock).
+(engine.c batch_moves), and the multi-engine driver lets an engine take several
+steps per call up to its next event (engine_step_until: quiet decode steps pass
+other engines' clocks); the outputs must not notice. Every case below runs
+`radixkv run --backend sim` three times, as is, with RKV_REBUILD_BATCHES=1
+(every batch built whole) and with RKV_STEP_ONCE=1 (one step per call, the
+driver's order step by step), and the stdouts must be equal byte for byte,
+after masking the one measured field (the scheduler's CPU per step, which a
+single engine reads from the thread clock).
 
 The cases cross what can end a stable decode run: page boundaries (page size
 4 with long outputs), preemption (pools too small for the running set),
 arrivals, finishes, handoffs between prefill and decode engines, overlap (whose
 plans alternate, so nothing moves), sampled tokens (temperature 0.7 draws
-depend on the step index), one engine and several.
+depend on the step index), one engine and several. The last cases spread
+long outputs over many engines, so that each decodes a batch of one or two
+requests for many steps between arrivals, handoffs and other engines' finishes:
+the runs where an engine's quiet steps overtake the others most.
 
 Usage: batch_moves.py RADIXKV
 """
@@ -59,14 +65,37 @@ def cases(tmp):
         ("disagg_mooncake", ["--prefill", "3", "--decode", "2", "--page-size", "64",
                              "--kv-tokens", "4096", "--max-tokens", "40", "--trace",
                              t("mooncake.jsonl")]),
+        ("disagg_2_6_spread", ["--prefill", "2", "--decode", "6", "--page-size", "4",
+                               "--kv-tokens", "600", "--trace", long_mt]),
+        # Prompts in chunks of 16 rows keep the prefill engine busy for several
+        # steps while decode engines run: a decode engine's quiet steps must not
+        # pass the prefill engine's clock (its next chunk may hand it a request).
+        ("disagg_1_2_chunked", ["--prefill", "1", "--decode", "2", "--max-batched-tokens",
+                                "16", "--page-size", "4", "--kv-tokens", "600", "--trace",
+                                long_mt]),
+        ("disagg_1_2_chunked_overlap", ["--prefill", "1", "--decode", "2", "--schedule",
+                                        "overlap", "--max-batched-tokens", "16", "--page-size",
+                                        "4", "--kv-tokens", "600", "--trace", long_mt]),
+        ("disagg_1_4_sampled", ["--prefill", "1", "--decode", "4", "--decode-router",
+                                "round-robin", "--link", "tcp", "--kv-tokens", "2048",
+                                "--trace", sc]),
+        ("replicas_8_spread", ["--replicas", "8", "--router", "round-robin", "--page-size",
+                               "4", "--kv-tokens", "256", "--trace", long_mt]),
+        ("replicas_4_mooncake", ["--replicas", "4", "--router", "cache-aware", "--page-size",
+                                 "64", "--kv-tokens", "4096", "--max-tokens", "90", "--trace",
+                                 t("mooncake.jsonl")]),
     ]
 
 
-def run(exe, args, rebuild):
+SWITCHES = ("RKV_REBUILD_BATCHES", "RKV_STEP_ONCE")
+
+
+def run(exe, args, switch):
     env = dict(os.environ)
-    env.pop("RKV_REBUILD_BATCHES", None)
-    if rebuild:
-        env["RKV_REBUILD_BATCHES"] = "1"
+    for name in SWITCHES:
+        env.pop(name, None)
+    if switch:
+        env[switch] = "1"
     p = subprocess.run([exe] + args, capture_output=True, text=True, timeout=240, env=env)
     if p.returncode != 0:
         raise RuntimeError(f"exit {p.returncode}: {' '.join(args)}\n{p.stderr[-2000:]}")
@@ -88,7 +117,8 @@ def main():
                 return 1
         for name, args in runs:
             try:
-                moved, whole = run(exe, RUN + args, False), run(exe, RUN + args, True)
+                moved = run(exe, RUN + args, None)
+                others = [(sw, run(exe, RUN + args, sw)) for sw in SWITCHES]
             except RuntimeError as e:
                 print(f"FAIL {name}: {e}", file=sys.stderr)
                 failures += 1
@@ -99,16 +129,17 @@ def main():
                 print(f"FAIL {name}: {lines} lines, no summary", file=sys.stderr)
                 failures += 1
                 continue
-            if moved != whole:
-                g, w = moved.splitlines(), whole.splitlines()
+            bad = [(sw, out) for sw, out in others if out != moved]
+            for sw, other in bad:
+                g, w = moved.splitlines(), other.splitlines()
                 first = next((i for i in range(max(len(g), len(w)))
                               if i >= len(g) or i >= len(w) or g[i] != w[i]), 0)
-                print(f"FAIL {name}: differs at line {first + 1}\n"
-                      f"  moved: {g[first][:300] if first < len(g) else '(missing)'}\n"
-                      f"  whole: {w[first][:300] if first < len(w) else '(missing)'}",
+                print(f"FAIL {name}: {sw}=1 differs at line {first + 1}\n"
+                      f"  as is: {g[first][:300] if first < len(g) else '(missing)'}\n"
+                      f"  {sw}=1: {w[first][:300] if first < len(w) else '(missing)'}",
                       file=sys.stderr)
-                failures += 1
-            else:
+            failures += len(bad)
+            if not bad:
                 print(f"ok {name}: {lines} lines equal")
     print(f"{len(runs)} cases, {failures} differences")
     return 1 if failures else 0

@@ -30,6 +30,8 @@ typedef struct run_opts {
     bool keep_logits;
     bool offline;
     bool rebuild;     /* engine_config.rebuild_batches */
+    bool until;       /* step by engine_step_until, quiet steps only after the first */
+    bool step_once;   /* engine_config.step_once */
 } run_opts;
 
 /* The cpu tests run a tiny Qwen2-shaped model (q/k/v biases, GQA 2:1), from
@@ -112,6 +114,7 @@ static engine *make(const run_opts *ro)
     c.keep_logits = ro->keep_logits;
     c.offline = ro->offline;
     c.rebuild_batches = ro->rebuild;
+    c.step_once = ro->step_once;
     c.fixed_clock = true;
     c.seed = 3;
     engine *e = NULL;
@@ -153,6 +156,44 @@ static void collect(engine *e, int64_t n, run_out *o)
     engine_get_stats(e, &o->st);
 }
 
+/* engine_step_until's finishes: each must come in its call's first launched
+ * step when the call's until is in the past (every later step is quiet). */
+typedef struct until_log {
+    int64_t call_start; /* engine_stats.steps when the call began */
+    int64_t late;       /* finishes in a later step */
+} until_log;
+
+static void until_finish(void *ctx, engine *e, int64_t id)
+{
+    (void)id;
+    until_log *l = ctx;
+    engine_stats st;
+    engine_get_stats(e, &st);
+    if (st.steps > l->call_start + 1) l->late++;
+}
+
+/* The run by engine_step_until with until in the past: the first step of
+ * each call is any step, the rest quiet ones. */
+static rkv_status run_until(engine *e, int64_t *calls, char *err, size_t errlen)
+{
+    until_log log = {0};
+    engine_on_finish(e, until_finish, &log);
+    const engine_horizon h = {.until = -INFINITY, .quiet_until = INFINITY, .max_steps = 1 << 20};
+    bool done = false;
+    rkv_status st = RKV_OK;
+    for (*calls = 0; !done && st == RKV_OK; ++*calls) {
+        engine_stats es;
+        engine_get_stats(e, &es);
+        log.call_start = es.steps;
+        int64_t steps = 0;
+        st = engine_step_until(e, &h, &done, &steps, err, errlen);
+        ck_assert_int_ge(steps, 1);
+    }
+    engine_on_finish(e, NULL, NULL);
+    ck_assert_msg(log.late == 0, "%lld requests finished in a quiet step", (long long)log.late);
+    return st ? st : engine_check(e, err, errlen);
+}
+
 static void run_workload(const run_opts *ro, const workload *w, run_out *o)
 {
     engine *e = make(ro);
@@ -168,10 +209,12 @@ static void run_workload(const run_opts *ro, const workload *w, run_out *o)
         ck_assert_msg(engine_add(e, &er, &id, err, sizeof err) == RKV_OK, "add: %s", err);
         ck_assert_int_eq(id, i);
     }
-    rkv_status st = engine_run(e, err, sizeof err);
+    int64_t calls = 0;
+    rkv_status st = ro->until ? run_until(e, &calls, err, sizeof err) : engine_run(e, err, sizeof err);
     ck_assert_msg(st == RKV_OK, "engine_run (%s, %s, %s): %s", ro->backend, ro->kind,
                   ro->schedule, err);
     collect(e, w->n, o);
+    if (ro->until) ck_assert_int_eq(o->st.step_calls, calls);
     engine_destroy(e);
 }
 
@@ -411,6 +454,57 @@ START_TEST(test_moved_batches_equal_whole)
         /* The path under test ran, and the switch turns it off. */
         ck_assert_msg(a.st.steps_moved > a.st.steps / 4, "variant %d: %lld of %lld steps moved", v, (long long)a.st.steps_moved, (long long)a.st.steps);
         ck_assert_int_eq(b.st.steps_moved, 0);
+        out_free(&a);
+        out_free(&b);
+    }
+    workload_free(&w);
+}
+END_TEST
+
+/* engine_step_until with until in the past takes, after each call's first
+ * step, only quiet steps: stable decode steps in which nothing can finish
+ * (run_until checks that no request does). The steps are engine_step's, so
+ * tokens, times and step counts equal engine_run's; quiet steps ran (most of
+ * a long decode), and step_once turns them off. Variants: page boundaries
+ * (4-token pages), a small pool (preemptions), a stop token (no quiet step:
+ * any token may end a request), overlap (none either), arrivals throughout. */
+START_TEST(test_step_until_equals_steps)
+{
+    workload w;
+    gen(&w, "multi-turn", 6, 10, 40, 12, 43);
+    for (int64_t i = 0; i < w.n; i++) w.reqs[i].arrival = 0.002 * (double)(i / 3);
+    for (int v = 0; v < 5; v++) {
+        run_opts ro = defaults("sim");
+        ro.kind = "radix";
+        ro.offline = false;
+        if (v == 1) ro.num_pages = 60;
+        if (v == 2) ro.stop_token = 7;
+        if (v == 3) ro.schedule = "overlap";
+        run_out a, b;
+        run_workload(&ro, &w, &a);
+        ro.until = true;
+        ro.step_once = v == 4;
+        run_workload(&ro, &w, &b);
+        assert_same(&a, &b, "engine_step_until vs engine_step", 0);
+        for (int64_t i = 0; i < a.n; i++)
+            ck_assert(a.ttft[i] == b.ttft[i] && a.latency[i] == b.latency[i]);
+        ck_assert(a.st.clock == b.st.clock && a.st.model_seconds == b.st.model_seconds);
+        ck_assert_int_eq(a.st.steps, b.st.steps);
+        ck_assert_int_eq(a.st.batched_tokens, b.st.batched_tokens);
+        ck_assert_int_eq(a.st.preemptions, b.st.preemptions);
+        ck_assert_int_eq(a.st.steps_moved, b.st.steps_moved);
+        if (v == 1) ck_assert_int_gt(a.st.preemptions, 0);
+        ck_assert_int_eq(a.st.steps_quiet, 0); /* engine_step takes none */
+        if (v == 0) {
+            ck_assert_msg(b.st.steps_quiet > b.st.steps / 2, "%lld of %lld steps quiet",
+                          (long long)b.st.steps_quiet, (long long)b.st.steps);
+            ck_assert_int_lt(b.st.step_calls, b.st.steps / 2);
+        } else if (v == 1) {
+            /* Fewer: a boundary without a free page ends a run. */
+            ck_assert_int_gt(b.st.steps_quiet, 0);
+        } else {
+            ck_assert_int_eq(b.st.steps_quiet, 0);
+        }
         out_free(&a);
         out_free(&b);
     }
@@ -774,6 +868,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_arrivals_honoured);
     tcase_add_test(tc, test_sim_deterministic);
     tcase_add_test(tc, test_moved_batches_equal_whole);
+    tcase_add_test(tc, test_step_until_equals_steps);
     tcase_add_test(tc, test_budget_and_too_large);
     tcase_add_test(tc, test_stop_token_overlap_equals_sync);
     tcase_add_test(tc, test_sim_caching_invisible);
