@@ -57,7 +57,7 @@ void serve_job_unref_locked(serve_job *j)
 void serve_submit_locked(serve *s, serve_job *j)
 {
     /* A decode request waits for its prefill's handoff first (serve_pd.h). */
-    if (serve_pd_hold_locked(s, j)) return;
+    if (serve_pd_submit_locked(s, j)) return;
     j->refs++; /* the engine side's */
     j->next = NULL;
     if (s->inbox_tail) s->inbox_tail->next = j;

@@ -6,26 +6,41 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "rkv_config.h"
 #include "serve.h"
+#include "serve_http.h"
 #include "serve_pd.h"
 #include "tier_remote.h"
 
 const char *const serve_pd_role_names[] = {"none", "prefill", "decode", NULL};
 
 enum {
-    PD_KEY_MAX = 128,
+    PD_KEY_MAX = 192,        /* rkv:NS:pd:live:ID, the longest key, fits */
     PD_WAIT_KEYS = 64,       /* rooms one BLPOP waits on; the rest on the next round */
     PD_RECORD_TTL = 600,     /* seconds an unclaimed record stays on the server */
+    PD_TAKEN_TTL = 600,      /* seconds a room's taken mark stays */
+    PD_LIVE_MAX = 96,        /* a prefill server's liveness id */
 };
 /* One BLPOP round, seconds: a job held while a round is under way waits at
  * most this long for its own round (its record, once pushed, stays). */
 #define PD_ROUND_S 0.05
+/* A prefill server's liveness key lapses PD_LIVE_TTL_S after its last
+ * refresh, and its pd thread refreshes it every PD_LIVE_REFRESH_S: a thread
+ * that misses four refreshes in a row (a loaded machine) still counts as
+ * alive. A decode server looks at the takers of its held rooms every
+ * PD_LOOK_S, so a dead prefill ends its requests within about
+ * PD_LIVE_TTL_S + PD_LOOK_S of its last refresh, not at --pd-timeout. */
+#define PD_LIVE_TTL_S 5.0
+#define PD_LIVE_REFRESH_S 1.0
+#define PD_LOOK_S 0.5
 
-/* A handoff record the prefill side has to push. */
+/* What the prefill side has to push for a room: its taken mark (the
+ * announcement that this server computes it) or its handoff record. */
 typedef struct pd_rec {
     uint64_t room;
+    bool taken;              /* json is the taken mark's value, not a record */
     char *json;
     struct pd_rec *next;
 } pd_rec;
@@ -44,7 +59,13 @@ struct serve_pd {
     bool stop;
     serve_job **held;        /* decode: jobs waiting for their record */
     int64_t n_held, cap;
-    pd_rec *recs, *recs_tail; /* prefill: records to push */
+    int64_t turn;            /* decode: the held job a round starts at (rotates,
+                                so more than PD_WAIT_KEYS rooms all get rounds) */
+    double look_next;        /* decode: serve_wall() of the next look at takers */
+    pd_rec *recs, *recs_tail; /* prefill: marks and records to push */
+    char live[PD_LIVE_MAX];  /* prefill: this process's liveness id */
+    char name[128];          /* prefill: "HOST:PORT pid N", for decode's messages */
+    double live_next;        /* prefill: serve_wall() of the next refresh */
 };
 
 /* ---- both sides, under s->mu -------------------------------------------- */
@@ -215,9 +236,47 @@ int serve_pd_parse(serve *s, json_t *req, serve_job *j, const char **param, char
     return 0;
 }
 
-bool serve_pd_hold_locked(serve *s, serve_job *j)
+/* Queue r for the pd thread (under s->mu). */
+static void queue_rec_locked(serve_pd *p, pd_rec *r)
+{
+    if (p->recs_tail) p->recs_tail->next = r;
+    else p->recs = r;
+    p->recs_tail = r;
+    pthread_cond_signal(&p->wake);
+}
+
+/* Prefill: announce j's room as taken by this server (its liveness id and
+ * name), before the engine sees the job. Without memory the room is never
+ * marked: the decode side then waits for the record up to --pd-timeout. */
+static void announce_locked(serve *s, serve_job *j)
 {
     serve_pd *p = s->pd;
+    j->pd.taken = true;
+    if (!p->name[0]) /* the port is known once HTTP listens, before any job */
+        snprintf(p->name, sizeof p->name, "%s:%d pid %ld", s->cfg.host, serve_http_port(s),
+                 (long)getpid());
+    json_t *o = json_pack("{s:s,s:s}", "live", p->live, "server", p->name);
+    pd_rec *r = calloc(1, sizeof *r);
+    if (r && o) r->json = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    if (!r || !r->json) {
+        fprintf(stderr, "radixkv serve: out of memory marking bootstrap_room %" PRIu64 " taken "
+                "(its decode side waits up to its --pd-timeout instead of watching this server)\n",
+                j->pd.room);
+        free(r);
+        return;
+    }
+    r->room = j->pd.room;
+    r->taken = true;
+    queue_rec_locked(p, r);
+}
+
+bool serve_pd_submit_locked(serve *s, serve_job *j)
+{
+    serve_pd *p = s->pd;
+    if (p && p->role == SERVE_PD_PREFILL && j->pd.on && !j->pd.vllm && !j->pd.taken &&
+        !j->pd.fail[0])
+        announce_locked(s, j);
     if (!p || p->role != SERVE_PD_DECODE || !j->pd.on || j->pd.waited || j->pd.fail[0]) return false;
     j->pd.waited = true;
     if (p->n_held == p->cap) {
@@ -254,10 +313,7 @@ void serve_pd_prefilled_locked(serve *s, serve_job *j, const serve_seq *q, const
         return;
     }
     r->room = j->pd.room;
-    if (p->recs_tail) p->recs_tail->next = r;
-    else p->recs = r;
-    p->recs_tail = r;
-    pthread_cond_signal(&p->wake);
+    queue_rec_locked(p, r);
 }
 
 const char *serve_pd_check_locked(serve *s, const serve_job *j, int32_t cached, char *msg,
@@ -285,6 +341,18 @@ static void pd_key(const serve_pd *p, uint64_t room, char *key, size_t len)
     snprintf(key, len, "rkv:%s:pd:%" PRIu64, p->ns, room);
 }
 
+/* A room's taken mark and a prefill server's liveness key: under rkv:NS:pd:
+ * too, never a record key (those end in a number after "pd:"). */
+static void taken_key(const serve_pd *p, uint64_t room, char *key, size_t len)
+{
+    snprintf(key, len, "rkv:%s:pd:taken:%" PRIu64, p->ns, room);
+}
+
+static void live_key(const serve_pd *p, const char *live, char *key, size_t len)
+{
+    snprintf(key, len, "rkv:%s:pd:live:%s", p->ns, live);
+}
+
 /* The record of a room, for its held job: admit it, or fail it naming why. */
 static void record_locked(serve *s, uint64_t room, const char *text)
 {
@@ -302,6 +370,18 @@ static void record_locked(serve *s, uint64_t room, const char *text)
     if (bad) s->pd_counts.failed++;
     else s->pd_counts.admitted++;
     release_locked(s, i, bad ? why : NULL);
+}
+
+/* The room's taker stopped refreshing its liveness and left no record. */
+static void lapsed_locked(serve *s, uint64_t room, const char *why)
+{
+    serve_pd *p = s->pd;
+    for (int64_t i = 0; i < p->n_held; i++)
+        if (p->held[i]->pd.room == room) {
+            s->pd_counts.failed++;
+            release_locked(s, i, why);
+            return;
+        }
 }
 
 /* Held jobs whose client went away or whose deadline passed end now. */
@@ -367,8 +447,9 @@ static void pd_drop(serve_pd *p, const char *what)
     p->next_retry = serve_wall() + 1;
 }
 
-/* Prefill: push the records (without s->mu). A lost record is a timeout on
- * the decode side, which names it. */
+/* Prefill: push the taken marks and records (without s->mu). A lost record
+ * is a timeout on the decode side, which names it; a lost mark leaves the
+ * decode side waiting up to its --pd-timeout. */
 static void push_records(serve *s, serve_pd *p, pd_rec *r)
 {
     int64_t sent = 0, lost = 0;
@@ -377,12 +458,18 @@ static void push_records(serve *s, serve_pd *p, pd_rec *r)
         bool ok = false;
         if (p->conn) {
             char key[PD_KEY_MAX];
-            pd_key(p, r->room, key, sizeof key);
             redisContext *c = p->conn;
-            redisAppendCommand(c, "RPUSH %s %s", key, r->json);
-            redisAppendCommand(c, "EXPIRE %s %d", key, PD_RECORD_TTL);
+            if (r->taken) {
+                taken_key(p, r->room, key, sizeof key);
+                redisAppendCommand(c, "SET %s %s EX %d", key, r->json, PD_TAKEN_TTL);
+            } else {
+                pd_key(p, r->room, key, sizeof key);
+                redisAppendCommand(c, "RPUSH %s %s", key, r->json);
+                redisAppendCommand(c, "EXPIRE %s %d", key, PD_RECORD_TTL);
+            }
             redisReply *a = NULL, *b = NULL;
-            if (redisGetReply(c, (void **)&a) != REDIS_OK || redisGetReply(c, (void **)&b) != REDIS_OK)
+            if (redisGetReply(c, (void **)&a) != REDIS_OK ||
+                (!r->taken && redisGetReply(c, (void **)&b) != REDIS_OK))
                 pd_drop(p, "no reply");
             else if (a->type == REDIS_REPLY_ERROR) /* e.g. the server's maxmemory */
                 snprintf(p->conn_err, sizeof p->conn_err, "%s: %s", p->url, a->str);
@@ -392,11 +479,11 @@ static void push_records(serve *s, serve_pd *p, pd_rec *r)
             if (b) freeReplyObject(b);
         }
         if (ok) {
-            sent++;
+            sent += !r->taken;
         } else {
-            fprintf(stderr, "radixkv serve: bootstrap_room %" PRIu64 ": handoff record lost (%s)\n",
-                    r->room, p->conn_err);
-            lost++;
+            fprintf(stderr, "radixkv serve: bootstrap_room %" PRIu64 ": %s lost (%s)\n", r->room,
+                    r->taken ? "its taken mark" : "handoff record", p->conn_err);
+            lost += !r->taken;
         }
         free(r->json);
         free(r);
@@ -419,7 +506,7 @@ static void wait_round_locked(serve *s)
     size_t lens[PD_WAIT_KEYS + 2];
     argv[0] = "BLPOP";
     for (int64_t i = 0; i < n; i++) {
-        pd_key(p, p->held[i]->pd.room, keys[i], sizeof keys[i]);
+        pd_key(p, p->held[(p->turn + i) % p->n_held]->pd.room, keys[i], sizeof keys[i]);
         argv[i + 1] = keys[i];
     }
     char tmo[16];
@@ -445,6 +532,94 @@ static void wait_round_locked(serve *s)
     free(text);
 }
 
+/* Prefill: refresh this server's liveness key (without s->mu). */
+static void live_refresh(serve_pd *p)
+{
+    char key[PD_KEY_MAX];
+    live_key(p, p->live, key, sizeof key);
+    redisReply *r = redisCommand(p->conn, "SET %s 1 PX %d", key, (int)(PD_LIVE_TTL_S * 1000));
+    if (!r) pd_drop(p, "no reply");
+    else if (r->type == REDIS_REPLY_ERROR)
+        snprintf(p->conn_err, sizeof p->conn_err, "%s: %s", p->url, r->str);
+    if (r) freeReplyObject(r);
+}
+
+/* What a look found for one room: its record, or why its taker lapsed. */
+typedef struct pd_look {
+    uint64_t room;
+    char *text, *lapse;
+} pd_look;
+
+/* Decode, one room of a look (without s->mu): the taken mark's reply m (its
+ * value or nil). A taker whose liveness key is gone fails the room, unless
+ * its record came after all (pushed just before the taker stopped). */
+static void look_room(serve_pd *p, pd_look *out, const redisReply *m)
+{
+    if (!m || m->type != REDIS_REPLY_STRING) return; /* not taken (yet) */
+    json_error_t je;
+    json_t *o = json_loads(m->str, 0, &je);
+    const char *live = json_string_value(json_object_get(o, "live"));
+    const char *name = json_string_value(json_object_get(o, "server"));
+    char key[PD_KEY_MAX];
+    if (live && strlen(live) < PD_LIVE_MAX) {
+        live_key(p, live, key, sizeof key);
+        redisReply *e = redisCommand(p->conn, "EXISTS %s", key);
+        bool gone = e && e->type == REDIS_REPLY_INTEGER && e->integer == 0;
+        if (e) freeReplyObject(e);
+        else pd_drop(p, "no reply");
+        if (gone) {
+            pd_key(p, out->room, key, sizeof key);
+            redisReply *r = p->conn ? redisCommand(p->conn, "LPOP %s", key) : NULL;
+            if (r && r->type == REDIS_REPLY_STRING) {
+                out->text = strdup(r->str);
+            } else if (r && r->type == REDIS_REPLY_NIL) {
+                char why[400];
+                snprintf(why, sizeof why, "bootstrap_room %" PRIu64 ": the prefill server that "
+                         "took it (%s) stopped refreshing its liveness in the tier %s before "
+                         "handing over: it died or froze", out->room, name ? name : live, p->url);
+                out->lapse = strdup(why);
+            }
+            if (r) freeReplyObject(r);
+            else if (p->conn) pd_drop(p, "no reply");
+        }
+    }
+    json_decref(o);
+}
+
+/* Decode: look at who took the held rooms (s->mu held on entry and exit,
+ * dropped around the calls), so a room whose prefill server died ends now
+ * rather than at --pd-timeout. */
+static void look_round_locked(serve *s)
+{
+    serve_pd *p = s->pd;
+    int64_t n = p->n_held < PD_WAIT_KEYS ? p->n_held : PD_WAIT_KEYS;
+    char keys[PD_WAIT_KEYS][PD_KEY_MAX];
+    const char *argv[PD_WAIT_KEYS + 1];
+    size_t lens[PD_WAIT_KEYS + 1];
+    pd_look out[PD_WAIT_KEYS];
+    argv[0] = "MGET";
+    lens[0] = 4;
+    for (int64_t i = 0; i < n; i++) {
+        out[i] = (pd_look){.room = p->held[(p->turn + i) % p->n_held]->pd.room};
+        taken_key(p, out[i].room, keys[i], sizeof keys[i]);
+        argv[i + 1] = keys[i];
+        lens[i + 1] = strlen(keys[i]);
+    }
+    pthread_mutex_unlock(&s->mu);
+    redisReply *r = redisCommandArgv(p->conn, (int)n + 1, argv, lens);
+    if (!r) pd_drop(p, "no reply");
+    else if (r->type == REDIS_REPLY_ARRAY && r->elements == (size_t)n)
+        for (int64_t i = 0; i < n && p->conn; i++) look_room(p, &out[i], r->element[i]);
+    if (r) freeReplyObject(r);
+    pthread_mutex_lock(&s->mu);
+    for (int64_t i = 0; i < n; i++) {
+        if (out[i].text) record_locked(s, out[i].room, out[i].text);
+        else if (out[i].lapse) lapsed_locked(s, out[i].room, out[i].lapse);
+        free(out[i].text);
+        free(out[i].lapse);
+    }
+}
+
 static void *pd_main(void *arg)
 {
     serve *s = arg;
@@ -463,6 +638,13 @@ static void *pd_main(void *arg)
             }
             pthread_mutex_lock(&s->mu);
         }
+        if (p->role == SERVE_PD_PREFILL && p->conn && serve_wall() >= p->live_next) {
+            p->live_next = serve_wall() + PD_LIVE_REFRESH_S;
+            pthread_mutex_unlock(&s->mu);
+            live_refresh(p);
+            pthread_mutex_lock(&s->mu);
+            continue;
+        }
         if (p->recs) {
             pd_rec *r = p->recs;
             p->recs = p->recs_tail = NULL;
@@ -471,8 +653,14 @@ static void *pd_main(void *arg)
             pthread_mutex_lock(&s->mu);
             continue;
         }
+        if (p->n_held > 0 && p->conn && serve_wall() >= p->look_next) {
+            look_round_locked(s);
+            p->look_next = serve_wall() + PD_LOOK_S;
+            continue;
+        }
         if (p->n_held > 0 && p->conn) {
             wait_round_locked(s);
+            p->turn++;
             continue;
         }
         /* Idle, or waiting to reconnect: look at deadlines and clients again
@@ -507,6 +695,14 @@ int serve_pd_start(serve *s, serve_pd_role role, const char *url, const char *ns
     snprintf(p->ns, sizeof p->ns, "%s", ns ? ns : "default");
     p->timeout_s = timeout_s;
     p->io_s = 1;
+    /* Unique per process, so a prefill server restarted on the same port is
+     * not taken for the one that died: host, pid and the start time. */
+    char host[64] = "localhost";
+    gethostname(host, sizeof host - 1);
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    snprintf(p->live, sizeof p->live, "%.60s-%ld-%llx", host, (long)getpid(),
+             (unsigned long long)now.tv_sec * 1000000000ULL + (unsigned long long)now.tv_nsec);
     if (pd_connect(p, why, sizeof why)) {
         snprintf(err, errlen, "--role %s: the handoff goes through the tier server, which "
                  "cannot be reached: %s", serve_pd_role_names[role], why);
@@ -549,6 +745,14 @@ void serve_pd_stop(serve *s)
     s->pd = NULL;
     pthread_mutex_unlock(&s->mu);
     push_records(s, p, left);
+    if (p->role == SERVE_PD_PREFILL && p->conn) {
+        /* Gone now, not PD_LIVE_TTL_S from now: a room this server took and
+         * never answered (its record lost) fails on the decode side at once. */
+        char key[PD_KEY_MAX];
+        live_key(p, p->live, key, sizeof key);
+        redisReply *r = redisCommand(p->conn, "DEL %s", key);
+        if (r) freeReplyObject(r);
+    }
     if (p->conn) redisFree(p->conn);
     pthread_cond_destroy(&p->wake);
     free(p->held);
