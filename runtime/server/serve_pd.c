@@ -41,9 +41,20 @@ enum {
 typedef struct pd_rec {
     uint64_t room;
     bool taken;              /* json is the taken mark's value, not a record */
+    bool fixed;              /* json is oom_record, not to be freed */
     char *json;
     struct pd_rec *next;
 } pd_rec;
+
+/* The record of a prefill that ran out of memory writing its own. */
+static char oom_record[] = "{\"error\":\"out of memory writing the handoff record\"}";
+
+static void rec_free(pd_rec *r)
+{
+    if (!r) return;
+    if (!r->fixed) free(r->json);
+    free(r);
+}
 
 struct serve_pd {
     serve_pd_role role;
@@ -256,19 +267,29 @@ static void announce_locked(serve *s, serve_job *j)
         snprintf(p->name, sizeof p->name, "%s:%d pid %ld", s->cfg.host, serve_http_port(s),
                  (long)getpid());
     json_t *o = json_pack("{s:s,s:s}", "live", p->live, "server", p->name);
-    pd_rec *r = calloc(1, sizeof *r);
+    pd_rec *r = calloc(1, sizeof *r), *rec = calloc(1, sizeof *rec);
     if (r && o) r->json = json_dumps(o, JSON_COMPACT);
     json_decref(o);
-    if (!r || !r->json) {
+    if (!r || !r->json || !rec) {
+        /* Unmarked, the room is still answered by its record (allocated at
+         * the end); only a death goes unnoticed until --pd-timeout. */
         fprintf(stderr, "radixkv serve: out of memory marking bootstrap_room %" PRIu64 " taken "
                 "(its decode side waits up to its --pd-timeout instead of watching this server)\n",
                 j->pd.room);
-        free(r);
+        rec_free(r);
+        free(rec);
         return;
     }
-    r->room = j->pd.room;
+    r->room = rec->room = j->pd.room;
     r->taken = true;
+    j->pd.rec = rec;
     queue_rec_locked(p, r);
+}
+
+void serve_pd_job_clear(serve_pd_job *pj)
+{
+    rec_free(pj->rec);
+    pj->rec = NULL;
 }
 
 bool serve_pd_submit_locked(serve *s, serve_job *j)
@@ -300,16 +321,25 @@ bool serve_pd_submit_locked(serve *s, serve_job *j)
 void serve_pd_prefilled_locked(serve *s, serve_job *j, const serve_seq *q, const char *error)
 {
     serve_pd *p = s->pd;
-    if (!p || p->role != SERVE_PD_PREFILL || !j->pd.on || j->pd.vllm) return;
+    pd_rec *r = j->pd.rec;
+    j->pd.rec = NULL;
+    if (!p || p->role != SERVE_PD_PREFILL || !j->pd.on || j->pd.vllm) {
+        rec_free(r);
+        return;
+    }
     json_t *o = error ? json_pack("{s:s}", "error", error) : record_json(s, q->n_tokens);
-    pd_rec *r = calloc(1, sizeof *r);
+    if (!r) r = calloc(1, sizeof *r);
     if (r && o) r->json = json_dumps(o, JSON_COMPACT);
     json_decref(o);
-    if (!r || !r->json) {
-        /* The decode side's deadline ends that request. */
+    if (r && !r->json) {
+        r->json = oom_record;
+        r->fixed = true;
+    }
+    if (!r) {
+        /* Neither reserved (its mark failed too) nor allocated now: the
+         * decode side's deadline ends that request. */
         fprintf(stderr, "radixkv serve: out of memory writing the handoff of bootstrap_room %" PRIu64
                 "\n", j->pd.room);
-        free(r);
         return;
     }
     r->room = j->pd.room;
@@ -365,15 +395,17 @@ static void record_locked(serve *s, uint64_t room, const char *text)
     snprintf(where, sizeof where, "bootstrap_room %" PRIu64, room);
     json_error_t je;
     json_t *o = json_loads(text, 0, &je);
-    bool bad = record_check(s, j, o, where, why, sizeof why);
+    bool bad = true;
+    if (o) bad = record_check(s, j, o, where, why, sizeof why);
+    else snprintf(why, sizeof why, "%s: the handoff record could not be read: %s", where, je.text);
     json_decref(o);
     if (bad) s->pd_counts.failed++;
     else s->pd_counts.admitted++;
     release_locked(s, i, bad ? why : NULL);
 }
 
-/* The room's taker stopped refreshing its liveness and left no record. */
-static void lapsed_locked(serve *s, uint64_t room, const char *why)
+/* The held job of a room fails with why (its taker lapsed, its record lost). */
+static void fail_room_locked(serve *s, uint64_t room, const char *why)
 {
     serve_pd *p = s->pd;
     for (int64_t i = 0; i < p->n_held; i++)
@@ -485,8 +517,7 @@ static void push_records(serve *s, serve_pd *p, pd_rec *r)
                     r->taken ? "its taken mark" : "handoff record", p->conn_err);
             lost += !r->taken;
         }
-        free(r->json);
-        free(r);
+        rec_free(r);
         r = next;
     }
     pthread_mutex_lock(&s->mu);
@@ -517,18 +548,28 @@ static void wait_round_locked(serve *s)
     redisReply *r = redisCommandArgv(p->conn, (int)n + 2, argv, lens);
     uint64_t room = 0;
     char *text = NULL;
+    bool popped = false;
     if (!r) {
         pd_drop(p, "no reply");
     } else if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 && r->element[1]->str) {
         const char *k = r->element[0]->str, *colon = k ? strrchr(k, ':') : NULL;
         room = colon ? strtoull(colon + 1, NULL, 10) : 0;
         text = strdup(r->element[1]->str);
+        popped = colon != NULL;
     } else if (r->type == REDIS_REPLY_ERROR) {
         snprintf(p->conn_err, sizeof p->conn_err, "%s: %s", p->url, r->str);
     }
     if (r) freeReplyObject(r);
     pthread_mutex_lock(&s->mu);
-    if (text) record_locked(s, room, text);
+    if (text) {
+        record_locked(s, room, text);
+    } else if (popped) {
+        /* Taken off the server and not kept: the request cannot wait for it. */
+        char why[96];
+        snprintf(why, sizeof why, "bootstrap_room %" PRIu64 ": out of memory reading its handoff "
+                 "record", room);
+        fail_room_locked(s, room, why);
+    }
     free(text);
 }
 
@@ -548,6 +589,7 @@ static void live_refresh(serve_pd *p)
 typedef struct pd_look {
     uint64_t room;
     char *text, *lapse;
+    bool lost;               /* a record popped and not kept (no memory) */
 } pd_look;
 
 /* Decode, one room of a look (without s->mu): the taken mark's reply m (its
@@ -572,6 +614,7 @@ static void look_room(serve_pd *p, pd_look *out, const redisReply *m)
             redisReply *r = p->conn ? redisCommand(p->conn, "LPOP %s", key) : NULL;
             if (r && r->type == REDIS_REPLY_STRING) {
                 out->text = strdup(r->str);
+                out->lost = !out->text;
             } else if (r && r->type == REDIS_REPLY_NIL) {
                 char why[400];
                 snprintf(why, sizeof why, "bootstrap_room %" PRIu64 ": the prefill server that "
@@ -614,7 +657,9 @@ static void look_round_locked(serve *s)
     pthread_mutex_lock(&s->mu);
     for (int64_t i = 0; i < n; i++) {
         if (out[i].text) record_locked(s, out[i].room, out[i].text);
-        else if (out[i].lapse) lapsed_locked(s, out[i].room, out[i].lapse);
+        else if (out[i].lapse) fail_room_locked(s, out[i].room, out[i].lapse);
+        else if (out[i].lost) fail_room_locked(s, out[i].room, "out of memory reading the handoff "
+                                              "record of a room whose prefill server lapsed");
         free(out[i].text);
         free(out[i].lapse);
     }

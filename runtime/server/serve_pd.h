@@ -66,6 +66,7 @@ typedef struct serve serve;
 typedef struct serve_job serve_job;
 typedef struct serve_seq serve_seq;
 typedef struct serve_pd serve_pd;
+struct pd_rec;
 
 /* Per job: what the router's bootstrap fields asked. */
 typedef struct serve_pd_job {
@@ -74,6 +75,9 @@ typedef struct serve_pd_job {
                                   given it in kv_transfer_params */
     bool vllm;                 /* prefill: vllm-router's kv_transfer_params asked */
     bool taken;                /* prefill: its room was marked taken (once) */
+    struct pd_rec *rec;        /* prefill: its record's node, reserved with the mark
+                                  so that the record goes out even when memory
+                                  runs out at the end; the job owns it until then */
     uint64_t room;
     int32_t tokens;            /* decode: prompt tokens handed over (record's T) */
     double deadline;           /* decode: serve_wall() by which the record must come */
@@ -108,13 +112,16 @@ void serve_pd_answer_locked(const serve *s, const serve_job *j, json_t *v);
  * held by the pd thread: true, and the pd thread submits it again once its
  * record came or it failed. */
 bool serve_pd_submit_locked(serve *s, serve_job *j);
-/* Engine thread, a prefill job's prompt finished (error: why it failed, else
- * NULL): queue its handoff record. */
+/* Engine thread, a prefill job's prompt ended, however (error: why it
+ * failed, else NULL): queue its handoff record. Out of memory, a reserved
+ * record carries an error instead, so the decode side is not left waiting. */
 void serve_pd_prefilled_locked(serve *s, serve_job *j, const serve_seq *q, const char *error);
 /* Engine thread, a decode job's prompt got its first token having matched
  * `cached` tokens: NULL when that covers the handoff, else why not (in msg). */
 const char *serve_pd_check_locked(serve *s, const serve_job *j, int32_t cached, char *msg,
                                   size_t len);
+/* Frees what a job still owns of the handoff (a job freed before it ended). */
+void serve_pd_job_clear(serve_pd_job *pj);
 /* The cancel of a drain: every held job fails now. */
 void serve_pd_cancel_locked(serve *s);
 
