@@ -1570,9 +1570,12 @@ static void parse_body(serve *s, const conn_ctx *cc, serve_job **out, bad *b, bo
     j->prompt_lp = -1;
     j->chat = cc->chat;
     bool ok = parse_completion(s, req, j, b);
+    uint64_t room;
+    bool told = !ok && serve_pd_room(s, req, &room); /* its decode side is told */
     json_decref(req);
     if (!ok) {
         pthread_mutex_lock(&s->mu);
+        if (told) serve_pd_refused_locked(s, room, b->status, b->msg);
         serve_job_unref_locked(j);
         pthread_mutex_unlock(&s->mu);
         return;
@@ -1679,6 +1682,7 @@ static enum MHD_Result handle_completion(serve *s, struct MHD_Connection *c, con
                         : "the queue is full; retry later";
         s->m.requests_rejected++;
         if (!s->draining && !s->fatal[0]) s->m.queue_full++;
+        if (j->pd.on && !j->pd.vllm) serve_pd_refused_locked(s, j->pd.room, 503, why);
         serve_job_unref_locked(j);
         pthread_mutex_unlock(&s->mu);
         return send_error(c, 503, NULL, "%s", why);
@@ -1694,6 +1698,7 @@ static enum MHD_Result handle_completion(serve *s, struct MHD_Connection *c, con
     stream_ctx *sc = NULL;
     if (j->stream && !(sc = malloc(sizeof *sc))) {
         s->m.requests_failed++;
+        if (j->pd.on && !j->pd.vllm) serve_pd_refused_locked(s, j->pd.room, 500, "out of memory");
         serve_job_unref_locked(j);
         pthread_mutex_unlock(&s->mu);
         return send_error(c, 500, NULL, "out of memory");

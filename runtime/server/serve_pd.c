@@ -286,6 +286,36 @@ static void announce_locked(serve *s, serve_job *j)
     queue_rec_locked(p, r);
 }
 
+bool serve_pd_room(const serve *s, json_t *req, uint64_t *room)
+{
+    json_t *r = json_object_get(req, "bootstrap_room"), *kv = json_object_get(req, "kv_transfer_params");
+    if (s->cfg.role != SERVE_PD_PREFILL || !json_is_integer(r) || json_integer_value(r) < 0 ||
+        (kv && !json_is_null(kv)))
+        return false;
+    *room = (uint64_t)json_integer_value(r);
+    return true;
+}
+
+void serve_pd_refused_locked(serve *s, uint64_t room, unsigned status, const char *why)
+{
+    serve_pd *p = s->pd;
+    if (!p || p->role != SERVE_PD_PREFILL) return;
+    char msg[400];
+    snprintf(msg, sizeof msg, "refused (%u): %s", status, why);
+    json_t *o = json_pack("{s:s}", "error", msg);
+    pd_rec *r = calloc(1, sizeof *r);
+    if (r && o) r->json = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    if (!r || !r->json) {
+        fprintf(stderr, "radixkv serve: out of memory writing the refusal of bootstrap_room %"
+                PRIu64 " (its decode side waits up to its --pd-timeout)\n", room);
+        rec_free(r);
+        return;
+    }
+    r->room = room;
+    queue_rec_locked(p, r);
+}
+
 void serve_pd_job_clear(serve_pd_job *pj)
 {
     rec_free(pj->rec);

@@ -104,6 +104,14 @@ void serve_pd_stop(serve *s);
  * (a prefill job's max_tokens becomes 1); else the HTTP status, with the
  * field in *param and why in msg. */
 int serve_pd_parse(serve *s, json_t *req, serve_job *j, const char **param, char *msg, size_t len);
+/* A prefill server refusing a request before its engine sees it (a parse
+ * error, out of memory, the queue full, a drain): its room (read from req,
+ * or j's when j is non-NULL) gets an error record naming status and why, so
+ * the decode side fails it now rather than at --pd-timeout. serve_pd_room
+ * reads the room of req (false: none, or not a prefill server's request). */
+bool serve_pd_room(const serve *s, json_t *req, uint64_t *room);
+void serve_pd_refused_locked(serve *s, uint64_t room, unsigned status, const char *why);
+
 /* Under s->mu, a finished job's JSON answer v (NULL is fine): a vllm-router
  * prefill gets "kv_transfer_params" carrying its handoff record. */
 void serve_pd_answer_locked(const serve *s, const serve_job *j, json_t *v);

@@ -253,11 +253,24 @@ def main():
             st, r, _ = dec.post({"prompt": text_of(q), "max_tokens": 4, "bootstrap_room": room})
             check(st == 500 and why in r["error"]["message"], f"record {rec}: {st} {r}")
 
+        # A request the prefill server refuses before its engine sees it (here
+        # a field only it was sent wrong; in earnest its queue full, a drain,
+        # no memory) is an error record at once: the decode side, under
+        # --pd-timeout 600, answers in the client's 150 s.
+        st, r, _ = pre.post({"prompt": text_of(q), "max_tokens": "four", "bootstrap_room": 960})
+        check(st == 400, f"prefill refusal: {st} {r}")
+        st, r, _ = dec.post({"prompt": text_of(q), "max_tokens": 4, "bootstrap_room": 960},
+                            timeout=150)
+        check(st == 500 and "bootstrap_room 960: the prefill server failed: refused (400): "
+              "max_tokens" in r["error"]["message"], f"refused by the prefill: {st} {r}")
+
         # The prefill server exits cleanly (its page check, and in the
         # sanitizer build no leak); a new one takes its port for part 4.
         rc, summary = pre.stop()
         check(rc == 0 and summary["pages_inflight"] == 0, f"prefill exit {rc}: {summary}")
-        check(summary["handoffs_sent"] == summary["requests_ok"] - vllm_requests
+        # A record per prefilled request (vllm-router's ride in its answers),
+        # and the refusal's.
+        check(summary["handoffs_sent"] == summary["requests_ok"] - vllm_requests + 1
               and summary["handoffs_lost"] == 0,
               f"a record per prefilled request: {summary}")
         rc, summary = dec3.stop()
@@ -278,10 +291,10 @@ def main():
         check(st == 200 and r["choices"][0]["token_ids"] == ref[1], f"decode alone after: {st} {r}")
         rc, summary = dec.stop()
         check(rc == 0 and summary["pages_inflight"] == 0, f"decode exit {rc}: {summary}")
-        # Failed for their handoff: the deleted page, 4 bad records, the two
-        # rooms of the dead prefill; admitted: every request answered whole
-        # but the plain one, plus the deleted page's.
-        check(summary["handoffs_failed"] == 7 == summary["requests_failed"]
+        # Failed for their handoff: the deleted page, 4 bad records, the
+        # refusal, the two rooms of the dead prefill; admitted: every request
+        # answered whole but the plain one, plus the deleted page's.
+        check(summary["handoffs_failed"] == 8 == summary["requests_failed"]
               and summary["handoffs_admitted"] == summary["requests_ok"],
               f"decode handoffs: {summary}")
         vr_note = "and vllm-router's" if vllm_requests else "(vllm-router not installed)"
