@@ -46,6 +46,7 @@ static void job_free(serve_job *j)
     for (int32_t i = 0; i < j->n_stop_str; i++) free(j->stop_str[i]);
     free(j->stop_str);
     free(j->sse);
+    serve_pd_job_clear(&j->pd);
     free(j);
 }
 
@@ -57,7 +58,7 @@ void serve_job_unref_locked(serve_job *j)
 void serve_submit_locked(serve *s, serve_job *j)
 {
     /* A decode request waits for its prefill's handoff first (serve_pd.h). */
-    if (serve_pd_hold_locked(s, j)) return;
+    if (serve_pd_submit_locked(s, j)) return;
     j->refs++; /* the engine side's */
     j->next = NULL;
     if (s->inbox_tail) s->inbox_tail->next = j;
@@ -441,6 +442,10 @@ static void seq_finish_locked(serve *s, serve_job *j, serve_seq *q, const char *
 {
     q->done = true;
     if (error && !q->error) q->error = strdup(error);
+    /* A prefill job's handoff record goes out however it ended (finished,
+     * failed at admission, cancelled, the engine broke): its decode side is
+     * waiting for it. */
+    serve_pd_prefilled_locked(s, j, q, q->error ? q->error : error);
     if (!q->error && q->n_out > 0)
         for (int32_t k = 0; k < j->n_stop && q->stop_reason < 0; k++)
             if (q->out[q->n_out - 1] == j->stop_ids[k]) q->stop_reason = j->stop_ids[k];
@@ -689,7 +694,6 @@ static void publish_locked(serve *s)
             /* seq_finish copies r.error and may free the job: forget after,
              * by the id saved here. */
             int64_t eid = q->eid;
-            serve_pd_prefilled_locked(s, j, q, q->stop_cut ? q->error : r.error);
             seq_finish_locked(s, j, q, q->stop_cut ? NULL : r.error);
             engine_forget(s->e, eid);
             continue;

@@ -1570,9 +1570,12 @@ static void parse_body(serve *s, const conn_ctx *cc, serve_job **out, bad *b, bo
     j->prompt_lp = -1;
     j->chat = cc->chat;
     bool ok = parse_completion(s, req, j, b);
+    uint64_t room;
+    bool told = !ok && serve_pd_room(s, req, &room); /* its decode side is told */
     json_decref(req);
     if (!ok) {
         pthread_mutex_lock(&s->mu);
+        if (told) serve_pd_refused_locked(s, room, b->status, b->msg);
         serve_job_unref_locked(j);
         pthread_mutex_unlock(&s->mu);
         return;
@@ -1624,6 +1627,44 @@ static bool parse_start(serve *s, struct MHD_Connection *c, conn_ctx *cc)
     return err == 0;
 }
 
+/* Under s->mu, a parsed job the server cannot queue now: true with the
+ * answer sent in *res, the job's reference dropped and s->mu released. */
+static bool refuse_locked(serve *s, struct MHD_Connection *c, serve_job *j, enum MHD_Result *res)
+{
+    if (j->n_seq > s->cfg.run->ec.max_running + s->cfg.max_queue) {
+        /* It would never fit: retrying cannot help, so not 503. */
+        int64_t cap = s->cfg.run->ec.max_running + s->cfg.max_queue;
+        int32_t n = j->n_seq, per = j->n_samples;
+        s->m.requests_rejected++;
+        serve_job_unref_locked(j);
+        pthread_mutex_unlock(&s->mu);
+        if (per > 1)
+            *res = send_error(c, 400, "n", "n: %d prompts x n = %d sequences, more than this "
+                              "server ever holds at once (--max-running + --max-queue = %lld)",
+                              n / per, n, (long long)cap);
+        else
+            *res = send_error(c, 400, "prompt",
+                              "prompt: %d prompts, more than this server ever holds at once "
+                              "(--max-running + --max-queue = %lld)", n, (long long)cap);
+        return true;
+    }
+    if (s->draining || s->fatal[0] ||
+        s->outstanding + j->n_seq > s->cfg.run->ec.max_running + s->cfg.max_queue) {
+        const char *why = s->draining ? "the server is shutting down"
+                        : s->fatal[0] ? "the engine failed"
+                        : "the queue is full; retry later";
+        s->m.requests_rejected++;
+        if (!s->draining && !s->fatal[0]) s->m.queue_full++;
+        /* A prefill half refused: its decode half is told (serve_pd.h). */
+        if (j->pd.on && !j->pd.vllm) serve_pd_refused_locked(s, j->pd.room, 503, why);
+        serve_job_unref_locked(j);
+        pthread_mutex_unlock(&s->mu);
+        *res = send_error(c, 503, NULL, "%s", why);
+        return true;
+    }
+    return false;
+}
+
 static enum MHD_Result handle_completion(serve *s, struct MHD_Connection *c, conn_ctx *cc)
 {
     serve_job *j = NULL;
@@ -1657,32 +1698,8 @@ static enum MHD_Result handle_completion(serve *s, struct MHD_Connection *c, con
         pthread_mutex_unlock(&s->mu);
         return send_error(c, b.status, b.param, "%s", b.msg);
     }
-    if (j->n_seq > s->cfg.run->ec.max_running + s->cfg.max_queue) {
-        /* It would never fit: retrying cannot help, so not 503. */
-        int64_t cap = s->cfg.run->ec.max_running + s->cfg.max_queue;
-        int32_t n = j->n_seq, per = j->n_samples;
-        s->m.requests_rejected++;
-        serve_job_unref_locked(j);
-        pthread_mutex_unlock(&s->mu);
-        if (per > 1)
-            return send_error(c, 400, "n", "n: %d prompts x n = %d sequences, more than this "
-                              "server ever holds at once (--max-running + --max-queue = %lld)",
-                              n / per, n, (long long)cap);
-        return send_error(c, 400, "prompt",
-                          "prompt: %d prompts, more than this server ever holds at once "
-                          "(--max-running + --max-queue = %lld)", n, (long long)cap);
-    }
-    if (s->draining || s->fatal[0] ||
-        s->outstanding + j->n_seq > s->cfg.run->ec.max_running + s->cfg.max_queue) {
-        const char *why = s->draining ? "the server is shutting down"
-                        : s->fatal[0] ? "the engine failed"
-                        : "the queue is full; retry later";
-        s->m.requests_rejected++;
-        if (!s->draining && !s->fatal[0]) s->m.queue_full++;
-        serve_job_unref_locked(j);
-        pthread_mutex_unlock(&s->mu);
-        return send_error(c, 503, NULL, "%s", why);
-    }
+    enum MHD_Result refused;
+    if (refuse_locked(s, c, j, &refused)) return refused;
     static uint64_t counter;
     if (!j->id[0])
         snprintf(j->id, sizeof j->id, "cmpl-%d-%llu", (int)getpid(), (unsigned long long)++counter);
@@ -1694,6 +1711,7 @@ static enum MHD_Result handle_completion(serve *s, struct MHD_Connection *c, con
     stream_ctx *sc = NULL;
     if (j->stream && !(sc = malloc(sizeof *sc))) {
         s->m.requests_failed++;
+        if (j->pd.on && !j->pd.vllm) serve_pd_refused_locked(s, j->pd.room, 500, "out of memory");
         serve_job_unref_locked(j);
         pthread_mutex_unlock(&s->mu);
         return send_error(c, 500, NULL, "out of memory");

@@ -6,29 +6,55 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "rkv_config.h"
 #include "serve.h"
+#include "serve_http.h"
 #include "serve_pd.h"
 #include "tier_remote.h"
 
 const char *const serve_pd_role_names[] = {"none", "prefill", "decode", NULL};
 
 enum {
-    PD_KEY_MAX = 128,
+    PD_KEY_MAX = 192,        /* rkv:NS:pd:live:ID, the longest key, fits */
     PD_WAIT_KEYS = 64,       /* rooms one BLPOP waits on; the rest on the next round */
     PD_RECORD_TTL = 600,     /* seconds an unclaimed record stays on the server */
+    PD_TAKEN_TTL = 600,      /* seconds a room's taken mark stays */
+    PD_LIVE_MAX = 96,        /* a prefill server's liveness id */
 };
 /* One BLPOP round, seconds: a job held while a round is under way waits at
  * most this long for its own round (its record, once pushed, stays). */
 #define PD_ROUND_S 0.05
+/* A prefill server's liveness key lapses PD_LIVE_TTL_S after its last
+ * refresh, and its pd thread refreshes it every PD_LIVE_REFRESH_S: a thread
+ * that misses four refreshes in a row (a loaded machine) still counts as
+ * alive. A decode server looks at the takers of its held rooms every
+ * PD_LOOK_S, so a dead prefill ends its requests within about
+ * PD_LIVE_TTL_S + PD_LOOK_S of its last refresh, not at --pd-timeout. */
+#define PD_LIVE_TTL_S 5.0
+#define PD_LIVE_REFRESH_S 1.0
+#define PD_LOOK_S 0.5
 
-/* A handoff record the prefill side has to push. */
+/* What the prefill side has to push for a room: its taken mark (the
+ * announcement that this server computes it) or its handoff record. */
 typedef struct pd_rec {
     uint64_t room;
+    bool taken;              /* json is the taken mark's value, not a record */
+    bool fixed;              /* json is oom_record, not to be freed */
     char *json;
     struct pd_rec *next;
 } pd_rec;
+
+/* The record of a prefill that ran out of memory writing its own. */
+static char oom_record[] = "{\"error\":\"out of memory writing the handoff record\"}";
+
+static void rec_free(pd_rec *r)
+{
+    if (!r) return;
+    if (!r->fixed) free(r->json);
+    free(r);
+}
 
 struct serve_pd {
     serve_pd_role role;
@@ -44,7 +70,13 @@ struct serve_pd {
     bool stop;
     serve_job **held;        /* decode: jobs waiting for their record */
     int64_t n_held, cap;
-    pd_rec *recs, *recs_tail; /* prefill: records to push */
+    int64_t turn;            /* decode: the held job a round starts at (rotates,
+                                so more than PD_WAIT_KEYS rooms all get rounds) */
+    double look_next;        /* decode: serve_wall() of the next look at takers */
+    pd_rec *recs, *recs_tail; /* prefill: marks and records to push */
+    char live[PD_LIVE_MAX];  /* prefill: this process's liveness id */
+    char name[128];          /* prefill: "HOST:PORT pid N", for decode's messages */
+    double live_next;        /* prefill: serve_wall() of the next refresh */
 };
 
 /* ---- both sides, under s->mu -------------------------------------------- */
@@ -215,9 +247,87 @@ int serve_pd_parse(serve *s, json_t *req, serve_job *j, const char **param, char
     return 0;
 }
 
-bool serve_pd_hold_locked(serve *s, serve_job *j)
+/* Queue r for the pd thread (under s->mu). */
+static void queue_rec_locked(serve_pd *p, pd_rec *r)
+{
+    if (p->recs_tail) p->recs_tail->next = r;
+    else p->recs = r;
+    p->recs_tail = r;
+    pthread_cond_signal(&p->wake);
+}
+
+/* Prefill: announce j's room as taken by this server (its liveness id and
+ * name), before the engine sees the job. Without memory the room is never
+ * marked: the decode side then waits for the record up to --pd-timeout. */
+static void announce_locked(serve *s, serve_job *j)
 {
     serve_pd *p = s->pd;
+    j->pd.taken = true;
+    if (!p->name[0]) /* the port is known once HTTP listens, before any job */
+        snprintf(p->name, sizeof p->name, "%s:%d pid %ld", s->cfg.host, serve_http_port(s),
+                 (long)getpid());
+    json_t *o = json_pack("{s:s,s:s}", "live", p->live, "server", p->name);
+    pd_rec *r = calloc(1, sizeof *r), *rec = calloc(1, sizeof *rec);
+    if (r && o) r->json = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    if (!r || !r->json || !rec) {
+        /* Unmarked, the room is still answered by its record (allocated at
+         * the end); only a death goes unnoticed until --pd-timeout. */
+        fprintf(stderr, "radixkv serve: out of memory marking bootstrap_room %" PRIu64 " taken "
+                "(its decode side waits up to its --pd-timeout instead of watching this server)\n",
+                j->pd.room);
+        rec_free(r);
+        free(rec);
+        return;
+    }
+    r->room = rec->room = j->pd.room;
+    r->taken = true;
+    j->pd.rec = rec;
+    queue_rec_locked(p, r);
+}
+
+bool serve_pd_room(const serve *s, json_t *req, uint64_t *room)
+{
+    json_t *r = json_object_get(req, "bootstrap_room"), *kv = json_object_get(req, "kv_transfer_params");
+    if (s->cfg.role != SERVE_PD_PREFILL || !json_is_integer(r) || json_integer_value(r) < 0 ||
+        (kv && !json_is_null(kv)))
+        return false;
+    *room = (uint64_t)json_integer_value(r);
+    return true;
+}
+
+void serve_pd_refused_locked(serve *s, uint64_t room, unsigned status, const char *why)
+{
+    serve_pd *p = s->pd;
+    if (!p || p->role != SERVE_PD_PREFILL) return;
+    char msg[400];
+    snprintf(msg, sizeof msg, "refused (%u): %s", status, why);
+    json_t *o = json_pack("{s:s}", "error", msg);
+    pd_rec *r = calloc(1, sizeof *r);
+    if (r && o) r->json = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    if (!r || !r->json) {
+        fprintf(stderr, "radixkv serve: out of memory writing the refusal of bootstrap_room %"
+                PRIu64 " (its decode side waits up to its --pd-timeout)\n", room);
+        rec_free(r);
+        return;
+    }
+    r->room = room;
+    queue_rec_locked(p, r);
+}
+
+void serve_pd_job_clear(serve_pd_job *pj)
+{
+    rec_free(pj->rec);
+    pj->rec = NULL;
+}
+
+bool serve_pd_submit_locked(serve *s, serve_job *j)
+{
+    serve_pd *p = s->pd;
+    if (p && p->role == SERVE_PD_PREFILL && j->pd.on && !j->pd.vllm && !j->pd.taken &&
+        !j->pd.fail[0])
+        announce_locked(s, j);
     if (!p || p->role != SERVE_PD_DECODE || !j->pd.on || j->pd.waited || j->pd.fail[0]) return false;
     j->pd.waited = true;
     if (p->n_held == p->cap) {
@@ -241,23 +351,29 @@ bool serve_pd_hold_locked(serve *s, serve_job *j)
 void serve_pd_prefilled_locked(serve *s, serve_job *j, const serve_seq *q, const char *error)
 {
     serve_pd *p = s->pd;
-    if (!p || p->role != SERVE_PD_PREFILL || !j->pd.on || j->pd.vllm) return;
+    pd_rec *r = j->pd.rec;
+    j->pd.rec = NULL;
+    if (!p || p->role != SERVE_PD_PREFILL || !j->pd.on || j->pd.vllm) {
+        rec_free(r);
+        return;
+    }
     json_t *o = error ? json_pack("{s:s}", "error", error) : record_json(s, q->n_tokens);
-    pd_rec *r = calloc(1, sizeof *r);
+    if (!r) r = calloc(1, sizeof *r);
     if (r && o) r->json = json_dumps(o, JSON_COMPACT);
     json_decref(o);
-    if (!r || !r->json) {
-        /* The decode side's deadline ends that request. */
+    if (r && !r->json) {
+        r->json = oom_record;
+        r->fixed = true;
+    }
+    if (!r) {
+        /* Neither reserved (its mark failed too) nor allocated now: the
+         * decode side's deadline ends that request. */
         fprintf(stderr, "radixkv serve: out of memory writing the handoff of bootstrap_room %" PRIu64
                 "\n", j->pd.room);
-        free(r);
         return;
     }
     r->room = j->pd.room;
-    if (p->recs_tail) p->recs_tail->next = r;
-    else p->recs = r;
-    p->recs_tail = r;
-    pthread_cond_signal(&p->wake);
+    queue_rec_locked(p, r);
 }
 
 const char *serve_pd_check_locked(serve *s, const serve_job *j, int32_t cached, char *msg,
@@ -285,6 +401,18 @@ static void pd_key(const serve_pd *p, uint64_t room, char *key, size_t len)
     snprintf(key, len, "rkv:%s:pd:%" PRIu64, p->ns, room);
 }
 
+/* A room's taken mark and a prefill server's liveness key: under rkv:NS:pd:
+ * too, never a record key (those end in a number after "pd:"). */
+static void taken_key(const serve_pd *p, uint64_t room, char *key, size_t len)
+{
+    snprintf(key, len, "rkv:%s:pd:taken:%" PRIu64, p->ns, room);
+}
+
+static void live_key(const serve_pd *p, const char *live, char *key, size_t len)
+{
+    snprintf(key, len, "rkv:%s:pd:live:%s", p->ns, live);
+}
+
 /* The record of a room, for its held job: admit it, or fail it naming why. */
 static void record_locked(serve *s, uint64_t room, const char *text)
 {
@@ -297,11 +425,25 @@ static void record_locked(serve *s, uint64_t room, const char *text)
     snprintf(where, sizeof where, "bootstrap_room %" PRIu64, room);
     json_error_t je;
     json_t *o = json_loads(text, 0, &je);
-    bool bad = record_check(s, j, o, where, why, sizeof why);
+    bool bad = true;
+    if (o) bad = record_check(s, j, o, where, why, sizeof why);
+    else snprintf(why, sizeof why, "%s: the handoff record could not be read: %s", where, je.text);
     json_decref(o);
     if (bad) s->pd_counts.failed++;
     else s->pd_counts.admitted++;
     release_locked(s, i, bad ? why : NULL);
+}
+
+/* The held job of a room fails with why (its taker lapsed, its record lost). */
+static void fail_room_locked(serve *s, uint64_t room, const char *why)
+{
+    serve_pd *p = s->pd;
+    for (int64_t i = 0; i < p->n_held; i++)
+        if (p->held[i]->pd.room == room) {
+            s->pd_counts.failed++;
+            release_locked(s, i, why);
+            return;
+        }
 }
 
 /* Held jobs whose client went away or whose deadline passed end now. */
@@ -367,8 +509,9 @@ static void pd_drop(serve_pd *p, const char *what)
     p->next_retry = serve_wall() + 1;
 }
 
-/* Prefill: push the records (without s->mu). A lost record is a timeout on
- * the decode side, which names it. */
+/* Prefill: push the taken marks and records (without s->mu). A lost record
+ * is a timeout on the decode side, which names it; a lost mark leaves the
+ * decode side waiting up to its --pd-timeout. */
 static void push_records(serve *s, serve_pd *p, pd_rec *r)
 {
     int64_t sent = 0, lost = 0;
@@ -377,12 +520,18 @@ static void push_records(serve *s, serve_pd *p, pd_rec *r)
         bool ok = false;
         if (p->conn) {
             char key[PD_KEY_MAX];
-            pd_key(p, r->room, key, sizeof key);
             redisContext *c = p->conn;
-            redisAppendCommand(c, "RPUSH %s %s", key, r->json);
-            redisAppendCommand(c, "EXPIRE %s %d", key, PD_RECORD_TTL);
+            if (r->taken) {
+                taken_key(p, r->room, key, sizeof key);
+                redisAppendCommand(c, "SET %s %s EX %d", key, r->json, PD_TAKEN_TTL);
+            } else {
+                pd_key(p, r->room, key, sizeof key);
+                redisAppendCommand(c, "RPUSH %s %s", key, r->json);
+                redisAppendCommand(c, "EXPIRE %s %d", key, PD_RECORD_TTL);
+            }
             redisReply *a = NULL, *b = NULL;
-            if (redisGetReply(c, (void **)&a) != REDIS_OK || redisGetReply(c, (void **)&b) != REDIS_OK)
+            if (redisGetReply(c, (void **)&a) != REDIS_OK ||
+                (!r->taken && redisGetReply(c, (void **)&b) != REDIS_OK))
                 pd_drop(p, "no reply");
             else if (a->type == REDIS_REPLY_ERROR) /* e.g. the server's maxmemory */
                 snprintf(p->conn_err, sizeof p->conn_err, "%s: %s", p->url, a->str);
@@ -392,14 +541,13 @@ static void push_records(serve *s, serve_pd *p, pd_rec *r)
             if (b) freeReplyObject(b);
         }
         if (ok) {
-            sent++;
+            sent += !r->taken;
         } else {
-            fprintf(stderr, "radixkv serve: bootstrap_room %" PRIu64 ": handoff record lost (%s)\n",
-                    r->room, p->conn_err);
-            lost++;
+            fprintf(stderr, "radixkv serve: bootstrap_room %" PRIu64 ": %s lost (%s)\n", r->room,
+                    r->taken ? "its taken mark" : "handoff record", p->conn_err);
+            lost += !r->taken;
         }
-        free(r->json);
-        free(r);
+        rec_free(r);
         r = next;
     }
     pthread_mutex_lock(&s->mu);
@@ -419,7 +567,7 @@ static void wait_round_locked(serve *s)
     size_t lens[PD_WAIT_KEYS + 2];
     argv[0] = "BLPOP";
     for (int64_t i = 0; i < n; i++) {
-        pd_key(p, p->held[i]->pd.room, keys[i], sizeof keys[i]);
+        pd_key(p, p->held[(p->turn + i) % p->n_held]->pd.room, keys[i], sizeof keys[i]);
         argv[i + 1] = keys[i];
     }
     char tmo[16];
@@ -430,19 +578,121 @@ static void wait_round_locked(serve *s)
     redisReply *r = redisCommandArgv(p->conn, (int)n + 2, argv, lens);
     uint64_t room = 0;
     char *text = NULL;
+    bool popped = false;
     if (!r) {
         pd_drop(p, "no reply");
     } else if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 && r->element[1]->str) {
         const char *k = r->element[0]->str, *colon = k ? strrchr(k, ':') : NULL;
         room = colon ? strtoull(colon + 1, NULL, 10) : 0;
         text = strdup(r->element[1]->str);
+        popped = colon != NULL;
     } else if (r->type == REDIS_REPLY_ERROR) {
         snprintf(p->conn_err, sizeof p->conn_err, "%s: %s", p->url, r->str);
     }
     if (r) freeReplyObject(r);
     pthread_mutex_lock(&s->mu);
-    if (text) record_locked(s, room, text);
+    if (text) {
+        record_locked(s, room, text);
+    } else if (popped) {
+        /* Taken off the server and not kept: the request cannot wait for it. */
+        char why[96];
+        snprintf(why, sizeof why, "bootstrap_room %" PRIu64 ": out of memory reading its handoff "
+                 "record", room);
+        fail_room_locked(s, room, why);
+    }
     free(text);
+}
+
+/* Prefill: refresh this server's liveness key (without s->mu). */
+static void live_refresh(serve_pd *p)
+{
+    char key[PD_KEY_MAX];
+    live_key(p, p->live, key, sizeof key);
+    redisReply *r = redisCommand(p->conn, "SET %s 1 PX %d", key, (int)(PD_LIVE_TTL_S * 1000));
+    if (!r) pd_drop(p, "no reply");
+    else if (r->type == REDIS_REPLY_ERROR)
+        snprintf(p->conn_err, sizeof p->conn_err, "%s: %s", p->url, r->str);
+    if (r) freeReplyObject(r);
+}
+
+/* What a look found for one room: its record, or why its taker lapsed. */
+typedef struct pd_look {
+    uint64_t room;
+    char *text, *lapse;
+    bool lost;               /* a record popped and not kept (no memory) */
+} pd_look;
+
+/* Decode, one room of a look (without s->mu): the taken mark's reply m (its
+ * value or nil). A taker whose liveness key is gone fails the room, unless
+ * its record came after all (pushed just before the taker stopped). */
+static void look_room(serve_pd *p, pd_look *out, const redisReply *m)
+{
+    if (!m || m->type != REDIS_REPLY_STRING) return; /* not taken (yet) */
+    json_error_t je;
+    json_t *o = json_loads(m->str, 0, &je);
+    const char *live = json_string_value(json_object_get(o, "live"));
+    const char *name = json_string_value(json_object_get(o, "server"));
+    char key[PD_KEY_MAX];
+    if (live && strlen(live) < PD_LIVE_MAX) {
+        live_key(p, live, key, sizeof key);
+        redisReply *e = redisCommand(p->conn, "EXISTS %s", key);
+        bool gone = e && e->type == REDIS_REPLY_INTEGER && e->integer == 0;
+        if (e) freeReplyObject(e);
+        else pd_drop(p, "no reply");
+        if (gone) {
+            pd_key(p, out->room, key, sizeof key);
+            redisReply *r = p->conn ? redisCommand(p->conn, "LPOP %s", key) : NULL;
+            if (r && r->type == REDIS_REPLY_STRING) {
+                out->text = strdup(r->str);
+                out->lost = !out->text;
+            } else if (r && r->type == REDIS_REPLY_NIL) {
+                char why[400];
+                snprintf(why, sizeof why, "bootstrap_room %" PRIu64 ": the prefill server that "
+                         "took it (%s) stopped refreshing its liveness in the tier %s before "
+                         "handing over: it died or froze", out->room, name ? name : live, p->url);
+                out->lapse = strdup(why);
+            }
+            if (r) freeReplyObject(r);
+            else if (p->conn) pd_drop(p, "no reply");
+        }
+    }
+    json_decref(o);
+}
+
+/* Decode: look at who took the held rooms (s->mu held on entry and exit,
+ * dropped around the calls), so a room whose prefill server died ends now
+ * rather than at --pd-timeout. */
+static void look_round_locked(serve *s)
+{
+    serve_pd *p = s->pd;
+    int64_t n = p->n_held < PD_WAIT_KEYS ? p->n_held : PD_WAIT_KEYS;
+    char keys[PD_WAIT_KEYS][PD_KEY_MAX];
+    const char *argv[PD_WAIT_KEYS + 1];
+    size_t lens[PD_WAIT_KEYS + 1];
+    pd_look out[PD_WAIT_KEYS];
+    argv[0] = "MGET";
+    lens[0] = 4;
+    for (int64_t i = 0; i < n; i++) {
+        out[i] = (pd_look){.room = p->held[(p->turn + i) % p->n_held]->pd.room};
+        taken_key(p, out[i].room, keys[i], sizeof keys[i]);
+        argv[i + 1] = keys[i];
+        lens[i + 1] = strlen(keys[i]);
+    }
+    pthread_mutex_unlock(&s->mu);
+    redisReply *r = redisCommandArgv(p->conn, (int)n + 1, argv, lens);
+    if (!r) pd_drop(p, "no reply");
+    else if (r->type == REDIS_REPLY_ARRAY && r->elements == (size_t)n)
+        for (int64_t i = 0; i < n && p->conn; i++) look_room(p, &out[i], r->element[i]);
+    if (r) freeReplyObject(r);
+    pthread_mutex_lock(&s->mu);
+    for (int64_t i = 0; i < n; i++) {
+        if (out[i].text) record_locked(s, out[i].room, out[i].text);
+        else if (out[i].lapse) fail_room_locked(s, out[i].room, out[i].lapse);
+        else if (out[i].lost) fail_room_locked(s, out[i].room, "out of memory reading the handoff "
+                                              "record of a room whose prefill server lapsed");
+        free(out[i].text);
+        free(out[i].lapse);
+    }
 }
 
 static void *pd_main(void *arg)
@@ -463,6 +713,13 @@ static void *pd_main(void *arg)
             }
             pthread_mutex_lock(&s->mu);
         }
+        if (p->role == SERVE_PD_PREFILL && p->conn && serve_wall() >= p->live_next) {
+            p->live_next = serve_wall() + PD_LIVE_REFRESH_S;
+            pthread_mutex_unlock(&s->mu);
+            live_refresh(p);
+            pthread_mutex_lock(&s->mu);
+            continue;
+        }
         if (p->recs) {
             pd_rec *r = p->recs;
             p->recs = p->recs_tail = NULL;
@@ -471,8 +728,14 @@ static void *pd_main(void *arg)
             pthread_mutex_lock(&s->mu);
             continue;
         }
+        if (p->n_held > 0 && p->conn && serve_wall() >= p->look_next) {
+            look_round_locked(s);
+            p->look_next = serve_wall() + PD_LOOK_S;
+            continue;
+        }
         if (p->n_held > 0 && p->conn) {
             wait_round_locked(s);
+            p->turn++;
             continue;
         }
         /* Idle, or waiting to reconnect: look at deadlines and clients again
@@ -507,6 +770,14 @@ int serve_pd_start(serve *s, serve_pd_role role, const char *url, const char *ns
     snprintf(p->ns, sizeof p->ns, "%s", ns ? ns : "default");
     p->timeout_s = timeout_s;
     p->io_s = 1;
+    /* Unique per process, so a prefill server restarted on the same port is
+     * not taken for the one that died: host, pid and the start time. */
+    char host[64] = "localhost";
+    gethostname(host, sizeof host - 1);
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    snprintf(p->live, sizeof p->live, "%.60s-%ld-%llx", host, (long)getpid(),
+             (unsigned long long)now.tv_sec * 1000000000ULL + (unsigned long long)now.tv_nsec);
     if (pd_connect(p, why, sizeof why)) {
         snprintf(err, errlen, "--role %s: the handoff goes through the tier server, which "
                  "cannot be reached: %s", serve_pd_role_names[role], why);
@@ -549,6 +820,14 @@ void serve_pd_stop(serve *s)
     s->pd = NULL;
     pthread_mutex_unlock(&s->mu);
     push_records(s, p, left);
+    if (p->role == SERVE_PD_PREFILL && p->conn) {
+        /* Gone now, not PD_LIVE_TTL_S from now: a room this server took and
+         * never answered (its record lost) fails on the decode side at once. */
+        char key[PD_KEY_MAX];
+        live_key(p, p->live, key, sizeof key);
+        redisReply *r = redisCommand(p->conn, "DEL %s", key);
+        if (r) freeReplyObject(r);
+    }
     if (p->conn) redisFree(p->conn);
     pthread_cond_destroy(&p->wake);
     free(p->held);

@@ -177,7 +177,12 @@ unsigned serve_text_chat_request(const tokenizer *t, const chat_template *ct,
                                           "logit_bias", "chat_template", "continue_final_message"};
     for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
         const json_t *v = json_object_get(req, refused[i]);
-        if (v && !json_is_null(v) && !(json_is_string(v) && !strcmp(json_string_value(v), "none")) &&
+        /* A value that asks for nothing: null, "none", an empty list, and
+         * continue_final_message's default false (sglang-router writes it
+         * into every chat request it forwards). */
+        bool dflt_false = json_is_false(v) && !strcmp(refused[i], "continue_final_message");
+        if (v && !json_is_null(v) && !dflt_false &&
+            !(json_is_string(v) && !strcmp(json_string_value(v), "none")) &&
             !(json_is_array(v) && json_array_size(v) == 0))
             return rkv_set_err(err, errlen, "%s: not supported by this server", refused[i]), 400;
         json_object_del(req, refused[i]);

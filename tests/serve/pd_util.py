@@ -4,11 +4,9 @@ import http.client
 import json
 import socket
 import subprocess
-import sys
-import tempfile
 import time
 
-from router_util import free_port, vllm_router_binary
+from router_util import RouterProcess, free_port, router_command, router_common_args
 from serve_util import HOST
 
 
@@ -68,7 +66,7 @@ class Redis:
         self.proc.wait(timeout=30)
 
 
-class PdRouter:
+class PdRouter(RouterProcess):
     """A router in PD mode in front of one prefill and one decode server:
     sglang-router --pd-disaggregation (both at once, bootstrap_room) or, kind
     "vllm", vllm-router --vllm-pd-disaggregation (prefill, then decode with the
@@ -76,38 +74,17 @@ class PdRouter:
 
     def __init__(self, prefill, decode, timeout=60, kind="sglang"):
         self.port = free_port()
-        self.log = tempfile.TemporaryFile(mode="w+")
         if kind == "vllm":
-            cmd = [vllm_router_binary(), "--log-level", "warning", "--vllm-pd-disaggregation",
-                   "--prefill", prefill, "--decode", decode]
+            pd = ["--vllm-pd-disaggregation", "--prefill", prefill, "--decode", decode]
         else:
-            cmd = [sys.executable, "-m", "sglang_router.launch_router", "--log-level", "warn",
-                   "--pd-disaggregation", "--prefill", prefill, "none", "--decode", decode]
-        cmd += ["--host", HOST, "--port", str(self.port), "--policy", "round_robin",
-                "--disable-retries", "--disable-circuit-breaker", "--prometheus-host", HOST, "--prometheus-port",
-                str(free_port())]
-        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=self.log)
-        deadline = time.time() + timeout
-        while True:
-            try:
-                if post(self.port, {"model": "tiny", "prompt": "1 2 3", "max_tokens": 1},
-                        timeout=10)[0] == 200:
-                    return
-            except (OSError, ValueError):
-                pass
-            if self.proc.poll() is not None or time.time() > deadline:
-                self.log.seek(0)
-                raise RuntimeError("router did not start: " + self.log.read()[-2000:])
-            time.sleep(0.2)
+            pd = ["--pd-disaggregation", "--prefill", prefill, "none", "--decode", decode]
+        cmd = router_command(kind) + pd + router_common_args(self.port) + [
+            "--policy", "round_robin"]
+        super().__init__(cmd, self._answers, timeout)
 
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=30)
+    def _answers(self):
+        return post(self.port, {"model": "tiny", "prompt": "1 2 3", "max_tokens": 1},
+                    timeout=10)[0] == 200
 
 
 def post(port, body, timeout=60):

@@ -9,11 +9,17 @@ here on a free loopback port), behind sglang-router --pd-disaggregation.
      (kv_transfer_params carry the handoff record);
   2. a handed-over page deleted from Redis before the decode side loads it:
      the request fails (500) naming the missing page, no hang;
-  3. a room no prefill ever hands over: 500 (and an SSE error event when
-     streaming) within --pd-timeout;
-  4. the prefill server stopped with a request in flight, then killed: that
-     request, through the router, ends with an error within --pd-timeout plus
-     slack; the decode server stays healthy and exits with no page in flight.
+  3. a room no prefill ever takes: 500 (and an SSE error event when
+     streaming) at --pd-timeout (a second decode server, --pd-timeout 3);
+  4. the prefill server frozen (SIGSTOP) with two rooms taken, one asked of
+     the servers directly and one through the router, then killed: the decode
+     server (--pd-timeout 600) fails both once the prefill's liveness key
+     lapses, naming the room and the prefill server (its port and pid) --
+     the client's 150 s timeout would fail the test had it waited for
+     --pd-timeout; the decode server stays healthy and exits with no page in
+     flight. The prefill's engine is held in its idle check (the
+     RKV_SERVE_TEST_CHECK_GATE FIFO, never opened for writing) so that it
+     takes the rooms and never hands them over.
 Runs under RKV_SERVE_PYTHON (scripts/serve_venv.sh); exits 77 (skip) without
 sglang-router or without redis-server on PATH.
 Usage: test_serve_pd.py PATH/TO/radixkv"""
@@ -27,7 +33,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from serve_util import Server, check, reexec_under_serve_python  # noqa: E402
+from serve_util import HOST, Server, check, reexec_under_serve_python  # noqa: E402
 
 reexec_under_serve_python(__file__, "sglang_router")
 from pd_util import PdRouter, Redis, post  # noqa: E402
@@ -35,7 +41,8 @@ from router_util import available  # noqa: E402
 
 RADIXKV = sys.argv[1]
 P = 4
-TIMEOUT = 3  # --pd-timeout of the decode server, seconds
+TIMEOUT = 3  # --pd-timeout of the second decode server (part 3), seconds
+LONG = 600  # --pd-timeout of the decode server behind the router: never reached
 ENGINE = ["--model-name", "tiny", "--page-size", str(P), "--num-pages", "512",
           "--tokenizer", "ids", "--max-tokens", "8"]
 
@@ -60,6 +67,54 @@ def text_of(ids):
     return " ".join(map(str, ids))
 
 
+def dead_prefill(redis, pre, dec, router, ps):
+    """Part 4 (module docstring); returns what the decode server and the router
+    answered, for the summary line."""
+    # A plain request, answered whole; the engine then waits in its idle check.
+    st, r, _ = pre.post({"prompt": text_of(ps[4]), "max_tokens": 2})
+    check(st == 200, f"gated prefill, plain request: {st} {r}")
+    marks = set(redis.cmd("KEYS", "rkv:pdtest:pd:taken:*") or [])
+    got = {}
+
+    def ask(name, fn):
+        try:
+            got[name] = fn()
+        except OSError as e:
+            got[name] = (599, f"{type(e).__name__}: {e}")
+    room = 4242
+    direct = {"prompt": text_of(ps[2]), "max_tokens": 6, "temperature": 0, "bootstrap_room": room}
+    routed = {"model": "tiny", "prompt": text_of(ps[3]), "max_tokens": 6, "temperature": 0}
+    threads = [threading.Thread(target=ask, args=a) for a in [
+        ("prefill", lambda: pre.post(direct, timeout=150)[:2]),
+        ("decode", lambda: dec.post(direct, timeout=150)[:2]),
+        ("router", lambda: post(router.port, routed, timeout=150))]]
+    for t in threads:
+        t.start()
+    # Both rooms marked taken by the prefill server before it is frozen.
+    for _ in range(3000):
+        new = set(redis.cmd("KEYS", "rkv:pdtest:pd:taken:*") or []) - marks
+        if len(new) == 2:
+            break
+        time.sleep(0.02)
+    check(len(new) == 2 and f"rkv:pdtest:pd:taken:{room}" in new, f"rooms taken: {new}")
+    pre.proc.send_signal(signal.SIGSTOP)
+    frozen = time.time()
+    threads[1].join(160)
+    took = time.time() - frozen  # printed, never asserted
+    st, r = got.get("decode", (0, "no answer"))
+    msg = r["error"]["message"] if isinstance(r, dict) and "error" in r else str(r)
+    name = f"{HOST}:{pre.port} pid {pre.proc.pid}"
+    check(st == 500 and f"bootstrap_room {room}" in msg and name in msg and "liveness" in msg,
+          f"frozen prefill, decode asked directly: {st} {msg}")
+    pre.kill()
+    for t in threads:
+        t.join(160)
+    st, r = got.get("router", (0, "no answer"))
+    check(st >= 500, f"dead prefill through the router: {st} {r}")
+    check(got.get("prefill", (0,))[0] == 599, f"the killed prefill answered: {got.get('prefill')}")
+    return f"decode {msg!r} {took:.1f} s after the freeze; router {st}"
+
+
 def main():
     if not shutil.which("redis-server"):
         print("redis-server not found on PATH: skipping", file=sys.stderr)
@@ -73,8 +128,10 @@ def main():
         servers.append(colo)
         pre = Server(RADIXKV, *ENGINE, *tier, "--role", "prefill")
         servers.append(pre)
-        dec = Server(RADIXKV, *ENGINE, *tier, "--role", "decode", "--pd-timeout", str(TIMEOUT))
+        dec = Server(RADIXKV, *ENGINE, *tier, "--role", "decode", "--pd-timeout", str(LONG))
         servers.append(dec)
+        dec3 = Server(RADIXKV, *ENGINE, *tier, "--role", "decode", "--pd-timeout", str(TIMEOUT))
+        servers.append(dec3)
         router = PdRouter(pre.base, dec.base)
         ps = prompts()
         ref = []
@@ -161,17 +218,17 @@ def main():
               and "77" in r["error"]["message"], f"deleted page: {st} {r}")
         check(time.time() - t0 < TIMEOUT + 30, "deleted page answered in bounded time")
 
-        # 3. A room nobody hands over: the deadline, plain and streaming.
+        # 3. A room nobody takes: the deadline, plain and streaming.
         for stream in (False, True):
             t0 = time.time()
             body = {"prompt": text_of(p[:9]), "max_tokens": 4, "bootstrap_room": 900 + stream}
             if stream:
-                st, ev, _ = dec.stream(body)
+                st, ev, _ = dec3.stream(body)
                 errs = [e for e in ev if "error" in e]
                 check(st == 200 and errs and "no handoff" in errs[0]["error"]["message"],
                       f"stream without handoff: {st} {ev}")
             else:
-                st, r, _ = dec.post(body)
+                st, r, _ = dec3.post(body)
                 check(st == 500 and "no handoff" in r["error"]["message"], f"no handoff: {st} {r}")
             took = time.time() - t0
             check(TIMEOUT - 0.5 <= took < TIMEOUT + 30, f"no handoff answered after {took:.1f} s")
@@ -198,45 +255,47 @@ def main():
             st, r, _ = dec.post({"prompt": text_of(q), "max_tokens": 4, "bootstrap_room": room})
             check(st == 500 and why in r["error"]["message"], f"record {rec}: {st} {r}")
 
+        # A request the prefill server refuses before its engine sees it (here
+        # a field only it was sent wrong; in earnest its queue full, a drain,
+        # no memory) is an error record at once: the decode side, under
+        # --pd-timeout 600, answers in the client's 150 s.
+        st, r, _ = pre.post({"prompt": text_of(q), "max_tokens": "four", "bootstrap_room": 960})
+        check(st == 400, f"prefill refusal: {st} {r}")
+        st, r, _ = dec.post({"prompt": text_of(q), "max_tokens": 4, "bootstrap_room": 960},
+                            timeout=150)
+        check(st == 500 and "bootstrap_room 960: the prefill server failed: refused (400): "
+              "max_tokens" in r["error"]["message"], f"refused by the prefill: {st} {r}")
+
         # The prefill server exits cleanly (its page check, and in the
         # sanitizer build no leak); a new one takes its port for part 4.
         rc, summary = pre.stop()
         check(rc == 0 and summary["pages_inflight"] == 0, f"prefill exit {rc}: {summary}")
-        check(summary["handoffs_sent"] == summary["requests_ok"] - vllm_requests
+        # A record per prefilled request (vllm-router's ride in its answers),
+        # and the refusal's.
+        check(summary["handoffs_sent"] == summary["requests_ok"] - vllm_requests + 1
               and summary["handoffs_lost"] == 0,
               f"a record per prefilled request: {summary}")
-        pre = Server(RADIXKV, *ENGINE, *tier, "--role", "prefill", "--port", str(pre.port))
+        rc, summary = dec3.stop()
+        check(rc == 0 and summary["handoffs_failed"] == 2 == summary["requests_failed"],
+              f"second decode server: exit {rc}: {summary}")
+        gate = os.path.join(tmp, "gate")
+        os.mkfifo(gate)
+        os.environ["RKV_SERVE_TEST_CHECK_GATE"] = gate
+        try:
+            pre = Server(RADIXKV, *ENGINE, *tier, "--role", "prefill", "--port", str(pre.port))
+        finally:
+            del os.environ["RKV_SERVE_TEST_CHECK_GATE"]
         servers.append(pre)
+        dead = dead_prefill(redis, pre, dec, router, ps)
 
-        # 4. The prefill server dies with the request in flight (stopped, so
-        # it never hands over, then killed): the router's request errors.
-        pre.proc.send_signal(signal.SIGSTOP)
-        t0 = time.time()
-        body = {"model": "tiny", "prompt": text_of(ps[0]), "max_tokens": 6, "temperature": 0}
-        got = {}
-
-        def ask():
-            try:
-                got["r"] = post(router.port, body, timeout=TIMEOUT + 60)
-            except OSError as e:
-                got["r"] = (599, str(e))
-        t = threading.Thread(target=ask)
-        t.start()
-        time.sleep(0.5)
-        pre.kill()
-        t.join(TIMEOUT + 90)
-        took = time.time() - t0
-        st, r = got.get("r", (0, "no answer"))
-        check(st >= 500 and took < TIMEOUT + 60, f"prefill dead: {st} after {took:.1f} s: {r}")
-        dead = f"{st} after {took:.1f} s"
-        dec.wait_idle(timeout=TIMEOUT + 30)
+        dec.wait_idle(timeout=60)
         st, r, _ = dec.post({"prompt": text_of(ps[1]), "max_tokens": 6, "temperature": 0})
         check(st == 200 and r["choices"][0]["token_ids"] == ref[1], f"decode alone after: {st} {r}")
         rc, summary = dec.stop()
         check(rc == 0 and summary["pages_inflight"] == 0, f"decode exit {rc}: {summary}")
-        # Failed for their handoff: the deleted page, 2 missing records, 4 bad
-        # records, the dead prefill; admitted: every request answered whole
-        # but the plain one, plus the deleted page's.
+        # Failed for their handoff: the deleted page, 4 bad records, the
+        # refusal, the two rooms of the dead prefill; admitted: every request
+        # answered whole but the plain one, plus the deleted page's.
         check(summary["handoffs_failed"] == 8 == summary["requests_failed"]
               and summary["handoffs_admitted"] == summary["requests_ok"],
               f"decode handoffs: {summary}")
