@@ -516,6 +516,7 @@ static rkv_status req_insert(scheduler *s, sched_req *r, bool final, char *err, 
         }
         if (!final) {
             cache_seq m2;
+            bool named = false;
             cache_seq_init(&m2, r->ns, r->priority);
             st = cache_client_match(s->cache, &m2, r->tokens, nfull * P);
             if (st == RKV_OK && m2.len != nfull * P) {
@@ -524,9 +525,13 @@ static rkv_status req_insert(scheduler *s, sched_req *r, bool final, char *err, 
                          (long long)r->id, nfull * P, m2.len);
                 cache_unlock(s->cache, &m2);
                 st = RKV_ECORRUPT;
+                named = true;
             }
             if (st == RKV_OK && r->locked) st = cache_unlock(s->cache, &r->match);
             if (st) {
+                if (!named) /* a failed match or unlock: name it */
+                    snprintf(err, errlen, "scheduler: re-matching request %lld after its insert failed: %s",
+                             (long long)r->id, rkv_status_str(st));
                 cache_seq_free(&m2);
                 return st;
             }
