@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "rkv_config.h"
+#include "rkv_core.h"
 #include "serve.h"
 #include "serve_http.h"
 #include "serve_pd.h"
@@ -330,15 +331,9 @@ bool serve_pd_submit_locked(serve *s, serve_job *j)
         announce_locked(s, j);
     if (!p || p->role != SERVE_PD_DECODE || !j->pd.on || j->pd.waited || j->pd.fail[0]) return false;
     j->pd.waited = true;
-    if (p->n_held == p->cap) {
-        int64_t cap = p->cap ? 2 * p->cap : 16;
-        serve_job **h = realloc(p->held, sizeof *h * (size_t)cap);
-        if (!h) {
-            snprintf(j->pd.fail, sizeof j->pd.fail, "out of memory holding the request for its handoff");
-            return false;
-        }
-        p->held = h;
-        p->cap = cap;
+    if (rkv_grow((void **)&p->held, &p->cap, p->n_held + 1, sizeof *p->held)) {
+        snprintf(j->pd.fail, sizeof j->pd.fail, "out of memory holding the request for its handoff");
+        return false;
     }
     j->refs++;
     s->outstanding += j->n_seq;

@@ -47,7 +47,6 @@ ALLOWED = {
     "runtime/server/serve_engine.c:text_stop": OWNER,
     "runtime/server/serve_http.c:sse_append": OWNER,
     "runtime/server/serve_http.c:on_upload": OWNER,
-    "runtime/server/serve_pd.c:serve_pd_hold_locked": OWNER,
     "runtime/server/serve_text.c:raw_bytes": OWNER,
     "runtime/server/serve_text.c:serve_text_append": OWNER,
 }
