@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cache.h"
+#include "rkv_core.h"
 #include "serve.h"
 #include "serve_text.h"
 
@@ -417,16 +418,12 @@ static void snapshot_locked(serve *s)
  * the engine took is always listed (an unlisted one would run unseen). */
 static int active_reserve(serve *s)
 {
-    if (s->n_active == s->active_cap) {
-        int64_t nc = s->active_cap ? s->active_cap * 2 : 256;
-        serve_seq **a = realloc(s->active, sizeof(*a) * (size_t)nc);
-        if (!a) return -1;
-        s->active = a;
-        serve_job **b = realloc(s->active_job, sizeof(*b) * (size_t)nc);
-        if (!b) return -1;
-        s->active_job = b;
-        s->active_cap = nc;
-    }
+    /* two arrays, one capacity: it moves only once both have grown */
+    int64_t ca = s->active_cap, cb = s->active_cap;
+    if (rkv_grow((void **)&s->active, &ca, s->n_active + 1, sizeof *s->active) ||
+        rkv_grow((void **)&s->active_job, &cb, s->n_active + 1, sizeof *s->active_job))
+        return -1;
+    s->active_cap = ca;
     return 0;
 }
 
@@ -508,13 +505,8 @@ static bool text_stop(const serve_job *j, serve_seq *q, int32_t tok)
         return text_stop_search(j, q, from0);
     }
     n = snprintf(piece, sizeof piece, " %d", tok);
-    if (q->text_len + (size_t)n + 1 > q->text_cap) {
-        size_t nc = (q->text_len + (size_t)n + 1) * 2;
-        char *t = realloc(q->text, nc);
-        if (!t) return false; /* out of memory: this token's match is missed */
-        q->text = t;
-        q->text_cap = nc;
-    }
+    if (rkv_grow_size((void **)&q->text, &q->text_cap, q->text_len + (size_t)n + 1, 1))
+        return false; /* out of memory: this token's match is missed */
     memcpy(q->text + q->text_len, piece, (size_t)n + 1);
     q->text_len += (size_t)n;
     return text_stop_search(j, q, from0);

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "rkv_config.h"
+#include "rkv_core.h"
 #include "serve.h"
 #include "serve_http.h"
 #include "serve_text.h"
@@ -1254,13 +1255,7 @@ static enum MHD_Result answer_job(serve *s, struct MHD_Connection *c, serve_job 
 static bool sse_append(serve_job *j, const char *text)
 {
     size_t n = strlen(text);
-    if (j->sse_len + n + 1 > j->sse_cap) {
-        size_t nc = (j->sse_len + n + 1) * 2;
-        char *p = realloc(j->sse, nc);
-        if (!p) return false;
-        j->sse = p;
-        j->sse_cap = nc;
-    }
+    if (rkv_grow_size((void **)&j->sse, &j->sse_cap, j->sse_len + n + 1, 1)) return false;
     memcpy(j->sse + j->sse_len, text, n + 1);
     j->sse_len += n;
     return true;
@@ -1858,18 +1853,12 @@ static enum MHD_Result on_upload(const serve *s, conn_ctx *cc, const char *uploa
     if (cc->len + *upload_size > (size_t)s->cfg.max_body) {
         cc->too_big = true;
     } else if (!cc->too_big && !cc->oom) {
-        if (cc->len + *upload_size + 1 > cc->cap) {
-            size_t nc = (cc->len + *upload_size + 1) * 2;
-            char *p = realloc(cc->body, nc);
-            if (!p) {
-                /* The rest is read and dropped; the answer, a 500, goes
-                 * once the request is in (not while it uploads). */
-                cc->oom = true;
-                *upload_size = 0;
-                return MHD_YES;
-            }
-            cc->body = p;
-            cc->cap = nc;
+        if (rkv_grow_size((void **)&cc->body, &cc->cap, cc->len + *upload_size + 1, 1)) {
+            /* The rest is read and dropped; the answer, a 500, goes
+             * once the request is in (not while it uploads). */
+            cc->oom = true;
+            *upload_size = 0;
+            return MHD_YES;
         }
         memcpy(cc->body + cc->len, upload_data, *upload_size);
         cc->len += *upload_size;

@@ -2,6 +2,8 @@
  * (see serve_text.h). */
 #include "serve_text.h"
 
+#include "rkv_core.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,14 +17,9 @@ static char *raw_bytes(const tokenizer *t, const int32_t *ids, int32_t n, size_t
         bool special;
         const uint8_t *p = tokenizer_token_bytes(t, ids[i], &k, &special);
         if (!p || special) continue;
-        if (m + k + 1 > cap) {
-            while (m + k + 1 > cap) cap *= 2;
-            char *nb = realloc(b, cap);
-            if (!nb) {
-                free(b);
-                return NULL;
-            }
-            b = nb;
+        if (rkv_grow_size((void **)&b, &cap, m + k + 1, 1)) {
+            free(b);
+            return NULL;
         }
         memcpy(b + m, p, k);
         m += k;
@@ -107,13 +104,7 @@ bool serve_text_append(const tokenizer *t, int32_t tok, char **text, size_t *len
     bool special;
     const uint8_t *p = tokenizer_token_bytes(t, tok, &k, &special);
     if (!p || special) k = 0;
-    if (*len + k + 1 > *cap) {
-        size_t nc = (*len + k + 1) * 2;
-        char *nt = realloc(*text, nc);
-        if (!nt) return false;
-        *text = nt;
-        *cap = nc;
-    }
+    if (rkv_grow_size((void **)text, cap, *len + k + 1, 1)) return false;
     if (k) memcpy(*text + *len, p, k);
     *len += k;
     (*text)[*len] = '\0';

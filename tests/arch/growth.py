@@ -43,12 +43,6 @@ ALLOWED = {
     "radix/radix_tree.c:slot_alloc": OWNER,
     "bench/radix_bench.c:mc_load": OWNER,
     "python/radixkv/_radixkv.c:vals_reserve": OWNER,
-    "runtime/server/serve_engine.c:active_reserve": OWNER,
-    "runtime/server/serve_engine.c:text_stop": OWNER,
-    "runtime/server/serve_http.c:sse_append": OWNER,
-    "runtime/server/serve_http.c:on_upload": OWNER,
-    "runtime/server/serve_text.c:raw_bytes": OWNER,
-    "runtime/server/serve_text.c:serve_text_append": OWNER,
 }
 
 _PATH = r'[A-Za-z_]\w*(?:\s*(?:->|\.)\s*[A-Za-z_]\w*|\s*\[[^\]\n]*\])*'
