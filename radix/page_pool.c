@@ -676,16 +676,22 @@ static void log_reserve(page_pool *p, int64_t more)
 /* Pages [first, first + count), in of them INFLIGHT and the rest CACHED,
  * become free; room in the index for one more extent was asked for (a stale
  * index is left as it is, see page_pool.h). */
-static void free_counted_run(page_pool *p, int32_t first, int32_t count, int32_t in)
+static void free_cleared_run(page_pool *p, int32_t first, int32_t count, int32_t in)
 {
     p->num_inflight -= in;
     p->num_cached -= count - in;
-    st_fill(p, first, count, PAGE_FREE);
     if (p->logging && !p->log_lost)
         for (int32_t i = 0; i < count; i++) p->freed[p->num_freed++] = first + i;
     p->num_free += count;
     p->freed_total += (uint64_t)count;
     if (!p->stale) ext_free(p, first, count);
+}
+
+/* The same, state bits not yet cleared. */
+static void free_counted_run(page_pool *p, int32_t first, int32_t count, int32_t in)
+{
+    st_fill(p, first, count, PAGE_FREE);
+    free_cleared_run(p, first, count, in);
 }
 
 /* Before freeing `runs` runs of `pages` pages: room in the index and the log. */
@@ -717,6 +723,21 @@ rkv_status page_pool_free(page_pool *p, const int32_t *pages, int32_t n)
 rkv_status page_pool_free_run(page_pool *p, int32_t first, int32_t count)
 {
     if (count < 0 || first < 0 || count > p->num_pages - first) return RKV_EINVAL;
+    int32_t w = first >> 5;
+    if (count > 0 && (first + count - 1) >> 5 == w) {
+        /* A run within one state word (a tree node's pages, often): checked,
+         * counted and cleared in one read and one write of the word instead
+         * of a counting pass and a filling pass. Every page INFLIGHT (01) or
+         * CACHED (10) is exactly one of its two bits set. */
+        uint64_t m = st_mask(w, first, first + count), x = p->bits[w];
+        uint64_t ml = m & LO, lo = x & ml, hi = (x >> 1) & ml;
+        if ((lo ^ hi) != ml) return RKV_EINVAL;
+        int32_t in = lo == ml ? count : hi == ml ? 0 : __builtin_popcountll(lo);
+        free_reserve(p, 1, count);
+        p->bits[w] = x & ~m;
+        free_cleared_run(p, first, count, in);
+        return RKV_OK;
+    }
     int32_t in, ca;
     if (st_count(p, first, count, &in, &ca) != 0) return RKV_EINVAL;
     if (count == 0) return RKV_OK;
