@@ -629,17 +629,35 @@ rkv_status page_pool_log_reserve(page_pool *p)
  * double-count: stretches in ascending order have none; any other list is
  * marked state by state (a page of the allowed state s becomes 3, the unused
  * value, and a second visit finds 3), then set back. */
+/* Stretches check_batch() hands back, so a caller that changes the pages
+ * next does not scan the list for them again (a request's pages are a few
+ * runs; a longer list is scanned twice). */
+enum { BATCH_STRETCHES = 8 };
+typedef struct {
+    int32_t first[BATCH_STRETCHES], len[BATCH_STRETCHES];
+    int32_t n; /* -1: more than BATCH_STRETCHES, not kept */
+} stretch_list;
+
 static rkv_status check_batch(page_pool *p, const int32_t *pages, int32_t n,
-                              unsigned allowed_mask)
+                              unsigned allowed_mask, stretch_list *sl)
 {
     if (n < 0) return RKV_EINVAL;
     int ascending = 1;
+    if (sl) sl->n = 0;
     for (int32_t i = 0; i < n;) {
         int32_t len = stretch_at(pages, n, i), a = pages[i];
         if (a < 0 || a >= p->num_pages || len > p->num_pages - a ||
             !stretch_allowed(p, a, len, allowed_mask))
             return RKV_EINVAL;
         if (i > 0 && a <= pages[i - 1]) ascending = 0;
+        if (sl && sl->n >= 0) {
+            if (sl->n < BATCH_STRETCHES) {
+                sl->first[sl->n] = a;
+                sl->len[sl->n++] = len;
+            } else {
+                sl->n = -1;
+            }
+        }
         i += len;
     }
     if (ascending) return RKV_OK;
@@ -705,7 +723,7 @@ static inline void free_reserve(page_pool *p, int32_t runs, int32_t pages)
 
 rkv_status page_pool_free(page_pool *p, const int32_t *pages, int32_t n)
 {
-    rkv_status st = check_batch(p, pages, n, (1u << PAGE_INFLIGHT) | (1u << PAGE_CACHED));
+    rkv_status st = check_batch(p, pages, n, (1u << PAGE_INFLIGHT) | (1u << PAGE_CACHED), NULL);
     if (st != RKV_OK) return st;
     int32_t runs = 0;
     for (int32_t i = 0; i < n; i += stretch_at(pages, n, i)) runs++;
@@ -756,12 +774,17 @@ static void count_move(page_pool *p, unsigned from, int delta)
 static rkv_status move_pages(page_pool *p, const int32_t *pages, int32_t n, unsigned from,
                              unsigned to)
 {
-    rkv_status st = check_batch(p, pages, n, 1u << from);
+    stretch_list sl;
+    rkv_status st = check_batch(p, pages, n, 1u << from, &sl);
     if (st != RKV_OK) return st;
-    for (int32_t i = 0; i < n;) {
-        int32_t len = stretch_at(pages, n, i);
-        st_fill(p, pages[i], len, to);
-        i += len;
+    if (sl.n >= 0) {
+        for (int32_t k = 0; k < sl.n; k++) st_fill(p, sl.first[k], sl.len[k], to);
+    } else {
+        for (int32_t i = 0; i < n;) {
+            int32_t len = stretch_at(pages, n, i);
+            st_fill(p, pages[i], len, to);
+            i += len;
+        }
     }
     count_move(p, from, -n);
     count_move(p, to, n);
