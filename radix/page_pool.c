@@ -626,12 +626,6 @@ rkv_status page_pool_log_reserve(page_pool *p)
     return RKV_OK;
 }
 
-/* Validate a whole batch before touching anything, so a bad id changes
- * nothing. The list is read as stretches of consecutive ids (a request's
- * pages come in runs), each checked a word at a time. Duplicates would
- * double-count: stretches in ascending order have none; any other list is
- * marked state by state (a page of the allowed state s becomes 3, the unused
- * value, and a second visit finds 3), then set back. */
 /* Stretches check_batch() hands back, so a caller that changes the pages
  * next does not scan the list for them again (a request's pages are a few
  * runs; a longer list is scanned twice). */
@@ -641,19 +635,41 @@ typedef struct {
     int32_t n; /* -1: more than BATCH_STRETCHES, not kept */
 } stretch_list;
 
+/* Whether two of the n stretches share a page. */
+static int stretches_overlap(const stretch_list *sl)
+{
+    for (int32_t i = 0; i < sl->n; i++)
+        for (int32_t j = i + 1; j < sl->n; j++)
+            if ((int64_t)sl->first[i] < (int64_t)sl->first[j] + sl->len[j] &&
+                (int64_t)sl->first[j] < (int64_t)sl->first[i] + sl->len[i])
+                return 1;
+    return 0;
+}
+
+/* Validate a whole batch before touching anything, so a bad id changes
+ * nothing. The list is read as stretches of consecutive ids (a request's
+ * pages come in runs), each checked a word at a time. Duplicates would
+ * double-count: stretches in ascending order have none; a list of a few
+ * stretches in another order (an allocation that took several extents hands
+ * them out largest first) has one only where two stretches overlap; any
+ * other list is marked state by state (a page of the allowed state s becomes
+ * 3, the unused value, and a second visit finds 3), then set back. sl (may
+ * be NULL) gets the stretches. */
 static rkv_status check_batch(page_pool *p, const int32_t *pages, int32_t n,
                               unsigned allowed_mask, stretch_list *sl)
 {
     if (n < 0) return RKV_EINVAL;
+    stretch_list own;
+    if (!sl) sl = &own;
     int ascending = 1;
-    if (sl) sl->n = 0;
+    sl->n = 0;
     for (int32_t i = 0; i < n;) {
         int32_t len = stretch_at(pages, n, i), a = pages[i];
         if (a < 0 || a >= p->num_pages || len > p->num_pages - a ||
             !stretch_allowed(p, a, len, allowed_mask))
             return RKV_EINVAL;
         if (i > 0 && a <= pages[i - 1]) ascending = 0;
-        if (sl && sl->n >= 0) {
+        if (sl->n >= 0) {
             if (sl->n < BATCH_STRETCHES) {
                 sl->first[sl->n] = a;
                 sl->len[sl->n++] = len;
@@ -664,6 +680,7 @@ static rkv_status check_batch(page_pool *p, const int32_t *pages, int32_t n,
         i += len;
     }
     if (ascending) return RKV_OK;
+    if (sl->n >= 0) return stretches_overlap(sl) ? RKV_EINVAL : RKV_OK;
     rkv_status st = RKV_OK;
     for (unsigned s = PAGE_INFLIGHT; s <= PAGE_CACHED; s++) {
         if (!((1u << s) & allowed_mask)) continue;

@@ -507,6 +507,28 @@ START_TEST(test_unordered_duplicates_refused)
     pool_ok(&p, 1);
     ck_assert_int_eq(p.num_free, 4);
     page_pool_destroy(&p);
+
+    /* The same through both routes a list can take: a few stretches out of
+     * order (checked by overlap: here [3, 6) and [4, 5) share page 4), and
+     * more stretches than are kept (checked by marking). */
+    ck_assert_int_eq(page_pool_init(&p, 64, 1), RKV_OK);
+    int32_t many[64];
+    ck_assert_int_eq(page_pool_alloc(&p, 64, many), RKV_OK);
+    int32_t few_dup[5] = {3, 4, 5, 1, 4}, few_ok[5] = {3, 4, 5, 1, 7};
+    ck_assert_int_eq(page_pool_adopt(&p, few_dup, 5), RKV_EINVAL);
+    for (int32_t i = 0; i < 64; i++) ck_assert_int_eq(page_pool_state(&p, i), PAGE_INFLIGHT);
+    ck_assert_int_eq(page_pool_adopt(&p, few_ok, 5), RKV_OK);
+    ck_assert_int_eq(p.num_cached, 5);
+    int32_t long_dup[12], long_ok[12]; /* twelve single pages, falling */
+    for (int32_t i = 0; i < 12; i++) long_ok[i] = long_dup[i] = 60 - 2 * i;
+    long_dup[11] = 60;
+    ck_assert_int_eq(page_pool_free(&p, long_dup, 12), RKV_EINVAL);
+    pool_ok(&p, 2);
+    ck_assert_int_eq(p.num_free, 0);
+    ck_assert_int_eq(page_pool_free(&p, long_ok, 12), RKV_OK);
+    ck_assert_int_eq(p.num_free, 12);
+    pool_ok(&p, 3);
+    page_pool_destroy(&p);
 }
 END_TEST
 
