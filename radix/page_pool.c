@@ -192,8 +192,8 @@ static void ext_drop(page_pool *p, int32_t e)
  *
  * Linear probing over a power-of-two table, at most an eighth full after a
  * successful growth, grown again at a quarter, and never full (index_reserve
- * keeps one slot empty), so every probe ends. Deletion shifts the following entries back, so there are
- * no tombstones. */
+ * keeps one slot empty), so every probe ends. Deletion shifts the following
+ * entries back, so there are no tombstones. */
 
 static inline uint32_t end_home(const page_pool *p, int32_t key)
 {

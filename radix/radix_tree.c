@@ -571,7 +571,8 @@ static bool pstate_reserve(radix_tree *t, int32_t n)
     int32_t cap = t->pst_cap;
     if (rkv_grow32_arrays(arr, elem, na, &cap, n) != RKV_OK) return false;
     for (int i = 0; i < na; i++) /* new slots start zero */
-        memset((char *)*arr[i] + elem[i] * (size_t)t->pst_cap, 0, elem[i] * (size_t)(cap - t->pst_cap));
+        memset((char *)*arr[i] + elem[i] * (size_t)t->pst_cap, 0,
+               elem[i] * (size_t)(cap - t->pst_cap));
     size_t per = (st ? sizeof *t->pst : 0) + (prev ? sizeof *t->prev : 0);
     t->bytes += (int64_t)(per * (size_t)(cap - t->pst_cap));
     t->pst_cap = cap;
