@@ -69,6 +69,7 @@
 #include "cli.h"
 #include "radix_tree.h"
 #include "rkv_config.h"
+#include "rkv_core.h"
 
 #if RKV_HAVE_JEMALLOC
 #include <jemalloc/jemalloc.h>
@@ -1085,7 +1086,7 @@ static int mc_load(const char *dir, mc_trace *m, int32_t limit)
     int64_t cap_ids = 1 << 20;
     int32_t cap = 1 << 14;
     memset(m, 0, sizeof *m);
-    m->off = xmalloc(sizeof(int64_t) * (size_t)(cap + 1));
+    m->off = xmalloc(sizeof(int64_t) * (size_t)cap);
     m->len = xmalloc(sizeof(int32_t) * (size_t)cap);
     m->ids = xmalloc(sizeof(int32_t) * (size_t)cap_ids);
     m->off[0] = 0;
@@ -1101,11 +1102,11 @@ static int mc_load(const char *dir, mc_trace *m, int32_t limit)
                     (long long)lineno);
             exit(1);
         }
-        if (m->nreq == cap) {
-            cap *= 2;
-            m->off = realloc(m->off, sizeof(int64_t) * (size_t)(cap + 1));
-            m->len = realloc(m->len, sizeof(int32_t) * (size_t)cap);
-            if (!m->off || !m->len) die("mooncake trace", RKV_ENOMEM);
+        if (m->nreq + 1 >= cap) { /* off holds nreq + 1 entries */
+            void **arr[2] = {(void **)&m->off, (void **)&m->len};
+            size_t elem[2] = {sizeof *m->off, sizeof *m->len};
+            rkv_status st = rkv_grow32_arrays(arr, elem, 2, &cap, (int64_t)m->nreq + 2);
+            if (st != RKV_OK) die("mooncake trace", st);
         }
         m->len[m->nreq] = (int32_t)strtol(a + 15, NULL, 10);
         int64_t o = m->off[m->nreq];
@@ -1114,9 +1115,10 @@ static int mc_load(const char *dir, mc_trace *m, int32_t limit)
             long v = strtol(p, &end, 10);
             if (end == p) break;
             if (o == cap_ids) {
-                cap_ids *= 2;
-                m->ids = realloc(m->ids, sizeof(int32_t) * (size_t)cap_ids);
-                if (!m->ids) die("mooncake trace", RKV_ENOMEM);
+                void *ids = m->ids;
+                rkv_status st = rkv_grow(&ids, &cap_ids, o + 1, sizeof *m->ids);
+                if (st != RKV_OK) die("mooncake trace", st);
+                m->ids = ids;
             }
             m->ids[o++] = (int32_t)v;
             p = end;

@@ -34,6 +34,7 @@
 
 #include "cache.h"
 #include "evict_policy.h"
+#include "rkv_core.h"
 
 #define RT_CHUNK_BITS 10
 #define RT_CHUNK (1 << RT_CHUNK_BITS)
@@ -389,10 +390,11 @@ static int32_t slot_alloc(radix_tree *t)
     }
     if (t->num_slots == t->num_chunks * RT_CHUNK) {
         if (t->num_chunks == t->cap_chunks) {
-            int32_t nc = t->cap_chunks ? 2 * t->cap_chunks : 8;
-            rt_node **c = realloc(t->chunks, sizeof *c * (size_t)nc);
-            if (!c) return -1;
-            t->bytes += (int64_t)(sizeof *c * (size_t)(nc - t->cap_chunks));
+            void *c = t->chunks;
+            int32_t nc = t->cap_chunks;
+            if (rkv_grow32(&c, &nc, (int64_t)t->num_chunks + 1, sizeof *t->chunks) != RKV_OK)
+                return -1;
+            t->bytes += (int64_t)(sizeof *t->chunks * (size_t)(nc - t->cap_chunks));
             t->chunks = c;
             t->cap_chunks = nc;
         }
@@ -553,32 +555,27 @@ static void pstate_new(radix_tree *t, int32_t s, int32_t from)
     pstate_enter(t, s);
 }
 
-/* Grow the by-slot array *a of elem-byte entries from cap to nc entries, the
- * new ones zero. A failure leaves *a holding at least cap entries. */
-static bool pstate_grow(void **a, size_t elem, int32_t cap, int32_t nc)
-{
-    char *p = realloc(*a, elem * (size_t)nc);
-    if (!p) return false;
-    memset(p + elem * (size_t)cap, 0, elem * (size_t)(nc - cap));
-    *a = p;
-    return true;
-}
-
 /* Room for the policy state of n slots (nothing unless the policy needs
  * state); slot_alloc() calls it before handing out a new slot. */
 static bool pstate_reserve(radix_tree *t, int32_t n)
 {
     bool st = t->pol->needs & RT_PSTATE_NEEDS, prev = t->pol->needs & EVICT_NEEDS_PREV_TIME;
     if (!(st || prev) || n <= t->pst_cap) return true;
-    int32_t nc = t->pst_cap ? t->pst_cap : 64;
-    while (nc < n) nc *= 2;
-    /* counted once both arrays have grown (a failed second leaves the first
-     * larger than pst_cap, which the next try grows again) */
-    if (st && !pstate_grow((void **)&t->pst, sizeof *t->pst, t->pst_cap, nc)) return false;
-    if (prev && !pstate_grow((void **)&t->prev, sizeof *t->prev, t->pst_cap, nc)) return false;
+    /* the arrays the policy uses share pst_cap; a failure leaves it (and
+     * every array holding at least that many) as it was */
+    void **arr[2];
+    size_t elem[2];
+    int na = 0;
+    if (st) arr[na] = (void **)&t->pst, elem[na++] = sizeof *t->pst;
+    if (prev) arr[na] = (void **)&t->prev, elem[na++] = sizeof *t->prev;
+    int32_t cap = t->pst_cap;
+    if (rkv_grow32_arrays(arr, elem, na, &cap, n) != RKV_OK) return false;
+    for (int i = 0; i < na; i++) /* new slots start zero */
+        memset((char *)*arr[i] + elem[i] * (size_t)t->pst_cap, 0,
+               elem[i] * (size_t)(cap - t->pst_cap));
     size_t per = (st ? sizeof *t->pst : 0) + (prev ? sizeof *t->prev : 0);
-    t->bytes += (int64_t)(per * (size_t)(nc - t->pst_cap));
-    t->pst_cap = nc;
+    t->bytes += (int64_t)(per * (size_t)(cap - t->pst_cap));
+    t->pst_cap = cap;
     return true;
 }
 

@@ -271,6 +271,140 @@ START_TEST(test_extents_against_model)
 }
 END_TEST
 
+/* The order pages are handed out in, against a model of the class lists as
+ * plain lists kept eagerly (an extent leaving a class is taken out at once,
+ * one entering goes first), as page_pool.h states the policy: the pool keeps
+ * its lists lazily, and this pins that the laziness never shows. The model:
+ *   - a freed run merges with the extents on both sides, which leave their
+ *     lists (left first), and the merged extent goes first in its class;
+ *   - alloc(n): the first of the first FIT_SCAN extents of n's class that
+ *     holds n, else the first extent of the next non-empty class; when none
+ *     holds n, the longest of the first FIT_SCAN of the highest class, whole,
+ *     and again; a cut extent's rest goes first in its (new) class. */
+enum { EQ_N = 4096, EQ_SCAN = 8, EQ_MAXEXT = EQ_N / 2 + 1 };
+typedef struct {
+    int32_t first[EQ_MAXEXT], count[EQ_MAXEXT]; /* a list, head first */
+    int32_t n;
+} eq_list;
+
+static int32_t eq_class(int32_t c)
+{
+    if (c <= PAGE_CLASS_EXACT) return c - 1;
+    int b = 31 - __builtin_clz((uint32_t)c);
+    return PAGE_CLASS_EXACT + (b - 5) * 4 + ((c >> (b - 2)) & 3);
+}
+
+static void eq_push(eq_list *cls, int32_t f, int32_t c)
+{
+    eq_list *l = &cls[eq_class(c)];
+    memmove(l->first + 1, l->first, sizeof(int32_t) * (size_t)l->n);
+    memmove(l->count + 1, l->count, sizeof(int32_t) * (size_t)l->n);
+    l->first[0] = f;
+    l->count[0] = c;
+    l->n++;
+}
+
+static void eq_take(eq_list *cls, int32_t k, int32_t i)
+{
+    eq_list *l = &cls[k];
+    memmove(l->first + i, l->first + i + 1, sizeof(int32_t) * (size_t)(l->n - i - 1));
+    memmove(l->count + i, l->count + i + 1, sizeof(int32_t) * (size_t)(l->n - i - 1));
+    l->n--;
+}
+
+/* Take the extent whose first (last = 0) or last (last = 1) page is pg out of
+ * its list; returns its first page and sets *count, or -1. */
+static int32_t eq_unlink(eq_list *cls, int32_t pg, int last, int32_t *count)
+{
+    for (int32_t k = 0; k < PAGE_CLASSES; k++)
+        for (int32_t i = 0; i < cls[k].n; i++) {
+            int32_t f = cls[k].first[i], c = cls[k].count[i];
+            if ((last ? f + c - 1 : f) != pg) continue;
+            eq_take(cls, k, i);
+            *count = c;
+            return f;
+        }
+    return -1;
+}
+
+static void eq_free(eq_list *cls, int32_t g, int32_t c)
+{
+    int32_t f = g, end = g + c, lc, rc;
+    int32_t lf = g > 0 ? eq_unlink(cls, g - 1, 1, &lc) : -1;
+    if (lf >= 0) f = lf;
+    if (eq_unlink(cls, g + c, 0, &rc) >= 0) end = g + c + rc;
+    eq_push(cls, f, end - f);
+}
+
+static void eq_alloc(eq_list *cls, int32_t n, int32_t *out)
+{
+    for (int32_t got = 0; got < n;) {
+        int32_t want = n - got, k = eq_class(want), ek = -1, ei = -1;
+        for (int32_t i = 0; i < cls[k].n && i < EQ_SCAN && ei < 0; i++)
+            if (cls[k].count[i] >= want) ek = k, ei = i;
+        for (int32_t u = k + 1; u < PAGE_CLASSES && ei < 0; u++)
+            if (cls[u].n) ek = u, ei = 0;
+        int32_t take = want;
+        if (ei < 0) {
+            for (ek = PAGE_CLASSES - 1; !cls[ek].n; ek--) {}
+            ei = 0;
+            for (int32_t i = 1; i < cls[ek].n && i < EQ_SCAN; i++)
+                if (cls[ek].count[i] > cls[ek].count[ei]) ei = i;
+            take = cls[ek].count[ei];
+        }
+        int32_t f = cls[ek].first[ei], c = cls[ek].count[ei];
+        eq_take(cls, ek, ei);
+        if (c > take) eq_push(cls, f + take, c - take);
+        for (int32_t i = 0; i < take; i++) out[got + i] = f + i;
+        got += take;
+    }
+}
+
+START_TEST(test_order_as_eager_lists)
+{
+    static eq_list cls[PAGE_CLASSES];
+    static int32_t held[EQ_N], got[EQ_N], want[EQ_N];
+    for (uint64_t seed = 1; seed <= 3; seed++) {
+        memset(cls, 0, sizeof cls);
+        page_pool p;
+        ck_assert_int_eq(page_pool_init(&p, EQ_N, 1), RKV_OK);
+        eq_push(cls, 0, EQ_N);
+        int32_t nheld = 0; /* pages in flight, in allocation order */
+        uint64_t rng = seed * 0x9e3779b9ULL;
+        for (int step = 0; step < 3000; step++) {
+            uint64_t r = rkv_splitmix64_next(&rng);
+            if (r % 5 < 2 || nheld == 0) { /* allocate: mostly short, now and then long */
+                int32_t n = 1 + (int32_t)((r >> 8) % ((r >> 40) % 8 ? 120 : 600));
+                if (n > p.num_free) continue;
+                ck_assert_int_eq(page_pool_alloc(&p, n, got), RKV_OK);
+                eq_alloc(cls, n, want);
+                ck_assert_msg(!memcmp(got, want, sizeof(int32_t) * (size_t)n),
+                              "seed %llu step %d: alloc(%d) handed out %d.., the eager lists %d..",
+                              (unsigned long long)seed, step, n, got[0], want[0]);
+                memcpy(held + nheld, got, sizeof(int32_t) * (size_t)n);
+                nheld += n;
+            } else { /* free a stretch of held pages at a random place, as one call */
+                int32_t at = (int32_t)((r >> 8) % (uint64_t)nheld);
+                int32_t n = 1 + (int32_t)((r >> 24) % 64);
+                if (n > nheld - at) n = nheld - at;
+                ck_assert_int_eq(page_pool_free(&p, held + at, n), RKV_OK);
+                for (int32_t i = 0; i < n;) { /* as the pool reads a list: stretches */
+                    int32_t j = i + 1;
+                    while (j < n && held[at + j] == held[at + j - 1] + 1) j++;
+                    eq_free(cls, held[at + i], j - i);
+                    i = j;
+                }
+                memmove(held + at, held + at + n, sizeof(int32_t) * (size_t)(nheld - at - n));
+                nheld -= n;
+            }
+            if (step % 64 == 0) pool_ok(&p, step);
+        }
+        pool_ok(&p, -1);
+        page_pool_destroy(&p);
+    }
+}
+END_TEST
+
 /* Regression: a run freed before other pages must still come back as a run.
  * The free stack this pool replaced handed out the pages freed last first, so
  * a request after an eviction that freed a run and then single pages got the
@@ -372,6 +506,28 @@ START_TEST(test_unordered_duplicates_refused)
     ck_assert_int_eq(page_pool_free(&p, ok, 4), RKV_OK);
     pool_ok(&p, 1);
     ck_assert_int_eq(p.num_free, 4);
+    page_pool_destroy(&p);
+
+    /* The same through both routes a list can take: a few stretches out of
+     * order (checked by overlap: here [3, 6) and [4, 5) share page 4), and
+     * more stretches than are kept (checked by marking). */
+    ck_assert_int_eq(page_pool_init(&p, 64, 1), RKV_OK);
+    int32_t many[64];
+    ck_assert_int_eq(page_pool_alloc(&p, 64, many), RKV_OK);
+    int32_t few_dup[5] = {3, 4, 5, 1, 4}, few_ok[5] = {3, 4, 5, 1, 7};
+    ck_assert_int_eq(page_pool_adopt(&p, few_dup, 5), RKV_EINVAL);
+    for (int32_t i = 0; i < 64; i++) ck_assert_int_eq(page_pool_state(&p, i), PAGE_INFLIGHT);
+    ck_assert_int_eq(page_pool_adopt(&p, few_ok, 5), RKV_OK);
+    ck_assert_int_eq(p.num_cached, 5);
+    int32_t long_dup[12], long_ok[12]; /* twelve single pages, falling */
+    for (int32_t i = 0; i < 12; i++) long_ok[i] = long_dup[i] = 60 - 2 * i;
+    long_dup[11] = 60;
+    ck_assert_int_eq(page_pool_free(&p, long_dup, 12), RKV_EINVAL);
+    pool_ok(&p, 2);
+    ck_assert_int_eq(p.num_free, 0);
+    ck_assert_int_eq(page_pool_free(&p, long_ok, 12), RKV_OK);
+    ck_assert_int_eq(p.num_free, 12);
+    pool_ok(&p, 3);
     page_pool_destroy(&p);
 }
 END_TEST
@@ -485,6 +641,7 @@ int main(void)
     tcase_add_test(tc, test_bad_free_changes_nothing);
     tcase_add_test(tc, test_random_against_model);
     tcase_add_test(tc, test_extents_against_model);
+    tcase_add_test(tc, test_order_as_eager_lists);
     tcase_add_test(tc, test_freed_run_survives_later_frees);
     tcase_add_test(tc, test_coalescing);
     tcase_add_test(tc, test_memory_follows_extents);
