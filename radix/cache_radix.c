@@ -30,12 +30,9 @@ static void sync_splits(cache *c)
     c->stats.splits = sz.splits;
 }
 
-/* Room for a walk of n tokens in cr->runs and s->pages. */
-static rkv_status runs_reserve(cache_radix *cr, cache_seq *s, int32_t n)
+/* Room for np pages' runs in cr->runs and cr->take. */
+static rkv_status scratch_reserve(cache_radix *cr, int32_t np)
 {
-    int32_t np = n / cr->base.page_size;
-    rkv_status st = cache_seq_reserve(s, np);
-    if (st != RKV_OK) return st;
     if (np > cr->runs_cap) {
         radix_page_run *r = realloc(cr->runs, sizeof *r * (size_t)np);
         if (!r) return RKV_ENOMEM;
@@ -46,6 +43,13 @@ static rkv_status runs_reserve(cache_radix *cr, cache_seq *s, int32_t n)
         cr->runs_cap = np;
     }
     return RKV_OK;
+}
+
+/* Room for a walk of n tokens in cr->runs and s->pages. */
+static rkv_status runs_reserve(cache_radix *cr, cache_seq *s, int32_t n)
+{
+    rkv_status st = cache_seq_reserve(s, n / cr->base.page_size);
+    return st != RKV_OK ? st : scratch_reserve(cr, n / cr->base.page_size);
 }
 
 static rkv_status radix_match(cache *c, cache_seq *s, const int32_t *tokens, int32_t n)
@@ -68,6 +72,35 @@ static rkv_status radix_match(cache *c, cache_seq *s, const int32_t *tokens, int
     s->num_pages = len / c->page_size;
     s->handle = (void *)(intptr_t)node;
     c->stats.matched_tokens += (uint64_t)len;
+    return RKV_OK;
+}
+
+rkv_status cache_radix_match64(cache *c, cache_seq *s, const int64_t *tokens, int32_t n,
+                               const radix_page_run **runs, int32_t *num_runs)
+{
+    *runs = NULL;
+    *num_runs = 0;
+    if (c->ops != &radix_ops) return RKV_ENOTSUP;
+    if (s->locks) return RKV_EINVAL;
+    s->len = s->num_pages = 0;
+    s->handle = NULL;
+    if (n < 0) return RKV_EINVAL;
+    cache_radix *cr = (cache_radix *)c;
+    /* Room for the runs only: no page table is written. */
+    rkv_status st = scratch_reserve(cr, n / c->page_size);
+    if (st != RKV_OK) return st;
+    radix_tree_set_priority(tree_of(c), s->priority);
+    int32_t len = 0, node = 0, nruns = 0;
+    st = radix_tree_match_runs64(tree_of(c), tokens, n, s->ns, cr->runs, &nruns, &len,
+                                            &node);
+    c->stats.match_calls++;
+    sync_splits(c);
+    if (st != RKV_OK) return st;
+    s->len = len;
+    s->handle = (void *)(intptr_t)node;
+    c->stats.matched_tokens += (uint64_t)len;
+    *runs = cr->runs;
+    *num_runs = nruns;
     return RKV_OK;
 }
 

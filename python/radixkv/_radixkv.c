@@ -40,6 +40,7 @@
 #include "evict_policy.h"
 #include "interrupt.h"
 #include "page_pool.h"
+#include "radix_tree.h"
 #include "trace.h"
 
 static PyObject *rkv_error;       /* radixkv.Error(RuntimeError) */
@@ -318,6 +319,15 @@ typedef struct MatchObject {
     uint64_t epoch, generation;
     Py_ssize_t exports; /* buffer views alive */
     Py_ssize_t shape;   /* num_pages, for the buffer's shape */
+    /* A kv_match over int64 ids keeps the matched pages as the tree's runs
+     * (cache_radix_match64) and lists them in m.pages only when asked
+     * (match_pages()): SGLang's match needs only its length, and its KV
+     * indices are gathered a run at a time (kv_values), so a page table
+     * per match was work nobody read. runs_only: m.num_pages is 0 until then. */
+    radix_page_run *runs; /* (nruns) run_buf or owned */
+    int32_t nruns;
+    int runs_only;
+    radix_page_run run_buf[4];
 } MatchObject;
 
 static PyTypeObject CacheType, MatchType;
@@ -467,6 +477,9 @@ static PyObject *Cache_match(CacheObject *self, PyObject *args, PyObject *kw)
     m->epoch = self->epoch;
     m->generation = self->generation;
     m->exports = 0;
+    m->runs = NULL;
+    m->nruns = 0;
+    m->runs_only = 0;
     m->m.ns = ns;
     rkv_status st = cache_match_prefix(self->c, &m->m, t.data, (int32_t)t.n);
     ids_release(&t);
@@ -797,7 +810,39 @@ static MatchObject *match_new(CacheObject *self)
     m->epoch = self->epoch;
     m->generation = self->generation;
     m->exports = 0;
+    m->runs = NULL;
+    m->nruns = 0;
+    m->runs_only = 0;
     return m;
+}
+
+/* m's pages listed in m->m.pages (from its runs, for a kv_match that kept
+ * them as runs). 0, or -1 with MemoryError. */
+static int match_pages(MatchObject *m)
+{
+    if (!m->runs_only) return 0;
+    int32_t np = 0;
+    for (int32_t i = 0; i < m->nruns; i++) np += m->runs[i].count;
+    if (cache_seq_reserve(&m->m, np) != RKV_OK) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    m->m.num_pages = radix_page_runs_expand(m->runs, m->nruns, m->m.pages);
+    m->runs_only = 0;
+    return 0;
+}
+
+/* 1 when every page of m (listed or as runs) holds values kv_insert stored. */
+static int match_vals_set(const CacheObject *self, const MatchObject *m)
+{
+    if (!m->runs_only) return vals_all_set(self, m->m.pages, m->m.num_pages);
+    for (int32_t i = 0; i < m->nruns; i++) {
+        const radix_page_run *r = &m->runs[i];
+        if ((int64_t)r->first + r->count > self->vals_pages
+            || memchr(self->vals_set + r->first, 0, (size_t)r->count))
+            return 0;
+    }
+    return 1;
 }
 
 /* Pages pages[from..to) that the cache holds (CACHED) take values[j * P ..
@@ -967,6 +1012,57 @@ out:
     return r;
 }
 
+/* kv_match over a contiguous int64 buffer (array('q'), numpy's int64,
+ * SGLang's token arrays) on a radix cache: the tree walks the caller's ids
+ * in place (cache_radix_match64) and the Match keeps the page runs. An id
+ * outside [0, 2**31) is then a mismatch, not an error (the walk does not
+ * read past where the match stops, so it cannot check the rest). The
+ * Match, NULL with the exception set, or Py_NotImplemented (a new
+ * reference) when tok or the kind needs kv_match's general route. */
+static PyObject *kv_match64(CacheObject *self, PyObject *tok, PyObject *nso)
+{
+    if (!self->c || !cache_radix_tree(self->c) || !PyObject_CheckBuffer(tok)
+        || PyBytes_Check(tok) || PyByteArray_Check(tok))
+        Py_RETURN_NOTIMPLEMENTED;
+    Py_buffer v;
+    if (PyObject_GetBuffer(tok, &v, PyBUF_RECORDS_RO) < 0) {
+        PyErr_Clear(); /* the general route names the problem */
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    if (v.ndim != 1 || v.itemsize != 8 || format_kind(v.format, v.itemsize) != 's'
+        || (v.strides && v.strides[0] != 8) || ((uintptr_t)v.buf % 8) != 0
+        || v.len / 8 > INT32_MAX) {
+        PyBuffer_Release(&v);
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    uint64_t ns;
+    MatchObject *m = NULL;
+    if (namespace_from(nso, &ns) < 0 || !(m = match_new(self))) {
+        PyBuffer_Release(&v);
+        return NULL;
+    }
+    m->m.ns = ns;
+    const int32_t P = self->page_size, n = (int32_t)(v.len / 8);
+    const radix_page_run *runs = NULL;
+    int32_t nruns = 0;
+    rkv_status st = cache_radix_match64(self->c, &m->m, v.buf, n / P * P, &runs, &nruns);
+    PyBuffer_Release(&v);
+    if (st != RKV_OK) {
+        Py_DECREF(m);
+        return raise_status(st, "radixkv.Cache.kv_match", NULL);
+    }
+    m->runs = m->run_buf;
+    if (nruns > (int32_t)(sizeof m->run_buf / sizeof m->run_buf[0])
+        && !(m->runs = malloc(sizeof *runs * (size_t)nruns))) {
+        Py_DECREF(m);
+        return PyErr_NoMemory();
+    }
+    if (nruns) memcpy(m->runs, runs, sizeof *runs * (size_t)nruns);
+    m->nruns = nruns;
+    m->runs_only = 1;
+    return (PyObject *)m;
+}
+
 /* kv_match(tokens, namespace=None) -> Match: match of the page-aligned head
  * (tokens past the last whole page are ignored, as SGLang's page_aligned). */
 static PyObject *Cache_kv_match(CacheObject *self, PyObject *args, PyObject *kw)
@@ -976,6 +1072,9 @@ static PyObject *Cache_kv_match(CacheObject *self, PyObject *args, PyObject *kw)
     if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O:kv_match", names, &tok, &nso)) return NULL;
     uint64_t ns;
     ids t;
+    PyObject *fast = kv_match64(self, tok, nso);
+    if (fast != Py_NotImplemented) return fast;
+    Py_DECREF(fast);
     if (key_from(self, tok, nso, "radixkv.Cache.kv_match: tokens", &ns, &t) < 0) return NULL;
     MatchObject *m = match_new(self);
     if (!m) {
@@ -1008,20 +1107,26 @@ static PyObject *Cache_kv_values(CacheObject *self, PyObject *arg)
         return NULL;
     }
     const int32_t P = self->page_size;
-    Py_ssize_t n = (Py_ssize_t)m->m.num_pages * P;
+    Py_ssize_t n = (Py_ssize_t)m->m.len;
     PyObject *b = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)sizeof(int64_t) * n);
     if (!b) return NULL;
     int64_t *dst = (int64_t *)PyByteArray_AS_STRING(b);
-    if (!vals_all_set(self, m->m.pages, m->m.num_pages)) {
+    if (!match_vals_set(self, m)) {
         Py_DECREF(b);
         PyErr_SetString(PyExc_ValueError, "radixkv.Cache.kv_values: a page of the match has no "
                         "values (inserted with insert, not kv_insert)");
         return NULL;
     }
-    for (int32_t j = 0; j < m->m.num_pages; j++) {
-        int64_t pg = m->m.pages[j];
-        memcpy(dst + (Py_ssize_t)j * P, self->vals + pg * P, sizeof(int64_t) * (size_t)P);
-    }
+    /* A page's values sit at its id * P, so a run of ids is one copy. */
+    if (m->runs_only)
+        for (int32_t i = 0, o = 0; i < m->nruns; o += m->runs[i].count, i++)
+            memcpy(dst + (Py_ssize_t)o * P, self->vals + (int64_t)m->runs[i].first * P,
+                   sizeof(int64_t) * (size_t)m->runs[i].count * (size_t)P);
+    else
+        for (int32_t j = 0; j < m->m.num_pages; j++) {
+            int64_t pg = m->m.pages[j];
+            memcpy(dst + (Py_ssize_t)j * P, self->vals + pg * P, sizeof(int64_t) * (size_t)P);
+        }
     PyObject *r;
     if (numpy_frombuffer) {
         r = PyObject_CallFunctionObjArgs(numpy_frombuffer, b, numpy_int64, NULL);
@@ -1045,6 +1150,7 @@ static MatchObject *kv_match_arg(CacheObject *self, PyObject *arg, const char *w
                      "is not locked; match again", what);
         return NULL;
     }
+    if (match_pages(m) < 0) return NULL;
     if (!vals_all_set(self, m->m.pages, m->m.num_pages)) {
         PyErr_Format(PyExc_ValueError, "%s: a page of the match has no values (inserted with "
                      "insert, not kv_insert)", what);
@@ -1365,6 +1471,7 @@ static void Match_dealloc(MatchObject *self)
     while (self->m.locks > 0 && c && c->c && c->generation == self->generation)
         if (cache_unlock(c->c, &self->m) != RKV_OK) break;
     cache_seq_free(&self->m);
+    if (self->runs != self->run_buf) free(self->runs);
     Py_XDECREF(c);
     PyObject_Free(self);
 }
@@ -1373,6 +1480,10 @@ static int Match_getbuffer(MatchObject *self, Py_buffer *view, int flags)
 {
     if (flags & PyBUF_WRITABLE) {
         PyErr_SetString(PyExc_BufferError, "radixkv.Match: the page ids are read-only");
+        view->obj = NULL;
+        return -1;
+    }
+    if (match_pages(self) < 0) {
         view->obj = NULL;
         return -1;
     }
@@ -1430,6 +1541,7 @@ static Py_ssize_t Match_len(MatchObject *self)
 
 static PyObject *Match_repr(MatchObject *self)
 {
+    if (match_pages(self) < 0) return NULL;
     return PyUnicode_FromFormat("radixkv.Match(length=%d, pages=%d, locked=%d)", self->m.len,
                                 self->m.num_pages, self->m.locks);
 }
