@@ -161,6 +161,52 @@ static rkv_status radix_insert_hold(cache *c, cache_seq *s, const int32_t *token
     return RKV_OK;
 }
 
+rkv_status cache_radix_insert_hold64(cache *c, cache_seq *s, const int64_t *tokens, int32_t n,
+                                     int32_t *prefix_len, const radix_page_run **runs,
+                                     int32_t *num_runs, int32_t *bad)
+{
+    *prefix_len = 0;
+    *runs = NULL;
+    *num_runs = 0;
+    *bad = -1;
+    if (c->ops != &radix_ops) return RKV_ENOTSUP;
+    if (n < 0) return RKV_EINVAL;
+    cache_radix *cr = (cache_radix *)c;
+    const int32_t P = c->page_size, np = n / P;
+    /* The path's runs: the cached part's, then the taken pages' (at most
+     * one run per page, so np + 1 entries hold both parts). */
+    rkv_status st = scratch_reserve(cr, np + 1);
+    if (st != RKV_OK) return st;
+    radix_tree *t = tree_of(c);
+    radix_tree_set_priority(t, s->priority);
+    int32_t nruns = 0, node = 0;
+    st = radix_tree_insert_take64(t, tokens, n, cr->take, s->ns, prefix_len, cr->runs, &nruns,
+                                  &node, bad);
+    count_insert(c, st, n, *prefix_len);
+    if (st != RKV_OK) return st;
+    /* The seq's locks move to the new path, as in radix_insert_hold(). */
+    int32_t taken = 0;
+    for (; st == RKV_OK && taken < s->locks; taken++) st = radix_tree_lock(t, node);
+    int32_t old = (int32_t)(intptr_t)s->handle;
+    for (int32_t k = 0; st == RKV_OK && k < s->locks; k++) st = radix_tree_unlock(t, old);
+    if (st != RKV_OK) {
+        while (taken-- > 0) radix_tree_unlock(t, node);
+        return st;
+    }
+    for (int32_t k = *prefix_len / P; k < np; k++) {
+        int32_t pg = cr->take[k];
+        radix_page_run *last = nruns ? &cr->runs[nruns - 1] : NULL;
+        if (last && last->first + last->count == pg) last->count++;
+        else cr->runs[nruns++] = (radix_page_run){pg, 1};
+    }
+    s->len = np * P;
+    s->num_pages = 0;
+    s->handle = (void *)(intptr_t)node;
+    *runs = cr->runs;
+    *num_runs = nruns;
+    return RKV_OK;
+}
+
 static rkv_status radix_lock(cache *c, const cache_seq *s)
 {
     return radix_tree_lock(tree_of(c), (int32_t)(intptr_t)s->handle);

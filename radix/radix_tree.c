@@ -1496,6 +1496,102 @@ rkv_status radix_tree_insert_take(radix_tree *t, const int32_t *tokens, int32_t 
     return st;
 }
 
+/* insert_into() with pages taken from the pool (radix_tree_insert_take) over
+ * int64 ids: walk64() for the cached part, then the new leaf's tokens are
+ * narrowed straight into its edge. Kept beside insert_into() rather than
+ * merged with it, so the int32 path every other caller takes is unchanged.
+ * The ids past the cached part are checked before anything is allocated; a
+ * bad one is RKV_EINVAL with its index in *bad (the walk has entered, and may
+ * have split, the cached part, as a match would; nothing new is cached). */
+static rkv_status insert_take64(radix_tree *t, const int64_t *tokens, int32_t n, int32_t *take,
+                                uint64_t ns, int32_t *prefix_len, page_sink *out, int32_t *node,
+                                int32_t *bad)
+{
+    *prefix_len = 0;
+    *node = RT_ROOT;
+    *bad = -1;
+    if (n < 0 || (n > 0 && (!tokens || !take))) return RKV_EINVAL;
+    int32_t P = t->P;
+    n -= n % P;
+    uint64_t now = ++t->clock;
+    touch(t, RT_ROOT, now);
+    int32_t start = ns_find(t, ns);
+    if (start < 0) {
+        if (n == 0) return RKV_OK;
+        for (int32_t i = 0; i < n; i++)
+            if (!id_in_range(tokens[i])) {
+                *bad = i;
+                return RKV_EINVAL;
+            }
+        start = ns_create(t, ns, now);
+        if (start < 0) return RKV_ENOMEM;
+    } else if (start != RT_ROOT) {
+        touch(t, start, now);
+    }
+    int32_t pos = 0;
+    int32_t at = walk64(t, start, tokens, n, &pos, out, now);
+    if (at < 0) return RKV_ENOMEM;
+    *prefix_len = pos;
+    *node = at;
+    if (pos == n) return RKV_OK;
+    uint64_t wide = 0;
+    for (int32_t i = pos; i < n; i++) wide |= (uint64_t)tokens[i] >> 31;
+    if (wide) {
+        for (int32_t i = pos; i < n; i++)
+            if (!id_in_range(tokens[i])) {
+                *bad = i;
+                break;
+            }
+        return RKV_EINVAL;
+    }
+
+    /* 1: reserve everything that can fail, 2: take and adopt the pages,
+     * 3: link the leaf (insert_into()'s steps). */
+    int32_t len = n - pos;
+    if (!heap_reserve(t, (int32_t)t->num_nodes + 1) || !child_reserve(t, N(t, at)))
+        return RKV_ENOMEM;
+    if (page_pool_alloc(t->pool, len / P, take + pos / P) != RKV_OK) return RKV_ENOSPC;
+    const int32_t *own = take + pos / P;
+    int32_t nr = flat_nruns(own, len / P);
+    int32_t ls = node_new(t, len, nr);
+    if (ls < 0) {
+        page_pool_free(t->pool, own, len / P);
+        return RKV_ENOMEM;
+    }
+    rt_node *leaf = N(t, ls);
+    if (page_pool_adopt(t->pool, own, len / P) != RKV_OK) { /* the pool's own pages: cannot */
+        rt_free(t, leaf->edge, edge_bytes_nr(len, nr));
+        slot_free(t, ls);
+        page_pool_free(t->pool, own, len / P);
+        return RKV_EINVAL;
+    }
+    for (int32_t i = 0; i < len; i++) leaf->edge[i] = (int32_t)tokens[pos + i];
+    area_from_flat(leaf->edge + len, own, len / P, nr);
+    leaf->id = now << 2 | 2;
+    leaf->time = now;
+    leaf->hits = 1;
+    leaf->parent = at;
+    pstate_new(t, ls, -1);
+    if (is_candidate(N(t, at))) t->num_cands--; /* no leaf any more; its entry goes lazily */
+    child_add(t, N(t, at), ls);
+    t->num_nodes++;
+    t->evictable += len;
+    cand_enter(t, ls);
+    *node = ls;
+    return RKV_OK;
+}
+
+rkv_status radix_tree_insert_take64(radix_tree *t, const int64_t *tokens, int32_t n,
+                                    int32_t *pages_out, uint64_t ns, int32_t *prefix_len,
+                                    radix_page_run *runs_out, int32_t *num_runs, int32_t *node,
+                                    int32_t *bad)
+{
+    page_sink out = {NULL, runs_out, 0, 0};
+    rkv_status st = insert_take64(t, tokens, n, pages_out, ns, prefix_len, &out, node, bad);
+    *num_runs = st == RKV_OK ? out.nruns : 0;
+    return st;
+}
+
 /* ---- lock / unlock / evict --------------------------------------------- */
 
 static bool slot_valid(const radix_tree *t, int32_t s)

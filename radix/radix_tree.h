@@ -186,6 +186,16 @@ rkv_status radix_tree_insert_take(radix_tree *t, const int32_t *tokens, int32_t 
                                   int32_t *pages_out, uint64_t ns, int32_t *prefix_len,
                                   radix_page_run *runs_out, int32_t *num_runs, int32_t *node);
 
+/* radix_tree_insert_take() over the caller's int64 ids (the walk as in
+ * radix_tree_match_runs64(), the new leaf's tokens narrowed into it). An id
+ * outside [0, INT32_MAX] past the cached part is RKV_EINVAL with its index in
+ * *bad (-1 otherwise); nothing new is cached, and the walk has entered the
+ * cached part as a match would. */
+rkv_status radix_tree_insert_take64(radix_tree *t, const int64_t *tokens, int32_t n,
+                                    int32_t *pages_out, uint64_t ns, int32_t *prefix_len,
+                                    radix_page_run *runs_out, int32_t *num_runs, int32_t *node,
+                                    int32_t *bad);
+
 /* Reference counts from node up to the root (handles from match). Moving a
  * node's count 0 -> 1 moves its tokens from evictable to protected, and back.
  * unlock of a node whose count is 0 is RKV_EINVAL and changes nothing. A
@@ -250,5 +260,15 @@ radix_tree *cache_radix_tree(struct cache *c);
 struct cache_seq;
 rkv_status cache_radix_match64(struct cache *c, struct cache_seq *s, const int64_t *tokens,
                                int32_t n, const radix_page_run **runs, int32_t *num_runs);
+/* cache_insert_hold() with pages NULL for a cache of kind "radix" over int64
+ * ids (radix_tree_insert_take64), counted as an insert: s then holds the
+ * inserted path (its locks moved there), len and handle set, num_pages 0;
+ * the path's pages come back as runs as from cache_radix_match64(), the
+ * pages the cache took for tokens [*prefix_len, n) being the last ones. An
+ * id out of range past the cached part: RKV_EINVAL, its index in *bad.
+ * RKV_ENOTSUP for any other kind. */
+rkv_status cache_radix_insert_hold64(struct cache *c, struct cache_seq *s, const int64_t *tokens,
+                                     int32_t n, int32_t *prefix_len, const radix_page_run **runs,
+                                     int32_t *num_runs, int32_t *bad);
 
 #endif

@@ -876,6 +876,77 @@ static int vals_store(CacheObject *self, const int32_t *pages, int32_t from, int
     return 0;
 }
 
+/* tok as a contiguous, aligned 1-D int64 buffer (array('q'), numpy's
+ * int64, SGLang's token arrays) of a radix cache, for the kv_* routes that
+ * hand the caller's ids to the tree as they are: 1 with *v held, or 0 (nothing
+ * held, no exception) when tok or the cache needs the general route, which
+ * names any problem with tok. */
+static int key64_open(CacheObject *self, PyObject *tok, Py_buffer *v)
+{
+    if (!self->c || !cache_radix_tree(self->c) || !PyObject_CheckBuffer(tok)
+        || PyBytes_Check(tok) || PyByteArray_Check(tok))
+        return 0;
+    if (PyObject_GetBuffer(tok, v, PyBUF_RECORDS_RO) < 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (v->ndim != 1 || v->itemsize != 8 || format_kind(v->format, v->itemsize) != 's'
+        || (v->strides && v->strides[0] != 8) || ((uintptr_t)v->buf % 8) != 0
+        || v->len / 8 > INT32_MAX) {
+        PyBuffer_Release(v);
+        return 0;
+    }
+    return 1;
+}
+
+/* m keeps runs[0..nruns) (the cache's scratch, copied) as its pages. 0, or
+ * -1 with MemoryError. */
+static int match_keep_runs(MatchObject *m, const radix_page_run *runs, int32_t nruns)
+{
+    m->runs = m->run_buf;
+    if (nruns > (int32_t)(sizeof m->run_buf / sizeof m->run_buf[0])
+        && !(m->runs = malloc(sizeof *runs * (size_t)nruns))) {
+        m->runs = m->run_buf;
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (nruns) memcpy(m->runs, runs, sizeof *runs * (size_t)nruns);
+    m->nruns = nruns;
+    m->runs_only = 1;
+    return 0;
+}
+
+/* vals_store() for a path given as runs, all of whose pages the cache holds:
+ * path pages skip, skip + 1, .. (page j of the path takes values[j * P ..
+ * (j + 1) * P) and tags[j]). A run of ids is one copy, as the values of page
+ * id g sit at g * P. -1 with MemoryError. */
+static int vals_store_runs(CacheObject *self, const radix_page_run *runs, int32_t nruns,
+                           int32_t skip, const vals_view *v, const vals_view *tg)
+{
+    const int32_t P = self->page_size;
+    int32_t top = 0;
+    for (int32_t i = 0; i < nruns; i++)
+        if (runs[i].first + runs[i].count > top) top = runs[i].first + runs[i].count;
+    if (vals_reserve(self, top) < 0) return -1;
+    int contiguous64 = v->view.itemsize == 8 && v->kind == 's' && v->stride == 8;
+    for (int32_t i = 0, j = 0; i < nruns; j += runs[i].count, i++) {
+        int32_t a = j < skip ? skip - j : 0; /* the run's first page to store */
+        if (a >= runs[i].count) continue;
+        int32_t pg = runs[i].first + a, np = runs[i].count - a, from = j + a;
+        int64_t *dst = self->vals + (int64_t)pg * P;
+        if (contiguous64)
+            memcpy(dst, (const int64_t *)v->view.buf + (Py_ssize_t)from * P,
+                   sizeof(int64_t) * (size_t)np * (size_t)P);
+        else
+            for (Py_ssize_t q = 0; q < (Py_ssize_t)np * P; q++)
+                dst[q] = vals_view_get(v, (Py_ssize_t)from * P + q);
+        for (int32_t q = 0; q < np; q++)
+            self->vals_tag[pg + q] = tg ? vals_view_get(tg, from + q) : 0;
+        memset(self->vals_set + pg, 1, (size_t)np);
+    }
+    return 0;
+}
+
 /* kv_insert for kinds without a one-walk insert (cache_insert_hold with no
  * pages: RKV_ENOTSUP): the cached prefix is matched into path first, so that
  * only the missing pages are allocated, then inserted with them; path ends
@@ -940,6 +1011,75 @@ out:
     return r;
 }
 
+/* kv_insert over a contiguous int64 buffer of ids on a radix cache (see
+ * key64_open): the tree walks the caller's ids in place, narrows only the new
+ * leaf's, and the Match keeps the path's page runs (cache_radix_insert_hold64);
+ * the new pages' values are stored a run at a time. Same answers and errors
+ * as the general route, except that an id out of range is found only past
+ * the cached part, after the walk (as a match, it has entered that part).
+ * Py_NotImplemented (a new reference) when the general route must serve. */
+static PyObject *kv_insert64(CacheObject *self, PyObject *tok, PyObject *valo, PyObject *nso,
+                             PyObject *tago)
+{
+    Py_buffer kb;
+    if (!key64_open(self, tok, &kb)) Py_RETURN_NOTIMPLEMENTED;
+    uint64_t ns;
+    vals_view v, tg;
+    int have_v = 0, have_tags = 0;
+    PyObject *r = NULL;
+    MatchObject *path = NULL;
+    if (namespace_from(nso, &ns) < 0) goto out;
+    if (vals_view_open(valo, "radixkv.Cache.kv_insert: values", &v) < 0) goto out;
+    have_v = 1;
+    if (tago != Py_None) {
+        if (vals_view_open(tago, "radixkv.Cache.kv_insert: tags", &tg) < 0) goto out;
+        have_tags = 1;
+    }
+    const int32_t P = self->page_size;
+    int32_t npg = (int32_t)(kb.len / 8 / P), n = npg * P;
+    if (v.n < n) {
+        PyErr_Format(PyExc_ValueError, "radixkv.Cache.kv_insert: values has %zd items, the %d "
+                     "page-aligned tokens need as many", v.n, n);
+        goto out;
+    }
+    if (have_tags && tg.n < npg) {
+        PyErr_Format(PyExc_ValueError, "radixkv.Cache.kv_insert: tags has %zd items, the %d "
+                     "pages need one each", tg.n, npg);
+        goto out;
+    }
+    if (!(path = match_new(self))) goto out;
+    path->m.ns = ns;
+    int32_t prefix = 0, nruns = 0, bad = -1;
+    const radix_page_run *runs = NULL;
+    rkv_status st = cache_radix_insert_hold64(self->c, &path->m, kb.buf, n, &prefix, &runs,
+                                              &nruns, &bad);
+    if (st != RKV_OK) {
+        if (bad >= 0)
+            PyErr_Format(PyExc_ValueError, "radixkv.Cache.kv_insert: tokens[%d]: %lld is out of "
+                         "range [0, %d]", bad, (long long)((const int64_t *)kb.buf)[bad],
+                         INT32_MAX);
+        else if (st == RKV_ENOSPC) {
+            char msg[128];
+            snprintf(msg, sizeof msg, "%d pages asked, %d free (evict first)", npg - prefix / P,
+                     page_pool_num_free(&self->pool));
+            raise_status(st, "radixkv.Cache.kv_insert", msg);
+        } else
+            raise_status(st, "radixkv.Cache.kv_insert", NULL);
+        goto out;
+    }
+    if (match_keep_runs(path, runs, nruns) < 0
+        || vals_store_runs(self, path->runs, path->nruns, prefix / P, &v,
+                           have_tags ? &tg : NULL) < 0)
+        goto out;
+    r = Py_BuildValue("(iO)", prefix, (PyObject *)path);
+out:
+    Py_XDECREF(path);
+    if (have_v) PyBuffer_Release(&v.view);
+    if (have_tags) PyBuffer_Release(&tg.view);
+    PyBuffer_Release(&kb);
+    return r;
+}
+
 /* kv_insert(tokens, values, namespace=None) -> (prefix_len, Match): insert the
  * page-aligned head of tokens; the pages the cache did not hold yet take
  * values[i] for token i (at least as many values as aligned tokens). The
@@ -957,6 +1097,9 @@ static PyObject *Cache_kv_insert(CacheObject *self, PyObject *args, PyObject *kw
     if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|OO:kv_insert", names, &tok, &valo, &nso,
                                      &tago))
         return NULL;
+    PyObject *fast = kv_insert64(self, tok, valo, nso, tago);
+    if (fast != Py_NotImplemented) return fast;
+    Py_DECREF(fast);
     uint64_t ns;
     ids t;
     if (key_from(self, tok, nso, "radixkv.Cache.kv_insert: tokens", &ns, &t) < 0) return NULL;
@@ -1021,20 +1164,8 @@ out:
  * reference) when tok or the kind needs kv_match's general route. */
 static PyObject *kv_match64(CacheObject *self, PyObject *tok, PyObject *nso)
 {
-    if (!self->c || !cache_radix_tree(self->c) || !PyObject_CheckBuffer(tok)
-        || PyBytes_Check(tok) || PyByteArray_Check(tok))
-        Py_RETURN_NOTIMPLEMENTED;
     Py_buffer v;
-    if (PyObject_GetBuffer(tok, &v, PyBUF_RECORDS_RO) < 0) {
-        PyErr_Clear(); /* the general route names the problem */
-        Py_RETURN_NOTIMPLEMENTED;
-    }
-    if (v.ndim != 1 || v.itemsize != 8 || format_kind(v.format, v.itemsize) != 's'
-        || (v.strides && v.strides[0] != 8) || ((uintptr_t)v.buf % 8) != 0
-        || v.len / 8 > INT32_MAX) {
-        PyBuffer_Release(&v);
-        Py_RETURN_NOTIMPLEMENTED;
-    }
+    if (!key64_open(self, tok, &v)) Py_RETURN_NOTIMPLEMENTED;
     uint64_t ns;
     MatchObject *m = NULL;
     if (namespace_from(nso, &ns) < 0 || !(m = match_new(self))) {
@@ -1051,15 +1182,10 @@ static PyObject *kv_match64(CacheObject *self, PyObject *tok, PyObject *nso)
         Py_DECREF(m);
         return raise_status(st, "radixkv.Cache.kv_match", NULL);
     }
-    m->runs = m->run_buf;
-    if (nruns > (int32_t)(sizeof m->run_buf / sizeof m->run_buf[0])
-        && !(m->runs = malloc(sizeof *runs * (size_t)nruns))) {
+    if (match_keep_runs(m, runs, nruns) < 0) {
         Py_DECREF(m);
-        return PyErr_NoMemory();
+        return NULL;
     }
-    if (nruns) memcpy(m->runs, runs, sizeof *runs * (size_t)nruns);
-    m->nruns = nruns;
-    m->runs_only = 1;
     return (PyObject *)m;
 }
 

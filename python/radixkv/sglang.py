@@ -230,12 +230,16 @@ class RadixCache(BasePrefixCache):
         key = params.key
         if key.is_bigram:
             raise NotImplementedError("radixkv.sglang.RadixCache: bigram keys are not supported")
-        toks = key.raw_token_ids()
+        # As in match_prefix: the common key (no limit, no namespace) skips
+        # raw_token_ids' and _namespace's calls, and a CPU tensor is asked
+        # is_cpu rather than for its device object (a few hundred ns each,
+        # on a call of a few microseconds).
+        toks = key.token_ids if key.limit is None else key.raw_token_ids()
         value = params.value
         if value is None:
             values = np.asarray(toks, dtype=np.int64)
         else:
-            if not self._on_cpu or value.device.type != "cpu":
+            if not (self._on_cpu and value.is_cpu):
                 value = value.cpu()
             values = value.numpy()
         # Match, page allocation, the values of the new pages, insert and the
@@ -243,7 +247,9 @@ class RadixCache(BasePrefixCache):
         if self._events:
             prefix, m = self._insert_with_events(key, toks, values)
         else:
-            prefix, m = self.cache.kv_insert(toks, values, _namespace(key))
+            prefix, m = self.cache.kv_insert(
+                toks, values,
+                0 if key.extra_key is None and key.cache_salt is None else _namespace(key))
         return InsertResult(prefix_len=prefix,
                             last_device_node=Node(m) if m.length else self.root_node)
 

@@ -409,6 +409,21 @@ def test_kv_match_int64():
             check(a.stats() == b.stats() and a.sizes() == b.sizes() and a.clock == b.clock,
                   f"{what}: stats, sizes, clock")
         b.check()
+        # A bad id past the cached part of an int64 key: refused, nothing new
+        # cached, the pool's pages all accounted for.
+        before = b.sizes()
+        key = list(toks) + [rng.randrange(12) for _ in range(2 * P)]
+        key[len(toks) + P] = -3
+        msg = raises(ValueError, lambda: b.kv_insert(array.array("q", key),
+                                                     array.array("q", range(len(key)))),
+                     f"P={P}: a negative id")
+        check(f"tokens[{len(toks) + P}]" in msg, f"P={P}: the message names the id: {msg}")
+        after = b.sizes()
+        check(after["evictable_tokens"] + after["protected_tokens"]
+              == before["evictable_tokens"] + before["protected_tokens"],
+              f"P={P}: nothing cached by a refused insert")
+        b.check()
+        accounting(b, f"P={P} int64 keys")
         raises(TypeError, lambda: b.kv_match(array.array("d", [1.0] * P)), f"P={P}: float ids")
         b.close()
         raises(ValueError, lambda: b.kv_match(array.array("q", [1] * P)), f"P={P}: closed")
