@@ -308,7 +308,8 @@ typedef struct CacheObject {
      * reset (only cached pages' values are ever read). */
     int64_t *vals;
     uint8_t *vals_set;    /* per page: 1 while its values are the cached page's */
-    int64_t *vals_tag;    /* per page: one more value (SGLang's event block hash) */
+    int64_t *vals_tag;    /* per page: one more value (SGLang's event block hash);
+                             NULL until a tag is stored (all tags 0) */
     int64_t vals_pages;
 } CacheObject;
 
@@ -688,7 +689,22 @@ static PyObject *Cache_free(CacheObject *self, PyObject *arg)
  * the values of the pages an evict freed. One C call each, so no per-page
  * Python objects and no tensor arithmetic per call (radixkv.sglang). */
 
-/* Room for page ids < pages in self->vals; -1 with MemoryError. */
+/* old (old_bytes) moved into a zeroed block of new_bytes, or NULL (old kept).
+ * calloc rather than realloc + memset: a large block comes zeroed from the
+ * kernel, so the grown part costs nothing until a page id there is used
+ * (page ids reach far past the cached pages' count in a large pool, and
+ * zeroing all of it was most of a fresh adapter's insert time). */
+static void *grow_zeroed(void *old, size_t old_bytes, size_t new_bytes)
+{
+    void *p = calloc(1, new_bytes);
+    if (!p) return NULL;
+    if (old_bytes) memcpy(p, old, old_bytes);
+    free(old);
+    return p;
+}
+
+/* Room for page ids < pages in self->vals (and vals_set, vals_tag when
+ * tags are in use); -1 with MemoryError. */
 static int vals_reserve(CacheObject *self, int64_t pages)
 {
     if (pages <= self->vals_pages) return 0;
@@ -701,22 +717,41 @@ static int vals_reserve(CacheObject *self, int64_t pages)
         return -1;
     }
     self->vals = v;
-    uint8_t *set = realloc(self->vals_set, (size_t)cap);
+    uint8_t *set = grow_zeroed(self->vals_set, (size_t)self->vals_pages, (size_t)cap);
     if (!set) {
         PyErr_NoMemory();
         return -1;
     }
-    memset(set + self->vals_pages, 0, (size_t)(cap - self->vals_pages));
     self->vals_set = set;
-    int64_t *tag = realloc(self->vals_tag, sizeof(int64_t) * (size_t)cap);
-    if (!tag) {
+    if (self->vals_tag) {
+        int64_t *tag = grow_zeroed(self->vals_tag, sizeof(int64_t) * (size_t)self->vals_pages,
+                                   sizeof(int64_t) * (size_t)cap);
+        if (!tag) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        self->vals_tag = tag;
+    }
+    self->vals_pages = cap;
+    return 0;
+}
+
+/* vals_tag in use (all 0), for a caller about to store a tag; -1 with
+ * MemoryError. Only callers with events keep tags. */
+static int tags_reserve(CacheObject *self)
+{
+    if (self->vals_tag || !self->vals_pages) return 0;
+    if (!(self->vals_tag = calloc((size_t)self->vals_pages, sizeof(int64_t)))) {
         PyErr_NoMemory();
         return -1;
     }
-    memset(tag + self->vals_pages, 0, sizeof(int64_t) * (size_t)(cap - self->vals_pages));
-    self->vals_tag = tag;
-    self->vals_pages = cap;
     return 0;
+}
+
+/* The tag of page pg (0 while no tag was ever stored). */
+static inline int64_t tag_of(const CacheObject *self, int32_t pg)
+{
+    return self->vals_tag ? self->vals_tag[pg] : 0;
 }
 
 /* Pages freed since mark (any evict) no longer hold their values: a page an
@@ -854,7 +889,8 @@ static int vals_store(CacheObject *self, const int32_t *pages, int32_t from, int
     int32_t top = 0;
     for (int32_t j = from; j < to; j++)
         if (pages[j] >= top) top = pages[j] + 1;
-    if (vals_reserve(self, top) < 0) return -1;
+    if (vals_reserve(self, top) < 0 || (tg && tags_reserve(self) < 0)) return -1;
+    int64_t *tags = self->vals_tag;
     const page_pool *pool = &self->pool;
     int contiguous64 = v->view.itemsize == 8 && v->kind == 's' && v->stride == 8;
     /* Runs of consecutive page ids (the pool hands out runs) in one copy each. */
@@ -870,7 +906,8 @@ static int vals_store(CacheObject *self, const int32_t *pages, int32_t from, int
         else
             for (Py_ssize_t i = 0; i < (Py_ssize_t)np * P; i++)
                 dst[i] = vals_view_get(v, (Py_ssize_t)j * P + i);
-        for (int32_t q = j; q < e; q++) self->vals_tag[pages[q]] = tg ? vals_view_get(tg, q) : 0;
+        if (tags)
+            for (int32_t q = j; q < e; q++) tags[pages[q]] = tg ? vals_view_get(tg, q) : 0;
         memset(self->vals_set + pg, 1, np);
     }
     return 0;
@@ -927,7 +964,8 @@ static int vals_store_runs(CacheObject *self, const radix_page_run *runs, int32_
     int32_t top = 0;
     for (int32_t i = 0; i < nruns; i++)
         if (runs[i].first + runs[i].count > top) top = runs[i].first + runs[i].count;
-    if (vals_reserve(self, top) < 0) return -1;
+    if (vals_reserve(self, top) < 0 || (tg && tags_reserve(self) < 0)) return -1;
+    int64_t *tags = self->vals_tag;
     int contiguous64 = v->view.itemsize == 8 && v->kind == 's' && v->stride == 8;
     for (int32_t i = 0, j = 0; i < nruns; j += runs[i].count, i++) {
         int32_t a = j < skip ? skip - j : 0; /* the run's first page to store */
@@ -940,8 +978,8 @@ static int vals_store_runs(CacheObject *self, const radix_page_run *runs, int32_
         else
             for (Py_ssize_t q = 0; q < (Py_ssize_t)np * P; q++)
                 dst[q] = vals_view_get(v, (Py_ssize_t)from * P + q);
-        for (int32_t q = 0; q < np; q++)
-            self->vals_tag[pg + q] = tg ? vals_view_get(tg, from + q) : 0;
+        if (tags)
+            for (int32_t q = 0; q < np; q++) tags[pg + q] = tg ? vals_view_get(tg, from + q) : 0;
         memset(self->vals_set + pg, 1, (size_t)np);
     }
     return 0;
@@ -1293,7 +1331,7 @@ static PyObject *Cache_kv_tags(CacheObject *self, PyObject *arg)
     if (!m) return NULL;
     int64_t *tmp = malloc(sizeof(int64_t) * (size_t)(m->m.num_pages ? m->m.num_pages : 1));
     if (!tmp) return PyErr_NoMemory();
-    for (int32_t j = 0; j < m->m.num_pages; j++) tmp[j] = self->vals_tag[m->m.pages[j]];
+    for (int32_t j = 0; j < m->m.num_pages; j++) tmp[j] = tag_of(self, m->m.pages[j]);
     PyObject *r = int64_array(tmp, m->m.num_pages);
     free(tmp);
     return r;
@@ -1315,6 +1353,10 @@ static PyObject *Cache_kv_set_tags(CacheObject *self, PyObject *args)
         PyErr_Format(PyExc_ValueError, "radixkv.Cache.kv_set_tags: pages [%lld, %lld) are not "
                      "all on the match's path of %d pages", start, start + (long long)tg.n,
                      m->m.num_pages);
+        PyBuffer_Release(&tg.view);
+        return NULL;
+    }
+    if (tags_reserve(self) < 0) {
         PyBuffer_Release(&tg.view);
         return NULL;
     }
@@ -1367,7 +1409,7 @@ static PyObject *Cache_kv_evict(CacheObject *self, PyObject *args, PyObject *kw)
         free(tmp);
         return a ? Py_BuildValue("(LN)", (long long)freed, a) : NULL;
     }
-    for (int32_t j = 0; j < np; j++) tmp[j] = self->vals_tag[pages[j]];
+    for (int32_t j = 0; j < np; j++) tmp[j] = tag_of(self, pages[j]);
     PyObject *tags = int64_array(tmp, np);
     free(tmp);
     if (!tags) {
