@@ -913,6 +913,48 @@ static int vals_store(CacheObject *self, const int32_t *pages, int32_t from, int
     return 0;
 }
 
+/* The arguments of a METH_FASTCALL | METH_KEYWORDS method, positional or by
+ * name, into out[i] for names[i] (NULL where not given; the first nreq are
+ * required). The kv_* calls the adapter makes on every request take this
+ * route: no argument tuple is built and no format string parsed. 0, or -1
+ * with TypeError. */
+static int fast_args(const char *fname, PyObject *const *args, Py_ssize_t nargs,
+                     PyObject *kwnames, const char *const *names, int nreq, PyObject **out)
+{
+    int n = 0;
+    while (names[n]) out[n++] = NULL;
+    if (nargs > n) {
+        PyErr_Format(PyExc_TypeError, "%s() takes at most %d arguments (%zd given)", fname, n,
+                     nargs);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < nargs; i++) out[i] = args[i];
+    Py_ssize_t nk = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    for (Py_ssize_t k = 0; k < nk; k++) {
+        PyObject *key = PyTuple_GET_ITEM(kwnames, k);
+        int i = 0;
+        while (i < n && PyUnicode_CompareWithASCIIString(key, names[i]) != 0) i++;
+        if (i == n) {
+            PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%U'", fname,
+                         key);
+            return -1;
+        }
+        if (out[i]) {
+            PyErr_Format(PyExc_TypeError, "%s() got multiple values for argument '%s'", fname,
+                         names[i]);
+            return -1;
+        }
+        out[i] = args[nargs + k];
+    }
+    for (int i = 0; i < nreq; i++)
+        if (!out[i]) {
+            PyErr_Format(PyExc_TypeError, "%s() missing required argument '%s' (pos %d)", fname,
+                         names[i], i + 1);
+            return -1;
+        }
+    return 0;
+}
+
 /* tok as a contiguous, aligned 1-D int64 buffer (array('q'), numpy's
  * int64, SGLang's token arrays) of a radix cache, for the kv_* routes that
  * hand the caller's ids to the tree as they are: 1 with *v held, or 0 (nothing
@@ -1128,13 +1170,13 @@ out:
  * them, and leaves the Match on the path. Other kinds: the cached prefix is
  * matched first so that only the missing pages are allocated (as a caller of
  * match / alloc / insert would), then the same insert with them. */
-static PyObject *Cache_kv_insert(CacheObject *self, PyObject *args, PyObject *kw)
+static PyObject *Cache_kv_insert(CacheObject *self, PyObject *const *args, Py_ssize_t nargs,
+                                 PyObject *kwnames)
 {
-    static char *names[] = {"tokens", "values", "namespace", "tags", NULL};
-    PyObject *tok, *valo, *nso = NULL, *tago = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|OO:kv_insert", names, &tok, &valo, &nso,
-                                     &tago))
-        return NULL;
+    static const char *const names[] = {"tokens", "values", "namespace", "tags", NULL};
+    PyObject *a[4];
+    if (fast_args("kv_insert", args, nargs, kwnames, names, 2, a) < 0) return NULL;
+    PyObject *tok = a[0], *valo = a[1], *nso = a[2], *tago = a[3] ? a[3] : Py_None;
     PyObject *fast = kv_insert64(self, tok, valo, nso, tago);
     if (fast != Py_NotImplemented) return fast;
     Py_DECREF(fast);
@@ -1229,11 +1271,13 @@ static PyObject *kv_match64(CacheObject *self, PyObject *tok, PyObject *nso)
 
 /* kv_match(tokens, namespace=None) -> Match: match of the page-aligned head
  * (tokens past the last whole page are ignored, as SGLang's page_aligned). */
-static PyObject *Cache_kv_match(CacheObject *self, PyObject *args, PyObject *kw)
+static PyObject *Cache_kv_match(CacheObject *self, PyObject *const *args, Py_ssize_t nargs,
+                                PyObject *kwnames)
 {
-    static char *names[] = {"tokens", "namespace", NULL};
-    PyObject *tok, *nso = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O:kv_match", names, &tok, &nso)) return NULL;
+    static const char *const names[] = {"tokens", "namespace", NULL};
+    PyObject *a[2];
+    if (fast_args("kv_match", args, nargs, kwnames, names, 1, a) < 0) return NULL;
+    PyObject *tok = a[0], *nso = a[1];
     uint64_t ns;
     ids t;
     PyObject *fast = kv_match64(self, tok, nso);
@@ -1572,10 +1616,10 @@ static PyMethodDef Cache_methods[] = {
     {"alloc", (PyCFunction)Cache_alloc, METH_O,
      "alloc(n) -> page ids: n free pages, now in flight (radixkv.OutOfPages when too few)."},
     {"free", (PyCFunction)Cache_free, METH_O, "free(pages): return in-flight pages to the pool."},
-    {"kv_insert", (PyCFunction)(void (*)(void))Cache_kv_insert, METH_VARARGS | METH_KEYWORDS,
+    {"kv_insert", (PyCFunction)(void (*)(void))Cache_kv_insert, METH_FASTCALL | METH_KEYWORDS,
      "kv_insert(tokens, values, namespace=None, tags=None) -> (prefix_len, Match): insert with "
      "a value per token (and a tag per page) kept for the pages the cache adopts."},
-    {"kv_match", (PyCFunction)(void (*)(void))Cache_kv_match, METH_VARARGS | METH_KEYWORDS,
+    {"kv_match", (PyCFunction)(void (*)(void))Cache_kv_match, METH_FASTCALL | METH_KEYWORDS,
      "kv_match(tokens, namespace=None) -> Match of the page-aligned head of tokens."},
     {"kv_values", (PyCFunction)Cache_kv_values, METH_O,
      "kv_values(match) -> int64 array: the values kv_insert stored on the match's path."},

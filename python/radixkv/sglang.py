@@ -169,6 +169,8 @@ class RadixCache(BasePrefixCache):
                                policy=self.eviction_policy)
         else:
             self.cache.reset()
+        # The per-request calls, bound once (the Cache lives as long as self).
+        self._kv_match, self._kv_insert = self.cache.kv_match, self.cache.kv_insert
         self._empty = torch.empty((0,), dtype=torch.int64, device=self.device)
         self.root_node = Node(None)
         self._empty_match = MatchResult(device_prefix_len=0, last_device_node=self.root_node,
@@ -200,7 +202,7 @@ class RadixCache(BasePrefixCache):
             ns = 0
         else:
             ns = _namespace(key)
-        m = self.cache.kv_match(key.token_ids if key.limit is None else key.raw_token_ids(), ns)
+        m = self._kv_match(key.token_ids if key.limit is None else key.raw_token_ids(), ns)
         n = m.length
         if n == 0:
             return self._empty_match
@@ -247,7 +249,7 @@ class RadixCache(BasePrefixCache):
         if self._events:
             prefix, m = self._insert_with_events(key, toks, values)
         else:
-            prefix, m = self.cache.kv_insert(
+            prefix, m = self._kv_insert(
                 toks, values,
                 0 if key.extra_key is None and key.cache_salt is None else _namespace(key))
         return InsertResult(prefix_len=prefix,

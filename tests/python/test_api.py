@@ -425,6 +425,17 @@ def test_kv_match_int64():
         b.check()
         accounting(b, f"P={P} int64 keys")
         raises(TypeError, lambda: b.kv_match(array.array("d", [1.0] * P)), f"P={P}: float ids")
+        # Arguments by name, and each misuse of them a TypeError.
+        kt = array.array("q", toks)
+        check(b.kv_match(tokens=kt, namespace=0).length == b.kv_match(kt).length,
+              f"P={P}: kv_match by keyword")
+        pre, _ = b.kv_insert(values=array.array("q", range(len(kt))), tokens=kt)
+        check(pre == len(toks) // P * P, f"P={P}: kv_insert by keyword, all held: {pre}")
+        raises(TypeError, lambda: b.kv_match(), f"P={P}: kv_match without tokens")
+        raises(TypeError, lambda: b.kv_match(kt, 0, 1), f"P={P}: kv_match, three arguments")
+        raises(TypeError, lambda: b.kv_match(kt, tokens=kt), f"P={P}: tokens twice")
+        raises(TypeError, lambda: b.kv_match(kt, nspace=0), f"P={P}: unknown keyword")
+        raises(TypeError, lambda: b.kv_insert(kt), f"P={P}: kv_insert without values")
         b.close()
         raises(ValueError, lambda: b.kv_match(array.array("q", [1] * P)), f"P={P}: closed")
 
