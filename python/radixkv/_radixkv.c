@@ -1618,9 +1618,13 @@ static PyMethodDef Cache_methods[] = {
     {"free", (PyCFunction)Cache_free, METH_O, "free(pages): return in-flight pages to the pool."},
     {"kv_insert", (PyCFunction)(void (*)(void))Cache_kv_insert, METH_FASTCALL | METH_KEYWORDS,
      "kv_insert(tokens, values, namespace=None, tags=None) -> (prefix_len, Match): insert with "
-     "a value per token (and a tag per page) kept for the pages the cache adopts."},
+     "a value per token (and a tag per page) kept for the pages the cache adopts. Contiguous "
+     "int64 tokens on a radix cache are walked in place; a bad id is then found past the "
+     "cached part only."},
     {"kv_match", (PyCFunction)(void (*)(void))Cache_kv_match, METH_FASTCALL | METH_KEYWORDS,
-     "kv_match(tokens, namespace=None) -> Match of the page-aligned head of tokens."},
+     "kv_match(tokens, namespace=None) -> Match of the page-aligned head of tokens. "
+     "Contiguous int64 tokens on a radix cache are walked in place, and an id outside "
+     "[0, 2**31) ends the match instead of raising."},
     {"kv_values", (PyCFunction)Cache_kv_values, METH_O,
      "kv_values(match) -> int64 array: the values kv_insert stored on the match's path."},
     {"kv_tags", (PyCFunction)Cache_kv_tags, METH_O,
