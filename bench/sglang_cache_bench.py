@@ -30,7 +30,11 @@ then --evicts one-token evict calls (each frees one leaf). Then a whole
 replay of a Mooncake-shaped trace (--replay-requests, 512-token blocks)
 through an SGLang-style schedule loop with each SGLang-interface cache, its
 capacity a third of the trace's tokens: wall and thread CPU time, hit tokens
-(equal across caches, or the loop is wrong). Per phase: median
+(equal across caches, or the loop is wrong), and, from a second replay per
+repeat with every call on the tree timed, the wall and thread CPU time inside
+the cache's own calls (in_cache_*) with their ratios: the loop's tensor work
+(torch.cat, arange) is the same for every cache and hides the caches'
+difference in the whole-loop times. Per phase: median
 per-call wall time over --repeats repeats with the range, the thread CPU time
 of the phase, and each cache's ratio to sglang_python. Real time.monotonic
 clocks everywhere (this measures, it does not compare answers).
@@ -186,7 +190,37 @@ def mooncake_like(args):
     return reqs
 
 
-def replay(tree, kv, items, capacity, insert_frees_duplicates=False):
+class CallClock:
+    """Thread CPU and wall time summed over the cache's own calls in a replay
+    (each tree.* call between two reads of both clocks), so the cache's share
+    of the loop shows apart from the loop's tensor work, which is the same
+    for every cache. The clock reads themselves cost time: `offset` is the
+    median of empty intervals, taken off every call (what is left of it is a
+    bias common to all caches)."""
+
+    def __init__(self):
+        self.cpu = self.wall = self.calls = 0
+        empty_c, empty_w = [], []
+        for _ in range(2001):
+            c0, w0 = time.thread_time_ns(), time.perf_counter_ns()
+            empty_w.append(time.perf_counter_ns() - w0)
+            empty_c.append(time.thread_time_ns() - c0)
+        self.offset_cpu, self.offset_wall = statistics.median(empty_c), statistics.median(empty_w)
+
+    def __call__(self, fn, *a):
+        c0, w0 = time.thread_time_ns(), time.perf_counter_ns()
+        r = fn(*a)
+        self.wall += time.perf_counter_ns() - w0 - self.offset_wall
+        self.cpu += time.thread_time_ns() - c0 - self.offset_cpu
+        self.calls += 1
+        return r
+
+
+def plain_call(fn, *a):
+    return fn(*a)
+
+
+def replay(tree, kv, items, capacity, insert_frees_duplicates=False, call=plain_call):
     """An SGLang-style schedule loop, one request at a time: match (all but
     the last token), lock, evict the shortfall, take slots, insert, free the
     duplicates insert found, unlock. Returns the hit tokens.
@@ -196,29 +230,35 @@ def replay(tree, kv, items, capacity, insert_frees_duplicates=False):
     insert frees value[prev_prefix_len:prefix_len] itself, so for it the loop
     passes prev_prefix_len (what its cache_finished_req passes: the locked
     prefix) and frees nothing; freeing them twice would count phantom free
-    slots and the hit tokens would differ from the other caches'."""
+    slots and the hit tokens would differ from the other caches'.
+
+    call(fn, *args) makes every call on the tree (plain_call, or a CallClock
+    that times them); params objects and tensors are built outside it."""
     from sglang.srt.mem_cache.base_prefix_cache import (EvictParams, InsertParams,
                                                         MatchPrefixParams)
     used, nxt, hits = 0, 0, 0
     for key, short_key in items:
-        m = tree.match_prefix(MatchPrefixParams(key=short_key))
+        mp = MatchPrefixParams(key=short_key)
+        m = call(tree.match_prefix, mp)
         node, matched = m.last_device_node, m.device_prefix_len
         hits += matched
-        lock = tree.lock(node)  # BasePrefixCache.lock: inc_lock_ref and its receipt
+        lock = call(tree.lock, node)  # BasePrefixCache.lock: inc_lock_ref and its receipt
         need = len(key) - matched
         free = capacity - used + kv.freed
         if need > free:
-            tree.evict(EvictParams(num_tokens=need - free))
+            ep = EvictParams(num_tokens=need - free)
+            call(tree.evict, ep)
             free = capacity - used + kv.freed
-        prefix = tree.path_device_indices(node)
+        prefix = call(tree.path_device_indices, node)
         value = torch.cat([prefix.to(torch.int64), torch.arange(nxt, nxt + need, dtype=torch.int64)])
         nxt += need
         used += need
-        r = tree.insert(InsertParams(key=key, value=value, prev_prefix_len=matched))
+        ip = InsertParams(key=key, value=value, prev_prefix_len=matched)
+        r = call(tree.insert, ip)
         if r.prefix_len > matched and not insert_frees_duplicates:
             kv.free_segment(value[matched:r.prefix_len])
-        tree.unlock(lock)
-        tree.take_events()  # [] with events off; drained per request with them on
+        call(tree.unlock, lock)
+        call(tree.take_events)  # [] with events off; drained per request with them on
     return hits
 
 
@@ -244,22 +284,44 @@ def replay_phase(args, caches, mreqs):
     for name, (build, _info) in caches.items():
         if name == "radixkv_api":
             continue
-        walls, cpus = [], []
+        walls, cpus, in_wall, in_cpu = [], [], [], []
+        frees = name.startswith("sglang_unified")
         for _ in range(args.repeats):
             tree, _i, _m, _e = build()
             kv = tree.token_to_kv_pool_allocator
             c0, w0 = time.thread_time_ns(), time.perf_counter_ns()
-            hits = replay(tree, kv, m_items, capacity,
-                          insert_frees_duplicates=name.startswith("sglang_unified"))
+            hits = replay(tree, kv, m_items, capacity, insert_frees_duplicates=frees)
             walls.append((time.perf_counter_ns() - w0) / 1e9)
             cpus.append((time.thread_time_ns() - c0) / 1e9)
+            # Again on a fresh cache with every tree call timed (apart from
+            # the run above, whose whole-loop times carry no clock reads).
+            tree, _i, _m, _e = build()
+            clock = CallClock()
+            timed_hits = replay(tree, tree.token_to_kv_pool_allocator, m_items, capacity,
+                                insert_frees_duplicates=frees, call=clock)
+            if timed_hits != hits:
+                raise SystemExit(f"{name}: the timed replay hit {timed_hits} tokens, the plain "
+                                 f"one {hits}")
+            in_wall.append(clock.wall / 1e9)
+            in_cpu.append(clock.cpu / 1e9)
         replay_rows[name] = {"wall_s": round(statistics.median(walls), 4),
                              "range_s": [round(min(walls), 4), round(max(walls), 4)],
                              "thread_cpu_s": round(statistics.median(cpus), 4),
-                             "hit_tokens": hits}
+                             "hit_tokens": hits,
+                             "cache_calls": clock.calls,
+                             "in_cache_wall_s": round(statistics.median(in_wall), 4),
+                             "in_cache_range_s": [round(min(in_wall), 4), round(max(in_wall), 4)],
+                             "in_cache_thread_cpu_s": round(statistics.median(in_cpu), 4)}
     base_w = replay_rows["sglang_python"]["wall_s"]
     for name, r in replay_rows.items():
         r["speedup_vs_sglang_python"] = round(base_w / r["wall_s"], 2)
+        # The same ratios for the time inside the cache's calls alone.
+        for field, suffix in (("in_cache_wall_s", ""), ("in_cache_thread_cpu_s", "_cpu")):
+            r[f"in_cache_speedup{suffix}_vs_sglang_python"] = round(
+                replay_rows["sglang_python"][field] / r[field], 2)
+            if "sglang_unified" in replay_rows:
+                r[f"in_cache_speedup{suffix}_vs_sglang_unified"] = round(
+                    replay_rows["sglang_unified"][field] / r[field], 2)
         if "sglang_unified" in replay_rows:
             r["speedup_vs_sglang_unified"] = round(
                 replay_rows["sglang_unified"]["wall_s"] / r["wall_s"], 2)

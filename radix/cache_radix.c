@@ -30,12 +30,9 @@ static void sync_splits(cache *c)
     c->stats.splits = sz.splits;
 }
 
-/* Room for a walk of n tokens in cr->runs and s->pages. */
-static rkv_status runs_reserve(cache_radix *cr, cache_seq *s, int32_t n)
+/* Room for np pages' runs in cr->runs and cr->take. */
+static rkv_status scratch_reserve(cache_radix *cr, int32_t np)
 {
-    int32_t np = n / cr->base.page_size;
-    rkv_status st = cache_seq_reserve(s, np);
-    if (st != RKV_OK) return st;
     if (np > cr->runs_cap) {
         radix_page_run *r = realloc(cr->runs, sizeof *r * (size_t)np);
         if (!r) return RKV_ENOMEM;
@@ -46,6 +43,13 @@ static rkv_status runs_reserve(cache_radix *cr, cache_seq *s, int32_t n)
         cr->runs_cap = np;
     }
     return RKV_OK;
+}
+
+/* Room for a walk of n tokens in cr->runs and s->pages. */
+static rkv_status runs_reserve(cache_radix *cr, cache_seq *s, int32_t n)
+{
+    rkv_status st = cache_seq_reserve(s, n / cr->base.page_size);
+    return st != RKV_OK ? st : scratch_reserve(cr, n / cr->base.page_size);
 }
 
 static rkv_status radix_match(cache *c, cache_seq *s, const int32_t *tokens, int32_t n)
@@ -68,6 +72,35 @@ static rkv_status radix_match(cache *c, cache_seq *s, const int32_t *tokens, int
     s->num_pages = len / c->page_size;
     s->handle = (void *)(intptr_t)node;
     c->stats.matched_tokens += (uint64_t)len;
+    return RKV_OK;
+}
+
+rkv_status cache_radix_match64(cache *c, cache_seq *s, const int64_t *tokens, int32_t n,
+                               const radix_page_run **runs, int32_t *num_runs)
+{
+    *runs = NULL;
+    *num_runs = 0;
+    if (c->ops != &radix_ops) return RKV_ENOTSUP;
+    if (s->locks) return RKV_EINVAL;
+    s->len = s->num_pages = 0;
+    s->handle = NULL;
+    if (n < 0) return RKV_EINVAL;
+    cache_radix *cr = (cache_radix *)c;
+    /* Room for the runs only: no page table is written. */
+    rkv_status st = scratch_reserve(cr, n / c->page_size);
+    if (st != RKV_OK) return st;
+    radix_tree_set_priority(tree_of(c), s->priority);
+    int32_t len = 0, node = 0, nruns = 0;
+    st = radix_tree_match_runs64(tree_of(c), tokens, n, s->ns, cr->runs, &nruns, &len,
+                                            &node);
+    c->stats.match_calls++;
+    sync_splits(c);
+    if (st != RKV_OK) return st;
+    s->len = len;
+    s->handle = (void *)(intptr_t)node;
+    c->stats.matched_tokens += (uint64_t)len;
+    *runs = cr->runs;
+    *num_runs = nruns;
     return RKV_OK;
 }
 
@@ -125,6 +158,52 @@ static rkv_status radix_insert_hold(cache *c, cache_seq *s, const int32_t *token
     s->len = whole;
     s->num_pages = whole / P;
     s->handle = (void *)(intptr_t)node;
+    return RKV_OK;
+}
+
+rkv_status cache_radix_insert_hold64(cache *c, cache_seq *s, const int64_t *tokens, int32_t n,
+                                     int32_t *prefix_len, const radix_page_run **runs,
+                                     int32_t *num_runs, int32_t *bad)
+{
+    *prefix_len = 0;
+    *runs = NULL;
+    *num_runs = 0;
+    *bad = -1;
+    if (c->ops != &radix_ops) return RKV_ENOTSUP;
+    if (n < 0) return RKV_EINVAL;
+    cache_radix *cr = (cache_radix *)c;
+    const int32_t P = c->page_size, np = n / P;
+    /* The path's runs: the cached part's, then the taken pages' (at most
+     * one run per page, so np + 1 entries hold both parts). */
+    rkv_status st = scratch_reserve(cr, np + 1);
+    if (st != RKV_OK) return st;
+    radix_tree *t = tree_of(c);
+    radix_tree_set_priority(t, s->priority);
+    int32_t nruns = 0, node = 0;
+    st = radix_tree_insert_take64(t, tokens, n, cr->take, s->ns, prefix_len, cr->runs, &nruns,
+                                  &node, bad);
+    count_insert(c, st, n, *prefix_len);
+    if (st != RKV_OK) return st;
+    /* The seq's locks move to the new path, as in radix_insert_hold(). */
+    int32_t taken = 0;
+    for (; st == RKV_OK && taken < s->locks; taken++) st = radix_tree_lock(t, node);
+    int32_t old = (int32_t)(intptr_t)s->handle;
+    for (int32_t k = 0; st == RKV_OK && k < s->locks; k++) st = radix_tree_unlock(t, old);
+    if (st != RKV_OK) {
+        while (taken-- > 0) radix_tree_unlock(t, node);
+        return st;
+    }
+    for (int32_t k = *prefix_len / P; k < np; k++) {
+        int32_t pg = cr->take[k];
+        radix_page_run *last = nruns ? &cr->runs[nruns - 1] : NULL;
+        if (last && last->first + last->count == pg) last->count++;
+        else cr->runs[nruns++] = (radix_page_run){pg, 1};
+    }
+    s->len = np * P;
+    s->num_pages = 0;
+    s->handle = (void *)(intptr_t)node;
+    *runs = cr->runs;
+    *num_runs = nruns;
     return RKV_OK;
 }
 

@@ -1261,6 +1261,153 @@ rkv_status radix_tree_match_runs(radix_tree *t, const int32_t *tokens, int32_t n
     return st;
 }
 
+/* ---- match over a caller's int64 key -----------------------------------
+ *
+ * radix_tree_match_runs64(): the same walk as match_into(), but the key is
+ * the caller's own int64 array (numpy's default, SGLang's token arrays),
+ * compared against the edges' int32 tokens as it goes. Narrowing the whole
+ * key first cost a write and a re-read of every token, also past the point
+ * where the match stops; here each token is read once, and only up to the
+ * first mismatch. The tree holds only ids in [0, INT32_MAX] (inserts check
+ * them), so an id outside that range is a mismatch like any other. */
+
+static inline bool id_in_range(int64_t v) { return (uint64_t)v <= (uint64_t)INT32_MAX; }
+
+/* page_key() of a page given as int64 ids; false when one is out of range
+ * (no edge can start with it). */
+static inline bool page_key64(const int64_t *tok, int32_t P, uint32_t *key)
+{
+    if (P == 1) {
+        *key = (uint32_t)tok[0];
+        return id_in_range(tok[0]);
+    }
+    uint64_t h = 0x9e3779b97f4a7c15ULL;
+    for (int32_t i = 0; i < P; i++) {
+        if (!id_in_range(tok[i])) return false;
+        h = (h ^ (uint32_t)tok[i]) * 0xff51afd7ed558ccdULL;
+    }
+    *key = (uint32_t)(h ^ (h >> 32));
+    return true;
+}
+
+static inline bool page_eq64(const int32_t *edge, const int64_t *tok, int32_t P)
+{
+    for (int32_t i = 0; i < P; i++)
+        if ((int64_t)edge[i] != tok[i]) return false;
+    return true;
+}
+
+/* child_find() for an int64 page tok[0..P). */
+static int32_t child_find64(const radix_tree *t, const rt_node *x, const int64_t *tok)
+{
+    uint32_t key;
+    if (x->kind == KIDS_NONE || !page_key64(tok, t->P, &key)) return -1;
+    if (x->kind == KIDS_ONE) {
+        if (t->P == 1) return x->kids.one_key == key ? x->kids.one : -1;
+        return page_eq64(N(t, x->kids.one)->edge, tok, t->P) ? x->kids.one : -1;
+    }
+    const rt_slot *e = x->kids.tab + 1;
+    uint32_t cap = tab_cap(x->kids.tab);
+    if (cap <= TAB_LINEAR_MAX) {
+        for (uint32_t i = 0; i < cap; i++)
+            if (e[i].child >= 0 && e[i].key == key &&
+                (t->P == 1 || page_eq64(N(t, e[i].child)->edge, tok, t->P)))
+                return e[i].child;
+        return -1;
+    }
+    uint32_t mask = cap - 1;
+    for (uint32_t i = mix32(key) & mask;; i = (i + 1) & mask) {
+        if (e[i].child < 0) return -1;
+        if (e[i].key == key && (t->P == 1 || page_eq64(N(t, e[i].child)->edge, tok, t->P)))
+            return e[i].child;
+    }
+}
+
+/* Common prefix of edge[0..n) and key[0..n). Blocks of CMP64_BLOCK tokens
+ * are compared by OR-ing the differences (a fixed inner count, so -O2's
+ * cheap vectorizer takes it: an edge token is >= 0, so its zero extension is
+ * its value, and an out-of-range key id differs in its high half); the
+ * block that differs is searched token by token. */
+enum { CMP64_BLOCK = 16, CMP64_AHEAD = 256 };
+static int32_t common_prefix64(const int32_t *edge, const int64_t *key, int32_t n)
+{
+    int32_t i = 0;
+    for (; i + CMP64_BLOCK <= n; i += CMP64_BLOCK) {
+        /* The key is the caller's, usually not in cache (a scheduler's
+         * request keys are many and long): the block's two lines 2 KB ahead
+         * are asked for now: a quarter of kv_match's time on
+         * sglang_cache_bench's keys. The address goes through an integer,
+         * as it may lie past the key's end (a prefetch never faults). */
+        uintptr_t ahead = (uintptr_t)(key + i) + sizeof *key * CMP64_AHEAD;
+        __builtin_prefetch((const void *)ahead);
+        __builtin_prefetch((const void *)(ahead + 64));
+        uint64_t d = 0;
+        for (int32_t k = 0; k < CMP64_BLOCK; k++)
+            d |= (uint64_t)key[i + k] ^ (uint64_t)(uint32_t)edge[i + k];
+        if (d) break;
+    }
+    while (i < n && (int64_t)edge[i] == key[i]) i++;
+    return i;
+}
+
+/* walk() over an int64 key (see above). */
+static int32_t walk64(radix_tree *t, int32_t node, const int64_t *tokens, int32_t n,
+                      int32_t *pos, page_sink *out, uint64_t now)
+{
+    int32_t P = t->P;
+    int32_t p = *pos;
+    while (p < n) {
+        int32_t cs = child_find64(t, N(t, node), tokens + p);
+        if (cs < 0) break;
+        rt_node *c = N(t, cs);
+        int32_t lim = c->len < n - p ? c->len : n - p;
+        int32_t k = common_prefix64(c->edge, tokens + p, lim);
+        k -= k % P; /* >= P: the first page matched */
+        if (k < c->len) {
+            int32_t ps = split(t, cs, k, now);
+            if (ps < 0) {
+                *pos = p;
+                return -1;
+            }
+            touch(t, ps, now);
+            touch(t, cs, now);
+            if (out) sink_node(out, N(t, ps), P);
+            *pos = p + k;
+            return ps;
+        }
+        touch(t, cs, now);
+        if (out) sink_node(out, c, P);
+        p += k;
+        node = cs;
+    }
+    *pos = p;
+    return node;
+}
+
+rkv_status radix_tree_match_runs64(radix_tree *t, const int64_t *tokens, int32_t n, uint64_t ns,
+                                   radix_page_run *runs_out, int32_t *num_runs, int32_t *len,
+                                   int32_t *node)
+{
+    *len = 0;
+    *node = RT_ROOT;
+    *num_runs = 0;
+    if (n < 0 || (n > 0 && !tokens)) return RKV_EINVAL;
+    n -= n % t->P;
+    uint64_t now = ++t->clock;
+    touch(t, RT_ROOT, now);
+    int32_t start = ns_find(t, ns);
+    if (start < 0) return RKV_OK;
+    if (start != RT_ROOT) touch(t, start, now);
+    page_sink out = {NULL, runs_out, 0, 0};
+    int32_t pos = 0;
+    int32_t end = walk64(t, start, tokens, n, &pos, &out, now);
+    if (end < 0) return RKV_ENOMEM;
+    *len = pos;
+    *node = end;
+    *num_runs = out.nruns;
+    return RKV_OK;
+}
+
 /* radix_tree_insert(); out (may be NULL) gets the pages of the part already
  * cached, *node the last node of the inserted path. take (pages NULL): the
  * new leaf's pages come from the pool, written to take[pos / P ..). */
@@ -1350,6 +1497,102 @@ rkv_status radix_tree_insert_take(radix_tree *t, const int32_t *tokens, int32_t 
 {
     page_sink out = {NULL, runs_out, 0, 0};
     rkv_status st = insert_into(t, tokens, n, NULL, pages_out, ns, prefix_len, &out, node);
+    *num_runs = st == RKV_OK ? out.nruns : 0;
+    return st;
+}
+
+/* insert_into() with pages taken from the pool (radix_tree_insert_take) over
+ * int64 ids: walk64() for the cached part, then the new leaf's tokens are
+ * narrowed straight into its edge. Kept beside insert_into() rather than
+ * merged with it, so the int32 path every other caller takes is unchanged.
+ * The ids past the cached part are checked before anything is allocated; a
+ * bad one is RKV_EINVAL with its index in *bad (the walk has entered, and may
+ * have split, the cached part, as a match would; nothing new is cached). */
+static rkv_status insert_take64(radix_tree *t, const int64_t *tokens, int32_t n, int32_t *take,
+                                uint64_t ns, int32_t *prefix_len, page_sink *out, int32_t *node,
+                                int32_t *bad)
+{
+    *prefix_len = 0;
+    *node = RT_ROOT;
+    *bad = -1;
+    if (n < 0 || (n > 0 && (!tokens || !take))) return RKV_EINVAL;
+    int32_t P = t->P;
+    n -= n % P;
+    uint64_t now = ++t->clock;
+    touch(t, RT_ROOT, now);
+    int32_t start = ns_find(t, ns);
+    if (start < 0) {
+        if (n == 0) return RKV_OK;
+        for (int32_t i = 0; i < n; i++)
+            if (!id_in_range(tokens[i])) {
+                *bad = i;
+                return RKV_EINVAL;
+            }
+        start = ns_create(t, ns, now);
+        if (start < 0) return RKV_ENOMEM;
+    } else if (start != RT_ROOT) {
+        touch(t, start, now);
+    }
+    int32_t pos = 0;
+    int32_t at = walk64(t, start, tokens, n, &pos, out, now);
+    if (at < 0) return RKV_ENOMEM;
+    *prefix_len = pos;
+    *node = at;
+    if (pos == n) return RKV_OK;
+    uint64_t wide = 0;
+    for (int32_t i = pos; i < n; i++) wide |= (uint64_t)tokens[i] >> 31;
+    if (wide) {
+        for (int32_t i = pos; i < n; i++)
+            if (!id_in_range(tokens[i])) {
+                *bad = i;
+                break;
+            }
+        return RKV_EINVAL;
+    }
+
+    /* 1: reserve everything that can fail, 2: take and adopt the pages,
+     * 3: link the leaf (insert_into()'s steps). */
+    int32_t len = n - pos;
+    if (!heap_reserve(t, (int32_t)t->num_nodes + 1) || !child_reserve(t, N(t, at)))
+        return RKV_ENOMEM;
+    if (page_pool_alloc(t->pool, len / P, take + pos / P) != RKV_OK) return RKV_ENOSPC;
+    const int32_t *own = take + pos / P;
+    int32_t nr = flat_nruns(own, len / P);
+    int32_t ls = node_new(t, len, nr);
+    if (ls < 0) {
+        page_pool_free(t->pool, own, len / P);
+        return RKV_ENOMEM;
+    }
+    rt_node *leaf = N(t, ls);
+    if (page_pool_adopt(t->pool, own, len / P) != RKV_OK) { /* the pool's own pages: cannot */
+        rt_free(t, leaf->edge, edge_bytes_nr(len, nr));
+        slot_free(t, ls);
+        page_pool_free(t->pool, own, len / P);
+        return RKV_EINVAL;
+    }
+    for (int32_t i = 0; i < len; i++) leaf->edge[i] = (int32_t)tokens[pos + i];
+    area_from_flat(leaf->edge + len, own, len / P, nr);
+    leaf->id = now << 2 | 2;
+    leaf->time = now;
+    leaf->hits = 1;
+    leaf->parent = at;
+    pstate_new(t, ls, -1);
+    if (is_candidate(N(t, at))) t->num_cands--; /* no leaf any more; its entry goes lazily */
+    child_add(t, N(t, at), ls);
+    t->num_nodes++;
+    t->evictable += len;
+    cand_enter(t, ls);
+    *node = ls;
+    return RKV_OK;
+}
+
+rkv_status radix_tree_insert_take64(radix_tree *t, const int64_t *tokens, int32_t n,
+                                    int32_t *pages_out, uint64_t ns, int32_t *prefix_len,
+                                    radix_page_run *runs_out, int32_t *num_runs, int32_t *node,
+                                    int32_t *bad)
+{
+    page_sink out = {NULL, runs_out, 0, 0};
+    rkv_status st = insert_take64(t, tokens, n, pages_out, ns, prefix_len, &out, node, bad);
     *num_runs = st == RKV_OK ? out.nruns : 0;
     return st;
 }

@@ -147,6 +147,15 @@ rkv_status radix_tree_match_runs(radix_tree *t, const int32_t *tokens, int32_t n
                                  radix_page_run *runs_out, int32_t *num_runs, int32_t *len,
                                  int32_t *node);
 
+/* radix_tree_match_runs() over the caller's int64 ids, compared against the
+ * tree's int32 tokens as the walk goes (no narrowed copy of the key; the key
+ * is read only up to where the match stops). An id outside [0, INT32_MAX]
+ * matches nothing, so the match ends before it; the tree is left as
+ * radix_tree_match_runs() on the narrowed ids up to there would leave it. */
+rkv_status radix_tree_match_runs64(radix_tree *t, const int64_t *tokens, int32_t n, uint64_t ns,
+                                   radix_page_run *runs_out, int32_t *num_runs, int32_t *len,
+                                   int32_t *node);
+
 /* The page ids of runs[0..nruns) one by one into pages_out (room for the sum
  * of counts), for callers that need a flat page table. Returns the count. */
 int32_t radix_page_runs_expand(const radix_page_run *runs, int32_t nruns, int32_t *pages_out);
@@ -176,6 +185,16 @@ rkv_status radix_tree_insert_runs(radix_tree *t, const int32_t *tokens, int32_t 
 rkv_status radix_tree_insert_take(radix_tree *t, const int32_t *tokens, int32_t n,
                                   int32_t *pages_out, uint64_t ns, int32_t *prefix_len,
                                   radix_page_run *runs_out, int32_t *num_runs, int32_t *node);
+
+/* radix_tree_insert_take() over the caller's int64 ids (the walk as in
+ * radix_tree_match_runs64(), the new leaf's tokens narrowed into it). An id
+ * outside [0, INT32_MAX] past the cached part is RKV_EINVAL with its index in
+ * *bad (-1 otherwise); nothing new is cached, and the walk has entered the
+ * cached part as a match would. */
+rkv_status radix_tree_insert_take64(radix_tree *t, const int64_t *tokens, int32_t n,
+                                    int32_t *pages_out, uint64_t ns, int32_t *prefix_len,
+                                    radix_page_run *runs_out, int32_t *num_runs, int32_t *node,
+                                    int32_t *bad);
 
 /* Reference counts from node up to the root (handles from match). Moving a
  * node's count 0 -> 1 moves its tokens from evictable to protected, and back.
@@ -230,5 +249,26 @@ void radix_tree_dump_dot(const radix_tree *t, FILE *f, int32_t max_tokens);
  * simulator set the eviction callback and read node times. */
 struct cache;
 radix_tree *cache_radix_tree(struct cache *c);
+
+/* cache_match_prefix() for a cache of kind "radix" over int64 ids
+ * (radix_tree_match_runs64), counted in the cache's stats as a match. The
+ * matched pages come back as runs instead of a flat table: *runs (*num_runs
+ * of them, in token order) is the cache's scratch, valid until its next call;
+ * s gets len and handle, and num_pages 0 (s->pages is not written: expand the
+ * runs with radix_page_runs_expand() where a flat table is needed).
+ * RKV_ENOTSUP for any other kind, RKV_EINVAL while s holds locks. */
+struct cache_seq;
+rkv_status cache_radix_match64(struct cache *c, struct cache_seq *s, const int64_t *tokens,
+                               int32_t n, const radix_page_run **runs, int32_t *num_runs);
+/* cache_insert_hold() with pages NULL for a cache of kind "radix" over int64
+ * ids (radix_tree_insert_take64), counted as an insert: s then holds the
+ * inserted path (its locks moved there), len and handle set, num_pages 0;
+ * the path's pages come back as runs as from cache_radix_match64(), the
+ * pages the cache took for tokens [*prefix_len, n) being the last ones. An
+ * id out of range past the cached part: RKV_EINVAL, its index in *bad.
+ * RKV_ENOTSUP for any other kind. */
+rkv_status cache_radix_insert_hold64(struct cache *c, struct cache_seq *s, const int64_t *tokens,
+                                     int32_t n, int32_t *prefix_len, const radix_page_run **runs,
+                                     int32_t *num_runs, int32_t *bad);
 
 #endif

@@ -40,6 +40,7 @@
 #include "evict_policy.h"
 #include "interrupt.h"
 #include "page_pool.h"
+#include "radix_tree.h"
 #include "trace.h"
 
 static PyObject *rkv_error;       /* radixkv.Error(RuntimeError) */
@@ -307,7 +308,8 @@ typedef struct CacheObject {
      * reset (only cached pages' values are ever read). */
     int64_t *vals;
     uint8_t *vals_set;    /* per page: 1 while its values are the cached page's */
-    int64_t *vals_tag;    /* per page: one more value (SGLang's event block hash) */
+    int64_t *vals_tag;    /* per page: one more value (SGLang's event block hash);
+                             NULL until a tag is stored (all tags 0) */
     int64_t vals_pages;
 } CacheObject;
 
@@ -318,6 +320,15 @@ typedef struct MatchObject {
     uint64_t epoch, generation;
     Py_ssize_t exports; /* buffer views alive */
     Py_ssize_t shape;   /* num_pages, for the buffer's shape */
+    /* A kv_match over int64 ids keeps the matched pages as the tree's runs
+     * (cache_radix_match64) and lists them in m.pages only when asked
+     * (match_pages()): SGLang's match needs only its length, and its KV
+     * indices are gathered a run at a time (kv_values), so a page table
+     * per match was work nobody read. runs_only: m.num_pages is 0 until then. */
+    radix_page_run *runs; /* (nruns) run_buf or owned */
+    int32_t nruns;
+    int runs_only;
+    radix_page_run run_buf[4];
 } MatchObject;
 
 static PyTypeObject CacheType, MatchType;
@@ -467,6 +478,9 @@ static PyObject *Cache_match(CacheObject *self, PyObject *args, PyObject *kw)
     m->epoch = self->epoch;
     m->generation = self->generation;
     m->exports = 0;
+    m->runs = NULL;
+    m->nruns = 0;
+    m->runs_only = 0;
     m->m.ns = ns;
     rkv_status st = cache_match_prefix(self->c, &m->m, t.data, (int32_t)t.n);
     ids_release(&t);
@@ -675,7 +689,22 @@ static PyObject *Cache_free(CacheObject *self, PyObject *arg)
  * the values of the pages an evict freed. One C call each, so no per-page
  * Python objects and no tensor arithmetic per call (radixkv.sglang). */
 
-/* Room for page ids < pages in self->vals; -1 with MemoryError. */
+/* old (old_bytes) moved into a zeroed block of new_bytes, or NULL (old kept).
+ * calloc rather than realloc + memset: a large block comes zeroed from the
+ * kernel, so the grown part costs nothing until a page id there is used
+ * (page ids reach far past the cached pages' count in a large pool, and
+ * zeroing all of it was most of a fresh adapter's insert time). */
+static void *grow_zeroed(void *old, size_t old_bytes, size_t new_bytes)
+{
+    void *p = calloc(1, new_bytes);
+    if (!p) return NULL;
+    if (old_bytes) memcpy(p, old, old_bytes);
+    free(old);
+    return p;
+}
+
+/* Room for page ids < pages in self->vals (and vals_set, vals_tag when
+ * tags are in use); -1 with MemoryError. */
 static int vals_reserve(CacheObject *self, int64_t pages)
 {
     if (pages <= self->vals_pages) return 0;
@@ -688,22 +717,41 @@ static int vals_reserve(CacheObject *self, int64_t pages)
         return -1;
     }
     self->vals = v;
-    uint8_t *set = realloc(self->vals_set, (size_t)cap);
+    uint8_t *set = grow_zeroed(self->vals_set, (size_t)self->vals_pages, (size_t)cap);
     if (!set) {
         PyErr_NoMemory();
         return -1;
     }
-    memset(set + self->vals_pages, 0, (size_t)(cap - self->vals_pages));
     self->vals_set = set;
-    int64_t *tag = realloc(self->vals_tag, sizeof(int64_t) * (size_t)cap);
-    if (!tag) {
+    if (self->vals_tag) {
+        int64_t *tag = grow_zeroed(self->vals_tag, sizeof(int64_t) * (size_t)self->vals_pages,
+                                   sizeof(int64_t) * (size_t)cap);
+        if (!tag) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        self->vals_tag = tag;
+    }
+    self->vals_pages = cap;
+    return 0;
+}
+
+/* vals_tag in use (all 0), for a caller about to store a tag; -1 with
+ * MemoryError. Only callers with events keep tags. */
+static int tags_reserve(CacheObject *self)
+{
+    if (self->vals_tag || !self->vals_pages) return 0;
+    if (!(self->vals_tag = calloc((size_t)self->vals_pages, sizeof(int64_t)))) {
         PyErr_NoMemory();
         return -1;
     }
-    memset(tag + self->vals_pages, 0, sizeof(int64_t) * (size_t)(cap - self->vals_pages));
-    self->vals_tag = tag;
-    self->vals_pages = cap;
     return 0;
+}
+
+/* The tag of page pg (0 while no tag was ever stored). */
+static inline int64_t tag_of(const CacheObject *self, int32_t pg)
+{
+    return self->vals_tag ? self->vals_tag[pg] : 0;
 }
 
 /* Pages freed since mark (any evict) no longer hold their values: a page an
@@ -797,7 +845,39 @@ static MatchObject *match_new(CacheObject *self)
     m->epoch = self->epoch;
     m->generation = self->generation;
     m->exports = 0;
+    m->runs = NULL;
+    m->nruns = 0;
+    m->runs_only = 0;
     return m;
+}
+
+/* m's pages listed in m->m.pages (from its runs, for a kv_match that kept
+ * them as runs). 0, or -1 with MemoryError. */
+static int match_pages(MatchObject *m)
+{
+    if (!m->runs_only) return 0;
+    int32_t np = 0;
+    for (int32_t i = 0; i < m->nruns; i++) np += m->runs[i].count;
+    if (cache_seq_reserve(&m->m, np) != RKV_OK) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    m->m.num_pages = radix_page_runs_expand(m->runs, m->nruns, m->m.pages);
+    m->runs_only = 0;
+    return 0;
+}
+
+/* 1 when every page of m (listed or as runs) holds values kv_insert stored. */
+static int match_vals_set(const CacheObject *self, const MatchObject *m)
+{
+    if (!m->runs_only) return vals_all_set(self, m->m.pages, m->m.num_pages);
+    for (int32_t i = 0; i < m->nruns; i++) {
+        const radix_page_run *r = &m->runs[i];
+        if ((int64_t)r->first + r->count > self->vals_pages
+            || memchr(self->vals_set + r->first, 0, (size_t)r->count))
+            return 0;
+    }
+    return 1;
 }
 
 /* Pages pages[from..to) that the cache holds (CACHED) take values[j * P ..
@@ -809,7 +889,8 @@ static int vals_store(CacheObject *self, const int32_t *pages, int32_t from, int
     int32_t top = 0;
     for (int32_t j = from; j < to; j++)
         if (pages[j] >= top) top = pages[j] + 1;
-    if (vals_reserve(self, top) < 0) return -1;
+    if (vals_reserve(self, top) < 0 || (tg && tags_reserve(self) < 0)) return -1;
+    int64_t *tags = self->vals_tag;
     const page_pool *pool = &self->pool;
     int contiguous64 = v->view.itemsize == 8 && v->kind == 's' && v->stride == 8;
     /* Runs of consecutive page ids (the pool hands out runs) in one copy each. */
@@ -825,8 +906,123 @@ static int vals_store(CacheObject *self, const int32_t *pages, int32_t from, int
         else
             for (Py_ssize_t i = 0; i < (Py_ssize_t)np * P; i++)
                 dst[i] = vals_view_get(v, (Py_ssize_t)j * P + i);
-        for (int32_t q = j; q < e; q++) self->vals_tag[pages[q]] = tg ? vals_view_get(tg, q) : 0;
+        if (tags)
+            for (int32_t q = j; q < e; q++) tags[pages[q]] = tg ? vals_view_get(tg, q) : 0;
         memset(self->vals_set + pg, 1, np);
+    }
+    return 0;
+}
+
+/* The arguments of a METH_FASTCALL | METH_KEYWORDS method, positional or by
+ * name, into out[i] for names[i] (NULL where not given; the first nreq are
+ * required). The kv_* calls the adapter makes on every request take this
+ * route: no argument tuple is built and no format string parsed. 0, or -1
+ * with TypeError. */
+static int fast_args(const char *fname, PyObject *const *args, Py_ssize_t nargs,
+                     PyObject *kwnames, const char *const *names, int nreq, PyObject **out)
+{
+    int n = 0;
+    while (names[n]) out[n++] = NULL;
+    if (nargs > n) {
+        PyErr_Format(PyExc_TypeError, "%s() takes at most %d arguments (%zd given)", fname, n,
+                     nargs);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < nargs; i++) out[i] = args[i];
+    Py_ssize_t nk = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    for (Py_ssize_t k = 0; k < nk; k++) {
+        PyObject *key = PyTuple_GET_ITEM(kwnames, k);
+        int i = 0;
+        while (i < n && PyUnicode_CompareWithASCIIString(key, names[i]) != 0) i++;
+        if (i == n) {
+            PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%U'", fname,
+                         key);
+            return -1;
+        }
+        if (out[i]) {
+            PyErr_Format(PyExc_TypeError, "%s() got multiple values for argument '%s'", fname,
+                         names[i]);
+            return -1;
+        }
+        out[i] = args[nargs + k];
+    }
+    for (int i = 0; i < nreq; i++)
+        if (!out[i]) {
+            PyErr_Format(PyExc_TypeError, "%s() missing required argument '%s' (pos %d)", fname,
+                         names[i], i + 1);
+            return -1;
+        }
+    return 0;
+}
+
+/* tok as a contiguous, aligned 1-D int64 buffer (array('q'), numpy's
+ * int64, SGLang's token arrays) of a radix cache, for the kv_* routes that
+ * hand the caller's ids to the tree as they are: 1 with *v held, or 0 (nothing
+ * held, no exception) when tok or the cache needs the general route, which
+ * names any problem with tok. */
+static int key64_open(CacheObject *self, PyObject *tok, Py_buffer *v)
+{
+    if (!self->c || !cache_radix_tree(self->c) || !PyObject_CheckBuffer(tok)
+        || PyBytes_Check(tok) || PyByteArray_Check(tok))
+        return 0;
+    if (PyObject_GetBuffer(tok, v, PyBUF_RECORDS_RO) < 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (v->ndim != 1 || v->itemsize != 8 || format_kind(v->format, v->itemsize) != 's'
+        || (v->strides && v->strides[0] != 8) || ((uintptr_t)v->buf % 8) != 0
+        || v->len / 8 > INT32_MAX) {
+        PyBuffer_Release(v);
+        return 0;
+    }
+    return 1;
+}
+
+/* m keeps runs[0..nruns) (the cache's scratch, copied) as its pages. 0, or
+ * -1 with MemoryError. */
+static int match_keep_runs(MatchObject *m, const radix_page_run *runs, int32_t nruns)
+{
+    m->runs = m->run_buf;
+    if (nruns > (int32_t)(sizeof m->run_buf / sizeof m->run_buf[0])
+        && !(m->runs = malloc(sizeof *runs * (size_t)nruns))) {
+        m->runs = m->run_buf;
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (nruns) memcpy(m->runs, runs, sizeof *runs * (size_t)nruns);
+    m->nruns = nruns;
+    m->runs_only = 1;
+    return 0;
+}
+
+/* vals_store() for a path given as runs, all of whose pages the cache holds:
+ * path pages skip, skip + 1, .. (page j of the path takes values[j * P ..
+ * (j + 1) * P) and tags[j]). A run of ids is one copy, as the values of page
+ * id g sit at g * P. -1 with MemoryError. */
+static int vals_store_runs(CacheObject *self, const radix_page_run *runs, int32_t nruns,
+                           int32_t skip, const vals_view *v, const vals_view *tg)
+{
+    const int32_t P = self->page_size;
+    int32_t top = 0;
+    for (int32_t i = 0; i < nruns; i++)
+        if (runs[i].first + runs[i].count > top) top = runs[i].first + runs[i].count;
+    if (vals_reserve(self, top) < 0 || (tg && tags_reserve(self) < 0)) return -1;
+    int64_t *tags = self->vals_tag;
+    int contiguous64 = v->view.itemsize == 8 && v->kind == 's' && v->stride == 8;
+    for (int32_t i = 0, j = 0; i < nruns; j += runs[i].count, i++) {
+        int32_t a = j < skip ? skip - j : 0; /* the run's first page to store */
+        if (a >= runs[i].count) continue;
+        int32_t pg = runs[i].first + a, np = runs[i].count - a, from = j + a;
+        int64_t *dst = self->vals + (int64_t)pg * P;
+        if (contiguous64)
+            memcpy(dst, (const int64_t *)v->view.buf + (Py_ssize_t)from * P,
+                   sizeof(int64_t) * (size_t)np * (size_t)P);
+        else
+            for (Py_ssize_t q = 0; q < (Py_ssize_t)np * P; q++)
+                dst[q] = vals_view_get(v, (Py_ssize_t)from * P + q);
+        if (tags)
+            for (int32_t q = 0; q < np; q++) tags[pg + q] = tg ? vals_view_get(tg, from + q) : 0;
+        memset(self->vals_set + pg, 1, (size_t)np);
     }
     return 0;
 }
@@ -895,6 +1091,75 @@ out:
     return r;
 }
 
+/* kv_insert over a contiguous int64 buffer of ids on a radix cache (see
+ * key64_open): the tree walks the caller's ids in place, narrows only the new
+ * leaf's, and the Match keeps the path's page runs (cache_radix_insert_hold64);
+ * the new pages' values are stored a run at a time. Same answers and errors
+ * as the general route, except that an id out of range is found only past
+ * the cached part, after the walk (as a match, it has entered that part).
+ * Py_NotImplemented (a new reference) when the general route must serve. */
+static PyObject *kv_insert64(CacheObject *self, PyObject *tok, PyObject *valo, PyObject *nso,
+                             PyObject *tago)
+{
+    Py_buffer kb;
+    if (!key64_open(self, tok, &kb)) Py_RETURN_NOTIMPLEMENTED;
+    uint64_t ns;
+    vals_view v, tg;
+    int have_v = 0, have_tags = 0;
+    PyObject *r = NULL;
+    MatchObject *path = NULL;
+    if (namespace_from(nso, &ns) < 0) goto out;
+    if (vals_view_open(valo, "radixkv.Cache.kv_insert: values", &v) < 0) goto out;
+    have_v = 1;
+    if (tago != Py_None) {
+        if (vals_view_open(tago, "radixkv.Cache.kv_insert: tags", &tg) < 0) goto out;
+        have_tags = 1;
+    }
+    const int32_t P = self->page_size;
+    int32_t npg = (int32_t)(kb.len / 8 / P), n = npg * P;
+    if (v.n < n) {
+        PyErr_Format(PyExc_ValueError, "radixkv.Cache.kv_insert: values has %zd items, the %d "
+                     "page-aligned tokens need as many", v.n, n);
+        goto out;
+    }
+    if (have_tags && tg.n < npg) {
+        PyErr_Format(PyExc_ValueError, "radixkv.Cache.kv_insert: tags has %zd items, the %d "
+                     "pages need one each", tg.n, npg);
+        goto out;
+    }
+    if (!(path = match_new(self))) goto out;
+    path->m.ns = ns;
+    int32_t prefix = 0, nruns = 0, bad = -1;
+    const radix_page_run *runs = NULL;
+    rkv_status st = cache_radix_insert_hold64(self->c, &path->m, kb.buf, n, &prefix, &runs,
+                                              &nruns, &bad);
+    if (st != RKV_OK) {
+        if (bad >= 0)
+            PyErr_Format(PyExc_ValueError, "radixkv.Cache.kv_insert: tokens[%d]: %lld is out of "
+                         "range [0, %d]", bad, (long long)((const int64_t *)kb.buf)[bad],
+                         INT32_MAX);
+        else if (st == RKV_ENOSPC) {
+            char msg[128];
+            snprintf(msg, sizeof msg, "%d pages asked, %d free (evict first)", npg - prefix / P,
+                     page_pool_num_free(&self->pool));
+            raise_status(st, "radixkv.Cache.kv_insert", msg);
+        } else
+            raise_status(st, "radixkv.Cache.kv_insert", NULL);
+        goto out;
+    }
+    if (match_keep_runs(path, runs, nruns) < 0
+        || vals_store_runs(self, path->runs, path->nruns, prefix / P, &v,
+                           have_tags ? &tg : NULL) < 0)
+        goto out;
+    r = Py_BuildValue("(iO)", prefix, (PyObject *)path);
+out:
+    Py_XDECREF(path);
+    if (have_v) PyBuffer_Release(&v.view);
+    if (have_tags) PyBuffer_Release(&tg.view);
+    PyBuffer_Release(&kb);
+    return r;
+}
+
 /* kv_insert(tokens, values, namespace=None) -> (prefix_len, Match): insert the
  * page-aligned head of tokens; the pages the cache did not hold yet take
  * values[i] for token i (at least as many values as aligned tokens). The
@@ -905,13 +1170,16 @@ out:
  * them, and leaves the Match on the path. Other kinds: the cached prefix is
  * matched first so that only the missing pages are allocated (as a caller of
  * match / alloc / insert would), then the same insert with them. */
-static PyObject *Cache_kv_insert(CacheObject *self, PyObject *args, PyObject *kw)
+static PyObject *Cache_kv_insert(CacheObject *self, PyObject *const *args, Py_ssize_t nargs,
+                                 PyObject *kwnames)
 {
-    static char *names[] = {"tokens", "values", "namespace", "tags", NULL};
-    PyObject *tok, *valo, *nso = NULL, *tago = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|OO:kv_insert", names, &tok, &valo, &nso,
-                                     &tago))
-        return NULL;
+    static const char *const names[] = {"tokens", "values", "namespace", "tags", NULL};
+    PyObject *a[4];
+    if (fast_args("kv_insert", args, nargs, kwnames, names, 2, a) < 0) return NULL;
+    PyObject *tok = a[0], *valo = a[1], *nso = a[2], *tago = a[3] ? a[3] : Py_None;
+    PyObject *fast = kv_insert64(self, tok, valo, nso, tago);
+    if (fast != Py_NotImplemented) return fast;
+    Py_DECREF(fast);
     uint64_t ns;
     ids t;
     if (key_from(self, tok, nso, "radixkv.Cache.kv_insert: tokens", &ns, &t) < 0) return NULL;
@@ -967,15 +1235,54 @@ out:
     return r;
 }
 
+/* kv_match over a contiguous int64 buffer (array('q'), numpy's int64,
+ * SGLang's token arrays) on a radix cache: the tree walks the caller's ids
+ * in place (cache_radix_match64) and the Match keeps the page runs. An id
+ * outside [0, 2**31) is then a mismatch, not an error (the walk does not
+ * read past where the match stops, so it cannot check the rest). The
+ * Match, NULL with the exception set, or Py_NotImplemented (a new
+ * reference) when tok or the kind needs kv_match's general route. */
+static PyObject *kv_match64(CacheObject *self, PyObject *tok, PyObject *nso)
+{
+    Py_buffer v;
+    if (!key64_open(self, tok, &v)) Py_RETURN_NOTIMPLEMENTED;
+    uint64_t ns;
+    MatchObject *m = NULL;
+    if (namespace_from(nso, &ns) < 0 || !(m = match_new(self))) {
+        PyBuffer_Release(&v);
+        return NULL;
+    }
+    m->m.ns = ns;
+    const int32_t P = self->page_size, n = (int32_t)(v.len / 8);
+    const radix_page_run *runs = NULL;
+    int32_t nruns = 0;
+    rkv_status st = cache_radix_match64(self->c, &m->m, v.buf, n / P * P, &runs, &nruns);
+    PyBuffer_Release(&v);
+    if (st != RKV_OK) {
+        Py_DECREF(m);
+        return raise_status(st, "radixkv.Cache.kv_match", NULL);
+    }
+    if (match_keep_runs(m, runs, nruns) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return (PyObject *)m;
+}
+
 /* kv_match(tokens, namespace=None) -> Match: match of the page-aligned head
  * (tokens past the last whole page are ignored, as SGLang's page_aligned). */
-static PyObject *Cache_kv_match(CacheObject *self, PyObject *args, PyObject *kw)
+static PyObject *Cache_kv_match(CacheObject *self, PyObject *const *args, Py_ssize_t nargs,
+                                PyObject *kwnames)
 {
-    static char *names[] = {"tokens", "namespace", NULL};
-    PyObject *tok, *nso = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O:kv_match", names, &tok, &nso)) return NULL;
+    static const char *const names[] = {"tokens", "namespace", NULL};
+    PyObject *a[2];
+    if (fast_args("kv_match", args, nargs, kwnames, names, 1, a) < 0) return NULL;
+    PyObject *tok = a[0], *nso = a[1];
     uint64_t ns;
     ids t;
+    PyObject *fast = kv_match64(self, tok, nso);
+    if (fast != Py_NotImplemented) return fast;
+    Py_DECREF(fast);
     if (key_from(self, tok, nso, "radixkv.Cache.kv_match: tokens", &ns, &t) < 0) return NULL;
     MatchObject *m = match_new(self);
     if (!m) {
@@ -1008,20 +1315,26 @@ static PyObject *Cache_kv_values(CacheObject *self, PyObject *arg)
         return NULL;
     }
     const int32_t P = self->page_size;
-    Py_ssize_t n = (Py_ssize_t)m->m.num_pages * P;
+    Py_ssize_t n = (Py_ssize_t)m->m.len;
     PyObject *b = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)sizeof(int64_t) * n);
     if (!b) return NULL;
     int64_t *dst = (int64_t *)PyByteArray_AS_STRING(b);
-    if (!vals_all_set(self, m->m.pages, m->m.num_pages)) {
+    if (!match_vals_set(self, m)) {
         Py_DECREF(b);
         PyErr_SetString(PyExc_ValueError, "radixkv.Cache.kv_values: a page of the match has no "
                         "values (inserted with insert, not kv_insert)");
         return NULL;
     }
-    for (int32_t j = 0; j < m->m.num_pages; j++) {
-        int64_t pg = m->m.pages[j];
-        memcpy(dst + (Py_ssize_t)j * P, self->vals + pg * P, sizeof(int64_t) * (size_t)P);
-    }
+    /* A page's values sit at its id * P, so a run of ids is one copy. */
+    if (m->runs_only)
+        for (int32_t i = 0, o = 0; i < m->nruns; o += m->runs[i].count, i++)
+            memcpy(dst + (Py_ssize_t)o * P, self->vals + (int64_t)m->runs[i].first * P,
+                   sizeof(int64_t) * (size_t)m->runs[i].count * (size_t)P);
+    else
+        for (int32_t j = 0; j < m->m.num_pages; j++) {
+            int64_t pg = m->m.pages[j];
+            memcpy(dst + (Py_ssize_t)j * P, self->vals + pg * P, sizeof(int64_t) * (size_t)P);
+        }
     PyObject *r;
     if (numpy_frombuffer) {
         r = PyObject_CallFunctionObjArgs(numpy_frombuffer, b, numpy_int64, NULL);
@@ -1045,6 +1358,7 @@ static MatchObject *kv_match_arg(CacheObject *self, PyObject *arg, const char *w
                      "is not locked; match again", what);
         return NULL;
     }
+    if (match_pages(m) < 0) return NULL;
     if (!vals_all_set(self, m->m.pages, m->m.num_pages)) {
         PyErr_Format(PyExc_ValueError, "%s: a page of the match has no values (inserted with "
                      "insert, not kv_insert)", what);
@@ -1061,7 +1375,7 @@ static PyObject *Cache_kv_tags(CacheObject *self, PyObject *arg)
     if (!m) return NULL;
     int64_t *tmp = malloc(sizeof(int64_t) * (size_t)(m->m.num_pages ? m->m.num_pages : 1));
     if (!tmp) return PyErr_NoMemory();
-    for (int32_t j = 0; j < m->m.num_pages; j++) tmp[j] = self->vals_tag[m->m.pages[j]];
+    for (int32_t j = 0; j < m->m.num_pages; j++) tmp[j] = tag_of(self, m->m.pages[j]);
     PyObject *r = int64_array(tmp, m->m.num_pages);
     free(tmp);
     return r;
@@ -1083,6 +1397,10 @@ static PyObject *Cache_kv_set_tags(CacheObject *self, PyObject *args)
         PyErr_Format(PyExc_ValueError, "radixkv.Cache.kv_set_tags: pages [%lld, %lld) are not "
                      "all on the match's path of %d pages", start, start + (long long)tg.n,
                      m->m.num_pages);
+        PyBuffer_Release(&tg.view);
+        return NULL;
+    }
+    if (tags_reserve(self) < 0) {
         PyBuffer_Release(&tg.view);
         return NULL;
     }
@@ -1135,7 +1453,7 @@ static PyObject *Cache_kv_evict(CacheObject *self, PyObject *args, PyObject *kw)
         free(tmp);
         return a ? Py_BuildValue("(LN)", (long long)freed, a) : NULL;
     }
-    for (int32_t j = 0; j < np; j++) tmp[j] = self->vals_tag[pages[j]];
+    for (int32_t j = 0; j < np; j++) tmp[j] = tag_of(self, pages[j]);
     PyObject *tags = int64_array(tmp, np);
     free(tmp);
     if (!tags) {
@@ -1298,11 +1616,15 @@ static PyMethodDef Cache_methods[] = {
     {"alloc", (PyCFunction)Cache_alloc, METH_O,
      "alloc(n) -> page ids: n free pages, now in flight (radixkv.OutOfPages when too few)."},
     {"free", (PyCFunction)Cache_free, METH_O, "free(pages): return in-flight pages to the pool."},
-    {"kv_insert", (PyCFunction)(void (*)(void))Cache_kv_insert, METH_VARARGS | METH_KEYWORDS,
+    {"kv_insert", (PyCFunction)(void (*)(void))Cache_kv_insert, METH_FASTCALL | METH_KEYWORDS,
      "kv_insert(tokens, values, namespace=None, tags=None) -> (prefix_len, Match): insert with "
-     "a value per token (and a tag per page) kept for the pages the cache adopts."},
-    {"kv_match", (PyCFunction)(void (*)(void))Cache_kv_match, METH_VARARGS | METH_KEYWORDS,
-     "kv_match(tokens, namespace=None) -> Match of the page-aligned head of tokens."},
+     "a value per token (and a tag per page) kept for the pages the cache adopts. Contiguous "
+     "int64 tokens on a radix cache are walked in place; a bad id is then found past the "
+     "cached part only."},
+    {"kv_match", (PyCFunction)(void (*)(void))Cache_kv_match, METH_FASTCALL | METH_KEYWORDS,
+     "kv_match(tokens, namespace=None) -> Match of the page-aligned head of tokens. "
+     "Contiguous int64 tokens on a radix cache are walked in place, and an id outside "
+     "[0, 2**31) ends the match instead of raising."},
     {"kv_values", (PyCFunction)Cache_kv_values, METH_O,
      "kv_values(match) -> int64 array: the values kv_insert stored on the match's path."},
     {"kv_tags", (PyCFunction)Cache_kv_tags, METH_O,
@@ -1365,6 +1687,7 @@ static void Match_dealloc(MatchObject *self)
     while (self->m.locks > 0 && c && c->c && c->generation == self->generation)
         if (cache_unlock(c->c, &self->m) != RKV_OK) break;
     cache_seq_free(&self->m);
+    if (self->runs != self->run_buf) free(self->runs);
     Py_XDECREF(c);
     PyObject_Free(self);
 }
@@ -1373,6 +1696,10 @@ static int Match_getbuffer(MatchObject *self, Py_buffer *view, int flags)
 {
     if (flags & PyBUF_WRITABLE) {
         PyErr_SetString(PyExc_BufferError, "radixkv.Match: the page ids are read-only");
+        view->obj = NULL;
+        return -1;
+    }
+    if (match_pages(self) < 0) {
         view->obj = NULL;
         return -1;
     }
@@ -1430,6 +1757,7 @@ static Py_ssize_t Match_len(MatchObject *self)
 
 static PyObject *Match_repr(MatchObject *self)
 {
+    if (match_pages(self) < 0) return NULL;
     return PyUnicode_FromFormat("radixkv.Match(length=%d, pages=%d, locked=%d)", self->m.len,
                                 self->m.num_pages, self->m.locks);
 }

@@ -169,6 +169,8 @@ class RadixCache(BasePrefixCache):
                                policy=self.eviction_policy)
         else:
             self.cache.reset()
+        # The per-request calls, bound once (the Cache lives as long as self).
+        self._kv_match, self._kv_insert = self.cache.kv_match, self.cache.kv_insert
         self._empty = torch.empty((0,), dtype=torch.int64, device=self.device)
         self.root_node = Node(None)
         self._empty_match = MatchResult(device_prefix_len=0, last_device_node=self.root_node,
@@ -200,7 +202,7 @@ class RadixCache(BasePrefixCache):
             ns = 0
         else:
             ns = _namespace(key)
-        m = self.cache.kv_match(key.token_ids if key.limit is None else key.raw_token_ids(), ns)
+        m = self._kv_match(key.token_ids if key.limit is None else key.raw_token_ids(), ns)
         n = m.length
         if n == 0:
             return self._empty_match
@@ -230,12 +232,16 @@ class RadixCache(BasePrefixCache):
         key = params.key
         if key.is_bigram:
             raise NotImplementedError("radixkv.sglang.RadixCache: bigram keys are not supported")
-        toks = key.raw_token_ids()
+        # As in match_prefix: the common key (no limit, no namespace) skips
+        # raw_token_ids' and _namespace's calls, and a CPU tensor is asked
+        # is_cpu rather than for its device object (a few hundred ns each,
+        # on a call of a few microseconds).
+        toks = key.token_ids if key.limit is None else key.raw_token_ids()
         value = params.value
         if value is None:
             values = np.asarray(toks, dtype=np.int64)
         else:
-            if not self._on_cpu or value.device.type != "cpu":
+            if not (self._on_cpu and value.is_cpu):
                 value = value.cpu()
             values = value.numpy()
         # Match, page allocation, the values of the new pages, insert and the
@@ -243,7 +249,9 @@ class RadixCache(BasePrefixCache):
         if self._events:
             prefix, m = self._insert_with_events(key, toks, values)
         else:
-            prefix, m = self.cache.kv_insert(toks, values, _namespace(key))
+            prefix, m = self._kv_insert(
+                toks, values,
+                0 if key.extra_key is None and key.cache_salt is None else _namespace(key))
         return InsertResult(prefix_len=prefix,
                             last_device_node=Node(m) if m.length else self.root_node)
 

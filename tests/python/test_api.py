@@ -356,6 +356,90 @@ def test_kv_values():
         raises(ValueError, lambda: c.kv_match([1]), "closed cache")
 
 
+def test_kv_match_int64():
+    """kv_match over int64 ids (array('q'), numpy int64: the tree walks them
+    in place and the Match keeps its page runs) against kv_match over a list
+    of the same ids (narrowed first, pages listed), on two radix caches fed
+    the same calls: equal lengths, pages, values, stats, sizes and clocks
+    after every call; an id outside [0, 2**31) ends the match where the list
+    route's match of the ids before it ends."""
+    rng = random.Random(11)
+    for P in (1, 4, 16):
+        a = radixkv.Cache("radix", P, 8192)   # list keys
+        b = radixkv.Cache("radix", P, 8192)   # int64 keys
+        at = 0
+        for i in range(250):
+            toks = random_requests(rng, 1, 12, 4 * P)[0]
+            vals = array.array("q", range(at, at + len(toks)))
+            at += len(toks)
+            if rng.random() < 0.6:
+                pa, ma = a.kv_insert(toks, vals)
+                pb, mb = b.kv_insert(array.array("q", toks), vals)
+                check(pa == pb, f"P={P}: kv_insert prefixes {pa} {pb}")
+            key = toks[:rng.randrange(len(toks) + 1)]
+            bad = None
+            if key and rng.random() < 0.2:
+                j = rng.randrange(len(key))
+                bad = rng.choice([-1, -(1 << 40), 1 << 31, (1 << 63) - 1])
+                wide = key[:j] + [bad] + key[j + 1:]
+                ma = a.kv_match(key[:j])
+            else:
+                wide = key
+                ma = a.kv_match(key)
+            if np is not None and i % 2:
+                mb = b.kv_match(np.asarray(wide, dtype=np.int64))
+            else:
+                mb = b.kv_match(array.array("q", wide))
+            what = f"P={P} call {i} (bad id {bad})"
+            check(ma.length == mb.length, f"{what}: lengths {ma.length} {mb.length}")
+            check(list(a.kv_values(ma)) == list(b.kv_values(mb)), f"{what}: kv_values")
+            if i % 3 == 0:  # the page table, listed from the runs on demand
+                check(list(memoryview(ma)) == list(memoryview(mb)), f"{what}: pages")
+                check(repr(ma) == repr(mb), f"{what}: repr")
+            if i % 5 == 0:
+                a.lock(ma)
+                b.lock(mb)
+                check(list(a.kv_tags(ma)) == list(b.kv_tags(mb)), f"{what}: tags")
+                fa, ea = a.kv_evict(2 * P)
+                fb, eb = b.kv_evict(2 * P)
+                check(fa == fb and list(ea) == list(eb), f"{what}: evicted")
+                check(list(a.kv_values(ma)) == list(b.kv_values(mb)), f"{what}: locked values")
+                a.unlock(ma)
+                b.unlock(mb)
+            check(a.stats() == b.stats() and a.sizes() == b.sizes() and a.clock == b.clock,
+                  f"{what}: stats, sizes, clock")
+        b.check()
+        # A bad id past the cached part of an int64 key: refused, nothing new
+        # cached, the pool's pages all accounted for.
+        before = b.sizes()
+        key = list(toks) + [rng.randrange(12) for _ in range(2 * P)]
+        key[len(toks) + P] = -3
+        msg = raises(ValueError, lambda: b.kv_insert(array.array("q", key),
+                                                     array.array("q", range(len(key)))),
+                     f"P={P}: a negative id")
+        check(f"tokens[{len(toks) + P}]" in msg, f"P={P}: the message names the id: {msg}")
+        after = b.sizes()
+        check(after["evictable_tokens"] + after["protected_tokens"]
+              == before["evictable_tokens"] + before["protected_tokens"],
+              f"P={P}: nothing cached by a refused insert")
+        b.check()
+        accounting(b, f"P={P} int64 keys")
+        raises(TypeError, lambda: b.kv_match(array.array("d", [1.0] * P)), f"P={P}: float ids")
+        # Arguments by name, and each misuse of them a TypeError.
+        kt = array.array("q", toks)
+        check(b.kv_match(tokens=kt, namespace=0).length == b.kv_match(kt).length,
+              f"P={P}: kv_match by keyword")
+        pre, _ = b.kv_insert(values=array.array("q", range(len(kt))), tokens=kt)
+        check(pre == len(toks) // P * P, f"P={P}: kv_insert by keyword, all held: {pre}")
+        raises(TypeError, lambda: b.kv_match(), f"P={P}: kv_match without tokens")
+        raises(TypeError, lambda: b.kv_match(kt, 0, 1), f"P={P}: kv_match, three arguments")
+        raises(TypeError, lambda: b.kv_match(kt, tokens=kt), f"P={P}: tokens twice")
+        raises(TypeError, lambda: b.kv_match(kt, nspace=0), f"P={P}: unknown keyword")
+        raises(TypeError, lambda: b.kv_insert(kt), f"P={P}: kv_insert without values")
+        b.close()
+        raises(ValueError, lambda: b.kv_match(array.array("q", [1] * P)), f"P={P}: closed")
+
+
 def main():
     reg = registry()
     if reg is not None:
@@ -374,6 +458,7 @@ def main():
     test_locks()
     test_misuse()
     test_kv_values()
+    test_kv_match_int64()
     print(f"py_api: {CHECKS} checks passed ({len(kinds)} kinds, numpy "
           f"{'yes' if np is not None else 'no'}, package {os.path.dirname(radixkv.__file__)})")
 

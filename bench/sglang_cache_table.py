@@ -1,0 +1,106 @@
+#!/usr/bin/env python3
+"""The Markdown tables of bench/RESULTS.md's sglang_cache_bench sections, made
+from one run's JSON (bench/sglang_cache_bench.py's output), so that no number
+in them is typed by hand: per call (insert, match, evict) and the whole
+replay, with the time inside the caches' own calls where the JSON has it.
+
+    /usr/bin/python3 bench/sglang_cache_table.py bench/results/.../bench.json
+"""
+import argparse
+import json
+import sys
+
+# Row names, in the order the tables list the caches.
+NAMES = {
+    "sglang_python": "SGLang RadixCache (Python)",
+    "sglang_unified": "SGLang UnifiedRadixCache, {core}",
+    "radixkv_adapter": "radixkv.sglang.RadixCache",
+    "radixkv_api": "radixkv.Cache (bare binding)",
+    "sglang_python_events": "SGLang RadixCache, events on",
+    "sglang_unified_events": "SGLang Unified, {core}, events on",
+    "radixkv_adapter_events": "radixkv.sglang.RadixCache, events on",
+}
+PHASES = ("insert", "match", "evict")
+
+
+def ratio(row, field):
+    v = row.get(field)
+    return "–" if v is None else f"{v:.2f}"
+
+
+def per_call(out, caches, name_of):
+    unified = "sglang_unified" in caches
+    head = "| cache | insert µs | match µs | evict µs | thread CPU s (ins / match / evict) | ×Python (i / m / e) |"
+    head += " ×Rust core (i / m / e) |" if unified else ""
+    out.append(head)
+    out.append("|---" * (head.count("|") - 1) + "|")
+    for name in NAMES:
+        if name not in caches:
+            continue
+        c = caches[name]
+        cells = [name_of(name)]
+        for p in PHASES:
+            lo, hi = c[p]["range_us"]
+            cells.append(f"{c[p]['median_us_per_call']:.1f} [{lo:.1f}, {hi:.1f}]")
+        cells.append(" / ".join(f"{c[p]['thread_cpu_s']:.3f}" for p in PHASES))
+        cells.append(" / ".join(ratio(c[p], "speedup_vs_sglang_python") for p in PHASES))
+        if unified:
+            cells.append(" / ".join(ratio(c[p], "speedup_vs_sglang_unified") for p in PHASES))
+        out.append("| " + " | ".join(cells) + " |")
+
+
+def replay(out, rows, name_of):
+    unified = "sglang_unified" in rows
+    inside = all("in_cache_wall_s" in r for r in rows.values())
+    head = "| whole replay | wall s | thread CPU s | ×Python | "
+    head += "×Rust core | " if unified else ""
+    if inside:
+        head += "in the cache's calls: wall s | thread CPU s | ×Python (wall / CPU) | "
+        head += "×Rust core (wall / CPU) | " if unified else ""
+    head += "hit tokens |"
+    out.append(head)
+    out.append("|---" * (head.count("|") - 1) + "|")
+    for name in NAMES:
+        if name not in rows:
+            continue
+        r = rows[name]
+        lo, hi = r["range_s"]
+        cells = [name_of(name), f"{r['wall_s']:.3f} [{lo:.3f}, {hi:.3f}]",
+                 f"{r['thread_cpu_s']:.4f}", ratio(r, "speedup_vs_sglang_python")]
+        if unified:
+            cells.append(ratio(r, "speedup_vs_sglang_unified"))
+        if inside:
+            lo, hi = r["in_cache_range_s"]
+            cells += [f"{r['in_cache_wall_s']:.3f} [{lo:.3f}, {hi:.3f}]",
+                      f"{r['in_cache_thread_cpu_s']:.4f}",
+                      f"{ratio(r, 'in_cache_speedup_vs_sglang_python')} / "
+                      f"{ratio(r, 'in_cache_speedup_cpu_vs_sglang_python')}"]
+            if unified:
+                cells.append(f"{ratio(r, 'in_cache_speedup_vs_sglang_unified')} / "
+                             f"{ratio(r, 'in_cache_speedup_cpu_vs_sglang_unified')}")
+        cells.append(f"{r['hit_tokens']:,}")
+        out.append("| " + " | ".join(cells) + " |")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("json", help="sglang_cache_bench.py's output")
+    args = ap.parse_args()
+    with open(args.json) as f:
+        d = json.load(f)
+    core = d.get("unified", {}).get("tree_core")
+    core_name = "Rust TreeCore" if core == "rust" else f"{core} core"
+
+    def name_of(n):
+        return NAMES[n].format(core=core_name)
+    out = []
+    per_call(out, d["caches"], name_of)
+    rows = d.get("replay", {}).get("rows")
+    if rows:
+        out.append("")
+        replay(out, rows, name_of)
+    sys.stdout.write("\n".join(out) + "\n")
+
+
+if __name__ == "__main__":
+    main()
