@@ -6,18 +6,31 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 static volatile sig_atomic_t pending, signals_seen;
+/* The whole-line writer's writes under way (any thread), and the exit a third
+ * signal asked for while one was: the writer exits once its lines are out,
+ * since the kept partial line and the new whole lines are two write()s and
+ * an exit between them would end the output inside a line. Both sides store
+ * first and load second (sequentially consistent), so at least one of them
+ * sees the other and exits. */
+static atomic_int line_writes, exit_asked;
 
 static void on_signal(int sig)
 {
     /* The first asks for a stop after the step under way; a second one is
      * the impatient repeat of the same request (the summary is still
      * written); a third gives up at once. */
-    if (++signals_seen >= 3) _exit(128 + (pending ? pending : sig));
+    if (++signals_seen >= 3) {
+        int code = 128 + (pending ? pending : sig);
+        atomic_store(&exit_asked, code);
+        if (atomic_load(&line_writes) == 0) _exit(code);
+        return;
+    }
     if (!pending) pending = sig;
 }
 
@@ -156,9 +169,20 @@ static int write_all(int fd, const char *p, size_t n)
     return 0;
 }
 
+static ssize_t line_write_whole(line_out *o, const char *buf, size_t size);
+
 static ssize_t line_write(void *cookie, const char *buf, size_t size)
 {
-    line_out *o = cookie;
+    atomic_fetch_add(&line_writes, 1);
+    ssize_t r = line_write_whole(cookie, buf, size);
+    if (atomic_fetch_sub(&line_writes, 1) == 1 && atomic_load(&exit_asked))
+        _exit(atomic_load(&exit_asked));
+    return r;
+}
+
+/* line_write's body, run with the third signal's exit held off. */
+static ssize_t line_write_whole(line_out *o, const char *buf, size_t size)
+{
     const size_t total = size;
     const char *nl = memrchr(buf, '\n', size);
     if (nl) {
