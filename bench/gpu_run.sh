@@ -141,7 +141,9 @@ run_step() {
 
 # In a dry run a step may be told to stall (RKV_GPU_RUN_STALL=NAME), so the
 # test can stop the run in the middle of it.
-stall() { [ "${RKV_GPU_RUN_STALL:-}" = "$1" ] && sleep 300; return 0; }
+# The sleep's fraction is RKV_GPU_RUN_STALL_TAG (digits), so a test can tell
+# its own stalled process from any other sleep on the machine.
+stall() { [ "${RKV_GPU_RUN_STALL:-}" = "$1" ] && sleep "300.${RKV_GPU_RUN_STALL_TAG:-0}"; return 0; }
 
 env_step() {
     echo "date: $(date -u +%FT%TZ)"

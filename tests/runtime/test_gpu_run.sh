@@ -33,7 +33,7 @@ bad=$(field "$m" '[s["step"] for s in m["steps"] if s["status"] != "ok" and not 
 grep -q '"problems": \[\], "ok": true' "$tmp/run/profile.log" || fail "gpu_profile.sh --dry-run did not report ok: $(cat "$tmp/run/profile.log")"
 
 # 3. Stopped in the middle of the profile step.
-RKV_GPU_RUN_STALL=profile "$script" --dry-run --build "$build" --out "$tmp/stop" 2>/dev/null &
+RKV_GPU_RUN_STALL=profile RKV_GPU_RUN_STALL_TAG=$$ "$script" --dry-run --build "$build" --out "$tmp/stop" 2>/dev/null &
 pid=$!
 m="$tmp/stop/manifest.json"
 for _ in $(seq 600); do
@@ -52,7 +52,7 @@ want="[('env', 'ok'), ('build', 'ok'), ('gpu_suite', 'ok'), ('profile', 'interru
 [ "$got" = "$want" ] || fail "statuses after the stop: $got"
 [ -s "$tmp/stop/env.log" ] && [ -s "$tmp/stop/gpu_suite.log" ] || fail "earlier steps' logs lost"
 sleep 0.5
-if pgrep -f "^sleep 300$" >/dev/null; then
+if pgrep -f "^sleep 300\\.$$\$" >/dev/null; then
     fail "a stalled step's process outlived the run"
 fi
 echo "gpu_run dry run: plan, refusals and interruption hold"
