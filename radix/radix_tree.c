@@ -674,10 +674,8 @@ static void cand_enter(radix_tree *t, int32_t s)
  * Taken one victim at a time, a large tree pays that chain in serial misses.
  * The next victims are already known: h[0] after a pop is the next one, and
  * the one after it is, nearly always, the smallest of h[1..4] (all four in one
- * heap line). So every pop advances four stages by one victim each:
+ * heap line). So every pop advances three stages by one victim each:
  *
- *   stage 0  nodes of the children of the smallest (three and more pops ahead)
- *            of h[1..4]
  *   stage 1  nodes of h[1..4]                      (two and more pops ahead)
  *   stage 2  the smallest of h[1..4]: its edge     (its node was asked for by
  *            lines, its parent's node               stage 1 one pop earlier)
@@ -688,7 +686,7 @@ static void cand_enter(radix_tree *t, int32_t s)
  * These are only hints: a wrong guess (a stale entry, a parent that joins the
  * candidates) costs a line fetched for nothing, never a different result.
  * Every slot in the heap is a live node with an edge (len > 0), so the reads
- * are always in bounds. Small trees skip the stages (EVICT_AHEAD_MIN_SLOTS). */
+ * are always in bounds. */
 
 /* GCC (12, -O3) dropped the call to a plain static evict_ahead() whole, its
  * prefetches with it (a function that only reads and prefetches looks free of
@@ -727,33 +725,17 @@ RT_AHEAD_INLINE void evict_ahead_slot(const radix_tree *t, int32_t s)
     page_pool_prefetch_run(t->pool, r.first, r.count);
 }
 
-/* Slots ever handed out below which the stages are skipped. Nodes live in
- * slot chunks that are never given back, so this bounds the spread of the
- * lines a victim's chain reads: 16k slots are 768 KiB of nodes, about as much
- * again of edges, and the tree's lines are then mostly cache hits. There the
- * stages cost more instructions than their hints save (8k-leaf eviction,
- * bench/results/evict-free/README.md: 0.97x without them). */
-enum { EVICT_AHEAD_MIN_SLOTS = 16384 };
-
 RT_AHEAD_INLINE void evict_ahead(const radix_tree *t)
 {
     const rt_entry *h = t->heap;
     int32_t n = t->heap_n;
-    if (n == 0 || t->num_slots < EVICT_AHEAD_MIN_SLOTS) return;
+    if (n == 0) return;
     int32_t end = n < 1 + HEAP_D ? n : 1 + HEAP_D, best = -1;
     for (int32_t c = 1; c < end; c++) {
         __builtin_prefetch(N(t, h[c].slot));
         if (best < 0 || entry_before(t, &h[c], &h[best])) best = c;
     }
-    if (best > 0) {
-        evict_ahead_edge(t, h[best].slot);
-        /* stage 0: the nodes of best's children; when best is popped one of
-         * them moves up into h[1..4] and may be the victim after next, whose
-         * node stage 1 would otherwise ask for only one pop before stage 2
-         * needs it (their heap line heap_down asked for already) */
-        int32_t g = HEAP_D * best + 1, gend = g + HEAP_D < n ? g + HEAP_D : n;
-        for (int32_t c = g; c < gend; c++) __builtin_prefetch(N(t, h[c].slot));
-    }
+    if (best > 0) evict_ahead_edge(t, h[best].slot);
     evict_ahead_slot(t, h[0].slot);
 }
 
