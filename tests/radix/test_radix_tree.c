@@ -648,6 +648,76 @@ START_TEST(long_edge_diverges_anywhere)
 }
 END_TEST
 
+/* A flat tree of 20k leaves, evicted one leaf per call: eviction's prefetch
+ * stages (radix_tree.c, evict_ahead) guess the next victims from the heap,
+ * and a change to them (deeper stages, stages skipped by tree size) must not
+ * change which leaf goes next. Every call is a clock step, so LRU's order is
+ * the order of last access, which the test keeps itself. */
+enum { BIG_LEAVES = 20000 };
+static struct {
+    int32_t n;
+    int32_t tok0[BIG_LEAVES];
+} big_log;
+
+static void on_evict_big(void *ctx, const radix_node_info *in)
+{
+    (void)ctx;
+    if (big_log.n < BIG_LEAVES) big_log.tok0[big_log.n] = in->tokens[0];
+    big_log.n++;
+}
+
+static int32_t *big_last; /* by leaf: the step of its last access */
+static int cmp_last(const void *a, const void *b)
+{
+    int32_t x = big_last[*(const int32_t *)a], y = big_last[*(const int32_t *)b];
+    return (x > y) - (x < y);
+}
+
+START_TEST(eviction_order_large_tree)
+{
+    enum { N = BIG_LEAVES, BASE = 100 };
+    open_tree(1, 2 * N, RADIX_LRU);
+    radix_tree_set_evict_cb(t, on_evict_big, NULL);
+    big_log.n = 0;
+    int32_t *order = malloc(sizeof *order * N);
+    big_last = malloc(sizeof *big_last * N);
+    ck_assert_ptr_nonnull(order);
+    ck_assert_ptr_nonnull(big_last);
+    int32_t step = 0;
+    for (int32_t i = 0; i < N; i++) {
+        int32_t tok[2] = {BASE + i, BASE + i}, pages[2], prefix = -1;
+        ck_assert_int_eq(page_pool_alloc(&pool, 2, pages), RKV_OK);
+        ck_assert_int_eq(radix_tree_insert(t, tok, 2, pages, 0, &prefix), RKV_OK);
+        ck_assert_int_eq(prefix, 0);
+        big_last[i] = step++;
+    }
+    check_tree();
+    uint64_t x = 12345; /* touch half the leaves, in a seeded order */
+    for (int32_t k = 0; k < N / 2; k++) {
+        x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+        int32_t i = (int32_t)((x >> 33) % N), tok[2] = {BASE + i, BASE + i}, pages[2];
+        int32_t len = -1, node = -1;
+        ck_assert_int_eq(radix_tree_match(t, tok, 2, 0, pages, &len, &node), RKV_OK);
+        ck_assert_int_eq(len, 2);
+        big_last[i] = step++;
+    }
+    for (int32_t i = 0; i < N; i++) order[i] = i;
+    qsort(order, N, sizeof *order, cmp_last);
+    ck_assert_int_gt(radix_tree_slots(t), N); /* the leaves and the root */
+    for (int32_t i = 0; i < N; i++) ck_assert_int_eq(radix_tree_evict(t, 1), 2);
+    ck_assert_int_eq(big_log.n, N);
+    for (int32_t i = 0; i < N; i++)
+        ck_assert_msg(big_log.tok0[i] == BASE + order[i], "eviction %d: leaf %d, expected %d",
+                      i, big_log.tok0[i] - BASE, order[i]);
+    ck_assert_int_eq(pool.num_cached, 0);
+    check_tree();
+    free(order);
+    free(big_last);
+    big_last = NULL;
+    close_tree();
+}
+END_TEST
+
 Suite *radix_tree_suite(void)
 {
     Suite *s = suite_create("radix_tree");
@@ -669,6 +739,7 @@ Suite *radix_tree_suite(void)
     tcase_add_test(tc, dumps);
     tcase_add_test(tc, step_times);
     tcase_add_test(tc, long_edge_diverges_anywhere);
+    tcase_add_test(tc, eviction_order_large_tree);
     suite_add_tcase(s, tc);
     return s;
 }
