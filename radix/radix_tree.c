@@ -1188,83 +1188,10 @@ static void sink_node(page_sink *o, const rt_node *x, int32_t P)
     }
 }
 
-/* Walk from node at tokens[pos..n), entering and splitting as the contract
- * says. Returns the last node of the matched path (-1 on ENOMEM) and the
- * matched length in *pos; hands each whole node's pages to out when set. */
-static int32_t walk(radix_tree *t, int32_t node, const int32_t *tokens, int32_t n, int32_t *pos,
-                    page_sink *out, uint64_t now)
-{
-    int32_t P = t->P;
-    int32_t p = *pos;
-    while (p < n) {
-        int32_t cs = child_find(t, N(t, node), tokens + p);
-        if (cs < 0) break;
-        rt_node *c = N(t, cs);
-        int32_t lim = c->len < n - p ? c->len : n - p;
-        int32_t k = common_prefix(c->edge, tokens + p, lim);
-        k -= k % P; /* >= P: the first page matched */
-        if (k < c->len) {
-            int32_t ps = split(t, cs, k, now);
-            if (ps < 0) {
-                *pos = p;
-                return -1;
-            }
-            touch(t, ps, now);
-            touch(t, cs, now);
-            if (out) sink_node(out, N(t, ps), P);
-            *pos = p + k;
-            return ps;
-        }
-        touch(t, cs, now);
-        if (out) sink_node(out, c, P);
-        p += k;
-        node = cs;
-    }
-    *pos = p;
-    return node;
-}
-
-static rkv_status match_into(radix_tree *t, const int32_t *tokens, int32_t n, uint64_t ns,
-                             page_sink *out, int32_t *len, int32_t *node)
-{
-    *len = 0;
-    *node = RT_ROOT;
-    if (n < 0 || (n > 0 && !tokens)) return RKV_EINVAL;
-    n -= n % t->P;
-    uint64_t now = ++t->clock;
-    touch(t, RT_ROOT, now);
-    int32_t start = ns_find(t, ns);
-    if (start < 0) return RKV_OK;
-    if (start != RT_ROOT) touch(t, start, now);
-    int32_t pos = 0;
-    int32_t end = walk(t, start, tokens, n, &pos, out, now);
-    if (end < 0) return RKV_ENOMEM;
-    *len = pos;
-    *node = end;
-    return RKV_OK;
-}
-
-rkv_status radix_tree_match(radix_tree *t, const int32_t *tokens, int32_t n, uint64_t ns,
-                            int32_t *pages_out, int32_t *len, int32_t *node)
-{
-    page_sink out = {pages_out, NULL, 0, 0};
-    return match_into(t, tokens, n, ns, pages_out ? &out : NULL, len, node);
-}
-
-rkv_status radix_tree_match_runs(radix_tree *t, const int32_t *tokens, int32_t n, uint64_t ns,
-                                 radix_page_run *runs_out, int32_t *num_runs, int32_t *len,
-                                 int32_t *node)
-{
-    page_sink out = {NULL, runs_out, 0, 0};
-    rkv_status st = match_into(t, tokens, n, ns, &out, len, node);
-    *num_runs = st == RKV_OK ? out.nruns : 0;
-    return st;
-}
-
-/* ---- match over a caller's int64 key -----------------------------------
+/* ---- keys: the tree's int32 ids or a caller's int64 array ---------------
  *
- * radix_tree_match_runs64(): the same walk as match_into(), but the key is
- * the caller's own int64 array (numpy's default, SGLang's token arrays),
+ * radix_tree_match_runs64() and radix_tree_insert_take64() walk the caller's
+ * own int64 array (numpy's default, SGLang's token arrays),
  * compared against the edges' int32 tokens as it goes. Narrowing the whole
  * key first cost a write and a re-read of every token, also past the point
  * where the match stops; here each token is read once, and only up to the
@@ -1350,18 +1277,53 @@ static int32_t common_prefix64(const int32_t *edge, const int64_t *key, int32_t 
     return i;
 }
 
-/* walk() over an int64 key (see above). */
-static int32_t walk64(radix_tree *t, int32_t node, const int64_t *tokens, int32_t n,
-                      int32_t *pos, page_sink *out, uint64_t now)
+
+/* A key as the walk reads it: the tree's own int32 ids (k32) or a caller's
+ * int64 array (k64, the other NULL). One walk serves both; the branch on the
+ * width is taken once per node and always the same way within a call. */
+typedef struct key_view {
+    const int32_t *k32;
+    const int64_t *k64;
+} key_view;
+
+static inline int32_t key_child(const radix_tree *t, const rt_node *x, key_view k, int32_t p)
+{
+    return k.k64 ? child_find64(t, x, k.k64 + p) : child_find(t, x, k.k32 + p);
+}
+
+static inline int32_t key_common(const int32_t *edge, key_view k, int32_t p, int32_t lim)
+{
+    return k.k64 ? common_prefix64(edge, k.k64 + p, lim) : common_prefix(edge, k.k32 + p, lim);
+}
+
+/* The first index in [from, n) holding an id the tree cannot hold, or -1.
+ * int32 keys were checked by the cache layer; int64 ones are checked here,
+ * with one OR over the ids for the common case of none. */
+static int32_t key_bad(key_view k, int32_t from, int32_t n)
+{
+    if (!k.k64) return -1;
+    uint64_t wide = 0;
+    for (int32_t i = from; i < n; i++) wide |= (uint64_t)k.k64[i] >> 31;
+    if (!wide) return -1;
+    for (int32_t i = from; i < n; i++)
+        if (!id_in_range(k.k64[i])) return i;
+    return -1;
+}
+
+/* Walk from node at tokens[pos..n), entering and splitting as the contract
+ * says. Returns the last node of the matched path (-1 on ENOMEM) and the
+ * matched length in *pos; hands each whole node's pages to out when set. */
+static int32_t walk(radix_tree *t, int32_t node, key_view key, int32_t n, int32_t *pos,
+                    page_sink *out, uint64_t now)
 {
     int32_t P = t->P;
     int32_t p = *pos;
     while (p < n) {
-        int32_t cs = child_find64(t, N(t, node), tokens + p);
+        int32_t cs = key_child(t, N(t, node), key, p);
         if (cs < 0) break;
         rt_node *c = N(t, cs);
         int32_t lim = c->len < n - p ? c->len : n - p;
-        int32_t k = common_prefix64(c->edge, tokens + p, lim);
+        int32_t k = key_common(c->edge, key, p, lim);
         k -= k % P; /* >= P: the first page matched */
         if (k < c->len) {
             int32_t ps = split(t, cs, k, now);
@@ -1384,40 +1346,64 @@ static int32_t walk64(radix_tree *t, int32_t node, const int64_t *tokens, int32_
     return node;
 }
 
-rkv_status radix_tree_match_runs64(radix_tree *t, const int64_t *tokens, int32_t n, uint64_t ns,
-                                   radix_page_run *runs_out, int32_t *num_runs, int32_t *len,
-                                   int32_t *node)
+static rkv_status match_into(radix_tree *t, key_view key, int32_t n, uint64_t ns,
+                             page_sink *out, int32_t *len, int32_t *node)
 {
     *len = 0;
     *node = RT_ROOT;
-    *num_runs = 0;
-    if (n < 0 || (n > 0 && !tokens)) return RKV_EINVAL;
+    if (n < 0 || (n > 0 && !key.k32 && !key.k64)) return RKV_EINVAL;
     n -= n % t->P;
     uint64_t now = ++t->clock;
     touch(t, RT_ROOT, now);
     int32_t start = ns_find(t, ns);
     if (start < 0) return RKV_OK;
     if (start != RT_ROOT) touch(t, start, now);
-    page_sink out = {NULL, runs_out, 0, 0};
     int32_t pos = 0;
-    int32_t end = walk64(t, start, tokens, n, &pos, &out, now);
+    int32_t end = walk(t, start, key, n, &pos, out, now);
     if (end < 0) return RKV_ENOMEM;
     *len = pos;
     *node = end;
-    *num_runs = out.nruns;
     return RKV_OK;
+}
+
+rkv_status radix_tree_match(radix_tree *t, const int32_t *tokens, int32_t n, uint64_t ns,
+                            int32_t *pages_out, int32_t *len, int32_t *node)
+{
+    page_sink out = {pages_out, NULL, 0, 0};
+    return match_into(t, (key_view){tokens, NULL}, n, ns, pages_out ? &out : NULL, len, node);
+}
+
+rkv_status radix_tree_match_runs(radix_tree *t, const int32_t *tokens, int32_t n, uint64_t ns,
+                                 radix_page_run *runs_out, int32_t *num_runs, int32_t *len,
+                                 int32_t *node)
+{
+    page_sink out = {NULL, runs_out, 0, 0};
+    rkv_status st = match_into(t, (key_view){tokens, NULL}, n, ns, &out, len, node);
+    *num_runs = st == RKV_OK ? out.nruns : 0;
+    return st;
+}
+
+rkv_status radix_tree_match_runs64(radix_tree *t, const int64_t *tokens, int32_t n, uint64_t ns,
+                                   radix_page_run *runs_out, int32_t *num_runs, int32_t *len,
+                                   int32_t *node)
+{
+    page_sink out = {NULL, runs_out, 0, 0};
+    rkv_status st = match_into(t, (key_view){NULL, tokens}, n, ns, &out, len, node);
+    *num_runs = st == RKV_OK ? out.nruns : 0;
+    return st;
 }
 
 /* radix_tree_insert(); out (may be NULL) gets the pages of the part already
  * cached, *node the last node of the inserted path. take (pages NULL): the
  * new leaf's pages come from the pool, written to take[pos / P ..). */
-static rkv_status insert_into(radix_tree *t, const int32_t *tokens, int32_t n,
+static rkv_status insert_into(radix_tree *t, key_view key, int32_t n,
                               const int32_t *pages, int32_t *take, uint64_t ns,
-                              int32_t *prefix_len, page_sink *out, int32_t *node)
+                              int32_t *prefix_len, page_sink *out, int32_t *node, int32_t *bad)
 {
     *prefix_len = 0;
     *node = RT_ROOT;
-    if (n < 0 || (n > 0 && (!tokens || (!pages && !take)))) return RKV_EINVAL;
+    *bad = -1;
+    if (n < 0 || (n > 0 && ((!key.k32 && !key.k64) || (!pages && !take)))) return RKV_EINVAL;
     int32_t P = t->P;
     n -= n % P;
     uint64_t now = ++t->clock;
@@ -1425,17 +1411,22 @@ static rkv_status insert_into(radix_tree *t, const int32_t *tokens, int32_t n,
     int32_t start = ns_find(t, ns);
     if (start < 0) {
         if (n == 0) return RKV_OK;
+        if ((*bad = key_bad(key, 0, n)) >= 0) return RKV_EINVAL;
         start = ns_create(t, ns, now);
         if (start < 0) return RKV_ENOMEM;
     } else if (start != RT_ROOT) {
         touch(t, start, now);
     }
     int32_t pos = 0;
-    int32_t at = walk(t, start, tokens, n, &pos, out, now);
+    int32_t at = walk(t, start, key, n, &pos, out, now);
     if (at < 0) return RKV_ENOMEM;
     *prefix_len = pos;
     *node = at;
     if (pos == n) return RKV_OK;
+    /* An int64 key's new ids are checked before anything is allocated (the
+     * walk has entered, and may have split, the cached part, as a match
+     * would; nothing new is cached). */
+    if ((*bad = key_bad(key, pos, n)) >= 0) return RKV_EINVAL;
 
     /* A new leaf for tokens[pos..n): reserve everything that can fail, then
      * adopt the pages (the only step that checks the caller's input), then
@@ -1455,10 +1446,14 @@ static rkv_status insert_into(radix_tree *t, const int32_t *tokens, int32_t n,
     if (page_pool_adopt(t->pool, own, len / P) != RKV_OK) {
         rt_free(t, leaf->edge, edge_bytes_nr(len, nr));
         slot_free(t, ls);
+        if (take) page_pool_free(t->pool, own, len / P); /* the pool's own pages: cannot */
         *prefix_len = pos;
         return RKV_EINVAL;
     }
-    memcpy(leaf->edge, tokens + pos, sizeof(int32_t) * (size_t)len);
+    if (key.k64)
+        for (int32_t i = 0; i < len; i++) leaf->edge[i] = (int32_t)key.k64[pos + i];
+    else
+        memcpy(leaf->edge, key.k32 + pos, sizeof(int32_t) * (size_t)len);
     area_from_flat(leaf->edge + len, own, len / P, nr);
     leaf->id = now << 2 | 2;
     leaf->time = now;
@@ -1477,8 +1472,8 @@ static rkv_status insert_into(radix_tree *t, const int32_t *tokens, int32_t n,
 rkv_status radix_tree_insert(radix_tree *t, const int32_t *tokens, int32_t n,
                              const int32_t *pages, uint64_t ns, int32_t *prefix_len)
 {
-    int32_t node;
-    return insert_into(t, tokens, n, pages, NULL, ns, prefix_len, NULL, &node);
+    int32_t node, bad;
+    return insert_into(t, (key_view){tokens, NULL}, n, pages, NULL, ns, prefix_len, NULL, &node, &bad);
 }
 
 rkv_status radix_tree_insert_runs(radix_tree *t, const int32_t *tokens, int32_t n,
@@ -1486,7 +1481,8 @@ rkv_status radix_tree_insert_runs(radix_tree *t, const int32_t *tokens, int32_t 
                                   radix_page_run *runs_out, int32_t *num_runs, int32_t *node)
 {
     page_sink out = {NULL, runs_out, 0, 0};
-    rkv_status st = insert_into(t, tokens, n, pages, NULL, ns, prefix_len, &out, node);
+    int32_t bad;
+    rkv_status st = insert_into(t, (key_view){tokens, NULL}, n, pages, NULL, ns, prefix_len, &out, node, &bad);
     *num_runs = st == RKV_OK ? out.nruns : 0;
     return st;
 }
@@ -1496,94 +1492,10 @@ rkv_status radix_tree_insert_take(radix_tree *t, const int32_t *tokens, int32_t 
                                   radix_page_run *runs_out, int32_t *num_runs, int32_t *node)
 {
     page_sink out = {NULL, runs_out, 0, 0};
-    rkv_status st = insert_into(t, tokens, n, NULL, pages_out, ns, prefix_len, &out, node);
+    int32_t bad;
+    rkv_status st = insert_into(t, (key_view){tokens, NULL}, n, NULL, pages_out, ns, prefix_len, &out, node, &bad);
     *num_runs = st == RKV_OK ? out.nruns : 0;
     return st;
-}
-
-/* insert_into() with pages taken from the pool (radix_tree_insert_take) over
- * int64 ids: walk64() for the cached part, then the new leaf's tokens are
- * narrowed straight into its edge. Kept beside insert_into() rather than
- * merged with it, so the int32 path every other caller takes is unchanged.
- * The ids past the cached part are checked before anything is allocated; a
- * bad one is RKV_EINVAL with its index in *bad (the walk has entered, and may
- * have split, the cached part, as a match would; nothing new is cached). */
-static rkv_status insert_take64(radix_tree *t, const int64_t *tokens, int32_t n, int32_t *take,
-                                uint64_t ns, int32_t *prefix_len, page_sink *out, int32_t *node,
-                                int32_t *bad)
-{
-    *prefix_len = 0;
-    *node = RT_ROOT;
-    *bad = -1;
-    if (n < 0 || (n > 0 && (!tokens || !take))) return RKV_EINVAL;
-    int32_t P = t->P;
-    n -= n % P;
-    uint64_t now = ++t->clock;
-    touch(t, RT_ROOT, now);
-    int32_t start = ns_find(t, ns);
-    if (start < 0) {
-        if (n == 0) return RKV_OK;
-        for (int32_t i = 0; i < n; i++)
-            if (!id_in_range(tokens[i])) {
-                *bad = i;
-                return RKV_EINVAL;
-            }
-        start = ns_create(t, ns, now);
-        if (start < 0) return RKV_ENOMEM;
-    } else if (start != RT_ROOT) {
-        touch(t, start, now);
-    }
-    int32_t pos = 0;
-    int32_t at = walk64(t, start, tokens, n, &pos, out, now);
-    if (at < 0) return RKV_ENOMEM;
-    *prefix_len = pos;
-    *node = at;
-    if (pos == n) return RKV_OK;
-    uint64_t wide = 0;
-    for (int32_t i = pos; i < n; i++) wide |= (uint64_t)tokens[i] >> 31;
-    if (wide) {
-        for (int32_t i = pos; i < n; i++)
-            if (!id_in_range(tokens[i])) {
-                *bad = i;
-                break;
-            }
-        return RKV_EINVAL;
-    }
-
-    /* 1: reserve everything that can fail, 2: take and adopt the pages,
-     * 3: link the leaf (insert_into()'s steps). */
-    int32_t len = n - pos;
-    if (!heap_reserve(t, (int32_t)t->num_nodes + 1) || !child_reserve(t, N(t, at)))
-        return RKV_ENOMEM;
-    if (page_pool_alloc(t->pool, len / P, take + pos / P) != RKV_OK) return RKV_ENOSPC;
-    const int32_t *own = take + pos / P;
-    int32_t nr = flat_nruns(own, len / P);
-    int32_t ls = node_new(t, len, nr);
-    if (ls < 0) {
-        page_pool_free(t->pool, own, len / P);
-        return RKV_ENOMEM;
-    }
-    rt_node *leaf = N(t, ls);
-    if (page_pool_adopt(t->pool, own, len / P) != RKV_OK) { /* the pool's own pages: cannot */
-        rt_free(t, leaf->edge, edge_bytes_nr(len, nr));
-        slot_free(t, ls);
-        page_pool_free(t->pool, own, len / P);
-        return RKV_EINVAL;
-    }
-    for (int32_t i = 0; i < len; i++) leaf->edge[i] = (int32_t)tokens[pos + i];
-    area_from_flat(leaf->edge + len, own, len / P, nr);
-    leaf->id = now << 2 | 2;
-    leaf->time = now;
-    leaf->hits = 1;
-    leaf->parent = at;
-    pstate_new(t, ls, -1);
-    if (is_candidate(N(t, at))) t->num_cands--; /* no leaf any more; its entry goes lazily */
-    child_add(t, N(t, at), ls);
-    t->num_nodes++;
-    t->evictable += len;
-    cand_enter(t, ls);
-    *node = ls;
-    return RKV_OK;
 }
 
 rkv_status radix_tree_insert_take64(radix_tree *t, const int64_t *tokens, int32_t n,
@@ -1592,7 +1504,7 @@ rkv_status radix_tree_insert_take64(radix_tree *t, const int64_t *tokens, int32_
                                     int32_t *bad)
 {
     page_sink out = {NULL, runs_out, 0, 0};
-    rkv_status st = insert_take64(t, tokens, n, pages_out, ns, prefix_len, &out, node, bad);
+    rkv_status st = insert_into(t, (key_view){NULL, tokens}, n, NULL, pages_out, ns, prefix_len, &out, node, bad);
     *num_runs = st == RKV_OK ? out.nruns : 0;
     return st;
 }
