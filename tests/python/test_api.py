@@ -289,6 +289,8 @@ def test_kv_values():
     # route of kinds without it (match, alloc, insert): both are checked.
     for kind, P in [(k, p) for k in ("radix", "trie", "hash") for p in (1, 4, 16)]:
         c = radixkv.Cache(kind, P, 4096)
+        if P == 4:
+            c.kv_reserve()  # the whole value table before the first insert
         held = {}      # (the page-prefix holding token j, j) -> the value stored for j
         evicted = []
         stored = 0
@@ -296,6 +298,10 @@ def test_kv_values():
             toks = random_requests(rng, 1, 12, 3 * P)[0]
             n = len(toks) // P * P
             vals = array.array("q", [1000 * i + j for j in range(len(toks))])
+            if i == 150:
+                # kv_reserve with values stored (grows and touches the table):
+                # every value checked from here on must survive it.
+                c.kv_reserve()
             before = c.evictable_tokens
             prefix, m = c.kv_insert(array.array("q", toks), vals)
             check(m.length == n, f"P={P}: kv_insert's match covers the aligned key")
@@ -354,6 +360,7 @@ def test_kv_values():
                f"P={P}: pages inserted without values")
         c.close()
         raises(ValueError, lambda: c.kv_match([1]), "closed cache")
+        raises(ValueError, c.kv_reserve, "kv_reserve on a closed cache")
 
 
 def test_kv_match_int64():
