@@ -746,13 +746,20 @@ static int vals_reserve(CacheObject *self, int64_t pages)
 static PyObject *Cache_kv_reserve(CacheObject *self, PyObject *unused)
 {
     if (cache_closed(self)) return NULL;
+    size_t P = (size_t)self->page_size, had = (size_t)self->vals_pages;
     if (vals_reserve(self, self->num_pages) < 0) return NULL;
-    /* Each byte written back as read (values stored before stay), through
-     * volatile so the compiler keeps the writes: the write maps the page. */
+    /* One write per 4 KiB, through volatile so the compiler keeps it: the
+     * write maps the page. The part that may hold values (and set flags,
+     * 0 past it) is written back as read; the part just grown, where no
+     * value was stored, takes a 0 without the read, whose zero-page fault
+     * would come before the write's. */
     volatile char *v = (volatile char *)self->vals, *set = (volatile char *)self->vals_set;
-    size_t vbytes = sizeof(int64_t) * (size_t)self->vals_pages * (size_t)self->page_size;
-    for (size_t i = 0; i < vbytes; i += 4096) v[i] = v[i];
-    for (size_t i = 0; i < (size_t)self->vals_pages; i += 4096) set[i] = set[i];
+    size_t vbytes = sizeof(int64_t) * (size_t)self->vals_pages * P;
+    size_t i = 0;
+    for (; i < sizeof(int64_t) * had * P; i += 4096) v[i] = v[i];
+    for (; i < vbytes; i += 4096) v[i] = 0;
+    for (i = 0; i < had; i += 4096) set[i] = set[i];
+    for (; i < (size_t)self->vals_pages; i += 4096) set[i] = 0;
     Py_RETURN_NONE;
 }
 
