@@ -57,6 +57,8 @@ def replay(out, rows, name_of):
     if inside:
         head += "in the cache's calls: wall s | thread CPU s | ×Python (wall / CPU) | "
         head += "×Rust core (wall / CPU) | " if unified else ""
+    build = all("build_s" in r for r in rows.values())
+    head += "build s (not in the replay) | " if build else ""
     head += "hit tokens |"
     out.append(head)
     out.append("|---" * (head.count("|") - 1) + "|")
@@ -78,6 +80,8 @@ def replay(out, rows, name_of):
             if unified:
                 cells.append(f"{ratio(r, 'in_cache_speedup_vs_sglang_unified')} / "
                              f"{ratio(r, 'in_cache_speedup_cpu_vs_sglang_unified')}")
+        if build:
+            cells.append(f"{r['build_s']:.4f}")
         cells.append(f"{r['hit_tokens']:,}")
         out.append("| " + " | ".join(cells) + " |")
 

@@ -736,6 +736,33 @@ static int vals_reserve(CacheObject *self, int64_t pages)
     return 0;
 }
 
+/* kv_reserve(): the value table (and its set flags) for every page of the
+ * pool now, each 4 KiB of it written once. A fresh table maps its memory
+ * on first write: one fault per 512 values, about half of an insert's time
+ * on a fresh cache (sglang_cache_bench's replay: 21 us per insert fresh,
+ * 10 us on a reset() cache whose table is mapped). An engine sizes and
+ * touches its KV pools at start; a cache that lives as long does the same
+ * for its table here, and no insert grows it later. */
+static PyObject *Cache_kv_reserve(CacheObject *self, PyObject *unused)
+{
+    if (cache_closed(self)) return NULL;
+    size_t P = (size_t)self->page_size, had = (size_t)self->vals_pages;
+    if (vals_reserve(self, self->num_pages) < 0) return NULL;
+    /* One write per 4 KiB, through volatile so the compiler keeps it: the
+     * write maps the page. The part that may hold values (and set flags,
+     * 0 past it) is written back as read; the part just grown, where no
+     * value was stored, takes a 0 without the read, whose zero-page fault
+     * would come before the write's. */
+    volatile char *v = (volatile char *)self->vals, *set = (volatile char *)self->vals_set;
+    size_t vbytes = sizeof(int64_t) * (size_t)self->vals_pages * P;
+    size_t i = 0;
+    for (; i < sizeof(int64_t) * had * P; i += 4096) v[i] = v[i];
+    for (; i < vbytes; i += 4096) v[i] = 0;
+    for (i = 0; i < had; i += 4096) set[i] = set[i];
+    for (; i < (size_t)self->vals_pages; i += 4096) set[i] = 0;
+    Py_RETURN_NONE;
+}
+
 /* vals_tag in use (all 0), for a caller about to store a tag; -1 with
  * MemoryError. Only callers with events keep tags. */
 static int tags_reserve(CacheObject *self)
@@ -782,8 +809,58 @@ typedef struct vals_view {
     char kind;
 } vals_view;
 
+/* The DLPack ABI's tensor as a "dltensor" capsule holds it (the unversioned
+ * DLManagedTensor that torch.utils.dlpack.to_dlpack returns): declared here
+ * from the DLPack specification, only the fields read. The capsule's owner
+ * keeps the tensor alive as long as the capsule lives (the caller holds it
+ * through the call), and its destructor frees it; reading does not consume. */
+typedef struct {
+    void *data;
+    struct { int32_t device_type, device_id; } device;
+    int32_t ndim;
+    struct { uint8_t code, bits; uint16_t lanes; } dtype;
+    int64_t *shape;
+    int64_t *strides; /* in items; NULL: compact row-major */
+    uint64_t byte_offset;
+} dl_tensor;
+
+enum { DL_CPU = 1, DL_INT = 0, DL_UINT = 1 };
+
+/* A CPU tensor's values through its DLPack capsule: torch's to_dlpack is a
+ * C call (~0.15 us), where tensor.numpy() builds a numpy array (~0.5 us) and
+ * its buffer export follows; per insert on the adapter's path. */
+static int vals_view_dlpack(PyObject *obj, const char *what, vals_view *v)
+{
+    const dl_tensor *t = PyCapsule_IsValid(obj, "dltensor")
+                         ? PyCapsule_GetPointer(obj, "dltensor") : NULL;
+    if (!t) {
+        PyErr_Format(PyExc_TypeError, "%s: a capsule other than an unused DLPack \"dltensor\" "
+                     "(named \"%s\")", what, PyCapsule_GetName(obj) ? PyCapsule_GetName(obj) : "");
+        return -1;
+    }
+    int bits = t->dtype.bits;
+    if (t->device.device_type != DL_CPU || t->ndim != 1 || t->dtype.lanes != 1
+        || (t->dtype.code != DL_INT && t->dtype.code != DL_UINT)
+        || (bits != 8 && bits != 16 && bits != 32 && bits != 64)) {
+        PyErr_Format(PyExc_TypeError, "%s: expected the DLPack capsule of a 1-D CPU tensor of "
+                     "integers, got device type %d, %d dimensions, type code %d of %d bits "
+                     "(lanes %d)", what, (int)t->device.device_type, (int)t->ndim,
+                     (int)t->dtype.code, bits, (int)t->dtype.lanes);
+        return -1;
+    }
+    memset(&v->view, 0, sizeof v->view); /* obj NULL: PyBuffer_Release does nothing */
+    v->view.itemsize = bits / 8;
+    v->view.buf = (char *)t->data + t->byte_offset;
+    v->kind = t->dtype.code == DL_INT ? 's' : 'u';
+    v->n = (Py_ssize_t)t->shape[0];
+    v->stride = (t->strides ? (Py_ssize_t)t->strides[0] : 1) * v->view.itemsize;
+    v->view.len = v->n * v->view.itemsize;
+    return 0;
+}
+
 static int vals_view_open(PyObject *obj, const char *what, vals_view *v)
 {
+    if (PyCapsule_CheckExact(obj)) return vals_view_dlpack(obj, what, v);
     if (PyObject_GetBuffer(obj, &v->view, PyBUF_RECORDS_RO) < 0) {
         PyErr_Clear();
         PyErr_Format(PyExc_TypeError, "%s: expected a 1-D buffer of integers (numpy, array; a "
@@ -1618,13 +1695,18 @@ static PyMethodDef Cache_methods[] = {
     {"free", (PyCFunction)Cache_free, METH_O, "free(pages): return in-flight pages to the pool."},
     {"kv_insert", (PyCFunction)(void (*)(void))Cache_kv_insert, METH_FASTCALL | METH_KEYWORDS,
      "kv_insert(tokens, values, namespace=None, tags=None) -> (prefix_len, Match): insert with "
-     "a value per token (and a tag per page) kept for the pages the cache adopts. Contiguous "
+     "a value per token (and a tag per page) kept for the pages the cache adopts; values is a "
+     "1-D buffer of integers or the DLPack capsule of a 1-D CPU integer tensor "
+     "(torch.utils.dlpack.to_dlpack). Contiguous "
      "int64 tokens on a radix cache are walked in place; a bad id is then found past the "
      "cached part only."},
     {"kv_match", (PyCFunction)(void (*)(void))Cache_kv_match, METH_FASTCALL | METH_KEYWORDS,
      "kv_match(tokens, namespace=None) -> Match of the page-aligned head of tokens. "
      "Contiguous int64 tokens on a radix cache are walked in place, and an id outside "
      "[0, 2**31) ends the match instead of raising."},
+    {"kv_reserve", (PyCFunction)Cache_kv_reserve, METH_NOARGS,
+     "kv_reserve(): allocate and touch kv_insert's value table for every page of the pool "
+     "now (num_pages * page_size int64s), so that no insert faults its memory in or grows it."},
     {"kv_values", (PyCFunction)Cache_kv_values, METH_O,
      "kv_values(match) -> int64 array: the values kv_insert stored on the match's path."},
     {"kv_tags", (PyCFunction)Cache_kv_tags, METH_O,

@@ -10,6 +10,7 @@ that remembers which page holds each cached page-prefix; under pressure
 checked after every operation. Exit 1 naming the first difference.
 """
 import array
+import datetime
 import gc
 import json
 import os
@@ -289,6 +290,8 @@ def test_kv_values():
     # route of kinds without it (match, alloc, insert): both are checked.
     for kind, P in [(k, p) for k in ("radix", "trie", "hash") for p in (1, 4, 16)]:
         c = radixkv.Cache(kind, P, 4096)
+        if P == 4:
+            c.kv_reserve()  # the whole value table before the first insert
         held = {}      # (the page-prefix holding token j, j) -> the value stored for j
         evicted = []
         stored = 0
@@ -296,6 +299,10 @@ def test_kv_values():
             toks = random_requests(rng, 1, 12, 3 * P)[0]
             n = len(toks) // P * P
             vals = array.array("q", [1000 * i + j for j in range(len(toks))])
+            if i == 150:
+                # kv_reserve with values stored (grows and touches the table):
+                # every value checked from here on must survive it.
+                c.kv_reserve()
             before = c.evictable_tokens
             prefix, m = c.kv_insert(array.array("q", toks), vals)
             check(m.length == n, f"P={P}: kv_insert's match covers the aligned key")
@@ -354,6 +361,7 @@ def test_kv_values():
                f"P={P}: pages inserted without values")
         c.close()
         raises(ValueError, lambda: c.kv_match([1]), "closed cache")
+        raises(ValueError, c.kv_reserve, "kv_reserve on a closed cache")
 
 
 def test_kv_match_int64():
@@ -440,6 +448,34 @@ def test_kv_match_int64():
         raises(ValueError, lambda: b.kv_match(array.array("q", [1] * P)), f"P={P}: closed")
 
 
+def test_kv_dlpack():
+    """kv_insert's values as a DLPack capsule (the adapter passes a tensor's
+    to_dlpack): the same values as the buffer route, strided and narrow
+    integers included; other tensors and capsules refused by name."""
+    if np is None or not hasattr(np.ndarray, "__dlpack__"):
+        return
+    for P in (1, 4):
+        a, b = radixkv.Cache("radix", P, 1024), radixkv.Cache("radix", P, 1024)
+        rng = random.Random(11)
+        for i in range(60):
+            toks = random_requests(rng, 1, 6, 3 * P)[0]
+            big = np.arange(1000 * i, 1000 * i + 2 * len(toks), dtype=np.int64)
+            vals = big[::2] if i % 3 == 0 else big[:len(toks)].astype(np.int32 if i % 3 == 1
+                                                                     else np.int64)
+            pa, ma = a.kv_insert(array.array("q", toks), vals)
+            pb, mb = b.kv_insert(array.array("q", toks), vals.__dlpack__())
+            check(pa == pb and list(a.kv_values(ma)) == list(b.kv_values(mb)),
+                  f"P={P}: DLPack values as the buffer's")
+        msg = raises(TypeError, lambda: b.kv_insert([1] * P, np.zeros(P).__dlpack__()),
+                     f"P={P}: float tensor")
+        check("kv_insert: values" in msg and "type code 2" in msg, f"names the values: {msg}")
+        raises(TypeError, lambda: b.kv_insert([1] * P, np.zeros((P, 1), np.int64).__dlpack__()),
+               f"P={P}: 2-D tensor")
+        cap = datetime.datetime_CAPI  # a capsule of another name
+        msg = raises(TypeError, lambda: b.kv_insert([1] * P, cap), f"P={P}: another capsule")
+        check("dltensor" in msg, f"names the capsule: {msg}")
+
+
 def main():
     reg = registry()
     if reg is not None:
@@ -459,6 +495,7 @@ def main():
     test_misuse()
     test_kv_values()
     test_kv_match_int64()
+    test_kv_dlpack()
     print(f"py_api: {CHECKS} checks passed ({len(kinds)} kinds, numpy "
           f"{'yes' if np is not None else 'no'}, package {os.path.dirname(radixkv.__file__)})")
 
