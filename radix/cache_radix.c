@@ -120,6 +120,21 @@ static rkv_status radix_insert(cache *c, const cache_seq *s, const int32_t *toke
     return st;
 }
 
+/* The seq's locks move from its matched node to node: the new ones are
+ * taken first, so nothing on the shared part is ever unprotected; on a
+ * failure the seq keeps its old locks. */
+static rkv_status move_locks(radix_tree *t, const cache_seq *s, int32_t node)
+{
+    rkv_status st = RKV_OK;
+    int32_t taken = 0;
+    for (; st == RKV_OK && taken < s->locks; taken++) st = radix_tree_lock(t, node);
+    int32_t old = (int32_t)(intptr_t)s->handle;
+    for (int32_t k = 0; st == RKV_OK && k < s->locks; k++) st = radix_tree_unlock(t, old);
+    if (st != RKV_OK)
+        while (taken-- > 0) radix_tree_unlock(t, node);
+    return st;
+}
+
 /* One walk: the tree's insert reports the cached part's pages and the path's
  * last node; the seq's locks move there (new ones taken first, so nothing on
  * the shared part is ever unprotected). pages NULL: the tree takes the new
@@ -143,14 +158,8 @@ static rkv_status radix_insert_hold(cache *c, cache_seq *s, const int32_t *token
                                     &node);
     count_insert(c, st, n, *prefix_len);
     if (st != RKV_OK) return st;
-    int32_t taken = 0;
-    for (; st == RKV_OK && taken < s->locks; taken++) st = radix_tree_lock(t, node);
-    int32_t old = (int32_t)(intptr_t)s->handle;
-    for (int32_t k = 0; st == RKV_OK && k < s->locks; k++) st = radix_tree_unlock(t, old);
-    if (st != RKV_OK) {
-        while (taken-- > 0) radix_tree_unlock(t, node);
-        return st;
-    }
+    st = move_locks(t, s, node);
+    if (st != RKV_OK) return st;
     const int32_t P = c->page_size, whole = n - n % P;
     int32_t held = radix_page_runs_expand(cr->runs, nruns, s->pages);
     const int32_t *own = pages ? pages : cr->take;
@@ -184,15 +193,8 @@ rkv_status cache_radix_insert_hold64(cache *c, cache_seq *s, const int64_t *toke
                                   &node, bad);
     count_insert(c, st, n, *prefix_len);
     if (st != RKV_OK) return st;
-    /* The seq's locks move to the new path, as in radix_insert_hold(). */
-    int32_t taken = 0;
-    for (; st == RKV_OK && taken < s->locks; taken++) st = radix_tree_lock(t, node);
-    int32_t old = (int32_t)(intptr_t)s->handle;
-    for (int32_t k = 0; st == RKV_OK && k < s->locks; k++) st = radix_tree_unlock(t, old);
-    if (st != RKV_OK) {
-        while (taken-- > 0) radix_tree_unlock(t, node);
-        return st;
-    }
+    st = move_locks(t, s, node); /* as in radix_insert_hold() */
+    if (st != RKV_OK) return st;
     /* The taken pages as runs, each found by a scan in registers (the pool
      * hands out runs) and stored once: counting up in the last run's memory
      * was a store-to-load chain per page (kv_insert 8.8 -> 8.1 us on
