@@ -29,8 +29,10 @@ insert every request (timed per call), match every request (timed per call),
 then --evicts one-token evict calls (each frees one leaf). Then a whole
 replay of a Mooncake-shaped trace (--replay-requests, 512-token blocks)
 through an SGLang-style schedule loop with each SGLang-interface cache, its
-capacity a third of the trace's tokens: wall and thread CPU time, hit tokens
-(equal across caches, or the loop is wrong), and, from a second replay per
+capacity a third of the trace's distinct tokens, so that it evicts all along
+(a third of all its tokens held every distinct one: no evictions): wall and
+thread CPU time, hit tokens and evict calls (equal across caches, or the loop
+is wrong), and, from a second replay per
 repeat with every call on the tree timed, the wall and thread CPU time inside
 the cache's own calls (in_cache_*) with their ratios: the loop's tensor work
 (torch.cat, arange) is the same for every cache and hides the caches'
@@ -223,7 +225,8 @@ def plain_call(fn, *a):
 def replay(tree, kv, items, capacity, insert_frees_duplicates=False, call=plain_call):
     """An SGLang-style schedule loop, one request at a time: match (all but
     the last token), lock, evict the shortfall, take slots, insert, free the
-    duplicates insert found, unlock. Returns the hit tokens.
+    duplicates insert found, unlock. Returns the hit tokens and the evict
+    calls.
 
     The classic RadixCache leaves the duplicates to its caller
     (cache_finished_req frees value[protected:prefix_len]); UnifiedRadixCache's
@@ -236,7 +239,7 @@ def replay(tree, kv, items, capacity, insert_frees_duplicates=False, call=plain_
     that times them); params objects and tensors are built outside it."""
     from sglang.srt.mem_cache.base_prefix_cache import (EvictParams, InsertParams,
                                                         MatchPrefixParams)
-    used, nxt, hits = 0, 0, 0
+    used, nxt, hits, evicts = 0, 0, 0, 0
     for key, short_key in items:
         mp = MatchPrefixParams(key=short_key)
         m = call(tree.match_prefix, mp)
@@ -248,6 +251,7 @@ def replay(tree, kv, items, capacity, insert_frees_duplicates=False, call=plain_
         if need > free:
             ep = EvictParams(num_tokens=need - free)
             call(tree.evict, ep)
+            evicts += 1
             free = capacity - used + kv.freed
         prefix = call(tree.path_device_indices, node)
         value = torch.cat([prefix.to(torch.int64), torch.arange(nxt, nxt + need, dtype=torch.int64)])
@@ -259,7 +263,7 @@ def replay(tree, kv, items, capacity, insert_frees_duplicates=False, call=plain_
             kv.free_segment(value[matched:r.prefix_len])
         call(tree.unlock, lock)
         call(tree.take_events)  # [] with events off; drained per request with them on
-    return hits
+    return hits, evicts
 
 
 def run_phase(fn, items):
@@ -274,13 +278,14 @@ def run_phase(fn, items):
 
 def replay_phase(args, caches, mreqs):
     """The whole replay: every SGLang-interface cache, a fresh one per repeat,
-    capacity a third of the trace's tokens (evictions all along)."""
+    capacity a third of the trace's distinct tokens (evictions all along)."""
     replay_rows = {}
     if not args.replay_requests:
         return replay_rows
     from sglang.srt.mem_cache.radix_cache import RadixKey
     m_items = [(RadixKey(array("q", r)), RadixKey(array("q", r[:-1]))) for r in mreqs]
-    capacity = sum(len(r) for r in mreqs) // 3
+    # Distinct tokens: block h's first token is h * 512 (mooncake_like).
+    capacity = len({t for r in mreqs for t in r[::512]}) * 512 // 3
     for name, (build, _info) in caches.items():
         if name == "radixkv_api":
             continue
@@ -295,24 +300,26 @@ def replay_phase(args, caches, mreqs):
             builds.append((time.perf_counter_ns() - b0) / 1e9)
             kv = tree.token_to_kv_pool_allocator
             c0, w0 = time.thread_time_ns(), time.perf_counter_ns()
-            hits = replay(tree, kv, m_items, capacity, insert_frees_duplicates=frees)
+            hits, evicts = replay(tree, kv, m_items, capacity, insert_frees_duplicates=frees)
             walls.append((time.perf_counter_ns() - w0) / 1e9)
             cpus.append((time.thread_time_ns() - c0) / 1e9)
             # Again on a fresh cache with every tree call timed (apart from
             # the run above, whose whole-loop times carry no clock reads).
             tree, _i, _m, _e = build()
             clock = CallClock()
-            timed_hits = replay(tree, tree.token_to_kv_pool_allocator, m_items, capacity,
-                                insert_frees_duplicates=frees, call=clock)
-            if timed_hits != hits:
-                raise SystemExit(f"{name}: the timed replay hit {timed_hits} tokens, the plain "
-                                 f"one {hits}")
+            timed = replay(tree, tree.token_to_kv_pool_allocator, m_items, capacity,
+                           insert_frees_duplicates=frees, call=clock)
+            if timed != (hits, evicts):
+                raise SystemExit(f"{name}: the timed replay (hit tokens, evict calls) {timed}, "
+                                 f"the plain one {(hits, evicts)}")
             in_wall.append(clock.wall / 1e9)
             in_cpu.append(clock.cpu / 1e9)
         replay_rows[name] = {"wall_s": round(statistics.median(walls), 4),
                              "range_s": [round(min(walls), 4), round(max(walls), 4)],
                              "thread_cpu_s": round(statistics.median(cpus), 4),
                              "hit_tokens": hits,
+                             "evict_calls": evicts,
+                             "capacity_tokens": capacity,
                              "build_s": round(statistics.median(builds), 4),
                              "cache_calls": clock.calls,
                              "in_cache_wall_s": round(statistics.median(in_wall), 4),

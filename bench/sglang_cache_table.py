@@ -60,6 +60,8 @@ def replay(out, rows, name_of):
     build = all("build_s" in r for r in rows.values())
     head += "build s (not in the replay) | " if build else ""
     head += "hit tokens |"
+    evicts = all("evict_calls" in r for r in rows.values())
+    head += " evict calls |" if evicts else ""
     out.append(head)
     out.append("|---" * (head.count("|") - 1) + "|")
     for name in NAMES:
@@ -83,6 +85,8 @@ def replay(out, rows, name_of):
         if build:
             cells.append(f"{r['build_s']:.4f}")
         cells.append(f"{r['hit_tokens']:,}")
+        if evicts:
+            cells.append(f"{r['evict_calls']:,}")
         out.append("| " + " | ".join(cells) + " |")
 
 
