@@ -1168,6 +1168,23 @@ out:
     return r;
 }
 
+/* kv_insert's values (one per page-aligned token) and tags (one per page,
+ * ntags < 0: none given) are long enough; -1 with ValueError if not. */
+static int insert_sizes_check(Py_ssize_t nvals, Py_ssize_t ntags, int32_t n, int32_t npg)
+{
+    if (nvals < n) {
+        PyErr_Format(PyExc_ValueError, "radixkv.Cache.kv_insert: values has %zd items, the %d "
+                     "page-aligned tokens need as many", nvals, n);
+        return -1;
+    }
+    if (ntags >= 0 && ntags < npg) {
+        PyErr_Format(PyExc_ValueError, "radixkv.Cache.kv_insert: tags has %zd items, the %d "
+                     "pages need one each", ntags, npg);
+        return -1;
+    }
+    return 0;
+}
+
 /* kv_insert over a contiguous int64 buffer of ids on a radix cache (see
  * key64_open): the tree walks the caller's ids in place, narrows only the new
  * leaf's, and the Match keeps the path's page runs (cache_radix_insert_hold64);
@@ -1194,16 +1211,7 @@ static PyObject *kv_insert64(CacheObject *self, PyObject *tok, PyObject *valo, P
     }
     const int32_t P = self->page_size;
     int32_t npg = (int32_t)(kb.len / 8 / P), n = npg * P;
-    if (v.n < n) {
-        PyErr_Format(PyExc_ValueError, "radixkv.Cache.kv_insert: values has %zd items, the %d "
-                     "page-aligned tokens need as many", v.n, n);
-        goto out;
-    }
-    if (have_tags && tg.n < npg) {
-        PyErr_Format(PyExc_ValueError, "radixkv.Cache.kv_insert: tags has %zd items, the %d "
-                     "pages need one each", tg.n, npg);
-        goto out;
-    }
+    if (insert_sizes_check(v.n, have_tags ? tg.n : -1, n, npg) < 0) goto out;
     if (!(path = match_new(self))) goto out;
     path->m.ns = ns;
     int32_t prefix = 0, nruns = 0, bad = -1;
@@ -1275,16 +1283,7 @@ static PyObject *Cache_kv_insert(CacheObject *self, PyObject *const *args, Py_ss
     int32_t npg = (int32_t)(t.n / P), n = npg * P;
     PyObject *r = NULL;
     MatchObject *path = NULL;
-    if (v.n < n) {
-        PyErr_Format(PyExc_ValueError, "radixkv.Cache.kv_insert: values has %zd items, the %d "
-                     "page-aligned tokens need as many", v.n, n);
-        goto out;
-    }
-    if (have_tags && tg.n < npg) {
-        PyErr_Format(PyExc_ValueError, "radixkv.Cache.kv_insert: tags has %zd items, the %d "
-                     "pages need one each", tg.n, npg);
-        goto out;
-    }
+    if (insert_sizes_check(v.n, have_tags ? tg.n : -1, n, npg) < 0) goto out;
     if (!(path = match_new(self))) goto out;
     path->m.ns = ns;
     int32_t prefix = 0;
