@@ -212,26 +212,34 @@ def main():
         new = sorted(after - before)
         check(len(new) == len(p) // P, f"prefill stored {len(new)} pages, expected {len(p) // P}")
         redis.cmd("DEL", new[0])
+        # Under --pd-timeout 600 an answer naming the missing page came from
+        # the record's check, not from the deadline; a hang is the client's
+        # timeout.
         t0 = time.time()
         st, r, _ = dec.post({"prompt": text_of(p), "max_tokens": 6, "bootstrap_room": 77})
         check(st == 500 and "missing from the tier" in r["error"]["message"]
               and "77" in r["error"]["message"], f"deleted page: {st} {r}")
-        check(time.time() - t0 < TIMEOUT + 30, "deleted page answered in bounded time")
+        timings = [f"deleted page {time.time() - t0:.1f} s"]
 
-        # 3. A room nobody takes: the deadline, plain and streaming.
+        # 3. A room nobody takes: the deadline, plain and streaming. Only the
+        # held job's expiry (its --pd-timeout passed) writes this message, and
+        # it names the timeout; the time it took is printed, not judged.
+        deadline = f"no handoff from the prefill server within {TIMEOUT} s (--pd-timeout"
         for stream in (False, True):
             t0 = time.time()
             body = {"prompt": text_of(p[:9]), "max_tokens": 4, "bootstrap_room": 900 + stream}
             if stream:
                 st, ev, _ = dec3.stream(body)
                 errs = [e for e in ev if "error" in e]
-                check(st == 200 and errs and "no handoff" in errs[0]["error"]["message"],
+                check(st == 200 and errs and deadline in errs[0]["error"]["message"]
+                      and "bootstrap_room 901" in errs[0]["error"]["message"],
                       f"stream without handoff: {st} {ev}")
             else:
                 st, r, _ = dec3.post(body)
-                check(st == 500 and "no handoff" in r["error"]["message"], f"no handoff: {st} {r}")
-            took = time.time() - t0
-            check(TIMEOUT - 0.5 <= took < TIMEOUT + 30, f"no handoff answered after {took:.1f} s")
+                check(st == 500 and deadline in r["error"]["message"]
+                      and "bootstrap_room 900" in r["error"]["message"], f"no handoff: {st} {r}")
+            timings.append(f"no handoff{' (stream)' if stream else ''} {time.time() - t0:.1f} s"
+                           f" at --pd-timeout {TIMEOUT}")
 
         # Bootstrap fields refused by name: without --role, a list of rooms,
         # more than one sequence.
@@ -301,7 +309,8 @@ def main():
               f"decode handoffs: {summary}")
         vr_note = "and vllm-router's" if vllm_requests else "(vllm-router not installed)"
         print(f"serve pd: ok ({len(ps)} prompts x 2 through sglang-router's PD mode {vr_note}; "
-              f"deleted page, missing handoff and dead prefill end in errors; dead prefill: {dead})")
+              f"deleted page, missing handoff and dead prefill end in errors; dead prefill: {dead}; "
+              f"answered after: {', '.join(timings)})")
     finally:
         if router:
             router.stop()
