@@ -26,6 +26,8 @@ import subprocess
 import sys
 import tempfile
 
+from golden import first_difference  # this folder: the script's own
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 TRACES = os.path.join(HERE, "traces")
 MASK_RE = re.compile(r'"sched_cpu_ms_per_step":[^,}]*')
@@ -131,12 +133,7 @@ def main():
                 continue
             bad = [(sw, out) for sw, out in others if out != moved]
             for sw, other in bad:
-                g, w = moved.splitlines(), other.splitlines()
-                first = next((i for i in range(max(len(g), len(w)))
-                              if i >= len(g) or i >= len(w) or g[i] != w[i]), 0)
-                print(f"FAIL {name}: {sw}=1 differs at line {first + 1}\n"
-                      f"  as is: {g[first][:300] if first < len(g) else '(missing)'}\n"
-                      f"  {sw}=1: {w[first][:300] if first < len(w) else '(missing)'}",
+                print(f"FAIL {name}: {sw}=1 " + first_difference(moved, other, "as is", f"{sw}=1"),
                       file=sys.stderr)
             failures += len(bad)
             if not bad:

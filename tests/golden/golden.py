@@ -128,6 +128,18 @@ CASES = [
 ]
 
 
+def first_difference(a, b, a_name, b_name):
+    """Where texts a and b first differ: "differs at line N" and the two lines
+    there, each under its name (the names padded to one width)."""
+    x, y = a.splitlines(), b.splitlines()
+    first = next((i for i in range(max(len(x), len(y)))
+                  if i >= len(x) or i >= len(y) or x[i] != y[i]), 0)
+    w = max(len(a_name), len(b_name)) + 1
+    return (f"differs at line {first + 1}\n"
+            f"  {a_name + ':':<{w}} {x[first][:300] if first < len(x) else '(missing)'}\n"
+            f"  {b_name + ':':<{w}} {y[first][:300] if first < len(y) else '(missing)'}")
+
+
 def mask(text):
     return MASK_RE.sub(lambda m: '"%s":"*"' % m.group(1), text)
 
@@ -187,12 +199,8 @@ def main():
         for rel in sorted(set(got) | set(want)):
             if got.get(rel) != want.get(rel):
                 failures += 1
-                g, w = (got.get(rel) or "").splitlines(), (want.get(rel) or "").splitlines()
-                first = next((i for i in range(max(len(g), len(w)))
-                              if i >= len(g) or i >= len(w) or g[i] != w[i]), 0)
-                print(f"FAIL {name}/{rel}: differs at line {first + 1}\n"
-                      f"  got:  {g[first][:300] if first < len(g) else '(missing)'}\n"
-                      f"  want: {w[first][:300] if first < len(w) else '(missing)'}",
+                print(f"FAIL {name}/{rel}: "
+                      + first_difference(got.get(rel) or "", want.get(rel) or "", "got", "want"),
                       file=sys.stderr)
     if update:
         print(f"wrote {len(CASES)} cases under {EXPECTED}")
