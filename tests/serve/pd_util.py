@@ -2,12 +2,15 @@
 tests and benches (`radixkv serve --role prefill|decode`). Every wait is bounded."""
 import http.client
 import json
+import shutil
 import socket
 import subprocess
+import sys
+import tempfile
 import time
 
 from router_util import RouterProcess, free_port, router_command, router_common_args
-from serve_util import HOST
+from serve_util import HOST, Server
 
 
 class Redis:
@@ -64,6 +67,47 @@ class Redis:
     def stop(self):
         self.proc.kill()
         self.proc.wait(timeout=30)
+
+
+def need_redis_server():
+    """Exit 77 (skip), saying why, when redis-server is not on PATH."""
+    if not shutil.which("redis-server"):
+        print("redis-server not found on PATH: skipping", file=sys.stderr)
+        sys.exit(77)
+
+
+class PdProcesses:
+    """What a prefill/decode test starts, ended together by close() however the
+    test ended: a redis-server in a temporary directory (skipping the test
+    without one), the servers started through server(), and the router put in
+    .router. tier holds the --tier-remote options for namespace ns."""
+
+    def __init__(self, prefix, ns):
+        need_redis_server()
+        self.tmp = tempfile.mkdtemp(prefix=prefix)
+        self.servers, self.router = [], None
+        try:
+            self.redis = Redis(self.tmp)
+        except BaseException:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            raise
+        self.tier = ["--tier-remote", self.redis.url, "--tier-remote-ns", ns,
+                     "--tier-remote-tokens", "100000"]
+
+    def server(self, radixkv, *args):
+        """`radixkv serve` with args, killed by close() if still running."""
+        s = Server(radixkv, *args)
+        self.servers.append(s)
+        return s
+
+    def close(self):
+        if self.router:
+            self.router.stop()
+            self.router = None
+        for s in self.servers:
+            s.kill()
+        self.redis.stop()
+        shutil.rmtree(self.tmp, ignore_errors=True)
 
 
 class PdRouter(RouterProcess):

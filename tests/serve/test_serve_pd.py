@@ -25,18 +25,16 @@ sglang-router or without redis-server on PATH.
 Usage: test_serve_pd.py PATH/TO/radixkv"""
 import json
 import os
-import shutil
 import signal
 import sys
-import tempfile
 import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from serve_util import HOST, Server, check, reexec_under_serve_python  # noqa: E402
+from serve_util import HOST, check, reexec_under_serve_python  # noqa: E402
 
 reexec_under_serve_python(__file__, "sglang_router")
-from pd_util import PdRouter, Redis, post  # noqa: E402
+from pd_util import PdProcesses, PdRouter, post  # noqa: E402
 from router_util import available  # noqa: E402
 
 RADIXKV = sys.argv[1]
@@ -116,23 +114,14 @@ def dead_prefill(redis, pre, dec, router, ps):
 
 
 def main():
-    if not shutil.which("redis-server"):
-        print("redis-server not found on PATH: skipping", file=sys.stderr)
-        sys.exit(77)
-    tmp = tempfile.mkdtemp(prefix="rkv-pd-")
-    redis = Redis(tmp)
-    tier = ["--tier-remote", redis.url, "--tier-remote-ns", "pdtest", "--tier-remote-tokens", "100000"]
-    servers, router = [], None
+    pd = PdProcesses("rkv-pd-", "pdtest")
+    redis, tier = pd.redis, pd.tier
     try:
-        colo = Server(RADIXKV, *ENGINE)
-        servers.append(colo)
-        pre = Server(RADIXKV, *ENGINE, *tier, "--role", "prefill")
-        servers.append(pre)
-        dec = Server(RADIXKV, *ENGINE, *tier, "--role", "decode", "--pd-timeout", str(LONG))
-        servers.append(dec)
-        dec3 = Server(RADIXKV, *ENGINE, *tier, "--role", "decode", "--pd-timeout", str(TIMEOUT))
-        servers.append(dec3)
-        router = PdRouter(pre.base, dec.base)
+        colo = pd.server(RADIXKV, *ENGINE)
+        pre = pd.server(RADIXKV, *ENGINE, *tier, "--role", "prefill")
+        dec = pd.server(RADIXKV, *ENGINE, *tier, "--role", "decode", "--pd-timeout", str(LONG))
+        dec3 = pd.server(RADIXKV, *ENGINE, *tier, "--role", "decode", "--pd-timeout", str(TIMEOUT))
+        router = pd.router = PdRouter(pre.base, dec.base)
         ps = prompts()
         ref = []
         for p in ps:
@@ -286,14 +275,13 @@ def main():
         rc, summary = dec3.stop()
         check(rc == 0 and summary["handoffs_failed"] == 2 == summary["requests_failed"],
               f"second decode server: exit {rc}: {summary}")
-        gate = os.path.join(tmp, "gate")
+        gate = os.path.join(pd.tmp, "gate")
         os.mkfifo(gate)
         os.environ["RKV_SERVE_TEST_CHECK_GATE"] = gate
         try:
-            pre = Server(RADIXKV, *ENGINE, *tier, "--role", "prefill", "--port", str(pre.port))
+            pre = pd.server(RADIXKV, *ENGINE, *tier, "--role", "prefill", "--port", str(pre.port))
         finally:
             del os.environ["RKV_SERVE_TEST_CHECK_GATE"]
-        servers.append(pre)
         dead = dead_prefill(redis, pre, dec, router, ps)
 
         dec.wait_idle(timeout=60)
@@ -312,12 +300,7 @@ def main():
               f"deleted page, missing handoff and dead prefill end in errors; dead prefill: {dead}; "
               f"answered after: {', '.join(timings)})")
     finally:
-        if router:
-            router.stop()
-        for s in servers:
-            s.kill()
-        redis.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
+        pd.close()
 
 
 if __name__ == "__main__":

@@ -17,16 +17,14 @@ Usage: test_serve_pd_chat.py PATH/TO/radixkv"""
 import http.client
 import json
 import os
-import shutil
 import sys
-import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from serve_util import HOST, Checks, Server, reexec_under_serve_python, word_tokenizer  # noqa: E402
+from serve_util import HOST, Checks, reexec_under_serve_python, word_tokenizer  # noqa: E402
 
 reexec_under_serve_python(__file__, "sglang_router")
-from pd_util import PdRouter, Redis  # noqa: E402
+from pd_util import PdProcesses, PdRouter  # noqa: E402
 
 RADIXKV = sys.argv[1]
 TEMPLATE = os.path.join(HERE, "..", "text", "templates", "llama-3.jinja")
@@ -73,24 +71,15 @@ def conversations():
 
 
 def main():
-    if not shutil.which("redis-server"):
-        print("redis-server not found on PATH: skipping", file=sys.stderr)
-        sys.exit(77)
     check = Checks()
-    tmp = tempfile.mkdtemp(prefix="rkv-pd-chat-")
-    redis = Redis(tmp)
-    tier = ["--tier-remote", redis.url, "--tier-remote-ns", "pdchat", "--tier-remote-tokens",
-            "100000"]
-    servers, router = [], None
+    pd = PdProcesses("rkv-pd-chat-", "pdchat")
+    tier = pd.tier
     try:
-        tok = word_tokenizer(tmp, TEMPLATE)
-        colo = Server(RADIXKV, "--tokenizer", tok, *ENGINE)
-        servers.append(colo)
-        pre = Server(RADIXKV, "--tokenizer", tok, *ENGINE, *tier, "--role", "prefill")
-        servers.append(pre)
-        dec = Server(RADIXKV, "--tokenizer", tok, *ENGINE, *tier, "--role", "decode")
-        servers.append(dec)
-        router = PdRouter(pre.base, dec.base)
+        tok = word_tokenizer(pd.tmp, TEMPLATE)
+        colo = pd.server(RADIXKV, "--tokenizer", tok, *ENGINE)
+        pre = pd.server(RADIXKV, "--tokenizer", tok, *ENGINE, *tier, "--role", "prefill")
+        dec = pd.server(RADIXKV, "--tokenizer", tok, *ENGINE, *tier, "--role", "decode")
+        router = pd.router = PdRouter(pre.base, dec.base)
         gen0 = pre.metrics()["radixkv:generation_tokens_total"]
         convs = conversations()
         for i, msgs in enumerate(convs):
@@ -136,7 +125,7 @@ def main():
         gen = pre.metrics()["radixkv:generation_tokens_total"] - gen0
         check(gen == 2 * len(convs), f"the prefill side computes one token per request: {gen}")
         router.stop()
-        router = None
+        pd.router = None
         for name, srv in [("prefill", pre), ("decode", dec)]:
             rc, summary = srv.stop()
             check(rc == 0 and summary and summary["pages_inflight"] == 0,
@@ -145,12 +134,7 @@ def main():
               and summary["handoffs_failed"] == 0,
               f"decode handoffs (the router's start-up probe is one): {summary}")
     finally:
-        if router:
-            router.stop()
-        for s in servers:
-            s.kill()
-        redis.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
+        pd.close()
     sys.exit(check.finish("serve pd chat"))
 
 
