@@ -424,6 +424,39 @@ START_TEST(test_budget_and_too_large)
 }
 END_TEST
 
+/* The decode-step variants the next two tests run both ways: v 0 plain
+ * (4-token pages), 1 a pool of 60 pages (it must preempt), 2 stop token 7;
+ * on a multi-turn workload whose requests arrive in threes, 2 ms apart. */
+static void decode_workload(workload *w, uint64_t seed)
+{
+    gen(w, "multi-turn", 6, 10, 40, 12, seed);
+    for (int64_t i = 0; i < w->n; i++) w->reqs[i].arrival = 0.002 * (double)(i / 3);
+}
+
+static run_opts decode_variant(int v)
+{
+    run_opts ro = defaults("sim");
+    ro.kind = "radix";
+    ro.offline = false;
+    if (v == 1) ro.num_pages = 60;
+    if (v == 2) ro.stop_token = 7;
+    return ro;
+}
+
+/* Two runs of one variant took the same steps: tokens, times and step
+ * statistics equal (the preempting variant did preempt). */
+static void assert_same_steps(const run_out *a, const run_out *b, const char *what, int v)
+{
+    assert_same(a, b, what, 0);
+    for (int64_t i = 0; i < a->n; i++)
+        ck_assert(a->ttft[i] == b->ttft[i] && a->latency[i] == b->latency[i]);
+    ck_assert(a->st.clock == b->st.clock && a->st.model_seconds == b->st.model_seconds);
+    ck_assert_int_eq(a->st.steps, b->st.steps);
+    ck_assert_int_eq(a->st.batched_tokens, b->st.batched_tokens);
+    ck_assert_int_eq(a->st.preemptions, b->st.preemptions);
+    if (v == 1) ck_assert_int_gt(a->st.preemptions, 0);
+}
+
 /* Stable decode steps move the last batch by a row (engine.c batch_moves);
  * a run that builds every batch whole must give the same tokens, times and
  * step statistics. Long outputs on 4-token pages cross page boundaries; the
@@ -431,26 +464,14 @@ END_TEST
 START_TEST(test_moved_batches_equal_whole)
 {
     workload w;
-    gen(&w, "multi-turn", 6, 10, 40, 12, 41);
-    for (int64_t i = 0; i < w.n; i++) w.reqs[i].arrival = 0.002 * (double)(i / 3);
+    decode_workload(&w, 41);
     for (int v = 0; v < 3; v++) {
-        run_opts ro = defaults("sim");
-        ro.kind = "radix";
-        ro.offline = false;
-        if (v == 1) ro.num_pages = 60;
-        if (v == 2) ro.stop_token = 7;
+        run_opts ro = decode_variant(v);
         run_out a, b;
         run_workload(&ro, &w, &a);
         ro.rebuild = true;
         run_workload(&ro, &w, &b);
-        assert_same(&a, &b, "moved vs whole batches", 0);
-        for (int64_t i = 0; i < a.n; i++)
-            ck_assert(a.ttft[i] == b.ttft[i] && a.latency[i] == b.latency[i]);
-        ck_assert(a.st.clock == b.st.clock && a.st.model_seconds == b.st.model_seconds);
-        ck_assert_int_eq(a.st.steps, b.st.steps);
-        ck_assert_int_eq(a.st.batched_tokens, b.st.batched_tokens);
-        ck_assert_int_eq(a.st.preemptions, b.st.preemptions);
-        if (v == 1) ck_assert_int_gt(a.st.preemptions, 0);
+        assert_same_steps(&a, &b, "moved vs whole batches", v);
         /* The path under test ran, and the switch turns it off. */
         ck_assert_msg(a.st.steps_moved > a.st.steps / 4, "variant %d: %lld of %lld steps moved", v, (long long)a.st.steps_moved, (long long)a.st.steps);
         ck_assert_int_eq(b.st.steps_moved, 0);
@@ -471,29 +492,17 @@ END_TEST
 START_TEST(test_step_until_equals_steps)
 {
     workload w;
-    gen(&w, "multi-turn", 6, 10, 40, 12, 43);
-    for (int64_t i = 0; i < w.n; i++) w.reqs[i].arrival = 0.002 * (double)(i / 3);
+    decode_workload(&w, 43);
     for (int v = 0; v < 5; v++) {
-        run_opts ro = defaults("sim");
-        ro.kind = "radix";
-        ro.offline = false;
-        if (v == 1) ro.num_pages = 60;
-        if (v == 2) ro.stop_token = 7;
+        run_opts ro = decode_variant(v);
         if (v == 3) ro.schedule = "overlap";
         run_out a, b;
         run_workload(&ro, &w, &a);
         ro.until = true;
         ro.step_once = v == 4;
         run_workload(&ro, &w, &b);
-        assert_same(&a, &b, "engine_step_until vs engine_step", 0);
-        for (int64_t i = 0; i < a.n; i++)
-            ck_assert(a.ttft[i] == b.ttft[i] && a.latency[i] == b.latency[i]);
-        ck_assert(a.st.clock == b.st.clock && a.st.model_seconds == b.st.model_seconds);
-        ck_assert_int_eq(a.st.steps, b.st.steps);
-        ck_assert_int_eq(a.st.batched_tokens, b.st.batched_tokens);
-        ck_assert_int_eq(a.st.preemptions, b.st.preemptions);
+        assert_same_steps(&a, &b, "engine_step_until vs engine_step", v);
         ck_assert_int_eq(a.st.steps_moved, b.st.steps_moved);
-        if (v == 1) ck_assert_int_gt(a.st.preemptions, 0);
         ck_assert_int_eq(a.st.steps_quiet, 0); /* engine_step takes none */
         if (v == 0) {
             ck_assert_msg(b.st.steps_quiet > b.st.steps / 2, "%lld of %lld steps quiet",
