@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "attention.h"
+#include "check_run.h"
 #include "attention_common.h" /* attn_cpu_set_generic */
 
 static unsigned long long g_seed;
@@ -1122,10 +1123,8 @@ int main(void)
     const char *env = getenv("ATTN_TEST_SEED");
     g_seed = env ? strtoull(env, NULL, 10)
                  : (unsigned long long)time(NULL) ^ ((unsigned long long)getpid() << 20);
-    SRunner *sr = srunner_create(attention_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    if (failed) fprintf(stderr, "attention tests failed; replay with ATTN_TEST_SEED=%llu\n", g_seed);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    int rc = check_run(attention_suite());
+    if (rc != EXIT_SUCCESS)
+        fprintf(stderr, "attention tests failed; replay with ATTN_TEST_SEED=%llu\n", g_seed);
+    return rc;
 }

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "check_run.h"
 #include "attention.h"
 
 static unsigned long long g_seed;
@@ -408,9 +409,5 @@ int main(void)
     const char *env = getenv("ATTN_TEST_SEED");
     g_seed = env ? strtoull(env, NULL, 10) : (unsigned long long)time(NULL);
     printf("cascade tests: seed %llu (ATTN_TEST_SEED to replay)\n", g_seed);
-    SRunner *sr = srunner_create(cascade_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return check_run(cascade_suite());
 }

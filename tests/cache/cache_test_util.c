@@ -31,15 +31,6 @@ cache *tu_create(const char *kind, const char *hash_fn, page_pool *pool)
     return c;
 }
 
-int tu_run_suite(Suite *s)
-{
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
-
 uint64_t tu_rand(uint64_t *state)
 {
     uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);

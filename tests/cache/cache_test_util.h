@@ -25,9 +25,6 @@
 rkv_status tu_request(cache *c, const int32_t *tokens, int32_t n, uint64_t ns, cache_seq *m,
                       int32_t *matched, int32_t *prefix);
 
-/* Run every test of s; the process's exit status (EXIT_FAILURE if any failed). */
-int tu_run_suite(Suite *s);
-
 /* Create a kind by name over pool (any name in cache_kinds[]). */
 cache *tu_create(const char *kind, const char *hash_fn, page_pool *pool);
 

@@ -22,6 +22,7 @@
 #include "block_hash.h"
 #include "cache_hash.h"
 #include "cache_test_util.h"
+#include "check_run.h"
 #include "evict_policy.h"
 #include "radix_tree.h"
 
@@ -2109,5 +2110,5 @@ int main(void)
     tcase_add_loop_test(trie, trie_adversarial_against_reference, 0, 4 * npol);
     suite_add_tcase(s, trie);
 
-    return tu_run_suite(s);
+    return check_run(s);
 }

@@ -8,6 +8,7 @@
 #include "cache.h"
 #include "cache_client.h"
 #include "cache_test_util.h"
+#include "check_run.h"
 #include "cache_tier.h"
 
 enum { P = 4, PAGES = 8 };
@@ -482,5 +483,5 @@ int main(void)
     tcase_add_loop_test(tc, insert_hold_takes_only_the_missing_pages, 0, n);
     tcase_add_loop_test(tc, priority_travels_with_the_seq, 0, 3);
     suite_add_tcase(s, tc);
-    return tu_run_suite(s);
+    return check_run(s);
 }

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cache_test_util.h"
+#include "check_run.h"
 #include "rkv_core.h"
 
 /* The reference sequence of splitmix64 from state 0: the cpu and cuda
@@ -116,5 +117,5 @@ int main(void)
     tcase_add_test(tc, percentile_is_nearest_rank);
     tcase_add_test(tc, json_string_escapes);
     suite_add_tcase(s, tc);
-    return tu_run_suite(s);
+    return check_run(s);
 }

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "check_run.h"
 #include "evict_policy.h"
 
 START_TEST(every_registered_policy_keeps_the_contract)
@@ -38,9 +39,5 @@ int main(void)
     tcase_add_test(tc, every_registered_policy_keeps_the_contract);
     tcase_add_test(tc, a_key_that_falls_on_access_is_caught);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return check_run(s);
 }

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "attention.h"
+#include "check_run.h"
 
 static uint64_t g_seed = 0x5eed1234u;
 
@@ -943,11 +944,6 @@ int main(void)
     tcase_add_loop_test(tc, test_pool_bounds, 0, 4);
     tcase_add_test(tc, test_bad_args);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
     /* CUDA contexts do not survive fork(): run the tests in this process. */
-    srunner_set_fork_status(sr, CK_NOFORK);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return check_run_nofork(s);
 }

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "backend.h"
+#include "check_run.h"
 #include "backend_cuda.h"
 #include "engine.h"
 #include "sampler.h"
@@ -689,17 +690,13 @@ int main(void)
     tcase_add_test(tc, engine_caches_and_schedules_agree);
     tcase_add_test(tc, cuda_matches_cpu_safetensors); /* last: it sets weights_path */
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
     /* CUDA does not survive fork() once initialised (the skip check above). */
-    srunner_set_fork_status(sr, CK_NOFORK);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
+    int rc = check_run_nofork(s);
     if (qwen_dir[0]) {
         char path[128];
         snprintf(path, sizeof path, "%s/config.json", qwen_dir);
         unlink(path);
         rmdir(qwen_dir);
     }
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return rc;
 }

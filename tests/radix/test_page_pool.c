@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_run.h"
 #include "page_pool.h"
 #include "rkv_core.h"
 #ifdef RKV_FAULT_INJECTION
@@ -651,9 +652,5 @@ int main(void)
     tcase_add_test(tc, test_stale_index_rebuilt);
 #endif
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return check_run(s);
 }

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_run.h"
 #include "radix_tree.h"
 
 static page_pool pool;
@@ -184,9 +185,5 @@ int main(void)
     tcase_add_test(tc, scattered_pages_are_several_runs);
     tcase_add_test(tc, pool_runs_fall_back_to_scattered_pages);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return check_run(s);
 }

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_run.h"
 #include "radix_tree.h"
 
 enum { MAXN = 96, NOPS = 3000 };
@@ -150,9 +151,5 @@ int main(void)
     tcase_add_test(tc, int64_entries_match_int32_p1);
     tcase_add_test(tc, int64_entries_match_int32_p4);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return check_run(s);
 }

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_run.h"
 #include "cache_test_util.h"
 #include "radix_tree.h"
 
@@ -568,9 +569,5 @@ int main(void)
     tcase_add_loop_test(tc, random_vs_model, 0, 9);
     tcase_add_loop_test(tc, adversarial_vs_model, 0, 12);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return check_run(s);
 }

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_run.h"
 #include "radix_tree.h"
 
 static page_pool pool;
@@ -746,9 +747,5 @@ Suite *radix_tree_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(radix_tree_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return check_run(radix_tree_suite());
 }

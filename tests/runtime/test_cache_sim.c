@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "check_run.h"
 #include "cache.h"
 #include "cache_kinds.h"
 #include "cache_sim.h"
@@ -416,9 +417,5 @@ int main(void)
     /* every policy, each page size at least twice */
     tcase_add_loop_test(tc, test_random_invariants, 0, 3 * (evict_policy_count() > 2 ? evict_policy_count() : 2));
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return check_run(s);
 }

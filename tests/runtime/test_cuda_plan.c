@@ -6,6 +6,7 @@
 
 #include <math.h>
 
+#include "check_run.h"
 #include "attention.h"
 #include "cuda_plan.h"
 
@@ -546,9 +547,5 @@ int main(void)
     tcase_add_test(tc, mixed_plan_drawn_example);
     tcase_add_test(tc, mixed_plan_equals_todays_grid);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return check_run(s);
 }

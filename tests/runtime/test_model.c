@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_run.h"
 #include "backend.h"
 #include "model.h"
 #include "sampler.h"
@@ -605,9 +606,5 @@ int main(void)
     tcase_add_test(tc, bad_batches);
     tcase_add_test(tc, cpu_backend);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return check_run(s);
 }

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "check_run.h"
 #include "model_config.h"
 
 static char tmpdir[256];
@@ -183,9 +184,5 @@ int main(void)
     tcase_add_test(tc, parse_llama_defaults_and_rope_parameters);
     tcase_add_test(tc, rejections);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return check_run(s);
 }

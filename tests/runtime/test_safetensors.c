@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "check_run.h"
 #include "model.h"
 #include "safetensors.h"
 
@@ -534,9 +535,5 @@ int main(void)
     tcase_add_test(tc, duplicate_and_overlapping_tensors);
     tcase_add_test(tc, non_finite_weights);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return check_run(s);
 }

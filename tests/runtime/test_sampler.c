@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_run.h"
 #include "sampler.h"
 #include "penalties_ref.h"
 
@@ -381,9 +382,5 @@ int main(void)
     tcase_add_test(tc, penalties_match_vllm);
     tcase_add_test(tc, min_tokens_hold_stop_ids);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return check_run(s);
 }

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "check_run.h"
 #include "backend_sim.h"
 #include "model_config.h"
 
@@ -389,9 +390,5 @@ int main(int argc, char **argv)
     tcase_add_test(tc, test_file_profile);
     tcase_add_test(tc, test_malformed_profiles);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int nf = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return nf ? 1 : 0;
+    return check_run(s);
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "check_run.h"
 #include "trace.h"
 
 /* Writes text to a fresh temporary file; returns its path (caller frees). */
@@ -412,9 +413,5 @@ int main(void)
     tcase_add_test(tc, test_regress_utf8_bom);
     tcase_add_test(tc, test_regress_zero_output_length);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return check_run(s);
 }

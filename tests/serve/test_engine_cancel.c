@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_run.h"
 #include "engine.h"
 
 static engine *make(const char *schedule, int32_t num_pages, int32_t max_running)
@@ -162,9 +163,5 @@ int main(void)
     tcase_add_test(tc, test_cancel_future);
     tcase_add_test(tc, test_check_request);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return check_run(s);
 }

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "check_run.h"
 #include "chat_template.h"
 #include "tokenizer.h"
 
@@ -430,9 +431,5 @@ int main(void)
     tcase_add_test(tc, test_chat_llama31);
     tcase_add_test(tc, test_chat_llama32);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return check_run(s);
 }

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_run.h"
 #include "cache.h"
 #include "cache_pin.h"
 #include "cache_test_util.h"
@@ -174,9 +175,5 @@ Suite *pin_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(pin_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return check_run(pin_suite());
 }

@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "check_run.h"
 #include "cache.h"
 #include "cache_test_util.h"
 #include "cache_tier.h"
@@ -693,11 +694,7 @@ int main(void)
     tcase_add_loop_test(tc, test_remote_full_server_refuses, 0, 3);
     tcase_add_test(tc, test_remote_second_outage_warns_again);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return check_run(s);
 }
 
 #else

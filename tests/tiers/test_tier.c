@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "check_run.h"
 #include "cache.h"
 #include "cache_client.h"
 #include "cache_pin.h"
@@ -349,9 +350,5 @@ int main(void)
     tcase_add_loop_test(tc, test_tier_read_fails, 0, 3);
     tcase_add_test(tc, test_tier_bad_config);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return check_run(s);
 }
