@@ -28,16 +28,22 @@ def ratio(row, field):
     return "–" if v is None else f"{v:.2f}"
 
 
+def table(out, head, rows, cells_of):
+    """A Markdown table under head: a row per cache of rows, in NAMES' order,
+    its cells from cells_of(name, row)."""
+    out.append(head)
+    out.append("|---" * (head.count("|") - 1) + "|")
+    for name in NAMES:
+        if name in rows:
+            out.append("| " + " | ".join(cells_of(name, rows[name])) + " |")
+
+
 def per_call(out, caches, name_of):
     unified = "sglang_unified" in caches
     head = "| cache | insert µs | match µs | evict µs | thread CPU s (ins / match / evict) | ×Python (i / m / e) |"
     head += " ×Rust core (i / m / e) |" if unified else ""
-    out.append(head)
-    out.append("|---" * (head.count("|") - 1) + "|")
-    for name in NAMES:
-        if name not in caches:
-            continue
-        c = caches[name]
+
+    def cells_of(name, c):
         cells = [name_of(name)]
         for p in PHASES:
             lo, hi = c[p]["range_us"]
@@ -46,7 +52,8 @@ def per_call(out, caches, name_of):
         cells.append(" / ".join(ratio(c[p], "speedup_vs_sglang_python") for p in PHASES))
         if unified:
             cells.append(" / ".join(ratio(c[p], "speedup_vs_sglang_unified") for p in PHASES))
-        out.append("| " + " | ".join(cells) + " |")
+        return cells
+    table(out, head, caches, cells_of)
 
 
 def replay(out, rows, name_of):
@@ -62,12 +69,8 @@ def replay(out, rows, name_of):
     head += "hit tokens |"
     evicts = all("evict_calls" in r for r in rows.values())
     head += " evict calls |" if evicts else ""
-    out.append(head)
-    out.append("|---" * (head.count("|") - 1) + "|")
-    for name in NAMES:
-        if name not in rows:
-            continue
-        r = rows[name]
+
+    def cells_of(name, r):
         lo, hi = r["range_s"]
         cells = [name_of(name), f"{r['wall_s']:.3f} [{lo:.3f}, {hi:.3f}]",
                  f"{r['thread_cpu_s']:.4f}", ratio(r, "speedup_vs_sglang_python")]
@@ -87,7 +90,8 @@ def replay(out, rows, name_of):
         cells.append(f"{r['hit_tokens']:,}")
         if evicts:
             cells.append(f"{r['evict_calls']:,}")
-        out.append("| " + " | ".join(cells) + " |")
+        return cells
+    table(out, head, rows, cells_of)
 
 
 def main():
