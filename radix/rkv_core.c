@@ -1,6 +1,7 @@
 /* rkv_core.c - see rkv_core.h. */
 #include "rkv_core.h"
 
+#include <errno.h>
 #include <string.h>
 
 #include <math.h>
@@ -53,6 +54,48 @@ rkv_status rkv_grow32_arrays(void **const p[], const size_t elem[], int n, int32
         grown = c;
     }
     *cap = grown;
+    return RKV_OK;
+}
+
+rkv_status rkv_read_file(const char *path, size_t max, char **data, size_t *len, char *err,
+                         size_t errlen)
+{
+    *data = NULL;
+    *len = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) return rkv_fail(RKV_EIO, err, errlen, "%s: cannot open: %s", path, strerror(errno));
+    char *buf = NULL;
+    size_t cap = 0, n = 0, got;
+    rkv_status st = RKV_OK;
+    do {
+        if (max && n > max) {
+            st = rkv_fail(RKV_EINVAL, err, errlen, "%s: larger than %zu bytes", path, max);
+            break;
+        }
+        /* Room for a chunk past what is read and the closing NUL. */
+        if (rkv_grow_size((void **)&buf, &cap, n + 65536 + 1, 1)) {
+            st = rkv_fail(RKV_ENOMEM, err, errlen, "%s: out of memory", path);
+            break;
+        }
+        /* Read no more than one byte past max: enough to know it is larger. */
+        size_t want = cap - n - 1;
+        if (max && want > max + 1 - n) want = max + 1 - n;
+        errno = 0;
+        got = fread(buf + n, 1, want, f);
+        n += got;
+    } while (got > 0);
+    /* fopen opens a directory; its first read fails with EISDIR. */
+    if (st == RKV_OK && ferror(f))
+        st = rkv_fail(RKV_EIO, err, errlen, "%s: cannot read: %s", path,
+                      errno ? strerror(errno) : "read error");
+    fclose(f);
+    if (st) {
+        free(buf);
+        return st;
+    }
+    buf[n] = '\0';
+    *data = buf;
+    *len = n;
     return RKV_OK;
 }
 

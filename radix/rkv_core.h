@@ -4,6 +4,7 @@
  *                        must agree bit for bit, so host and device compile
  *                        this same function), sampling, workloads, traces
  *   rkv_grow             amortized growth of a malloc'd array
+ *   rkv_read_file        a whole file into one malloc'd, NUL-terminated buffer
  *   rkv_percentile       nearest-rank percentile of a sorted sample
  *   rkv_json_string      a C string as a JSON string literal
  *   rkv_name_index,      a name in a registry's NULL-terminated name list, and
@@ -67,6 +68,15 @@ rkv_status rkv_grow_size(void **p, size_t *cap, size_t need, size_t elem);
  * caller's structure stays valid and nothing leaks. */
 rkv_status rkv_grow32_arrays(void **const p[], const size_t elem[], int n, int32_t *cap,
                              int64_t need);
+
+/* The whole file at path into *data (malloc'd, the caller frees it), *len
+ * bytes followed by a NUL that *len does not count, so text parses in place;
+ * the bytes may hold NULs of their own. A file of more than max bytes is
+ * refused (max 0: no limit). On an error *data is NULL and err names the path
+ * and the reason: RKV_EIO (cannot open, cannot read: a directory, a failed
+ * read), RKV_EINVAL (larger than max), RKV_ENOMEM. */
+rkv_status rkv_read_file(const char *path, size_t max, char **data, size_t *len, char *err,
+                         size_t errlen);
 
 /* Nearest-rank percentile p (0..100] of sorted v[0..n); 0 when n = 0. */
 double rkv_percentile(const double *sorted, int64_t n, double p);

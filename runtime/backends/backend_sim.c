@@ -337,29 +337,15 @@ out:
 
 rkv_status sim_profile_load_file(const char *path, sim_profile *out, char *err, size_t errlen)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        snprintf(err, errlen, "sim profile %s: cannot open: %s", path, strerror(errno));
-        return RKV_EINVAL;
+    /* A profile is a few KiB of JSON: a file over 64 MiB is refused. */
+    char *buf, why[512];
+    size_t len;
+    rkv_status st = rkv_read_file(path, (size_t)1 << 26, &buf, &len, why, sizeof why);
+    if (st) {
+        snprintf(err, errlen, "sim profile %s", why);
+        return st == RKV_ENOMEM ? RKV_ENOMEM : RKV_EINVAL;
     }
-    /* A profile is a few KiB of JSON: a file of 64 MiB or more is refused. */
-    const size_t max = (size_t)1 << 26;
-    size_t cap = 0, len = 0;
-    unsigned char *buf = NULL;
-    rkv_status grown = RKV_OK;
-    do {
-        if (len >= max || (grown = rkv_grow_size((void **)&buf, &cap, len + (1 << 16), 1))) break;
-        len += fread(buf + len, 1, cap - len, f);
-    } while (len == cap);
-    bool bad = ferror(f), big = len >= max;
-    fclose(f);
-    if (bad || grown || big) {
-        free(buf);
-        snprintf(err, errlen, "sim profile %s: %s", path,
-                 bad ? "read error" : grown ? "out of memory" : "64 MiB or larger");
-        return grown ? RKV_ENOMEM : RKV_EINVAL;
-    }
-    rkv_status st = profile_from_text(path, buf, len, out, err, errlen);
+    st = profile_from_text(path, (const unsigned char *)buf, len, out, err, errlen);
     free(buf);
     return st;
 }

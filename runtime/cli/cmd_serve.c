@@ -38,6 +38,7 @@ int cmd_serve(int argc, char **argv)
 #include "cache_pin.h"
 #include "interrupt.h"
 #include "pin_file.h"
+#include "rkv_core.h"
 #include "serve.h"
 #include "serve_http.h"
 
@@ -377,24 +378,14 @@ static int serve_load_text(serve_config *sc, tokenizer **tok, chat_template **ch
     const char *name = "tokenizer_config.json: chat_template";
     char *file = NULL;
     if (sc->chat_template_path) {
-        FILE *f = fopen(sc->chat_template_path, "rb");
-        long n = -1;
-        if (f && !fseek(f, 0, SEEK_END) && (n = ftell(f)) >= 0 && !fseek(f, 0, SEEK_SET) &&
-            (file = calloc(1, (size_t)n + 1)) && fread(file, 1, (size_t)n, f) == (size_t)n) {
-            src = file;
-            name = sc->chat_template_path;
-        } else {
-            fprintf(stderr, "radixkv serve: --chat-template %s: cannot read it\n",
-                    sc->chat_template_path);
-            free(file);
-            file = NULL;
-            src = NULL;
-        }
-        if (f) fclose(f);
-        if (!src) {
+        size_t n;
+        if (rkv_read_file(sc->chat_template_path, 0, &file, &n, err, sizeof err)) {
+            fprintf(stderr, "radixkv serve: --chat-template %s\n", err);
             tokenizer_free(*tok);
             return 1;
         }
+        src = file;
+        name = sc->chat_template_path;
     }
     int rc = -1;
     if (!src)

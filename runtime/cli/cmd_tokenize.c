@@ -412,27 +412,6 @@ static int run_convert(convert_ctx *c, const char *path, bool quiet)
 
 /* --------------------------------------------------------------- main */
 
-static rkv_status read_text_file(const char *path, char **out, char *err, size_t errlen)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return rkv_fail(RKV_EIO, err, errlen, "%s: %s", path, strerror(errno));
-    char *buf = NULL;
-    size_t cap = 0, n = 0, got;
-    do {
-        if (rkv_grow_size((void **)&buf, &cap, n + 65536 + 1, 1)) {
-            free(buf);
-            fclose(f);
-            return rkv_fail(RKV_ENOMEM, err, errlen, "%s: out of memory", path);
-        }
-        got = fread(buf + n, 1, 65536, f);
-        n += got;
-    } while (got > 0);
-    fclose(f);
-    buf[n] = '\0';
-    *out = buf;
-    return RKV_OK;
-}
-
 /* --ids: decode "1,2,3" and print {"text"}; the exit status. */
 static int decode_ids(tokenizer *t, const char *ids, bool skip_special)
 {
@@ -512,7 +491,8 @@ int cmd_tokenize(int argc, char **argv)
     const char *tmpl_src = tokenizer_chat_template(t);
     const char *tmpl_name = "tokenizer_config.json: chat_template";
     if (tmpl_path) {
-        if (read_text_file(tmpl_path, &tmpl_text, err, sizeof err)) {
+        size_t tmpl_len;
+        if (rkv_read_file(tmpl_path, 0, &tmpl_text, &tmpl_len, err, sizeof err)) {
             fprintf(stderr, "radixkv tokenize: --chat-template %s\n", err);
             tokenizer_free(t);
             return 1;

@@ -1002,30 +1002,6 @@ rkv_status tokenizer_load_text(const char *json, size_t len, const char *name,
                      errlen);
 }
 
-static rkv_status read_file(const char *path, char **text, size_t *len, char *err, size_t errlen)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return rkv_fail(RKV_EIO, err, errlen, "%s: %s", path, strerror(errno));
-    bytes_buf b = {0};
-    char chunk[65536];
-    size_t n;
-    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
-        if (!buf_put(&b, chunk, n)) {
-            fclose(f);
-            free(b.p);
-            return rkv_fail(RKV_ENOMEM, err, errlen, "%s: out of memory", path);
-        }
-    bool bad = ferror(f);
-    fclose(f);
-    if (bad || !buf_put(&b, "", 1)) {
-        free(b.p);
-        return rkv_fail(RKV_EIO, err, errlen, "%s: read failed", path);
-    }
-    *text = b.p;
-    *len = b.n - 1;
-    return RKV_OK;
-}
-
 rkv_status tokenizer_load(const char *dir, tokenizer **out, char *err, size_t errlen)
 {
     *out = NULL;
@@ -1037,11 +1013,11 @@ rkv_status tokenizer_load(const char *dir, tokenizer **out, char *err, size_t er
     if (!p1 || !p2) goto done;
     snprintf(p1, dl + 32, "%s/tokenizer.json", dir);
     snprintf(p2, dl + 32, "%s/tokenizer_config.json", dir);
-    if ((st = read_file(p1, &tj, &tl, err, errlen))) goto done;
+    if ((st = rkv_read_file(p1, 0, &tj, &tl, err, errlen))) goto done;
     FILE *probe = fopen(p2, "rb");
     if (probe) {
         fclose(probe);
-        if ((st = read_file(p2, &cj, &cl, err, errlen))) goto done;
+        if ((st = rkv_read_file(p2, 0, &cj, &cl, err, errlen))) goto done;
     }
     st = load_text(tj, tl, p1, cj, cl, p2, out, err, errlen);
 done:

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cache_test_util.h"
 #include "check_run.h"
@@ -107,6 +108,50 @@ START_TEST(json_string_escapes)
 }
 END_TEST
 
+/* rkv_read_file: every byte (NULs too, past one 64 KiB chunk) and a NUL after
+ * them; an empty file is an empty string; each refusal names the path and
+ * its reason and hands back nothing. */
+START_TEST(read_file_whole_or_refused)
+{
+    char dir[] = "/tmp/rkv_core_XXXXXX", path[64], err[256];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/f", dir);
+    enum { N = 200001 };
+    char *want = malloc(N);
+    for (int i = 0; i < N; i++) want[i] = (char)(i * 7 % 251);
+    FILE *f = fopen(path, "wb");
+    ck_assert_int_eq(fwrite(want, 1, N, f), N);
+    fclose(f);
+    char *got;
+    size_t n;
+    ck_assert_int_eq(rkv_read_file(path, 0, &got, &n, err, sizeof err), RKV_OK);
+    ck_assert_uint_eq(n, N);
+    ck_assert(memcmp(got, want, N) == 0 && got[N] == 0);
+    free(got);
+    ck_assert_int_eq(rkv_read_file(path, N, &got, &n, err, sizeof err), RKV_OK);
+    ck_assert_uint_eq(n, N);
+    free(got);
+    ck_assert_int_eq(rkv_read_file(path, N - 1, &got, &n, err, sizeof err), RKV_EINVAL);
+    ck_assert_ptr_null(got);
+    ck_assert_msg(strstr(err, path) && strstr(err, "larger than 200000 bytes"), "%s", err);
+    f = fopen(path, "wb");
+    fclose(f);
+    ck_assert_int_eq(rkv_read_file(path, 0, &got, &n, err, sizeof err), RKV_OK);
+    ck_assert_uint_eq(n, 0);
+    ck_assert_str_eq(got, "");
+    free(got);
+    unlink(path);
+    ck_assert_int_eq(rkv_read_file(path, 0, &got, &n, err, sizeof err), RKV_EIO);
+    ck_assert_ptr_null(got);
+    ck_assert_msg(strstr(err, path) && strstr(err, "cannot open: No such file"), "%s", err);
+    ck_assert_int_eq(rkv_read_file(dir, 0, &got, &n, err, sizeof err), RKV_EIO);
+    ck_assert_ptr_null(got);
+    ck_assert_msg(strstr(err, dir) && strstr(err, "cannot read: Is a directory"), "%s", err);
+    rmdir(dir);
+    free(want);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("core");
@@ -116,6 +161,7 @@ int main(void)
     tcase_add_test(tc, grow_arrays_share_one_capacity);
     tcase_add_test(tc, percentile_is_nearest_rank);
     tcase_add_test(tc, json_string_escapes);
+    tcase_add_test(tc, read_file_whole_or_refused);
     suite_add_tcase(s, tc);
     return check_run(s);
 }

@@ -8,24 +8,14 @@ Usage: test_policy_cli.py RADIXKV
 import json
 import os
 import random
-import subprocess
 import sys
 import tempfile
 
-EXE = sys.argv[1]
-failures = 0
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from cli_check import CliCheck  # noqa: E402
 
-
-def run(args):
-    p = subprocess.run([EXE] + args, capture_output=True, text=True)
-    return p.returncode, p.stdout, p.stderr
-
-
-def check(cond, what):
-    global failures
-    if not cond:
-        failures += 1
-        print("FAIL:", what, file=sys.stderr)
+cli = CliCheck(sys.argv[1])
+run, check = cli.run, cli.check
 
 
 # radixkv list --json: one line, every list the CLI offers.
@@ -90,5 +80,4 @@ with tempfile.TemporaryDirectory() as tmp:
                   f"{k['name']} {what}: hit rate lru {hit['lru'][j]}, priority {hit['priority'][j]} "
                   f"(want 0 and {best:.4f})")
 
-print("ok" if not failures else f"{failures} failure(s)")
-sys.exit(1 if failures else 0)
+sys.exit(cli.finish("ok"))

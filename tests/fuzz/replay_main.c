@@ -15,21 +15,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static int replay_file(const char *path)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        fprintf(stderr, "%s: cannot open\n", path);
+    char *buf, err[512];
+    size_t n;
+    if (rkv_read_file(path, 0, &buf, &n, err, sizeof err)) {
+        fprintf(stderr, "%s\n", err);
         return 1;
     }
-    uint8_t *buf = NULL;
-    size_t n = 0, cap = 0;
-    for (;;) {
-        if (rkv_grow_size((void **)&buf, &cap, n + 4096, 1)) abort();
-        size_t r = fread(buf + n, 1, cap - n, f);
-        if (r == 0) break;
-        n += r;
-    }
-    fclose(f);
-    LLVMFuzzerTestOneInput(buf, n);
+    LLVMFuzzerTestOneInput((const uint8_t *)buf, n);
     free(buf);
     return 0;
 }

@@ -5,24 +5,14 @@ Usage: test_cli.py RADIXKV
 """
 import json
 import os
-import subprocess
 import sys
 import tempfile
 
-EXE = sys.argv[1]
-failures = 0
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from cli_check import CliCheck  # noqa: E402
 
-
-def run(args, stdin=""):
-    p = subprocess.run([EXE] + args, input=stdin, capture_output=True, text=True)
-    return p.returncode, p.stdout, p.stderr
-
-
-def check(cond, what):
-    global failures
-    if not cond:
-        failures += 1
-        print("FAIL:", what, file=sys.stderr)
+cli = CliCheck(sys.argv[1])
+run, check = cli.run, cli.check
 
 
 TRACE = ('{"id": 0, "step": 0, "tokens": [1, 2, 3, 4]}\n'
@@ -236,4 +226,4 @@ for kind, extra, want in [("hash", ["--hash-duplicates", "keep"], PAGED),
     check(rc == 0 and got == want,
           f"{kind} {extra} vllm: a refused request leaves the cache alone: {got} {err.strip()}")
 
-sys.exit(1 if failures else 0)
+sys.exit(cli.finish("cli: ok"))

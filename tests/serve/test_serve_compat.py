@@ -10,7 +10,6 @@ import json
 import os
 import socket
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(__file__))
 from serve_util import HOST, Server, check  # noqa: E402

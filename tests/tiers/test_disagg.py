@@ -21,23 +21,14 @@ SLO goodput of `--slo-ttft/--slo-tpot`.
 Usage: test_disagg.py RADIXKV
 """
 import json
-import subprocess
+import os
 import sys
 
-EXE = sys.argv[1]
-failures = 0
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from cli_check import CliCheck  # noqa: E402
 
-
-def run(args, stdin=""):
-    p = subprocess.run([EXE] + args, input=stdin, capture_output=True, text=True)
-    return p.returncode, p.stdout, p.stderr
-
-
-def check(cond, what):
-    global failures
-    if not cond:
-        failures += 1
-        print("FAIL:", what, file=sys.stderr)
+cli = CliCheck(sys.argv[1])
+run, check = cli.run, cli.check
 
 
 def lines(out):
@@ -270,7 +261,4 @@ for extra, name in [(["--prefill", "2"], "--decode"),
 rc, out, err = run(["run", "--trace", "-", "--no-progress", "--prefill", "1", "--decode", "1"], trace)
 check(rc == 2 and "--backend sim" in err, f"cpu backend refused: {err.strip()[-200:]}")
 
-if failures:
-    print(f"{failures} failure(s)", file=sys.stderr)
-    sys.exit(1)
-print("disagg: all passed")
+sys.exit(cli.finish("disagg: all passed"))

@@ -6,24 +6,14 @@ Usage: test_tiers_cli.py RADIXKV
 """
 import json
 import os
-import subprocess
 import sys
 import tempfile
 
-EXE = sys.argv[1]
-failures = 0
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from cli_check import CliCheck  # noqa: E402
 
-
-def run(args, stdin=""):
-    p = subprocess.run([EXE] + args, input=stdin, capture_output=True, text=True)
-    return p.returncode, p.stdout, p.stderr
-
-
-def check(cond, what):
-    global failures
-    if not cond:
-        failures += 1
-        print("FAIL:", what, file=sys.stderr)
+cli = CliCheck(sys.argv[1])
+run, check = cli.run, cli.check
 
 
 def summary(out):
@@ -296,7 +286,4 @@ for args, name in [(base + ["--replicas", "2", "--router", "random"], "--router"
     rc, out, err = run(args)
     check(rc == 2 and name in err, f"{args[-2:]}: fails naming {name} ({err.strip()})")
 
-if failures:
-    print(f"{failures} check(s) failed", file=sys.stderr)
-    sys.exit(1)
-print("ok")
+sys.exit(cli.finish("ok"))
