@@ -62,6 +62,8 @@ FIELDS = {
     "mechanisms": {"exact": ["hit_rate", "steps", "errors", "hit_rate_h1", "steps_h0", "steps_h1"],
                    "model": ["requests_per_s", "model_seconds", "gain"], "deterministic": True},
     "disaggregation": {"exact": DISAGG_EXACT, "model": DISAGG_MODEL, "deterministic": True},
+    # The replay's counts (a seeded trace); its times are wall and thread CPU.
+    "sglang_dropin": {"exact": ["hit_tokens", "evict_calls", "matched_first_50"]},
 }
 
 
@@ -92,6 +94,7 @@ KEY_FIELDS = {
     "mechanisms": ("kind", "cache", "schedule", "hit_rate_target", "overhead_label", "token_ns",
                    "step_us", "sweep", "factor"),
     "disaggregation": ("workload", "rate", "arm", "mode"),
+    "sglang_dropin": ("cache", "phase"),
 }
 
 
