@@ -50,6 +50,8 @@ Imports sglang (and torch) when imported; the rest of radixkv does not.
 """
 import hashlib
 from array import array
+from collections import deque
+from itertools import repeat
 from typing import Any, Optional
 
 import numpy as np
@@ -284,14 +286,21 @@ class RadixCache(BasePrefixCache):
             if len(hashes):
                 hashes = hashes.tolist()
                 digests, shared = self._digests, self._shared
-                for h in hashes:
-                    n = shared.get(h)
-                    if n is None:
-                        digests.pop(h, None)
-                    elif n == 1:
-                        del shared[h]
-                    else:
-                        shared[h] = n - 1
+                if not shared:
+                    # No hash is published by two cached pages (the common
+                    # case): every evicted page's digest goes, in one C loop
+                    # (the loop below is ~80 ns a page, ~1,800 pages a call
+                    # in sglang_cache_bench's replay).
+                    deque(map(digests.pop, hashes, repeat(None)), maxlen=0)
+                else:
+                    for h in hashes:
+                        n = shared.get(h)
+                        if n is None:
+                            digests.pop(h, None)
+                        elif n == 1:
+                            del shared[h]
+                        else:
+                            shared[h] = n - 1
                 # SGLang records one BlockRemoved per node and the recorder
                 # merges consecutive ones: one event with the pages in order.
                 self.kv_events.enqueue(BlockRemoved(block_hashes=hashes,
