@@ -893,23 +893,94 @@ static int64_t vals_view_get(const vals_view *v, Py_ssize_t i)
     }
 }
 
+/* What kv_values and kv_evict hand out with dlpack=True: the DLPack ABI's
+ * unversioned DLManagedTensor (the tensor, its manager's context, its
+ * deleter), in one block with its shape and its int64 values, inside a
+ * "dltensor" capsule. torch.from_dlpack wraps the values where they lie and
+ * calls the deleter when the tensor dies; an unconsumed capsule frees the
+ * block itself. The adapter's path_device_indices and evict each wanted a
+ * tensor and got a numpy array (numpy.frombuffer over a bytearray, then
+ * torch.from_numpy): two wrappers around one copy, about 1 us a call in the
+ * replay of sglang_cache_bench. */
+typedef struct dl_managed {
+    dl_tensor t;
+    void *ctx;
+    void (*deleter)(struct dl_managed *);
+    int64_t shape;
+    int64_t data[]; /* (shape) */
+} dl_managed;
+
+static void dl_managed_free(dl_managed *m) { free(m); }
+
+/* A consumer renames the capsule "used_dltensor" and owns the block then. */
+static void dl_capsule_free(PyObject *cap)
+{
+    if (!PyCapsule_IsValid(cap, "dltensor")) return;
+    dl_managed *m = PyCapsule_GetPointer(cap, "dltensor");
+    if (m && m->deleter) m->deleter(m);
+}
+
+/* A "dltensor" capsule of n int64 values (1-D, CPU) to be written at *data
+ * before the capsule is handed out; NULL with MemoryError. */
+static PyObject *dl_int64_new(Py_ssize_t n, int64_t **data)
+{
+    dl_managed *m = malloc(sizeof *m + sizeof(int64_t) * (size_t)n);
+    if (!m) return PyErr_NoMemory();
+    memset(m, 0, sizeof *m);
+    m->t.data = m->data;
+    m->t.device.device_type = DL_CPU;
+    m->t.ndim = 1;
+    m->t.dtype.code = DL_INT;
+    m->t.dtype.bits = 64;
+    m->t.dtype.lanes = 1;
+    m->shape = (int64_t)n;
+    m->t.shape = &m->shape;
+    m->deleter = dl_managed_free;
+    PyObject *cap = PyCapsule_New(m, "dltensor", dl_capsule_free);
+    if (!cap) {
+        free(m);
+        return NULL;
+    }
+    *data = m->data;
+    return cap;
+}
+
+/* An int64 result of n values, written at *data between out_int64_new() and
+ * out_int64_done(): a DLPack capsule (dlpack), else a bytearray that
+ * out_int64_done() wraps as numpy (or a memoryview of format 'q' without
+ * numpy). Both NULL with the exception set; out_int64_done() takes o. */
+static PyObject *out_int64_new(Py_ssize_t n, int dlpack, int64_t **data)
+{
+    if (dlpack) return dl_int64_new(n, data);
+    PyObject *b = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)sizeof(int64_t) * n);
+    if (b) *data = (int64_t *)PyByteArray_AS_STRING(b);
+    return b;
+}
+
+static PyObject *out_int64_done(PyObject *o, int dlpack)
+{
+    if (dlpack) return o;
+    PyObject *r;
+    if (numpy_frombuffer) {
+        r = PyObject_CallFunctionObjArgs(numpy_frombuffer, o, numpy_int64, NULL);
+    } else {
+        PyObject *mv = PyMemoryView_FromObject(o);
+        r = mv ? PyObject_CallMethod(mv, "cast", "s", "q") : NULL;
+        Py_XDECREF(mv);
+    }
+    Py_DECREF(o);
+    return r;
+}
+
 /* A fresh, writable int64 array of n values (numpy when installed, else a
  * memoryview of format 'q'). */
 static PyObject *int64_array(const int64_t *src, Py_ssize_t n)
 {
-    PyObject *b = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)sizeof(int64_t) * n);
+    int64_t *dst;
+    PyObject *b = out_int64_new(n, 0, &dst);
     if (!b) return NULL;
-    if (n) memcpy(PyByteArray_AS_STRING(b), src, sizeof(int64_t) * (size_t)n);
-    PyObject *r;
-    if (numpy_frombuffer) {
-        r = PyObject_CallFunctionObjArgs(numpy_frombuffer, b, numpy_int64, NULL);
-    } else {
-        PyObject *mv = PyMemoryView_FromObject(b);
-        r = mv ? PyObject_CallMethod(mv, "cast", "s", "q") : NULL;
-        Py_XDECREF(mv);
-    }
-    Py_DECREF(b);
-    return r;
+    if (n) memcpy(dst, src, sizeof(int64_t) * (size_t)n);
+    return out_int64_done(b, 0);
 }
 
 static MatchObject *match_new(CacheObject *self)
@@ -1376,13 +1447,25 @@ static PyObject *Cache_kv_match(CacheObject *self, PyObject *const *args, Py_ssi
     return (PyObject *)m;
 }
 
-/* kv_values(match) -> int64 array: the values of the match's path, token by
- * token. Only while the match's pages are surely still its own: locked, or
- * nothing evicted since it was made (else the pages may hold others' values). */
-static PyObject *Cache_kv_values(CacheObject *self, PyObject *arg)
+/* A flag argument (None or absent: 0); -1 with the exception set. */
+static int flag_arg(PyObject *o)
 {
-    if (cache_closed(self)) return NULL;
-    MatchObject *m = match_arg(self, arg, "radixkv.Cache.kv_values");
+    return o == NULL || o == Py_None ? 0 : PyObject_IsTrue(o);
+}
+
+/* kv_values(match, dlpack=False) -> int64 array (a DLPack capsule with
+ * dlpack): the values of the match's path, token by token. Only while the
+ * match's pages are surely still its own: locked, or nothing evicted since
+ * it was made (else the pages may hold others' values). */
+static PyObject *Cache_kv_values(CacheObject *self, PyObject *const *args, Py_ssize_t nargs,
+                                 PyObject *kwnames)
+{
+    static const char *const names[] = {"match", "dlpack", NULL};
+    PyObject *a[2];
+    if (fast_args("kv_values", args, nargs, kwnames, names, 1, a) < 0) return NULL;
+    int dlpack = flag_arg(a[1]);
+    if (dlpack < 0 || cache_closed(self)) return NULL;
+    MatchObject *m = match_arg(self, a[0], "radixkv.Cache.kv_values");
     if (!m) return NULL;
     if (!m->m.locks && m->epoch != self->epoch) {
         PyErr_SetString(PyExc_ValueError, "radixkv.Cache.kv_values: the cache evicted since this "
@@ -1390,37 +1473,28 @@ static PyObject *Cache_kv_values(CacheObject *self, PyObject *arg)
                         "values; match again");
         return NULL;
     }
-    const int32_t P = self->page_size;
-    Py_ssize_t n = (Py_ssize_t)m->m.len;
-    PyObject *b = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)sizeof(int64_t) * n);
-    if (!b) return NULL;
-    int64_t *dst = (int64_t *)PyByteArray_AS_STRING(b);
     if (!match_vals_set(self, m)) {
-        Py_DECREF(b);
         PyErr_SetString(PyExc_ValueError, "radixkv.Cache.kv_values: a page of the match has no "
                         "values (inserted with insert, not kv_insert)");
         return NULL;
     }
+    const int32_t P = self->page_size;
+    int64_t *dst;
+    PyObject *o = out_int64_new((Py_ssize_t)m->m.len, dlpack, &dst);
+    if (!o) return NULL;
     /* A page's values sit at its id * P, so a run of ids is one copy. */
     if (m->runs_only)
-        for (int32_t i = 0, o = 0; i < m->nruns; o += m->runs[i].count, i++)
-            memcpy(dst + (Py_ssize_t)o * P, self->vals + (int64_t)m->runs[i].first * P,
+        for (int32_t i = 0, at = 0; i < m->nruns; at += m->runs[i].count, i++)
+            memcpy(dst + (Py_ssize_t)at * P, self->vals + (int64_t)m->runs[i].first * P,
                    sizeof(int64_t) * (size_t)m->runs[i].count * (size_t)P);
     else
-        for (int32_t j = 0; j < m->m.num_pages; j++) {
-            int64_t pg = m->m.pages[j];
-            memcpy(dst + (Py_ssize_t)j * P, self->vals + pg * P, sizeof(int64_t) * (size_t)P);
+        for (int32_t j = 0, e; j < m->m.num_pages; j = e) {
+            const int32_t *pg = m->m.pages;
+            for (e = j + 1; e < m->m.num_pages && pg[e] == pg[j] + (e - j); e++) {}
+            memcpy(dst + (Py_ssize_t)j * P, self->vals + (int64_t)pg[j] * P,
+                   sizeof(int64_t) * (size_t)(e - j) * (size_t)P);
         }
-    PyObject *r;
-    if (numpy_frombuffer) {
-        r = PyObject_CallFunctionObjArgs(numpy_frombuffer, b, numpy_int64, NULL);
-    } else {
-        PyObject *mv = PyMemoryView_FromObject(b);
-        r = mv ? PyObject_CallMethod(mv, "cast", "s", "q") : NULL;
-        Py_XDECREF(mv);
-    }
-    Py_DECREF(b);
-    return r;
+    return out_int64_done(o, dlpack);
 }
 
 /* The match for kv_tags / kv_set_tags: this cache's, its pages surely its
@@ -1486,16 +1560,26 @@ static PyObject *Cache_kv_set_tags(CacheObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
-/* kv_evict(num_tokens) -> (freed_tokens, int64 values of the freed pages in
- * the order the kind freed them). */
-static PyObject *Cache_kv_evict(CacheObject *self, PyObject *args, PyObject *kw)
+/* kv_evict(num_tokens, tags=False, dlpack=False) -> (freed_tokens, int64
+ * values of the freed pages in the order the kind freed them[, int64 tag of
+ * each freed page]); the values as a DLPack capsule with dlpack.
+ *
+ * One pass over the pool's free log, a run of consecutive page ids at a
+ * time (an evicted leaf's pages are mostly runs, as the pool hands them
+ * out): the run's values are one copy (page g's sit at g * P) and its set
+ * flags are checked and cleared with one memchr and one memset, where a
+ * check, a copy and a clearing pass each went page by page (about 9 us per
+ * call on the ~1,800 pages the replay of sglang_cache_bench evicts). */
+static PyObject *Cache_kv_evict(CacheObject *self, PyObject *const *args, Py_ssize_t nargs,
+                                PyObject *kwnames)
 {
-    static char *names[] = {"num_tokens", "tags", NULL};
-    long long n;
-    int want_tags = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "L|p:kv_evict", names, &n, &want_tags))
-        return NULL;
-    if (cache_closed(self)) return NULL;
+    static const char *const names[] = {"num_tokens", "tags", "dlpack", NULL};
+    PyObject *a[3];
+    if (fast_args("kv_evict", args, nargs, kwnames, names, 1, a) < 0) return NULL;
+    long long n = PyLong_AsLongLong(a[0]);
+    if (n == -1 && PyErr_Occurred()) return NULL;
+    int want_tags = flag_arg(a[1]), dlpack = flag_arg(a[2]);
+    if (want_tags < 0 || dlpack < 0 || cache_closed(self)) return NULL;
     if (n < 0) {
         PyErr_Format(PyExc_ValueError, "radixkv.Cache.kv_evict: %lld tokens (need >= 0)", n);
         return NULL;
@@ -1508,35 +1592,49 @@ static PyObject *Cache_kv_evict(CacheObject *self, PyObject *args, PyObject *kw)
     rkv_status st = page_pool_freed_since(&self->pool, mark, &pages, &np);
     if (st != RKV_OK) return raise_status(st, "radixkv.Cache.kv_evict", "the free log");
     const int32_t P = self->page_size;
-    int64_t *tmp = malloc(sizeof(int64_t) * (size_t)(np ? np : 1) * (size_t)P);
-    if (!tmp) return PyErr_NoMemory();
-    /* Checked before anything is forgotten; the eviction itself happened,
-     * so the error says the values are lost rather than pretending. */
-    if (!vals_all_set(self, pages, np)) {
-        free(tmp);
-        vals_forget_since(self, mark);
+    int64_t *dst = NULL, *tdst = NULL;
+    PyObject *vo = out_int64_new((Py_ssize_t)np * P, dlpack, &dst);
+    PyObject *to = vo && want_tags ? out_int64_new(np, 0, &tdst) : NULL;
+    /* Every freed page forgets its values, whatever happens next: the
+     * eviction itself happened. */
+    int all_set = vo && (to || !want_tags);
+    const int64_t have = self->vals_pages;
+    for (int32_t j = 0, e; j < np; j = e) {
+        const int32_t pg = pages[j];
+        for (e = j + 1; e < np && pages[e] == pg + (e - j); e++) {}
+        const int32_t cnt = e - j;
+        if (all_set && (int64_t)pg + cnt <= have && !memchr(self->vals_set + pg, 0, (size_t)cnt)) {
+            memcpy(dst + (int64_t)j * P, self->vals + (int64_t)pg * P,
+                   sizeof(int64_t) * (size_t)cnt * (size_t)P);
+            if (tdst)
+                for (int32_t q = 0; q < cnt; q++) tdst[j + q] = tag_of(self, pg + q);
+        } else {
+            all_set = 0;
+        }
+        if (pg < have)
+            memset(self->vals_set + pg, 0, (size_t)((int64_t)pg + cnt <= have ? cnt : have - pg));
+    }
+    if (!vo || (want_tags && !to)) {
+        Py_XDECREF(vo);
+        return NULL;
+    }
+    if (!all_set) {
+        Py_DECREF(vo);
+        Py_XDECREF(to);
         PyErr_Format(PyExc_ValueError, "radixkv.Cache.kv_evict: %lld tokens evicted, but a page "
                      "had no values (inserted with insert, not kv_insert)", (long long)freed);
         return NULL;
     }
-    for (int32_t j = 0; j < np; j++) {
-        memcpy(tmp + (int64_t)j * P, self->vals + (int64_t)pages[j] * P,
-               sizeof(int64_t) * (size_t)P);
-    }
-    vals_forget_since(self, mark);
-    PyObject *a = int64_array(tmp, (Py_ssize_t)np * P);
-    if (!a || !want_tags) {
-        free(tmp);
-        return a ? Py_BuildValue("(LN)", (long long)freed, a) : NULL;
-    }
-    for (int32_t j = 0; j < np; j++) tmp[j] = tag_of(self, pages[j]);
-    PyObject *tags = int64_array(tmp, np);
-    free(tmp);
-    if (!tags) {
-        Py_DECREF(a);
+    if (!(vo = out_int64_done(vo, dlpack))) {
+        Py_XDECREF(to);
         return NULL;
     }
-    return Py_BuildValue("(LNN)", (long long)freed, a, tags);
+    if (!want_tags) return Py_BuildValue("(LN)", (long long)freed, vo);
+    if (!(to = out_int64_done(to, 0))) {
+        Py_DECREF(vo);
+        return NULL;
+    }
+    return Py_BuildValue("(LNN)", (long long)freed, vo, to);
 }
 
 static PyObject *Cache_get_evictable(CacheObject *self, void *unused)
@@ -1706,16 +1804,19 @@ static PyMethodDef Cache_methods[] = {
     {"kv_reserve", (PyCFunction)Cache_kv_reserve, METH_NOARGS,
      "kv_reserve(): allocate and touch kv_insert's value table for every page of the pool "
      "now (num_pages * page_size int64s), so that no insert faults its memory in or grows it."},
-    {"kv_values", (PyCFunction)Cache_kv_values, METH_O,
-     "kv_values(match) -> int64 array: the values kv_insert stored on the match's path."},
+    {"kv_values", (PyCFunction)(void (*)(void))Cache_kv_values, METH_FASTCALL | METH_KEYWORDS,
+     "kv_values(match, dlpack=False) -> int64 array: the values kv_insert stored on the "
+     "match's path; with dlpack, a DLPack capsule of them (torch.from_dlpack takes it "
+     "without a copy)."},
     {"kv_tags", (PyCFunction)Cache_kv_tags, METH_O,
      "kv_tags(match) -> int64 array: the tag kv_insert / kv_set_tags gave each page of the "
      "match's path."},
     {"kv_set_tags", (PyCFunction)Cache_kv_set_tags, METH_VARARGS,
      "kv_set_tags(match, start, tags): tag pages start, start + 1, ... of the match's path."},
-    {"kv_evict", (PyCFunction)(void (*)(void))Cache_kv_evict, METH_VARARGS | METH_KEYWORDS,
-     "kv_evict(num_tokens, tags=False) -> (freed_tokens, int64 values of the freed pages"
-     "[, int64 tag of each freed page when tags])."},
+    {"kv_evict", (PyCFunction)(void (*)(void))Cache_kv_evict, METH_FASTCALL | METH_KEYWORDS,
+     "kv_evict(num_tokens, tags=False, dlpack=False) -> (freed_tokens, int64 values of the "
+     "freed pages[, int64 tag of each freed page when tags]); with dlpack the values are a "
+     "DLPack capsule (torch.from_dlpack takes it without a copy)."},
     {"sizes", (PyCFunction)Cache_sizes, METH_NOARGS,
      "sizes() -> dict: evictable/protected/pinned tokens, nodes, free/inflight/cached pages."},
     {"stats", (PyCFunction)Cache_stats, METH_NOARGS, "stats() -> dict: the call counters."},

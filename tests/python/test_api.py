@@ -280,6 +280,33 @@ def test_misuse():
     check("mru" in msg and "lru" in msg, f"the library's message names the value and choices: {msg}")
 
 
+def dlpack_values(cap):
+    """The int64 values in a "dltensor" capsule (kv_values / kv_evict with
+    dlpack=True), read through ctypes as a DLPack consumer reads the
+    DLManagedTensor: its fields are checked against the ABI, so a layout
+    that torch.from_dlpack would misread fails here without torch."""
+    import ctypes as C
+
+    class DLTensor(C.Structure):
+        _fields_ = [("data", C.c_void_p), ("device_type", C.c_int32),
+                    ("device_id", C.c_int32), ("ndim", C.c_int32), ("code", C.c_uint8),
+                    ("bits", C.c_uint8), ("lanes", C.c_uint16),
+                    ("shape", C.POINTER(C.c_int64)), ("strides", C.c_void_p),
+                    ("byte_offset", C.c_uint64)]
+
+    class Managed(C.Structure):
+        _fields_ = [("t", DLTensor), ("ctx", C.c_void_p), ("deleter", C.c_void_p)]
+
+    get = C.pythonapi.PyCapsule_GetPointer
+    get.restype, get.argtypes = C.c_void_p, [C.py_object, C.c_char_p]
+    m = Managed.from_address(get(cap, b"dltensor"))
+    t = m.t
+    check((t.device_type, t.ndim, t.code, t.bits, t.lanes) == (1, 1, 0, 64, 1)
+          and not t.strides and m.deleter, "a 1-D CPU int64 DLPack tensor with a deleter")
+    n = t.shape[0]
+    return list((C.c_int64 * n).from_address(t.data + t.byte_offset)) if n else []
+
+
 def test_kv_values():
     """kv_insert / kv_match / kv_values / kv_evict (the per-token values
     radixkv.sglang keeps) against a model of which value each cached token
@@ -315,12 +342,18 @@ def test_kv_values():
             got = list(c.kv_values(m))
             want = [held[at(j)] for j in range(n)]
             check(got == want, f"P={P}: kv_values {got} != {want}")
+            check(dlpack_values(c.kv_values(m, dlpack=True)) == want,
+                  f"P={P}: kv_values as a DLPack capsule")
             check(c.evictable_tokens == before + n - prefix, f"P={P}: evictable grows by the new")
             mm = c.kv_match(toks)
             check(mm.length == n and list(c.kv_values(mm)) == want, f"P={P}: kv_match")
             if i % 7 == 6:
                 c.lock(mm)
-                freed, ev = c.kv_evict(3 * P)
+                if i % 14 == 6:
+                    freed, ev = c.kv_evict(3 * P, dlpack=True)
+                    ev = dlpack_values(ev)
+                else:
+                    freed, ev = c.kv_evict(3 * P)
                 check(len(ev) == freed, f"P={P}: one value per evicted token")
                 evicted += list(ev)
                 # Locked: still readable after the evict.
@@ -350,7 +383,8 @@ def test_kv_values():
         check(list(c.kv_tags(tm)) == [-5, 11], f"P={P}: a tag set later")
         raises(ValueError, lambda: c.kv_set_tags(tm, 1, array.array("q", [1, 2])),
                f"P={P}: tags past the path")
-        freed, ev, tags = c.kv_evict(1 << 30, tags=True)
+        freed, ev, tags = c.kv_evict(1 << 30, tags=True, dlpack=kind == "trie")
+        ev = dlpack_values(ev) if kind == "trie" else ev
         # radix: one node of two pages, freed in path order, values and tags
         # alike; the other kinds free the pages leaf first.
         order = (lambda x: list(x)) if kind == "radix" else sorted

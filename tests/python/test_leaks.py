@@ -26,7 +26,7 @@ def rss_kib():
 
 
 def body(c, toks, arr, nparr, bad):
-    """One round: 10 calls, three of them refused."""
+    """One round: the calls it counts, three of them refused."""
     m = c.match(toks)
     c.lock(m)
     k = m.length // 4
@@ -54,13 +54,16 @@ def body(c, toks, arr, nparr, bad):
     vals = array.array("q", range(100, 112))
     _, m3 = c.kv_insert(arr, vals)
     _ = c.kv_values(m3)
+    _ = c.kv_values(m3, dlpack=True)
     c.kv_set_tags(m3, 0, c.kv_tags(m3))
     try:
         c.kv_insert(arr, bad)
     except TypeError:
         pass
     c.kv_evict(4, tags=True)
-    return 17
+    # A DLPack capsule nobody consumes frees its block when collected.
+    c.kv_evict(4, dlpack=True)
+    return 19
 
 
 def main():

@@ -32,6 +32,73 @@ def make_trace(rng, P):
     return lines
 
 
+class SlotLog:
+    """An allocator that records the KV indices freed to it, in order."""
+    device = "cpu"
+
+    def __init__(self):
+        self.freed = []
+
+    def free_segment(self, slots, start_pos=0):
+        self.freed += slots.tolist()
+
+    def free(self, slots):
+        self.free_segment(slots)
+
+
+def check_tree_locks(rng, n_seqs):
+    """BasePrefixCache.lock / unlock, which the adapter overrides (no
+    inc_lock_ref receipt to convert, no size reads for a delta), against
+    SGLang's RadixCache's inherited ones: random inserts, matches, locks
+    (a node locked twice, the root), unlocks (None too) and evictions under
+    locks; equal TreeLock receipts, equal sizes after every call, equal
+    evicted KV indices in order. The number of sequences that differed."""
+    import torch
+    from radixkv.sglang import RadixCache as Adapter
+    from sglang.srt.mem_cache.base_prefix_cache import (EvictParams, InsertParams,
+                                                        MatchPrefixParams)
+    from sglang.srt.mem_cache.radix_cache import RadixCache, RadixKey
+    diffs = 0
+    for t in range(n_seqs):
+        P, seed = (1, 4, 16)[t % 3], rng.random()
+        logs = []
+        for side in ("sglang", "radixkv"):
+            r, kv = random.Random(seed), SlotLog()
+            tree = (RadixCache.create_simulated(mock_allocator=kv, page_size=P)
+                    if side == "sglang" else
+                    Adapter.create_simulated(mock_allocator=kv, page_size=P, num_pages=1024))
+            held, log, nxt = [], [], 0
+            for _ in range(40):
+                toks = [r.randrange(4) for _ in range(r.randrange(1, 6) * P)]
+                op = r.random()
+                if op < 0.35:
+                    res = tree.insert(InsertParams(key=RadixKey(toks),
+                                                   value=torch.arange(nxt, nxt + len(toks))))
+                    nxt += len(toks)
+                    log.append(("insert", res.prefix_len))
+                elif op < 0.7:
+                    m = tree.match_prefix(MatchPrefixParams(key=RadixKey(toks)))
+                    for _ in range(1 + (r.random() < 0.2)):
+                        lk = tree.lock(m.last_device_node)
+                        held.append(lk)
+                        log.append(("lock", m.device_prefix_len, type(lk).__name__, lk.receipt,
+                                    lk.swa_released))
+                elif op < 0.85 and held:
+                    tree.unlock(held.pop(r.randrange(len(held))))
+                elif op < 0.88:
+                    tree.unlock(None)
+                else:
+                    ev = tree.evict(EvictParams(num_tokens=r.randrange(1, 4 * P)))
+                    log.append(("evict", ev.num_tokens_evicted))
+                log.append((tree.evictable_size(), tree.protected_size()))
+            while held:
+                tree.unlock(held.pop())
+            log.append((tree.evictable_size(), tree.protected_size(), kv.freed))
+            logs.append(log)
+        diffs += logs[0] != logs[1]
+    return diffs
+
+
 def main():
     reexec_in_venv("RKV_SGLANG_PYTHON", __file__, "scripts/sglang_venv.sh makes it")
     import sglang_harness as h
@@ -86,6 +153,11 @@ def main():
         return 1
     if fifo_diffs == 0:
         print("FAIL: fifo never differed: the comparison cannot tell policies apart")
+        return 1
+    lock_seqs = max(30, N_SEQS // 20)
+    lock_diffs = check_tree_locks(rng, lock_seqs)
+    print(f"sglang_adapter: lock / unlock, {lock_seqs} sequences, {lock_diffs} differences")
+    if lock_diffs:
         return 1
     return 0
 
