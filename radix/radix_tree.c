@@ -250,7 +250,6 @@ static inline size_t node_edge_bytes(const rt_node *x)
 
 /* Page ids of a run one by one: dst[0..count) = first, first + 1, ... Long
  * runs are a store-bound loop (RT_WIDE). */
-
 RT_WIDE static void run_expand_long(int32_t *dst, int32_t first, int32_t count)
 {
     for (int32_t j = 0; j < count; j++) dst[j] = first + j;
@@ -1581,8 +1580,9 @@ static rkv_status insert_into(radix_tree *t, key_view key, int32_t n, const int3
     *node = at;
     if (pos == n) return RKV_OK;
     /* A new leaf for tokens[pos..n). An int64 key's new ids are checked
-     * before anything is allocated (the walk has entered, and may have
-     * split, the cached part, as a match would; nothing new is cached). */
+     * before any page is taken or adopted (the walk has entered, and may
+     * have split, the cached part, as a match would; nothing new is
+     * cached). */
     if (take) return leaf_take(t, key, pos, n, at, out, now, node, bad);
     if ((*bad = key_bad(key, pos, n)) >= 0) return RKV_EINVAL;
     return leaf_given(t, key, pos, n, pages, at, now, node);
