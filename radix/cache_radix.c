@@ -2,6 +2,7 @@
  * The match handle is the tree's node slot (slot 0, the root, is NULL). */
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cache.h"
 #include "cache_kinds.h"
@@ -13,8 +14,7 @@ typedef struct cache_radix {
     radix_tree *tree;
     cache_node_fn evict_fn; /* cache.h's eviction hook, fed by the tree's callback */
     void *evict_ctx;
-    radix_page_run *runs; /* (runs_cap) a match's page runs before expansion */
-    int32_t *take;        /* (runs_cap) pages an insert_hold takes from the pool */
+    radix_page_run *runs; /* (runs_cap) a match's or an insert's page runs */
     int32_t runs_cap;
 } cache_radix;
 
@@ -30,16 +30,13 @@ static void sync_splits(cache *c)
     c->stats.splits = sz.splits;
 }
 
-/* Room for np pages' runs in cr->runs and cr->take. */
+/* Room for np pages' runs in cr->runs. */
 static rkv_status scratch_reserve(cache_radix *cr, int32_t np)
 {
     if (np > cr->runs_cap) {
         radix_page_run *r = realloc(cr->runs, sizeof *r * (size_t)np);
         if (!r) return RKV_ENOMEM;
         cr->runs = r;
-        int32_t *k = realloc(cr->take, sizeof *k * (size_t)np);
-        if (!k) return RKV_ENOMEM;
-        cr->take = k;
         cr->runs_cap = np;
     }
     return RKV_OK;
@@ -138,7 +135,7 @@ static rkv_status move_locks(radix_tree *t, const cache_seq *s, int32_t node)
 /* One walk: the tree's insert reports the cached part's pages and the path's
  * last node; the seq's locks move there (new ones taken first, so nothing on
  * the shared part is ever unprotected). pages NULL: the tree takes the new
- * pages from the pool after its walk (cr->take). */
+ * pages from the pool after its walk, and its runs hold the whole path. */
 static rkv_status radix_insert_hold(cache *c, cache_seq *s, const int32_t *tokens, int32_t n,
                                     const int32_t *pages, int32_t *prefix_len)
 {
@@ -154,16 +151,15 @@ static rkv_status radix_insert_hold(cache *c, cache_seq *s, const int32_t *token
         st = radix_tree_insert_runs(t, tokens, n, pages, s->ns, prefix_len, cr->runs, &nruns,
                                     &node);
     else
-        st = radix_tree_insert_take(t, tokens, n, cr->take, s->ns, prefix_len, cr->runs, &nruns,
-                                    &node);
+        st = radix_tree_insert_take(t, tokens, n, s->ns, prefix_len, cr->runs, &nruns, &node);
     count_insert(c, st, n, *prefix_len);
     if (st != RKV_OK) return st;
     st = move_locks(t, s, node);
     if (st != RKV_OK) return st;
     const int32_t P = c->page_size, whole = n - n % P;
     int32_t held = radix_page_runs_expand(cr->runs, nruns, s->pages);
-    const int32_t *own = pages ? pages : cr->take;
-    for (int32_t k = held; k < whole / P; k++) s->pages[k] = own[k];
+    if (pages && held < whole / P)
+        memcpy(s->pages + held, pages + held, sizeof(int32_t) * (size_t)(whole / P - held));
     s->len = whole;
     s->num_pages = whole / P;
     s->handle = (void *)(intptr_t)node;
@@ -182,32 +178,18 @@ rkv_status cache_radix_insert_hold64(cache *c, cache_seq *s, const int64_t *toke
     if (n < 0) return RKV_EINVAL;
     cache_radix *cr = (cache_radix *)c;
     const int32_t P = c->page_size, np = n / P;
-    /* The path's runs: the cached part's, then the taken pages' (at most
-     * one run per page, so np + 1 entries hold both parts). */
+    /* The path's runs, the cached part's and the taken pages' (the tree
+     * takes them from the pool as runs: no page list is written or read). */
     rkv_status st = scratch_reserve(cr, np + 1);
     if (st != RKV_OK) return st;
     radix_tree *t = tree_of(c);
     radix_tree_set_priority(t, s->priority);
     int32_t nruns = 0, node = 0;
-    st = radix_tree_insert_take64(t, tokens, n, cr->take, s->ns, prefix_len, cr->runs, &nruns,
-                                  &node, bad);
+    st = radix_tree_insert_take64(t, tokens, n, s->ns, prefix_len, cr->runs, &nruns, &node, bad);
     count_insert(c, st, n, *prefix_len);
     if (st != RKV_OK) return st;
     st = move_locks(t, s, node); /* as in radix_insert_hold() */
     if (st != RKV_OK) return st;
-    /* The taken pages as runs, each found by a scan in registers (the pool
-     * hands out runs) and stored once: counting up in the last run's memory
-     * was a store-to-load chain per page (kv_insert 8.8 -> 8.1 us on
-     * sglang_cache_bench's replay keys, ~1,800 new pages each). */
-    const int32_t *tk = cr->take;
-    for (int32_t k = *prefix_len / P, e; k < np; k = e) {
-        int32_t first = tk[k];
-        e = k + 1;
-        while (e < np && tk[e] == first + (e - k)) e++;
-        radix_page_run *last = nruns ? &cr->runs[nruns - 1] : NULL;
-        if (last && last->first + last->count == first) last->count += e - k;
-        else cr->runs[nruns++] = (radix_page_run){first, e - k};
-    }
     s->len = np * P;
     s->num_pages = 0;
     s->handle = (void *)(intptr_t)node;
@@ -264,7 +246,6 @@ static void radix_destroy(cache *c)
 {
     radix_tree_destroy(tree_of(c));
     free(((cache_radix *)c)->runs);
-    free(((cache_radix *)c)->take);
     free(c);
 }
 

@@ -362,8 +362,9 @@ static void ext_free(page_pool *p, int32_t g, int32_t c)
     list_push(p, e);
 }
 
-/* Hand out the first n pages of extent e (n <= its length) as a run. */
-static void ext_carve(page_pool *p, int32_t e, int32_t n, int32_t *out)
+/* Hand out the first n pages of extent e (n <= its length) as a run in state
+ * to, listed in out (when not NULL); returns its first page. */
+static int32_t ext_carve(page_pool *p, int32_t e, int32_t n, unsigned to, int32_t *out)
 {
     struct page_ext *x = &p->ext[e];
     int32_t f = x->first, c = x->count;
@@ -378,8 +379,10 @@ static void ext_carve(page_pool *p, int32_t e, int32_t n, int32_t *out)
         if (c > 1) end_del(p, f + c - 1);
         ext_drop(p, e);
     }
-    st_fill(p, f, n, PAGE_INFLIGHT);
-    for (int32_t i = 0; i < n; i++) out[i] = f + i;
+    st_fill(p, f, n, to);
+    if (out)
+        for (int32_t i = 0; i < n; i++) out[i] = f + i;
+    return f;
 }
 
 /* An extent of at least n pages, or -1: within n's class the first of a few
@@ -551,13 +554,19 @@ void page_pool_destroy(page_pool *p)
     memset(p, 0, sizeof *p);
 }
 
-rkv_status page_pool_alloc(page_pool *p, int32_t n, int32_t *out)
+/* page_pool_alloc() into out (a page list) or runs (NULL: out), the pages
+ * in state to. */
+static rkv_status alloc_into(page_pool *p, int32_t n, unsigned to, int32_t *out, page_run *runs,
+                             int32_t *nruns)
 {
-    if (n < 0) return RKV_EINVAL;
+    if (runs) *nruns = 0;
+    if (n < 0 || (to != PAGE_INFLIGHT && to != PAGE_CACHED)) return RKV_EINVAL;
     if (n > p->num_free) return RKV_ENOSPC;
     if (p->stale && index_rebuild(p) != RKV_OK) return RKV_ENOMEM;
     /* 1) one extent holds the rest: one run, done; 2) otherwise the largest
-     * extent whole, and again. Ends: the free pages are >= n. */
+     * extent whole, and again. Ends: the free pages are >= n. A run never
+     * continues the one before: an extent taken whole ends before a page
+     * that is not free. */
     for (int32_t got = 0; got < n;) {
         int32_t e = ext_fit(p, n - got);
         int32_t take = n - got;
@@ -565,11 +574,13 @@ rkv_status page_pool_alloc(page_pool *p, int32_t n, int32_t *out)
             e = ext_largest(p);
             take = p->ext[e].count;
         }
-        ext_carve(p, e, take, out + got);
+        int32_t f = ext_carve(p, e, take, to, runs ? NULL : out + got);
+        if (runs) runs[(*nruns)++] = (page_run){f, take};
         got += take;
     }
     p->num_free -= n;
-    p->num_inflight += n;
+    if (to == PAGE_CACHED) p->num_cached += n;
+    else p->num_inflight += n;
     index_shrink(p);
     /* marks taken before this allocation are spent (see freed_since) */
     log_shrink(p, p->num_freed);
@@ -577,6 +588,17 @@ rkv_status page_pool_alloc(page_pool *p, int32_t n, int32_t *out)
     p->logging = 0;
     p->log_lost = 0;
     return RKV_OK;
+}
+
+rkv_status page_pool_alloc(page_pool *p, int32_t n, int32_t *out)
+{
+    return alloc_into(p, n, PAGE_INFLIGHT, out, NULL, NULL);
+}
+
+rkv_status page_pool_alloc_runs(page_pool *p, int32_t n, int to, page_run *runs,
+                                int32_t *nruns)
+{
+    return alloc_into(p, n, (unsigned)to, NULL, runs, nruns);
 }
 
 rkv_status page_pool_freed_since(const page_pool *p, uint64_t mark, const int32_t **pages,

@@ -9,6 +9,7 @@
  *     CACHED    owned by a prefix cache (evictable or protected)
  *
  *     alloc:  FREE -> INFLIGHT          free:   INFLIGHT|CACHED -> FREE
+ *     (alloc_runs may go FREE -> CACHED: a cache's insert taking pages)
  *     page_pool_adopt (cache insert):   INFLIGHT -> CACHED
  *
  * The cache-family invariant  free + evictable + protected + in-flight = pool
@@ -130,6 +131,20 @@ static inline int page_pool_state(const page_pool *p, int32_t pg)
  * else as few as the largest extents give. RKV_ENOMEM (nothing changed) only
  * when a stale index (see above) cannot be rebuilt. */
 rkv_status page_pool_alloc(page_pool *p, int32_t n, int32_t *out);
+
+/* A run of consecutive page ids: first, first + 1, .., first + count - 1. */
+typedef struct page_run {
+    int32_t first;
+    int32_t count;
+} page_run;
+
+/* page_pool_alloc() with the pages handed out as the runs it would list them
+ * in: runs[0..*nruns) (room for n runs; none continues the one before it),
+ * in state `to`: PAGE_INFLIGHT, or PAGE_CACHED for a cache that adopts them
+ * at once (the radix tree's insert: no page list is written, and no adopt
+ * reads one back). */
+rkv_status page_pool_alloc_runs(page_pool *p, int32_t n, int to, page_run *runs,
+                                int32_t *nruns);
 
 /* Return pages (INFLIGHT or CACHED) to the pool. A page id out of range or
  * already FREE (or twice in the list) is a caller bug: RKV_EINVAL, and no

@@ -236,19 +236,21 @@ static inline size_t node_edge_bytes(const rt_node *x)
     return x->len > 0 ? edge_bytes_nr(x->len, area_nruns(node_area(x))) : 0;
 }
 
-/* Page ids of a run one by one: dst[0..count) = first, first + 1, ... Long
- * runs are a store-bound loop, so on x86-64 it is compiled twice and the
- * AVX2 copy (twice the width of the SSE2 baseline) runs where the CPU has it. */
+/* A loop over long arrays that -O2 vectorizes at the SSE2 baseline: on x86-64
+ * it is compiled twice, and the AVX2 copy (twice the width) runs where the
+ * CPU has it (chosen once, at load). */
 #if defined(__x86_64__) && defined(__has_attribute)
 #if __has_attribute(target_clones)
-#define RT_WIDE_STORES __attribute__((target_clones("avx2", "default")))
+#define RT_WIDE __attribute__((target_clones("avx2", "default")))
 #endif
 #endif
-#ifndef RT_WIDE_STORES
-#define RT_WIDE_STORES
+#ifndef RT_WIDE
+#define RT_WIDE
 #endif
 
-RT_WIDE_STORES static void run_expand_long(int32_t *dst, int32_t first, int32_t count)
+/* Page ids of a run one by one: dst[0..count) = first, first + 1, ... Long
+ * runs are a store-bound loop (RT_WIDE). */
+RT_WIDE static void run_expand_long(int32_t *dst, int32_t first, int32_t count)
 {
     for (int32_t j = 0; j < count; j++) dst[j] = first + j;
 }
@@ -415,6 +417,20 @@ static void slot_free(radix_tree *t, int32_t s)
     t->free_head = s;
 }
 
+/* A fresh node over edge (len tokens, allocated by the caller, who keeps
+ * it on failure), or -1. */
+static int32_t node_wrap(radix_tree *t, int32_t *edge, int32_t len)
+{
+    int32_t s = slot_alloc(t);
+    if (s < 0) return -1;
+    rt_node *x = N(t, s);
+    memset(x, 0, sizeof *x);
+    x->edge = edge;
+    x->len = len;
+    x->parent = -1;
+    return s;
+}
+
 /* A fresh node; edge allocated for len tokens and nruns page runs (none for
  * len 0). */
 static int32_t node_new(radix_tree *t, int32_t len, int32_t nruns)
@@ -424,16 +440,8 @@ static int32_t node_new(radix_tree *t, int32_t len, int32_t nruns)
         edge = rt_alloc(t, edge_bytes_nr(len, nruns));
         if (!edge) return -1;
     }
-    int32_t s = slot_alloc(t);
-    if (s < 0) {
-        if (edge) rt_free(t, edge, edge_bytes_nr(len, nruns));
-        return -1;
-    }
-    rt_node *x = N(t, s);
-    memset(x, 0, sizeof *x);
-    x->edge = edge;
-    x->len = len;
-    x->parent = -1;
+    int32_t s = node_wrap(t, edge, len);
+    if (s < 0 && edge) rt_free(t, edge, edge_bytes_nr(len, nruns));
     return s;
 }
 
@@ -1254,22 +1262,25 @@ static int32_t child_find64(const radix_tree *t, const rt_node *x, const int64_t
  * are compared by OR-ing the differences (a fixed inner count, so -O2's
  * cheap vectorizer takes it: an edge token is >= 0, so its zero extension is
  * its value, and an out-of-range key id differs in its high half); the
- * block that differs is searched token by token. */
-enum { CMP64_BLOCK = 16, CMP64_AHEAD = 256 };
-/* Compiled twice like run_expand_long (RT_WIDE_STORES): the AVX2 copy takes a
- * block in half the instructions of SSE2's, and a long match is mostly this
- * loop (kv_match in sglang_cache_bench's replay, ~6,100 tokens matched: the
- * key again right away 1.6 -> 1.3 us, the key cold 4.0 -> 3.7 us; medians of
- * 6 passes of 300, interleaved). */
-RT_WIDE_STORES
-static int32_t common_prefix64(const int32_t *edge, const int64_t *key, int32_t n)
+ * block that differs is searched token by token. RT_WIDE: an insert walks
+ * the cached part of its key again after the request's match, most of its
+ * time (sglang_cache_bench's replay, ~6,000 cached tokens an insert); the
+ * AVX2 copy took 0.85 -> 0.78 us for 6,000 tokens out of L2 (from memory,
+ * where a caller's key mostly is, both take the same time). A match is
+ * mostly this loop too: kv_match in the replay, ~6,100 tokens matched, the
+ * key again right away 1.6 -> 1.3 us, the key cold 4.0 -> 3.7 us (medians
+ * of 6 passes of 300, interleaved; 2 KB ahead then). */
+enum { CMP64_BLOCK = 16, CMP64_AHEAD = 1024 };
+RT_WIDE static int32_t common_prefix64(const int32_t *edge, const int64_t *key, int32_t n)
 {
     int32_t i = 0;
     for (; i + CMP64_BLOCK <= n; i += CMP64_BLOCK) {
         /* The key is the caller's, usually not in cache (a scheduler's
-         * request keys are many and long): the block's two lines 2 KB ahead
-         * are asked for now: a quarter of kv_match's time on
-         * sglang_cache_bench's keys. The address goes through an integer,
+         * request keys are many and long): the block's two lines 8 KB ahead
+         * are asked for now, far enough to cover a miss to memory (a
+         * quarter of kv_match's time on sglang_cache_bench's keys at 2 KB;
+         * 8 KB against 2 KB: 6,000 cold tokens 2.25 -> 1.9 us, the replay's
+         * kv_insert about 6 % less). The address goes through an integer,
          * as it may lie past the key's end (a prefetch never faults). */
         uintptr_t ahead = (uintptr_t)(key + i) + sizeof *key * CMP64_AHEAD;
         __builtin_prefetch((const void *)ahead);
@@ -1313,6 +1324,33 @@ static int32_t key_bad(key_view k, int32_t from, int32_t n)
     if (!wide) return -1;
     for (int32_t i = from; i < n; i++)
         if (!id_in_range(k.k64[i])) return i;
+    return -1;
+}
+
+/* tok[0..n) narrowed into dst[0..n), each id checked as it is narrowed:
+ * the first index holding an id outside [0, INT32_MAX], or -1 (dst is then
+ * written up to somewhere past it). One pass over the caller's ids where a
+ * check and then a copy read them twice: blocks of NARROW_BLOCK ids are
+ * narrowed and their high bits OR-ed without a branch (a fixed inner count,
+ * which -O2's cheap vectorizer takes), and only a block holding a bad id is
+ * searched one by one: 1,840 ids in 0.26 us (0.20 in the RT_WIDE copy),
+ * where the scalar check and copy took 0.91. */
+enum { NARROW_BLOCK = 16 };
+RT_WIDE static int32_t key_narrow(int32_t *restrict dst, const int64_t *restrict tok, int32_t n)
+{
+    int32_t i = 0;
+    for (; i + NARROW_BLOCK <= n; i += NARROW_BLOCK) {
+        uint64_t wide = 0;
+        for (int32_t k = 0; k < NARROW_BLOCK; k++) {
+            wide |= (uint64_t)tok[i + k] >> 31;
+            dst[i + k] = (int32_t)tok[i + k];
+        }
+        if (wide) break;
+    }
+    for (; i < n; i++) {
+        if (!id_in_range(tok[i])) return i;
+        dst[i] = (int32_t)tok[i];
+    }
     return -1;
 }
 
@@ -1399,17 +1437,132 @@ rkv_status radix_tree_match_runs64(radix_tree *t, const int64_t *tokens, int32_t
     return st;
 }
 
+/* The leaf ls (its edge filled) hangs under at; its len tokens become
+ * evictable. */
+static void leaf_link(radix_tree *t, int32_t ls, int32_t at, uint64_t now)
+{
+    rt_node *leaf = N(t, ls);
+    leaf->id = now << 2 | 2;
+    leaf->time = now;
+    leaf->hits = 1;
+    leaf->parent = at;
+    pstate_new(t, ls, -1);
+    if (is_candidate(N(t, at))) t->num_cands--; /* no leaf any more; its entry goes lazily */
+    child_add(t, N(t, at), ls);
+    t->num_nodes++;
+    t->evictable += leaf->len;
+    cand_enter(t, ls);
+}
+
+/* A new leaf under at for key[pos, n) with the caller's pages[pos / P ..):
+ * everything that can fail first (reserves, the node), then the adoption,
+ * the only step that checks the caller's pages (RKV_EINVAL, nothing
+ * changed), then the link. An int64 key was checked by the caller. */
+static rkv_status leaf_given(radix_tree *t, key_view key, int32_t pos, int32_t n,
+                             const int32_t *pages, int32_t at, uint64_t now, int32_t *node)
+{
+    int32_t P = t->P, len = n - pos;
+    const int32_t *own = pages + pos / P;
+    if (!heap_reserve(t, (int32_t)t->num_nodes + 1) || !child_reserve(t, N(t, at)))
+        return RKV_ENOMEM;
+    int32_t nr = flat_nruns(own, len / P);
+    int32_t ls = node_new(t, len, nr);
+    if (ls < 0) return RKV_ENOMEM;
+    rt_node *leaf = N(t, ls);
+    if (page_pool_adopt(t->pool, own, len / P) != RKV_OK) {
+        rt_free(t, leaf->edge, edge_bytes_nr(len, nr));
+        slot_free(t, ls);
+        return RKV_EINVAL;
+    }
+    if (key.k64) key_narrow(leaf->edge, key.k64 + pos, len);
+    else memcpy(leaf->edge, key.k32 + pos, sizeof(int32_t) * (size_t)len);
+    area_from_flat(leaf->edge + len, own, len / P, nr);
+    leaf_link(t, ls, at, now);
+    *node = ls;
+    return RKV_OK;
+}
+
+/* A new leaf under at for key[pos, n) with pages taken from the pool, as
+ * runs appended to out's (the first merged into the last one when it
+ * continues it).
+ *
+ * 1) the reserves and the leaf's edge, sized for one run (what the pool
+ *    gives whenever one free extent holds the pages);
+ * 2) the key's ids narrowed into the edge and checked in the same pass
+ *    (an int64 key: RKV_EINVAL with the index in *bad, nothing taken);
+ * 3) the pages, taken as runs straight into CACHED (no page list: the
+ *    leaf, the caller and the pool all keep runs);
+ * 4) an edge of more runs when the pool gave them, and the node's slot,
+ *    the pages going back if either fails; 5) the link. */
+static rkv_status leaf_take(radix_tree *t, key_view key, int32_t pos, int32_t n, int32_t at,
+                            page_sink *out, uint64_t now, int32_t *node, int32_t *bad)
+{
+    int32_t P = t->P, len = n - pos;
+    /* 1 */
+    if (!heap_reserve(t, (int32_t)t->num_nodes + 1) || !child_reserve(t, N(t, at)))
+        return RKV_ENOMEM;
+    size_t bytes = edge_bytes_nr(len, 1);
+    int32_t *edge = rt_alloc(t, bytes);
+    if (!edge) return RKV_ENOMEM;
+    /* 2 */
+    if (key.k64) {
+        int32_t b = key_narrow(edge, key.k64 + pos, len);
+        if (b >= 0) {
+            rt_free(t, edge, bytes);
+            *bad = pos + b;
+            return RKV_EINVAL;
+        }
+    } else {
+        memcpy(edge, key.k32 + pos, sizeof(int32_t) * (size_t)len);
+    }
+    /* 3 */
+    radix_page_run *runs = out->runs + out->nruns;
+    int32_t nr = 0;
+    if (page_pool_alloc_runs(t->pool, len / P, PAGE_CACHED, runs, &nr) != RKV_OK) {
+        rt_free(t, edge, bytes);
+        return RKV_ENOSPC;
+    }
+    /* 4 */
+    int32_t ls = -1;
+    if (nr > 1) {
+        int32_t *wide = rt_alloc(t, edge_bytes_nr(len, nr));
+        if (wide) memcpy(wide, edge, sizeof(int32_t) * (size_t)len);
+        rt_free(t, edge, bytes);
+        edge = wide;
+        bytes = edge_bytes_nr(len, nr);
+    }
+    if (edge) ls = node_wrap(t, edge, len);
+    if (ls < 0) {
+        for (int32_t i = 0; i < nr; i++) page_pool_free_run(t->pool, runs[i].first, runs[i].count);
+        if (edge) rt_free(t, edge, bytes);
+        return RKV_ENOMEM;
+    }
+    /* 5 */
+    area_write(edge + len, runs, nr);
+    leaf_link(t, ls, at, now);
+    if (out->nruns > 0 && runs[-1].first + runs[-1].count == runs[0].first) {
+        runs[-1].count += runs[0].count;
+        memmove(runs, runs + 1, sizeof *runs * (size_t)(nr - 1));
+        nr--;
+    }
+    out->nruns += nr;
+    *node = ls;
+    return RKV_OK;
+}
+
 /* radix_tree_insert(); out (may be NULL) gets the pages of the part already
  * cached, *node the last node of the inserted path. take (pages NULL): the
- * new leaf's pages come from the pool, written to take[pos / P ..). */
-static rkv_status insert_into(radix_tree *t, key_view key, int32_t n,
-                              const int32_t *pages, int32_t *take, uint64_t ns,
-                              int32_t *prefix_len, page_sink *out, int32_t *node, int32_t *bad)
+ * new leaf's pages come from the pool, and out (not NULL) gets their runs
+ * after the cached part's. */
+static rkv_status insert_into(radix_tree *t, key_view key, int32_t n, const int32_t *pages,
+                              bool take, uint64_t ns, int32_t *prefix_len, page_sink *out,
+                              int32_t *node, int32_t *bad)
 {
     *prefix_len = 0;
     *node = RT_ROOT;
     *bad = -1;
-    if (n < 0 || (n > 0 && ((!key.k32 && !key.k64) || (!pages && !take)))) return RKV_EINVAL;
+    if (n < 0 || (n > 0 && ((!key.k32 && !key.k64) || (!pages && !(take && out)))))
+        return RKV_EINVAL;
     int32_t P = t->P;
     n -= n % P;
     uint64_t now = ++t->clock;
@@ -1429,57 +1582,21 @@ static rkv_status insert_into(radix_tree *t, key_view key, int32_t n,
     *prefix_len = pos;
     *node = at;
     if (pos == n) return RKV_OK;
-    /* An int64 key's new ids are checked before anything is allocated (the
-     * walk has entered, and may have split, the cached part, as a match
-     * would; nothing new is cached). */
+    /* A new leaf for tokens[pos..n). An int64 key's new ids are checked
+     * before any page is taken or adopted (the walk has entered, and may
+     * have split, the cached part, as a match would; nothing new is
+     * cached). */
+    if (take) return leaf_take(t, key, pos, n, at, out, now, node, bad);
     if ((*bad = key_bad(key, pos, n)) >= 0) return RKV_EINVAL;
-
-    /* A new leaf for tokens[pos..n): reserve everything that can fail, then
-     * adopt the pages (the only step that checks the caller's input), then
-     * link. */
-    int32_t len = n - pos;
-    if (!heap_reserve(t, (int32_t)t->num_nodes + 1) || !child_reserve(t, N(t, at)))
-        return RKV_ENOMEM;
-    if (take && page_pool_alloc(t->pool, len / P, take + pos / P) != RKV_OK) return RKV_ENOSPC;
-    const int32_t *own = take ? take + pos / P : pages + pos / P;
-    int32_t nr = flat_nruns(own, len / P);
-    int32_t ls = node_new(t, len, nr);
-    if (ls < 0) {
-        if (take) page_pool_free(t->pool, own, len / P);
-        return RKV_ENOMEM;
-    }
-    rt_node *leaf = N(t, ls);
-    if (page_pool_adopt(t->pool, own, len / P) != RKV_OK) {
-        rt_free(t, leaf->edge, edge_bytes_nr(len, nr));
-        slot_free(t, ls);
-        if (take) page_pool_free(t->pool, own, len / P); /* the pool's own pages: cannot */
-        *prefix_len = pos;
-        return RKV_EINVAL;
-    }
-    if (key.k64)
-        for (int32_t i = 0; i < len; i++) leaf->edge[i] = (int32_t)key.k64[pos + i];
-    else
-        memcpy(leaf->edge, key.k32 + pos, sizeof(int32_t) * (size_t)len);
-    area_from_flat(leaf->edge + len, own, len / P, nr);
-    leaf->id = now << 2 | 2;
-    leaf->time = now;
-    leaf->hits = 1;
-    leaf->parent = at;
-    pstate_new(t, ls, -1);
-    if (is_candidate(N(t, at))) t->num_cands--; /* no leaf any more; its entry goes lazily */
-    child_add(t, N(t, at), ls);
-    t->num_nodes++;
-    t->evictable += len;
-    cand_enter(t, ls);
-    *node = ls;
-    return RKV_OK;
+    return leaf_given(t, key, pos, n, pages, at, now, node);
 }
 
 rkv_status radix_tree_insert(radix_tree *t, const int32_t *tokens, int32_t n,
                              const int32_t *pages, uint64_t ns, int32_t *prefix_len)
 {
     int32_t node, bad;
-    return insert_into(t, (key_view){tokens, NULL}, n, pages, NULL, ns, prefix_len, NULL, &node, &bad);
+    return insert_into(t, (key_view){tokens, NULL}, n, pages, false, ns, prefix_len, NULL, &node,
+                       &bad);
 }
 
 rkv_status radix_tree_insert_runs(radix_tree *t, const int32_t *tokens, int32_t n,
@@ -1488,29 +1605,31 @@ rkv_status radix_tree_insert_runs(radix_tree *t, const int32_t *tokens, int32_t 
 {
     page_sink out = {NULL, runs_out, 0, 0};
     int32_t bad;
-    rkv_status st = insert_into(t, (key_view){tokens, NULL}, n, pages, NULL, ns, prefix_len, &out, node, &bad);
+    rkv_status st = insert_into(t, (key_view){tokens, NULL}, n, pages, false, ns, prefix_len,
+                                &out, node, &bad);
     *num_runs = st == RKV_OK ? out.nruns : 0;
     return st;
 }
 
-rkv_status radix_tree_insert_take(radix_tree *t, const int32_t *tokens, int32_t n,
-                                  int32_t *pages_out, uint64_t ns, int32_t *prefix_len,
-                                  radix_page_run *runs_out, int32_t *num_runs, int32_t *node)
+rkv_status radix_tree_insert_take(radix_tree *t, const int32_t *tokens, int32_t n, uint64_t ns,
+                                  int32_t *prefix_len, radix_page_run *runs_out,
+                                  int32_t *num_runs, int32_t *node)
 {
     page_sink out = {NULL, runs_out, 0, 0};
     int32_t bad;
-    rkv_status st = insert_into(t, (key_view){tokens, NULL}, n, NULL, pages_out, ns, prefix_len, &out, node, &bad);
+    rkv_status st = insert_into(t, (key_view){tokens, NULL}, n, NULL, true, ns, prefix_len,
+                                runs_out ? &out : NULL, node, &bad);
     *num_runs = st == RKV_OK ? out.nruns : 0;
     return st;
 }
 
 rkv_status radix_tree_insert_take64(radix_tree *t, const int64_t *tokens, int32_t n,
-                                    int32_t *pages_out, uint64_t ns, int32_t *prefix_len,
-                                    radix_page_run *runs_out, int32_t *num_runs, int32_t *node,
-                                    int32_t *bad)
+                                    uint64_t ns, int32_t *prefix_len, radix_page_run *runs_out,
+                                    int32_t *num_runs, int32_t *node, int32_t *bad)
 {
     page_sink out = {NULL, runs_out, 0, 0};
-    rkv_status st = insert_into(t, (key_view){NULL, tokens}, n, NULL, pages_out, ns, prefix_len, &out, node, bad);
+    rkv_status st = insert_into(t, (key_view){NULL, tokens}, n, NULL, true, ns, prefix_len,
+                                runs_out ? &out : NULL, node, bad);
     *num_runs = st == RKV_OK ? out.nruns : 0;
     return st;
 }

@@ -133,11 +133,10 @@ void radix_tree_set_priority(radix_tree *t, int32_t priority);
 rkv_status radix_tree_match(radix_tree *t, const int32_t *tokens, int32_t n, uint64_t ns,
                             int32_t *pages_out, int32_t *len, int32_t *node);
 
-/* A run of consecutive page ids: first, first + 1, .., first + count - 1. */
-typedef struct radix_page_run {
-    int32_t first;
-    int32_t count;
-} radix_page_run;
+/* A run of consecutive page ids: first, first + 1, .., first + count - 1
+ * (the pool's own type, so that an insert's new pages go from the pool's
+ * allocation into the caller's runs with no copy). */
+typedef page_run radix_page_run;
 
 /* radix_tree_match(), with the matched page ids as runs: runs_out (room for
  * n / P runs) gets *num_runs maximal runs (consecutive across nodes merged),
@@ -178,23 +177,25 @@ rkv_status radix_tree_insert_runs(radix_tree *t, const int32_t *tokens, int32_t 
                                   radix_page_run *runs_out, int32_t *num_runs, int32_t *node);
 
 /* radix_tree_insert_runs() for a caller that has no pages yet: after the walk
- * the tree takes the pages for tokens [*prefix_len, n) from its pool, writes
- * them to pages_out[*prefix_len / P .. n / P) and adopts them, so only what
- * is missing is ever allocated. RKV_ENOSPC when the pool is short (nothing
- * new cached; the walk has entered the cached part, as a match would). */
-rkv_status radix_tree_insert_take(radix_tree *t, const int32_t *tokens, int32_t n,
-                                  int32_t *pages_out, uint64_t ns, int32_t *prefix_len,
-                                  radix_page_run *runs_out, int32_t *num_runs, int32_t *node);
+ * the tree takes the pages for tokens [*prefix_len, n) from its pool as runs
+ * (page_pool_alloc_runs) and adopts them, so only what is missing is ever
+ * allocated. runs_out (room for n / P runs) gets the whole path's pages: the
+ * cached part's runs, then the taken ones (the first merged into the last
+ * cached run when it continues it), *num_runs in all. RKV_ENOSPC when the
+ * pool is short (nothing new cached; the walk has entered the cached part,
+ * as a match would). */
+rkv_status radix_tree_insert_take(radix_tree *t, const int32_t *tokens, int32_t n, uint64_t ns,
+                                  int32_t *prefix_len, radix_page_run *runs_out,
+                                  int32_t *num_runs, int32_t *node);
 
 /* radix_tree_insert_take() over the caller's int64 ids (the walk as in
- * radix_tree_match_runs64(), the new leaf's tokens narrowed into it). An id
- * outside [0, INT32_MAX] past the cached part is RKV_EINVAL with its index in
- * *bad (-1 otherwise); nothing new is cached, and the walk has entered the
- * cached part as a match would. */
+ * radix_tree_match_runs64(), the new leaf's tokens narrowed into it as they
+ * are checked). An id outside [0, INT32_MAX] past the cached part is
+ * RKV_EINVAL with its index in *bad (-1 otherwise); nothing new is cached,
+ * and the walk has entered the cached part as a match would. */
 rkv_status radix_tree_insert_take64(radix_tree *t, const int64_t *tokens, int32_t n,
-                                    int32_t *pages_out, uint64_t ns, int32_t *prefix_len,
-                                    radix_page_run *runs_out, int32_t *num_runs, int32_t *node,
-                                    int32_t *bad);
+                                    uint64_t ns, int32_t *prefix_len, radix_page_run *runs_out,
+                                    int32_t *num_runs, int32_t *node, int32_t *bad);
 
 /* Reference counts from node up to the root (handles from match). Moving a
  * node's count 0 -> 1 moves its tokens from evictable to protected, and back.

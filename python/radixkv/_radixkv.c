@@ -1256,6 +1256,24 @@ static int insert_sizes_check(Py_ssize_t nvals, Py_ssize_t ntags, int32_t n, int
     return 0;
 }
 
+/* kv_insert's answer (prefix_len, path): built directly, not through
+ * Py_BuildValue's format (a few tens of ns on a call of ~0.1 us when the key
+ * is cached whole). NULL with the exception set. */
+static PyObject *insert_answer(int32_t prefix, MatchObject *path)
+{
+    PyObject *n = PyLong_FromLong(prefix);
+    if (!n) return NULL;
+    PyObject *r = PyTuple_New(2);
+    if (!r) {
+        Py_DECREF(n);
+        return NULL;
+    }
+    Py_INCREF(path);
+    PyTuple_SET_ITEM(r, 0, n);
+    PyTuple_SET_ITEM(r, 1, (PyObject *)path);
+    return r;
+}
+
 /* kv_insert over a contiguous int64 buffer of ids on a radix cache (see
  * key64_open): the tree walks the caller's ids in place, narrows only the new
  * leaf's, and the Match keeps the path's page runs (cache_radix_insert_hold64);
@@ -1307,7 +1325,7 @@ static PyObject *kv_insert64(CacheObject *self, PyObject *tok, PyObject *valo, P
         || vals_store_runs(self, path->runs, path->nruns, prefix / P, &v,
                            have_tags ? &tg : NULL) < 0)
         goto out;
-    r = Py_BuildValue("(iO)", prefix, (PyObject *)path);
+    r = insert_answer(prefix, path);
 out:
     Py_XDECREF(path);
     if (have_v) PyBuffer_Release(&v.view);
