@@ -1271,7 +1271,8 @@ static int32_t child_find64(const radix_tree *t, const rt_node *x, const int64_t
  * key again right away 1.6 -> 1.3 us, the key cold 4.0 -> 3.7 us (medians
  * of 6 passes of 300, interleaved; 2 KB ahead then). */
 enum { CMP64_BLOCK = 16, CMP64_AHEAD = 1024 };
-RT_WIDE static int32_t common_prefix64(const int32_t *edge, const int64_t *key, int32_t n)
+RT_WIDE static int32_t common_prefix64(const int32_t *edge, const int64_t *key, int32_t n,
+                                        int32_t rest)
 {
     int32_t i = 0;
     for (; i + CMP64_BLOCK <= n; i += CMP64_BLOCK) {
@@ -1280,11 +1281,13 @@ RT_WIDE static int32_t common_prefix64(const int32_t *edge, const int64_t *key, 
          * are asked for now, far enough to cover a miss to memory (a
          * quarter of kv_match's time on sglang_cache_bench's keys at 2 KB;
          * 8 KB against 2 KB: 6,000 cold tokens 2.25 -> 1.9 us, the replay's
-         * kv_insert about 6 % less). The address goes through an integer,
-         * as it may lie past the key's end (a prefetch never faults). */
-        uintptr_t ahead = (uintptr_t)(key + i) + sizeof *key * CMP64_AHEAD;
-        __builtin_prefetch((const void *)ahead);
-        __builtin_prefetch((const void *)(ahead + 64));
+         * kv_insert about 6 % less). Never past the key's end (rest: what
+         * is left of it from key[0]): lines asked for and not read cost
+         * bandwidth, 8 KB of it per call where a key ends or differs soon. */
+        if (i + CMP64_AHEAD < rest) {
+            __builtin_prefetch(key + i + CMP64_AHEAD);
+            __builtin_prefetch(key + i + CMP64_AHEAD + 8);
+        }
         uint64_t d = 0;
         for (int32_t k = 0; k < CMP64_BLOCK; k++)
             d |= (uint64_t)key[i + k] ^ (uint64_t)(uint32_t)edge[i + k];
@@ -1301,6 +1304,7 @@ RT_WIDE static int32_t common_prefix64(const int32_t *edge, const int64_t *key, 
 typedef struct key_view {
     const int32_t *k32;
     const int64_t *k64;
+    int32_t n; /* its length */
 } key_view;
 
 static inline int32_t key_child(const radix_tree *t, const rt_node *x, key_view k, int32_t p)
@@ -1310,7 +1314,7 @@ static inline int32_t key_child(const radix_tree *t, const rt_node *x, key_view 
 
 static inline int32_t key_common(const int32_t *edge, key_view k, int32_t p, int32_t lim)
 {
-    return k.k64 ? common_prefix64(edge, k.k64 + p, lim) : common_prefix(edge, k.k32 + p, lim);
+    return k.k64 ? common_prefix64(edge, k.k64 + p, lim, k.n - p) : common_prefix(edge, k.k32 + p, lim);
 }
 
 /* The first index in [from, n) holding an id the tree cannot hold, or -1.
@@ -1414,7 +1418,7 @@ rkv_status radix_tree_match(radix_tree *t, const int32_t *tokens, int32_t n, uin
                             int32_t *pages_out, int32_t *len, int32_t *node)
 {
     page_sink out = {pages_out, NULL, 0, 0};
-    return match_into(t, (key_view){tokens, NULL}, n, ns, pages_out ? &out : NULL, len, node);
+    return match_into(t, (key_view){tokens, NULL, n}, n, ns, pages_out ? &out : NULL, len, node);
 }
 
 rkv_status radix_tree_match_runs(radix_tree *t, const int32_t *tokens, int32_t n, uint64_t ns,
@@ -1422,7 +1426,7 @@ rkv_status radix_tree_match_runs(radix_tree *t, const int32_t *tokens, int32_t n
                                  int32_t *node)
 {
     page_sink out = {NULL, runs_out, 0, 0};
-    rkv_status st = match_into(t, (key_view){tokens, NULL}, n, ns, &out, len, node);
+    rkv_status st = match_into(t, (key_view){tokens, NULL, n}, n, ns, &out, len, node);
     *num_runs = st == RKV_OK ? out.nruns : 0;
     return st;
 }
@@ -1432,7 +1436,7 @@ rkv_status radix_tree_match_runs64(radix_tree *t, const int64_t *tokens, int32_t
                                    int32_t *node)
 {
     page_sink out = {NULL, runs_out, 0, 0};
-    rkv_status st = match_into(t, (key_view){NULL, tokens}, n, ns, &out, len, node);
+    rkv_status st = match_into(t, (key_view){NULL, tokens, n}, n, ns, &out, len, node);
     *num_runs = st == RKV_OK ? out.nruns : 0;
     return st;
 }
@@ -1595,7 +1599,7 @@ rkv_status radix_tree_insert(radix_tree *t, const int32_t *tokens, int32_t n,
                              const int32_t *pages, uint64_t ns, int32_t *prefix_len)
 {
     int32_t node, bad;
-    return insert_into(t, (key_view){tokens, NULL}, n, pages, false, ns, prefix_len, NULL, &node,
+    return insert_into(t, (key_view){tokens, NULL, n}, n, pages, false, ns, prefix_len, NULL, &node,
                        &bad);
 }
 
@@ -1605,7 +1609,7 @@ rkv_status radix_tree_insert_runs(radix_tree *t, const int32_t *tokens, int32_t 
 {
     page_sink out = {NULL, runs_out, 0, 0};
     int32_t bad;
-    rkv_status st = insert_into(t, (key_view){tokens, NULL}, n, pages, false, ns, prefix_len,
+    rkv_status st = insert_into(t, (key_view){tokens, NULL, n}, n, pages, false, ns, prefix_len,
                                 &out, node, &bad);
     *num_runs = st == RKV_OK ? out.nruns : 0;
     return st;
@@ -1617,7 +1621,7 @@ rkv_status radix_tree_insert_take(radix_tree *t, const int32_t *tokens, int32_t 
 {
     page_sink out = {NULL, runs_out, 0, 0};
     int32_t bad;
-    rkv_status st = insert_into(t, (key_view){tokens, NULL}, n, NULL, true, ns, prefix_len,
+    rkv_status st = insert_into(t, (key_view){tokens, NULL, n}, n, NULL, true, ns, prefix_len,
                                 runs_out ? &out : NULL, node, &bad);
     *num_runs = st == RKV_OK ? out.nruns : 0;
     return st;
@@ -1628,7 +1632,7 @@ rkv_status radix_tree_insert_take64(radix_tree *t, const int64_t *tokens, int32_
                                     int32_t *num_runs, int32_t *node, int32_t *bad)
 {
     page_sink out = {NULL, runs_out, 0, 0};
-    rkv_status st = insert_into(t, (key_view){NULL, tokens}, n, NULL, true, ns, prefix_len,
+    rkv_status st = insert_into(t, (key_view){NULL, tokens, n}, n, NULL, true, ns, prefix_len,
                                 runs_out ? &out : NULL, node, bad);
     *num_runs = st == RKV_OK ? out.nruns : 0;
     return st;
