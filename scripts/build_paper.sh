@@ -130,9 +130,9 @@ else
   # binary exists (the Mooncake ones on a generated trace in the Mooncake format
   # when the real traces are missing: they exit 77 then). remote_tier starts a
   # redis-server of its own: without one installed it is re-drawn from existing
-  # results only.
+  # results only. sglang_dropin needs an SGLang venv and exits 77 without one.
   for name in tree_evolution hit_rate_sweep long_prefill overhead sim_calibration sim_profiles mechanisms tiered_capacity \
-              routing real_trace_capacity eviction_policy page_size sglang_ablations remote_tier; do
+              routing real_trace_capacity eviction_policy page_size sglang_ablations remote_tier sglang_dropin; do
     out=$(results "$name")
     if [[ -f $out/$name.jsonl ]]; then
       [[ -f notebooks/$name.ipynb ]] && RKV_RESULTS=$PWD/$out notebooks/run.sh "$name"
