@@ -1304,7 +1304,6 @@ RT_WIDE static int32_t common_prefix64(const int32_t *edge, const int64_t *key, 
 typedef struct key_view {
     const int32_t *k32;
     const int64_t *k64;
-    int32_t n; /* its length */
 } key_view;
 
 static inline int32_t key_child(const radix_tree *t, const rt_node *x, key_view k, int32_t p)
@@ -1312,9 +1311,12 @@ static inline int32_t key_child(const radix_tree *t, const rt_node *x, key_view 
     return k.k64 ? child_find64(t, x, k.k64 + p) : child_find(t, x, k.k32 + p);
 }
 
-static inline int32_t key_common(const int32_t *edge, key_view k, int32_t p, int32_t lim)
+/* rest: the key's tokens from p on (lim or more), how far ahead its lines may
+ * be asked for. */
+static inline int32_t key_common(const int32_t *edge, key_view k, int32_t p, int32_t lim,
+                                 int32_t rest)
 {
-    return k.k64 ? common_prefix64(edge, k.k64 + p, lim, k.n - p) : common_prefix(edge, k.k32 + p, lim);
+    return k.k64 ? common_prefix64(edge, k.k64 + p, lim, rest) : common_prefix(edge, k.k32 + p, lim);
 }
 
 /* The first index in [from, n) holding an id the tree cannot hold, or -1.
@@ -1371,7 +1373,7 @@ static int32_t walk(radix_tree *t, int32_t node, key_view key, int32_t n, int32_
         if (cs < 0) break;
         rt_node *c = N(t, cs);
         int32_t lim = c->len < n - p ? c->len : n - p;
-        int32_t k = key_common(c->edge, key, p, lim);
+        int32_t k = key_common(c->edge, key, p, lim, n - p);
         k -= k % P; /* >= P: the first page matched */
         if (k < c->len) {
             int32_t ps = split(t, cs, k, now);
@@ -1418,7 +1420,7 @@ rkv_status radix_tree_match(radix_tree *t, const int32_t *tokens, int32_t n, uin
                             int32_t *pages_out, int32_t *len, int32_t *node)
 {
     page_sink out = {pages_out, NULL, 0, 0};
-    return match_into(t, (key_view){tokens, NULL, n}, n, ns, pages_out ? &out : NULL, len, node);
+    return match_into(t, (key_view){tokens, NULL}, n, ns, pages_out ? &out : NULL, len, node);
 }
 
 rkv_status radix_tree_match_runs(radix_tree *t, const int32_t *tokens, int32_t n, uint64_t ns,
@@ -1426,7 +1428,7 @@ rkv_status radix_tree_match_runs(radix_tree *t, const int32_t *tokens, int32_t n
                                  int32_t *node)
 {
     page_sink out = {NULL, runs_out, 0, 0};
-    rkv_status st = match_into(t, (key_view){tokens, NULL, n}, n, ns, &out, len, node);
+    rkv_status st = match_into(t, (key_view){tokens, NULL}, n, ns, &out, len, node);
     *num_runs = st == RKV_OK ? out.nruns : 0;
     return st;
 }
@@ -1436,7 +1438,7 @@ rkv_status radix_tree_match_runs64(radix_tree *t, const int64_t *tokens, int32_t
                                    int32_t *node)
 {
     page_sink out = {NULL, runs_out, 0, 0};
-    rkv_status st = match_into(t, (key_view){NULL, tokens, n}, n, ns, &out, len, node);
+    rkv_status st = match_into(t, (key_view){NULL, tokens}, n, ns, &out, len, node);
     *num_runs = st == RKV_OK ? out.nruns : 0;
     return st;
 }
@@ -1599,7 +1601,7 @@ rkv_status radix_tree_insert(radix_tree *t, const int32_t *tokens, int32_t n,
                              const int32_t *pages, uint64_t ns, int32_t *prefix_len)
 {
     int32_t node, bad;
-    return insert_into(t, (key_view){tokens, NULL, n}, n, pages, false, ns, prefix_len, NULL, &node,
+    return insert_into(t, (key_view){tokens, NULL}, n, pages, false, ns, prefix_len, NULL, &node,
                        &bad);
 }
 
@@ -1609,7 +1611,7 @@ rkv_status radix_tree_insert_runs(radix_tree *t, const int32_t *tokens, int32_t 
 {
     page_sink out = {NULL, runs_out, 0, 0};
     int32_t bad;
-    rkv_status st = insert_into(t, (key_view){tokens, NULL, n}, n, pages, false, ns, prefix_len,
+    rkv_status st = insert_into(t, (key_view){tokens, NULL}, n, pages, false, ns, prefix_len,
                                 &out, node, &bad);
     *num_runs = st == RKV_OK ? out.nruns : 0;
     return st;
@@ -1621,7 +1623,7 @@ rkv_status radix_tree_insert_take(radix_tree *t, const int32_t *tokens, int32_t 
 {
     page_sink out = {NULL, runs_out, 0, 0};
     int32_t bad;
-    rkv_status st = insert_into(t, (key_view){tokens, NULL, n}, n, NULL, true, ns, prefix_len,
+    rkv_status st = insert_into(t, (key_view){tokens, NULL}, n, NULL, true, ns, prefix_len,
                                 runs_out ? &out : NULL, node, &bad);
     *num_runs = st == RKV_OK ? out.nruns : 0;
     return st;
@@ -1632,7 +1634,7 @@ rkv_status radix_tree_insert_take64(radix_tree *t, const int64_t *tokens, int32_
                                     int32_t *num_runs, int32_t *node, int32_t *bad)
 {
     page_sink out = {NULL, runs_out, 0, 0};
-    rkv_status st = insert_into(t, (key_view){NULL, tokens, n}, n, NULL, true, ns, prefix_len,
+    rkv_status st = insert_into(t, (key_view){NULL, tokens}, n, NULL, true, ns, prefix_len,
                                 runs_out ? &out : NULL, node, bad);
     *num_runs = st == RKV_OK ? out.nruns : 0;
     return st;
