@@ -30,6 +30,15 @@ static void open_tree(int32_t P, int32_t pages)
     ck_assert_int_eq(radix_tree_create(&pool, RADIX_LRU, &t), RKV_OK);
 }
 
+/* The pages of list[0..n) the tree did not adopt are still the caller's:
+ * they go back to the pool. */
+static void free_inflight(const int32_t *list, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (page_pool_state(&pool, list[i]) == PAGE_INFLIGHT)
+            ck_assert_int_eq(page_pool_free(&pool, &list[i], 1), RKV_OK);
+}
+
 static void close_tree(void)
 {
     radix_tree_destroy(t);
@@ -133,9 +142,7 @@ START_TEST(scattered_pages_are_several_runs)
     ck_assert_int_eq(page_pool_state(&pool, 12), PAGE_FREE);
     ck_assert_int_eq(page_pool_state(&pool, 3), PAGE_CACHED);
     /* the caller's pages the tree did not adopt are still the caller's */
-    for (int i = 0; i < 16; i++)
-        if (page_pool_state(&pool, all[i]) == PAGE_INFLIGHT)
-            ck_assert_int_eq(page_pool_free(&pool, &all[i], 1), RKV_OK);
+    free_inflight(all, 16);
     close_tree();
 }
 END_TEST
@@ -289,9 +296,7 @@ START_TEST(insert_take_keeps_the_pools_runs)
     ck_assert_int_eq(np, 35);
     ck_assert_int_eq(match_runs(tok, 35, m, &len), nr);
     ck_assert_int_eq(memcmp(m, runs, sizeof runs[0] * (size_t)nr), 0);
-    for (int i = 0; i < 64; i++)
-        if (page_pool_state(&pool, hold[i]) == PAGE_INFLIGHT)
-            ck_assert_int_eq(page_pool_free(&pool, &hold[i], 1), RKV_OK);
+    free_inflight(hold, 64);
     close_tree();
 }
 END_TEST
@@ -352,9 +357,7 @@ START_TEST(insert_take_allocation_failures)
             ck_assert_int_eq(page_pool_num_free(&pool), free0);
             ck_assert_int_eq(pool.num_cached, cached0);
         }
-        for (int i = 0; i < 64; i++)
-            if (page_pool_state(&pool, hold[i]) == PAGE_INFLIGHT)
-                ck_assert_int_eq(page_pool_free(&pool, &hold[i], 1), RKV_OK);
+        free_inflight(hold, 64);
         close_tree();
         if (!fired) {
             ck_assert_int_eq(st, RKV_OK);
