@@ -1423,24 +1423,29 @@ rkv_status radix_tree_match(radix_tree *t, const int32_t *tokens, int32_t n, uin
     return match_into(t, (key_view){tokens, NULL}, n, ns, pages_out ? &out : NULL, len, node);
 }
 
+/* match_into() with the path's pages as runs (both key widths). */
+static rkv_status match_runs_into(radix_tree *t, key_view key, int32_t n, uint64_t ns,
+                                  radix_page_run *runs_out, int32_t *num_runs, int32_t *len,
+                                  int32_t *node)
+{
+    page_sink out = {NULL, runs_out, 0, 0};
+    rkv_status st = match_into(t, key, n, ns, &out, len, node);
+    *num_runs = st == RKV_OK ? out.nruns : 0;
+    return st;
+}
+
 rkv_status radix_tree_match_runs(radix_tree *t, const int32_t *tokens, int32_t n, uint64_t ns,
                                  radix_page_run *runs_out, int32_t *num_runs, int32_t *len,
                                  int32_t *node)
 {
-    page_sink out = {NULL, runs_out, 0, 0};
-    rkv_status st = match_into(t, (key_view){tokens, NULL}, n, ns, &out, len, node);
-    *num_runs = st == RKV_OK ? out.nruns : 0;
-    return st;
+    return match_runs_into(t, (key_view){tokens, NULL}, n, ns, runs_out, num_runs, len, node);
 }
 
 rkv_status radix_tree_match_runs64(radix_tree *t, const int64_t *tokens, int32_t n, uint64_t ns,
                                    radix_page_run *runs_out, int32_t *num_runs, int32_t *len,
                                    int32_t *node)
 {
-    page_sink out = {NULL, runs_out, 0, 0};
-    rkv_status st = match_into(t, (key_view){NULL, tokens}, n, ns, &out, len, node);
-    *num_runs = st == RKV_OK ? out.nruns : 0;
-    return st;
+    return match_runs_into(t, (key_view){NULL, tokens}, n, ns, runs_out, num_runs, len, node);
 }
 
 /* The leaf ls (its edge filled) hangs under at; its len tokens become
