@@ -44,7 +44,9 @@
  *                            time per evicted leaf
  *   evict_scaling            evict all leaves one by one from flat trees of 8k
  *                            and 128k leaves; growth of the cost per leaf
- *                            (O(log n) with few cache misses keeps it near 1)
+ *                            (O(log n) with few cache misses keeps it near 1);
+ *                            _with_alloc: with one allocation after the
+ *                            evictions timed in (a pool merges frees there)
  *
  *   steady_*                 steady state: a long replay with eviction
  *                            pressure, then match, match_runs, insert and
@@ -52,7 +54,9 @@
  *                            the same tree on a pool of its own ("fresh") and
  *                            on one another tree churns ("churned"); runs per
  *                            allocation and per match, host bytes per cached
- *                            token with and without the pool's (scenario 6)
+ *                            token with and without the pool's (scenario 6);
+ *                            evict also with the flow's allocations timed in
+ *                            (cpu_ns_per_leaf_cold_with_allocs)
  *
  * Usage: radix_bench [--scale S] [--seed N] [--repeats R] [--only SCENARIO] [--mooncake DIR]
  *   S multiplies the sizes (default 1), R in 1..32; --only runs the scenario groups whose
@@ -1138,6 +1142,7 @@ enum { ST_BATCH = 64, ST_GROUP = 16, ST_WARM_EVICT = 4096 };
 /* What one replay measured (its figure's cold and warm time, per unit). */
 typedef struct st_res {
     stopwatch cold, warm, base;
+    stopwatch alloc; /* evict figure: the flow's allocations (a pool may merge there) */
     int64_t cold_units, warm_units;
     int64_t allocs, alloc_runs, alloc_pages, matches, match_runs, evicted_leaves;
     int64_t cached, nodes, host_bytes, splits, hit_tokens, req_tokens;
@@ -1169,7 +1174,8 @@ static int32_t runs_of(const int32_t *pages, int32_t n)
 /* Admission of request k of the batch: match (runs, expanded to its page
  * table), lock, evict the shortfall, allocate. Returns 0 when it does not
  * fit (it is then unlocked). */
-static int st_admit(st_ctx *x, int32_t k, st_res *r, stopwatch *evict_sw, int64_t *evicted)
+static int st_admit(st_ctx *x, int32_t k, st_res *r, stopwatch *evict_sw, int64_t *evicted,
+                    stopwatch *alloc_sw)
 {
     const int32_t P = x->src->P, maxlen = x->src->maxlen;
     int32_t *tok = x->tok + (size_t)k * maxlen, *pages = x->pages + (size_t)k * maxlen;
@@ -1196,7 +1202,10 @@ static int st_admit(st_ctx *x, int32_t k, st_res *r, stopwatch *evict_sw, int64_
     }
     /* within the budget the pool always has the pages: the budgets of the
      * trees sharing it add up to its size */
-    if (need > room || page_pool_alloc(x->pool, need, pages + x->have[k]) != RKV_OK) {
+    stopwatch ta = sw_start();
+    rkv_status ast = need > room ? RKV_ENOSPC : page_pool_alloc(x->pool, need, pages + x->have[k]);
+    if (alloc_sw) sw_stop(alloc_sw, ta);
+    if (ast != RKV_OK) {
         radix_tree_unlock(x->t, x->node[k]);
         return 0;
     }
@@ -1277,11 +1286,13 @@ static void st_load(st_ctx *x, int32_t first, int32_t count)
 }
 
 /* The flow over a loaded batch (each request admitted, then committed);
- * evictions timed into evict_sw when given, leaves counted into *evicted. */
-static void st_flow(st_ctx *x, int32_t count, st_res *rr, stopwatch *evict_sw, int64_t *evicted)
+ * evictions timed into evict_sw and allocations into alloc_sw when given,
+ * leaves counted into *evicted. */
+static void st_flow(st_ctx *x, int32_t count, st_res *rr, stopwatch *evict_sw, int64_t *evicted,
+                    stopwatch *alloc_sw)
 {
     for (int32_t k = 0; k < count; k++)
-        if (st_admit(x, k, rr, evict_sw, evicted)) st_commit(x, k, NULL);
+        if (st_admit(x, k, rr, evict_sw, evicted, alloc_sw)) st_commit(x, k, NULL);
 }
 
 /* The memcmp floor over the loaded batch's tokens, into base. */
@@ -1304,12 +1315,12 @@ static void st_insert_figure(st_ctx *x, int32_t count, st_res *r)
     for (int32_t g = 0; g < count; g += ST_GROUP) {
         int32_t ge = g + ST_GROUP < count ? g + ST_GROUP : count;
         int ok[ST_GROUP];
-        for (int32_t k = g; k < ge; k++) ok[k - g] = st_admit(x, k, r, NULL, NULL);
+        for (int32_t k = g; k < ge; k++) ok[k - g] = st_admit(x, k, r, NULL, NULL, NULL);
         for (int32_t k = g; k < ge; k++)
             if (ok[k - g]) st_commit(x, k, &r->cold), r->cold_units++;
     }
     for (int32_t k = 0; k < count; k++)
-        if (st_admit(x, k, NULL, NULL, NULL)) st_commit(x, k, &r->warm), r->warm_units++;
+        if (st_admit(x, k, NULL, NULL, NULL, NULL)) st_commit(x, k, &r->warm), r->warm_units++;
 }
 
 /* One replay of the whole stream by a tree with a budget of budget pages,
@@ -1338,11 +1349,12 @@ static void st_replay(const steady_src *src, int32_t budget, int churned, int fi
             r->warm_units += count;
         }
         if (timed && fig == ST_INSERT) st_insert_figure(&x, count, r);
-        else if (timed && fig == ST_EVICT) st_flow(&x, count, r, &r->cold, &r->cold_units);
-        else st_flow(&x, count, timed ? r : NULL, NULL, NULL);
+        else if (timed && fig == ST_EVICT)
+            st_flow(&x, count, r, &r->cold, &r->cold_units, &r->alloc);
+        else st_flow(&x, count, timed ? r : NULL, NULL, NULL, NULL);
         if (churned) {
             st_load(&u, first, count);
-            st_flow(&u, count, NULL, NULL, NULL);
+            st_flow(&u, count, NULL, NULL, NULL, NULL);
         }
     }
     /* memory figures at the end of the window, before the extra evictions */
@@ -1401,7 +1413,7 @@ static void bench_steady(const steady_src *src)
     const char *pool_name[2] = {"fresh", "churned"};
     for (int fig = 0; fig < ST_FIGS; fig++) {
         series cold[2] = {{0}}, warm[2] = {{0}}, rcold[2] = {{0}}, rwarm[2] = {{0}};
-        series wcold[2] = {{0}};
+        series wcold[2] = {{0}}, walloc[2] = {{0}};
         st_res last[2];
         /* the two pools alternate, so both see the same load */
         for (int round = 0; round < repeats; round++)
@@ -1410,6 +1422,9 @@ static void bench_steady(const steady_src *src)
                 st_replay(src, budget, p, fig, &r);
                 if (r.cold_units) {
                     series_add(&cold[p], 1e9 * r.cold.cpu / (double)r.cold_units);
+                    if (fig == ST_EVICT)
+                        series_add(&walloc[p],
+                                   1e9 * (r.cold.cpu + r.alloc.cpu) / (double)r.cold_units);
                     series_add(&wcold[p], 1e9 * r.cold.wall / (double)r.cold_units);
                 }
                 if (r.warm_units) series_add(&warm[p], 1e9 * r.warm.cpu / (double)r.warm_units);
@@ -1453,6 +1468,8 @@ static void bench_steady(const steady_src *src)
             put_range(key, &wcold[p]);
             snprintf(key, sizeof key, "cpu_ns_per_%s_warm", unit);
             put_range(key, &warm[p]);
+            /* what a pool defers from its frees to its allocations shows here */
+            if (walloc[p].n) put_range("cpu_ns_per_leaf_cold_with_allocs", &walloc[p]);
             if (rcold[p].n) {
                 printf(",\"baseline\":\"memcmp of the request's tokens\"");
                 put_range("ratio_cold", &rcold[p]);
@@ -1512,7 +1529,10 @@ static void bench_steady_sources(double scale, const char *mooncake_dir)
 
 /* A flat tree of n leaves of 8 tokens, shuffled by n/2 matches; then evicted
  * one leaf per call. Returns the time per leaf; *steps = heap levels per leaf. */
-static stopwatch evict_all(int32_t n, double *steps)
+/* Evict all n leaves of a flat tree one per call; returns the time per leaf,
+ * and in *with_alloc the time per leaf of the evictions and one allocation
+ * after them (where a pool that defers merging merges). */
+static stopwatch evict_all(int32_t n, double *steps, stopwatch *with_alloc)
 {
     page_pool pool;
     radix_tree *t;
@@ -1536,8 +1556,15 @@ static stopwatch evict_all(int32_t n, double *steps)
     int64_t freed = 0;
     for (int32_t i = 0; i < n; i++) freed += radix_tree_evict(t, 1);
     sw_stop(&per, t0);
+    *with_alloc = per;
+    stopwatch ta = sw_start();
+    st = page_pool_alloc(&pool, 1, pages);
+    sw_stop(with_alloc, ta);
+    if (st != RKV_OK) die("page_pool_alloc", st);
     per.cpu /= n;
     per.wall /= n;
+    with_alloc->cpu /= n;
+    with_alloc->wall /= n;
     radix_tree_get_sizes(t, &s1);
     *steps = (double)(s1.heap_steps - s0.heap_steps) / n;
     if (freed != (int64_t)n * 8) {
@@ -1554,11 +1581,14 @@ static void bench_evict_scaling(double scale)
 {
     int32_t small = 8192, large = (int32_t)(131072 * scale);
     if (large < 2 * small) large = 2 * small;
-    series cs = {0}, cl = {0}, ws = {0}, wl = {0}, growth = {0}, ratio = {0};
+    series cs = {0}, cl = {0}, ws = {0}, wl = {0}, growth = {0}, ratio = {0}, as = {0}, al = {0};
     double steps_small = 0, steps_large = 0;
     for (int round = 0; round < repeats; round++) {
-        stopwatch ps = evict_all(small, &steps_small);
-        stopwatch pl = evict_all(large, &steps_large);
+        stopwatch pas, pal;
+        stopwatch ps = evict_all(small, &steps_small, &pas);
+        stopwatch pl = evict_all(large, &steps_large, &pal);
+        series_add(&as, 1e9 * pas.cpu);
+        series_add(&al, 1e9 * pal.cpu);
         double scan_large = heapify_seconds(large);
         series_add(&cs, 1e9 * ps.cpu);
         series_add(&cl, 1e9 * pl.cpu);
@@ -1578,6 +1608,8 @@ static void bench_evict_scaling(double scale)
     put_range("wall_ns_per_leaf_small", &ws);
     put_range("wall_ns_per_leaf_large", &wl);
     put_range("cpu_time_growth_per_leaf", &growth);
+    put_range("cpu_ns_per_leaf_small_with_alloc", &as);
+    put_range("cpu_ns_per_leaf_large_with_alloc", &al);
     printf(",\"baseline\":\"heapify all leaves once (rebuild per eviction)\"");
     put_range("ratio", &ratio);
     printf("}\n");

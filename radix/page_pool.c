@@ -52,6 +52,13 @@ rkv_status rkv_fail(rkv_status st, char *err, size_t errlen, const char *fmt, ..
 
 #define LO 0x5555555555555555ull
 
+/* A page's raw two bits: PAGE_PENDING is told apart from PAGE_FREE only here
+ * and in the fold; page_pool_state() reports it as FREE. */
+static inline unsigned st_get(const page_pool *p, int32_t pg)
+{
+    return (unsigned)(p->bits[pg >> 5] >> ((pg & 31) * 2)) & 3u;
+}
+
 static inline void st_set(page_pool *p, int32_t pg, unsigned v)
 {
     uint64_t *w = &p->bits[pg >> 5];
@@ -329,7 +336,9 @@ static void ext_put(page_pool *p, int32_t f, int32_t c)
 static void ext_free(page_pool *p, int32_t g, int32_t c)
 {
     int32_t e = -1, f = g, last = g + c - 1;
-    if (g > 0 && page_pool_state(p, g - 1) == PAGE_FREE) { /* 1 */
+    /* raw states: a PENDING neighbour was freed after this run, so when
+     * this run was freed it was not free (see the fold) */
+    if (g > 0 && st_get(p, g - 1) == PAGE_FREE) { /* 1 */
         uint32_t i = end_find(p, g - 1);
         e = p->ends[i].ext;
         list_unlink(p, e);
@@ -337,7 +346,7 @@ static void ext_free(page_pool *p, int32_t g, int32_t c)
         if (f != g - 1) end_del_at(p, i);
     }
     int32_t r = g + c;
-    if (r < p->num_pages && page_pool_state(p, r) == PAGE_FREE) { /* 2 */
+    if (r < p->num_pages && st_get(p, r) == PAGE_FREE) { /* 2 */
         uint32_t i = end_find(p, r);
         int32_t x = p->ends[i].ext;
         list_unlink(p, x);
@@ -418,9 +427,9 @@ static int32_t ext_largest(const page_pool *p)
  * walk the free runs from the state words alone. */
 static int32_t next_free_run(const page_pool *p, int32_t i, int32_t *end)
 {
-    while (i < p->num_pages && page_pool_state(p, i) != PAGE_FREE) i++;
+    while (i < p->num_pages && st_get(p, i) != PAGE_FREE) i++;
     int32_t j = i;
-    while (j < p->num_pages && page_pool_state(p, j) == PAGE_FREE) j++;
+    while (j < p->num_pages && st_get(p, j) == PAGE_FREE) j++;
     *end = j;
     return i;
 }
@@ -429,12 +438,12 @@ static rkv_status index_rebuild(page_pool *p)
 {
     int32_t n = 0;
     for (int32_t i = 0; i < p->num_pages;) {
-        if (page_pool_state(p, i) != PAGE_FREE) {
+        if (st_get(p, i) != PAGE_FREE) {
             i++;
             continue;
         }
         n++;
-        while (i < p->num_pages && page_pool_state(p, i) == PAGE_FREE) i++;
+        while (i < p->num_pages && st_get(p, i) == PAGE_FREE) i++;
     }
     for (int32_t k = 0; k < PAGE_CLASSES; k++) p->head[k] = -1;
     memset(p->nonempty, 0, sizeof p->nonempty);
@@ -521,7 +530,8 @@ uint64_t page_pool_init_bytes(int64_t num_pages)
 uint64_t page_pool_host_bytes(const page_pool *p)
 {
     return (((uint64_t)p->num_pages + 31) / 32) * 8 + (uint64_t)p->ext_cap * sizeof *p->ext +
-           (uint64_t)p->ends_cap * sizeof *p->ends + (uint64_t)p->freed_cap * sizeof *p->freed;
+           (uint64_t)p->ends_cap * sizeof *p->ends + (uint64_t)p->freed_cap * sizeof *p->freed +
+           (uint64_t)p->pend_cap * sizeof *p->pend;
 }
 
 rkv_status page_pool_init(page_pool *p, int32_t num_pages, int32_t page_size)
@@ -551,8 +561,11 @@ void page_pool_destroy(page_pool *p)
     free(p->ext);
     free(p->ends);
     free(p->freed);
+    free(p->pend);
     memset(p, 0, sizeof *p);
 }
+
+static void pend_fold(page_pool *p);
 
 /* page_pool_alloc() into out (a page list) or runs (NULL: out), the pages
  * in state to. */
@@ -562,6 +575,7 @@ static rkv_status alloc_into(page_pool *p, int32_t n, unsigned to, int32_t *out,
     if (runs) *nruns = 0;
     if (n < 0 || (to != PAGE_INFLIGHT && to != PAGE_CACHED)) return RKV_EINVAL;
     if (n > p->num_free) return RKV_ENOSPC;
+    pend_fold(p);
     if (p->stale && index_rebuild(p) != RKV_OK) return RKV_ENOMEM;
     /* 1) one extent holds the rest: one run, done; 2) otherwise the largest
      * extent whole, and again. Ends: the free pages are >= n. A run never
@@ -707,12 +721,12 @@ static rkv_status check_batch(page_pool *p, const int32_t *pages, int32_t n,
     for (unsigned s = PAGE_INFLIGHT; s <= PAGE_CACHED; s++) {
         if (!((1u << s) & allowed_mask)) continue;
         for (int32_t i = 0; i < n; i++) {
-            int v = page_pool_state(p, pages[i]);
+            unsigned v = st_get(p, pages[i]);
             if (v == 3) st = RKV_EINVAL;
-            else if ((unsigned)v == s) st_set(p, pages[i], 3);
+            else if (v == s) st_set(p, pages[i], 3);
         }
         for (int32_t i = 0; i < n; i++)
-            if (page_pool_state(p, pages[i]) == 3) st_set(p, pages[i], s);
+            if (st_get(p, pages[i]) == 3) st_set(p, pages[i], s);
     }
     return st;
 }
@@ -733,10 +747,21 @@ static void log_reserve(page_pool *p, int64_t more)
     p->freed_cap = cap;
 }
 
-/* Pages [first, first + count), in of them INFLIGHT and the rest CACHED,
- * become free; room in the index for one more extent was asked for (a stale
- * index is left as it is, see page_pool.h). */
-static void free_cleared_run(page_pool *p, int32_t first, int32_t count, int32_t in)
+/* ---- deferred merging ----------------------------------------------------
+ *
+ * A free only marks its run PENDING and appends it to p->pend; the index
+ * learns of it in pend_fold(), which every reader of the index calls first
+ * (allocation, page_pool_fold). The fold replays the runs in the order they
+ * were freed, each turning FREE and merging only with FREE neighbours, i.e.
+ * with what was free when it was freed: pages freed after it are still
+ * PENDING, and nothing can leave FREE in between (only an allocation does,
+ * and it folds first). So the index goes through the very operations eager
+ * merging did, in the same order, and its lists (LIFO) hand out the same
+ * pages. */
+
+/* Counters and the free log for pages [first, first + count), in of them
+ * INFLIGHT and the rest CACHED, which have just left those states. */
+static inline void free_count(page_pool *p, int32_t first, int32_t count, int32_t in)
 {
     p->num_inflight -= in;
     p->num_cached -= count - in;
@@ -744,23 +769,95 @@ static void free_cleared_run(page_pool *p, int32_t first, int32_t count, int32_t
         for (int32_t i = 0; i < count; i++) p->freed[p->num_freed++] = first + i;
     p->num_free += count;
     p->freed_total += (uint64_t)count;
+}
+
+/* Room in the index for one more extent, as eager merging asked before each
+ * run (records at 3/4, the map at an eighth: index_reserve); a failed growth
+ * with no room left makes the index stale. */
+static inline void index_room(page_pool *p, int32_t runs)
+{
+    int64_t recs = (int64_t)p->num_extents + runs;
+    int room = recs * 4 <= (int64_t)p->ext_cap * 3 && recs * 8 <= p->ends_cap;
+    if (!p->stale && !room && index_reserve(p, runs) != RKV_OK) p->stale = 1;
+}
+
+/* Run [first, first + count), its pages already FREE in the bits, into the
+ * index (unless the index is stale: the next allocation rebuilds it). */
+static inline void merge_run(page_pool *p, int32_t first, int32_t count)
+{
+    index_room(p, 1);
     if (!p->stale) ext_free(p, first, count);
 }
 
-/* The same, state bits not yet cleared. */
-static void free_counted_run(page_pool *p, int32_t first, int32_t count, int32_t in)
+/* The pending array gives back what a burst of frees grew: halved at each
+ * fold (every allocation folds) that used under an eighth of it. */
+enum { PEND_KEEP = 256 };
+static void pend_shrink(page_pool *p, int32_t used)
 {
-    st_fill(p, first, count, PAGE_FREE);
-    free_cleared_run(p, first, count, in);
+    if ((int64_t)used * 8 >= p->pend_cap) return;
+    int32_t cap = p->pend_cap / 2;
+    page_run *r = realloc(p->pend, sizeof *r * (size_t)cap);
+    if (!r) return;
+    p->pend = r;
+    p->pend_cap = cap;
 }
 
-/* Before freeing `runs` runs of `pages` pages: room in the index and the log. */
-static inline void free_reserve(page_pool *p, int32_t runs, int32_t pages)
+static void pend_fold(page_pool *p)
 {
-    int64_t recs = (int64_t)p->num_extents + runs;
-    int room = recs * 4 <= (int64_t)p->ext_cap * 3 && recs * 8 <= p->ends_cap; /* as index_reserve */
-    if (!p->stale && !room && index_reserve(p, runs) != RKV_OK) p->stale = 1;
+    int32_t n = p->num_pend;
+    const page_run *r = p->pend;
+    for (int32_t i = 0; i < n; i++) {
+        int32_t f = r[i].first, c = r[i].count;
+        if (c <= 32 - (f & 31)) /* one state word, as a tree node's run often is */
+            p->bits[f >> 5] &= ~((~0ull >> (64 - 2 * c)) << (2 * (f & 31)));
+        else
+            st_fill(p, f, c, PAGE_FREE);
+        merge_run(p, f, c);
+    }
+    p->num_pend = 0;
+    if (p->pend_cap > PEND_KEEP) pend_shrink(p, n);
+}
+
+void page_pool_fold(page_pool *p) { pend_fold(p); }
+
+/* Room in the pending array for `runs` more runs; 0 if it cannot grow. */
+static int pend_room(page_pool *p, int32_t runs)
+{
+    void *r = p->pend;
+    int32_t cap = p->pend_cap;
+    if (rkv_grow32(&r, &cap, (int64_t)p->num_pend + runs, sizeof *p->pend) != RKV_OK) return 0;
+    p->pend = r;
+    p->pend_cap = cap;
+    return 1;
+}
+
+/* How a free settles the index for `runs` runs about to be freed: 1 when
+ * they go PENDING (room made in the pending array), 0 when they go straight
+ * to FREE: a stale index (rebuilt from the bits anyway), or a pending array
+ * that cannot grow, after folding what it holds (the runs are then merged
+ * one by one, as before deferral: no page is lost). */
+static inline int free_defer(page_pool *p, int32_t runs, int32_t pages)
+{
     if (p->logging) log_reserve(p, pages);
+    if (p->stale) return 0;
+    if ((int64_t)p->num_pend + runs <= p->pend_cap || pend_room(p, runs)) return 1;
+    pend_fold(p);
+    return 0;
+}
+
+/* Free [first, first + count), in of its pages INFLIGHT, the state bits not
+ * yet changed, as free_defer() said. */
+static inline void free_counted_run(page_pool *p, int32_t first, int32_t count, int32_t in,
+                                    int defer)
+{
+    free_count(p, first, count, in);
+    if (defer) {
+        st_fill(p, first, count, PAGE_PENDING);
+        p->pend[p->num_pend++] = (page_run){first, count};
+    } else {
+        st_fill(p, first, count, PAGE_FREE);
+        merge_run(p, first, count);
+    }
 }
 
 rkv_status page_pool_free(page_pool *p, const int32_t *pages, int32_t n)
@@ -769,14 +866,46 @@ rkv_status page_pool_free(page_pool *p, const int32_t *pages, int32_t n)
     if (st != RKV_OK) return st;
     int32_t runs = 0;
     for (int32_t i = 0; i < n; i += stretch_at(pages, n, i)) runs++;
-    free_reserve(p, runs, n);
+    int defer = free_defer(p, runs, n);
     /* stretches of consecutive ids go back as runs, one merge each */
     for (int32_t i = 0; i < n;) {
         int32_t len = stretch_at(pages, n, i), in, ca;
         st_count(p, pages[i], len, &in, &ca);
-        free_counted_run(p, pages[i], len, in);
+        free_counted_run(p, pages[i], len, in, defer);
         i += len;
     }
+    return RKV_OK;
+}
+
+/* page_pool_free_run() of a run with its range checked, every case. */
+static __attribute__((noinline)) rkv_status free_run_any(page_pool *p, int32_t first,
+                                                         int32_t count)
+{
+    int32_t w = first >> 5;
+    if (count > 0 && (first + count - 1) >> 5 == w) {
+        /* A run within one state word (a tree node's pages, often): checked,
+         * counted and marked in one read and one write of the word instead
+         * of a counting pass and a filling pass. Every page INFLIGHT (01) or
+         * CACHED (10) is exactly one of its two bits set. */
+        uint64_t m = st_mask(w, first, first + count), x = p->bits[w];
+        uint64_t ml = m & LO, lo = x & ml, hi = (x >> 1) & ml;
+        if ((lo ^ hi) != ml) return RKV_EINVAL;
+        int32_t in = lo == ml ? count : hi == ml ? 0 : __builtin_popcountll(lo);
+        int defer = free_defer(p, 1, count);
+        free_count(p, first, count, in);
+        if (defer) {
+            p->bits[w] = x | m; /* PENDING is both bits */
+            p->pend[p->num_pend++] = (page_run){first, count};
+        } else {
+            p->bits[w] = x & ~m;
+            merge_run(p, first, count);
+        }
+        return RKV_OK;
+    }
+    int32_t in, ca;
+    if (st_count(p, first, count, &in, &ca) != 0) return RKV_EINVAL;
+    if (count == 0) return RKV_OK;
+    free_counted_run(p, first, count, in, free_defer(p, 1, count));
     return RKV_OK;
 }
 
@@ -784,26 +913,26 @@ rkv_status page_pool_free_run(page_pool *p, int32_t first, int32_t count)
 {
     if (count < 0 || first < 0 || count > p->num_pages - first) return RKV_EINVAL;
     int32_t w = first >> 5;
-    if (count > 0 && (first + count - 1) >> 5 == w) {
-        /* A run within one state word (a tree node's pages, often): checked,
-         * counted and cleared in one read and one write of the word instead
-         * of a counting pass and a filling pass. Every page INFLIGHT (01) or
-         * CACHED (10) is exactly one of its two bits set. */
-        uint64_t m = st_mask(w, first, first + count), x = p->bits[w];
+    /* The eviction's case, kept short (no calls, so no registers to save):
+     * one state word, every page in one state, no mark to log for, room
+     * pending. Anything else is free_run_any()'s. */
+    if (count > 0 && (first + count - 1) >> 5 == w && !(p->logging | p->stale) &&
+        p->num_pend < p->pend_cap) {
+        uint64_t m = (~0ull >> (64 - 2 * count)) << (2 * (first & 31)), x = p->bits[w];
         uint64_t ml = m & LO, lo = x & ml, hi = (x >> 1) & ml;
-        if ((lo ^ hi) != ml) return RKV_EINVAL;
-        int32_t in = lo == ml ? count : hi == ml ? 0 : __builtin_popcountll(lo);
-        free_reserve(p, 1, count);
-        p->bits[w] = x & ~m;
-        free_cleared_run(p, first, count, in);
+        int32_t in;
+        if (lo == ml && !hi) in = count;
+        else if (hi == ml && !lo) in = 0;
+        else return free_run_any(p, first, count);
+        p->num_inflight -= in;
+        p->num_cached -= count - in;
+        p->num_free += count;
+        p->freed_total += (uint64_t)count;
+        p->bits[w] = x | m; /* PENDING is both bits */
+        p->pend[p->num_pend++] = (page_run){first, count};
         return RKV_OK;
     }
-    int32_t in, ca;
-    if (st_count(p, first, count, &in, &ca) != 0) return RKV_EINVAL;
-    if (count == 0) return RKV_OK;
-    free_reserve(p, 1, count);
-    free_counted_run(p, first, count, in);
-    return RKV_OK;
+    return free_run_any(p, first, count);
 }
 
 static void count_move(page_pool *p, unsigned from, int delta)
@@ -862,21 +991,39 @@ static int32_t end_lookup(const page_pool *p, int32_t key)
 rkv_status page_pool_check(const page_pool *p, char *err, size_t errlen)
 {
     int32_t cnt[4] = {0, 0, 0, 0};
-    for (int32_t i = 0; i < p->num_pages; i++) {
-        int s = page_pool_state(p, i);
-        if (s > PAGE_CACHED) CHECK_FAIL("page %d has bad state %d", i, s);
-        cnt[s]++;
-    }
-    if (cnt[PAGE_FREE] != p->num_free || cnt[PAGE_INFLIGHT] != p->num_inflight ||
+    for (int32_t i = 0; i < p->num_pages; i++) cnt[st_get(p, i)]++;
+    if (cnt[PAGE_FREE] + cnt[PAGE_PENDING] != p->num_free || cnt[PAGE_INFLIGHT] != p->num_inflight ||
         cnt[PAGE_CACHED] != p->num_cached)
-        CHECK_FAIL("page counts disagree: states free=%d inflight=%d cached=%d, "
-                   "counters free=%d inflight=%d cached=%d",
-                   cnt[0], cnt[1], cnt[2], p->num_free, p->num_inflight, p->num_cached);
+        CHECK_FAIL("page counts disagree: states free=%d (%d of them pending) inflight=%d "
+                   "cached=%d, counters free=%d inflight=%d cached=%d",
+                   cnt[0] + cnt[3], cnt[3], cnt[1], cnt[2], p->num_free, p->num_inflight,
+                   p->num_cached);
+    /* the pending runs are exactly the PENDING pages (a page goes PENDING
+     * only from INFLIGHT or CACHED, so two runs never share one) */
+    if (p->num_pend < 0 || p->num_pend > p->pend_cap || (p->stale && p->num_pend))
+        CHECK_FAIL("%d pending runs (room for %d, index %s)", p->num_pend, p->pend_cap,
+                   p->stale ? "stale" : "kept");
+    int64_t pending = 0;
+    for (int32_t k = 0; k < p->num_pend; k++) {
+        page_run r = p->pend[k];
+        if (r.first < 0 || r.count < 1 || r.count > p->num_pages - r.first)
+            CHECK_FAIL("pending run %d [%d, +%d) out of the pool's %d pages", k, r.first, r.count,
+                       p->num_pages);
+        for (int32_t i = r.first; i < r.first + r.count; i++)
+            if (st_get(p, i) != PAGE_PENDING)
+                CHECK_FAIL("pending run %d [%d, +%d): page %d has state %u", k, r.first, r.count,
+                           i, st_get(p, i));
+        pending += r.count;
+    }
+    if (pending != cnt[PAGE_PENDING])
+        CHECK_FAIL("%d pages are pending, the pending runs hold %lld", cnt[PAGE_PENDING],
+                   (long long)pending);
     if (p->num_freed > p->num_pages || (uint64_t)p->num_freed > p->freed_total ||
         p->num_freed > p->freed_cap)
         CHECK_FAIL("free log holds %d pages", p->num_freed);
     if (p->stale) return RKV_OK; /* the next allocation rebuilds the index */
-    /* every maximal run of free pages is one extent, found under both ends */
+    /* every maximal run of FREE (folded) pages is one extent, found under
+     * both ends */
     int32_t extents = 0, keys = 0;
     for (int32_t j, i = next_free_run(p, 0, &j); i < p->num_pages; i = next_free_run(p, j, &j)) {
         int32_t e = end_lookup(p, i);

@@ -12,6 +12,9 @@
  *     (alloc_runs may go FREE -> CACHED: a cache's insert taking pages)
  *     page_pool_adopt (cache insert):   INFLIGHT -> CACHED
  *
+ * Inside the pool a freed page is first PENDING (see "Deferred merging"
+ * below); that is FREE to every count and every reader.
+ *
  * The cache-family invariant  free + evictable + protected + in-flight = pool
  * is checked by cache_check() against these counts.
  *
@@ -46,14 +49,32 @@
  *     request gets one run whenever one extent can hold it; only when none
  *     can, it takes the largest extents whole until the rest fits one.
  *
+ * Deferred merging. A free does no index work: it writes its pages' state
+ * bits as PENDING (the fourth two-bit value) and appends the run to an array
+ * of pending runs (8 bytes a run), so freeing a tree node's run costs a
+ * state-word write and an append (eviction frees many between two
+ * allocations). Whatever reads the index first folds the pending runs in
+ * (page_pool_fold(); every allocation does it): in the order they were
+ * freed, each run turns FREE and merges, by the steps above, with its FREE
+ * neighbours only. A PENDING neighbour was freed after it, so it was not
+ * free when eager merging would have merged this run, and nothing leaves
+ * FREE in between (only an allocation does, and it folds first): the index
+ * goes through the same operations in the same order as if every free had
+ * merged at once, and hands out the same pages. The merges' misses are
+ * then taken where the next allocation pays them, in one loop.
+ *
  * Everything is deterministic (lists are LIFO, no addresses or clocks; which
  * table slot a record sits in never decides an order).
  *
  * Memory: the index grows ahead of need (at three quarters full), so a
- * failed growth is retried on a later free and never loses a page. Only if
- * the index is full and cannot grow does a free leave it stale: the state
- * bits stay the truth, and the next allocation rebuilds the index from them
- * (RKV_ENOMEM, nothing changed, if that fails too).
+ * failed growth is retried on the next folded run and never loses a page.
+ * Only if the index is full and cannot grow does a fold leave it stale: the
+ * state bits stay the truth, later frees go straight to FREE, and the next
+ * allocation rebuilds the index from them (RKV_ENOMEM, nothing changed, if
+ * that fails too). A pending array that cannot grow makes the free fold
+ * what is pending and merge its own runs at once. The pending array keeps
+ * what a burst of frees grew it to until later folds find it mostly unused
+ * (halved per allocation, down to 256 runs).
  */
 #ifndef RKV_PAGE_POOL_H
 #define RKV_PAGE_POOL_H
@@ -63,7 +84,10 @@
 
 #include "rkv_status.h"
 
-enum { PAGE_FREE = 0, PAGE_INFLIGHT = 1, PAGE_CACHED = 2 };
+/* PAGE_PENDING (both bits) is a freed page the extent index has not taken in
+ * yet; it is free for every count and every reader (page_pool_state() says
+ * PAGE_FREE), and only the pool tells the two apart. */
+enum { PAGE_FREE = 0, PAGE_INFLIGHT = 1, PAGE_CACHED = 2, PAGE_PENDING = 3 };
 
 /* Length classes: exact up to PAGE_CLASS_EXACT, then four per power of two
  * (lengths below 2^31). */
@@ -73,6 +97,12 @@ enum { PAGE_CLASS_EXACT = 32, PAGE_CLASSES = PAGE_CLASS_EXACT + 4 * 26 };
  * per-extent index and the free log come on top, as page_pool_host_bytes()
  * reports. */
 #define PAGE_POOL_BITS_PER_PAGE 2
+
+/* A run of consecutive page ids: first, first + 1, .., first + count - 1. */
+typedef struct page_run {
+    int32_t first;
+    int32_t count;
+} page_run;
 
 typedef struct page_pool {
     int32_t num_pages;
@@ -96,6 +126,10 @@ typedef struct page_pool {
     } *ends;
     int32_t ends_cap, ends_used, ends_shift;
     int32_t stale; /* the index missed frees: rebuild before the next alloc */
+    /* Runs freed since the last fold, in free order, their pages PENDING
+     * (empty while the index is stale). */
+    page_run *pend;
+    int32_t pend_cap, num_pend;
     int32_t head[PAGE_CLASSES]; /* first extent of each class, -1 empty */
     uint64_t nonempty[(PAGE_CLASSES + 63) / 64];
     /* Frees since the first mark after the last allocation, in order (see
@@ -116,13 +150,16 @@ void page_pool_destroy(page_pool *p);
 /* Host bytes page_pool_init() takes for num_pages pages (the state bits and
  * the first index tables), for up-front memory checks. */
 uint64_t page_pool_init_bytes(int64_t num_pages);
-/* Host bytes the pool holds now: state bits, extent index, free log. */
+/* Host bytes the pool holds now: state bits, extent index, free log,
+ * pending runs (the index as it is, not folded). */
 uint64_t page_pool_host_bytes(const page_pool *p);
 
-/* A page's state, PAGE_*. pg must be in [0, num_pages). */
+/* A page's state: PAGE_FREE, PAGE_INFLIGHT or PAGE_CACHED (a PENDING page
+ * is FREE). pg must be in [0, num_pages). */
 static inline int page_pool_state(const page_pool *p, int32_t pg)
 {
-    return (int)((p->bits[pg >> 5] >> ((pg & 31) * 2)) & 3u);
+    unsigned s = (unsigned)(p->bits[pg >> 5] >> ((pg & 31) * 2)) & 3u;
+    return (int)(s ^ (s & (s >> 1) & 1u) * 3u); /* 3 -> 0 */
 }
 
 /* Allocate n pages, all or nothing: on RKV_ENOSPC nothing changes. The pages
@@ -131,12 +168,6 @@ static inline int page_pool_state(const page_pool *p, int32_t pg)
  * else as few as the largest extents give. RKV_ENOMEM (nothing changed) only
  * when a stale index (see above) cannot be rebuilt. */
 rkv_status page_pool_alloc(page_pool *p, int32_t n, int32_t *out);
-
-/* A run of consecutive page ids: first, first + 1, .., first + count - 1. */
-typedef struct page_run {
-    int32_t first;
-    int32_t count;
-} page_run;
 
 /* page_pool_alloc() with the pages handed out as the runs it would list them
  * in: runs[0..*nruns) (room for n runs; none continues the one before it),
@@ -152,8 +183,9 @@ rkv_status page_pool_alloc_runs(page_pool *p, int32_t n, int to, page_run *runs,
 rkv_status page_pool_free(page_pool *p, const int32_t *pages, int32_t n);
 
 /* Return the run of pages first .. first + count - 1 (INFLIGHT or CACHED),
- * exactly as page_pool_free() of that list would, without the list, in one
- * merge with its free neighbours. Checked like free. */
+ * exactly as page_pool_free() of that list would, without the list (one
+ * pending run, merged with its free neighbours at the next fold). Checked
+ * like free. */
 rkv_status page_pool_free_run(page_pool *p, int32_t first, int32_t count);
 
 /* INFLIGHT -> CACHED (a cache takes ownership on insert). Checked like free. */
@@ -190,18 +222,14 @@ static inline uint32_t page_pool_end_slot(const page_pool *p, int32_t pg)
     return ((uint32_t)pg * 2654435769u) >> p->ends_shift;
 }
 
-/* Ask for the lines freeing run [first, first + count) will read (its state
- * bits and the ends map's slots of its neighbours), so a caller with other
- * work to do first (the tree unlinking the node) overlaps their misses with
- * its own. */
+/* Ask for the line freeing run [first, first + count) writes (its first
+ * state word; the pending array is written in order), so a caller with other
+ * work to do first (the tree unlinking the node) overlaps its miss with its
+ * own. */
 static inline void page_pool_prefetch_run(const page_pool *p, int32_t first, int32_t count)
 {
+    (void)count;
     __builtin_prefetch(p->bits + (first >> 5), 1);
-    if (first > 0) __builtin_prefetch(p->ends + page_pool_end_slot(p, first - 1), 1);
-    if (first + count < p->num_pages) {
-        __builtin_prefetch(p->bits + ((first + count) >> 5), 1);
-        __builtin_prefetch(p->ends + page_pool_end_slot(p, first + count), 1);
-    }
 }
 
 static inline int32_t page_pool_num_free(const page_pool *p) { return p->num_free; }
@@ -210,7 +238,14 @@ static inline int32_t page_pool_pages_for(const page_pool *p, int64_t tokens)
     return (int32_t)((tokens + p->page_size - 1) / p->page_size);
 }
 
-/* Recount the states and compare with the counters; check that the free
+/* Take the runs freed since the last fold into the extent index (merging
+ * each with its free neighbours, in the order they were freed). Allocation
+ * does it itself; callers that read the index's fields (num_extents, the
+ * tables) call it first. */
+void page_pool_fold(page_pool *p);
+
+/* Recount the states and compare with the counters; check that the pending
+ * runs are exactly the PENDING pages; check that the free
  * extents are exactly the maximal runs of FREE pages, each with one record,
  * found in the ends map under its first and last page, once in the list of
  * its class, and the class bitmap (a stale index is only counted). On
