@@ -32,30 +32,27 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from cli_check import CliCheck  # noqa: E402
+
 EXE, ATTN = sys.argv[1], sys.argv[2]
 MAX_POINTS = int(sys.argv[sys.argv.index("--max-points") + 1]) if "--max-points" in sys.argv else 120
 PART = sys.argv[sys.argv.index("--part") + 1] if "--part" in sys.argv else "base"
-failures = 0
-
-
-def check(cond, what):
-    global failures
-    if not cond:
-        failures += 1
-        print("FAIL:", what, file=sys.stderr)
+cli = CliCheck(EXE)
+check = cli.check
 
 
 def run(args, k, log, tier_dir=None):
-    env = dict(os.environ, RKV_FAULT_ALLOC=str(k), RKV_FAULT_ALLOC_LOG=log)
-    env.setdefault("ASAN_OPTIONS", "detect_leaks=1")
+    env = {"RKV_FAULT_ALLOC": str(k), "RKV_FAULT_ALLOC_LOG": log,
+           "ASAN_OPTIONS": os.environ.get("ASAN_OPTIONS", "detect_leaks=1")}
     if os.path.exists(log):
         os.unlink(log)
-    p = subprocess.run([EXE] + args, capture_output=True, text=True, env=env, timeout=120)
+    rc, out, err = cli.run(args, stdin=None, env=env, timeout=120)
     calls, fired = 0, 0
     if os.path.exists(log):
         with open(log) as f:
             calls, fired = (int(x) for x in f.read().split())
-    return p.returncode, p.stdout, p.stderr, calls, fired
+    return rc, out, err, calls, fired
 
 
 # Every sim scenario runs --fixed-clock: by default the sim clock also charges
@@ -276,5 +273,4 @@ with tempfile.TemporaryDirectory() as tmp:
         else:
             print("run --tier-remote: redis-server not found, scenario left out", file=sys.stderr)
 
-print(f"{failures} check(s) failed" if failures else "every allocation point ends cleanly", file=sys.stderr)
-sys.exit(1 if failures else 0)
+sys.exit(cli.finish("every allocation point ends cleanly"))

@@ -20,15 +20,12 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from cli_check import CliCheck  # noqa: E402
+
 EXE = sys.argv[1]
-failures = 0
-
-
-def check(cond, what):
-    global failures
-    if not cond:
-        failures += 1
-        print("FAIL:", what, file=sys.stderr)
+cli = CliCheck(EXE)
+check = cli.check
 
 
 def free_port():
@@ -105,8 +102,7 @@ BASE = ["run", "--backend", "cpu", "--page-size", "4", "--max-running", "1", "--
 
 
 def run(args):
-    p = subprocess.run([EXE] + BASE + args, capture_output=True, text=True, timeout=120)
-    return p.returncode, p.stdout, p.stderr
+    return cli.run(BASE + args, stdin=None, timeout=120)
 
 
 def main():
@@ -182,11 +178,7 @@ def main():
     finally:
         sv.stop()
         shutil.rmtree(tmp, ignore_errors=True)
-    if failures:
-        print(f"{failures} check(s) failed", file=sys.stderr)
-        return 1
-    print("ok")
-    return 0
+    return cli.finish("ok")
 
 
 sys.exit(main())
