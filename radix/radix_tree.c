@@ -1468,7 +1468,8 @@ static void leaf_link(radix_tree *t, int32_t ls, int32_t at, uint64_t now)
 /* A new leaf under at for key[pos, n) with the caller's pages[pos / P ..):
  * everything that can fail first (reserves, the node), then the adoption,
  * the only step that checks the caller's pages (RKV_EINVAL, nothing
- * changed), then the link. An int64 key was checked by the caller. */
+ * changed), then the link. The key is an int32 one: only the entry points
+ * of int32 keys give pages (an int64 key's pages are taken, leaf_take). */
 static rkv_status leaf_given(radix_tree *t, key_view key, int32_t pos, int32_t n,
                              const int32_t *pages, int32_t at, uint64_t now, int32_t *node)
 {
@@ -1485,8 +1486,7 @@ static rkv_status leaf_given(radix_tree *t, key_view key, int32_t pos, int32_t n
         slot_free(t, ls);
         return RKV_EINVAL;
     }
-    if (key.k64) key_narrow(leaf->edge, key.k64 + pos, len);
-    else memcpy(leaf->edge, key.k32 + pos, sizeof(int32_t) * (size_t)len);
+    memcpy(leaf->edge, key.k32 + pos, sizeof(int32_t) * (size_t)len);
     area_from_flat(leaf->edge + len, own, len / P, nr);
     leaf_link(t, ls, at, now);
     *node = ls;

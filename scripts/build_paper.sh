@@ -130,9 +130,12 @@ else
   # binary exists (the Mooncake ones on a generated trace in the Mooncake format
   # when the real traces are missing: they exit 77 then). remote_tier starts a
   # redis-server of its own: without one installed it is re-drawn from existing
-  # results only. sglang_dropin needs an SGLang venv and exits 77 without one.
+  # results only. disaggregation runs its pooled arms only where redis-server is
+  # installed (it says so on stderr otherwise). sglang_dropin needs an SGLang venv
+  # and exits 77 without one. serve_router is not here: the paper reads none of it.
   for name in tree_evolution hit_rate_sweep long_prefill overhead sim_calibration sim_profiles mechanisms tiered_capacity \
-              routing real_trace_capacity eviction_policy page_size sglang_ablations remote_tier sglang_dropin; do
+              routing real_trace_capacity eviction_policy page_size sglang_ablations remote_tier disaggregation \
+              sglang_dropin; do
     out=$(results "$name")
     if [[ -f $out/$name.jsonl ]]; then
       [[ -f notebooks/$name.ipynb ]] && RKV_RESULTS=$PWD/$out notebooks/run.sh "$name"

@@ -10,6 +10,7 @@ folder:
     ...
     sys.exit(cli.finish("what passed"))
 """
+import os
 import subprocess
 import sys
 
@@ -19,9 +20,14 @@ class CliCheck:
         self.exe = exe
         self.failures = 0
 
-    def run(self, args, stdin=""):
-        """(exit status, stdout, stderr) of `exe args` with stdin as its input."""
-        p = subprocess.run([self.exe] + args, input=stdin, capture_output=True, text=True)
+    def run(self, args, stdin="", env=None, timeout=None, preexec_fn=None):
+        """(exit status, stdout, stderr) of `exe args` with stdin as its input
+        (None: this process's). env: variables set over this process's
+        environment. Past timeout seconds the run is killed and
+        subprocess.TimeoutExpired raised, as subprocess.run does."""
+        e = dict(os.environ, **env) if env else None
+        p = subprocess.run([self.exe] + args, input=stdin, capture_output=True, text=True, env=e,
+                           timeout=timeout, preexec_fn=preexec_fn)
         return p.returncode, p.stdout, p.stderr
 
     def check(self, cond, what):

@@ -41,6 +41,17 @@ uint64_t tu_rand(uint64_t *state)
 
 int32_t tu_rand_below(uint64_t *state, int32_t n) { return (int32_t)(tu_rand(state) % (uint64_t)n); }
 
+void tu_page_bytes(const int32_t *tokens, int32_t k, int32_t P, uint8_t *out, int32_t nbytes)
+{
+    uint64_t h = 1469598103934665603ull; /* FNV-1a over the tokens */
+    for (int32_t i = 0; i < (k + 1) * P; i++) h = (h ^ (uint32_t)tokens[i]) * 1099511628211ull;
+    for (int32_t j = 0; j < nbytes; j++) {
+        h ^= h >> 29;
+        h *= 0xbf58476d1ce4e5b9ull;
+        out[j] = (uint8_t)(h >> 56);
+    }
+}
+
 long tu_diff_steps(long dflt)
 {
     const char *e = getenv("RKV_DIFF_SCALE");

@@ -47,6 +47,11 @@ int32_t tu_adversarial(uint64_t *rng, int32_t P, const int32_t *prev, int32_t pr
 uint64_t tu_rand(uint64_t *state);
 int32_t tu_rand_below(uint64_t *state, int32_t n);
 
+/* The bytes page k of tokens (P a page) must hold in the tier tests' fake
+ * KV: nbytes that depend on every token up to the page's end, so that a page
+ * moved, reloaded or matched after another prefix shows. */
+void tu_page_bytes(const int32_t *tokens, int32_t k, int32_t P, uint8_t *out, int32_t nbytes);
+
 /* Operations a differential test runs per case: its default, times
  * RKV_DIFF_SCALE when set (a long run: RKV_DIFF_SCALE=100). */
 long tu_diff_steps(long dflt);

@@ -754,16 +754,148 @@ START_TEST(dump_formats)
 END_TEST
 
 
+/* ---- the differential loop ----------------------------------------------
+ * The hash kind (vLLM's rules) and the trie (under every policy) are each
+ * compared with a reference model of their own, but through one loop of
+ * seeded random operations: a request (match, lock, room, insert, unlock or
+ * hold), the unlock of a held request, or an eviction, with the sizes, the
+ * pool's in-flight pages and cache_check() compared after each. The model
+ * answers each cache call through diff_model. */
+
+enum { RMAXT = 16, MAXT = 64, MAXHELD = 4 };
+
+typedef struct diff_model {
+    const char *name; /* in failure messages */
+    void *m;
+    uint64_t ns_step; /* requests draw namespace 0 or ns_step */
+    int32_t alphabet; /* plain requests' new tokens are 0 .. alphabet - 1 */
+    int priorities;   /* draw a priority per request (-1, 0 or 1), else 0 */
+    /* The model's side of cache_match_prefix (priority: the request's). */
+    int32_t (*match)(void *m, uint64_t ns, int32_t priority, const int32_t *t, int32_t n,
+                     int32_t *pages);
+    /* Of cache_lock (up +1) and cache_unlock (-1) of s, made for t in ns. */
+    void (*lock)(void *m, uint64_t ns, const int32_t *t, const cache_seq *s, int up);
+    /* Of cache_insert: returns the prefix it found. */
+    int32_t (*insert)(void *m, uint64_t ns, const int32_t *t, int32_t n, const int32_t *pages);
+    int64_t (*evict)(void *m, int64_t n);
+    /* Asserts the cache's sizes against the model's. */
+    void (*check_sizes)(const void *m, const cache_sizes *s, unsigned seed, long step);
+    /* After the last step, the held requests still locked; NULL: nothing. */
+    void (*check_end)(const void *m, cache *c, unsigned seed);
+} diff_model;
+
+typedef struct held {
+    cache_seq m;
+    uint64_t ns;
+    int32_t tokens[MAXT];
+} held;
+
+/* steps seeded random operations on c (over pool) and d's model, a comparison
+ * after each; requests are plain random tokens of up to RMAXT (adv NULL) or
+ * tu_adversarial()'s of up to MAXT from *adv. Unlocks what it holds at the
+ * end; the caller destroys c. */
+static void diff_against_reference(cache *c, page_pool *pool, const diff_model *d, unsigned seed,
+                                   long steps, uint64_t *adv)
+{
+    srand(seed);
+    const int32_t P = pool->page_size;
+    held hold[MAXHELD];
+    int nheld = 0;
+    int32_t prev[MAXT] = {0}, t[MAXT], pages[MAXT], want[MAXT];
+    int32_t prev_n = 0;
+    for (long step = 0; step < steps; step++) {
+        int op = rand() % 10;
+        if (op < 6) {
+            /* A request: match, lock, room, insert, free duplicates. */
+            int32_t n;
+            if (adv) {
+                n = tu_adversarial(adv, P, prev, prev_n, MAXT, t);
+            } else {
+                n = 1 + rand() % RMAXT;
+                int32_t keep = rand() % (n + 1);
+                for (int32_t i = 0; i < n; i++) t[i] = i < keep ? prev[i] : rand() % d->alphabet;
+            }
+            memcpy(prev, t, sizeof t);
+            prev_n = n;
+            uint64_t ns = (uint64_t)(rand() % 2) * d->ns_step;
+            /* Priorities only where the policy reads them, so the other runs
+             * draw the same numbers as they always did. */
+            int32_t priority = d->priorities ? rand() % 3 - 1 : 0;
+            held *h = nheld < MAXHELD ? &hold[nheld] : NULL;
+            cache_seq tmp;
+            cache_seq *m = h ? &h->m : &tmp;
+            cache_seq_init(m, ns, priority);
+            ck_assert_int_eq(cache_match_prefix(c, m, t, n), RKV_OK);
+            int32_t rm = d->match(d->m, ns, priority, t, n, want);
+            ck_assert_msg(m->len == rm, "%s seed %u step %ld: matched %d, reference %d", d->name,
+                          seed, step, m->len, rm);
+            for (int32_t i = 0; i < m->num_pages; i++)
+                ck_assert_msg(m->pages[i] == want[i], "seed %u step %ld: page %d", seed, step, i);
+            ck_assert_int_eq(cache_lock(c, m), RKV_OK);
+            d->lock(d->m, ns, t, m, +1);
+            int32_t nb = n / P, need = nb - m->num_pages, fr = page_pool_num_free(pool);
+            if (need > fr) {
+                int64_t e = cache_evict(c, (int64_t)(need - fr) * P);
+                ck_assert_msg(e == d->evict(d->m, (int64_t)(need - fr) * P),
+                              "seed %u step %ld: evicted %lld", seed, step, (long long)e);
+            }
+            int ok = need <= page_pool_num_free(pool);
+            if (ok) {
+                if (m->num_pages) memcpy(pages, m->pages, sizeof(int32_t) * (size_t)m->num_pages);
+                ck_assert_int_eq(page_pool_alloc(pool, need, pages + m->num_pages), RKV_OK);
+                int32_t prefix = -1;
+                ck_assert_int_eq(cache_insert(c, m, t, n, pages, &prefix), RKV_OK);
+                int32_t rp = d->insert(d->m, ns, t, n, pages);
+                ck_assert_msg(prefix == rp, "seed %u step %ld: prefix %d, reference %d", seed,
+                              step, prefix, rp);
+                ck_assert_int_eq(prefix, m->len); /* locked, so nothing came or went */
+            }
+            if (h && ok && rand() % 2) {
+                h->ns = ns;
+                memcpy(h->tokens, t, sizeof t);
+                nheld++;
+            } else {
+                ck_assert_int_eq(cache_unlock(c, m), RKV_OK);
+                d->lock(d->m, ns, t, m, -1);
+                cache_seq_free(m);
+            }
+        } else if (op < 8 && nheld > 0) {
+            int k = rand() % nheld;
+            held *h = &hold[k];
+            ck_assert_int_eq(cache_unlock(c, &h->m), RKV_OK);
+            d->lock(d->m, h->ns, h->tokens, &h->m, -1);
+            cache_seq_free(&h->m);
+            hold[k] = hold[--nheld];
+        } else {
+            int64_t want_n = rand() % (3 * P + 1);
+            int64_t e = cache_evict(c, want_n);
+            ck_assert_msg(e == d->evict(d->m, want_n), "seed %u step %ld: evicted %lld", seed,
+                          step, (long long)e);
+        }
+        cache_sizes s = sizes(c);
+        d->check_sizes(d->m, &s, seed, step);
+        ck_assert_int_eq(pool->num_inflight, 0);
+        char err[512] = "";
+        ck_assert_msg(cache_check(c, err, sizeof err) == RKV_OK, "seed %u step %ld: %s", seed,
+                      step, err);
+    }
+    if (d->check_end) d->check_end(d->m, c, seed);
+    while (nheld > 0) {
+        ck_assert_int_eq(cache_unlock(c, &hold[nheld - 1].m), RKV_OK);
+        cache_seq_free(&hold[--nheld].m);
+    }
+}
+
 /* ---- reference model: vLLM's rules on plain arrays ------------------------
  * Blocks are found by their whole prefix (no digests); the free queue is an
  * array, head first. */
 
-enum { HRMAXT = 16, HMAXT = 64, HMAXE = 256, HMAXHELD = 4 };
+enum { HMAXE = 256 };
 
 typedef struct ref_block {
     uint64_t ns;
     int32_t nblocks;     /* prefix length in blocks, this one included */
-    int32_t tokens[HMAXT];
+    int32_t tokens[MAXT];
     int32_t page, ref;
 } ref_block;
 
@@ -819,7 +951,7 @@ static void rm_lock(href_model *r, const int32_t *pages, int32_t np, int up)
 static int32_t rm_insert(href_model *r, uint64_t ns, const int32_t *t, int32_t n,
                          const int32_t *pages)
 {
-    int32_t have[HMAXT], nb = n / r->P;
+    int32_t have[MAXT], nb = n / r->P;
     int32_t k = rm_match(r, ns, t, n, have);
     for (int32_t j = k / r->P + 1; j <= nb; j++) {
         ck_assert_int_lt(r->n, HMAXE);
@@ -857,16 +989,60 @@ static int64_t rm_evict(href_model *r, int64_t n)
     return freed;
 }
 
-typedef struct hheld {
-    cache_seq m;
-} hheld;
+/* href_model behind diff_model. */
+static int32_t hm_match(void *m, uint64_t ns, int32_t priority, const int32_t *t, int32_t n,
+                        int32_t *pages)
+{
+    (void)priority; /* the hash kind keeps none */
+    return rm_match(m, ns, t, n, pages);
+}
 
-/* steps seeded random operations on the hash kind (digests of `bits` bits)
- * and vLLM's rules, a comparison after each; requests are plain random
- * tokens of up to HRMAXT (adv NULL) or tu_adversarial()'s from *adv. */
+static void hm_lock(void *m, uint64_t ns, const int32_t *t, const cache_seq *s, int up)
+{
+    (void)ns, (void)t; /* blocks are found by their pages */
+    rm_lock(m, s->pages, s->num_pages, up);
+}
+
+static int32_t hm_insert(void *m, uint64_t ns, const int32_t *t, int32_t n, const int32_t *pages)
+{
+    return rm_insert(m, ns, t, n, pages);
+}
+
+static int64_t hm_evict(void *m, int64_t n) { return rm_evict(m, n); }
+
+/* Every block is a node; the queued ones are evictable. */
+static void hm_check_sizes(const void *m, const cache_sizes *s, unsigned seed, long step)
+{
+    const href_model *r = m;
+    int64_t pr = 0;
+    for (int32_t i = 0; i < r->n; i++) pr += r->b[i].ref ? r->P : 0;
+    ck_assert_msg(s->protected_tokens == pr && s->evictable_tokens == (int64_t)r->qn * r->P &&
+                      s->num_nodes == r->n,
+                  "seed %u step %ld: sizes %lld/%lld/%lld, reference %lld/%lld/%d", seed, step,
+                  (long long)s->evictable_tokens, (long long)s->protected_tokens,
+                  (long long)s->num_nodes, (long long)r->qn * r->P, (long long)pr, r->n);
+}
+
+/* The queue's order, head first, as the dump shows it. */
+static void hm_check_queue(const void *m, cache *c, unsigned seed)
+{
+    const href_model *r = m;
+    char *buf = NULL, exp[4096] = "\"free_queue\":[";
+    size_t len = 0;
+    for (int32_t q = 0; q < r->qn; q++)
+        snprintf(exp + strlen(exp), sizeof exp - strlen(exp), "%s%d", q ? "," : "",
+                 r->b[r->queue[q]].page);
+    strcat(exp, "]");
+    FILE *f = open_memstream(&buf, &len);
+    cache_dump(c, f, CACHE_DUMP_JSON);
+    fclose(f);
+    ck_assert_msg(strstr(buf, exp) != NULL, "seed %u: queue %s not in %s", seed, exp, buf);
+    free(buf);
+}
+
+/* The hash kind (digests of `bits` bits) against vLLM's rules. */
 static void hash_against_reference(int32_t P, int bits, unsigned seed, long steps, uint64_t *adv)
 {
-    srand(seed);
     page_pool pool;
     ck_assert_int_eq(page_pool_init(&pool, 24, P), RKV_OK);
     cache *c = tu_create("hash", NULL, &pool);
@@ -874,100 +1050,9 @@ static void hash_against_reference(int32_t P, int bits, unsigned seed, long step
     static href_model r;
     memset(&r, 0, sizeof r);
     r.P = P;
-    hheld hold[HMAXHELD];
-    int nheld = 0;
-    int32_t prev[HMAXT] = {0}, t[HMAXT], pages[HMAXT], want[HMAXT];
-    int32_t prev_n = 0;
-    for (long step = 0; step < steps; step++) {
-        int op = rand() % 10;
-        if (op < 6) {
-            int32_t n;
-            if (adv) {
-                n = tu_adversarial(adv, P, prev, prev_n, HMAXT, t);
-            } else {
-                n = 1 + rand() % HRMAXT;
-                int32_t keep = rand() % (n + 1);
-                for (int32_t i = 0; i < n; i++) t[i] = i < keep ? prev[i] : rand() % 3;
-            }
-            memcpy(prev, t, sizeof t);
-            prev_n = n;
-            uint64_t ns = (uint64_t)(rand() % 2) * 5;
-            hheld *h = nheld < HMAXHELD ? &hold[nheld] : NULL;
-            cache_seq tmp;
-            cache_seq *m = h ? &h->m : &tmp;
-            cache_seq_init(m, ns, 0);
-            ck_assert_int_eq(cache_match_prefix(c, m, t, n), RKV_OK);
-            int32_t rl = rm_match(&r, ns, t, n, want);
-            ck_assert_msg(m->len == rl, "seed %u step %ld: matched %d, reference %d", seed, step,
-                          m->len, rl);
-            for (int32_t i = 0; i < m->num_pages; i++)
-                ck_assert_msg(m->pages[i] == want[i], "seed %u step %ld: page %d", seed, step, i);
-            ck_assert_int_eq(cache_lock(c, m), RKV_OK);
-            rm_lock(&r, m->pages, m->num_pages, +1);
-            int32_t nb = n / P, need = nb - m->num_pages, fr = page_pool_num_free(&pool);
-            if (need > fr) {
-                int64_t e = cache_evict(c, (int64_t)(need - fr) * P);
-                ck_assert_msg(e == rm_evict(&r, (int64_t)(need - fr) * P),
-                              "seed %u step %ld: evicted %lld", seed, step, (long long)e);
-            }
-            int ok = need <= page_pool_num_free(&pool);
-            if (ok) {
-                if (m->num_pages) memcpy(pages, m->pages, sizeof(int32_t) * (size_t)m->num_pages);
-                ck_assert_int_eq(page_pool_alloc(&pool, need, pages + m->num_pages), RKV_OK);
-                int32_t prefix = -1;
-                ck_assert_int_eq(cache_insert(c, m, t, n, pages, &prefix), RKV_OK);
-                int32_t rp = rm_insert(&r, ns, t, n, pages);
-                ck_assert_msg(prefix == rp, "seed %u step %ld: prefix %d, reference %d", seed,
-                              step, prefix, rp);
-            }
-            if (h && ok && rand() % 2) {
-                nheld++;
-            } else {
-                ck_assert_int_eq(cache_unlock(c, m), RKV_OK);
-                rm_lock(&r, m->pages, m->num_pages, -1);
-                cache_seq_free(m);
-            }
-        } else if (op < 8 && nheld > 0) {
-            int k = rand() % nheld;
-            ck_assert_int_eq(cache_unlock(c, &hold[k].m), RKV_OK);
-            rm_lock(&r, hold[k].m.pages, hold[k].m.num_pages, -1);
-            cache_seq_free(&hold[k].m);
-            hold[k] = hold[--nheld];
-        } else {
-            int64_t want_n = rand() % (3 * P + 1);
-            int64_t e = cache_evict(c, want_n);
-            ck_assert_msg(e == rm_evict(&r, want_n), "seed %u step %ld: evicted %lld", seed,
-                          step, (long long)e);
-        }
-        cache_sizes s;
-        cache_get_sizes(c, &s);
-        int64_t pr = 0;
-        for (int32_t i = 0; i < r.n; i++) pr += r.b[i].ref ? P : 0;
-        ck_assert_msg(s.protected_tokens == pr && s.evictable_tokens == (int64_t)r.qn * P &&
-                          s.num_nodes == r.n,
-                      "seed %u step %ld: sizes %lld/%lld/%lld, reference %lld/%lld/%d", seed, step,
-                      (long long)s.evictable_tokens, (long long)s.protected_tokens,
-                      (long long)s.num_nodes, (long long)r.qn * P, (long long)pr, r.n);
-        char err[512] = "";
-        ck_assert_msg(cache_check(c, err, sizeof err) == RKV_OK, "seed %u step %ld: %s", seed,
-                      step, err);
-    }
-    /* The queue's order, head first, as the dump shows it. */
-    char *buf = NULL, exp[4096] = "\"free_queue\":[";
-    size_t len = 0;
-    for (int32_t q = 0; q < r.qn; q++)
-        snprintf(exp + strlen(exp), sizeof exp - strlen(exp), "%s%d", q ? "," : "",
-                 r.b[r.queue[q]].page);
-    strcat(exp, "]");
-    FILE *f = open_memstream(&buf, &len);
-    cache_dump(c, f, CACHE_DUMP_JSON);
-    fclose(f);
-    ck_assert_msg(strstr(buf, exp) != NULL, "seed %u: queue %s not in %s", seed, exp, buf);
-    free(buf);
-    while (nheld > 0) {
-        ck_assert_int_eq(cache_unlock(c, &hold[nheld - 1].m), RKV_OK);
-        cache_seq_free(&hold[--nheld].m);
-    }
+    const diff_model d = {"hash", &r, 5, 3, 0, hm_match, hm_lock, hm_insert, hm_evict,
+                          hm_check_sizes, hm_check_queue};
+    diff_against_reference(c, &pool, &d, seed, steps, adv);
     cache_destroy(c);
     ck_assert_int_eq(pool.num_free, 24);
     page_pool_destroy(&pool);
@@ -1209,7 +1294,7 @@ END_TEST
 
 /* ---- reference model: the set of cached pages, each a whole prefix ------ */
 
-enum { RMAXT = 16, MAXT = 64, MAXE = 256, MAXHELD = 4 };
+enum { MAXE = 256 };
 
 typedef struct ref_entry {
     uint64_t ns;
@@ -1331,19 +1416,43 @@ static int64_t ref_evict(ref_model *r, int64_t n)
     return freed;
 }
 
-typedef struct held {
-    cache_seq m;
-    uint64_t ns;
-    int32_t tokens[MAXT];
-} held;
+/* ref_model behind diff_model. */
+static int32_t tm_match(void *m, uint64_t ns, int32_t priority, const int32_t *t, int32_t n,
+                        int32_t *pages)
+{
+    ref_model *r = m;
+    r->priority = priority; /* the request's, for its match and insert */
+    return ref_match(r, ns, t, n, pages);
+}
 
-/* steps seeded random operations on the trie and the reference model, a
- * comparison after each. Requests are plain random tokens of up to RMAXT
- * (adv NULL), or tu_adversarial()'s of up to MAXT drawn from *adv. */
+static void tm_lock(void *m, uint64_t ns, const int32_t *t, const cache_seq *s, int up)
+{
+    ref_lock(m, ns, t, s->len, up);
+}
+
+static int32_t tm_insert(void *m, uint64_t ns, const int32_t *t, int32_t n, const int32_t *pages)
+{
+    return ref_insert(m, ns, t, n, pages);
+}
+
+static int64_t tm_evict(void *m, int64_t n) { return ref_evict(m, n); }
+
+static void tm_check_sizes(const void *m, const cache_sizes *s, unsigned seed, long step)
+{
+    const ref_model *r = m;
+    int64_t ev = 0, pr = 0;
+    for (int32_t i = 0; i < r->n; i++) *(r->e[i].ref ? &pr : &ev) += r->P;
+    ck_assert_msg(s->evictable_tokens == ev && s->protected_tokens == pr,
+                  "seed %u step %ld: sizes %lld/%lld, reference %lld/%lld", seed, step,
+                  (long long)s->evictable_tokens, (long long)s->protected_tokens, (long long)ev,
+                  (long long)pr);
+}
+
+/* The trie under pol against the page-level reference model; alphabet: the
+ * plain requests' token values. */
 static void trie_against_reference(const evict_policy *pol, int32_t P, int32_t alphabet,
                                    unsigned seed, long steps, uint64_t *adv)
 {
-    srand(seed);
     /* 24 pages; 96 at P = 16, so that many one-page leaves can share nodes. */
     const int32_t npages = adv && P == 16 ? 96 : 24;
     page_pool pool;
@@ -1356,95 +1465,9 @@ static void trie_against_reference(const evict_policy *pol, int32_t P, int32_t a
     memset(&r, 0, sizeof r);
     r.P = P;
     r.pol = pol;
-    held hold[MAXHELD];
-    int nheld = 0;
-    int32_t prev[MAXT] = {0}, t[MAXT], pages[MAXT], want[MAXT];
-    int32_t prev_n = 0;
-    for (long step = 0; step < steps; step++) {
-        int op = rand() % 10;
-        if (op < 6) {
-            /* A request: match, lock, room, insert, free duplicates. */
-            int32_t n;
-            if (adv) {
-                n = tu_adversarial(adv, P, prev, prev_n, MAXT, t);
-            } else {
-                n = 1 + rand() % RMAXT;
-                int32_t keep = rand() % (n + 1);
-                for (int32_t i = 0; i < n; i++) t[i] = i < keep ? prev[i] : rand() % alphabet;
-            }
-            memcpy(prev, t, sizeof t);
-            prev_n = n;
-            uint64_t ns = (uint64_t)(rand() % 2) * 9;
-            /* Priorities only where the policy reads them, so the lru runs
-             * draw the same numbers as they always did. */
-            r.priority = pol->needs & EVICT_NEEDS_PRIORITY ? rand() % 3 - 1 : 0;
-            held *h = nheld < MAXHELD ? &hold[nheld] : NULL;
-            cache_seq tmp;
-            cache_seq *m = h ? &h->m : &tmp;
-            cache_seq_init(m, ns, r.priority);
-            ck_assert_int_eq(cache_match_prefix(c, m, t, n), RKV_OK);
-            int32_t rm = ref_match(&r, ns, t, n, want);
-            ck_assert_msg(m->len == rm, "%s seed %u step %ld: matched %d, reference %d", pol->name,
-                          seed, step, m->len, rm);
-            for (int32_t i = 0; i < m->num_pages; i++)
-                ck_assert_msg(m->pages[i] == want[i], "seed %u step %ld: page %d", seed, step, i);
-            ck_assert_int_eq(cache_lock(c, m), RKV_OK);
-            ref_lock(&r, ns, t, m->len, +1);
-            int32_t nb = n / P, need = nb - m->num_pages, fr = page_pool_num_free(&pool);
-            if (need > fr) {
-                int64_t e = cache_evict(c, (int64_t)(need - fr) * P);
-                ck_assert_msg(e == ref_evict(&r, (int64_t)(need - fr) * P),
-                              "seed %u step %ld: evicted %lld", seed, step, (long long)e);
-            }
-            int ok = need <= page_pool_num_free(&pool);
-            if (ok) {
-                if (m->num_pages) memcpy(pages, m->pages, sizeof(int32_t) * (size_t)m->num_pages);
-                ck_assert_int_eq(page_pool_alloc(&pool, need, pages + m->num_pages), RKV_OK);
-                int32_t prefix = -1;
-                ck_assert_int_eq(cache_insert(c, m, t, n, pages, &prefix), RKV_OK);
-                int32_t rp = ref_insert(&r, ns, t, n, pages);
-                ck_assert_msg(prefix == rp, "seed %u step %ld: prefix %d, reference %d", seed,
-                              step, prefix, rp);
-                ck_assert_int_eq(prefix, m->len); /* locked, so nothing came or went */
-            }
-            if (h && ok && rand() % 2) {
-                h->ns = ns;
-                memcpy(h->tokens, t, sizeof t);
-                nheld++;
-            } else {
-                ck_assert_int_eq(cache_unlock(c, m), RKV_OK);
-                ref_lock(&r, ns, t, m->len, -1);
-                cache_seq_free(m);
-            }
-        } else if (op < 8 && nheld > 0) {
-            int k = rand() % nheld;
-            held *h = &hold[k];
-            ck_assert_int_eq(cache_unlock(c, &h->m), RKV_OK);
-            ref_lock(&r, h->ns, h->tokens, h->m.len, -1);
-            cache_seq_free(&h->m);
-            hold[k] = hold[--nheld];
-        } else {
-            int64_t want_n = rand() % (3 * P + 1);
-            int64_t e = cache_evict(c, want_n);
-            ck_assert_msg(e == ref_evict(&r, want_n), "seed %u step %ld: evicted %lld", seed,
-                          step, (long long)e);
-        }
-        cache_sizes s = sizes(c);
-        int64_t ev = 0, pr = 0;
-        for (int32_t i = 0; i < r.n; i++) *(r.e[i].ref ? &pr : &ev) += P;
-        ck_assert_msg(s.evictable_tokens == ev && s.protected_tokens == pr,
-                      "seed %u step %ld: sizes %lld/%lld, reference %lld/%lld", seed, step,
-                      (long long)s.evictable_tokens, (long long)s.protected_tokens,
-                      (long long)ev, (long long)pr);
-        ck_assert_int_eq(pool.num_inflight, 0);
-        char err[512] = "";
-        ck_assert_msg(cache_check(c, err, sizeof err) == RKV_OK, "seed %u step %ld: %s", seed,
-                      step, err);
-    }
-    while (nheld > 0) {
-        ck_assert_int_eq(cache_unlock(c, &hold[nheld - 1].m), RKV_OK);
-        cache_seq_free(&hold[--nheld].m);
-    }
+    const diff_model d = {pol->name, &r, 9, alphabet, (pol->needs & EVICT_NEEDS_PRIORITY) != 0,
+                          tm_match, tm_lock, tm_insert, tm_evict, tm_check_sizes, NULL};
+    diff_against_reference(c, &pool, &d, seed, steps, adv);
     cache_destroy(c);
     ck_assert_int_eq(pool.num_free, npages);
     page_pool_destroy(&pool);

@@ -24,38 +24,33 @@ Usage: test_alloc_faults.py RADIXKV FAULT_ATTN [--max-points N] [--part base|loa
 import json
 import os
 import random
-import shutil
-import socket
 import struct
 import subprocess
 import sys
 import tempfile
-import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from cli_check import CliCheck  # noqa: E402
+import redis_util  # noqa: E402
 
 EXE, ATTN = sys.argv[1], sys.argv[2]
 MAX_POINTS = int(sys.argv[sys.argv.index("--max-points") + 1]) if "--max-points" in sys.argv else 120
 PART = sys.argv[sys.argv.index("--part") + 1] if "--part" in sys.argv else "base"
-failures = 0
-
-
-def check(cond, what):
-    global failures
-    if not cond:
-        failures += 1
-        print("FAIL:", what, file=sys.stderr)
+cli = CliCheck(EXE)
+check = cli.check
 
 
 def run(args, k, log, tier_dir=None):
-    env = dict(os.environ, RKV_FAULT_ALLOC=str(k), RKV_FAULT_ALLOC_LOG=log)
-    env.setdefault("ASAN_OPTIONS", "detect_leaks=1")
+    env = {"RKV_FAULT_ALLOC": str(k), "RKV_FAULT_ALLOC_LOG": log,
+           "ASAN_OPTIONS": os.environ.get("ASAN_OPTIONS", "detect_leaks=1")}
     if os.path.exists(log):
         os.unlink(log)
-    p = subprocess.run([EXE] + args, capture_output=True, text=True, env=env, timeout=120)
+    rc, out, err = cli.run(args, stdin=None, env=env, timeout=120)
     calls, fired = 0, 0
     if os.path.exists(log):
         with open(log) as f:
             calls, fired = (int(x) for x in f.read().split())
-    return p.returncode, p.stdout, p.stderr, calls, fired
+    return rc, out, err, calls, fired
 
 
 # Every sim scenario runs --fixed-clock: by default the sim clock also charges
@@ -172,28 +167,6 @@ def write_sharded_checkpoint(d):
         json.dump({"metadata": {}, "weight_map": weight_map}, f)
 
 
-def start_redis(tmp):
-    """A redis-server on a free port, or None when it is not installed."""
-    if not shutil.which("redis-server"):
-        return None, None
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                             "--appendonly", "no", "--dir", tmp, "--daemonize", "no"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    for _ in range(500):
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return proc, f"redis://127.0.0.1:{port}"
-        except OSError:
-            time.sleep(0.01)
-    proc.kill()
-    proc.wait()
-    return None, None
-
-
 with tempfile.TemporaryDirectory() as tmp:
     trace = os.path.join(tmp, "trace.jsonl")
     with open(trace, "w") as f:
@@ -263,18 +236,16 @@ with tempfile.TemporaryDirectory() as tmp:
         # reply timeout is long: at the default 1 s a loaded machine can take the
         # tier down mid-run (tier_remote.h), which changes the output and the
         # order of the allocations, so a point would not fail where it should.
-        proc, url = start_redis(tmp)
-        if proc:
+        if redis_util.installed():
+            redis = redis_util.Redis(tmp)
             try:
                 scenario("run --tier-remote", ["run", "--backend", "sim", "--fixed-clock", "--no-progress", "--trace", grow,
-                                               "--page-size", "2", "--kv-tokens", "48", "--tier-remote", url,
+                                               "--page-size", "2", "--kv-tokens", "48", "--tier-remote", redis.url,
                                                "--tier-remote-ttl", "60", "--tier-remote-timeout", "60000"],
                          tmp, most=60, fresh_ns=True)
             finally:
-                proc.kill()
-                proc.wait()
+                redis.stop()
         else:
             print("run --tier-remote: redis-server not found, scenario left out", file=sys.stderr)
 
-print(f"{failures} check(s) failed" if failures else "every allocation point ends cleanly", file=sys.stderr)
-sys.exit(1 if failures else 0)
+sys.exit(cli.finish("every allocation point ends cleanly"))

@@ -11,31 +11,26 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from cli_check import CliCheck  # noqa: E402
+
 EXE = sys.argv[1]
 SANITIZE = " ".join(sys.argv[2:])  # a string or, in newer meson, a list
-failures = 0
+cli = CliCheck(EXE)
+check = cli.check
 
 
 def run(args, env=None, timeout=60, limit_as=None):
-    e = dict(os.environ)
-    e.update(env or {})
+    """cli.run with its stdin, an address-space limit (limit_as bytes) and a
+    run past timeout read as exit status -1, so that its check fails."""
     pre = None
     if limit_as:
         import resource
         pre = lambda: resource.setrlimit(resource.RLIMIT_AS, (limit_as, limit_as))
     try:
-        p = subprocess.run([EXE] + args, capture_output=True, text=True, env=e, timeout=timeout,
-                           preexec_fn=pre)
+        return cli.run(args, stdin=None, env=env, timeout=timeout, preexec_fn=pre)
     except subprocess.TimeoutExpired:
         return -1, "", f"(still running after {timeout} s)"
-    return p.returncode, p.stdout, p.stderr
-
-
-def check(cond, what):
-    global failures
-    if not cond:
-        failures += 1
-        print("FAIL:", what, file=sys.stderr)
 
 
 def write(path, text, mode="w"):
@@ -244,5 +239,4 @@ with tempfile.TemporaryDirectory() as tmp:
             sub = os.path.join(tmp, name)
             os.mkdir(sub)
             fn(sub)
-print(f"{failures} check(s) failed" if failures else "all regressions hold", file=sys.stderr)
-sys.exit(1 if failures else 0)
+sys.exit(cli.finish("all regressions hold"))

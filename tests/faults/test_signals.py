@@ -16,15 +16,12 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from cli_check import CliCheck  # noqa: E402
+
 EXE = sys.argv[1]
-failures = 0
-
-
-def check(cond, what):
-    global failures
-    if not cond:
-        failures += 1
-        print("FAIL:", what, file=sys.stderr)
+cli = CliCheck(EXE)
+check = cli.check
 
 
 def interrupt(args, sigs, out_path, wait_lines=1, gap=0.0, ignore=None, during=None):
@@ -160,5 +157,4 @@ with tempfile.TemporaryDirectory() as tmp:
           f"run --replicas SIGTERM: exit {rc}, {len(lines)} lines, summary {str(summ)[:120]}, "
           f"{err.strip()[-200:]}")
 
-print(f"{failures} check(s) failed" if failures else "signals end runs cleanly", file=sys.stderr)
-sys.exit(1 if failures else 0)
+sys.exit(cli.finish("signals end runs cleanly"))

@@ -146,6 +146,15 @@ START_TEST(test_gemm_table)
 END_TEST
 
 static const char *const preset_names[] = {"default", "qwen2.5-3b", "llama-3-8b"};
+enum { NPRESETS = sizeof preset_names / sizeof *preset_names };
+
+/* Built-in profile i with preset k, for the tests that try every pair. */
+static void load_pair(int i, int k, model_config *m, sim_profile *p)
+{
+    char err[256] = "";
+    ck_assert_msg(model_config_preset(preset_names[k], m, err, sizeof err) == RKV_OK, "%s", err);
+    ck_assert_msg(sim_profile_parse(sim_profile_ids[i], p, err, sizeof err) == RKV_OK, "%s", err);
+}
 
 static double step1(const model_config *m, const sim_profile *p, int s, int pre)
 {
@@ -156,13 +165,10 @@ static double step1(const model_config *m, const sim_profile *p, int s, int pre)
 START_TEST(test_monotone)
 {
     for (int i = 0; sim_profile_ids[i]; i++)
-        for (size_t k = 0; k < sizeof preset_names / sizeof *preset_names; k++) {
+        for (int k = 0; k < NPRESETS; k++) {
             model_config m;
             sim_profile p;
-            char err[256];
-            ck_assert_int_eq(model_config_preset(preset_names[k], &m, err, sizeof err), RKV_OK);
-            ck_assert_msg(sim_profile_parse(sim_profile_ids[i], &p, err, sizeof err) == RKV_OK,
-                          "%s", err);
+            load_pair(i, k, &m, &p);
             /* In rows: one prompt of 1..4096 rows, at prefixes 0 and 3000. */
             for (int pre = 0; pre <= 3000; pre += 3000) {
                 double last = 0;
@@ -200,12 +206,10 @@ END_TEST
 START_TEST(test_mixed_not_cheaper_than_parts)
 {
     for (int i = 0; sim_profile_ids[i]; i++)
-        for (size_t k = 0; k < sizeof preset_names / sizeof *preset_names; k++) {
+        for (int k = 0; k < NPRESETS; k++) {
             model_config m;
             sim_profile p;
-            char err[256];
-            ck_assert_int_eq(model_config_preset(preset_names[k], &m, err, sizeof err), RKV_OK);
-            ck_assert_int_eq(sim_profile_parse(sim_profile_ids[i], &p, err, sizeof err), RKV_OK);
+            load_pair(i, k, &m, &p);
             for (int chunk = 2; chunk <= 2048; chunk *= 4)
                 for (int nd = 1; nd <= 31; nd += 10) {
                     int s[32], pre[32];

@@ -2,71 +2,24 @@
 tests and benches (`radixkv serve --role prefill|decode`). Every wait is bounded."""
 import http.client
 import json
+import os
 import shutil
-import socket
-import subprocess
 import sys
 import tempfile
-import time
 
-from router_util import RouterProcess, free_port, router_command, router_common_args
-from serve_util import HOST, Server
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import redis_util  # noqa: E402
+from router_util import RouterProcess, free_port, router_command, router_common_args  # noqa: E402
+from serve_util import HOST, Server  # noqa: E402
 
 
-class Redis:
-    """redis-server on 127.0.0.1 and a free port, in a temporary directory."""
-
-    def __init__(self, tmp):
-        self.port = free_port()
-        self.url = f"redis://{HOST}:{self.port}"
-        self.proc = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", HOST, "--save", "",
-             "--appendonly", "no", "--dir", tmp, "--daemonize", "no"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        for _ in range(500):
-            if self.cmd("PING") == "PONG":
-                return
-            time.sleep(0.01)
-        raise SystemExit("redis-server did not answer")
-
-    def cmd(self, *args):
-        """One command in RESP; a simple reply, an integer, or a list of bulk strings."""
-        try:
-            with socket.create_connection((HOST, self.port), timeout=2) as s:
-                out = f"*{len(args)}\r\n" + "".join(f"${len(a)}\r\n{a}\r\n" for a in args)
-                s.sendall(out.encode())
-                f = s.makefile("rb")
-                return self._reply(f)
-        except OSError:
-            return None
-
-    def _reply(self, f):
-        line = f.readline().decode().rstrip("\r\n")
-        kind, rest = line[:1], line[1:]
-        if not kind:
-            raise OSError("connection closed")
-        if kind in "+-":
-            return rest
-        if kind == ":":
-            return int(rest)
-        if kind == "$":
-            n = int(rest)
-            if n < 0:
-                return None
-            data = f.read(n + 2)[:-2]
-            return data.decode("latin-1")
-        if kind == "*":
-            return [self._reply(f) for _ in range(int(rest))]
-        raise ValueError(line)
+class Redis(redis_util.Redis):
+    """tests/redis_util.py's server, with the handoff tests' view of its keys."""
 
     def page_keys(self, ns):
         """Page keys of namespace ns (handoff records, rkv:NS:pd:ROOM, left out)."""
         return {k for k in self.cmd("KEYS", f"rkv:{ns}:*") or []
                 if not k.startswith(f"rkv:{ns}:pd:")}
-
-    def stop(self):
-        self.proc.kill()
-        self.proc.wait(timeout=30)
 
 
 def need_redis_server():

@@ -35,20 +35,16 @@ import sys
 import tempfile
 import threading
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from cli_check import CliCheck  # noqa: E402
+
 EXE = sys.argv[1]
 MAX_POINTS = int(sys.argv[sys.argv.index("--max-points") + 1]) if "--max-points" in sys.argv else 40
 HOST = "127.0.0.1"
 ARGS = ["serve", "--host", HOST, "--port", "0", "--backend", "sim", "--drain-timeout", "5",
         "--page-size", "4", "--num-pages", "128", "--tokenizer", "ids"]
-failures = 0
-
-
-def check(cond, what):
-    global failures
-    if not cond:
-        failures += 1
-        print("FAIL:", what, file=sys.stderr)
-    return cond
+cli = CliCheck(EXE)
+check = cli.check
 
 
 P = [(7 * i) % 4000 + 1 for i in range(12)]
@@ -178,10 +174,7 @@ def main():
             if fired and "accounting broken" in err:
                 check(False, f"{what}: a failed allocation reported as broken accounting\n"
                       f"{err[-500:]}")
-    if failures:
-        print(f"{failures} failures", file=sys.stderr)
-        sys.exit(1)
-    print("serve allocation faults: ok")
+    sys.exit(cli.finish("serve allocation faults: ok"))
 
 
 # ---- --pd: the prefill/decode pair ------------------------------------------
@@ -360,10 +353,7 @@ def main_pd():
                     pd_judge_ends(role, k, ref, outs, got)
         finally:
             redis.stop()
-    if failures:
-        print(f"{failures} failures", file=sys.stderr)
-        sys.exit(1)
-    print("serve allocation faults, prefill and decode roles: ok")
+    sys.exit(cli.finish("serve allocation faults, prefill and decode roles: ok"))
 
 
 def pd_judge_ends(role, k, ref, outs, ends):

@@ -131,18 +131,6 @@ static rkv_status kv_write(void *ctx, int32_t page, const void *src)
     return RKV_OK;
 }
 
-/* What page k of tokens must hold: a function of every token up to its end. */
-static void expected(const int32_t *tokens, int32_t k, uint8_t out[PB])
-{
-    uint64_t h = 1469598103934665603ull;
-    for (int32_t i = 0; i < (k + 1) * P; i++) h = (h ^ (uint32_t)tokens[i]) * 1099511628211ull;
-    for (int j = 0; j < PB; j++) {
-        h ^= h >> 29;
-        h *= 0xbf58476d1ce4e5b9ull;
-        out[j] = (uint8_t)(h >> 56);
-    }
-}
-
 /* An engine: its own pool, KV memory and tier wrapper over a kind. */
 typedef struct eng { page_pool pool; fake_kv kv; cache *c; } eng;
 
@@ -196,7 +184,7 @@ static int32_t request(eng *e, const int32_t *tokens, int32_t n)
     ck_assert_int_eq(cache_lock(c, &m), RKV_OK);
     uint8_t want[PB];
     for (int32_t k = 0; k < m.num_pages; k++) {
-        expected(tokens, k, want);
+        tu_page_bytes(tokens, k, P, want, PB);
         ck_assert_msg(!memcmp(e->kv.b[m.pages[k]], want, PB), "page %d of the match holds other bytes", k);
     }
     int32_t nb = n / P, need = nb - m.num_pages, len = m.len;
@@ -205,7 +193,7 @@ static int32_t request(eng *e, const int32_t *tokens, int32_t n)
     int32_t pages[PAGES];
     if (m.num_pages) memcpy(pages, m.pages, sizeof(int32_t) * (size_t)m.num_pages);
     ck_assert_int_eq(page_pool_alloc(c->pool, need, pages + m.num_pages), RKV_OK);
-    for (int32_t k = m.num_pages; k < nb; k++) expected(tokens, k, e->kv.b[pages[k]]);
+    for (int32_t k = m.num_pages; k < nb; k++) tu_page_bytes(tokens, k, P, e->kv.b[pages[k]], PB);
     int32_t prefix = 0;
     ck_assert_int_eq(cache_insert(c, &(cache_seq){0}, tokens, nb * P, pages, &prefix), RKV_OK);
     for (int32_t k = m.num_pages; k < nb; k++)

@@ -14,67 +14,18 @@ import json
 import os
 import random
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from cli_check import CliCheck  # noqa: E402
+from redis_util import Redis, installed  # noqa: E402
+
 EXE = sys.argv[1]
-failures = 0
-
-
-def check(cond, what):
-    global failures
-    if not cond:
-        failures += 1
-        print("FAIL:", what, file=sys.stderr)
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-class Server:
-    def __init__(self, tmp):
-        self.port, self.tmp, self.proc = free_port(), tmp, None
-        self.url = f"redis://127.0.0.1:{self.port}"
-
-    def start(self):
-        self.proc = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", self.tmp, "--daemonize", "no"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        for _ in range(500):  # at most 5 s
-            if self.dbsize() is not None:
-                return
-            time.sleep(0.01)
-        raise SystemExit(f"redis-server on port {self.port} did not answer")
-
-    def dbsize(self):
-        """Keys on the server, None when nothing answers."""
-        try:
-            with socket.create_connection(("127.0.0.1", self.port), timeout=1) as s:
-                s.sendall(b"*1\r\n$6\r\nDBSIZE\r\n")
-                data = b""
-                while not data.endswith(b"\r\n"):
-                    chunk = s.recv(64)
-                    if not chunk:
-                        return None
-                    data += chunk
-            return int(data[1:].strip()) if data.startswith(b":") else None
-        except (OSError, ValueError):
-            return None
-
-    def stop(self):
-        if self.proc:
-            self.proc.kill()
-            self.proc.wait()
-            self.proc = None
+cli = CliCheck(EXE)
+check = cli.check
 
 
 def outputs(out):
@@ -105,16 +56,15 @@ BASE = ["run", "--backend", "cpu", "--page-size", "4", "--max-running", "1", "--
 
 
 def run(args):
-    p = subprocess.run([EXE] + BASE + args, capture_output=True, text=True, timeout=120)
-    return p.returncode, p.stdout, p.stderr
+    return cli.run(BASE + args, stdin=None, timeout=120)
 
 
 def main():
-    if not shutil.which("redis-server"):
+    if not installed():
         print("redis-server not found: skipped", file=sys.stderr)
         return 77
     tmp = tempfile.mkdtemp(prefix="rkv-remote-")
-    sv = Server(tmp)
+    sv = Redis(tmp, start=False)
     try:
         rc, _, err = run(["--trace", trace_file(tmp, 2), "--tier-remote", sv.url])
         if "no Redis client" in err:
@@ -168,7 +118,7 @@ def main():
                                              "--tier-remote-policy", "write-through"],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         for _ in range(2000):  # at most 20 s until the engine has stored pages
-            if (sv.dbsize() or 0) > 0 or p.poll() is not None:
+            if (sv.cmd("DBSIZE") or 0) > 0 or p.poll() is not None:
                 break
             time.sleep(0.01)
         sv.stop()
@@ -182,11 +132,7 @@ def main():
     finally:
         sv.stop()
         shutil.rmtree(tmp, ignore_errors=True)
-    if failures:
-        print(f"{failures} check(s) failed", file=sys.stderr)
-        return 1
-    print("ok")
-    return 0
+    return cli.finish("ok")
 
 
 sys.exit(main())

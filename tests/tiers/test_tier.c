@@ -38,18 +38,6 @@ static rkv_status kv_write(void *ctx, int32_t page, const void *src)
     return RKV_OK;
 }
 
-/* What page k of tokens must hold: a function of every token up to its end. */
-static void expected(const int32_t *tokens, int32_t k, uint8_t out[PB])
-{
-    uint64_t h = 1469598103934665603ull;
-    for (int32_t i = 0; i < (k + 1) * P; i++) h = (h ^ (uint32_t)tokens[i]) * 1099511628211ull;
-    for (int j = 0; j < PB; j++) {
-        h ^= h >> 29;
-        h *= 0xbf58476d1ce4e5b9ull;
-        out[j] = (uint8_t)(h >> 56);
-    }
-}
-
 /* One request as the engine makes it; every matched page must hold its bytes.
  * Returns the matched length, -1 when locked pages leave no room. m stays
  * locked (unlocked here when no room). */
@@ -62,12 +50,12 @@ static int32_t request(cache *c, fake_kv *kv, const int32_t *tokens, int32_t n, 
     ck_assert_int_eq(st, RKV_OK);
     uint8_t want[PB];
     for (int32_t k = 0; k < m->num_pages; k++) {
-        expected(tokens, k, want);
+        tu_page_bytes(tokens, k, P, want, PB);
         ck_assert_msg(!memcmp(kv->b[m->pages[k]], want, PB),
                       "seed %u step %d: page %d of the match (pool page %d) holds other bytes",
                       seed, step, k, m->pages[k]);
     }
-    for (int32_t k = m->num_pages; k < nb; k++) expected(tokens, k, kv->b[pages[k]]);
+    for (int32_t k = m->num_pages; k < nb; k++) tu_page_bytes(tokens, k, P, kv->b[pages[k]], PB);
     ck_assert_int_eq(cache_client_commit(c, m, tokens, nb * P, pages, m->num_pages, nb, NULL),
                      RKV_OK);
     return m->len;
@@ -208,7 +196,7 @@ START_TEST(test_tier_disk_full)
     cache_pins_init(&pins);
     char err[256];
     ck_assert_msg(cache_pin(c, &pins, pin, 2 * P, 0, NULL, err, sizeof err) == RKV_OK, "%s", err);
-    for (int32_t k = 0; k < 2; k++) expected(pin, k, kv->b[pins.m[0].pages[k]]);
+    for (int32_t k = 0; k < 2; k++) tu_page_bytes(pin, k, P, kv->b[pins.m[0].pages[k]], PB);
 
     cache_seq m, held;
     cache_seq_init(&m, 0, 0);

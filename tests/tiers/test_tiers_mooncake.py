@@ -12,6 +12,9 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from cli_check import CliCheck  # noqa: E402
+
 EXE = sys.argv[1]
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 data = os.environ.get("RKV_MOONCAKE_DIR", os.path.join(ROOT, "..", "shared", "data", "mooncake"))
@@ -20,14 +23,8 @@ if not os.path.exists(src):
     print(f"skip: {src} not found (set RKV_MOONCAKE_DIR)")
     sys.exit(77)
 
-failures = 0
-
-
-def check(cond, what):
-    global failures
-    if not cond:
-        failures += 1
-        print("FAIL:", what, file=sys.stderr)
+cli = CliCheck(EXE)
+check = cli.check
 
 
 with tempfile.TemporaryDirectory() as tmp:
@@ -55,6 +52,4 @@ with tempfile.TemporaryDirectory() as tmp:
                   f"{name}: per-tier rates add up")
             check(s["prompt_tokens"] == got["none"]["prompt_tokens"], f"{name}: same prompts")
         check(got["disk"]["disk_hit_tokens"] > 0, "disk tier serves hits")
-if failures:
-    sys.exit(1)
-print("ok")
+sys.exit(cli.finish("ok"))
