@@ -392,6 +392,12 @@ class RadixCache(BasePrefixCache):
             extra_key=key.extra_key if lora_name is not None else None, cache_salt=None),
             lora_name)
 
+    def take_events(self):
+        """BasePrefixCache.take_events: with events off, the fresh empty list
+        SGLang's disabled recorder answers, without the two calls down to it
+        (the scheduler drains events after every batch)."""
+        return self.kv_events.take() if self._events else []
+
     # ---- locks and sizes ---------------------------------------------------
 
     def inc_lock_ref(self, node: Node) -> IncLockRefResult:
