@@ -1458,12 +1458,13 @@ static int into_check(PyObject *into)
     return 0;
 }
 
-/* The Match m (taken; NULL passes an exception on) as into (checked) asks (see kv_match's docstring): the empty
- * result for an empty match, else cls((length,) + (holder(m),) * repeat +
- * tail), built as tuple.__new__(cls, ...) builds it (a NamedTuple's
- * generated __new__ is a Python frame; SGLang's MatchResult is one). The
- * adapter's match_prefix built this tuple in Python: a third of its
- * overhead per call. NULL with the exception set. */
+/* The Match m (taken; NULL passes its exception on) as the checked into asks
+ * (kv_match's docstring): into's empty result for an empty match, else
+ * cls((length,) + (holder(m),) * repeat + tail), built as tuple.__new__(cls,
+ * ...) builds it (a NamedTuple's generated __new__ is a Python frame;
+ * SGLang's MatchResult is one). The adapter's match_prefix built this tuple
+ * in Python: 362 -> 291 ns a call on a short cached key with it built here.
+ * NULL with the exception set. */
 static PyObject *match_wrap(MatchObject *m, PyObject *into)
 {
     if (!m) return NULL;
