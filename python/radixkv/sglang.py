@@ -198,6 +198,11 @@ class RadixCache(BasePrefixCache):
         self._empty_match = MatchResult(device_prefix_len=0, last_device_node=self.root_node,
                                         last_host_node=self.root_node,
                                         best_match_node=self.root_node)
+        # What kv_match builds in C from a match (the tuple match_prefix
+        # returns: length, then the node three times, then MatchResult's
+        # defaults), or None for an SGLang whose MatchResult differs.
+        self._into = (None if _MATCH_TAIL is None else
+                      (MatchResult, Node, 3, _MATCH_TAIL, self._empty_match))
         # Published event block hash -> its hex digest, for pages cached; and,
         # for a hash more than one cached page publishes, how many more.
         self._digests = {}
@@ -220,13 +225,18 @@ class RadixCache(BasePrefixCache):
             ns = 0
         else:
             ns = _namespace(key)
-        m = self._kv_match(key.token_ids if key.limit is None else key.raw_token_ids(), ns)
+        toks = key.token_ids if key.limit is None else key.raw_token_ids()
+        if self._into is not None:
+            # The MatchResult (or the empty one) built in C, where the
+            # length read, the tuple concatenation and tuple.__new__'s lookup
+            # were Python: match_prefix on a 15-token cached key 362 -> 291
+            # ns (both builds in one process, 15 alternations, min).
+            return self._kv_match(toks, ns, self._into)
+        m = self._kv_match(toks, ns)
         n = m.length
         if n == 0:
             return self._empty_match
         node = Node(m)
-        if _MATCH_TAIL is not None:
-            return tuple.__new__(MatchResult, (n, node, node, node) + _MATCH_TAIL)
         return MatchResult(device_prefix_len=n, last_device_node=node,
                            last_host_node=node, best_match_node=node)
 
@@ -381,6 +391,12 @@ class RadixCache(BasePrefixCache):
         return (kv_event_namespace_seed(
             extra_key=key.extra_key if lora_name is not None else None, cache_salt=None),
             lora_name)
+
+    def take_events(self):
+        """BasePrefixCache.take_events: with events off, the fresh empty list
+        SGLang's disabled recorder answers, without the two calls down to it
+        (the scheduler drains events after every batch)."""
+        return self.kv_events.take() if self._events else []
 
     # ---- locks and sizes ---------------------------------------------------
 

@@ -10,6 +10,7 @@ that remembers which page holds each cached page-prefix; under pressure
 checked after every operation. Exit 1 naming the first difference.
 """
 import array
+import collections
 import datetime
 import gc
 import json
@@ -474,12 +475,61 @@ def test_kv_match_int64():
         pre, _ = b.kv_insert(values=array.array("q", range(len(kt))), tokens=kt)
         check(pre == len(toks) // P * P, f"P={P}: kv_insert by keyword, all held: {pre}")
         raises(TypeError, lambda: b.kv_match(), f"P={P}: kv_match without tokens")
-        raises(TypeError, lambda: b.kv_match(kt, 0, 1), f"P={P}: kv_match, three arguments")
+        raises(TypeError, lambda: b.kv_match(kt, 0, None, 1), f"P={P}: kv_match, four arguments")
         raises(TypeError, lambda: b.kv_match(kt, tokens=kt), f"P={P}: tokens twice")
         raises(TypeError, lambda: b.kv_match(kt, nspace=0), f"P={P}: unknown keyword")
         raises(TypeError, lambda: b.kv_insert(kt), f"P={P}: kv_insert without values")
         b.close()
         raises(ValueError, lambda: b.kv_match(array.array("q", [1] * P)), f"P={P}: closed")
+
+
+def test_kv_match_into():
+    """kv_match's into (radixkv.sglang's match_prefix): the wrapped result
+    equals the one built in Python from the plain Match (type, length,
+    holders, tail), on both key routes; an empty match answers into's empty
+    object itself; a bad into is refused before the match ticks the clock."""
+    Result = collections.namedtuple("Result", "n a b c x y", defaults=(None, 7))
+
+    class Holder:
+        __slots__ = ("match",)
+
+        def __init__(self, match):
+            self.match = match
+
+    empty = Result(0, None, None, None)
+    into = (Result, Holder, 3, (None, 7), empty)
+    rng = random.Random(5)
+    for P in (1, 4):
+        a, b = radixkv.Cache("radix", P, 4096), radixkv.Cache("radix", P, 4096)
+        for i in range(200):
+            toks = random_requests(rng, 1, 10, 3 * P)[0]
+            if rng.random() < 0.5:
+                vals = array.array("q", range(len(toks)))
+                a.kv_insert(toks, vals)
+                b.kv_insert(toks, vals)
+            key = toks[:rng.randrange(len(toks) + 1)]
+            if i % 2:
+                key = array.array("q", key)
+            m = a.kv_match(key)
+            r = b.kv_match(key, 0, into)
+            what = f"P={P} call {i}"
+            if m.length == 0:
+                check(r is empty, f"{what}: the empty result itself")
+                continue
+            check(type(r) is Result and r.n == m.length and r.x is None and r.y == 7
+                  and r.a is r.b is r.c and type(r.a) is Holder, f"{what}: {r!r}")
+            check(list(a.kv_values(m)) == list(b.kv_values(r.a.match)), f"{what}: values")
+            check(a.clock == b.clock and a.stats() == b.stats(), f"{what}: clock, stats")
+        clock = b.clock
+        for bad in ((Result, Holder, 3, ()), [Result, Holder, 3, (), empty],
+                    (dict, Holder, 3, (), empty), (Result, 5, 3, (), empty),
+                    (Result, Holder, "3", (), empty), (Result, Holder, 3, [], empty)):
+            raises(TypeError, lambda: b.kv_match(toks, 0, bad), f"P={P}: into {bad!r}")
+        raises(ValueError, lambda: b.kv_match(toks, 0, (Result, Holder, 17, (), empty)),
+               f"P={P}: repeat 17")
+        check(b.clock == clock, f"P={P}: a refused into matched nothing")
+        check(b.kv_match(toks, into=None).length == b.kv_match(toks).length,
+              f"P={P}: into=None is the plain Match")
 
 
 def test_kv_dlpack():
@@ -529,6 +579,7 @@ def main():
     test_misuse()
     test_kv_values()
     test_kv_match_int64()
+    test_kv_match_into()
     test_kv_dlpack()
     print(f"py_api: {CHECKS} checks passed ({len(kinds)} kinds, numpy "
           f"{'yes' if np is not None else 'no'}, package {os.path.dirname(radixkv.__file__)})")

@@ -63,7 +63,30 @@ def body(c, toks, arr, nparr, bad):
     c.kv_evict(4, tags=True)
     # A DLPack capsule nobody consumes frees its block when collected.
     c.kv_evict(4, dlpack=True)
-    return 19
+    # kv_match's wrapped result (radixkv.sglang's match_prefix), an empty
+    # match's shared answer, and a refused into.
+    _ = c.kv_match(arr, 0, INTO)
+    _ = c.kv_match(bad_key, 0, INTO)
+    try:
+        c.kv_match(arr, 0, (tuple, Holder, -1, (), None))
+    except ValueError:
+        pass
+    return 22
+
+
+class Holder:
+    __slots__ = ("match",)
+
+    def __init__(self, match):
+        self.match = match
+
+
+class Wrapped(tuple):
+    __slots__ = ()
+
+
+INTO = (Wrapped, Holder, 2, (None, 0), ("empty",))
+bad_key = array.array("q", [1 << 40] * 4)
 
 
 def main():
@@ -72,7 +95,7 @@ def main():
     arr = array.array("i", range(1, 13))
     nparr = np.arange(1, 13, dtype=np.int64) if np is not None else None
     bad = [1.5, 2.5]
-    watched = [c, toks, arr, bad] + ([nparr] if nparr is not None else [])
+    watched = [c, toks, arr, bad, INTO, Holder, Wrapped] + ([nparr] if nparr is not None else [])
     calls = 0
     while calls < CALLS // 10:
         calls += body(c, toks, arr, nparr, bad)
