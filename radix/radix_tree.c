@@ -1197,8 +1197,8 @@ static void sink_runs(page_sink *o, const int32_t *area, int32_t np)
 
 /* x's pages into o. A node of one run going to runs only (an insert's or a
  * kv_match's walk, nearly every node) is one push, inline: the call and the
- * general loop were ~60 instructions a node, 1,520 of an insert's ~14,500
- * on sglang_cache_bench's keys (callgrind). */
+ * general loop were ~60 instructions a node, about 1,500 of an insert's
+ * ~14,500 on sglang_cache_bench's keys (callgrind). */
 static inline void sink_node(page_sink *o, const rt_node *x, int32_t P)
 {
     const int32_t *area = node_area(x);
