@@ -245,6 +245,20 @@ def test_misuse():
         raises(TypeError, lambda: c.match(np.zeros((2, 2), dtype=np.int32)), "2-D tokens")
         raises(ValueError, lambda: c.match(np.array([-1], dtype=np.int64)), "negative int64")
         raises(ValueError, lambda: c.match(np.array([2 ** 63], dtype=np.uint64)), "huge uint64")
+        # int32 numpy read in place: one pass checks every id (blocks of 8,
+        # then the rest), and the message names the first bad one's index.
+        for n, at in ((5, 3), (16, 0), (16, 7), (16, 15), (21, 17), (21, 20)):
+            for bad in (-1, -2 ** 31):
+                t32 = np.arange(n, dtype=np.int32)
+                t32[at] = bad
+                msg = raises(ValueError, lambda: c.match(t32), f"int32 tokens, {bad} at {at}/{n}")
+                check(f"[{at}]" in msg, f"the message names index {at}: {msg}")
+            pg = np.zeros(n, dtype=np.int32)
+            pg[at] = 16
+            msg = raises(ValueError, lambda: c.insert(np.arange(4 * n, dtype=np.int32), pg),
+                         f"int32 pages, 16 at {at}/{n}")
+            check(f"[{at}]" in msg and "16" in msg, f"the message names page {at}: {msg}")
+        accounting(c, "after refused int32 ids")
     raises(ValueError, lambda: c.insert([1, 2, 3, 4], [-1]), "negative page id")
     raises(ValueError, lambda: c.insert([1, 2, 3, 4], [16]), "page id beyond the pool")
     raises(ValueError, lambda: c.insert([1, 2, 3, 4, 5, 6, 7, 8], [0]), "too few pages")

@@ -75,7 +75,11 @@ def check_tree_locks(rng, n_seqs):
                     res = tree.insert(InsertParams(key=RadixKey(toks),
                                                    value=torch.arange(nxt, nxt + len(toks))))
                     nxt += len(toks)
-                    log.append(("insert", res.prefix_len))
+                    # Every field as SGLang's, in its order (the adapter fills
+                    # InsertResult's dict itself), the node aside.
+                    log.append(("insert", res.prefix_len, type(res).__name__,
+                                [(k, v) for k, v in vars(res).items()
+                                 if k != "last_device_node"]))
                 elif op < 0.7:
                     m = tree.match_prefix(MatchPrefixParams(key=RadixKey(toks)))
                     for _ in range(1 + (r.random() < 0.2)):
