@@ -27,11 +27,15 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#ifdef __linux__
+#include <sys/mman.h>
+#endif
 
 #include "block_hash.h"
 #include "cache.h"
@@ -340,6 +344,13 @@ typedef struct CacheObject {
     uint8_t *vals_set;    /* per page: 1 while its values are the cached page's */
     int64_t *vals_tag;    /* per page: one more value (SGLang's event block hash);
                              NULL until a tag is stored (all tags 0) */
+    /* Bit q of vals_run (page q's bit) set: page q's values are page q-1's,
+     * each + page_size, so page q continues an arithmetic run of values
+     * (SGLang's KV indices mostly are: its allocator hands out consecutive
+     * slots). Kept for every stored value by vals_runs_mark, whatever the
+     * set flags say; a 0 is always safe (the value is read), a 1 only when
+     * true. The gathers read the bits and only a run's first page. */
+    uint64_t *vals_run;
     int64_t vals_pages;
 } CacheObject;
 
@@ -426,6 +437,8 @@ static void cache_teardown(CacheObject *self)
     self->generation++;
 }
 
+static void vals_release(CacheObject *self);
+
 static int Cache_init(CacheObject *self, PyObject *args, PyObject *kw)
 {
     static char *names[] = {"kind", "page_size", "num_pages", "policy", "hash_fn",
@@ -456,15 +469,9 @@ static int Cache_init(CacheObject *self, PyObject *args, PyObject *kw)
         PyErr_NoMemory();
         return -1;
     }
+    vals_release(self); /* before page_size changes: its sizes use the old one */
     self->page_size = (int32_t)page_size;
     self->num_pages = (int32_t)num_pages;
-    free(self->vals);
-    free(self->vals_set);
-    free(self->vals_tag);
-    self->vals = NULL;
-    self->vals_set = NULL;
-    self->vals_tag = NULL;
-    self->vals_pages = 0;
     return cache_build(self);
 }
 
@@ -472,9 +479,7 @@ static void vals_forget_since(CacheObject *self, uint64_t mark);
 
 static void Cache_dealloc(CacheObject *self)
 {
-    free(self->vals);
-    free(self->vals_set);
-    free(self->vals_tag);
+    vals_release(self);
     cache_teardown(self);
     cache_free_names(self);
     Py_TYPE(self)->tp_free((PyObject *)self);
@@ -719,49 +724,117 @@ static PyObject *Cache_free(CacheObject *self, PyObject *arg)
  * the values of the pages an evict freed. One C call each, so no per-page
  * Python objects and no tensor arithmetic per call (radixkv.sglang). */
 
-/* old (old_bytes) moved into a zeroed block of new_bytes, or NULL (old kept).
- * calloc rather than realloc + memset: a large block comes zeroed from the
- * kernel, so the grown part costs nothing until a page id there is used
- * (page ids reach far past the cached pages' count in a large pool, and
- * zeroing all of it was most of a fresh adapter's insert time). */
-static void *grow_zeroed(void *old, size_t old_bytes, size_t new_bytes)
+/* The per-page tables (values, set flags, tags) come zeroed from
+ * table_alloc and go back through table_free with the same byte count.
+ * Zeroed by the allocator rather than by memset: a large block comes zeroed
+ * from the kernel, so a grown part costs nothing until a page id there is
+ * used (page ids reach far past the cached pages' count in a large pool, and
+ * zeroing all of it was most of a fresh adapter's insert time).
+ * A table of 2 MiB or more is its own mapping, 2 MiB-aligned and advised
+ * MADV_HUGEPAGE where Linux has it (THP's "madvise" mode): the replay reads
+ * a path's values 48-64 KB at a time and evict's gather ~17 KB from pages
+ * spread over a 38 MB table, each 4 KiB page of it a TLB miss of its own.
+ * The advice may be ignored (THP off, no huge page free): then the mapping
+ * is plain 4 KiB pages, the same as calloc's. Smaller tables stay calloc's,
+ * where the sanitizers see them. */
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+#define TABLE_HUGE ((size_t)2 << 20)
+#endif
+
+static void *table_alloc(size_t bytes)
 {
-    void *p = calloc(1, new_bytes);
-    if (!p) return NULL;
-    if (old_bytes) memcpy(p, old, old_bytes);
-    free(old);
-    return p;
+#ifdef TABLE_HUGE
+    if (bytes >= TABLE_HUGE) {
+        size_t len = (bytes + TABLE_HUGE - 1) & ~(TABLE_HUGE - 1);
+        char *p = mmap(NULL, len + TABLE_HUGE, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED) return NULL;
+        /* Keep the aligned len bytes inside, unmap the head and tail. */
+        size_t head = (TABLE_HUGE - ((uintptr_t)p & (TABLE_HUGE - 1))) & (TABLE_HUGE - 1);
+        if (head) munmap(p, head);
+        munmap(p + head + len, TABLE_HUGE - head);
+        p += head;
+        (void)madvise(p, len, MADV_HUGEPAGE); /* advice: 4 KiB pages if refused */
+        return p;
+    }
+#endif
+    return calloc(1, bytes ? bytes : 1);
+}
+
+static void table_free(void *p, size_t bytes)
+{
+    if (!p) return;
+#ifdef TABLE_HUGE
+    if (bytes >= TABLE_HUGE) {
+        munmap(p, (bytes + TABLE_HUGE - 1) & ~(TABLE_HUGE - 1));
+        return;
+    }
+#endif
+    (void)bytes;
+    free(p);
+}
+
+/* The tables' sizes for a capacity of pages page ids. */
+static size_t vals_bytes(const CacheObject *self, int64_t pages)
+{
+    return sizeof(int64_t) * (size_t)pages * (size_t)self->page_size;
+}
+
+static size_t run_bytes(int64_t pages)
+{
+    return sizeof(uint64_t) * (((size_t)pages + 63) / 64);
+}
+
+/* Every per-page table freed (the capacity back to 0). */
+static void vals_release(CacheObject *self)
+{
+    size_t n = (size_t)self->vals_pages;
+    table_free(self->vals, vals_bytes(self, self->vals_pages));
+    table_free(self->vals_set, n);
+    table_free(self->vals_tag, sizeof(int64_t) * n);
+    table_free(self->vals_run, run_bytes(self->vals_pages));
+    self->vals = NULL;
+    self->vals_set = NULL;
+    self->vals_tag = NULL;
+    self->vals_run = NULL;
+    self->vals_pages = 0;
 }
 
 /* Room for page ids < pages in self->vals (and vals_set, vals_tag when
- * tags are in use); -1 with MemoryError. */
+ * tags are in use); -1 with MemoryError, every table as it was. */
 static int vals_reserve(CacheObject *self, int64_t pages)
 {
     if (pages <= self->vals_pages) return 0;
     int64_t cap = self->vals_pages ? self->vals_pages : 1024;
     while (cap < pages) cap *= 2;
     if (cap > self->num_pages) cap = self->num_pages;
-    int64_t *v = realloc(self->vals, sizeof(int64_t) * (size_t)cap * (size_t)self->page_size);
-    if (!v) {
+    const size_t had = (size_t)self->vals_pages, n = (size_t)cap;
+    /* All new tables first, so that a failure leaves the old ones whole
+     * (table_free needs each table's size, which vals_pages gives). */
+    int64_t *v = table_alloc(vals_bytes(self, cap));
+    uint8_t *set = table_alloc(n);
+    int64_t *tag = self->vals_tag ? table_alloc(sizeof(int64_t) * n) : NULL;
+    uint64_t *run = table_alloc(run_bytes(cap));
+    if (!v || !set || (self->vals_tag && !tag) || !run) {
+        table_free(v, vals_bytes(self, cap));
+        table_free(set, n);
+        table_free(tag, sizeof(int64_t) * n);
+        table_free(run, run_bytes(cap));
         PyErr_NoMemory();
         return -1;
     }
+    if (had) {
+        memcpy(v, self->vals, vals_bytes(self, self->vals_pages));
+        memcpy(set, self->vals_set, had);
+        if (tag) memcpy(tag, self->vals_tag, sizeof(int64_t) * had);
+        /* The old bits whole; the grown pages' are 0 (no values there). */
+        memcpy(run, self->vals_run, run_bytes(self->vals_pages));
+    }
+    vals_release(self);
     self->vals = v;
-    uint8_t *set = grow_zeroed(self->vals_set, (size_t)self->vals_pages, (size_t)cap);
-    if (!set) {
-        PyErr_NoMemory();
-        return -1;
-    }
     self->vals_set = set;
-    if (self->vals_tag) {
-        int64_t *tag = grow_zeroed(self->vals_tag, sizeof(int64_t) * (size_t)self->vals_pages,
-                                   sizeof(int64_t) * (size_t)cap);
-        if (!tag) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        self->vals_tag = tag;
-    }
+    self->vals_tag = tag;
+    self->vals_run = run;
     self->vals_pages = cap;
     return 0;
 }
@@ -790,6 +863,8 @@ static PyObject *Cache_kv_reserve(CacheObject *self, PyObject *unused)
     for (; i < vbytes; i += 4096) v[i] = 0;
     for (i = 0; i < had; i += 4096) set[i] = set[i];
     for (; i < (size_t)self->vals_pages; i += 4096) set[i] = 0;
+    volatile char *run = (volatile char *)self->vals_run;
+    for (i = 0; i < run_bytes(self->vals_pages); i += 4096) run[i] = run[i];
     Py_RETURN_NONE;
 }
 
@@ -798,7 +873,7 @@ static PyObject *Cache_kv_reserve(CacheObject *self, PyObject *unused)
 static int tags_reserve(CacheObject *self)
 {
     if (self->vals_tag || !self->vals_pages) return 0;
-    if (!(self->vals_tag = calloc((size_t)self->vals_pages, sizeof(int64_t)))) {
+    if (!(self->vals_tag = table_alloc(sizeof(int64_t) * (size_t)self->vals_pages))) {
         PyErr_NoMemory();
         return -1;
     }
@@ -829,6 +904,153 @@ static int vals_all_set(const CacheObject *self, const int32_t *pages, int32_t n
     for (int32_t j = 0; j < n; j++)
         if (pages[j] >= self->vals_pages || !self->vals_set[pages[j]]) return 0;
     return 1;
+}
+
+/* Loops over long arrays that -O2 leaves scalar: written with GCC's vector
+ * type (four int64 lanes) and, on x86-64, compiled twice, the AVX2 copy
+ * chosen at load where the CPU has it. Unsigned: the values are the
+ * caller's, any int64, and their differences wrap where signed ones would
+ * overflow; the gathers' fill wraps the same way, so a bit set on wrapped
+ * arithmetic still gives the stored value back. */
+#if defined(__x86_64__) && defined(__has_attribute)
+#if __has_attribute(target_clones)
+#define KV_WIDE __attribute__((target_clones("avx2", "default")))
+#endif
+#endif
+#ifndef KV_WIDE
+#define KV_WIDE
+#endif
+typedef uint64_t u64x4 __attribute__((vector_size(32)));
+
+/* 1 when v[k] == v[k - 1] + 1 for every k in [1, n). */
+KV_WIDE static int vals_arithmetic(const int64_t *v, int64_t n)
+{
+    const u64x4 one = {1, 1, 1, 1};
+    u64x4 d = {0, 0, 0, 0}, cur, prev;
+    int64_t k = 1;
+    for (; k + 4 <= n; k += 4) {
+        memcpy(&cur, v + k, sizeof cur);
+        memcpy(&prev, v + k - 1, sizeof prev);
+        d |= (cur - prev) ^ one;
+    }
+    uint64_t r = d[0] | d[1] | d[2] | d[3];
+    for (; k < n; k++) r |= ((uint64_t)v[k] - (uint64_t)v[k - 1]) ^ 1;
+    return r == 0;
+}
+
+/* out[i] = start + i for i in [0, n). */
+KV_WIDE static void vals_fill_iota(int64_t *out, uint64_t start, int64_t n)
+{
+    u64x4 x = {start, start + 1, start + 2, start + 3};
+    const u64x4 step = {4, 4, 4, 4};
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        memcpy(out + i, &x, sizeof x);
+        x += step;
+    }
+    for (; i < n; i++) out[i] = (int64_t)(start + (uint64_t)i);
+}
+
+/* 1 when the page at cur holds the values of the page at prev, each + P. */
+static inline int pages_continue(const int64_t *prev, const int64_t *cur, int64_t P)
+{
+    uint64_t diff = 0;
+    for (int64_t i = 0; i < P; i++) diff |= (uint64_t)cur[i] - (uint64_t)prev[i] - (uint64_t)P;
+    return diff == 0;
+}
+
+/* Bit q of the run bits set to x. */
+static inline void run_bit_put(uint64_t *bits, int64_t q, int x)
+{
+    bits[q >> 6] = (bits[q >> 6] & ~(1ull << (q & 63))) | ((uint64_t)x << (q & 63));
+}
+
+/* The run bits of pages [a, b] recomputed after a write of pages [a, b),
+ * whose values are src[0, (b - a) * P) (the caller's buffer or the table):
+ * the write changes their own bits and the next page's, b (whose values may
+ * be a free page's old ones: its bit is then true of them, and a later
+ * write of that page marks it again). Pages past the table have no bit. */
+static void vals_runs_mark(CacheObject *self, int64_t a, int64_t b, const int64_t *src)
+{
+    const int64_t P = self->page_size;
+    const int64_t *v = self->vals;
+    uint64_t *bits = self->vals_run;
+    if (P == 1 && b - a > 2 && vals_arithmetic(src, b - a)) {
+        /* The common write, a run of values one arithmetic run: bits
+         * a + 1 .. b - 1 set a word at a time. */
+        for (int64_t q = a + 1; q < b;) {
+            int64_t w = q >> 6, end = (w + 1) << 6;
+            if (end > b) end = b;
+            bits[w] |= (end - q == 64 ? ~0ull : ((1ull << (end - q)) - 1)) << (q & 63);
+            q = end;
+        }
+    } else {
+        for (int64_t q = a + 1; q < b; q++)
+            run_bit_put(bits, q, pages_continue(src + (q - a - 1) * P, src + (q - a) * P, P));
+    }
+    /* The ends: page a against the page before it, page b against b - 1. */
+    if (a >= 1) run_bit_put(bits, a, pages_continue(v + (a - 1) * P, src, P));
+    if (b < self->vals_pages)
+        run_bit_put(bits, b, pages_continue(src + (b - a - 1) * P, v + b * P, P));
+}
+
+/* Pages q, q + 1, ... while their run bit is bit, up to end: how many. */
+static int64_t run_bits_stretch(const uint64_t *bits, int64_t q, int64_t end, int bit)
+{
+    const uint64_t flip = bit ? ~0ull : 0;
+    int64_t at = q;
+    while (at < end) {
+        uint64_t w = (bits[at >> 6] ^ flip) >> (at & 63); /* 1: a page that differs */
+        if (w) {
+            at += __builtin_ctzll(w);
+            break;
+        }
+        at = (at | 63) + 1;
+    }
+    return (at < end ? at : end) - q;
+}
+
+/* dst[0, count * P) = the values of pages first .. first + count - 1 (one
+ * run of page ids), as a copy of the table would give them: a page whose
+ * run bit is clear is copied, a page whose bit is set is the page before it
+ * + P. The run's first page is always copied (its bit speaks of a page
+ * outside the run). The copy of a long run read every value from a table
+ * mostly out of cache (48-64 KB a path, 17 KB an evict); the bits are 1/512
+ * of that at page size 1, and the values are read only at a run's starts. */
+static void vals_gather_run(const CacheObject *self, int64_t *dst, int64_t first, int64_t count)
+{
+    const int64_t P = self->page_size;
+    const int64_t *v = self->vals;
+    const uint64_t *bits = self->vals_run;
+    const int64_t end = first + count;
+    if (count <= 0) return;
+    memcpy(dst, v + first * P, sizeof(int64_t) * (size_t)P);
+    int64_t *out = dst + P;
+    for (int64_t q = first + 1; q < end;) {
+        int bit = (int)(bits[q >> 6] >> (q & 63)) & 1;
+        int64_t n = run_bits_stretch(bits, q, end, bit);
+        if (!bit) {
+            memcpy(out, v + q * P, sizeof(int64_t) * (size_t)(n * P));
+        } else if (P == 1) {
+            vals_fill_iota(out, (uint64_t)out[-1] + 1, n);
+        } else {
+            for (int64_t i = 0; i < n * P; i++)
+                out[i] = (int64_t)((uint64_t)out[i - P] + (uint64_t)P);
+        }
+        out += n * P;
+        q += n;
+    }
+#ifdef __SANITIZE_ADDRESS__
+    /* The sanitizer build checks every gather against the plain copy. */
+    for (int64_t i = 0; i < count * P; i++)
+        if (dst[i] != v[first * P + i]) {
+            fprintf(stderr, "radixkv: _radixkv.c vals_gather_run: pages %lld..%lld, value %lld "
+                    "is %lld by the run bits, %lld in the table\n", (long long)first,
+                    (long long)(end - 1), (long long)i, (long long)dst[i],
+                    (long long)v[first * P + i]);
+            abort();
+        }
+#endif
 }
 
 /* Values (a 1-D buffer of integers: numpy, array, a CPU tensor's .numpy())
@@ -937,10 +1159,51 @@ typedef struct dl_managed {
     void *ctx;
     void (*deleter)(struct dl_managed *);
     int64_t shape;
+    size_t cap;     /* room in data, in values (>= shape) */
     int64_t data[]; /* (shape) */
 } dl_managed;
 
-static void dl_managed_free(dl_managed *m) { free(m); }
+/* A few blocks of results that died, kept for the next results: the
+ * adapter's path_device_indices (~6,000 values) and evict (~2,000) each
+ * hand out a block that dies within the request. From malloc each cost a
+ * large allocation and free (glibc consolidates its small free chunks
+ * before every large request) and wrote values into lines long out of
+ * cache; a reused block was written a request ago. Slots taken and filled
+ * by atomic exchange: a tensor may die on a thread without the GIL. */
+enum { DL_SPARES = 4 };
+#define DL_SPARE_MAX ((size_t)1 << 17) /* values; a larger block goes back to free */
+static _Atomic(dl_managed *) dl_spare[DL_SPARES];
+
+static void dl_managed_free(dl_managed *m)
+{
+    if (m->cap <= DL_SPARE_MAX)
+        for (int i = 0; i < DL_SPARES; i++) {
+            dl_managed *none = NULL;
+            if (atomic_compare_exchange_strong(&dl_spare[i], &none, m)) return;
+        }
+    free(m);
+}
+
+/* A block with room for n values: a spare one if one fits, else a new one
+ * (rounded up to a power of two values, so that later results of about
+ * the same size fit it); NULL when out of memory. */
+static dl_managed *dl_block(size_t n)
+{
+    for (int i = 0; i < DL_SPARES; i++) {
+        if (!atomic_load_explicit(&dl_spare[i], memory_order_relaxed)) continue;
+        dl_managed *m = atomic_exchange(&dl_spare[i], NULL);
+        if (!m) continue;
+        if (m->cap >= n) return m;
+        dl_managed *none = NULL; /* too small for this one: back, or freed */
+        if (!atomic_compare_exchange_strong(&dl_spare[i], &none, m)) free(m);
+    }
+    size_t cap = 64;
+    while (cap < n) cap *= 2;
+    if (cap > DL_SPARE_MAX) cap = n;
+    dl_managed *m = malloc(sizeof *m + sizeof(int64_t) * cap);
+    if (m) m->cap = cap;
+    return m;
+}
 
 /* A consumer renames the capsule "used_dltensor" and owns the block then. */
 static void dl_capsule_free(PyObject *cap)
@@ -954,9 +1217,11 @@ static void dl_capsule_free(PyObject *cap)
  * before the capsule is handed out; NULL with MemoryError. */
 static PyObject *dl_int64_new(Py_ssize_t n, int64_t **data)
 {
-    dl_managed *m = malloc(sizeof *m + sizeof(int64_t) * (size_t)n);
+    dl_managed *m = dl_block((size_t)n);
     if (!m) return PyErr_NoMemory();
+    size_t room = m->cap;
     memset(m, 0, sizeof *m);
+    m->cap = room;
     m->t.data = m->data;
     m->t.device.device_type = DL_CPU;
     m->t.ndim = 1;
@@ -968,7 +1233,7 @@ static PyObject *dl_int64_new(Py_ssize_t n, int64_t **data)
     m->deleter = dl_managed_free;
     PyObject *cap = PyCapsule_New(m, "dltensor", dl_capsule_free);
     if (!cap) {
-        free(m);
+        dl_managed_free(m);
         return NULL;
     }
     *data = m->data;
@@ -1079,11 +1344,15 @@ static int vals_store(CacheObject *self, const int32_t *pages, int32_t from, int
         while (e < to && pages[e] == pg + (e - j) && page_pool_state(pool, pages[e]) == PAGE_CACHED) e++;
         size_t np = (size_t)(e - j);
         int64_t *dst = self->vals + (int64_t)pg * P;
-        if (contiguous64)
-            memcpy(dst, (const int64_t *)v->view.buf + (Py_ssize_t)j * P, sizeof(int64_t) * np * P);
-        else
+        const int64_t *src = dst;
+        if (contiguous64) {
+            src = (const int64_t *)v->view.buf + (Py_ssize_t)j * P;
+            memcpy(dst, src, sizeof(int64_t) * np * (size_t)P);
+        } else {
             for (Py_ssize_t i = 0; i < (Py_ssize_t)np * P; i++)
                 dst[i] = vals_view_get(v, (Py_ssize_t)j * P + i);
+        }
+        vals_runs_mark(self, pg, (int64_t)pg + (int64_t)np, src);
         if (tags)
             for (int32_t q = j; q < e; q++) tags[pages[q]] = tg ? vals_view_get(tg, q) : 0;
         memset(self->vals_set + pg, 1, np);
@@ -1192,12 +1461,15 @@ static int vals_store_runs(CacheObject *self, const radix_page_run *runs, int32_
         if (a >= runs[i].count) continue;
         int32_t pg = runs[i].first + a, np = runs[i].count - a, from = j + a;
         int64_t *dst = self->vals + (int64_t)pg * P;
-        if (contiguous64)
-            memcpy(dst, (const int64_t *)v->view.buf + (Py_ssize_t)from * P,
-                   sizeof(int64_t) * (size_t)np * (size_t)P);
-        else
+        const int64_t *src = dst;
+        if (contiguous64) {
+            src = (const int64_t *)v->view.buf + (Py_ssize_t)from * P;
+            memcpy(dst, src, sizeof(int64_t) * (size_t)np * (size_t)P);
+        } else {
             for (Py_ssize_t q = 0; q < (Py_ssize_t)np * P; q++)
                 dst[q] = vals_view_get(v, (Py_ssize_t)from * P + q);
+        }
+        vals_runs_mark(self, pg, (int64_t)pg + np, src);
         if (tags)
             for (int32_t q = 0; q < np; q++) tags[pg + q] = tg ? vals_view_get(tg, from + q) : 0;
         memset(self->vals_set + pg, 1, (size_t)np);
@@ -1606,14 +1878,12 @@ static PyObject *Cache_kv_values(CacheObject *self, PyObject *const *args, Py_ss
     /* A page's values sit at its id * P, so a run of ids is one copy. */
     if (m->runs_only)
         for (int32_t i = 0, at = 0; i < m->nruns; at += m->runs[i].count, i++)
-            memcpy(dst + (Py_ssize_t)at * P, self->vals + (int64_t)m->runs[i].first * P,
-                   sizeof(int64_t) * (size_t)m->runs[i].count * (size_t)P);
+            vals_gather_run(self, dst + (Py_ssize_t)at * P, m->runs[i].first, m->runs[i].count);
     else
         for (int32_t j = 0, e; j < m->m.num_pages; j = e) {
             const int32_t *pg = m->m.pages;
             for (e = j + 1; e < m->m.num_pages && pg[e] == pg[j] + (e - j); e++) {}
-            memcpy(dst + (Py_ssize_t)j * P, self->vals + (int64_t)pg[j] * P,
-                   sizeof(int64_t) * (size_t)(e - j) * (size_t)P);
+            vals_gather_run(self, dst + (Py_ssize_t)j * P, pg[j], e - j);
         }
     return out_int64_done(o, dlpack);
 }
@@ -1725,8 +1995,7 @@ static PyObject *Cache_kv_evict(CacheObject *self, PyObject *const *args, Py_ssi
         for (e = j + 1; e < np && pages[e] == pg + (e - j); e++) {}
         const int32_t cnt = e - j;
         if (all_set && (int64_t)pg + cnt <= have && !memchr(self->vals_set + pg, 0, (size_t)cnt)) {
-            memcpy(dst + (int64_t)j * P, self->vals + (int64_t)pg * P,
-                   sizeof(int64_t) * (size_t)cnt * (size_t)P);
+            vals_gather_run(self, dst + (int64_t)j * P, pg, cnt);
             if (tdst)
                 for (int32_t q = 0; q < cnt; q++) tdst[j + q] = tag_of(self, pg + q);
         } else {

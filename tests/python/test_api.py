@@ -413,6 +413,105 @@ def test_kv_values():
         raises(ValueError, c.kv_reserve, "kv_reserve on a closed cache")
 
 
+def wrap64(x):
+    """x as the int64 it wraps to (the adapter's values are any int64)."""
+    return (x + (1 << 63)) % (1 << 64) - (1 << 63)
+
+
+def run_values(rng, mode, n, P):
+    """n int64 values of one kind: "random" (no two consecutive pages a run),
+    "arithmetic" (one run from a random start, wrapping past 2^63 - 1 when
+    the start is near it), "mixed" (runs broken at random places, inside
+    pages and at their edges, by jumps of any size, +P included)."""
+    if mode == "random":
+        return [wrap64(rng.getrandbits(64)) for _ in range(n)]
+    start = rng.choice([rng.getrandbits(40), (1 << 63) - rng.randrange(1, 3 * P + 2),
+                        -(1 << 63) + rng.randrange(4)])
+    out = []
+    for j in range(n):
+        if mode == "mixed" and j and rng.random() < 0.15:
+            start += rng.choice([rng.getrandbits(62), P, -P, 1, 0, 2 * P])
+        out.append(wrap64(start + j))
+    return out
+
+
+def test_kv_values_runs():
+    """kv_values and kv_evict read a page's values, or fill them as the page
+    before + page_size where its run bit says they are: on values that are
+    not runs (random), runs that wrap past int64's end, runs broken anywhere,
+    and pages reused by later inserts that change their neighbours' runs,
+    every value gathered is the one stored (a model of the cached prefixes,
+    as test_kv_values) and every evicted value comes back once. A small pool
+    keeps pages cycling; the sanitizer build also compares each gather with
+    the plain copy of the table."""
+    rng = random.Random(11)
+    for P in (1, 3, 4):
+        c = radixkv.Cache("radix", P, 96)
+        held = {}
+        stored = collections.Counter()
+        evicted = collections.Counter()
+        for i in range(400):
+            toks = random_requests(rng, 1, 6, 6 * P)[0]
+            n = len(toks) // P * P
+            mode = ("random", "arithmetic", "mixed")[i % 3]
+            vals = run_values(rng, mode, len(toks), P)
+            free = c.sizes()["free_pages"] * P
+            if free < n:
+                freed, ev = c.kv_evict(n - free, dlpack=i % 2 == 0)
+                ev = dlpack_values(ev) if i % 2 == 0 else list(ev)
+                evicted.update(ev)
+                # Values repeat across inserts here: what left is what no
+                # longer matches (a page prefix is cached or not).
+                alive = {k[0] for k in held if c.kv_match(list(k[0])).length == len(k[0])}
+                held = {k: v for k, v in held.items() if k[0] in alive}
+            prefix, m = c.kv_insert(array.array("q", toks), array.array("q", vals))
+            def at(j):
+                return (tuple(toks[:(j // P + 1) * P]), j)
+            for j in range(prefix, n):
+                held[at(j)] = vals[j]
+                stored[vals[j]] += 1
+            want = [held[at(j)] for j in range(n)]
+            check(list(c.kv_values(m)) == want, f"P={P} step {i} ({mode}): kv_values")
+            check(dlpack_values(c.kv_values(m, dlpack=True)) == want,
+                  f"P={P} step {i} ({mode}): kv_values as DLPack")
+        freed, ev = c.kv_evict(1 << 30)
+        evicted.update(ev)
+        check(evicted == stored, f"P={P}: every stored value evicted once")
+        accounting(c, f"P={P} runs")
+        # A page rewritten under a cached neighbour: B's first page continued
+        # A's last; A's pages go back to C, whose values break the run, and
+        # C then B are evicted in one run of page ids, where B's first page
+        # must be read, not filled from C's last.
+        c.__init__("radix", P, 8)
+        def q(xs):
+            return array.array("q", [x * P + i for x in xs for i in range(P)])
+        _, ma = c.kv_insert(q([1, 2, 3, 4]), q([100, 101, 102, 103]))
+        _, mb = c.kv_insert(q([9, 9, 9, 9]), q([104, 105, 106, 107]))
+        c.kv_evict(4 * P)
+        _, mc = c.kv_insert(q([5, 6, 7, 8]), q([500, 900, 13, 77]))
+        check(list(ma.pages) + list(mb.pages) == list(range(8)) and list(mc.pages) == [0, 1, 2, 3],
+              f"P={P}: the pool hands A's pages back to C ({list(mc.pages)})")
+        c.kv_match(q([9, 9, 9, 9]))  # B used after C: C is evicted first
+        freed, ev = c.kv_evict(8 * P)
+        check(list(ev) == list(q([500, 900, 13, 77, 104, 105, 106, 107])),
+              f"P={P}: C then B evicted with their own values: {list(ev)}")
+        # A table past 2 MiB (its own mapping, huge pages where Linux gives
+        # them), grown from a small one, then the cache made again with
+        # another page size (the old table freed at its own size).
+        c.__init__("radix", P, 400_000 // P)
+        small = array.array("q", range(P))
+        c.kv_insert(array.array("q", [7] * P), small)
+        n = 300_000 // P * P
+        vals = run_values(random.Random(3), "mixed", n, P)
+        vals[n // 2:] = [wrap64(v + 12345) for v in vals[n // 2:]]
+        prefix, m = c.kv_insert(array.array("q", [5] * n), array.array("q", vals))
+        check(prefix == 0 and list(c.kv_values(m)) == vals, f"P={P}: a grown 2 MiB table")
+        freed, ev = c.kv_evict(1 << 30)
+        check(sorted(ev) == sorted(vals + list(small)), f"P={P}: the grown table evicted")
+        c.__init__("radix", P + 1, 64)
+        c.close()
+
+
 def test_kv_match_int64():
     """kv_match over int64 ids (array('q'), numpy int64: the tree walks them
     in place and the Match keeps its page runs) against kv_match over a list
@@ -592,6 +691,7 @@ def main():
     test_locks()
     test_misuse()
     test_kv_values()
+    test_kv_values_runs()
     test_kv_match_int64()
     test_kv_match_into()
     test_kv_dlpack()
