@@ -25,6 +25,7 @@ void *__wrap_aligned_alloc(size_t a, size_t n);
 static atomic_int_fast64_t calls;
 static atomic_int_fast64_t fail_at;
 static atomic_bool fired;
+static atomic_bool sticky; /* fail_at and every later call */
 static const char *log_path;
 
 static void write_log(void)
@@ -47,8 +48,16 @@ __attribute__((constructor)) static void fault_alloc_init(void)
 void fault_alloc_arm(int64_t nth)
 {
     atomic_store(&fail_at, 0);
+    atomic_store(&sticky, false);
     atomic_store(&calls, 0);
     atomic_store(&fired, false);
+    atomic_store(&fail_at, nth);
+}
+
+void fault_alloc_arm_from(int64_t nth)
+{
+    fault_alloc_arm(0);
+    atomic_store(&sticky, nth > 0);
     atomic_store(&fail_at, nth);
 }
 
@@ -58,8 +67,8 @@ bool fault_alloc_fired(void) { return atomic_load(&fired); }
 /* True when this call is the one to fail. */
 static bool fail_now(void)
 {
-    int64_t k = atomic_fetch_add(&calls, 1) + 1;
-    if (k != atomic_load(&fail_at)) return false;
+    int64_t k = atomic_fetch_add(&calls, 1) + 1, at = atomic_load(&fail_at);
+    if (k != at && !(atomic_load(&sticky) && at > 0 && k > at)) return false;
     atomic_store(&fired, true);
     errno = ENOMEM;
     return true;

@@ -23,6 +23,10 @@
 
 /* Restart the count and fail the nth allocation from now (0: never). */
 void fault_alloc_arm(int64_t nth);
+/* The same, but the nth and every allocation after it fail until the next
+ * arm: memory that stays short, for the paths that retry a failed growth
+ * (one failure alone never reaches their last fallback). */
+void fault_alloc_arm_from(int64_t nth);
 /* Allocations counted since the last arm (or process start). */
 int64_t fault_alloc_calls(void);
 /* Whether the armed failure has happened. */

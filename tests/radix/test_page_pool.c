@@ -716,6 +716,48 @@ START_TEST(test_stale_index_rebuilt)
     }
 }
 END_TEST
+/* Memory that stays short: every allocation fails from the start of the
+ * frees (their pending array cannot grow, so they merge at once) or from the
+ * start of the fold, until the index has no room left and goes stale. Each
+ * page stays counted, the pool checks out stale, and once memory is back the
+ * next allocation rebuilds the index from the state bits and hands out free
+ * pages only. */
+START_TEST(test_stale_when_memory_stays_short)
+{
+    enum { N = 8192 };
+    for (int during_fold = 0; during_fold < 2; during_fold++) {
+        page_pool p;
+        ck_assert_int_eq(page_pool_init(&p, N, 1), RKV_OK);
+        int32_t *all = malloc(sizeof(int32_t) * N), odd[N / 2], got[3];
+        ck_assert_ptr_nonnull(all);
+        ck_assert_int_eq(page_pool_alloc(&p, N, all), RKV_OK);
+        for (int32_t i = 0; i < N / 2; i++) odd[i] = 2 * i + 1;
+        /* no assertion while armed: Check allocates in its own */
+        if (!during_fold) fault_alloc_arm_from(1);
+        rkv_status st = page_pool_free(&p, odd, N / 2);
+        int32_t pend = p.num_pend;
+        if (during_fold) fault_alloc_arm_from(1);
+        page_pool_fold(&p);
+        bool fired = fault_alloc_fired();
+        fault_alloc_arm(0);
+        ck_assert_int_eq(st, RKV_OK);
+        /* deferred: every odd page a run of its own, all pending */
+        ck_assert_int_eq(pend, during_fold ? N / 2 : 0);
+        ck_assert_msg(fired, "case %d: no allocation was tried", during_fold);
+        ck_assert_msg(p.stale, "case %d: the index did not go stale", during_fold);
+        ck_assert_int_eq(p.num_pend, 0);
+        ck_assert_int_eq(p.num_free, N / 2);
+        pool_ok(&p, 1);
+        ck_assert_int_eq(page_pool_alloc(&p, 3, got), RKV_OK); /* rebuilds */
+        ck_assert_int_eq(p.stale, 0);
+        for (int32_t i = 0; i < 3; i++) ck_assert_int_eq(got[i] % 2, 1);
+        ck_assert_int_eq(p.num_extents, N / 2 - 3);
+        pool_ok(&p, 2);
+        free(all);
+        page_pool_destroy(&p);
+    }
+}
+END_TEST
 #endif
 
 int main(void)
@@ -735,6 +777,7 @@ int main(void)
 #ifdef RKV_FAULT_INJECTION
     tcase_add_test(tc, test_growth_failure_absorbed);
     tcase_add_test(tc, test_stale_index_rebuilt);
+    tcase_add_test(tc, test_stale_when_memory_stays_short);
 #endif
     suite_add_tcase(s, tc);
     return check_run(s);
