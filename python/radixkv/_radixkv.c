@@ -1323,39 +1323,46 @@ static int match_vals_set(const CacheObject *self, const MatchObject *m)
     return 1;
 }
 
+/* Pages pg .. pg + np - 1 (one run of ids, room reserved) take values[from *
+ * P ..] and tags[from ..] (tg NULL: 0): one copy where the values are
+ * contiguous int64, their run bits, their set flags. */
+static void vals_put_run(CacheObject *self, int32_t pg, int32_t np, int32_t from,
+                         const vals_view *v, const vals_view *tg)
+{
+    const int32_t P = self->page_size;
+    int64_t *dst = self->vals + (int64_t)pg * P;
+    const int64_t *src = dst;
+    if (v->view.itemsize == 8 && v->kind == 's' && v->stride == 8) {
+        src = (const int64_t *)v->view.buf + (Py_ssize_t)from * P;
+        memcpy(dst, src, sizeof(int64_t) * (size_t)np * (size_t)P);
+    } else {
+        for (Py_ssize_t q = 0; q < (Py_ssize_t)np * P; q++)
+            dst[q] = vals_view_get(v, (Py_ssize_t)from * P + q);
+    }
+    vals_runs_mark(self, pg, (int64_t)pg + np, src);
+    if (self->vals_tag)
+        for (int32_t q = 0; q < np; q++)
+            self->vals_tag[pg + q] = tg ? vals_view_get(tg, from + q) : 0;
+    memset(self->vals_set + pg, 1, (size_t)np);
+}
+
 /* Pages pages[from..to) that the cache holds (CACHED) take values[j * P ..
  * (j + 1) * P) and tags[j] (tg NULL: 0) for page j. -1 with MemoryError. */
 static int vals_store(CacheObject *self, const int32_t *pages, int32_t from, int32_t to,
                       const vals_view *v, const vals_view *tg)
 {
-    const int32_t P = self->page_size;
     int32_t top = 0;
     for (int32_t j = from; j < to; j++)
         if (pages[j] >= top) top = pages[j] + 1;
     if (vals_reserve(self, top) < 0 || (tg && tags_reserve(self) < 0)) return -1;
-    int64_t *tags = self->vals_tag;
     const page_pool *pool = &self->pool;
-    int contiguous64 = v->view.itemsize == 8 && v->kind == 's' && v->stride == 8;
     /* Runs of consecutive page ids (the pool hands out runs) in one copy each. */
     for (int32_t j = from, e; j < to; j = e) {
         int32_t pg = pages[j];
         e = j + 1;
         if (page_pool_state(pool, pg) != PAGE_CACHED) continue;
         while (e < to && pages[e] == pg + (e - j) && page_pool_state(pool, pages[e]) == PAGE_CACHED) e++;
-        size_t np = (size_t)(e - j);
-        int64_t *dst = self->vals + (int64_t)pg * P;
-        const int64_t *src = dst;
-        if (contiguous64) {
-            src = (const int64_t *)v->view.buf + (Py_ssize_t)j * P;
-            memcpy(dst, src, sizeof(int64_t) * np * (size_t)P);
-        } else {
-            for (Py_ssize_t i = 0; i < (Py_ssize_t)np * P; i++)
-                dst[i] = vals_view_get(v, (Py_ssize_t)j * P + i);
-        }
-        vals_runs_mark(self, pg, (int64_t)pg + (int64_t)np, src);
-        if (tags)
-            for (int32_t q = j; q < e; q++) tags[pages[q]] = tg ? vals_view_get(tg, q) : 0;
-        memset(self->vals_set + pg, 1, np);
+        vals_put_run(self, pg, e - j, j, v, tg);
     }
     return 0;
 }
@@ -1449,30 +1456,14 @@ static int match_keep_runs(MatchObject *m, const radix_page_run *runs, int32_t n
 static int vals_store_runs(CacheObject *self, const radix_page_run *runs, int32_t nruns,
                            int32_t skip, const vals_view *v, const vals_view *tg)
 {
-    const int32_t P = self->page_size;
     int32_t top = 0;
     for (int32_t i = 0; i < nruns; i++)
         if (runs[i].first + runs[i].count > top) top = runs[i].first + runs[i].count;
     if (vals_reserve(self, top) < 0 || (tg && tags_reserve(self) < 0)) return -1;
-    int64_t *tags = self->vals_tag;
-    int contiguous64 = v->view.itemsize == 8 && v->kind == 's' && v->stride == 8;
     for (int32_t i = 0, j = 0; i < nruns; j += runs[i].count, i++) {
         int32_t a = j < skip ? skip - j : 0; /* the run's first page to store */
         if (a >= runs[i].count) continue;
-        int32_t pg = runs[i].first + a, np = runs[i].count - a, from = j + a;
-        int64_t *dst = self->vals + (int64_t)pg * P;
-        const int64_t *src = dst;
-        if (contiguous64) {
-            src = (const int64_t *)v->view.buf + (Py_ssize_t)from * P;
-            memcpy(dst, src, sizeof(int64_t) * (size_t)np * (size_t)P);
-        } else {
-            for (Py_ssize_t q = 0; q < (Py_ssize_t)np * P; q++)
-                dst[q] = vals_view_get(v, (Py_ssize_t)from * P + q);
-        }
-        vals_runs_mark(self, pg, (int64_t)pg + np, src);
-        if (tags)
-            for (int32_t q = 0; q < np; q++) tags[pg + q] = tg ? vals_view_get(tg, from + q) : 0;
-        memset(self->vals_set + pg, 1, (size_t)np);
+        vals_put_run(self, runs[i].first + a, runs[i].count - a, j + a, v, tg);
     }
     return 0;
 }
