@@ -236,21 +236,9 @@ static inline size_t node_edge_bytes(const rt_node *x)
     return x->len > 0 ? edge_bytes_nr(x->len, area_nruns(node_area(x))) : 0;
 }
 
-/* A loop over long arrays that -O2 vectorizes at the SSE2 baseline: on x86-64
- * it is compiled twice, and the AVX2 copy (twice the width) runs where the
- * CPU has it (chosen once, at load). */
-#if defined(__x86_64__) && defined(__has_attribute)
-#if __has_attribute(target_clones)
-#define RT_WIDE __attribute__((target_clones("avx2", "default")))
-#endif
-#endif
-#ifndef RT_WIDE
-#define RT_WIDE
-#endif
-
 /* Page ids of a run one by one: dst[0..count) = first, first + 1, ... Long
- * runs are a store-bound loop (RT_WIDE). */
-RT_WIDE static void run_expand_long(int32_t *dst, int32_t first, int32_t count)
+ * runs are a store-bound loop (RKV_WIDE). */
+RKV_WIDE static void run_expand_long(int32_t *dst, int32_t first, int32_t count)
 {
     for (int32_t j = 0; j < count; j++) dst[j] = first + j;
 }
@@ -1277,7 +1265,7 @@ static int32_t child_find64(const radix_tree *t, const rt_node *x, const int64_t
  * are compared by OR-ing the differences (a fixed inner count, so -O2's
  * cheap vectorizer takes it: an edge token is >= 0, so its zero extension is
  * its value, and an out-of-range key id differs in its high half); the
- * block that differs is searched token by token. RT_WIDE: an insert walks
+ * block that differs is searched token by token. RKV_WIDE: an insert walks
  * the cached part of its key again after the request's match, most of its
  * time (sglang_cache_bench's replay, ~6,000 cached tokens an insert); the
  * AVX2 copy took 0.85 -> 0.78 us for 6,000 tokens out of L2 (from memory,
@@ -1297,7 +1285,7 @@ static inline __attribute__((always_inline)) uint64_t diff64(const int32_t *edge
     for (int32_t k = 0; k < w; k++) d |= (uint64_t)key[k] ^ (uint64_t)(uint32_t)edge[k];
     return d;
 }
-RT_WIDE static int32_t common_prefix64(const int32_t *edge, const int64_t *key, int32_t n,
+RKV_WIDE static int32_t common_prefix64(const int32_t *edge, const int64_t *key, int32_t n,
                                         int32_t rest)
 {
     int32_t i = 0;
@@ -1381,10 +1369,10 @@ static int32_t key_bad(key_view k, int32_t from, int32_t n)
  * check and then a copy read them twice: blocks of NARROW_BLOCK ids are
  * narrowed and their high bits OR-ed without a branch (a fixed inner count,
  * which -O2's cheap vectorizer takes), and only a block holding a bad id is
- * searched one by one: 1,840 ids in 0.26 us (0.20 in the RT_WIDE copy),
+ * searched one by one: 1,840 ids in 0.26 us (0.20 in the RKV_WIDE copy),
  * where the scalar check and copy took 0.91. */
 enum { NARROW_BLOCK = 16 };
-RT_WIDE static int32_t key_narrow(int32_t *restrict dst, const int64_t *restrict tok, int32_t n)
+RKV_WIDE static int32_t key_narrow(int32_t *restrict dst, const int64_t *restrict tok, int32_t n)
 {
     int32_t i = 0;
     for (; i + NARROW_BLOCK <= n; i += NARROW_BLOCK) {

@@ -9,6 +9,8 @@
  *   rkv_json_string      a C string as a JSON string literal
  *   rkv_name_index,      a name in a registry's NULL-terminated name list, and
  *   rkv_join_names       the list as "a, b, c" for messages
+ *   RKV_WIDE             a loop over long arrays compiled twice on x86-64,
+ *                        the AVX2 copy chosen at load where the CPU has it
  *   rkv_fail, rkv_set_err (rkv_status.h) the error helpers: a message into the
  *                        caller's buffer, naming the place, and a status back
  *
@@ -27,6 +29,18 @@
 #define RKV_HOSTDEV __host__ __device__
 #else
 #define RKV_HOSTDEV
+#endif
+
+/* For a function whose loop -O2 vectorizes at the SSE2 baseline: on x86-64
+ * (host code) it is compiled twice, and the AVX2 copy (twice the width)
+ * runs where the CPU has it, chosen once at load. Elsewhere nothing. */
+#if defined(__x86_64__) && !defined(__CUDACC__) && defined(__has_attribute)
+#if __has_attribute(target_clones)
+#define RKV_WIDE __attribute__((target_clones("avx2", "default")))
+#endif
+#endif
+#ifndef RKV_WIDE
+#define RKV_WIDE
 #endif
 
 /* splitmix64 (Steele, Lea, Flood): a bijective mix of x + golden gamma.

@@ -45,6 +45,7 @@
 #include "interrupt.h"
 #include "page_pool.h"
 #include "radix_tree.h"
+#include "rkv_core.h"
 #include "trace.h"
 
 static PyObject *rkv_error;       /* radixkv.Error(RuntimeError) */
@@ -912,18 +913,10 @@ static int vals_all_set(const CacheObject *self, const int32_t *pages, int32_t n
  * caller's, any int64, and their differences wrap where signed ones would
  * overflow; the gathers' fill wraps the same way, so a bit set on wrapped
  * arithmetic still gives the stored value back. */
-#if defined(__x86_64__) && defined(__has_attribute)
-#if __has_attribute(target_clones)
-#define KV_WIDE __attribute__((target_clones("avx2", "default")))
-#endif
-#endif
-#ifndef KV_WIDE
-#define KV_WIDE
-#endif
 typedef uint64_t u64x4 __attribute__((vector_size(32)));
 
 /* 1 when v[k] == v[k - 1] + 1 for every k in [1, n). */
-KV_WIDE static int vals_arithmetic(const int64_t *v, int64_t n)
+RKV_WIDE static int vals_arithmetic(const int64_t *v, int64_t n)
 {
     const u64x4 one = {1, 1, 1, 1};
     u64x4 d = {0, 0, 0, 0}, cur, prev;
@@ -939,7 +932,7 @@ KV_WIDE static int vals_arithmetic(const int64_t *v, int64_t n)
 }
 
 /* out[i] = start + i for i in [0, n). */
-KV_WIDE static void vals_fill_iota(int64_t *out, uint64_t start, int64_t n)
+RKV_WIDE static void vals_fill_iota(int64_t *out, uint64_t start, int64_t n)
 {
     u64x4 x = {start, start + 1, start + 2, start + 3};
     const u64x4 step = {4, 4, 4, 4};
