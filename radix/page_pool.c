@@ -78,6 +78,14 @@ static inline uint64_t st_mask(int32_t w, int32_t from, int32_t to)
     return (~0ull >> (64 - 2 * hi)) & (~0ull << (2 * lo));
 }
 
+/* st_mask() of a run known to lie inside one word (1 <= count, first's
+ * field + count <= 32), without the clamps: the free path's and the fold's
+ * common case. */
+static inline uint64_t st_mask_in_word(int32_t first, int32_t count)
+{
+    return (~0ull >> (64 - 2 * count)) << (2 * (first & 31));
+}
+
 /* Every page of [first, first + count) becomes v. */
 static void st_fill(page_pool *p, int32_t first, int32_t count, unsigned v)
 {
@@ -809,7 +817,7 @@ static void pend_fold(page_pool *p)
     for (int32_t i = 0; i < n; i++) {
         int32_t f = r[i].first, c = r[i].count;
         if (c <= 32 - (f & 31)) /* one state word, as a tree node's run often is */
-            p->bits[f >> 5] &= ~((~0ull >> (64 - 2 * c)) << (2 * (f & 31)));
+            p->bits[f >> 5] &= ~st_mask_in_word(f, c);
         else
             st_fill(p, f, c, PAGE_FREE);
         merge_run(p, f, c);
@@ -918,7 +926,7 @@ rkv_status page_pool_free_run(page_pool *p, int32_t first, int32_t count)
      * pending. Anything else is free_run_any()'s. */
     if (count > 0 && (first + count - 1) >> 5 == w && !(p->logging | p->stale) &&
         p->num_pend < p->pend_cap) {
-        uint64_t m = (~0ull >> (64 - 2 * count)) << (2 * (first & 31)), x = p->bits[w];
+        uint64_t m = st_mask_in_word(first, count), x = p->bits[w];
         uint64_t ml = m & LO, lo = x & ml, hi = (x >> 1) & ml;
         int32_t in;
         if (lo == ml && !hi) in = count;
