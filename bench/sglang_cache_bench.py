@@ -28,7 +28,9 @@ tokens of its own), --requests requests. Phases per repeat, each cache fresh:
 insert every request (timed per call), match every request (timed per call),
 then --evicts one-token evict calls (each frees one leaf). Then a whole
 replay of a Mooncake-shaped trace (--replay-requests, 512-token blocks)
-through an SGLang-style schedule loop with each SGLang-interface cache, its
+through an SGLang-style schedule loop with each SGLang-interface cache
+(keys handed over as SGLang's scheduler does, and made before the loop:
+--replay-keys, replay()), its
 capacity a third of the trace's distinct tokens, so that it evicts all along
 (a third of all its tokens held every distinct one: no evictions): wall and
 thread CPU time, hit tokens and evict calls (equal across caches, or the loop
@@ -222,11 +224,21 @@ def plain_call(fn, *a):
     return fn(*a)
 
 
-def replay(tree, kv, items, capacity, insert_frees_duplicates=False, call=plain_call):
+def replay(tree, kv, items, capacity, insert_frees_duplicates=False, call=plain_call,
+           keys="scheduler"):
     """An SGLang-style schedule loop, one request at a time: match (all but
     the last token), lock, evict the shortfall, take slots, insert, free the
     duplicates insert found, unlock. Returns the hit tokens and the evict
     calls.
+
+    keys: how the loop hands the caches their keys. "scheduler", as SGLang
+    0.5.23's scheduler does: items are the requests' token arrays (what a
+    Req holds, full_untruncated_fill_ids); match_prefix gets the request's
+    whole array with a limit (Req.init_next_round_input passes it with
+    key_limit = len - 1, no copy), insert a slice of it taken just before
+    the call (RadixCache.checkpoint: full_untruncated_fill_ids[:up_to]).
+    "prebuilt": items are (key, match key) pairs made before the loop, two
+    arrays a request, both read cold by the calls.
 
     The classic RadixCache leaves the duplicates to its caller
     (cache_finished_req frees value[protected:prefix_len]); UnifiedRadixCache's
@@ -239,14 +251,22 @@ def replay(tree, kv, items, capacity, insert_frees_duplicates=False, call=plain_
     that times them); params objects and tensors are built outside it."""
     from sglang.srt.mem_cache.base_prefix_cache import (EvictParams, InsertParams,
                                                         MatchPrefixParams)
+    from sglang.srt.mem_cache.radix_cache import RadixKey
     used, nxt, hits, evicts = 0, 0, 0, 0
-    for key, short_key in items:
+    for item in items:
+        if keys == "scheduler":
+            ids = item
+            n = len(ids)
+            short_key = RadixKey(ids, limit=n - 1)
+        else:
+            key, short_key = item
+            n = len(key)
         mp = MatchPrefixParams(key=short_key)
         m = call(tree.match_prefix, mp)
         node, matched = m.last_device_node, m.device_prefix_len
         hits += matched
         lock = call(tree.lock, node)  # BasePrefixCache.lock: inc_lock_ref and its receipt
-        need = len(key) - matched
+        need = n - matched
         free = capacity - used + kv.freed
         if need > free:
             ep = EvictParams(num_tokens=need - free)
@@ -257,6 +277,8 @@ def replay(tree, kv, items, capacity, insert_frees_duplicates=False, call=plain_
         value = torch.cat([prefix.to(torch.int64), torch.arange(nxt, nxt + need, dtype=torch.int64)])
         nxt += need
         used += need
+        if keys == "scheduler":
+            key = RadixKey(ids[:n])
         ip = InsertParams(key=key, value=value, prev_prefix_len=matched)
         r = call(tree.insert, ip)
         if r.prefix_len > matched and not insert_frees_duplicates:
@@ -276,14 +298,18 @@ def run_phase(fn, items):
     return statistics.median(per) / 1e3, sum(per) / len(per) / 1e3, (time.thread_time_ns() - cpu0) / 1e9
 
 
-def replay_phase(args, caches, mreqs):
+def replay_phase(args, caches, mreqs, keys):
     """The whole replay: every SGLang-interface cache, a fresh one per repeat,
-    capacity a third of the trace's distinct tokens (evictions all along)."""
+    capacity a third of the trace's distinct tokens (evictions all along),
+    the keys handed over as `keys` says (replay())."""
     replay_rows = {}
     if not args.replay_requests:
         return replay_rows
     from sglang.srt.mem_cache.radix_cache import RadixKey
-    m_items = [(RadixKey(array("q", r)), RadixKey(array("q", r[:-1]))) for r in mreqs]
+    if keys == "scheduler":
+        m_items = [array("q", r) for r in mreqs]
+    else:
+        m_items = [(RadixKey(array("q", r)), RadixKey(array("q", r[:-1]))) for r in mreqs]
     # Distinct tokens: block h's first token is h * 512 (mooncake_like).
     capacity = len({t for r in mreqs for t in r[::512]}) * 512 // 3
     for name, (build, _info) in caches.items():
@@ -300,7 +326,8 @@ def replay_phase(args, caches, mreqs):
             builds.append((time.perf_counter_ns() - b0) / 1e9)
             kv = tree.token_to_kv_pool_allocator
             c0, w0 = time.thread_time_ns(), time.perf_counter_ns()
-            hits, evicts = replay(tree, kv, m_items, capacity, insert_frees_duplicates=frees)
+            hits, evicts = replay(tree, kv, m_items, capacity, insert_frees_duplicates=frees,
+                                  keys=keys)
             walls.append((time.perf_counter_ns() - w0) / 1e9)
             cpus.append((time.thread_time_ns() - c0) / 1e9)
             # Again on a fresh cache with every tree call timed (apart from
@@ -308,7 +335,7 @@ def replay_phase(args, caches, mreqs):
             tree, _i, _m, _e = build()
             clock = CallClock()
             timed = replay(tree, tree.token_to_kv_pool_allocator, m_items, capacity,
-                           insert_frees_duplicates=frees, call=clock)
+                           insert_frees_duplicates=frees, call=clock, keys=keys)
             if timed != (hits, evicts):
                 raise SystemExit(f"{name}: the timed replay (hit tokens, evict calls) {timed}, "
                                  f"the plain one {(hits, evicts)}")
@@ -359,6 +386,10 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--replay-requests", type=int, default=300,
                     help="requests of the whole-replay phase (0: none)")
+    ap.add_argument("--replay-keys", choices=("scheduler", "prebuilt", "both"), default="both",
+                    help="how the replay hands over keys (replay()): as SGLang 0.5.23's "
+                         "scheduler (JSON 'replay'), made before the loop (JSON "
+                         "'replay_prebuilt'), or both")
     ap.add_argument("--torch-threads", type=int, default=1,
                     help="torch's intra-op threads (1: every cache's tensor work runs on "
                          "the calling thread, so its thread CPU time counts all of it)")
@@ -395,11 +426,13 @@ def main():
                 rows[name]["mean_us"][phase].append(mean)
                 rows[name]["cpu_s"][phase].append(cpu)
             matched[name] = sum(match(x) for x in items[:50])
-    replay_rows = replay_phase(args, caches, mreqs)
     out = {"bench": "sglang_cache_bench", "args": vars(args), "tokens": total,
            "torch": torch.__version__, "unified": unified_info,
-           "matched_first_50": matched, "caches": {},
-           "replay": {"requests": args.replay_requests, "rows": replay_rows}}
+           "matched_first_50": matched, "caches": {}}
+    for keys, field in (("scheduler", "replay"), ("prebuilt", "replay_prebuilt")):
+        if args.replay_keys in (keys, "both"):
+            out[field] = {"requests": args.replay_requests, "keys": keys,
+                          "rows": replay_phase(args, caches, mreqs, keys)}
     base = rows["sglang_python"]
     for name, r in rows.items():
         o = {}

@@ -107,10 +107,16 @@ def main():
         return NAMES[n].format(core=core_name)
     out = []
     per_call(out, d["caches"], name_of)
-    rows = d.get("replay", {}).get("rows")
-    if rows:
-        out.append("")
-        replay(out, rows, name_of)
+    for field, what in (("replay", "keys as SGLang's scheduler hands them over"),
+                        ("replay_prebuilt", "keys made before the loop")):
+        rows = d.get(field, {}).get("rows")
+        if rows:
+            out.append("")
+            if "replay_prebuilt" in d:
+                # Two replays: say which table is which (the bench's replay()).
+                out.append(f"Whole replay, {what} (`{field}`):")
+                out.append("")
+            replay(out, rows, name_of)
     sys.stdout.write("\n".join(out) + "\n")
 
 

@@ -1693,7 +1693,7 @@ out:
  * read past where the match stops, so it cannot check the rest). The
  * Match, NULL with the exception set, or Py_NotImplemented (a new
  * reference) when tok or the kind needs kv_match's general route. */
-static PyObject *kv_match64(CacheObject *self, PyObject *tok, PyObject *nso)
+static PyObject *kv_match64(CacheObject *self, PyObject *tok, PyObject *nso, int64_t limit)
 {
     Py_buffer v;
     if (!key64_open(self, tok, &v)) Py_RETURN_NOTIMPLEMENTED;
@@ -1704,7 +1704,8 @@ static PyObject *kv_match64(CacheObject *self, PyObject *tok, PyObject *nso)
         return NULL;
     }
     m->m.ns = ns;
-    const int32_t P = self->page_size, n = (int32_t)(v.len / 8);
+    const int32_t P = self->page_size;
+    const int32_t n = (int32_t)(limit >= 0 && limit < v.len / 8 ? limit : v.len / 8);
     const radix_page_run *runs = NULL;
     int32_t nruns = 0;
     rkv_status st = cache_radix_match64(self->c, &m->m, v.buf, n / P * P, &runs, &nruns);
@@ -1791,20 +1792,34 @@ static PyObject *match_wrap(MatchObject *m, PyObject *into)
     return r;
 }
 
-/* kv_match(tokens, namespace=None, into=None) -> Match: match of the
- * page-aligned head (tokens past the last whole page are ignored, as
- * SGLang's page_aligned); with into, the match wrapped (match_wrap). */
+/* kv_match(tokens, namespace=None, into=None, limit=None) -> Match: match
+ * of the page-aligned head (tokens past the last whole page are ignored, as
+ * SGLang's page_aligned) of the first `limit` tokens (all with None: what
+ * SGLang's RadixKey.limit caps, read in place where raw_token_ids() copies
+ * the head: its scheduler passes every request's whole token array with a
+ * limit); with into, the match wrapped (match_wrap). */
 static PyObject *Cache_kv_match(CacheObject *self, PyObject *const *args, Py_ssize_t nargs,
                                 PyObject *kwnames)
 {
-    static const char *const names[] = {"tokens", "namespace", "into", NULL};
-    PyObject *a[3];
+    static const char *const names[] = {"tokens", "namespace", "into", "limit", NULL};
+    PyObject *a[4];
     if (fast_args("kv_match", args, nargs, kwnames, names, 1, a) < 0) return NULL;
     PyObject *tok = a[0], *nso = a[1], *into = a[2] == Py_None ? NULL : a[2];
     if (into && into_check(into) < 0) return NULL;
+    int64_t limit = -1;
+    if (a[3] && a[3] != Py_None) {
+        long long l = PyLong_AsLongLong(a[3]);
+        if (l == -1 && PyErr_Occurred()) return NULL;
+        if (l < 0) {
+            PyErr_Format(PyExc_ValueError, "radixkv.Cache.kv_match: limit %lld (need >= 0 or "
+                         "None)", l);
+            return NULL;
+        }
+        limit = l;
+    }
     uint64_t ns;
     ids t;
-    PyObject *fast = kv_match64(self, tok, nso);
+    PyObject *fast = kv_match64(self, tok, nso, limit);
     if (fast != Py_NotImplemented) return into ? match_wrap((MatchObject *)fast, into) : fast;
     Py_DECREF(fast);
     if (key_from(self, tok, nso, "radixkv.Cache.kv_match: tokens", &ns, &t) < 0) return NULL;
@@ -1814,7 +1829,8 @@ static PyObject *Cache_kv_match(CacheObject *self, PyObject *const *args, Py_ssi
         return NULL;
     }
     m->m.ns = ns;
-    rkv_status st = cache_match_prefix(self->c, &m->m, t.data, (int32_t)(t.n / self->page_size)
+    int64_t tn = limit >= 0 && limit < (int64_t)t.n ? limit : (int64_t)t.n;
+    rkv_status st = cache_match_prefix(self->c, &m->m, t.data, (int32_t)(tn / self->page_size)
                                        * self->page_size);
     ids_release(&t);
     if (st != RKV_OK) {
@@ -2172,8 +2188,9 @@ static PyMethodDef Cache_methods[] = {
      "int64 tokens on a radix cache are walked in place; a bad id is then found past the "
      "cached part only."},
     {"kv_match", (PyCFunction)(void (*)(void))Cache_kv_match, METH_FASTCALL | METH_KEYWORDS,
-     "kv_match(tokens, namespace=None, into=None) -> Match of the page-aligned head of "
-     "tokens. Contiguous int64 tokens on a radix cache are walked in place, and an id "
+     "kv_match(tokens, namespace=None, into=None, limit=None) -> Match of the page-aligned "
+     "head of tokens[:limit] (every token with limit None; the tokens are not copied). "
+     "Contiguous int64 tokens on a radix cache are walked in place, and an id "
      "outside [0, 2**31) ends the match instead of raising. into=(cls, holder, k, tail, "
      "empty), cls a tuple subclass: empty for an empty match, else "
      "tuple.__new__(cls, (length,) + (holder(match),) * k + tail)."},

@@ -254,21 +254,27 @@ class RadixCache(BasePrefixCache):
         if key.is_bigram:
             raise NotImplementedError("radixkv.sglang.RadixCache: bigram keys are not supported")
         # kv_match takes the page-aligned head itself. The common key (no
-        # limit, no namespace) skips raw_token_ids' and _namespace's calls:
+        # namespace) skips _namespace's call:
         # match_prefix is the per-request hot path, and its Python was about
         # a seventh of it on sglang_cache_bench's keys.
         if key.extra_key is None and key.cache_salt is None:
             ns = 0
         else:
             ns = _namespace(key)
-        toks = key.token_ids if key.limit is None else key.raw_token_ids()
+        # A limit (SGLang's scheduler matches each request's whole token
+        # array with one) is passed down, not sliced: raw_token_ids() would
+        # copy the head first, a read and a write of the whole key.
+        toks, limit = key.token_ids, key.limit
+        if limit is not None and limit < 0:
+            # Python's slice of a negative cap (counted from the end).
+            toks, limit = key.raw_token_ids(), None
         if self._into is not None:
             # The MatchResult (or the empty one) built in C, where the
             # length read, the tuple concatenation and tuple.__new__'s lookup
             # were Python: match_prefix on a 15-token cached key 362 -> 291
             # ns (both builds in one process, 15 alternations, min).
-            return self._kv_match(toks, ns, self._into)
-        m = self._kv_match(toks, ns)
+            return self._kv_match(toks, ns, self._into, limit)
+        m = self._kv_match(toks, ns, None, limit)
         n = m.length
         if n == 0:
             return self._empty_match

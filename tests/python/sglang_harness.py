@@ -99,7 +99,7 @@ def replay(trace, page_size, num_pages, tree=None, kv=None, on_op=None, with_kv=
     if tree is None:
         tree, kv = make_sglang(num_pages, P)
     op = on_op or (lambda name, t: None)
-    requests, steps = [], []
+    requests, steps, nth = [], [], 0
     for step, lines in steps_of(trace):
         live, need_total = [], 0
         out = {}
@@ -112,8 +112,12 @@ def replay(trace, page_size, num_pages, tree=None, kv=None, on_op=None, with_kv=
                 continue
             ns = line.get("namespace")
             salt = line.get("salt")
-            m = tree.match_prefix(MatchPrefixParams(
-                key=RadixKey(array("q", toks[:-1]), ns, cache_salt=salt)))
+            # All but the last token, as a slice, or (every other match) as
+            # SGLang 0.5.23's scheduler asks: the whole array with a limit.
+            nth += 1
+            key = (RadixKey(array("q", toks), ns, cache_salt=salt, limit=n - 1) if nth % 2
+                   else RadixKey(array("q", toks[:-1]), ns, cache_salt=salt))
+            m = tree.match_prefix(MatchPrefixParams(key=key))
             op("match_prefix", tree)
             node = m.last_device_node
             tree.inc_lock_ref(node)

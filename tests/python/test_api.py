@@ -588,7 +588,7 @@ def test_kv_match_int64():
         pre, _ = b.kv_insert(values=array.array("q", range(len(kt))), tokens=kt)
         check(pre == len(toks) // P * P, f"P={P}: kv_insert by keyword, all held: {pre}")
         raises(TypeError, lambda: b.kv_match(), f"P={P}: kv_match without tokens")
-        raises(TypeError, lambda: b.kv_match(kt, 0, None, 1), f"P={P}: kv_match, four arguments")
+        raises(TypeError, lambda: b.kv_match(kt, 0, None, 1, 2), f"P={P}: kv_match, five arguments")
         raises(TypeError, lambda: b.kv_match(kt, tokens=kt), f"P={P}: tokens twice")
         raises(TypeError, lambda: b.kv_match(kt, nspace=0), f"P={P}: unknown keyword")
         raises(TypeError, lambda: b.kv_insert(kt), f"P={P}: kv_insert without values")
@@ -645,6 +645,39 @@ def test_kv_match_into():
               f"P={P}: into=None is the plain Match")
 
 
+def test_kv_match_limit():
+    """kv_match's limit (SGLang's RadixKey.limit, read in place): the match
+    of tokens[:limit] on a twin cache, length, values, clock and stats, for
+    limits below, at and past the key's length, 0 and None, on both key
+    routes (a list, array('q') walked in place) and with a namespace; a
+    negative limit is refused by name before it matches anything."""
+    rng = random.Random(8)
+    for P in (1, 4):
+        a, b = radixkv.Cache("radix", P, 4096), radixkv.Cache("radix", P, 4096)
+        for i in range(300):
+            toks = random_requests(rng, 1, 10, 3 * P)[0]
+            ns = ("x", None)[i % 2]
+            if rng.random() < 0.5:
+                vals = array.array("q", range(len(toks)))
+                a.kv_insert(toks, vals, ns)
+                b.kv_insert(toks, vals, ns)
+            limit = rng.choice((None, 0, len(toks), len(toks) + 3, rng.randrange(len(toks) + 1)))
+            key = array.array("q", toks) if i % 3 else toks
+            head = toks if limit is None else toks[:limit]
+            m = a.kv_match(array.array("q", head) if i % 3 else head, ns)
+            r = b.kv_match(key, ns, None, limit)
+            what = f"P={P} call {i}, limit {limit} of {len(toks)}"
+            check(r.length == m.length, f"{what}: length {r.length}, not {m.length}")
+            check(list(a.kv_values(m)) == list(b.kv_values(r)), f"{what}: values")
+            check(a.clock == b.clock and a.stats() == b.stats(), f"{what}: clock, stats")
+        clock = b.clock
+        for key in (toks, array.array("q", toks)):
+            raises(ValueError, lambda: b.kv_match(key, None, None, -1), f"P={P}: limit -1")
+        check(b.clock == clock, f"P={P}: a refused limit matched nothing")
+        check(b.kv_match(toks, limit=None).length == b.kv_match(toks).length,
+              f"P={P}: limit=None is the whole key")
+
+
 def test_kv_dlpack():
     """kv_insert's values as a DLPack capsule (the adapter passes a tensor's
     to_dlpack): the same values as the buffer route, strided and narrow
@@ -694,6 +727,7 @@ def main():
     test_kv_values_runs()
     test_kv_match_int64()
     test_kv_match_into()
+    test_kv_match_limit()
     test_kv_dlpack()
     print(f"py_api: {CHECKS} checks passed ({len(kinds)} kinds, numpy "
           f"{'yes' if np is not None else 'no'}, package {os.path.dirname(radixkv.__file__)})")
