@@ -401,15 +401,15 @@ static int64_t tier_evict(cache *c, int64_t n_tokens)
     int64_t freed = cache_evict(t->inner, n_tokens);
     /* Evict only frees: the pool's log since the mark holds the pages it
      * returned, and their bytes stay put until someone allocates them. */
-    const int32_t *gone = NULL;
+    const page_run *gone = NULL;
     int32_t ngone = 0;
     page_pool_freed_since(pool, mark, &gone, &ngone); /* no allocation between */
-    for (int32_t k = 0; k < ngone; k++) {
-        int32_t pg = gone[k];
-        if (!t->meta_valid[pg]) continue;
-        spill(t, pg);
-        t->meta_valid[pg] = 0;
-    }
+    for (int32_t k = 0; k < ngone; k++)
+        for (int32_t pg = gone[k].first, end = pg + gone[k].count; pg < end; pg++) {
+            if (!t->meta_valid[pg]) continue;
+            spill(t, pg);
+            t->meta_valid[pg] = 0;
+        }
     /* Stores reach the server before this call returns: another engine's
      * next lookup sees them (and replicas in one process stay repeatable). */
     if (t->remote) tier_remote_flush(t->remote);

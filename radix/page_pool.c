@@ -516,12 +516,12 @@ static void index_shrink(page_pool *p)
     }
 }
 
-/* The same for the free log, after an allocation ended it. */
+/* The same for the free log (used runs of it), after an allocation ended it. */
 static void log_shrink(page_pool *p, int32_t used)
 {
     if (p->log_kept || p->freed_cap <= 1024 || (int64_t)used * 8 >= p->freed_cap) return;
     int32_t cap = p->freed_cap / 2;
-    int32_t *f = realloc(p->freed, sizeof *f * (size_t)cap);
+    page_run *f = realloc(p->freed, sizeof *f * (size_t)cap);
     if (!f) return;
     p->freed = f;
     p->freed_cap = cap;
@@ -605,8 +605,10 @@ static rkv_status alloc_into(page_pool *p, int32_t n, unsigned to, int32_t *out,
     else p->num_inflight += n;
     index_shrink(p);
     /* marks taken before this allocation are spent (see freed_since) */
-    log_shrink(p, p->num_freed);
-    p->num_freed = 0;
+    log_shrink(p, p->freed_runs);
+    p->freed_runs = 0;
+    p->freed_pages = 0;
+    p->log_join = 0;
     p->logging = 0;
     p->log_lost = 0;
     return RKV_OK;
@@ -623,16 +625,23 @@ rkv_status page_pool_alloc_runs(page_pool *p, int32_t n, int to, page_run *runs,
     return alloc_into(p, n, (unsigned)to, NULL, runs, nruns);
 }
 
-rkv_status page_pool_freed_since(const page_pool *p, uint64_t mark, const int32_t **pages,
-                                 int32_t *n)
+rkv_status page_pool_freed_since(const page_pool *p, uint64_t mark, const page_run **runs,
+                                 int32_t *nruns)
 {
-    uint64_t base = p->freed_total - (uint64_t)p->num_freed;
-    *pages = NULL;
-    *n = 0;
+    uint64_t base = p->freed_total - (uint64_t)p->freed_pages;
+    *runs = NULL;
+    *nruns = 0;
     if (mark < base || mark > p->freed_total) return RKV_EINVAL;
     if (p->log_lost) return RKV_ENOMEM;
-    *pages = p->freed + (mark - base);
-    *n = (int32_t)(p->freed_total - mark);
+    /* Back from the end over the runs since the mark (which the caller walks
+     * anyway): a mark stops the next free from extending the last run, so it
+     * lies between two runs. */
+    int64_t left = (int64_t)(p->freed_total - mark);
+    int32_t k = p->freed_runs;
+    while (left > 0 && k > 0) left -= p->freed[--k].count;
+    if (left != 0) return RKV_ECORRUPT; /* page_pool_check names it */
+    *runs = p->freed + k;
+    *nruns = p->freed_runs - k;
     return RKV_OK;
 }
 
@@ -657,11 +666,12 @@ static int stretch_allowed(const page_pool *p, int32_t a, int32_t len, unsigned 
 
 rkv_status page_pool_log_reserve(page_pool *p)
 {
-    /* frees between two allocations are at most num_pages: a page leaves
-     * FREE only through an allocation */
+    /* frees between two allocations are at most num_pages pages (a page
+     * leaves FREE only through an allocation), so at most num_pages runs:
+     * one a page, where no free continues the one before (pages 0, 2, 4, ..) */
     int32_t need = p->num_pages > 0 ? p->num_pages : 1;
     if (p->freed_cap < need) {
-        int32_t *f = realloc(p->freed, sizeof *f * (size_t)need);
+        page_run *f = realloc(p->freed, sizeof *f * (size_t)need);
         if (!f) return RKV_ENOMEM;
         p->freed = f;
         p->freed_cap = need;
@@ -739,11 +749,11 @@ static rkv_status check_batch(page_pool *p, const int32_t *pages, int32_t n,
     return st;
 }
 
-/* Room in the free log for `more` pages (a mark is live). */
+/* Room in the free log for `more` runs (a mark is live). */
 static void log_reserve(page_pool *p, int64_t more)
 {
     if (p->log_lost) return;
-    int64_t need = (int64_t)p->num_freed + more;
+    int64_t need = (int64_t)p->freed_runs + more;
     if (need <= p->freed_cap) return;
     void *f = p->freed;
     int32_t cap = p->freed_cap;
@@ -767,14 +777,31 @@ static void log_reserve(page_pool *p, int64_t more)
  * merging did, in the same order, and its lists (LIFO) hand out the same
  * pages. */
 
+/* Run [first, first + count) into the free log (a mark is live, room made
+ * for one run): it extends the last run when it continues it and no mark
+ * was taken since that run was logged (so every mark stays on a boundary). */
+static inline void log_run(page_pool *p, int32_t first, int32_t count)
+{
+    page_run *last = p->log_join ? p->freed + p->freed_runs - 1 : NULL;
+    if (last && last->first + last->count == first) {
+        last->count += count;
+    } else {
+        p->freed[p->freed_runs++] = (page_run){first, count};
+        p->log_join = 1;
+    }
+    p->freed_pages += count;
+}
+
 /* Counters and the free log for pages [first, first + count), in of them
  * INFLIGHT and the rest CACHED, which have just left those states. */
 static inline void free_count(page_pool *p, int32_t first, int32_t count, int32_t in)
 {
     p->num_inflight -= in;
     p->num_cached -= count - in;
-    if (p->logging && !p->log_lost)
-        for (int32_t i = 0; i < count; i++) p->freed[p->num_freed++] = first + i;
+    if (p->logging) {
+        if (!p->log_lost) log_run(p, first, count);
+        else p->freed_pages += count; /* the log's start stays put: older marks read ENOMEM */
+    }
     p->num_free += count;
     p->freed_total += (uint64_t)count;
 }
@@ -844,9 +871,9 @@ static int pend_room(page_pool *p, int32_t runs)
  * to FREE: a stale index (rebuilt from the bits anyway), or a pending array
  * that cannot grow, after folding what it holds (the runs are then merged
  * one by one, as before deferral: no page is lost). */
-static inline int free_defer(page_pool *p, int32_t runs, int32_t pages)
+static inline int free_defer(page_pool *p, int32_t runs)
 {
-    if (p->logging) log_reserve(p, pages);
+    if (p->logging) log_reserve(p, runs);
     if (p->stale) return 0;
     if ((int64_t)p->num_pend + runs <= p->pend_cap || pend_room(p, runs)) return 1;
     pend_fold(p);
@@ -874,7 +901,7 @@ rkv_status page_pool_free(page_pool *p, const int32_t *pages, int32_t n)
     if (st != RKV_OK) return st;
     int32_t runs = 0;
     for (int32_t i = 0; i < n; i += stretch_at(pages, n, i)) runs++;
-    int defer = free_defer(p, runs, n);
+    int defer = free_defer(p, runs);
     /* stretches of consecutive ids go back as runs, one merge each */
     for (int32_t i = 0; i < n;) {
         int32_t len = stretch_at(pages, n, i), in, ca;
@@ -899,7 +926,7 @@ static __attribute__((noinline)) rkv_status free_run_any(page_pool *p, int32_t f
         uint64_t ml = m & LO, lo = x & ml, hi = (x >> 1) & ml;
         if ((lo ^ hi) != ml) return RKV_EINVAL;
         int32_t in = lo == ml ? count : hi == ml ? 0 : __builtin_popcountll(lo);
-        int defer = free_defer(p, 1, count);
+        int defer = free_defer(p, 1);
         free_count(p, first, count, in);
         if (defer) {
             p->bits[w] = x | m; /* PENDING is both bits */
@@ -910,10 +937,12 @@ static __attribute__((noinline)) rkv_status free_run_any(page_pool *p, int32_t f
         }
         return RKV_OK;
     }
+    /* no pages, nothing to check (st_count() of an empty run inside a word
+     * would count the pages of an empty mask: __builtin_clzll(0)) */
+    if (count == 0) return RKV_OK;
     int32_t in, ca;
     if (st_count(p, first, count, &in, &ca) != 0) return RKV_EINVAL;
-    if (count == 0) return RKV_OK;
-    free_counted_run(p, first, count, in, free_defer(p, 1, count));
+    free_counted_run(p, first, count, in, free_defer(p, 1));
     return RKV_OK;
 }
 
@@ -922,10 +951,12 @@ rkv_status page_pool_free_run(page_pool *p, int32_t first, int32_t count)
     if (count < 0 || first < 0 || count > p->num_pages - first) return RKV_EINVAL;
     int32_t w = first >> 5;
     /* The eviction's case, kept short (no calls, so no registers to save):
-     * one state word, every page in one state, no mark to log for, room
-     * pending. Anything else is free_run_any()'s. */
-    if (count > 0 && (first + count - 1) >> 5 == w && !(p->logging | p->stale) &&
-        p->num_pend < p->pend_cap) {
+     * one state word, every page in one state, room pending and, with a mark
+     * live, room for one run in a log that was not lost. Anything else is
+     * free_run_any()'s. */
+    const int log = p->logging;
+    if (count > 0 && (first + count - 1) >> 5 == w && !p->stale && p->num_pend < p->pend_cap &&
+        (!log || (p->freed_runs < p->freed_cap && !p->log_lost))) {
         uint64_t m = st_mask_in_word(first, count), x = p->bits[w];
         uint64_t ml = m & LO, lo = x & ml, hi = (x >> 1) & ml;
         int32_t in;
@@ -936,6 +967,7 @@ rkv_status page_pool_free_run(page_pool *p, int32_t first, int32_t count)
         p->num_cached -= count - in;
         p->num_free += count;
         p->freed_total += (uint64_t)count;
+        if (log) log_run(p, first, count);
         p->bits[w] = x | m; /* PENDING is both bits */
         p->pend[p->num_pend++] = (page_run){first, count};
         return RKV_OK;
@@ -1026,9 +1058,27 @@ rkv_status page_pool_check(const page_pool *p, char *err, size_t errlen)
     if (pending != cnt[PAGE_PENDING])
         CHECK_FAIL("%d pages are pending, the pending runs hold %lld", cnt[PAGE_PENDING],
                    (long long)pending);
-    if (p->num_freed > p->num_pages || (uint64_t)p->num_freed > p->freed_total ||
-        p->num_freed > p->freed_cap)
-        CHECK_FAIL("free log holds %d pages", p->num_freed);
+    if (p->freed_runs < 0 || p->freed_runs > p->freed_cap || p->freed_pages > p->num_pages ||
+        (uint64_t)p->freed_pages > p->freed_total || (p->log_join && !p->freed_runs))
+        CHECK_FAIL("free log holds %d pages in %d runs (room for %d runs)", p->freed_pages,
+                   p->freed_runs, p->freed_cap);
+    /* every logged page was freed since the last allocation, so is still
+     * free, and the runs add up to the log's pages */
+    int64_t logged = 0;
+    for (int32_t k = 0; k < p->freed_runs; k++) {
+        page_run r = p->freed[k];
+        if (r.first < 0 || r.count < 1 || r.count > p->num_pages - r.first)
+            CHECK_FAIL("free log run %d [%d, +%d) out of the pool's %d pages", k, r.first,
+                       r.count, p->num_pages);
+        for (int32_t i = r.first; i < r.first + r.count; i++)
+            if (page_pool_state(p, i) != PAGE_FREE)
+                CHECK_FAIL("free log run %d [%d, +%d): page %d is not free", k, r.first,
+                           r.count, i);
+        logged += r.count;
+    }
+    if (p->log_lost ? logged > p->freed_pages : logged != p->freed_pages)
+        CHECK_FAIL("free log runs hold %lld pages, the log counts %d%s", (long long)logged,
+                   p->freed_pages, p->log_lost ? " (some lost)" : "");
     if (p->stale) return RKV_OK; /* the next allocation rebuilds the index */
     /* every maximal run of FREE (folded) pages is one extent, found under
      * both ends */

@@ -132,13 +132,22 @@ typedef struct page_pool {
     int32_t pend_cap, num_pend;
     int32_t head[PAGE_CLASSES]; /* first extent of each class, -1 empty */
     uint64_t nonempty[(PAGE_CLASSES + 63) / 64];
-    /* Frees since the first mark after the last allocation, in order (see
-     * page_pool_freed_since); kept only while a mark is live. */
-    int32_t *freed;
-    int32_t freed_cap, num_freed;
+    /* The free log: the runs freed since the first mark after the last
+     * allocation, in free order (see page_pool_freed_since); kept only while
+     * a mark is live. A free that continues the log's last run, with no mark
+     * taken in between, extends that run (the pages in order are the same),
+     * so a mark always falls between two runs:
+     *
+     *   mark free_run(7,3) mark free_run(10,2) free_run(12,1) free_run(4,1)
+     *   freed: | {7,3} | {10,3} {4,1}      (| a mark)   freed_pages 7
+     */
+    page_run *freed;
+    int32_t freed_cap, freed_runs;
+    int32_t freed_pages;  /* pages the log took (or lost): freed_total - freed_pages is its start */
+    int32_t log_join;     /* the last run may be extended: no mark since it was logged */
     int32_t logging;      /* a mark is live: frees are logged */
     int32_t log_lost;     /* the log could not grow: marks read RKV_ENOMEM */
-    int32_t log_kept;     /* page_pool_log_reserve: the log holds every page */
+    int32_t log_kept;     /* page_pool_log_reserve: the log holds every run */
     uint64_t freed_total; /* pages freed since init */
 } page_pool;
 
@@ -195,24 +204,30 @@ rkv_status page_pool_adopt(page_pool *p, const int32_t *pages, int32_t n);
  * kind or a spill tier). Checked like free. */
 rkv_status page_pool_release(page_pool *p, const int32_t *pages, int32_t n);
 
-/* The pages freed since a mark, in the order they were freed: callers that
+/* The runs freed since a mark, in the order they were freed: callers that
  * learn what an eviction freed (a spill tier, the cache simulator's log for
  * kinds without node events) take a mark before and read after. Taking a
  * mark starts the log (nobody pays for it otherwise); a mark stays readable
  * until the next allocation, which ends the log; reading an older one is
  * RKV_EINVAL, and RKV_ENOMEM if the log could not grow for a free since it.
- * *pages points into the pool, valid until its next change. */
+ * The pages of runs[0..*nruns), first to last, are the pages freed since the
+ * mark in free order (freed_total - mark of them); two runs freed one after
+ * the other with consecutive ids may come back as one. *runs points into the
+ * pool, valid until its next change. */
 static inline uint64_t page_pool_free_mark(page_pool *p)
 {
     p->logging = 1;
+    p->log_join = 0; /* the mark's place stays a run boundary */
     return p->freed_total;
 }
-rkv_status page_pool_freed_since(const page_pool *p, uint64_t mark, const int32_t **pages,
-                                 int32_t *n);
-/* Make the free log hold every page from now on (4 bytes a page, for the
- * pool's life), so that no later free can lose it: for a caller that reads
- * marks where it cannot report RKV_ENOMEM (a spill tier's eviction), called
- * where it can (at its creation). RKV_ENOMEM, nothing changed, if not. */
+rkv_status page_pool_freed_since(const page_pool *p, uint64_t mark, const page_run **runs,
+                                 int32_t *nruns);
+/* Make the free log hold every run from now on (8 bytes a page, for the
+ * pool's life: between two allocations each page is freed at most once, so
+ * at most num_pages runs), so that no later free can lose it: for a caller
+ * that reads marks where it cannot report RKV_ENOMEM (a spill tier's
+ * eviction), called where it can (at its creation). RKV_ENOMEM, nothing
+ * changed, if not. */
 rkv_status page_pool_log_reserve(page_pool *p);
 
 /* The ends map's home slot of a page (multiplicative hashing: the top bits

@@ -628,6 +628,7 @@ static PyObject *Cache_evict(CacheObject *self, PyObject *arg)
 }
 
 static PyObject *pages_from_array(const int32_t *pages, int32_t n);
+static PyObject *pages_from_runs(const page_run *runs, int32_t nruns, int64_t n);
 
 /* evict, and the page ids it freed in the order the kind freed them (the
  * pool's free log since a mark): what a caller storing its own values per
@@ -644,21 +645,41 @@ static PyObject *Cache_evict_pages(CacheObject *self, PyObject *arg)
     self->epoch++;
     uint64_t mark = page_pool_free_mark(&self->pool);
     int64_t freed = cache_evict(self->c, n);
-    const int32_t *pages = NULL;
-    int32_t np = 0;
-    rkv_status st = page_pool_freed_since(&self->pool, mark, &pages, &np);
+    const page_run *runs = NULL;
+    int32_t nruns = 0;
+    rkv_status st = page_pool_freed_since(&self->pool, mark, &runs, &nruns);
     if (st != RKV_OK) return raise_status(st, "radixkv.Cache.evict_pages", "the free log");
     vals_forget_since(self, mark);
-    PyObject *p = pages_from_array(pages, np);
+    PyObject *p = pages_from_runs(runs, nruns, (int64_t)(self->pool.freed_total - mark));
     if (!p) return NULL;
     PyObject *r = Py_BuildValue("(LN)", (long long)freed, p);
     return r;
 }
 
+static PyObject *pages_from_bytes(PyObject *b);
+
 /* A fresh int32 buffer of n pages as the pages object (numpy or memoryview). */
 static PyObject *pages_from_array(const int32_t *pages, int32_t n)
 {
-    PyObject *b = PyBytes_FromStringAndSize((const char *)pages, (Py_ssize_t)sizeof(int32_t) * n);
+    return pages_from_bytes(
+        PyBytes_FromStringAndSize((const char *)pages, (Py_ssize_t)sizeof(int32_t) * n));
+}
+
+/* The same for the pages of runs[0..nruns), n in all, first to last. */
+static PyObject *pages_from_runs(const page_run *runs, int32_t nruns, int64_t n)
+{
+    PyObject *b = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)sizeof(int32_t) * n);
+    if (!b) return NULL;
+    int32_t *out = (int32_t *)PyBytes_AS_STRING(b);
+    for (int32_t k = 0; k < nruns; k++)
+        for (int32_t i = 0; i < runs[k].count; i++) *out++ = runs[k].first + i;
+    return pages_from_bytes(b);
+}
+
+/* int32 pages in bytes b (a new reference, taken; NULL: passed on) as the
+ * pages object. */
+static PyObject *pages_from_bytes(PyObject *b)
+{
     if (!b) return NULL;
     PyObject *r;
     if (numpy_frombuffer) {
@@ -887,16 +908,25 @@ static inline int64_t tag_of(const CacheObject *self, int32_t pg)
     return self->vals_tag ? self->vals_tag[pg] : 0;
 }
 
+/* The set flags of the pages of runs[0..nruns) cleared (those the table has). */
+static void vals_unset_runs(CacheObject *self, const page_run *runs, int32_t nruns)
+{
+    const int64_t have = self->vals_pages;
+    for (int32_t k = 0; k < nruns; k++) {
+        const int64_t f = runs[k].first, e = f + runs[k].count;
+        if (f < have) memset(self->vals_set + f, 0, (size_t)((e < have ? e : have) - f));
+    }
+}
+
 /* Pages freed since mark (any evict) no longer hold their values: a page an
  * insert without values adopts later must not show the old ones. */
 static void vals_forget_since(CacheObject *self, uint64_t mark)
 {
     if (!self->vals_set) return;
-    const int32_t *pages = NULL;
-    int32_t np = 0;
-    if (page_pool_freed_since(&self->pool, mark, &pages, &np) != RKV_OK) return;
-    for (int32_t j = 0; j < np; j++)
-        if (pages[j] < self->vals_pages) self->vals_set[pages[j]] = 0;
+    const page_run *runs = NULL;
+    int32_t nruns = 0;
+    if (page_pool_freed_since(&self->pool, mark, &runs, &nruns) != RKV_OK) return;
+    vals_unset_runs(self, runs, nruns);
 }
 
 /* 1 when every page of pages[0..n) holds values kv_insert stored. */
@@ -1955,12 +1985,13 @@ static PyObject *Cache_kv_set_tags(CacheObject *self, PyObject *args)
  * values of the freed pages in the order the kind freed them[, int64 tag of
  * each freed page]); the values as a DLPack capsule with dlpack.
  *
- * One pass over the pool's free log, a run of consecutive page ids at a
- * time (an evicted leaf's pages are mostly runs, as the pool hands them
- * out): the run's values are one copy (page g's sit at g * P) and its set
- * flags are checked and cleared with one memchr and one memset, where a
- * check, a copy and a clearing pass each went page by page (about 9 us per
- * call on the ~1,800 pages the replay of sglang_cache_bench evicts). */
+ * One pass over the pool's free log, which holds runs of consecutive page
+ * ids (an evicted leaf's pages are mostly runs, as the pool hands them out,
+ * and a leaf freed right after its neighbour extends its run): the run's
+ * values are one copy (page g's sit at g * P) and its set flags are checked
+ * and cleared with one memchr and one memset, where a check, a copy and a
+ * clearing pass each went page by page (about 9 us per call on the ~1,800
+ * pages the replay of sglang_cache_bench evicts). */
 static PyObject *Cache_kv_evict(CacheObject *self, PyObject *const *args, Py_ssize_t nargs,
                                 PyObject *kwnames)
 {
@@ -1978,10 +2009,11 @@ static PyObject *Cache_kv_evict(CacheObject *self, PyObject *const *args, Py_ssi
     self->epoch++;
     uint64_t mark = page_pool_free_mark(&self->pool);
     int64_t freed = cache_evict(self->c, n);
-    const int32_t *pages = NULL;
-    int32_t np = 0;
-    rkv_status st = page_pool_freed_since(&self->pool, mark, &pages, &np);
+    const page_run *runs = NULL;
+    int32_t nruns = 0;
+    rkv_status st = page_pool_freed_since(&self->pool, mark, &runs, &nruns);
     if (st != RKV_OK) return raise_status(st, "radixkv.Cache.kv_evict", "the free log");
+    const int64_t np = (int64_t)(self->pool.freed_total - mark); /* pages in the runs */
     const int32_t P = self->page_size;
     int64_t *dst = NULL, *tdst = NULL;
     PyObject *vo = out_int64_new((Py_ssize_t)np * P, dlpack, &dst);
@@ -1990,12 +2022,10 @@ static PyObject *Cache_kv_evict(CacheObject *self, PyObject *const *args, Py_ssi
      * eviction itself happened. */
     int all_set = vo && (to || !want_tags);
     const int64_t have = self->vals_pages;
-    for (int32_t j = 0, e; j < np; j = e) {
-        const int32_t pg = pages[j];
-        for (e = j + 1; e < np && pages[e] == pg + (e - j); e++) {}
-        const int32_t cnt = e - j;
+    for (int64_t k = 0, j = 0; k < nruns; j += runs[k++].count) {
+        const int32_t pg = runs[k].first, cnt = runs[k].count;
         if (all_set && (int64_t)pg + cnt <= have && !memchr(self->vals_set + pg, 0, (size_t)cnt)) {
-            vals_gather_run(self, dst + (int64_t)j * P, pg, cnt);
+            vals_gather_run(self, dst + j * P, pg, cnt);
             if (tdst)
                 for (int32_t q = 0; q < cnt; q++) tdst[j + q] = tag_of(self, pg + q);
         } else {

@@ -494,14 +494,13 @@ static rkv_status step_evict(sim *s, int64_t need)
     (void)cache_client_make_room(s->c, need, &freed);
     /* Without an eviction log, the pages the pool logged as freed since the
      * mark are the evicted blocks, in the order the kind freed them. */
-    const int32_t *gone = NULL;
+    const page_run *gone = NULL;
     int32_t ngone = 0;
     page_pool_freed_since(pool, mark, &gone, &ngone); /* eviction only frees */
-    for (int32_t k = 0; s->page_toks && k < ngone; k++) {
-        int32_t pg = gone[k];
-        on_evict(s, &(cache_node_info){.id = (uint64_t)pg, .len = P,
-                                       .tokens = s->page_toks + (int64_t)pg * P});
-    }
+    for (int32_t k = 0; s->page_toks && k < ngone; k++)
+        for (int32_t pg = gone[k].first, end = pg + gone[k].count; pg < end; pg++)
+            on_evict(s, &(cache_node_info){.id = (uint64_t)pg, .len = P,
+                                           .tokens = s->page_toks + (int64_t)pg * P});
     if (s->ev_oom) return RKV_ENOMEM;
     s->sum->evicted_tokens += freed;
     s->sum->evict_calls++;

@@ -147,6 +147,26 @@ static int32_t model_run_at(const uint8_t *model, int32_t N, int32_t pg)
     return b - a;
 }
 
+/* The pages of runs[0..n), first to last, into out (room for cap); their
+ * number. Fails on a run the log should never hold: empty, or, with no mark
+ * taken inside the window read, one that continues the run before it (the
+ * log extends that one instead). */
+static int32_t runs_pages(const page_run *runs, int32_t n, int32_t *out, int32_t cap)
+{
+    int32_t np = 0;
+    for (int32_t k = 0; k < n; k++) {
+        ck_assert_int_ge(runs[k].count, 1);
+        ck_assert_msg(k == 0 || runs[k].first != runs[k - 1].first + runs[k - 1].count,
+                      "log runs %d and %d: [%d, +%d) continues [%d, +%d)", k - 1, k,
+                      runs[k].first, runs[k].count, runs[k - 1].first, runs[k - 1].count);
+        for (int32_t i = 0; i < runs[k].count; i++) {
+            ck_assert_int_lt(np, cap);
+            out[np++] = runs[k].first + i;
+        }
+    }
+    return np;
+}
+
 /* Seeded churn: requests of 1..48 pages allocated, some cached, freed whole,
  * as runs or page by page in any order. After every step the pool's check
  * (extents = maximal free runs, tagged, listed once in their class) and:
@@ -203,7 +223,7 @@ START_TEST(test_extents_against_model)
                     }
                     req_n[nreq++] = n;
                     /* the mark before the allocation is spent */
-                    const int32_t *got;
+                    const page_run *got;
                     int32_t ng;
                     if (!stale_mark_checked && mark < page_pool_free_mark(&p)) {
                         ck_assert_int_eq(page_pool_freed_since(&p, mark, &got, &ng), RKV_EINVAL);
@@ -256,11 +276,11 @@ START_TEST(test_extents_against_model)
             ck_assert_msg(first_diff < 0, "seed %llu step %d: page %d state differs from the model",
                           (unsigned long long)seed, step, first_diff);
             ck_assert_int_eq(cnt[0], p.num_free);
-            const int32_t *got;
-            int32_t ng;
+            const page_run *got;
+            int32_t ng, pages[N];
             ck_assert_int_eq(page_pool_freed_since(&p, mark, &got, &ng), RKV_OK);
-            ck_assert_int_eq(ng, nlog);
-            ck_assert_msg(!ng || !memcmp(got, log, sizeof(int32_t) * (size_t)ng),
+            ck_assert_int_eq(runs_pages(got, ng, pages, N), nlog);
+            ck_assert_msg(!nlog || !memcmp(pages, log, sizeof(int32_t) * (size_t)nlog),
                           "step %d: free log out of order", step);
         }
         ck_assert_int_eq(stale_mark_checked, 1);
@@ -497,6 +517,227 @@ START_TEST(test_memory_follows_extents)
 }
 END_TEST
 
+/* The log since mark is exactly want[0..n). */
+static void expect_log(const page_pool *p, uint64_t mark, const page_run *want, int32_t n)
+{
+    const page_run *got;
+    int32_t ng;
+    ck_assert_int_eq(page_pool_freed_since(p, mark, &got, &ng), RKV_OK);
+    ck_assert_int_eq(ng, n);
+    for (int32_t k = 0; k < n; k++)
+        ck_assert_msg(got[k].first == want[k].first && got[k].count == want[k].count,
+                      "mark %llu, run %d: [%d, +%d), expected [%d, +%d)", (unsigned long long)mark,
+                      k, got[k].first, got[k].count, want[k].first, want[k].count);
+}
+
+/* The free log holds runs, in free order: each free logs its runs (a page
+ * list its stretches), a run that continues the log's last one extends it
+ * unless a mark was taken in between (a mark stays a run boundary), nothing
+ * is logged while no mark is live, and an allocation spends every mark.
+ * The frees go through the short path (one state word, one state), the
+ * general one (states mixed in a word; a run over two words) and lists. */
+START_TEST(test_log_runs_in_order)
+{
+    page_pool p;
+    ck_assert_int_eq(page_pool_init(&p, 128, 1), RKV_OK);
+    int32_t all[128], one;
+    ck_assert_int_eq(page_pool_alloc(&p, 128, all), RKV_OK);
+    ck_assert_int_eq(page_pool_adopt(&p, (const int32_t[]){8}, 1), RKV_OK);
+    ck_assert_int_eq(page_pool_free_run(&p, 100, 2), RKV_OK); /* no mark yet: not logged */
+    uint64_t m1 = page_pool_free_mark(&p);
+    ck_assert_int_eq(page_pool_free_run(&p, 7, 3), RKV_OK); /* 8 is CACHED: mixed */
+    uint64_t m2 = page_pool_free_mark(&p);
+    ck_assert_int_eq(page_pool_free_run(&p, 10, 2), RKV_OK); /* continues 7..9, after m2 */
+    ck_assert_int_eq(page_pool_free_run(&p, 12, 1), RKV_OK); /* extends 10..11 */
+    ck_assert_int_eq(page_pool_free_run(&p, 60, 10), RKV_OK); /* words 1 and 2 */
+    ck_assert_int_eq(page_pool_free_run(&p, 70, 0), RKV_OK);  /* no pages, no run */
+    ck_assert_int_eq(page_pool_free(&p, (const int32_t[]){4, 30, 31, 20}, 4), RKV_OK);
+    ck_assert_int_eq(page_pool_free_run(&p, 21, 1), RKV_OK); /* extends 20 */
+    ck_assert_int_eq(page_pool_free_run(&p, 20, 1), RKV_EINVAL); /* twice: refused, not logged */
+    uint64_t m3 = page_pool_free_mark(&p);
+    pool_ok(&p, 0);
+    const page_run want[] = {{7, 3}, {10, 3}, {60, 10}, {4, 1}, {30, 2}, {20, 2}};
+    expect_log(&p, m1, want, 6);
+    expect_log(&p, m2, want + 1, 5);
+    expect_log(&p, m3, NULL, 0);
+    ck_assert_uint_eq(m3 - m1, 3 + 3 + 10 + 1 + 2 + 2);
+    const page_run *got;
+    int32_t ng;
+    ck_assert_int_eq(page_pool_freed_since(&p, m3 + 1, &got, &ng), RKV_EINVAL); /* not yet */
+    ck_assert_int_eq(page_pool_alloc(&p, 1, &one), RKV_OK);
+    ck_assert_int_eq(page_pool_freed_since(&p, m1, &got, &ng), RKV_EINVAL);
+    ck_assert_int_eq(page_pool_freed_since(&p, m2, &got, &ng), RKV_EINVAL);
+    ck_assert_ptr_null(got);
+    ck_assert_int_eq(ng, 0);
+    uint64_t m4 = page_pool_free_mark(&p);
+    expect_log(&p, m4, NULL, 0);
+    ck_assert_int_eq(page_pool_free_run(&p, one, 1), RKV_OK);
+    ck_assert_int_eq(page_pool_free_run(&p, 90, 1), RKV_OK); /* not next to a freed page */
+    expect_log(&p, m4, (const page_run[]){{one, 1}, {90, 1}}, 2);
+    pool_ok(&p, 1);
+    page_pool_destroy(&p);
+}
+END_TEST
+
+/* Seeded churn with marks taken at random (up to four live at once): after
+ * every step each live mark reads exactly the pages the model freed since
+ * it, in order; two runs one after the other continue each other only where
+ * a mark lies between them (a run logged twice, out of order or split
+ * without a mark fails here); a mark an allocation spent is refused once a
+ * page was freed after it; and the pool checks out (every logged page free,
+ * the runs adding up to the log's count). */
+START_TEST(test_log_marks_against_model)
+{
+    enum { N = 256, MAXREQ = 48, MAXN = 12, MARKS = 4 };
+    for (uint64_t seed = 1; seed <= 3; seed++) {
+        page_pool p;
+        ck_assert_int_eq(page_pool_init(&p, N, 1), RKV_OK);
+        uint8_t model[N] = {0}, boundary[N + 1] = {0};
+        int32_t req[MAXREQ][MAXN], req_n[MAXREQ], nreq = 0;
+        int32_t log[N], nlog = 0, pages[N];
+        int logging = 0;
+        uint64_t mark[MARKS], spent[MARKS];
+        int32_t mark_at[MARKS], nmark = 0, nspent = 0;
+        uint64_t rng = seed * 0x9e3779b9ULL;
+        int64_t reads = 0, joins_at_marks = 0;
+        for (int step = 0; step < 4000; step++) {
+            uint64_t r = rkv_splitmix64_next(&rng);
+            int op = (int)(r % 10);
+            if (op < 3 && nreq < MAXREQ) { /* allocate: every mark spent */
+                int32_t n = 1 + (int32_t)((r >> 8) % MAXN);
+                if (page_pool_alloc(&p, n, req[nreq]) == RKV_OK) {
+                    for (int32_t i = 0; i < n; i++) model[req[nreq][i]] = PAGE_INFLIGHT;
+                    req_n[nreq++] = n;
+                    for (int32_t k = 0; k < nmark; k++)
+                        if (mark_at[k] < nlog) spent[nspent++ % MARKS] = mark[k];
+                    nmark = 0;
+                    nlog = 0;
+                    logging = 0;
+                    memset(boundary, 0, sizeof boundary);
+                }
+            } else if (op < 5) { /* a mark */
+                int32_t k = nmark < MARKS ? nmark++ : (int32_t)((r >> 8) % MARKS);
+                mark[k] = page_pool_free_mark(&p);
+                mark_at[k] = nlog;
+                boundary[nlog] = 1;
+                logging = 1;
+            } else if (op < 6 && nreq > 0) { /* a cache adopts a request's pages */
+                int32_t k = (int32_t)((r >> 8) % (uint64_t)nreq);
+                if (model[req[k][0]] == PAGE_INFLIGHT) {
+                    ck_assert_int_eq(page_pool_adopt(&p, req[k], req_n[k]), RKV_OK);
+                    for (int32_t i = 0; i < req_n[k]; i++) model[req[k][i]] = PAGE_CACHED;
+                }
+            } else if (nreq > 0) { /* free a request: as runs, a list, or reversed */
+                int32_t k = (int32_t)((r >> 8) % (uint64_t)nreq), n = req_n[k];
+                int32_t *pg = req[k];
+                int how = (int)((r >> 20) % 3);
+                if (how == 2)
+                    for (int32_t i = 0; i < n / 2; i++) {
+                        int32_t x = pg[i];
+                        pg[i] = pg[n - 1 - i];
+                        pg[n - 1 - i] = x;
+                    }
+                if (how == 0) {
+                    for (int32_t i = 0; i < n;) {
+                        int32_t j = i + 1;
+                        while (j < n && pg[j] == pg[j - 1] + 1) j++;
+                        ck_assert_int_eq(page_pool_free_run(&p, pg[i], j - i), RKV_OK);
+                        i = j;
+                    }
+                } else {
+                    ck_assert_int_eq(page_pool_free(&p, pg, n), RKV_OK);
+                }
+                for (int32_t i = 0; i < n; i++) {
+                    model[pg[i]] = PAGE_FREE;
+                    if (logging) log[nlog++] = pg[i];
+                }
+                memcpy(req[k], req[nreq - 1], sizeof req[k]);
+                req_n[k] = req_n[--nreq];
+            }
+            pool_ok(&p, step);
+            for (int32_t k = 0; k < nmark; k++) {
+                const page_run *got;
+                int32_t ng, at = mark_at[k];
+                ck_assert_int_eq(page_pool_freed_since(&p, mark[k], &got, &ng), RKV_OK);
+                int32_t np = 0;
+                for (int32_t j = 0; j < ng; j++) {
+                    ck_assert_int_ge(got[j].count, 1);
+                    if (j > 0 && got[j].first == got[j - 1].first + got[j - 1].count) {
+                        ck_assert_msg(boundary[at + np], "seed %llu step %d: run [%d, +%d) "
+                                      "continues the one before, and no mark lies between",
+                                      (unsigned long long)seed, step, got[j].first, got[j].count);
+                        joins_at_marks++;
+                    }
+                    for (int32_t i = 0; i < got[j].count; i++) {
+                        ck_assert_int_lt(at + np, nlog);
+                        pages[np++] = got[j].first + i;
+                    }
+                }
+                ck_assert_int_eq(np, nlog - at);
+                ck_assert_msg(!np || !memcmp(pages, log + at, sizeof(int32_t) * (size_t)np),
+                              "seed %llu step %d: the log since mark %d is out of order",
+                              (unsigned long long)seed, step, k);
+                reads++;
+            }
+            for (int32_t k = 0; k < nspent && k < MARKS; k++) {
+                const page_run *got;
+                int32_t ng;
+                ck_assert_int_eq(page_pool_freed_since(&p, spent[k], &got, &ng), RKV_EINVAL);
+            }
+        }
+        ck_assert_int_gt(reads, 1000);
+        ck_assert_int_gt(joins_at_marks, 0); /* the boundary case came up */
+        page_pool_destroy(&p);
+    }
+}
+END_TEST
+
+/* page_pool_log_reserve sizes the log for the worst case, a run per page
+ * (no free continuing the one before: even pages, then odd ones), counts it
+ * in the pool's host bytes, and keeps it through allocations; with it, a
+ * free never grows the log (under fault injection, while every allocation
+ * fails). */
+START_TEST(test_log_reserve_worst_case)
+{
+    enum { N = 512 };
+    page_pool p;
+    ck_assert_int_eq(page_pool_init(&p, N, 1), RKV_OK);
+    uint64_t bytes = page_pool_host_bytes(&p);
+    ck_assert_int_eq(page_pool_log_reserve(&p), RKV_OK);
+    ck_assert_int_eq(p.freed_cap, N);
+    ck_assert_uint_eq(page_pool_host_bytes(&p), bytes + (uint64_t)N * sizeof(page_run));
+    int32_t all[N];
+    for (int round = 0; round < 2; round++) {
+        ck_assert_int_eq(page_pool_alloc(&p, N, all), RKV_OK);
+        uint64_t mark = page_pool_free_mark(&p);
+#ifdef RKV_FAULT_INJECTION
+        fault_alloc_arm_from(1); /* no assertion while armed: Check allocates */
+#endif
+        rkv_status st = RKV_OK;
+        for (int32_t i = 0; i < N && st == RKV_OK; i += 2) st = page_pool_free_run(&p, i, 1);
+        int32_t odd[N / 2];
+        for (int32_t i = 0; i < N / 2; i++) odd[i] = 2 * i + 1;
+        if (st == RKV_OK) st = page_pool_free(&p, odd, N / 2);
+        const page_run *got;
+        int32_t ng;
+        rkv_status rd = page_pool_freed_since(&p, mark, &got, &ng);
+#ifdef RKV_FAULT_INJECTION
+        fault_alloc_arm(0);
+#endif
+        ck_assert_int_eq(st, RKV_OK);
+        ck_assert_int_eq(rd, RKV_OK);
+        ck_assert_int_eq(ng, N);
+        for (int32_t k = 0; k < N; k++) {
+            ck_assert_int_eq(got[k].first, k < N / 2 ? 2 * k : 2 * (k - N / 2) + 1);
+            ck_assert_int_eq(got[k].count, 1);
+        }
+        ck_assert_int_eq(p.freed_cap, N);
+        pool_ok(&p, round);
+    }
+    page_pool_destroy(&p);
+}
+END_TEST
+
 /* A freed page waits PENDING until the next allocation folds it in, and is
  * free to every reader meanwhile: its state reads FREE, it counts as free,
  * and a second free, an adopt or a release of it is refused with nothing
@@ -699,6 +940,86 @@ static int32_t stale_scenario(int64_t arm, int32_t *got, bool *fired, int *stale
     return n;
 }
 
+/* Free log under allocation failure: a pool with every page in flight takes
+ * a mark, frees its pages scattered (single pages through the short path, a
+ * page list), the nth allocation from the mark on failing (arm >= 1; 0: none).
+ * Returns the status of reading the mark, with the log's pages in got (the
+ * pages freed in order into want, nwant of them); after the read, memory is
+ * back: the pool must check out with every page counted, an allocation
+ * spends the mark, and a fresh mark logs again. -2: something was wrong. */
+static rkv_status log_fault_scenario(int64_t arm, int32_t *got, int32_t *ngot, int32_t *want,
+                                     int32_t *nwant, bool *fired)
+{
+    enum { N = 2048 };
+    page_pool p;
+    ck_assert_int_eq(page_pool_init(&p, N, 1), RKV_OK);
+    int32_t *all = malloc(sizeof(int32_t) * N), list[N / 4];
+    ck_assert_ptr_nonnull(all);
+    ck_assert_int_eq(page_pool_alloc(&p, N, all), RKV_OK);
+    *nwant = *ngot = 0;
+    uint64_t mark = page_pool_free_mark(&p);
+    fault_alloc_arm(arm); /* no assertion while armed: Check allocates */
+    int bad = 0;
+    for (int32_t i = 0; i < N / 2; i += 2) { /* even pages of the first half, one at a time */
+        bad |= page_pool_free_run(&p, i, 1) != RKV_OK;
+        want[(*nwant)++] = i;
+    }
+    for (int32_t i = 0; i < N / 4; i++) list[i] = N - 1 - 2 * i; /* odd pages, descending */
+    bad |= page_pool_free(&p, list, N / 4) != RKV_OK;
+    for (int32_t i = 0; i < N / 4; i++) want[(*nwant)++] = list[i];
+    const page_run *runs;
+    int32_t nruns;
+    rkv_status st = page_pool_freed_since(&p, mark, &runs, &nruns);
+    for (int32_t k = 0; st == RKV_OK && k < nruns; k++)
+        for (int32_t i = 0; i < runs[k].count && *ngot < N; i++) got[(*ngot)++] = runs[k].first + i;
+    *fired = fault_alloc_fired();
+    fault_alloc_arm(0);
+    ck_assert(!bad);
+    ck_assert_int_eq(p.num_free, *nwant);
+    pool_ok(&p, 0);
+    int32_t one;
+    ck_assert_int_eq(page_pool_alloc(&p, 1, &one), RKV_OK);
+    ck_assert_int_eq(page_pool_freed_since(&p, mark, &runs, &nruns), RKV_EINVAL);
+    uint64_t again = page_pool_free_mark(&p);
+    ck_assert_int_eq(page_pool_free_run(&p, one, 1), RKV_OK);
+    ck_assert_int_eq(page_pool_freed_since(&p, again, &runs, &nruns), RKV_OK);
+    ck_assert_int_eq(nruns, 1);
+    ck_assert_int_eq(runs[0].first, one);
+    ck_assert_int_eq(runs[0].count, 1);
+    pool_ok(&p, 1);
+    free(all);
+    page_pool_destroy(&p);
+    return st;
+}
+
+/* Every allocation from a mark on failing in turn (the log's growth, the
+ * pending array's, the index's): the mark reads either exactly the pages
+ * freed, in order, or RKV_ENOMEM when the log could not grow; no page is
+ * lost either way, and the next allocation starts a sound log. */
+START_TEST(test_log_growth_failure)
+{
+    enum { N = 2048 };
+    int32_t got[N], want[N], ngot, nwant;
+    bool fired;
+    ck_assert_int_eq(log_fault_scenario(0, got, &ngot, want, &nwant, &fired), RKV_OK);
+    ck_assert_int_eq(ngot, nwant);
+    ck_assert(!memcmp(got, want, sizeof(int32_t) * (size_t)nwant));
+    int enomem = 0;
+    for (int64_t k = 1;; k++) {
+        rkv_status st = log_fault_scenario(k, got, &ngot, want, &nwant, &fired);
+        if (!fired) break;
+        if (st == RKV_ENOMEM) {
+            enomem++;
+            continue;
+        }
+        ck_assert_int_eq(st, RKV_OK);
+        ck_assert_msg(ngot == nwant && !memcmp(got, want, sizeof(int32_t) * (size_t)nwant),
+                      "allocation %lld failing changed the free log", (long long)k);
+    }
+    ck_assert_int_gt(enomem, 0); /* the log's own growth failed somewhere */
+}
+END_TEST
+
 START_TEST(test_stale_index_rebuilt)
 {
     int32_t ref[3], got[3];
@@ -774,10 +1095,14 @@ int main(void)
     tcase_add_test(tc, test_memory_follows_extents);
     tcase_add_test(tc, test_unordered_duplicates_refused);
     tcase_add_test(tc, test_pending_is_free);
+    tcase_add_test(tc, test_log_runs_in_order);
+    tcase_add_test(tc, test_log_marks_against_model);
+    tcase_add_test(tc, test_log_reserve_worst_case);
 #ifdef RKV_FAULT_INJECTION
     tcase_add_test(tc, test_growth_failure_absorbed);
     tcase_add_test(tc, test_stale_index_rebuilt);
     tcase_add_test(tc, test_stale_when_memory_stays_short);
+    tcase_add_test(tc, test_log_growth_failure);
 #endif
     suite_add_tcase(s, tc);
     return check_run(s);
