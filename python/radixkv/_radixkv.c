@@ -1620,23 +1620,11 @@ out:
     return r;
 }
 
-/* kv_insert(tokens, values, namespace=None) -> (prefix_len, Match): insert the
- * page-aligned head of tokens; the pages the cache did not hold yet take
- * values[i] for token i (at least as many values as aligned tokens). The
- * Match is the inserted path's (its lock handle), unlocked.
- *
- * One walk of the tree where the kind can (radix): cache_insert_hold() with
- * no pages takes the missing ones from the pool once its walk has found
- * them, and leaves the Match on the path. Other kinds: the cached prefix is
- * matched first so that only the missing pages are allocated (as a caller of
- * match / alloc / insert would), then the same insert with them. */
-static PyObject *Cache_kv_insert(CacheObject *self, PyObject *const *args, Py_ssize_t nargs,
-                                 PyObject *kwnames)
+/* Cache_kv_insert past its argument parsing (nso NULL or None: namespace 0,
+ * tago None: no tags), shared with kv_insert_params. */
+static PyObject *kv_insert_args(CacheObject *self, PyObject *tok, PyObject *valo,
+                                PyObject *nso, PyObject *tago)
 {
-    static const char *const names[] = {"tokens", "values", "namespace", "tags", NULL};
-    PyObject *a[4];
-    if (fast_args("kv_insert", args, nargs, kwnames, names, 2, a) < 0) return NULL;
-    PyObject *tok = a[0], *valo = a[1], *nso = a[2], *tago = a[3] ? a[3] : Py_None;
     PyObject *fast = kv_insert64(self, tok, valo, nso, tago);
     if (fast != Py_NotImplemented) return fast;
     Py_DECREF(fast);
@@ -1684,6 +1672,25 @@ out:
     if (have_tags) PyBuffer_Release(&tg.view);
     ids_release(&t);
     return r;
+}
+
+/* kv_insert(tokens, values, namespace=None) -> (prefix_len, Match): insert the
+ * page-aligned head of tokens; the pages the cache did not hold yet take
+ * values[i] for token i (at least as many values as aligned tokens). The
+ * Match is the inserted path's (its lock handle), unlocked.
+ *
+ * One walk of the tree where the kind can (radix): cache_insert_hold() with
+ * no pages takes the missing ones from the pool once its walk has found
+ * them, and leaves the Match on the path. Other kinds: the cached prefix is
+ * matched first so that only the missing pages are allocated (as a caller of
+ * match / alloc / insert would), then the same insert with them. */
+static PyObject *Cache_kv_insert(CacheObject *self, PyObject *const *args, Py_ssize_t nargs,
+                                 PyObject *kwnames)
+{
+    static const char *const names[] = {"tokens", "values", "namespace", "tags", NULL};
+    PyObject *a[4];
+    if (fast_args("kv_insert", args, nargs, kwnames, names, 2, a) < 0) return NULL;
+    return kv_insert_args(self, a[0], a[1], a[2], a[3] ? a[3] : Py_None);
 }
 
 /* kv_match over a contiguous int64 buffer (array('q'), numpy's int64,
@@ -1838,6 +1845,307 @@ static PyObject *Cache_kv_match(CacheObject *self, PyObject *const *args, Py_ssi
         return raise_status(st, "radixkv.Cache.kv_match", NULL);
     }
     return into ? match_wrap(m, into) : (PyObject *)m;
+}
+
+/* ---- SGLang's params objects, read and built in C --------------------------
+ *
+ * radixkv.sglang's insert and lock are, per request, one C call around the
+ * tree's own work plus a few SGLang dataclasses read and built: in Python
+ * that glue was a third of a cached key's insert and two thirds of a
+ * lock/unlock pair. kv_insert_params and kv_lock do it here, from specs the
+ * adapter prepares once (which classes, which defaults), and answer None
+ * wherever the call is not the plain one, for the adapter's general route. */
+
+static PyObject *str_key, *str_value, *str_token_ids, *str_limit, *str_extra_key,
+                *str_cache_salt, *str_is_bigram, *str_prefix_len, *str_last_device_node,
+                *str_node, *str_receipt, *str_match, *empty_tuple;
+
+/* The names the params routes read and write, made once (module init). 0, or
+ * -1 with the exception set. */
+static int params_names_init(void)
+{
+    struct { PyObject **slot; const char *name; } names[] = {
+        {&str_key, "key"}, {&str_value, "value"}, {&str_token_ids, "token_ids"},
+        {&str_limit, "limit"}, {&str_extra_key, "extra_key"}, {&str_cache_salt, "cache_salt"},
+        {&str_is_bigram, "is_bigram"}, {&str_prefix_len, "prefix_len"},
+        {&str_last_device_node, "last_device_node"},
+        {&str_node, "node"}, {&str_receipt, "receipt"}, {&str_match, "match"},
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!(*names[i].slot = PyUnicode_InternFromString(names[i].name))) return -1;
+    return (empty_tuple = PyTuple_New(0)) ? 0 : -1;
+}
+
+/* 1 when str a equals b: two interned names (attribute names, the usual
+ * case) are equal only when they are one object. */
+static int name_is(PyObject *a, PyObject *b)
+{
+    if (a == b) return 1;
+    if (PyUnicode_CHECK_INTERNED(a) && PyUnicode_CHECK_INTERNED(b)) return 0;
+    return PyUnicode_Compare(a, b) == 0;
+}
+
+/* A dataclass instance as its generated __init__ leaves it: object.__new__(cls),
+ * then each field of template (the instance dict that __init__ leaves with
+ * every default, in field order) set as an attribute in that order, as
+ * __init__ sets them: the template's value, or a new empty container of its
+ * type for a name in fresh (a default_factory's list or dict), or the value
+ * of a (name, value) pair of set[0..nset). Attribute by attribute, so that
+ * the instance keeps its class's shared-key layout as __init__'s does (a
+ * copied dict given as __dict__ was slower to make and to free). The adapter
+ * checks once that cls is such a dataclass (radixkv.sglang's _template()).
+ * New reference, or NULL with the exception set. */
+static PyObject *obj_from_template(PyObject *cls, PyObject *template, PyObject *fresh,
+                                   PyObject *const *set, int nset)
+{
+    PyObject *r = PyBaseObject_Type.tp_new((PyTypeObject *)cls, empty_tuple, NULL);
+    if (!r) return NULL;
+    Py_ssize_t pos = 0;
+    PyObject *k, *v;
+    while (PyDict_Next(template, &pos, &k, &v)) {
+        PyObject *x = NULL;
+        for (int i = 0; i < nset && !x; i++)
+            if (name_is(k, set[2 * i])) x = Py_NewRef(set[2 * i + 1]);
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(fresh) && !x; i++) {
+            if (!name_is(k, PyTuple_GET_ITEM(fresh, i))) continue;
+            if (PyList_CheckExact(v)) x = PyList_New(0);
+            else if (PyDict_CheckExact(v)) x = PyDict_New();
+            else
+                PyErr_Format(PyExc_TypeError, "radixkv.Cache: fresh field %R holds a %s (need "
+                             "an empty list or dict)", k, Py_TYPE(v)->tp_name);
+            if (!x) goto fail;
+        }
+        if (!x) x = Py_NewRef(v);
+        int rc = PyObject_SetAttr(r, k, x);
+        Py_DECREF(x);
+        if (rc < 0) goto fail;
+    }
+    return r;
+fail:
+    Py_DECREF(r);
+    return NULL;
+}
+
+/* A template spec's (cls, template, fresh): a type, a dict or None, a tuple of
+ * str. 0, or -1 with TypeError naming what. */
+static int template_check(PyObject *cls, PyObject *template, PyObject *fresh, const char *what)
+{
+    if (!PyType_Check(cls) || (template != Py_None && !PyDict_CheckExact(template))
+        || !PyTuple_CheckExact(fresh)) {
+        PyErr_Format(PyExc_TypeError, "%s: expected (a class, its instance dict or None, a "
+                     "tuple of field names), got (%s, %s, %s)", what, Py_TYPE(cls)->tp_name,
+                     Py_TYPE(template)->tp_name, Py_TYPE(fresh)->tp_name);
+        return -1;
+    }
+    /* object.__new__ is called directly below, without the check its Python
+     * wrapper makes that the class's instances are plain objects. */
+    if (template != Py_None && ((PyTypeObject *)cls)->tp_new != PyBaseObject_Type.tp_new) {
+        PyErr_Format(PyExc_TypeError, "%s: %s has a __new__ of its own; give None as its "
+                     "template", what, ((PyTypeObject *)cls)->tp_name);
+        return -1;
+    }
+    return 0;
+}
+
+/* 1 when attribute name of o is None, 0 when not, -1 with the exception set. */
+static int attr_is_none(PyObject *o, PyObject *name)
+{
+    PyObject *x = PyObject_GetAttr(o, name);
+    if (!x) return -1;
+    int r = x == Py_None;
+    Py_DECREF(x);
+    return r;
+}
+
+/* The general route of kv_insert_params: None when spec names none, else
+ * general(owner, key, value), owner the object spec's weak reference names
+ * (the adapter: no reference cycle through the call bound on it). */
+static PyObject *insert_general(PyObject *spec, PyObject *key, PyObject *value)
+{
+    PyObject *general = PyTuple_GET_ITEM(spec, 7), *ref = PyTuple_GET_ITEM(spec, 8);
+    if (general == Py_None) Py_RETURN_NONE;
+    PyObject *owner = PyWeakref_GetObject(ref);
+    if (!owner) return NULL;
+    if (owner == Py_None) {
+        PyErr_SetString(PyExc_ReferenceError, "radixkv.Cache.kv_insert_params: the object "
+                        "spec's weak reference names is gone");
+        return NULL;
+    }
+    Py_INCREF(owner);
+    PyObject *r = PyObject_CallFunctionObjArgs(general, owner, key, value, NULL);
+    Py_DECREF(owner);
+    return r;
+}
+
+/* kv_insert_params(spec, params) -> result: SGLang's RadixCache.insert(params)
+ * for the scheduler's plain call in one C call, any other through the
+ * caller's general route. spec = (to_values, value_type, holder, root,
+ * result, template, fresh, general, owner), made once by the adapter
+ * (radixkv.sglang's _insert_spec; first, so that functools.partial can bind
+ * it and the adapter's insert is this call, without a Python frame).
+ *
+ * The plain call: params.value an instance of value_type (a torch.Tensor),
+ * params.key a RadixKey with limit, extra_key and cache_salt None and
+ * is_bigram false, and to_values(value) (torch's to_dlpack) a DLPack capsule
+ * of a CPU tensor. Then: kv_insert(key.token_ids, capsule), node =
+ * holder(match) if the match is not empty, else root, and the answer
+ * result(prefix_len=prefix, last_device_node=node), built from template (the
+ * instance dict of result(prefix_len=None), fresh naming its default_factory
+ * fields) as obj_from_template does, or by calling result when template is
+ * None. Any other call: general(owner, params.key, params.value), owner the
+ * object the weak reference owner names, or None (nothing done) when
+ * general is None. An attribute missing, or kv_insert's own refusal,
+ * raises. */
+static PyObject *Cache_kv_insert_params(CacheObject *self, PyObject *const *args,
+                                        Py_ssize_t nargs)
+{
+    const char *what = "radixkv.Cache.kv_insert_params";
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "%s() takes 2 arguments (spec, params), %zd given", what,
+                     nargs);
+        return NULL;
+    }
+    PyObject *spec = args[0], *params = args[1];
+    if (!PyTuple_CheckExact(spec) || PyTuple_GET_SIZE(spec) != 9
+        || !PyCallable_Check(PyTuple_GET_ITEM(spec, 0))
+        || !PyType_Check(PyTuple_GET_ITEM(spec, 1))
+        || !PyCallable_Check(PyTuple_GET_ITEM(spec, 2))
+        || (PyTuple_GET_ITEM(spec, 7) != Py_None
+            && (!PyCallable_Check(PyTuple_GET_ITEM(spec, 7))
+                || !PyWeakref_CheckRef(PyTuple_GET_ITEM(spec, 8))))) {
+        PyErr_Format(PyExc_TypeError, "%s: spec must be (to_values, value_type, holder, root, "
+                     "result, template, fresh, general or None, a weak reference)", what);
+        return NULL;
+    }
+    PyObject *cls = PyTuple_GET_ITEM(spec, 4), *template = PyTuple_GET_ITEM(spec, 5),
+             *fresh = PyTuple_GET_ITEM(spec, 6);
+    if (template_check(cls, template, fresh, what) < 0) return NULL;
+    PyObject *key = NULL, *value = NULL, *tok = NULL, *cap = NULL, *got = NULL, *node = NULL,
+             *r = NULL;
+    if (!(value = PyObject_GetAttr(params, str_value))) goto out;
+    if (!(key = PyObject_GetAttr(params, str_key))) goto out;
+    if (value == Py_None) goto general;
+    int is = PyObject_IsInstance(value, PyTuple_GET_ITEM(spec, 1));
+    if (is < 0) goto out;
+    if (!is) goto general;
+    PyObject *const none_attrs[] = {str_limit, str_extra_key, str_cache_salt};
+    for (int i = 0; i < 3; i++) {
+        int n = attr_is_none(key, none_attrs[i]);
+        if (n < 0) goto out;
+        if (!n) goto general;
+    }
+    PyObject *bigram = PyObject_GetAttr(key, str_is_bigram);
+    if (!bigram) goto out;
+    int b = PyObject_IsTrue(bigram);
+    Py_DECREF(bigram);
+    if (b < 0) goto out;
+    if (b) goto general;
+    if (!(tok = PyObject_GetAttr(key, str_token_ids))) goto out;
+    if (!(cap = PyObject_CallOneArg(PyTuple_GET_ITEM(spec, 0), value))) goto out;
+    /* A tensor elsewhere than the CPU: the general route copies it first. */
+    const dl_tensor *t = PyCapsule_IsValid(cap, "dltensor")
+                         ? PyCapsule_GetPointer(cap, "dltensor") : NULL;
+    if (t && t->device.device_type != DL_CPU) goto general;
+    if (!(got = kv_insert_args(self, tok, cap, NULL, Py_None))) goto out;
+    PyObject *prefix = PyTuple_GET_ITEM(got, 0);
+    MatchObject *path = (MatchObject *)PyTuple_GET_ITEM(got, 1);
+    if (path->m.len) node = PyObject_CallOneArg(PyTuple_GET_ITEM(spec, 2), (PyObject *)path);
+    else node = Py_NewRef(PyTuple_GET_ITEM(spec, 3));
+    if (!node) goto out;
+    if (template != Py_None) {
+        PyObject *set[4] = {str_prefix_len, prefix, str_last_device_node, node};
+        r = obj_from_template(cls, template, fresh, set, 2);
+    } else {
+        PyObject *kw = PyTuple_Pack(2, str_prefix_len, str_last_device_node);
+        PyObject *argv[3] = {NULL, prefix, node};
+        r = kw ? PyObject_Vectorcall(cls, argv + 1, PY_VECTORCALL_ARGUMENTS_OFFSET, kw) : NULL;
+        Py_XDECREF(kw);
+    }
+    goto out;
+general:
+    r = insert_general(spec, key, value);
+out:
+    Py_XDECREF(node);
+    Py_XDECREF(got);
+    Py_XDECREF(cap);
+    Py_XDECREF(tok);
+    Py_XDECREF(key);
+    Py_XDECREF(value);
+    return r;
+}
+
+/* kv_lock(spec, node) -> lock: SGLang's BasePrefixCache.lock(node) for this
+ * cache, in one C call: node.match locked when it is not None (a Match of this
+ * cache), and the answer lock_cls(node, receipt_cls()) built from templates:
+ * spec = (lock_cls, lock_template, lock_fresh, receipt_cls, receipt_template,
+ * receipt_fresh), each (cls, template, fresh) as obj_from_template takes it
+ * (the templates are the instance dicts of lock_cls(None, None) and
+ * receipt_cls()), with "node" and "receipt" set; a None template: the class
+ * is called instead. spec first, for functools.partial (kv_insert_params). */
+static PyObject *Cache_kv_lock(CacheObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    const char *what = "radixkv.Cache.kv_lock";
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "%s() takes 2 arguments (spec, node), %zd given", what,
+                     nargs);
+        return NULL;
+    }
+    PyObject *spec = args[0], *node = args[1];
+    if (!PyTuple_CheckExact(spec) || PyTuple_GET_SIZE(spec) != 6) {
+        PyErr_Format(PyExc_TypeError, "%s: spec must be (lock class, template, fresh, receipt "
+                     "class, template, fresh)", what);
+        return NULL;
+    }
+    PyObject *const *s = &PyTuple_GET_ITEM(spec, 0);
+    if (template_check(s[0], s[1], s[2], what) < 0 || template_check(s[3], s[4], s[5], what) < 0)
+        return NULL;
+    PyObject *m = PyObject_GetAttr(node, str_match);
+    if (!m) return NULL;
+    int locked = m != Py_None;
+    if (locked) {
+        PyObject *ok = Cache_lock(self, m);
+        if (!ok) {
+            Py_DECREF(m);
+            return NULL;
+        }
+        Py_DECREF(ok);
+    }
+    PyObject *receipt = s[4] != Py_None ? obj_from_template(s[3], s[4], s[5], NULL, 0)
+                                        : PyObject_CallNoArgs(s[3]);
+    PyObject *r = NULL;
+    if (receipt) {
+        if (s[1] != Py_None) {
+            PyObject *set[4] = {str_node, node, str_receipt, receipt};
+            r = obj_from_template(s[0], s[1], s[2], set, 2);
+        } else
+            r = PyObject_CallFunctionObjArgs(s[0], node, receipt, NULL);
+        Py_DECREF(receipt);
+    }
+    /* The lock taken stays taken only with its handle handed out. */
+    if (!r && locked) {
+        PyObject *et, *ev, *tb;
+        PyErr_Fetch(&et, &ev, &tb);
+        Py_XDECREF(Cache_unlock(self, m));
+        PyErr_Restore(et, ev, tb);
+    }
+    Py_DECREF(m);
+    return r;
+}
+
+/* kv_unlock(lock): SGLang's BasePrefixCache.unlock(lock) for this cache:
+ * nothing for None, else lock.node.match unlocked when it is not None (the
+ * receipt is empty for this cache, as for SGLang's classic RadixCache). */
+static PyObject *Cache_kv_unlock(CacheObject *self, PyObject *lock)
+{
+    if (lock == Py_None) Py_RETURN_NONE;
+    PyObject *node = PyObject_GetAttr(lock, str_node);
+    if (!node) return NULL;
+    PyObject *m = PyObject_GetAttr(node, str_match);
+    Py_DECREF(node);
+    if (!m) return NULL;
+    PyObject *r = m == Py_None ? Py_NewRef(Py_None) : Cache_unlock(self, m);
+    Py_DECREF(m);
+    return r;
 }
 
 /* A flag argument (None or absent: 0); -1 with the exception set. */
@@ -2194,6 +2502,20 @@ static PyMethodDef Cache_methods[] = {
      "outside [0, 2**31) ends the match instead of raising. into=(cls, holder, k, tail, "
      "empty), cls a tuple subclass: empty for an empty match, else "
      "tuple.__new__(cls, (length,) + (holder(match),) * k + tail)."},
+    {"kv_insert_params", (PyCFunction)(void (*)(void))Cache_kv_insert_params, METH_FASTCALL,
+     "kv_insert_params(spec, params) -> result: SGLang's RadixCache.insert(params) in one "
+     "call for a plain call (a CPU tensor of values; a key without limit, namespace or "
+     "bigrams), general(owner, key, value) for any other (None: nothing done, when general "
+     "is None). spec = (to_values, value_type, holder, root, result, template, fresh, general, "
+     "owner as a weak reference): result(prefix_len=, last_device_node=holder(match) or root), "
+     "built as object.__new__(result) with template's fields set in order (fresh: those that "
+     "get new empty containers), or by calling result when template is None."},
+    {"kv_lock", (PyCFunction)(void (*)(void))Cache_kv_lock, METH_FASTCALL,
+     "kv_lock(spec, node) -> lock: lock node.match (unless None) and answer "
+     "lock_cls(node, receipt_cls()); spec = (lock_cls, lock_template, lock_fresh, receipt_cls, "
+     "receipt_template, receipt_fresh), templates as kv_insert_params takes them."},
+    {"kv_unlock", (PyCFunction)Cache_kv_unlock, METH_O,
+     "kv_unlock(lock): unlock lock.node.match (nothing for None, or a None match)."},
     {"kv_reserve", (PyCFunction)Cache_kv_reserve, METH_NOARGS,
      "kv_reserve(): allocate and touch kv_insert's value table for every page of the pool "
      "now (num_pages * page_size int64s), so that no insert faults its memory in or grows it."},
@@ -2509,7 +2831,9 @@ static struct PyModuleDef module_def = {
 
 PyMODINIT_FUNC PyInit__radixkv(void)
 {
-    if (PyType_Ready(&CacheType) < 0 || PyType_Ready(&MatchType) < 0) return NULL;
+    if (PyType_Ready(&CacheType) < 0 || PyType_Ready(&MatchType) < 0
+        || params_names_init() < 0)
+        return NULL;
     PyObject *m = PyModule_Create(&module_def);
     if (!m) return NULL;
     rkv_error = PyErr_NewExceptionWithDoc("radixkv.Error",

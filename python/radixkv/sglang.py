@@ -22,7 +22,9 @@ SGLang's allocator (free_segment), in the order radixkv evicted them (one call
 per evict, the pages' indices concatenated: node boundaries are radixkv's).
 Every SGLang call is one C call plus the params objects: no per-page Python
 objects, no tensor arithmetic beyond wrapping the returned int64 values as a
-tensor (a DLPack capsule the tensor takes over).
+tensor (a DLPack capsule the tensor takes over). insert, lock and unlock
+are themselves C calls, bound on the instance (RadixCache._bind), that read
+and build SGLang's params and result objects too.
 extra_key and cache_salt are namespaces (radixkv.namespace_id of both), so
 keys that differ in either never share entries, as in SGLang. The clock is
 radixkv's logical one (one tick per call), where SGLang's stamps
@@ -50,8 +52,10 @@ Imports sglang (and torch) when imported; the rest of radixkv does not.
 """
 import dataclasses
 import hashlib
+import weakref
 from array import array
 from collections import deque
+from functools import partial
 from itertools import repeat
 from typing import Any, Optional
 
@@ -123,39 +127,65 @@ def _match_tail() -> Optional[tuple]:
 _MATCH_TAIL = _match_tail()
 
 
-def _insert_dict() -> Optional[dict]:
-    """The instance dict of InsertResult(prefix_len=0), for insert() to copy
-    and fill (prefix_len, last_device_node, a fresh cache_actions list)
-    instead of calling the dataclass's generated __init__ with keywords
-    (0.41 against 0.33 us, each as a function). The copy holds
-    the same keys in the same order with the same values as that __init__
-    leaves, so the result compares, prints and reads the same. None, and
-    insert() calls InsertResult itself, when this SGLang's InsertResult is
-    not such a dataclass: slots, frozen, a __post_init__, a field without a
-    default (prefix_len aside) or a default factory other than cache_actions'
-    list."""
-    if (not dataclasses.is_dataclass(InsertResult) or hasattr(InsertResult, "__slots__")
-            or hasattr(InsertResult, "__post_init__")):
+def _template(cls, required: tuple) -> Optional[tuple]:
+    """(instance dict, fresh) of the dataclass cls built with its required
+    fields `required` (its leading fields, in order) given None, for the C
+    calls that build cls(...) as its generated __init__ would
+    (Cache.kv_insert_params, Cache.kv_lock: object.__new__(cls), then the
+    dict's fields set in its order), without that __init__'s Python frame:
+    SGLang's scheduler builds these objects per request. fresh names the
+    fields whose default_factory (list or dict) makes a new empty container
+    per instance; each built object gets new ones. The object holds the same
+    keys in the same order with the same values as that __init__ leaves, so
+    it compares, prints and reads the same. None, and the caller calls cls
+    itself, when cls is not such a dataclass: slots, frozen, a __post_init__
+    or __new__ of its own, a required field other than the leading
+    `required`, a default factory other than list or dict."""
+    if (not dataclasses.is_dataclass(cls) or hasattr(cls, "__slots__")
+            or hasattr(cls, "__post_init__") or cls.__new__ is not object.__new__):
         return None
-    made = getattr(InsertResult, "__dataclass_params__", None)
+    made = getattr(cls, "__dataclass_params__", None)
     if made is None or not made.init or made.frozen:
         return None
-    fields = dataclasses.fields(InsertResult)
+    fields = dataclasses.fields(cls)
     names = [f.name for f in fields]
-    if names[:1] != ["prefix_len"] or "last_device_node" not in names:
+    if tuple(names[:len(required)]) != required:
         return None
-    for f in fields[1:]:
-        if f.default is dataclasses.MISSING and not (f.name == "cache_actions"
-                                                     and f.default_factory is list):
+    fresh = []
+    for f in fields[len(required):]:
+        if f.default_factory in (list, dict):
+            fresh.append(f.name)
+        elif f.default is dataclasses.MISSING:
             return None
-    if "cache_actions" not in names:
+    d = vars(cls(*[None] * len(required)))
+    if list(d) != names:
         return None
-    d = vars(InsertResult(prefix_len=0))
-    return dict(d) if list(d) == names else None
+    for f in fields:
+        if f.name in fresh and (type(d[f.name]) is not f.default_factory or d[f.name]):
+            return None
+    return dict(d), tuple(fresh)
+
+
+def _insert_dict() -> Optional[dict]:
+    """InsertResult's template for Cache.kv_insert_params (which sets
+    prefix_len, last_device_node and a fresh cache_actions list), when
+    _template finds InsertResult such a dataclass with last_device_node among
+    its fields and cache_actions its one default factory (a list); None, and
+    kv_insert_params calls InsertResult with keywords, otherwise."""
+    t = _template(InsertResult, ("prefix_len",))
+    if t is None or "last_device_node" not in t[0] or t[1] != ("cache_actions",):
+        return None
+    d = t[0]
+    d["prefix_len"] = 0
+    return d
 
 
 _INSERT_DICT = _insert_dict()
-_new = object.__new__
+# TreeLock(node, DecLockRefParams()) as Cache.kv_lock builds it: each class
+# with its template, or with None where it is not such a dataclass (kv_lock
+# then calls it).
+_LOCK_SPEC = (TreeLock, *(_template(TreeLock, ("node", "receipt")) or (None, ())),
+              DecLockRefParams, *(_template(DecLockRefParams, ()) or (None, ())))
 
 
 class RadixCache(BasePrefixCache):
@@ -193,7 +223,7 @@ class RadixCache(BasePrefixCache):
         # SGLang's own recorder (its queue, coalescing and take()); the adapter
         # hands it the events SGLang's tree would record (_events_*).
         self.kv_events = KVCacheEventRecorder(
-            enabled=params.enable_kv_cache_events and not self.disable,
+            enabled=params.enable_kv_cache_events and not self._disable,
             page_size=self.page_size, dynamo_format=params.dynamo_kv_event_format,
             lora_names=params.kv_event_lora_names)
         self._events = self.kv_events.enabled
@@ -228,7 +258,6 @@ class RadixCache(BasePrefixCache):
         # The per-request calls, bound once (the Cache lives as long as self).
         self._kv_match, self._kv_insert = self.cache.kv_match, self.cache.kv_insert
         self._kv_values, self._kv_evict = self.cache.kv_values, self.cache.kv_evict
-        self._lock, self._unlock = self.cache.lock, self.cache.unlock
         self._empty = torch.empty((0,), dtype=torch.int64, device=self.device)
         self.root_node = Node(None)
         self._empty_match = MatchResult(device_prefix_len=0, last_device_node=self.root_node,
@@ -239,6 +268,14 @@ class RadixCache(BasePrefixCache):
         # defaults), or None for an SGLang whose MatchResult differs.
         self._into = (None if _MATCH_TAIL is None else
                       (MatchResult, Node, 3, _MATCH_TAIL, self._empty_match))
+        # What kv_insert_params needs to serve insert() in C (None: events
+        # on or a device other than the CPU, where every insert takes the
+        # general route): the InsertResult's template, or None to call it.
+        self._insert_spec = (None if self._events or not self._on_cpu else
+                             (to_dlpack, torch.Tensor, Node, self.root_node, InsertResult,
+                              _INSERT_DICT, ("cache_actions",), RadixCache._insert_general,
+                              weakref.ref(self)))
+        self._bind()
         # Published event block hash -> its hex digest, for pages cached; and,
         # for a hash more than one cached page publishes, how many more.
         self._digests = {}
@@ -249,7 +286,7 @@ class RadixCache(BasePrefixCache):
 
     def match_prefix(self, params: MatchPrefixParams) -> MatchResult:
         key = params.key
-        if self.disable:
+        if self._disable:
             return self._empty_match
         if key.is_bigram:
             raise NotImplementedError("radixkv.sglang.RadixCache: bigram keys are not supported")
@@ -283,7 +320,7 @@ class RadixCache(BasePrefixCache):
                            last_host_node=node, best_match_node=node)
 
     def touch_prefix(self, key: RadixKey) -> None:
-        if self.disable or not len(key):
+        if self._disable or not len(key):
             return
         if key.is_bigram:
             raise NotImplementedError("radixkv.sglang.RadixCache: bigram keys are not supported")
@@ -297,38 +334,59 @@ class RadixCache(BasePrefixCache):
         t = _from_dlpack(self._kv_values(node.match, True))
         return t if self._on_cpu else t.to(self.device)
 
+    # ---- the per-request calls bound on the instance -----------------------
+
+    @property
+    def disable(self) -> bool:
+        return self._disable
+
+    @disable.setter
+    def disable(self, value: bool):
+        # insert, lock and unlock are bound to C calls while the cache is
+        # enabled (_bind); the methods below serve a disabled one.
+        self._disable = value
+        if getattr(self, "cache", None) is not None:
+            self._bind()
+
+    def _bind(self):
+        """insert, lock and unlock as instance attributes bound to the C
+        extension's calls (Cache.kv_insert_params, kv_lock, kv_unlock), so
+        that the scheduler's call is that C call with no Python frame around
+        it: the checks, the Node and SGLang's InsertResult / TreeLock /
+        DecLockRefParams are built there (in Python they were ~0.6 us of
+        a 4.5 us insert and most of a 0.3 us lock/unlock pair). The
+        methods of the same names (the general routes) serve when the
+        cache is disabled, and insert when events are on or the device is
+        not the CPU. The bound calls hold no reference to self (the spec's
+        general route names it by a weak reference), so that dropping the
+        adapter frees its tree at once, not at the next garbage collection."""
+        # Plain attribute stores (not through self.__dict__), so that the
+        # instance keeps its class's shared-key layout: with its dict
+        # materialized every attribute read of the hot methods was slower
+        # (match_prefix on a short key 235 -> 295 ns).
+        on = not self._disable
+        self.insert = (partial(self.cache.kv_insert_params, self._insert_spec)
+                       if on and self._insert_spec is not None else None)
+        self.lock = partial(self.cache.kv_lock, _LOCK_SPEC) if on else None
+        self.unlock = self.cache.kv_unlock if on else None
+        for name in ("insert", "lock", "unlock"):
+            if getattr(self, name) is None:
+                delattr(self, name)
+
     # ---- insert and evict --------------------------------------------------
 
     def insert(self, params: InsertParams) -> InsertResult:
-        key, value = params.key, params.value
-        # The scheduler's call (a CPU tensor of KV indices, a key without
-        # limit, namespace or bigram, no events) in as few steps as it takes:
-        # the Python around kv_insert was ~0.7 us of a 3.6 us call on
-        # sglang_cache_bench's keys (0.6 now), the tree's walk and the new
-        # leaf in C the rest. A CPU tensor is asked is_cpu rather than for its
-        # device object; to_dlpack is the tensor's DLPack capsule, read in
-        # place by kv_insert (a C call, where value.numpy() builds an array:
-        # 0.15 against 0.5 us).
-        if (not self.disable and not self._events and value is not None
-                and key.limit is None and key.extra_key is None and key.cache_salt is None
-                and not key.is_bigram and self._on_cpu and value.is_cpu):
-            prefix, m = self._kv_insert(key.token_ids, to_dlpack(value), 0)
-            node = Node(m) if m.length else self.root_node
-            if _INSERT_DICT is None:
-                return InsertResult(prefix_len=prefix, last_device_node=node)
-            r = _new(InsertResult)
-            d = _INSERT_DICT.copy()
-            d["prefix_len"] = prefix
-            d["last_device_node"] = node
-            d["cache_actions"] = []
-            r.__dict__ = d
-            return r
-        return self._insert_general(key, value)
+        """The general route of insert (the scheduler's plain call is bound
+        to Cache.kv_insert_params by _bind, which comes back here for any
+        other call)."""
+        if self._insert_spec is not None and not self._disable:
+            return self.cache.kv_insert_params(self._insert_spec, params)
+        return self._insert_general(params.key, params.value)
 
     def _insert_general(self, key: RadixKey, value) -> InsertResult:
         """insert() for every other call: disabled, events on, a key with a
         limit, a namespace or bigrams, values None or not on the CPU."""
-        if self.disable:
+        if self._disable:
             return InsertResult(prefix_len=0)
         if key.is_bigram:
             raise NotImplementedError("radixkv.sglang.RadixCache: bigram keys are not supported")
@@ -351,7 +409,7 @@ class RadixCache(BasePrefixCache):
                             last_device_node=Node(m) if m.length else self.root_node)
 
     def evict(self, params: EvictParams) -> EvictResult:
-        if self.disable or params.num_tokens <= 0:
+        if self._disable or params.num_tokens <= 0:
             return EvictResult()
         if self._events:
             freed, values, hashes = self._kv_evict(params.num_tokens, True, True)
@@ -463,7 +521,7 @@ class RadixCache(BasePrefixCache):
     # ---- locks and sizes ---------------------------------------------------
 
     def inc_lock_ref(self, node: Node) -> IncLockRefResult:
-        if self.disable or node.match is None:
+        if self._disable or node.match is None:
             return IncLockRefResult(delta=0)
         c = self.cache
         before = c.evictable_tokens
@@ -472,7 +530,7 @@ class RadixCache(BasePrefixCache):
 
     def dec_lock_ref(self, node: Node,
                      params: Optional[DecLockRefParams] = None) -> DecLockRefResult:
-        if self.disable or node.match is None:
+        if self._disable or node.match is None:
             return DecLockRefResult(delta=0)
         c = self.cache
         before = c.evictable_tokens
@@ -483,19 +541,23 @@ class RadixCache(BasePrefixCache):
         """BasePrefixCache.lock without inc_lock_ref's receipt: the lock
         it returns is the same (this cache's receipt is empty, as the
         classic RadixCache's: DecLockRefParams()), without the two size
-        reads for a delta nobody reads here and the receipt's conversion."""
-        if not self.disable and node.match is not None:
-            self._lock(node.match)
+        reads for a delta nobody reads here and the receipt's conversion.
+        An enabled cache's lock is Cache.kv_lock, bound by _bind (the lock
+        and both dataclasses in one C call: TreeLock(node,
+        DecLockRefParams()) alone was ~0.18 us in Python)."""
+        if not self._disable:
+            return self.cache.kv_lock(_LOCK_SPEC, node)
         return TreeLock(node, DecLockRefParams())
 
     def unlock(self, lock: Optional[TreeLock]) -> None:
         """BasePrefixCache.unlock: dec_lock_ref on the lock's node, whose
-        receipt this cache does not read, without its delta's size reads."""
-        if lock is not None and not self.disable and lock.node.match is not None:
-            self._unlock(lock.node.match)
+        receipt this cache does not read, without its delta's size reads;
+        an enabled cache's unlock is Cache.kv_unlock, bound by _bind."""
+        if not self._disable:
+            self.cache.kv_unlock(lock)
 
     def supports_prefix_sharing(self) -> bool:
-        return not self.disable
+        return not self._disable
 
     def evictable_size(self):
         return self.cache.evictable_tokens
@@ -521,7 +583,7 @@ class RadixCache(BasePrefixCache):
         """Insert req's tokens up to up_to with its KV indices, free the
         duplicates the tree already held, and move req's lock to the new
         path (RadixCache.checkpoint's steps, without split prompts)."""
-        if self.disable:
+        if self._disable:
             return
         token_ids = req.full_untruncated_fill_ids[:up_to]
         kv_indices = self.req_to_token_pool.req_to_token[req.kv.req_pool_idx, :len(token_ids)]

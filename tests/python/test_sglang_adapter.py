@@ -163,6 +163,61 @@ def main():
     print(f"sglang_adapter: lock / unlock, {lock_seqs} sequences, {lock_diffs} differences")
     if lock_diffs:
         return 1
+    return check_bound_calls()
+
+
+def check_bound_calls():
+    """The adapter's insert, lock and unlock bound on the instance to C calls
+    (RadixCache._bind): the class's methods answer the same; setting disable
+    takes the bindings off (SGLang's disabled answers, nothing cached or
+    locked) and clearing it puts them back; a dropped adapter is freed at
+    once (the bindings hold no reference cycle through it). 0, or 1 naming
+    the first failure."""
+    import gc
+    import weakref
+    import torch
+    from radixkv.sglang import RadixCache as Adapter
+    from sglang.srt.mem_cache.base_prefix_cache import (DecLockRefParams, InsertParams,
+                                                        InsertResult, MatchPrefixParams,
+                                                        TreeLock)
+    from sglang.srt.mem_cache.radix_cache import RadixKey
+
+    def fail(what):
+        print(f"FAIL: bound calls: {what}")
+        return 1
+
+    tree = Adapter.create_simulated(mock_allocator=SlotLog(), page_size=1, num_pages=64)
+    key = RadixKey(list(range(5)))
+    a = tree.insert(InsertParams(key=key, value=torch.arange(5)))
+    b = Adapter.insert(tree, InsertParams(key=key, value=torch.arange(5, 10)))
+    if (a.prefix_len, b.prefix_len) != (0, 5) or type(b) is not InsertResult:
+        return fail(f"insert {a.prefix_len}, the class's insert {b.prefix_len}")
+    node = tree.match_prefix(MatchPrefixParams(key=key)).last_device_node
+    lk = Adapter.lock(tree, node)
+    if tree.protected_size() != 5 or lk != TreeLock(node, DecLockRefParams()):
+        return fail(f"the class's lock: {lk!r}, protected {tree.protected_size()}")
+    Adapter.unlock(tree, lk)
+    tree.disable = True
+    off = (tree.insert(InsertParams(key=RadixKey(list(range(9))), value=torch.arange(9))),
+           tree.lock(node), tree.match_prefix(MatchPrefixParams(key=key)).device_prefix_len)
+    if (off[0] != InsertResult(prefix_len=0) or off[1] != TreeLock(node, DecLockRefParams())
+            or off[2] != 0 or tree.protected_size() != 0 or tree.evictable_size() != 5):
+        return fail(f"disabled: {off!r}")
+    tree.unlock(off[1])
+    tree.disable = False
+    lk = tree.lock(node)
+    if tree.protected_size() != 5:
+        return fail("lock after enabling again")
+    tree.unlock(lk)
+    gc.disable()
+    try:
+        ref = weakref.ref(tree)
+        del tree, node, lk, off
+        if ref() is not None:
+            return fail("a dropped adapter lives on until a garbage collection")
+    finally:
+        gc.enable()
+    print("sglang_adapter: bound calls as the methods, disable on and off, freed at once")
     return 0
 
 
