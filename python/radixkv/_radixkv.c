@@ -24,6 +24,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
 
 #include <pthread.h>
 #include <signal.h>
@@ -1728,6 +1729,146 @@ static PyObject *kv_match64(CacheObject *self, PyObject *tok, PyObject *nso, int
     return (PyObject *)m;
 }
 
+/* ---- SGLang's params objects, read and built in C --------------------------
+ *
+ * radixkv.sglang's per-request calls (match_prefix, path_device_indices,
+ * insert, lock, unlock) are each one C call around the tree's own work plus
+ * a few SGLang objects read and built: the params, the key's fields, the
+ * Node, MatchResult, InsertResult, TreeLock and DecLockRefParams. The
+ * adapter binds them on its instance (its _bind) to the kv_*_params,
+ * kv_lock, kv_unlock and kv_path_values calls below, with specs it prepares
+ * once (which classes, which defaults); whatever is not the plain call goes
+ * back to its Python general route. */
+
+static PyObject *str_key, *str_value, *str_token_ids, *str_limit, *str_extra_key,
+                *str_cache_salt, *str_is_bigram, *str_prefix_len, *str_last_device_node,
+                *str_node, *str_receipt, *str_match, *empty_tuple;
+
+/* The fields of SGLang's RadixKey the params calls read, in key_fields'
+ * order (module init). */
+enum { KEY_TOKENS, KEY_LIMIT, KEY_EXTRA, KEY_SALT, KEY_BIGRAM, KEY_FIELDS };
+static PyObject *key_fields[KEY_FIELDS];
+
+/* The names the params routes read and write, made once (module init). 0, or
+ * -1 with the exception set. */
+static int params_names_init(void)
+{
+    struct { PyObject **slot; const char *name; } names[] = {
+        {&str_key, "key"}, {&str_value, "value"}, {&str_token_ids, "token_ids"},
+        {&str_limit, "limit"}, {&str_extra_key, "extra_key"}, {&str_cache_salt, "cache_salt"},
+        {&str_is_bigram, "is_bigram"}, {&str_prefix_len, "prefix_len"},
+        {&str_last_device_node, "last_device_node"},
+        {&str_node, "node"}, {&str_receipt, "receipt"}, {&str_match, "match"},
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!(*names[i].slot = PyUnicode_InternFromString(names[i].name))) return -1;
+    key_fields[KEY_TOKENS] = str_token_ids;
+    key_fields[KEY_LIMIT] = str_limit;
+    key_fields[KEY_EXTRA] = str_extra_key;
+    key_fields[KEY_SALT] = str_cache_salt;
+    key_fields[KEY_BIGRAM] = str_is_bigram;
+    return (empty_tuple = PyTuple_New(0)) ? 0 : -1;
+}
+
+/* 1 when str a equals b: two interned names (attribute names, the usual
+ * case) are equal only when they are one object. */
+static int name_is(PyObject *a, PyObject *b)
+{
+    if (a == b) return 1;
+    if (PyUnicode_CHECK_INTERNED(a) && PyUnicode_CHECK_INTERNED(b)) return 0;
+    return PyUnicode_Compare(a, b) == 0;
+}
+
+/* Attribute reads of a __slots__ class (SGLang's RadixKey, the adapter's
+ * Node) at the slots' offsets, as CPython's own specialized attribute loads
+ * do: PyObject_GetAttr's type lookup and descriptor call per read made the
+ * params calls' reads slower than the Python they replace (match_prefix in
+ * C was no faster than in Python). The offsets are read once per class
+ * and trusted while the class's version tag is unchanged (any change to the
+ * class or its bases gives it a new one); any other object is read with
+ * PyObject_GetAttr. */
+enum { SLOTS_MAX = 6 };
+typedef struct {
+    PyTypeObject *type; /* a strong reference, or NULL */
+    unsigned int tag;   /* type's version tag when the offsets were read */
+    int slots;          /* 1: every name is an object slot of type */
+    Py_ssize_t off[SLOTS_MAX];
+} slot_map;
+
+/* 1 when o's names[0..n) are read at m's offsets (read them now if o's class
+ * is new to m or changed since), 0 when they are read with GetAttr. */
+static int slot_map_fits(slot_map *m, PyObject *o, PyObject *const *names, int n)
+{
+    PyTypeObject *tp = Py_TYPE(o);
+    if (tp == m->type && (tp->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG)
+        && tp->tp_version_tag == m->tag)
+        return m->slots;
+    int slots = tp->tp_getattro == PyObject_GenericGetAttr;
+    for (int i = 0; i < n && slots; i++) {
+        PyObject *d = _PyType_Lookup(tp, names[i]); /* borrowed; sets the version tag */
+        slots = d && Py_IS_TYPE(d, &PyMemberDescr_Type)
+                && ((PyMemberDescrObject *)d)->d_member->type == T_OBJECT_EX;
+        if (slots) m->off[i] = ((PyMemberDescrObject *)d)->d_member->offset;
+    }
+    if (!(tp->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG)) return 0;
+    Py_INCREF(tp);
+    Py_XSETREF(m->type, tp);
+    m->tag = tp->tp_version_tag;
+    m->slots = slots;
+    return slots;
+}
+
+/* out[i] = o.names[i] for i < n (new references): at m's offsets where they
+ * fit, else with PyObject_GetAttr (an unset slot too, which raises
+ * AttributeError there). 0, or -1 with the exception set and nothing held. */
+static int attrs_read(slot_map *m, PyObject *o, PyObject *const *names, int n, PyObject **out)
+{
+    if (slot_map_fits(m, o, names, n)) {
+        int i = 0;
+        for (; i < n && (out[i] = *(PyObject **)((char *)o + m->off[i])); i++) Py_INCREF(out[i]);
+        if (i == n) return 0;
+        while (i--) Py_DECREF(out[i]);
+    }
+    for (int i = 0; i < n; i++)
+        if (!(out[i] = PyObject_GetAttr(o, names[i]))) {
+            while (i--) Py_DECREF(out[i]);
+            return -1;
+        }
+    return 0;
+}
+
+static slot_map key_slots, node_slots; /* RadixKey's, Node's */
+
+/* A holder of a Match (kv_match's into, kv_insert_params' spec): a callable,
+ * called with the Match, or a 1-tuple (cls,): an instance of cls made as
+ * object.__new__(cls) with its `match` attribute set to the Match, without
+ * calling cls (the adapter's Node, whose __init__ does only that; a Python
+ * __init__ was a third of what building a match's result cost). */
+static int holder_ok(PyObject *h)
+{
+    if (!PyTuple_CheckExact(h)) return PyCallable_Check(h);
+    return PyTuple_GET_SIZE(h) == 1 && PyType_Check(PyTuple_GET_ITEM(h, 0))
+           && ((PyTypeObject *)PyTuple_GET_ITEM(h, 0))->tp_new == PyBaseObject_Type.tp_new;
+}
+
+/* holder's object for m (holder_ok's forms). New reference, or NULL with the
+ * exception set. */
+static PyObject *holder_new(PyObject *h, MatchObject *m)
+{
+    if (!PyTuple_CheckExact(h)) return PyObject_CallOneArg(h, (PyObject *)m);
+    PyObject *r = PyBaseObject_Type.tp_new((PyTypeObject *)PyTuple_GET_ITEM(h, 0), empty_tuple,
+                                           NULL);
+    if (!r) return NULL;
+    if (slot_map_fits(&node_slots, r, &str_match, 1)) {
+        PyObject **slot = (PyObject **)((char *)r + node_slots.off[0]);
+        Py_XSETREF(*slot, Py_NewRef((PyObject *)m));
+    } else if (PyObject_SetAttr(r, str_match, (PyObject *)m) < 0) {
+        Py_DECREF(r);
+        return NULL;
+    }
+    return r;
+}
+
 /* kv_match's into: (result type, holder type, repeat, tail, empty), checked;
  * 0, or -1 with TypeError. */
 static int into_check(PyObject *into)
@@ -1735,11 +1876,12 @@ static int into_check(PyObject *into)
     if (!PyTuple_CheckExact(into) || PyTuple_GET_SIZE(into) != 5
         || !PyType_Check(PyTuple_GET_ITEM(into, 0))
         || !PyType_IsSubtype((PyTypeObject *)PyTuple_GET_ITEM(into, 0), &PyTuple_Type)
-        || !PyCallable_Check(PyTuple_GET_ITEM(into, 1))
+        || !holder_ok(PyTuple_GET_ITEM(into, 1))
         || !PyLong_CheckExact(PyTuple_GET_ITEM(into, 2))
         || !PyTuple_CheckExact(PyTuple_GET_ITEM(into, 3))) {
         PyErr_SetString(PyExc_TypeError, "radixkv.Cache.kv_match: into must be (a tuple "
-                        "subclass, a callable, an int, a tuple, the empty result)");
+                        "subclass, a callable or (a class,), an int, a tuple, the empty "
+                        "result)");
         return -1;
     }
     long k = PyLong_AsLong(PyTuple_GET_ITEM(into, 2));
@@ -1769,33 +1911,32 @@ static PyObject *match_wrap(MatchObject *m, PyObject *into)
         return empty;
     }
     PyObject *tail = PyTuple_GET_ITEM(into, 3);
+    PyTypeObject *cls = (PyTypeObject *)PyTuple_GET_ITEM(into, 0);
     Py_ssize_t k = (Py_ssize_t)PyLong_AsLong(PyTuple_GET_ITEM(into, 2));
     Py_ssize_t nt = PyTuple_GET_SIZE(tail);
-    PyObject *holder = PyObject_CallOneArg(PyTuple_GET_ITEM(into, 1), (PyObject *)m);
+    PyObject *holder = holder_new(PyTuple_GET_ITEM(into, 1), m);
     PyObject *len = PyLong_FromLong(m->m.len);
     Py_DECREF(m);
-    PyObject *items = holder && len ? PyTuple_New(1 + k + nt) : NULL;
-    if (!items) {
+    /* The instance allocated and filled as tuple.__new__(cls, items) leaves
+     * it (its tp_alloc, then the items), without the two tuples that call
+     * builds on the way (its argument and a plain tuple of the items). */
+    PyObject *r = holder && len ? cls->tp_alloc(cls, 1 + k + nt) : NULL;
+    if (!r) {
         Py_XDECREF(holder);
         Py_XDECREF(len);
         return NULL;
     }
-    PyTuple_SET_ITEM(items, 0, len);
+    PyTuple_SET_ITEM(r, 0, len);
     for (Py_ssize_t i = 0; i < k; i++) {
         Py_INCREF(holder);
-        PyTuple_SET_ITEM(items, 1 + i, holder);
+        PyTuple_SET_ITEM(r, 1 + i, holder);
     }
     Py_DECREF(holder);
     for (Py_ssize_t i = 0; i < nt; i++) {
         PyObject *x = PyTuple_GET_ITEM(tail, i);
         Py_INCREF(x);
-        PyTuple_SET_ITEM(items, 1 + k + i, x);
+        PyTuple_SET_ITEM(r, 1 + k + i, x);
     }
-    PyObject *args = PyTuple_Pack(1, items);
-    Py_DECREF(items);
-    if (!args) return NULL;
-    PyObject *r = PyTuple_Type.tp_new((PyTypeObject *)PyTuple_GET_ITEM(into, 0), args, NULL);
-    Py_DECREF(args);
     return r;
 }
 
@@ -1845,44 +1986,6 @@ static PyObject *Cache_kv_match(CacheObject *self, PyObject *const *args, Py_ssi
         return raise_status(st, "radixkv.Cache.kv_match", NULL);
     }
     return into ? match_wrap(m, into) : (PyObject *)m;
-}
-
-/* ---- SGLang's params objects, read and built in C --------------------------
- *
- * radixkv.sglang's insert and lock are, per request, one C call around the
- * tree's own work plus a few SGLang dataclasses read and built: in Python
- * that glue was a third of a cached key's insert and two thirds of a
- * lock/unlock pair. kv_insert_params and kv_lock do it here, from specs the
- * adapter prepares once (which classes, which defaults), and answer None
- * wherever the call is not the plain one, for the adapter's general route. */
-
-static PyObject *str_key, *str_value, *str_token_ids, *str_limit, *str_extra_key,
-                *str_cache_salt, *str_is_bigram, *str_prefix_len, *str_last_device_node,
-                *str_node, *str_receipt, *str_match, *empty_tuple;
-
-/* The names the params routes read and write, made once (module init). 0, or
- * -1 with the exception set. */
-static int params_names_init(void)
-{
-    struct { PyObject **slot; const char *name; } names[] = {
-        {&str_key, "key"}, {&str_value, "value"}, {&str_token_ids, "token_ids"},
-        {&str_limit, "limit"}, {&str_extra_key, "extra_key"}, {&str_cache_salt, "cache_salt"},
-        {&str_is_bigram, "is_bigram"}, {&str_prefix_len, "prefix_len"},
-        {&str_last_device_node, "last_device_node"},
-        {&str_node, "node"}, {&str_receipt, "receipt"}, {&str_match, "match"},
-    };
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (!(*names[i].slot = PyUnicode_InternFromString(names[i].name))) return -1;
-    return (empty_tuple = PyTuple_New(0)) ? 0 : -1;
-}
-
-/* 1 when str a equals b: two interned names (attribute names, the usual
- * case) are equal only when they are one object. */
-static int name_is(PyObject *a, PyObject *b)
-{
-    if (a == b) return 1;
-    if (PyUnicode_CHECK_INTERNED(a) && PyUnicode_CHECK_INTERNED(b)) return 0;
-    return PyUnicode_Compare(a, b) == 0;
 }
 
 /* A dataclass instance as its generated __init__ leaves it: object.__new__(cls),
@@ -1947,32 +2050,42 @@ static int template_check(PyObject *cls, PyObject *template, PyObject *fresh, co
     return 0;
 }
 
-/* 1 when attribute name of o is None, 0 when not, -1 with the exception set. */
-static int attr_is_none(PyObject *o, PyObject *name)
+/* key's fields (new references in f, KEY_FIELDS of them), and whether the key
+ * is a plain one: no extra_key, cache_salt or bigrams. 1 plain, 0 not, -1
+ * with the exception set (nothing held). */
+static int key_read(PyObject *key, PyObject **f)
 {
-    PyObject *x = PyObject_GetAttr(o, name);
-    if (!x) return -1;
-    int r = x == Py_None;
-    Py_DECREF(x);
-    return r;
+    if (attrs_read(&key_slots, key, key_fields, KEY_FIELDS, f) < 0) return -1;
+    int b = PyObject_IsTrue(f[KEY_BIGRAM]);
+    if (b < 0) {
+        for (int i = 0; i < KEY_FIELDS; i++) Py_DECREF(f[i]);
+        return -1;
+    }
+    return !b && f[KEY_EXTRA] == Py_None && f[KEY_SALT] == Py_None;
 }
 
-/* The general route of kv_insert_params: None when spec names none, else
- * general(owner, key, value), owner the object spec's weak reference names
- * (the adapter: no reference cycle through the call bound on it). */
-static PyObject *insert_general(PyObject *spec, PyObject *key, PyObject *value)
+static void key_release(PyObject **f)
 {
-    PyObject *general = PyTuple_GET_ITEM(spec, 7), *ref = PyTuple_GET_ITEM(spec, 8);
+    for (int i = 0; i < KEY_FIELDS; i++) Py_CLEAR(f[i]);
+}
+
+/* A params call's general route: None when general is None, else
+ * general(owner, a, b) (b NULL: general(owner, a)), owner the object the
+ * weak reference ref names (the adapter: no reference cycle through the
+ * call bound on it). what names the call in the error of an owner gone. */
+static PyObject *owner_call(PyObject *general, PyObject *ref, PyObject *a, PyObject *b,
+                            const char *what)
+{
     if (general == Py_None) Py_RETURN_NONE;
     PyObject *owner = PyWeakref_GetObject(ref);
     if (!owner) return NULL;
     if (owner == Py_None) {
-        PyErr_SetString(PyExc_ReferenceError, "radixkv.Cache.kv_insert_params: the object "
-                        "spec's weak reference names is gone");
+        PyErr_Format(PyExc_ReferenceError, "%s: the object spec's weak reference names is gone",
+                     what);
         return NULL;
     }
     Py_INCREF(owner);
-    PyObject *r = PyObject_CallFunctionObjArgs(general, owner, key, value, NULL);
+    PyObject *r = PyObject_CallFunctionObjArgs(general, owner, a, b, NULL);
     Py_DECREF(owner);
     return r;
 }
@@ -2009,7 +2122,7 @@ static PyObject *Cache_kv_insert_params(CacheObject *self, PyObject *const *args
     if (!PyTuple_CheckExact(spec) || PyTuple_GET_SIZE(spec) != 9
         || !PyCallable_Check(PyTuple_GET_ITEM(spec, 0))
         || !PyType_Check(PyTuple_GET_ITEM(spec, 1))
-        || !PyCallable_Check(PyTuple_GET_ITEM(spec, 2))
+        || !holder_ok(PyTuple_GET_ITEM(spec, 2))
         || (PyTuple_GET_ITEM(spec, 7) != Py_None
             && (!PyCallable_Check(PyTuple_GET_ITEM(spec, 7))
                 || !PyWeakref_CheckRef(PyTuple_GET_ITEM(spec, 8))))) {
@@ -2020,27 +2133,18 @@ static PyObject *Cache_kv_insert_params(CacheObject *self, PyObject *const *args
     PyObject *cls = PyTuple_GET_ITEM(spec, 4), *template = PyTuple_GET_ITEM(spec, 5),
              *fresh = PyTuple_GET_ITEM(spec, 6);
     if (template_check(cls, template, fresh, what) < 0) return NULL;
-    PyObject *key = NULL, *value = NULL, *tok = NULL, *cap = NULL, *got = NULL, *node = NULL,
-             *r = NULL;
+    PyObject *key = NULL, *value = NULL, *cap = NULL, *got = NULL, *node = NULL, *r = NULL;
+    PyObject *f[KEY_FIELDS] = {NULL};
     if (!(value = PyObject_GetAttr(params, str_value))) goto out;
     if (!(key = PyObject_GetAttr(params, str_key))) goto out;
     if (value == Py_None) goto general;
     int is = PyObject_IsInstance(value, PyTuple_GET_ITEM(spec, 1));
     if (is < 0) goto out;
     if (!is) goto general;
-    PyObject *const none_attrs[] = {str_limit, str_extra_key, str_cache_salt};
-    for (int i = 0; i < 3; i++) {
-        int n = attr_is_none(key, none_attrs[i]);
-        if (n < 0) goto out;
-        if (!n) goto general;
-    }
-    PyObject *bigram = PyObject_GetAttr(key, str_is_bigram);
-    if (!bigram) goto out;
-    int b = PyObject_IsTrue(bigram);
-    Py_DECREF(bigram);
-    if (b < 0) goto out;
-    if (b) goto general;
-    if (!(tok = PyObject_GetAttr(key, str_token_ids))) goto out;
+    int plain = key_read(key, f);
+    if (plain < 0) goto out;
+    if (!plain || f[KEY_LIMIT] != Py_None) goto general;
+    PyObject *tok = f[KEY_TOKENS];
     if (!(cap = PyObject_CallOneArg(PyTuple_GET_ITEM(spec, 0), value))) goto out;
     /* A tensor elsewhere than the CPU: the general route copies it first. */
     const dl_tensor *t = PyCapsule_IsValid(cap, "dltensor")
@@ -2049,7 +2153,7 @@ static PyObject *Cache_kv_insert_params(CacheObject *self, PyObject *const *args
     if (!(got = kv_insert_args(self, tok, cap, NULL, Py_None))) goto out;
     PyObject *prefix = PyTuple_GET_ITEM(got, 0);
     MatchObject *path = (MatchObject *)PyTuple_GET_ITEM(got, 1);
-    if (path->m.len) node = PyObject_CallOneArg(PyTuple_GET_ITEM(spec, 2), (PyObject *)path);
+    if (path->m.len) node = holder_new(PyTuple_GET_ITEM(spec, 2), path);
     else node = Py_NewRef(PyTuple_GET_ITEM(spec, 3));
     if (!node) goto out;
     if (template != Py_None) {
@@ -2063,12 +2167,12 @@ static PyObject *Cache_kv_insert_params(CacheObject *self, PyObject *const *args
     }
     goto out;
 general:
-    r = insert_general(spec, key, value);
+    r = owner_call(PyTuple_GET_ITEM(spec, 7), PyTuple_GET_ITEM(spec, 8), key, value, what);
 out:
+    key_release(f);
     Py_XDECREF(node);
     Py_XDECREF(got);
     Py_XDECREF(cap);
-    Py_XDECREF(tok);
     Py_XDECREF(key);
     Py_XDECREF(value);
     return r;
@@ -2099,8 +2203,8 @@ static PyObject *Cache_kv_lock(CacheObject *self, PyObject *const *args, Py_ssiz
     PyObject *const *s = &PyTuple_GET_ITEM(spec, 0);
     if (template_check(s[0], s[1], s[2], what) < 0 || template_check(s[3], s[4], s[5], what) < 0)
         return NULL;
-    PyObject *m = PyObject_GetAttr(node, str_match);
-    if (!m) return NULL;
+    PyObject *m;
+    if (attrs_read(&node_slots, node, &str_match, 1, &m) < 0) return NULL;
     int locked = m != Py_None;
     if (locked) {
         PyObject *ok = Cache_lock(self, m);
@@ -2140,11 +2244,99 @@ static PyObject *Cache_kv_unlock(CacheObject *self, PyObject *lock)
     if (lock == Py_None) Py_RETURN_NONE;
     PyObject *node = PyObject_GetAttr(lock, str_node);
     if (!node) return NULL;
-    PyObject *m = PyObject_GetAttr(node, str_match);
+    PyObject *m;
+    int rc = attrs_read(&node_slots, node, &str_match, 1, &m);
     Py_DECREF(node);
-    if (!m) return NULL;
+    if (rc < 0) return NULL;
     PyObject *r = m == Py_None ? Py_NewRef(Py_None) : Cache_unlock(self, m);
     Py_DECREF(m);
+    return r;
+}
+
+/* kv_match_params(spec, params) -> result: SGLang's
+ * RadixCache.match_prefix(params) in one C call for a key without namespace
+ * or bigrams whose limit is None or >= 0: kv_match(key.token_ids,
+ * into=into, limit=key.limit); any other through general(owner, params).
+ * spec = (into, general, owner as a weak reference), into as kv_match takes
+ * it; spec first, for functools.partial (radixkv.sglang's _bind). */
+static PyObject *Cache_kv_match_params(CacheObject *self, PyObject *const *args,
+                                       Py_ssize_t nargs)
+{
+    const char *what = "radixkv.Cache.kv_match_params";
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "%s() takes 2 arguments (spec, params), %zd given", what,
+                     nargs);
+        return NULL;
+    }
+    PyObject *spec = args[0], *params = args[1];
+    if (!PyTuple_CheckExact(spec) || PyTuple_GET_SIZE(spec) != 3
+        || (PyTuple_GET_ITEM(spec, 1) != Py_None
+            && (!PyCallable_Check(PyTuple_GET_ITEM(spec, 1))
+                || !PyWeakref_CheckRef(PyTuple_GET_ITEM(spec, 2))))) {
+        PyErr_Format(PyExc_TypeError, "%s: spec must be (into, general or None, a weak "
+                     "reference)", what);
+        return NULL;
+    }
+    PyObject *key = NULL, *r = NULL;
+    PyObject *f[KEY_FIELDS] = {NULL};
+    if (!(key = PyObject_GetAttr(params, str_key))) goto out;
+    int plain = key_read(key, f);
+    if (plain < 0) goto out;
+    if (!plain) goto general;
+    /* A negative limit counts from the end (Python's slice): the general
+     * route slices. */
+    PyObject *limit = f[KEY_LIMIT];
+    if (limit != Py_None) {
+        if (!PyLong_CheckExact(limit)) goto general;
+        long long l = PyLong_AsLongLong(limit);
+        if (l == -1 && PyErr_Occurred()) goto out;
+        if (l < 0) goto general;
+    }
+    PyObject *argv[4] = {f[KEY_TOKENS], Py_None, PyTuple_GET_ITEM(spec, 0), limit};
+    r = Cache_kv_match(self, argv, 4, NULL);
+    goto out;
+general:
+    r = owner_call(PyTuple_GET_ITEM(spec, 1), PyTuple_GET_ITEM(spec, 2), params, NULL, what);
+out:
+    key_release(f);
+    Py_XDECREF(key);
+    return r;
+}
+
+static PyObject *Cache_kv_values(CacheObject *self, PyObject *const *args, Py_ssize_t nargs,
+                                 PyObject *kwnames);
+
+/* kv_path_values(spec, node) -> tensor: SGLang's
+ * RadixCache.path_device_indices(node) in one C call: empty when node.match
+ * is None, else to_tensor(kv_values(node.match, dlpack=True)) (torch's
+ * from_dlpack). spec = (to_tensor, empty). */
+static PyObject *Cache_kv_path_values(CacheObject *self, PyObject *const *args,
+                                      Py_ssize_t nargs)
+{
+    const char *what = "radixkv.Cache.kv_path_values";
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "%s() takes 2 arguments (spec, node), %zd given", what,
+                     nargs);
+        return NULL;
+    }
+    PyObject *spec = args[0];
+    if (!PyTuple_CheckExact(spec) || PyTuple_GET_SIZE(spec) != 2
+        || !PyCallable_Check(PyTuple_GET_ITEM(spec, 0))) {
+        PyErr_Format(PyExc_TypeError, "%s: spec must be (to_tensor, empty)", what);
+        return NULL;
+    }
+    PyObject *m;
+    if (attrs_read(&node_slots, args[1], &str_match, 1, &m) < 0) return NULL;
+    if (m == Py_None) {
+        Py_DECREF(m);
+        return Py_NewRef(PyTuple_GET_ITEM(spec, 1));
+    }
+    PyObject *argv[2] = {m, Py_True};
+    PyObject *cap = Cache_kv_values(self, argv, 2, NULL);
+    Py_DECREF(m);
+    if (!cap) return NULL;
+    PyObject *r = PyObject_CallOneArg(PyTuple_GET_ITEM(spec, 0), cap);
+    Py_DECREF(cap);
     return r;
 }
 
@@ -2501,7 +2693,8 @@ static PyMethodDef Cache_methods[] = {
      "Contiguous int64 tokens on a radix cache are walked in place, and an id "
      "outside [0, 2**31) ends the match instead of raising. into=(cls, holder, k, tail, "
      "empty), cls a tuple subclass: empty for an empty match, else "
-     "tuple.__new__(cls, (length,) + (holder(match),) * k + tail)."},
+     "tuple.__new__(cls, (length,) + (holder(match),) * k + tail); a holder (cls,) is made "
+     "as object.__new__(cls) with its match attribute set, without calling it."},
     {"kv_insert_params", (PyCFunction)(void (*)(void))Cache_kv_insert_params, METH_FASTCALL,
      "kv_insert_params(spec, params) -> result: SGLang's RadixCache.insert(params) in one "
      "call for a plain call (a CPU tensor of values; a key without limit, namespace or "
@@ -2514,6 +2707,14 @@ static PyMethodDef Cache_methods[] = {
      "kv_lock(spec, node) -> lock: lock node.match (unless None) and answer "
      "lock_cls(node, receipt_cls()); spec = (lock_cls, lock_template, lock_fresh, receipt_cls, "
      "receipt_template, receipt_fresh), templates as kv_insert_params takes them."},
+    {"kv_match_params", (PyCFunction)(void (*)(void))Cache_kv_match_params, METH_FASTCALL,
+     "kv_match_params(spec, params) -> result: SGLang's RadixCache.match_prefix(params) in "
+     "one call for a key without namespace or bigrams and a limit None or >= 0 "
+     "(kv_match(key.token_ids, into=into, limit=key.limit)), general(owner, params) for any "
+     "other (None when general is None). spec = (into, general, owner as a weak reference)."},
+    {"kv_path_values", (PyCFunction)(void (*)(void))Cache_kv_path_values, METH_FASTCALL,
+     "kv_path_values(spec, node) -> tensor: empty if node.match is None, else "
+     "to_tensor(kv_values(node.match, dlpack=True)); spec = (to_tensor, empty)."},
     {"kv_unlock", (PyCFunction)Cache_kv_unlock, METH_O,
      "kv_unlock(lock): unlock lock.node.match (nothing for None, or a None match)."},
     {"kv_reserve", (PyCFunction)Cache_kv_reserve, METH_NOARGS,

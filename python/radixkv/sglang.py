@@ -95,7 +95,9 @@ class Node:
     """What match_prefix and insert return as the last device node: the
     radixkv match, which is also the lock handle; its KV indices come from
     the C extension when path_device_indices asks (as SGLang's own node
-    gathers its path's values only then)."""
+    gathers its path's values only then). The C calls make it as
+    object.__new__(Node) with `match` set (a holder given as (Node,)), so
+    __init__ must do nothing else."""
 
     __slots__ = ("match",)
 
@@ -184,6 +186,8 @@ _INSERT_DICT = _insert_dict()
 # TreeLock(node, DecLockRefParams()) as Cache.kv_lock builds it: each class
 # with its template, or with None where it is not such a dataclass (kv_lock
 # then calls it).
+# The methods RadixCache._bind binds to C calls on the instance.
+_BOUND = ("match_prefix", "path_device_indices", "insert", "lock", "unlock")
 _LOCK_SPEC = (TreeLock, *(_template(TreeLock, ("node", "receipt")) or (None, ())),
               DecLockRefParams, *(_template(DecLockRefParams, ()) or (None, ())))
 
@@ -267,12 +271,12 @@ class RadixCache(BasePrefixCache):
         # returns: length, then the node three times, then MatchResult's
         # defaults), or None for an SGLang whose MatchResult differs.
         self._into = (None if _MATCH_TAIL is None else
-                      (MatchResult, Node, 3, _MATCH_TAIL, self._empty_match))
+                      (MatchResult, (Node,), 3, _MATCH_TAIL, self._empty_match))
         # What kv_insert_params needs to serve insert() in C (None: events
         # on or a device other than the CPU, where every insert takes the
         # general route): the InsertResult's template, or None to call it.
         self._insert_spec = (None if self._events or not self._on_cpu else
-                             (to_dlpack, torch.Tensor, Node, self.root_node, InsertResult,
+                             (to_dlpack, torch.Tensor, (Node,), self.root_node, InsertResult,
                               _INSERT_DICT, ("cache_actions",), RadixCache._insert_general,
                               weakref.ref(self)))
         self._bind()
@@ -349,27 +353,35 @@ class RadixCache(BasePrefixCache):
             self._bind()
 
     def _bind(self):
-        """insert, lock and unlock as instance attributes bound to the C
-        extension's calls (Cache.kv_insert_params, kv_lock, kv_unlock), so
-        that the scheduler's call is that C call with no Python frame around
-        it: the checks, the Node and SGLang's InsertResult / TreeLock /
-        DecLockRefParams are built there (in Python they were ~0.6 us of
-        a 4.5 us insert and most of a 0.3 us lock/unlock pair). The
-        methods of the same names (the general routes) serve when the
-        cache is disabled, and insert when events are on or the device is
-        not the CPU. The bound calls hold no reference to self (the spec's
+        """The scheduler's per-request calls as instance attributes bound to
+        the C extension's (match_prefix: Cache.kv_match_params,
+        path_device_indices: kv_path_values, insert: kv_insert_params, lock:
+        kv_lock, unlock: kv_unlock), so that each is that C call with no
+        Python frame around it: the checks, the Node and SGLang's
+        InsertResult / TreeLock / DecLockRefParams are built there. The
+        methods of the same names (the general routes) serve when the cache
+        is disabled or its device is not the CPU, insert when events are
+        on, and match_prefix for an SGLang whose MatchResult kv_match cannot
+        build; the bound match_prefix and insert hand them any call that is
+        not the plain one. The bound calls hold no reference to self (their
         general route names it by a weak reference), so that dropping the
-        adapter frees its tree at once, not at the next garbage collection."""
+        adapter frees its tree at once, not at the next garbage
+        collection."""
         # Plain attribute stores (not through self.__dict__), so that the
         # instance keeps its class's shared-key layout: with its dict
         # materialized every attribute read of the hot methods was slower
         # (match_prefix on a short key 235 -> 295 ns).
-        on = not self._disable
-        self.insert = (partial(self.cache.kv_insert_params, self._insert_spec)
+        on, c = not self._disable, self.cache
+        self.match_prefix = (partial(c.kv_match_params, (self._into, RadixCache.match_prefix,
+                                                           weakref.ref(self)))
+                             if on and self._into is not None else None)
+        self.path_device_indices = (partial(c.kv_path_values, (_from_dlpack, self._empty))
+                                    if self._on_cpu else None)
+        self.insert = (partial(c.kv_insert_params, self._insert_spec)
                        if on and self._insert_spec is not None else None)
-        self.lock = partial(self.cache.kv_lock, _LOCK_SPEC) if on else None
-        self.unlock = self.cache.kv_unlock if on else None
-        for name in ("insert", "lock", "unlock"):
+        self.lock = partial(c.kv_lock, _LOCK_SPEC) if on else None
+        self.unlock = c.kv_unlock if on else None
+        for name in _BOUND:
             if getattr(self, name) is None:
                 delattr(self, name)
 

@@ -613,11 +613,12 @@ def test_kv_match_into():
             self.match = match
 
     empty = Result(0, None, None, None)
-    into = (Result, Holder, 3, (None, 7), empty)
     rng = random.Random(5)
     for P in (1, 4):
         a, b = radixkv.Cache("radix", P, 4096), radixkv.Cache("radix", P, 4096)
         for i in range(200):
+            # The holder called, or made without a call ((Holder,)).
+            into = (Result, Holder if i % 2 else (Holder,), 3, (None, 7), empty)
             toks = random_requests(rng, 1, 10, 3 * P)[0]
             if rng.random() < 0.5:
                 vals = array.array("q", range(len(toks)))
@@ -639,6 +640,8 @@ def test_kv_match_into():
         clock = b.clock
         for bad in ((Result, Holder, 3, ()), [Result, Holder, 3, (), empty],
                     (dict, Holder, 3, (), empty), (Result, 5, 3, (), empty),
+                    (Result, (5,), 3, (), empty), (Result, (Holder, Holder), 3, (), empty),
+                    (Result, (tuple,), 3, (), empty),
                     (Result, Holder, "3", (), empty), (Result, Holder, 3, [], empty)):
             raises(TypeError, lambda: b.kv_match(toks, 0, bad), f"P={P}: into {bad!r}")
         raises(ValueError, lambda: b.kv_match(toks, 0, (Result, Holder, 17, (), empty)),
@@ -763,8 +766,8 @@ class Owner:
     pass
 
 
-def insert_spec(root, template, owner, general=general_route):
-    return (lambda v: capsule_of(v.values), Vals, Holder, root, Result,
+def insert_spec(root, template, owner, general=general_route, holder=Holder):
+    return (lambda v: capsule_of(v.values), Vals, holder, root, Result,
             template, ("actions",), general, weakref.ref(owner))
 
 
@@ -779,7 +782,8 @@ def test_kv_insert_params():
     owner, root = Owner(), Holder(None)
     for P in (1, 4):
         a, b = radixkv.Cache("radix", P, 4096), radixkv.Cache("radix", P, 4096)
-        specs = (insert_spec(root, template, owner), insert_spec(root, None, owner))
+        specs = (insert_spec(root, template, owner),
+                 insert_spec(root, None, owner, holder=(Holder,)))
         for i in range(200):
             toks = array.array("q", random_requests(rng, 1, 10, 3 * P)[0])
             vals = array.array("q", range(1000 * i, 1000 * i + len(toks)))
@@ -832,6 +836,92 @@ def test_kv_insert_params():
         check("kv_insert: values" in msg, f"names the values: {msg}")
         check(b.clock == clock and b.sizes() == sizes, f"P={P}: refusals inserted nothing")
         b.check()
+
+
+def general_match(owner, params):
+    return ("general", owner, params)
+
+
+def test_kv_match_params():
+    """kv_match_params (radixkv.sglang's match_prefix): a key without
+    namespace or bigrams, its limit None or >= 0, answers what kv_match with
+    into and that limit answers; any other key goes to the general route
+    untouched (the clock still); refusals raise."""
+    MR = collections.namedtuple("MR", "n a b c x")
+    empty = MR(0, None, None, None, None)
+    into = (MR, (Holder,), 3, (None,), empty)
+    rng = random.Random(13)
+    owner = Owner()
+    spec = (into, general_match, weakref.ref(owner))
+    for P in (1, 4):
+        a, b = radixkv.Cache("radix", P, 4096), radixkv.Cache("radix", P, 4096)
+        for i in range(200):
+            toks = array.array("q", random_requests(rng, 1, 10, 3 * P)[0])
+            if rng.random() < 0.5:
+                vals = array.array("q", range(len(toks)))
+                a.kv_insert(toks, vals)
+                b.kv_insert(toks, vals)
+            limit = None if i % 3 == 0 else rng.randrange(len(toks) + 2)
+            ra = a.kv_match(toks, 0, into, limit)
+            rb = b.kv_match_params(spec, Params(Key(toks, limit=limit)))
+            what = f"P={P} call {i} limit {limit}"
+            if ra is empty:
+                check(rb is empty, f"{what}: the empty result itself")
+            else:
+                check(type(rb) is MR and rb.n == ra.n and rb.a is rb.b is rb.c
+                      and type(rb.a) is Holder and rb.x is None
+                      and list(a.kv_values(ra.a.match)) == list(b.kv_values(rb.a.match)),
+                      f"{what}: {rb!r}")
+            check(a.clock == b.clock and a.stats() == b.stats(), f"{what}: clock, stats")
+        toks = array.array("q", range(1, 3 * P + 1))
+        clock = b.clock
+        for key in (Key(toks, extra_key="e"), Key(toks, cache_salt="s"),
+                    Key(toks, is_bigram=True), Key(toks, limit=-1), Key(toks, limit=2.0)):
+            params = Params(key)
+            g = b.kv_match_params(spec, params)
+            check(g == ("general", owner, params) and g[2] is params, f"P={P}: general {g!r}")
+            check(b.kv_match_params((into, None, None), params) is None,
+                  f"P={P}: no general route: None")
+        check(b.clock == clock, f"P={P}: the general route's calls matched nothing")
+        gone = Owner()
+        spec_gone = (into, general_match, weakref.ref(gone))
+        del gone
+        gc.collect()
+        raises(ReferenceError, lambda: b.kv_match_params(spec_gone, Params(Key(toks, limit=-1))),
+               f"P={P}: owner gone")
+        raises(AttributeError, lambda: b.kv_match_params(spec, object()), f"P={P}: no key")
+        raises(AttributeError, lambda: b.kv_match_params(spec, Params(object())),
+               f"P={P}: a key without fields")
+        for bad in ((into, general_match), [into, None, None], (into, 5, None),
+                    (into, general_match, owner), ((MR, Holder, 3), None, None)):
+            raises(TypeError, lambda: b.kv_match_params(bad, Params(Key(toks))),
+                   f"P={P}: spec {bad!r}")
+        raises(OverflowError, lambda: b.kv_match_params(spec, Params(Key(toks, limit=1 << 70))),
+               f"P={P}: a limit past 64 bits")
+        check(b.clock == clock, f"P={P}: refusals matched nothing")
+
+
+def test_kv_path_values():
+    """kv_path_values (radixkv.sglang's path_device_indices): the empty
+    object for a None match, else to_tensor of kv_values(match, dlpack=True);
+    kv_values' own refusals pass through."""
+    empty = ("empty",)
+    spec = (dlpack_values, empty)
+    for P in (1, 4):
+        c = radixkv.Cache("radix", P, 256)
+        toks = array.array("q", range(1, 3 * P + 1))
+        _, m = c.kv_insert(toks, array.array("q", range(50, 50 + 3 * P)))
+        check(c.kv_path_values(spec, Holder(None)) is empty, f"P={P}: a None match")
+        got = c.kv_path_values(spec, Holder(m))
+        check(got == list(c.kv_values(m)) == list(range(50, 50 + 3 * P)),
+              f"P={P}: the path's values")
+        raises(AttributeError, lambda: c.kv_path_values(spec, object()), f"P={P}: no match")
+        raises(TypeError, lambda: c.kv_path_values(spec, Holder("m")), f"P={P}: not a Match")
+        raises(TypeError, lambda: c.kv_path_values((None, empty), Holder(m)), f"P={P}: bad spec")
+        raises(TypeError, lambda: c.kv_path_values(spec), f"P={P}: one argument")
+        c.evict(3 * P)
+        raises(ValueError, lambda: c.kv_path_values(spec, Holder(m)),
+               f"P={P}: evicted since the match")
 
 
 @dataclasses.dataclass
@@ -907,7 +997,8 @@ def main():
                  for k in radixkv.kinds()]
     for obj in (radixkv.Cache, radixkv.Cache.match, radixkv.Cache.insert, radixkv.cache_sim,
                 radixkv.run, radixkv.Match, radixkv.Cache.kv_insert_params,
-                radixkv.Cache.kv_lock, radixkv.Cache.kv_unlock):
+                radixkv.Cache.kv_lock, radixkv.Cache.kv_unlock, radixkv.Cache.kv_match_params,
+                radixkv.Cache.kv_path_values):
         check(bool(obj.__doc__), f"{obj.__name__} has a docstring")
     test_protocol(kinds)
     test_conversions()
@@ -922,6 +1013,8 @@ def main():
     test_kv_dlpack()
     test_kv_insert_params()
     test_kv_lock()
+    test_kv_match_params()
+    test_kv_path_values()
     print(f"py_api: {CHECKS} checks passed ({len(kinds)} kinds, numpy "
           f"{'yes' if np is not None else 'no'}, package {os.path.dirname(radixkv.__file__)})")
 

@@ -87,7 +87,17 @@ def body(c, toks, arr, nparr, bad):
         c.kv_lock(LOCK_SPEC_BAD, r.last_device_node)
     except TypeError:
         pass
-    return 29
+    # match_prefix and path_device_indices: a plain match (its holder made
+    # without a call), the general route, a refused limit; a path's values.
+    mr = c.kv_match_params(MATCH_SPEC, PARAMS)
+    _ = c.kv_match_params(MATCH_SPEC, PARAMS_NEGATIVE)
+    try:
+        c.kv_match_params(MATCH_SPEC, PARAMS_HUGE)
+    except OverflowError:
+        pass
+    _ = c.kv_path_values(PATH_SPEC, mr[1])
+    _ = c.kv_path_values(PATH_SPEC, Holder(None))
+    return 34
 
 
 class Holder:
@@ -145,7 +155,7 @@ class Vals:
         self.capsule_of = capsule_of
 
 
-def general(owner, key, value):
+def general(owner, *params):
     return None
 
 
@@ -169,6 +179,10 @@ PARAMS_LIMIT = Params(Key(KEY12, limit=4), PARAMS.value)
 PARAMS_SHORT = Params(Key(KEY12), Vals(values_source(2)))
 LOCK_SPEC = (Lock, dict(vars(Lock(None, None))), (), Receipt, dict(vars(Receipt())), ("uuids",))
 LOCK_SPEC_BAD = LOCK_SPEC[:2] + (("node",),) + LOCK_SPEC[3:]
+MATCH_SPEC = ((Wrapped, (Holder,), 2, (None,), ("empty",)), general, weakref.ref(OWNER))
+PARAMS_NEGATIVE = Params(Key(KEY12, limit=-1))
+PARAMS_HUGE = Params(Key(KEY12, limit=1 << 70))
+PATH_SPEC = (lambda cap: cap, b"")
 
 
 def main():
@@ -179,7 +193,7 @@ def main():
     bad = [1.5, 2.5]
     watched = [c, toks, arr, bad, INTO, Holder, Wrapped, INSERT_SPEC, PARAMS, PARAMS_LIMIT,
                PARAMS_SHORT, LOCK_SPEC, LOCK_SPEC_BAD, OWNER, Result, Lock, Receipt, Params,
-               KEY12] + ([nparr] if nparr is not None else [])
+               KEY12, MATCH_SPEC, PARAMS_NEGATIVE, PARAMS_HUGE, PATH_SPEC] + ([nparr] if nparr is not None else [])
     calls = 0
     while calls < CALLS // 10:
         calls += body(c, toks, arr, nparr, bad)

@@ -167,8 +167,9 @@ def main():
 
 
 def check_bound_calls():
-    """The adapter's insert, lock and unlock bound on the instance to C calls
-    (RadixCache._bind): the class's methods answer the same; setting disable
+    """The adapter's match_prefix, path_device_indices, insert, lock and
+    unlock bound on the instance to C calls (RadixCache._bind): the class's
+    methods answer the same; setting disable
     takes the bindings off (SGLang's disabled answers, nothing cached or
     locked) and clearing it puts them back; a dropped adapter is freed at
     once (the bindings hold no reference cycle through it). 0, or 1 naming
@@ -192,6 +193,15 @@ def check_bound_calls():
     b = Adapter.insert(tree, InsertParams(key=key, value=torch.arange(5, 10)))
     if (a.prefix_len, b.prefix_len) != (0, 5) or type(b) is not InsertResult:
         return fail(f"insert {a.prefix_len}, the class's insert {b.prefix_len}")
+    for k in (key, RadixKey(list(range(7)), limit=4), RadixKey(list(range(5)), limit=-2),
+              RadixKey(list(range(5)), extra_key="e")):
+        m, mc = (tree.match_prefix(MatchPrefixParams(key=k)),
+                 Adapter.match_prefix(tree, MatchPrefixParams(key=k)))
+        if (type(m) is not type(mc) or m.device_prefix_len != mc.device_prefix_len
+                or m[4:] != mc[4:] or not torch.equal(
+                    tree.path_device_indices(m.last_device_node),
+                    Adapter.path_device_indices(tree, mc.last_device_node))):
+            return fail(f"match_prefix {m!r}, the class's {mc!r}")
     node = tree.match_prefix(MatchPrefixParams(key=key)).last_device_node
     lk = Adapter.lock(tree, node)
     if tree.protected_size() != 5 or lk != TreeLock(node, DecLockRefParams()):
