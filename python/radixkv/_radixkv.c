@@ -1742,7 +1742,8 @@ static PyObject *kv_match64(CacheObject *self, PyObject *tok, PyObject *nso, int
 
 static PyObject *str_key, *str_value, *str_token_ids, *str_limit, *str_extra_key,
                 *str_cache_salt, *str_is_bigram, *str_prefix_len, *str_last_device_node,
-                *str_node, *str_receipt, *str_match, *empty_tuple;
+                *str_node, *str_receipt, *str_match, *str_num_tokens, *str_num_tokens_evicted,
+                *str_allocator, *str_free_segment, *kw_start_pos, *empty_tuple;
 
 /* The fields of SGLang's RadixKey the params calls read, in key_fields'
  * order (module init). */
@@ -1759,6 +1760,8 @@ static int params_names_init(void)
         {&str_is_bigram, "is_bigram"}, {&str_prefix_len, "prefix_len"},
         {&str_last_device_node, "last_device_node"},
         {&str_node, "node"}, {&str_receipt, "receipt"}, {&str_match, "match"},
+        {&str_num_tokens, "num_tokens"}, {&str_num_tokens_evicted, "num_tokens_evicted"},
+        {&str_allocator, "token_to_kv_pool_allocator"}, {&str_free_segment, "free_segment"},
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (!(*names[i].slot = PyUnicode_InternFromString(names[i].name))) return -1;
@@ -1767,6 +1770,12 @@ static int params_names_init(void)
     key_fields[KEY_EXTRA] = str_extra_key;
     key_fields[KEY_SALT] = str_cache_salt;
     key_fields[KEY_BIGRAM] = str_is_bigram;
+    PyObject *start_pos = PyUnicode_InternFromString("start_pos");
+    if (!start_pos || !(kw_start_pos = PyTuple_Pack(1, start_pos))) {
+        Py_XDECREF(start_pos);
+        return -1;
+    }
+    Py_DECREF(start_pos);
     return (empty_tuple = PyTuple_New(0)) ? 0 : -1;
 }
 
@@ -2340,6 +2349,101 @@ static PyObject *Cache_kv_path_values(CacheObject *self, PyObject *const *args,
     return r;
 }
 
+static PyObject *Cache_kv_evict(CacheObject *self, PyObject *const *args, Py_ssize_t nargs,
+                                PyObject *kwnames);
+
+/* kv_evict_params(spec, params) -> result: SGLang's RadixCache.evict(params)
+ * in one C call for params.num_tokens an int > 0: kv_evict(num_tokens,
+ * dlpack=True), then, when it freed tokens,
+ * owner.token_to_kv_pool_allocator.free_segment(to_tensor(values),
+ * start_pos=0), and the answer result(num_tokens_evicted=freed), built from
+ * template as kv_insert_params builds its result (a None template: result
+ * called). Any other params through general(owner, params). spec =
+ * (to_tensor, result, template, fresh, general, owner as a weak reference). */
+static PyObject *Cache_kv_evict_params(CacheObject *self, PyObject *const *args,
+                                       Py_ssize_t nargs)
+{
+    const char *what = "radixkv.Cache.kv_evict_params";
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "%s() takes 2 arguments (spec, params), %zd given", what,
+                     nargs);
+        return NULL;
+    }
+    PyObject *spec = args[0], *params = args[1];
+    if (!PyTuple_CheckExact(spec) || PyTuple_GET_SIZE(spec) != 6
+        || !PyCallable_Check(PyTuple_GET_ITEM(spec, 0))
+        || !PyCallable_Check(PyTuple_GET_ITEM(spec, 4))
+        || !PyWeakref_CheckRef(PyTuple_GET_ITEM(spec, 5))) {
+        PyErr_Format(PyExc_TypeError, "%s: spec must be (to_tensor, result, template, fresh, "
+                     "general, a weak reference)", what);
+        return NULL;
+    }
+    PyObject *cls = PyTuple_GET_ITEM(spec, 1), *template = PyTuple_GET_ITEM(spec, 2),
+             *fresh = PyTuple_GET_ITEM(spec, 3);
+    if (template_check(cls, template, fresh, what) < 0) return NULL;
+    PyObject *n = PyObject_GetAttr(params, str_num_tokens);
+    if (!n) return NULL;
+    long long v = PyLong_CheckExact(n) ? PyLong_AsLongLong(n) : 0;
+    if (v == -1 && PyErr_Occurred()) {
+        Py_DECREF(n);
+        return NULL;
+    }
+    if (v <= 0) { /* not an int > 0: the general route answers */
+        Py_DECREF(n);
+        return owner_call(PyTuple_GET_ITEM(spec, 4), PyTuple_GET_ITEM(spec, 5), params, NULL,
+                          what);
+    }
+    /* The allocator first: an owner gone (or without an allocator) is
+     * refused before anything is evicted, since an eviction is not undone. */
+    PyObject *owner = PyWeakref_GetObject(PyTuple_GET_ITEM(spec, 5)), *alloc = NULL;
+    if (owner == Py_None)
+        PyErr_Format(PyExc_ReferenceError, "%s: the object spec's weak reference names is gone",
+                     what);
+    else if (owner)
+        alloc = PyObject_GetAttr(owner, str_allocator);
+    if (!alloc) {
+        Py_DECREF(n);
+        return NULL;
+    }
+    PyObject *argv[3] = {n, Py_False, Py_True};
+    PyObject *got = Cache_kv_evict(self, argv, 3, NULL);
+    Py_DECREF(n);
+    if (!got) {
+        Py_DECREF(alloc);
+        return NULL;
+    }
+    PyObject *freed = PyTuple_GET_ITEM(got, 0), *r = NULL;
+    int any = PyObject_IsTrue(freed);
+    if (any < 0) goto out;
+    if (any) {
+        PyObject *t = PyObject_CallOneArg(PyTuple_GET_ITEM(spec, 0), PyTuple_GET_ITEM(got, 1));
+        PyObject *zero = PyLong_FromLong(0);
+        PyObject *done = NULL;
+        if (t && zero) {
+            PyObject *fargs[3] = {alloc, t, zero};
+            done = PyObject_VectorcallMethod(str_free_segment, fargs,
+                                             2 | PY_VECTORCALL_ARGUMENTS_OFFSET, kw_start_pos);
+        }
+        Py_XDECREF(zero);
+        Py_XDECREF(t);
+        if (!done) goto out;
+        Py_DECREF(done);
+    }
+    if (template != Py_None) {
+        PyObject *set[2] = {str_num_tokens_evicted, freed};
+        r = obj_from_template(cls, template, fresh, set, 1);
+    } else {
+        PyObject *kw = PyTuple_Pack(1, str_num_tokens_evicted);
+        PyObject *cargv[2] = {NULL, freed};
+        r = kw ? PyObject_Vectorcall(cls, cargv + 1, PY_VECTORCALL_ARGUMENTS_OFFSET, kw) : NULL;
+        Py_XDECREF(kw);
+    }
+out:
+    Py_DECREF(got);
+    Py_DECREF(alloc);
+    return r;
+}
+
 /* A flag argument (None or absent: 0); -1 with the exception set. */
 static int flag_arg(PyObject *o)
 {
@@ -2712,6 +2816,12 @@ static PyMethodDef Cache_methods[] = {
      "one call for a key without namespace or bigrams and a limit None or >= 0 "
      "(kv_match(key.token_ids, into=into, limit=key.limit)), general(owner, params) for any "
      "other (None when general is None). spec = (into, general, owner as a weak reference)."},
+    {"kv_evict_params", (PyCFunction)(void (*)(void))Cache_kv_evict_params, METH_FASTCALL,
+     "kv_evict_params(spec, params) -> result: SGLang's RadixCache.evict(params) in one call "
+     "for params.num_tokens an int > 0 (kv_evict, then owner.token_to_kv_pool_allocator"
+     ".free_segment(to_tensor(values), start_pos=0) when tokens were freed, and "
+     "result(num_tokens_evicted=freed)), general(owner, params) for any other. spec = "
+     "(to_tensor, result, template, fresh, general, owner as a weak reference)."},
     {"kv_path_values", (PyCFunction)(void (*)(void))Cache_kv_path_values, METH_FASTCALL,
      "kv_path_values(spec, node) -> tensor: empty if node.match is None, else "
      "to_tensor(kv_values(node.match, dlpack=True)); spec = (to_tensor, empty)."},

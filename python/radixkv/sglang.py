@@ -186,8 +186,10 @@ _INSERT_DICT = _insert_dict()
 # TreeLock(node, DecLockRefParams()) as Cache.kv_lock builds it: each class
 # with its template, or with None where it is not such a dataclass (kv_lock
 # then calls it).
+# EvictResult(num_tokens_evicted=n) as Cache.kv_evict_params builds it.
+_EVICT_T = _template(EvictResult, ()) or (None, ())
 # The methods RadixCache._bind binds to C calls on the instance.
-_BOUND = ("match_prefix", "path_device_indices", "insert", "lock", "unlock")
+_BOUND = ("match_prefix", "path_device_indices", "insert", "evict", "lock", "unlock")
 _LOCK_SPEC = (TreeLock, *(_template(TreeLock, ("node", "receipt")) or (None, ())),
               DecLockRefParams, *(_template(DecLockRefParams, ()) or (None, ())))
 
@@ -259,9 +261,6 @@ class RadixCache(BasePrefixCache):
                 self.cache.kv_reserve()
         else:
             self.cache.reset()
-        # The per-request calls, bound once (the Cache lives as long as self).
-        self._kv_match, self._kv_insert = self.cache.kv_match, self.cache.kv_insert
-        self._kv_values, self._kv_evict = self.cache.kv_values, self.cache.kv_evict
         self._empty = torch.empty((0,), dtype=torch.int64, device=self.device)
         self.root_node = Node(None)
         self._empty_match = MatchResult(device_prefix_len=0, last_device_node=self.root_node,
@@ -314,8 +313,8 @@ class RadixCache(BasePrefixCache):
             # length read, the tuple concatenation and tuple.__new__'s lookup
             # were Python: match_prefix on a 15-token cached key 362 -> 291
             # ns (both builds in one process, 15 alternations, min).
-            return self._kv_match(toks, ns, self._into, limit)
-        m = self._kv_match(toks, ns, None, limit)
+            return self.cache.kv_match(toks, ns, self._into, limit)
+        m = self.cache.kv_match(toks, ns, None, limit)
         n = m.length
         if n == 0:
             return self._empty_match
@@ -335,7 +334,7 @@ class RadixCache(BasePrefixCache):
             return self._empty
         # The values gathered in C into a block that the tensor then owns
         # (a DLPack capsule): no numpy array between them.
-        t = _from_dlpack(self._kv_values(node.match, True))
+        t = _from_dlpack(self.cache.kv_values(node.match, True))
         return t if self._on_cpu else t.to(self.device)
 
     # ---- the per-request calls bound on the instance -----------------------
@@ -355,14 +354,15 @@ class RadixCache(BasePrefixCache):
     def _bind(self):
         """The scheduler's per-request calls as instance attributes bound to
         the C extension's (match_prefix: Cache.kv_match_params,
-        path_device_indices: kv_path_values, insert: kv_insert_params, lock:
-        kv_lock, unlock: kv_unlock), so that each is that C call with no
-        Python frame around it: the checks, the Node and SGLang's
-        InsertResult / TreeLock / DecLockRefParams are built there. The
-        methods of the same names (the general routes) serve when the cache
-        is disabled or its device is not the CPU, insert when events are
-        on, and match_prefix for an SGLang whose MatchResult kv_match cannot
-        build; the bound match_prefix and insert hand them any call that is
+        path_device_indices: kv_path_values, insert: kv_insert_params,
+        evict: kv_evict_params, lock: kv_lock, unlock: kv_unlock), so that
+        each is that C call with no Python frame around it: the checks, the
+        Node and SGLang's MatchResult / InsertResult / EvictResult / TreeLock
+        / DecLockRefParams are built there. The methods of the same names
+        (the general routes) serve when the cache is disabled or its device
+        is not the CPU, insert and evict when events are on, and
+        match_prefix for an SGLang whose MatchResult kv_match cannot build;
+        the bound match_prefix, insert and evict hand them any call that is
         not the plain one. The bound calls hold no reference to self (their
         general route names it by a weak reference), so that dropping the
         adapter frees its tree at once, not at the next garbage
@@ -370,7 +370,9 @@ class RadixCache(BasePrefixCache):
         # Plain attribute stores (not through self.__dict__), so that the
         # instance keeps its class's shared-key layout: with its dict
         # materialized every attribute read of the hot methods was slower
-        # (match_prefix on a short key 235 -> 295 ns).
+        # (match_prefix on a short key 235 -> 295 ns). CPython 3.11 shares
+        # at most 30 keys per class: the per-call C methods are read from
+        # self.cache rather than bound on the instance as well.
         on, c = not self._disable, self.cache
         self.match_prefix = (partial(c.kv_match_params, (self._into, RadixCache.match_prefix,
                                                            weakref.ref(self)))
@@ -379,6 +381,9 @@ class RadixCache(BasePrefixCache):
                                     if self._on_cpu else None)
         self.insert = (partial(c.kv_insert_params, self._insert_spec)
                        if on and self._insert_spec is not None else None)
+        self.evict = (partial(c.kv_evict_params, (_from_dlpack, EvictResult, *_EVICT_T,
+                                                  RadixCache.evict, weakref.ref(self)))
+                      if on and not self._events and self._on_cpu else None)
         self.lock = partial(c.kv_lock, _LOCK_SPEC) if on else None
         self.unlock = c.kv_unlock if on else None
         for name in _BOUND:
@@ -414,7 +419,7 @@ class RadixCache(BasePrefixCache):
         if self._events:
             prefix, m = self._insert_with_events(key, toks, values)
         else:
-            prefix, m = self._kv_insert(
+            prefix, m = self.cache.kv_insert(
                 toks, values,
                 0 if key.extra_key is None and key.cache_salt is None else _namespace(key))
         return InsertResult(prefix_len=prefix,
@@ -424,7 +429,7 @@ class RadixCache(BasePrefixCache):
         if self._disable or params.num_tokens <= 0:
             return EvictResult()
         if self._events:
-            freed, values, hashes = self._kv_evict(params.num_tokens, True, True)
+            freed, values, hashes = self.cache.kv_evict(params.num_tokens, True, True)
             if len(hashes):
                 hashes = hashes.tolist()
                 digests, shared = self._digests, self._shared
@@ -448,7 +453,7 @@ class RadixCache(BasePrefixCache):
                 self.kv_events.enqueue(BlockRemoved(block_hashes=hashes,
                                                     medium=StorageMedium.GPU))
         else:
-            freed, values = self._kv_evict(params.num_tokens, False, True)
+            freed, values = self.cache.kv_evict(params.num_tokens, False, True)
         # values: a DLPack capsule of the freed pages' KV indices (freed of them).
         if freed:
             t = _from_dlpack(values)

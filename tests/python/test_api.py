@@ -925,6 +925,88 @@ def test_kv_path_values():
 
 
 @dataclasses.dataclass
+class EvictParams:
+    num_tokens: Any = 0
+
+
+@dataclasses.dataclass
+class Evicted:
+    num_tokens_evicted: int = 0
+    other: int = 0
+
+
+class Allocator:
+    """What kv_evict_params hands an adapter's allocator: free_segment's
+    arguments, in order."""
+
+    def __init__(self):
+        self.calls = []
+
+    def free_segment(self, values, start_pos=None):
+        self.calls.append((values, start_pos))
+
+
+def test_kv_evict_params():
+    """kv_evict_params (radixkv.sglang's evict): a count > 0 evicts what
+    kv_evict evicts, hands the freed values to the owner's allocator
+    (free_segment(values, start_pos=0), only when tokens were freed) and
+    answers the result class as its __init__ builds it; any other count goes
+    to the general route untouched; refusals evict nothing."""
+    template = dict(vars(Evicted()))
+    rng = random.Random(17)
+    for P in (1, 4):
+        owner = Owner()
+        owner.token_to_kv_pool_allocator = Allocator()
+        specs = ((dlpack_values, Evicted, template, (), general_match, weakref.ref(owner)),
+                 (dlpack_values, Evicted, None, (), general_match, weakref.ref(owner)))
+        a, b = radixkv.Cache("radix", P, 256), radixkv.Cache("radix", P, 256)
+        for i in range(300):
+            if rng.random() < 0.6:
+                toks = array.array("q", random_requests(rng, 1, 10, 3 * P)[0])
+                vals = array.array("q", range(1000 * i, 1000 * i + len(toks)))
+                for c in (a, b):
+                    if c.sizes()["free_pages"] < len(toks) // P + 1:
+                        c.kv_evict(len(toks))
+                    c.kv_insert(toks, vals)
+                continue
+            n = rng.randrange(1, 4 * P)
+            freed, cap = a.kv_evict(n, False, True)
+            want = dlpack_values(cap)
+            calls = owner.token_to_kv_pool_allocator.calls
+            del calls[:]
+            r = b.kv_evict_params(specs[i % 2], EvictParams(n))
+            what = f"P={P} call {i}"
+            check(type(r) is Evicted and r == Evicted(freed) and list(vars(r)) == list(template),
+                  f"{what}: {r!r}, kv_evict freed {freed}")
+            check(calls == ([(want, 0)] if freed else []), f"{what}: the allocator got {calls}")
+            check(a.sizes() == b.sizes() and a.clock == b.clock, f"{what}: sizes, clock")
+        clock, sizes = b.clock, b.sizes()
+        for params in (EvictParams(0), EvictParams(-1), EvictParams(2.0)):
+            g = b.kv_evict_params(specs[0], params)
+            check(g == ("general", owner, params) and g[2] is params, f"P={P}: general {g!r}")
+        check(b.clock == clock and b.sizes() == sizes, f"P={P}: the general route evicted nothing")
+        raises(OverflowError, lambda: b.kv_evict_params(specs[0], EvictParams(1 << 70)),
+               f"P={P}: a count past 64 bits")
+        raises(AttributeError, lambda: b.kv_evict_params(specs[0], object()), f"P={P}: no count")
+        gone = Owner()
+        spec_gone = specs[0][:5] + (weakref.ref(gone),)
+        del gone
+        gc.collect()
+        raises(ReferenceError, lambda: b.kv_evict_params(spec_gone, EvictParams(P)),
+               f"P={P}: owner gone")
+        raises(AttributeError, lambda: b.kv_evict_params(specs[0][:5] + (weakref.ref(Owner),),
+                                                         EvictParams(P)),
+               f"P={P}: an owner without an allocator")
+        for bad in (specs[0][:5], list(specs[0]), (None,) + specs[0][1:],
+                    specs[0][:4] + (None,) + specs[0][5:], specs[0][:5] + (owner,),
+                    specs[0][:1] + (int,) + specs[0][2:]):
+            raises(TypeError, lambda: b.kv_evict_params(bad, EvictParams(P)),
+                   f"P={P}: spec {bad!r}")
+        check(b.clock == clock and b.sizes() == sizes, f"P={P}: refusals evicted nothing")
+        b.check()
+
+
+@dataclasses.dataclass
 class Receipt:
     node_id: Any = None
     parts: tuple = ()
@@ -998,7 +1080,7 @@ def main():
     for obj in (radixkv.Cache, radixkv.Cache.match, radixkv.Cache.insert, radixkv.cache_sim,
                 radixkv.run, radixkv.Match, radixkv.Cache.kv_insert_params,
                 radixkv.Cache.kv_lock, radixkv.Cache.kv_unlock, radixkv.Cache.kv_match_params,
-                radixkv.Cache.kv_path_values):
+                radixkv.Cache.kv_path_values, radixkv.Cache.kv_evict_params):
         check(bool(obj.__doc__), f"{obj.__name__} has a docstring")
     test_protocol(kinds)
     test_conversions()
@@ -1015,6 +1097,7 @@ def main():
     test_kv_lock()
     test_kv_match_params()
     test_kv_path_values()
+    test_kv_evict_params()
     print(f"py_api: {CHECKS} checks passed ({len(kinds)} kinds, numpy "
           f"{'yes' if np is not None else 'no'}, package {os.path.dirname(radixkv.__file__)})")
 

@@ -97,7 +97,15 @@ def body(c, toks, arr, nparr, bad):
         pass
     _ = c.kv_path_values(PATH_SPEC, mr[1])
     _ = c.kv_path_values(PATH_SPEC, Holder(None))
-    return 34
+    # evict: a count that frees (the values to the allocator), the general
+    # route, a refused count.
+    _ = c.kv_evict_params(EVICT_SPEC, EVICT_4)
+    _ = c.kv_evict_params(EVICT_SPEC, EVICT_0)
+    try:
+        c.kv_evict_params(EVICT_SPEC, EVICT_HUGE)
+    except OverflowError:
+        pass
+    return 37
 
 
 class Holder:
@@ -185,6 +193,26 @@ PARAMS_HUGE = Params(Key(KEY12, limit=1 << 70))
 PATH_SPEC = (lambda cap: cap, b"")
 
 
+@dataclasses.dataclass
+class EvictParams:
+    num_tokens: object = 0
+
+
+@dataclasses.dataclass
+class Evicted:
+    num_tokens_evicted: int = 0
+
+
+class Allocator:
+    def free_segment(self, values, start_pos=None):
+        pass
+
+
+OWNER.token_to_kv_pool_allocator = Allocator()
+EVICT_SPEC = (lambda cap: cap, Evicted, dict(vars(Evicted())), (), general, weakref.ref(OWNER))
+EVICT_4, EVICT_0, EVICT_HUGE = EvictParams(4), EvictParams(0), EvictParams(1 << 70)
+
+
 def main():
     c = radixkv.Cache("radix", 4, 64)
     toks = list(range(1, 13))
@@ -193,7 +221,8 @@ def main():
     bad = [1.5, 2.5]
     watched = [c, toks, arr, bad, INTO, Holder, Wrapped, INSERT_SPEC, PARAMS, PARAMS_LIMIT,
                PARAMS_SHORT, LOCK_SPEC, LOCK_SPEC_BAD, OWNER, Result, Lock, Receipt, Params,
-               KEY12, MATCH_SPEC, PARAMS_NEGATIVE, PARAMS_HUGE, PATH_SPEC] + ([nparr] if nparr is not None else [])
+               KEY12, MATCH_SPEC, PARAMS_NEGATIVE, PARAMS_HUGE, PATH_SPEC, EVICT_SPEC, EVICT_4,
+               EVICT_0, EVICT_HUGE] + ([nparr] if nparr is not None else [])
     calls = 0
     while calls < CALLS // 10:
         calls += body(c, toks, arr, nparr, bad)

@@ -167,9 +167,9 @@ def main():
 
 
 def check_bound_calls():
-    """The adapter's match_prefix, path_device_indices, insert, lock and
-    unlock bound on the instance to C calls (RadixCache._bind): the class's
-    methods answer the same; setting disable
+    """The adapter's match_prefix, path_device_indices, insert, evict, lock
+    and unlock bound on the instance to C calls (RadixCache._bind): the
+    class's methods answer the same; setting disable
     takes the bindings off (SGLang's disabled answers, nothing cached or
     locked) and clearing it puts them back; a dropped adapter is freed at
     once (the bindings hold no reference cycle through it). 0, or 1 naming
@@ -178,9 +178,10 @@ def check_bound_calls():
     import weakref
     import torch
     from radixkv.sglang import RadixCache as Adapter
-    from sglang.srt.mem_cache.base_prefix_cache import (DecLockRefParams, InsertParams,
-                                                        InsertResult, MatchPrefixParams,
-                                                        TreeLock)
+    from functools import partial
+    from sglang.srt.mem_cache.base_prefix_cache import (DecLockRefParams, EvictParams,
+                                                        InsertParams, InsertResult,
+                                                        MatchPrefixParams, TreeLock)
     from sglang.srt.mem_cache.radix_cache import RadixKey
 
     def fail(what):
@@ -202,6 +203,17 @@ def check_bound_calls():
                     tree.path_device_indices(m.last_device_node),
                     Adapter.path_device_indices(tree, mc.last_device_node))):
             return fail(f"match_prefix {m!r}, the class's {mc!r}")
+    for side in ("bound", "class"):
+        t2 = Adapter.create_simulated(mock_allocator=SlotLog(), page_size=2, num_pages=64)
+        for i in range(4):
+            t2.insert(InsertParams(key=RadixKey(list(range(10 * i, 10 * i + 6))),
+                                   value=torch.arange(6 * i, 6 * i + 6)))
+        evicts = [(t2.evict if side == "bound" else partial(Adapter.evict, t2))(
+            EvictParams(num_tokens=n)) for n in (3, 0, -1, 5, 100, 1)]
+        got = (evicts, t2.token_to_kv_pool_allocator.freed)
+        if side == "class" and got != want:
+            return fail(f"evict {got}, the class's {want}")
+        want = got
     node = tree.match_prefix(MatchPrefixParams(key=key)).last_device_node
     lk = Adapter.lock(tree, node)
     if tree.protected_size() != 5 or lk != TreeLock(node, DecLockRefParams()):
