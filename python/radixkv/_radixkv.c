@@ -1732,13 +1732,13 @@ static PyObject *kv_match64(CacheObject *self, PyObject *tok, PyObject *nso, int
 /* ---- SGLang's params objects, read and built in C --------------------------
  *
  * radixkv.sglang's per-request calls (match_prefix, path_device_indices,
- * insert, lock, unlock) are each one C call around the tree's own work plus
- * a few SGLang objects read and built: the params, the key's fields, the
- * Node, MatchResult, InsertResult, TreeLock and DecLockRefParams. The
- * adapter binds them on its instance (its _bind) to the kv_*_params,
- * kv_lock, kv_unlock and kv_path_values calls below, with specs it prepares
- * once (which classes, which defaults); whatever is not the plain call goes
- * back to its Python general route. */
+ * insert, evict, lock, unlock) are each one C call around the tree's own
+ * work plus a few SGLang objects read and built: the params, the key's
+ * fields, the Node, MatchResult, InsertResult, EvictResult, TreeLock and
+ * DecLockRefParams. The adapter binds them on its instance (its _bind) to
+ * the kv_*_params, kv_lock, kv_unlock and kv_path_values calls below, with
+ * specs it prepares once (which classes, which defaults); whatever is not
+ * the plain call goes back to its Python general route. */
 
 static PyObject *str_key, *str_value, *str_token_ids, *str_limit, *str_extra_key,
                 *str_cache_salt, *str_is_bigram, *str_prefix_len, *str_last_device_node,

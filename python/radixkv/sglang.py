@@ -288,6 +288,9 @@ class RadixCache(BasePrefixCache):
     # ---- lookups -----------------------------------------------------------
 
     def match_prefix(self, params: MatchPrefixParams) -> MatchResult:
+        """The general route of match_prefix (an enabled cache's is bound to
+        Cache.kv_match_params by _bind, which comes back here for a key with
+        a namespace, bigrams or a negative limit)."""
         key = params.key
         if self._disable:
             return self._empty_match
@@ -330,6 +333,8 @@ class RadixCache(BasePrefixCache):
         self.cache.kv_match(key.raw_token_ids(), _namespace(key))
 
     def path_device_indices(self, node: Node) -> torch.Tensor:
+        """The route for a device other than the CPU (on the CPU this is
+        Cache.kv_path_values, bound by _bind)."""
         if node.match is None:
             return self._empty
         # The values gathered in C into a block that the tensor then owns
@@ -426,6 +431,9 @@ class RadixCache(BasePrefixCache):
                             last_device_node=Node(m) if m.length else self.root_node)
 
     def evict(self, params: EvictParams) -> EvictResult:
+        """The general route of evict (with events off on the CPU, evict is
+        bound to Cache.kv_evict_params by _bind, which comes back here for a
+        count not above 0)."""
         if self._disable or params.num_tokens <= 0:
             return EvictResult()
         if self._events:
