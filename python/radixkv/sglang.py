@@ -189,7 +189,8 @@ _INSERT_DICT = _insert_dict()
 # EvictResult(num_tokens_evicted=n) as Cache.kv_evict_params builds it.
 _EVICT_T = _template(EvictResult, ()) or (None, ())
 # The methods RadixCache._bind binds to C calls on the instance.
-_BOUND = ("match_prefix", "path_device_indices", "insert", "evict", "lock", "unlock")
+_BOUND = ("match_prefix", "path_device_indices", "insert", "evict", "take_events", "lock",
+          "unlock")
 _LOCK_SPEC = (TreeLock, *(_template(TreeLock, ("node", "receipt")) or (None, ())),
               DecLockRefParams, *(_template(DecLockRefParams, ()) or (None, ())))
 
@@ -389,6 +390,8 @@ class RadixCache(BasePrefixCache):
         self.evict = (partial(c.kv_evict_params, (_from_dlpack, EvictResult, *_EVICT_T,
                                                   RadixCache.evict, weakref.ref(self)))
                       if on and not self._events and self._on_cpu else None)
+        # With events off, take_events is the fresh empty list itself.
+        self.take_events = list if not self._events else None
         self.lock = partial(c.kv_lock, _LOCK_SPEC) if on else None
         self.unlock = c.kv_unlock if on else None
         for name in _BOUND:
@@ -540,7 +543,8 @@ class RadixCache(BasePrefixCache):
     def take_events(self):
         """BasePrefixCache.take_events: with events off, the fresh empty list
         SGLang's disabled recorder answers, without the two calls down to it
-        (the scheduler drains events after every batch)."""
+        (the scheduler drains events after every batch); _bind binds `list`
+        itself in its place then."""
         return self.kv_events.take() if self._events else []
 
     # ---- locks and sizes ---------------------------------------------------

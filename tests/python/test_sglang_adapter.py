@@ -214,6 +214,9 @@ def check_bound_calls():
         if side == "class" and got != want:
             return fail(f"evict {got}, the class's {want}")
         want = got
+    ev = (tree.take_events(), tree.take_events())
+    if ev != ([], []) or ev[0] is ev[1] or ev[0] != Adapter.take_events(tree):
+        return fail(f"take_events with events off: {ev!r}")
     node = tree.match_prefix(MatchPrefixParams(key=key)).last_device_node
     lk = Adapter.lock(tree, node)
     if tree.protected_size() != 5 or lk != TreeLock(node, DecLockRefParams()):
