@@ -24,6 +24,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
 
 #include <pthread.h>
 #include <signal.h>
@@ -1650,23 +1651,11 @@ out:
     return r;
 }
 
-/* kv_insert(tokens, values, namespace=None) -> (prefix_len, Match): insert the
- * page-aligned head of tokens; the pages the cache did not hold yet take
- * values[i] for token i (at least as many values as aligned tokens). The
- * Match is the inserted path's (its lock handle), unlocked.
- *
- * One walk of the tree where the kind can (radix): cache_insert_hold() with
- * no pages takes the missing ones from the pool once its walk has found
- * them, and leaves the Match on the path. Other kinds: the cached prefix is
- * matched first so that only the missing pages are allocated (as a caller of
- * match / alloc / insert would), then the same insert with them. */
-static PyObject *Cache_kv_insert(CacheObject *self, PyObject *const *args, Py_ssize_t nargs,
-                                 PyObject *kwnames)
+/* Cache_kv_insert past its argument parsing (nso NULL or None: namespace 0,
+ * tago None: no tags), shared with kv_insert_params. */
+static PyObject *kv_insert_args(CacheObject *self, PyObject *tok, PyObject *valo,
+                                PyObject *nso, PyObject *tago)
 {
-    static const char *const names[] = {"tokens", "values", "namespace", "tags", NULL};
-    PyObject *a[4];
-    if (fast_args("kv_insert", args, nargs, kwnames, names, 2, a) < 0) return NULL;
-    PyObject *tok = a[0], *valo = a[1], *nso = a[2], *tago = a[3] ? a[3] : Py_None;
     PyObject *fast = kv_insert64(self, tok, valo, nso, tago);
     if (fast != Py_NotImplemented) return fast;
     Py_DECREF(fast);
@@ -1716,6 +1705,25 @@ out:
     return r;
 }
 
+/* kv_insert(tokens, values, namespace=None) -> (prefix_len, Match): insert the
+ * page-aligned head of tokens; the pages the cache did not hold yet take
+ * values[i] for token i (at least as many values as aligned tokens). The
+ * Match is the inserted path's (its lock handle), unlocked.
+ *
+ * One walk of the tree where the kind can (radix): cache_insert_hold() with
+ * no pages takes the missing ones from the pool once its walk has found
+ * them, and leaves the Match on the path. Other kinds: the cached prefix is
+ * matched first so that only the missing pages are allocated (as a caller of
+ * match / alloc / insert would), then the same insert with them. */
+static PyObject *Cache_kv_insert(CacheObject *self, PyObject *const *args, Py_ssize_t nargs,
+                                 PyObject *kwnames)
+{
+    static const char *const names[] = {"tokens", "values", "namespace", "tags", NULL};
+    PyObject *a[4];
+    if (fast_args("kv_insert", args, nargs, kwnames, names, 2, a) < 0) return NULL;
+    return kv_insert_args(self, a[0], a[1], a[2], a[3] ? a[3] : Py_None);
+}
+
 /* kv_match over a contiguous int64 buffer (array('q'), numpy's int64,
  * SGLang's token arrays) on a radix cache: the tree walks the caller's ids
  * in place (cache_radix_match64) and the Match keeps the page runs. An id
@@ -1751,6 +1759,155 @@ static PyObject *kv_match64(CacheObject *self, PyObject *tok, PyObject *nso, int
     return (PyObject *)m;
 }
 
+/* ---- SGLang's params objects, read and built in C --------------------------
+ *
+ * radixkv.sglang's per-request calls (match_prefix, path_device_indices,
+ * insert, evict, lock, unlock) are each one C call around the tree's own
+ * work plus a few SGLang objects read and built: the params, the key's
+ * fields, the Node, MatchResult, InsertResult, EvictResult, TreeLock and
+ * DecLockRefParams. The adapter binds them on its instance (its _bind) to
+ * the kv_*_params, kv_lock, kv_unlock and kv_path_values calls below, with
+ * specs it prepares once (which classes, which defaults); whatever is not
+ * the plain call goes back to its Python general route. */
+
+static PyObject *str_key, *str_value, *str_token_ids, *str_limit, *str_extra_key,
+                *str_cache_salt, *str_is_bigram, *str_prefix_len, *str_last_device_node,
+                *str_node, *str_receipt, *str_match, *str_num_tokens, *str_num_tokens_evicted,
+                *str_allocator, *str_free_segment, *kw_start_pos, *empty_tuple;
+
+/* The fields of SGLang's RadixKey the params calls read, in key_fields'
+ * order (module init). */
+enum { KEY_TOKENS, KEY_LIMIT, KEY_EXTRA, KEY_SALT, KEY_BIGRAM, KEY_FIELDS };
+static PyObject *key_fields[KEY_FIELDS];
+
+/* The names the params routes read and write, made once (module init). 0, or
+ * -1 with the exception set. */
+static int params_names_init(void)
+{
+    struct { PyObject **slot; const char *name; } names[] = {
+        {&str_key, "key"}, {&str_value, "value"}, {&str_token_ids, "token_ids"},
+        {&str_limit, "limit"}, {&str_extra_key, "extra_key"}, {&str_cache_salt, "cache_salt"},
+        {&str_is_bigram, "is_bigram"}, {&str_prefix_len, "prefix_len"},
+        {&str_last_device_node, "last_device_node"},
+        {&str_node, "node"}, {&str_receipt, "receipt"}, {&str_match, "match"},
+        {&str_num_tokens, "num_tokens"}, {&str_num_tokens_evicted, "num_tokens_evicted"},
+        {&str_allocator, "token_to_kv_pool_allocator"}, {&str_free_segment, "free_segment"},
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!(*names[i].slot = PyUnicode_InternFromString(names[i].name))) return -1;
+    key_fields[KEY_TOKENS] = str_token_ids;
+    key_fields[KEY_LIMIT] = str_limit;
+    key_fields[KEY_EXTRA] = str_extra_key;
+    key_fields[KEY_SALT] = str_cache_salt;
+    key_fields[KEY_BIGRAM] = str_is_bigram;
+    PyObject *start_pos = PyUnicode_InternFromString("start_pos");
+    if (!start_pos || !(kw_start_pos = PyTuple_Pack(1, start_pos))) {
+        Py_XDECREF(start_pos);
+        return -1;
+    }
+    Py_DECREF(start_pos);
+    return (empty_tuple = PyTuple_New(0)) ? 0 : -1;
+}
+
+/* 1 when str a equals b: two interned names (attribute names, the usual
+ * case) are equal only when they are one object. */
+static int name_is(PyObject *a, PyObject *b)
+{
+    if (a == b) return 1;
+    if (PyUnicode_CHECK_INTERNED(a) && PyUnicode_CHECK_INTERNED(b)) return 0;
+    return PyUnicode_Compare(a, b) == 0;
+}
+
+/* Attribute reads of a __slots__ class (SGLang's RadixKey, the adapter's
+ * Node) at the slots' offsets, as CPython's own specialized attribute loads
+ * do: PyObject_GetAttr's type lookup and descriptor call per read made the
+ * params calls' reads slower than the Python they replace (match_prefix in
+ * C was no faster than in Python). The offsets are read once per class
+ * and trusted while the class's version tag is unchanged (any change to the
+ * class or its bases gives it a new one); any other object is read with
+ * PyObject_GetAttr. */
+enum { SLOTS_MAX = 6 };
+typedef struct {
+    PyTypeObject *type; /* a strong reference, or NULL */
+    unsigned int tag;   /* type's version tag when the offsets were read */
+    int slots;          /* 1: every name is an object slot of type */
+    Py_ssize_t off[SLOTS_MAX];
+} slot_map;
+
+/* 1 when o's names[0..n) are read at m's offsets (read them now if o's class
+ * is new to m or changed since), 0 when they are read with GetAttr. */
+static int slot_map_fits(slot_map *m, PyObject *o, PyObject *const *names, int n)
+{
+    PyTypeObject *tp = Py_TYPE(o);
+    if (tp == m->type && (tp->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG)
+        && tp->tp_version_tag == m->tag)
+        return m->slots;
+    int slots = tp->tp_getattro == PyObject_GenericGetAttr;
+    for (int i = 0; i < n && slots; i++) {
+        PyObject *d = _PyType_Lookup(tp, names[i]); /* borrowed; sets the version tag */
+        slots = d && Py_IS_TYPE(d, &PyMemberDescr_Type)
+                && ((PyMemberDescrObject *)d)->d_member->type == T_OBJECT_EX;
+        if (slots) m->off[i] = ((PyMemberDescrObject *)d)->d_member->offset;
+    }
+    if (!(tp->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG)) return 0;
+    Py_INCREF(tp);
+    Py_XSETREF(m->type, tp);
+    m->tag = tp->tp_version_tag;
+    m->slots = slots;
+    return slots;
+}
+
+/* out[i] = o.names[i] for i < n (new references): at m's offsets where they
+ * fit, else with PyObject_GetAttr (an unset slot too, which raises
+ * AttributeError there). 0, or -1 with the exception set and nothing held. */
+static int attrs_read(slot_map *m, PyObject *o, PyObject *const *names, int n, PyObject **out)
+{
+    if (slot_map_fits(m, o, names, n)) {
+        int i = 0;
+        for (; i < n && (out[i] = *(PyObject **)((char *)o + m->off[i])); i++) Py_INCREF(out[i]);
+        if (i == n) return 0;
+        while (i--) Py_DECREF(out[i]);
+    }
+    for (int i = 0; i < n; i++)
+        if (!(out[i] = PyObject_GetAttr(o, names[i]))) {
+            while (i--) Py_DECREF(out[i]);
+            return -1;
+        }
+    return 0;
+}
+
+static slot_map key_slots, node_slots; /* RadixKey's, Node's */
+
+/* A holder of a Match (kv_match's into, kv_insert_params' spec): a callable,
+ * called with the Match, or a 1-tuple (cls,): an instance of cls made as
+ * object.__new__(cls) with its `match` attribute set to the Match, without
+ * calling cls (the adapter's Node, whose __init__ does only that; a Python
+ * __init__ was a third of what building a match's result cost). */
+static int holder_ok(PyObject *h)
+{
+    if (!PyTuple_CheckExact(h)) return PyCallable_Check(h);
+    return PyTuple_GET_SIZE(h) == 1 && PyType_Check(PyTuple_GET_ITEM(h, 0))
+           && ((PyTypeObject *)PyTuple_GET_ITEM(h, 0))->tp_new == PyBaseObject_Type.tp_new;
+}
+
+/* holder's object for m (holder_ok's forms). New reference, or NULL with the
+ * exception set. */
+static PyObject *holder_new(PyObject *h, MatchObject *m)
+{
+    if (!PyTuple_CheckExact(h)) return PyObject_CallOneArg(h, (PyObject *)m);
+    PyObject *r = PyBaseObject_Type.tp_new((PyTypeObject *)PyTuple_GET_ITEM(h, 0), empty_tuple,
+                                           NULL);
+    if (!r) return NULL;
+    if (slot_map_fits(&node_slots, r, &str_match, 1)) {
+        PyObject **slot = (PyObject **)((char *)r + node_slots.off[0]);
+        Py_XSETREF(*slot, Py_NewRef((PyObject *)m));
+    } else if (PyObject_SetAttr(r, str_match, (PyObject *)m) < 0) {
+        Py_DECREF(r);
+        return NULL;
+    }
+    return r;
+}
+
 /* kv_match's into: (result type, holder type, repeat, tail, empty), checked;
  * 0, or -1 with TypeError. */
 static int into_check(PyObject *into)
@@ -1758,11 +1915,12 @@ static int into_check(PyObject *into)
     if (!PyTuple_CheckExact(into) || PyTuple_GET_SIZE(into) != 5
         || !PyType_Check(PyTuple_GET_ITEM(into, 0))
         || !PyType_IsSubtype((PyTypeObject *)PyTuple_GET_ITEM(into, 0), &PyTuple_Type)
-        || !PyCallable_Check(PyTuple_GET_ITEM(into, 1))
+        || !holder_ok(PyTuple_GET_ITEM(into, 1))
         || !PyLong_CheckExact(PyTuple_GET_ITEM(into, 2))
         || !PyTuple_CheckExact(PyTuple_GET_ITEM(into, 3))) {
         PyErr_SetString(PyExc_TypeError, "radixkv.Cache.kv_match: into must be (a tuple "
-                        "subclass, a callable, an int, a tuple, the empty result)");
+                        "subclass, a callable or (a class,), an int, a tuple, the empty "
+                        "result)");
         return -1;
     }
     long k = PyLong_AsLong(PyTuple_GET_ITEM(into, 2));
@@ -1792,33 +1950,32 @@ static PyObject *match_wrap(MatchObject *m, PyObject *into)
         return empty;
     }
     PyObject *tail = PyTuple_GET_ITEM(into, 3);
+    PyTypeObject *cls = (PyTypeObject *)PyTuple_GET_ITEM(into, 0);
     Py_ssize_t k = (Py_ssize_t)PyLong_AsLong(PyTuple_GET_ITEM(into, 2));
     Py_ssize_t nt = PyTuple_GET_SIZE(tail);
-    PyObject *holder = PyObject_CallOneArg(PyTuple_GET_ITEM(into, 1), (PyObject *)m);
+    PyObject *holder = holder_new(PyTuple_GET_ITEM(into, 1), m);
     PyObject *len = PyLong_FromLong(m->m.len);
     Py_DECREF(m);
-    PyObject *items = holder && len ? PyTuple_New(1 + k + nt) : NULL;
-    if (!items) {
+    /* The instance allocated and filled as tuple.__new__(cls, items) leaves
+     * it (its tp_alloc, then the items), without the two tuples that call
+     * builds on the way (its argument and a plain tuple of the items). */
+    PyObject *r = holder && len ? cls->tp_alloc(cls, 1 + k + nt) : NULL;
+    if (!r) {
         Py_XDECREF(holder);
         Py_XDECREF(len);
         return NULL;
     }
-    PyTuple_SET_ITEM(items, 0, len);
+    PyTuple_SET_ITEM(r, 0, len);
     for (Py_ssize_t i = 0; i < k; i++) {
         Py_INCREF(holder);
-        PyTuple_SET_ITEM(items, 1 + i, holder);
+        PyTuple_SET_ITEM(r, 1 + i, holder);
     }
     Py_DECREF(holder);
     for (Py_ssize_t i = 0; i < nt; i++) {
         PyObject *x = PyTuple_GET_ITEM(tail, i);
         Py_INCREF(x);
-        PyTuple_SET_ITEM(items, 1 + k + i, x);
+        PyTuple_SET_ITEM(r, 1 + k + i, x);
     }
-    PyObject *args = PyTuple_Pack(1, items);
-    Py_DECREF(items);
-    if (!args) return NULL;
-    PyObject *r = PyTuple_Type.tp_new((PyTypeObject *)PyTuple_GET_ITEM(into, 0), args, NULL);
-    Py_DECREF(args);
     return r;
 }
 
@@ -1868,6 +2025,453 @@ static PyObject *Cache_kv_match(CacheObject *self, PyObject *const *args, Py_ssi
         return raise_status(st, "radixkv.Cache.kv_match", NULL);
     }
     return into ? match_wrap(m, into) : (PyObject *)m;
+}
+
+/* A dataclass instance as its generated __init__ leaves it: object.__new__(cls),
+ * then each field of template (the instance dict that __init__ leaves with
+ * every default, in field order) set as an attribute in that order, as
+ * __init__ sets them: the template's value, or a new empty container of its
+ * type for a name in fresh (a default_factory's list or dict), or the value
+ * of a (name, value) pair of set[0..nset). Attribute by attribute, so that
+ * the instance keeps its class's shared-key layout as __init__'s does (a
+ * copied dict given as __dict__ was slower to make and to free). The adapter
+ * checks once that cls is such a dataclass (radixkv.sglang's _template()).
+ * New reference, or NULL with the exception set. */
+static PyObject *obj_from_template(PyObject *cls, PyObject *template, PyObject *fresh,
+                                   PyObject *const *set, int nset)
+{
+    PyObject *r = PyBaseObject_Type.tp_new((PyTypeObject *)cls, empty_tuple, NULL);
+    if (!r) return NULL;
+    Py_ssize_t pos = 0;
+    PyObject *k, *v;
+    while (PyDict_Next(template, &pos, &k, &v)) {
+        PyObject *x = NULL;
+        for (int i = 0; i < nset && !x; i++)
+            if (name_is(k, set[2 * i])) x = Py_NewRef(set[2 * i + 1]);
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(fresh) && !x; i++) {
+            if (!name_is(k, PyTuple_GET_ITEM(fresh, i))) continue;
+            if (PyList_CheckExact(v)) x = PyList_New(0);
+            else if (PyDict_CheckExact(v)) x = PyDict_New();
+            else
+                PyErr_Format(PyExc_TypeError, "radixkv.Cache: fresh field %R holds a %s (need "
+                             "an empty list or dict)", k, Py_TYPE(v)->tp_name);
+            if (!x) goto fail;
+        }
+        if (!x) x = Py_NewRef(v);
+        int rc = PyObject_SetAttr(r, k, x);
+        Py_DECREF(x);
+        if (rc < 0) goto fail;
+    }
+    return r;
+fail:
+    Py_DECREF(r);
+    return NULL;
+}
+
+/* A template spec's (cls, template, fresh): a type, a dict or None, a tuple of
+ * str. 0, or -1 with TypeError naming what. */
+static int template_check(PyObject *cls, PyObject *template, PyObject *fresh, const char *what)
+{
+    if (!PyType_Check(cls) || (template != Py_None && !PyDict_CheckExact(template))
+        || !PyTuple_CheckExact(fresh)) {
+        PyErr_Format(PyExc_TypeError, "%s: expected (a class, its instance dict or None, a "
+                     "tuple of field names), got (%s, %s, %s)", what, Py_TYPE(cls)->tp_name,
+                     Py_TYPE(template)->tp_name, Py_TYPE(fresh)->tp_name);
+        return -1;
+    }
+    /* object.__new__ is called directly below, without the check its Python
+     * wrapper makes that the class's instances are plain objects. */
+    if (template != Py_None && ((PyTypeObject *)cls)->tp_new != PyBaseObject_Type.tp_new) {
+        PyErr_Format(PyExc_TypeError, "%s: %s has a __new__ of its own; give None as its "
+                     "template", what, ((PyTypeObject *)cls)->tp_name);
+        return -1;
+    }
+    return 0;
+}
+
+/* key's fields (new references in f, KEY_FIELDS of them), and whether the key
+ * is a plain one: no extra_key, cache_salt or bigrams. 1 plain, 0 not, -1
+ * with the exception set (nothing held). */
+static int key_read(PyObject *key, PyObject **f)
+{
+    if (attrs_read(&key_slots, key, key_fields, KEY_FIELDS, f) < 0) return -1;
+    int b = PyObject_IsTrue(f[KEY_BIGRAM]);
+    if (b < 0) {
+        for (int i = 0; i < KEY_FIELDS; i++) Py_DECREF(f[i]);
+        return -1;
+    }
+    return !b && f[KEY_EXTRA] == Py_None && f[KEY_SALT] == Py_None;
+}
+
+static void key_release(PyObject **f)
+{
+    for (int i = 0; i < KEY_FIELDS; i++) Py_CLEAR(f[i]);
+}
+
+/* A params call's general route: None when general is None, else
+ * general(owner, a, b) (b NULL: general(owner, a)), owner the object the
+ * weak reference ref names (the adapter: no reference cycle through the
+ * call bound on it). what names the call in the error of an owner gone. */
+static PyObject *owner_call(PyObject *general, PyObject *ref, PyObject *a, PyObject *b,
+                            const char *what)
+{
+    if (general == Py_None) Py_RETURN_NONE;
+    PyObject *owner = PyWeakref_GetObject(ref);
+    if (!owner) return NULL;
+    if (owner == Py_None) {
+        PyErr_Format(PyExc_ReferenceError, "%s: the object spec's weak reference names is gone",
+                     what);
+        return NULL;
+    }
+    Py_INCREF(owner);
+    PyObject *r = PyObject_CallFunctionObjArgs(general, owner, a, b, NULL);
+    Py_DECREF(owner);
+    return r;
+}
+
+/* kv_insert_params(spec, params) -> result: SGLang's RadixCache.insert(params)
+ * for the scheduler's plain call in one C call, any other through the
+ * caller's general route. spec = (to_values, value_type, holder, root,
+ * result, template, fresh, general, owner), made once by the adapter
+ * (radixkv.sglang's _insert_spec; first, so that functools.partial can bind
+ * it and the adapter's insert is this call, without a Python frame).
+ *
+ * The plain call: params.value an instance of value_type (a torch.Tensor),
+ * params.key a RadixKey with limit, extra_key and cache_salt None and
+ * is_bigram false, and to_values(value) (torch's to_dlpack) a DLPack capsule
+ * of a CPU tensor. Then: kv_insert(key.token_ids, capsule), node =
+ * holder(match) if the match is not empty, else root, and the answer
+ * result(prefix_len=prefix, last_device_node=node), built from template (the
+ * instance dict of result(prefix_len=None), fresh naming its default_factory
+ * fields) as obj_from_template does, or by calling result when template is
+ * None. Any other call: general(owner, params.key, params.value), owner the
+ * object the weak reference owner names, or None (nothing done) when
+ * general is None. An attribute missing, or kv_insert's own refusal,
+ * raises. */
+static PyObject *Cache_kv_insert_params(CacheObject *self, PyObject *const *args,
+                                        Py_ssize_t nargs)
+{
+    const char *what = "radixkv.Cache.kv_insert_params";
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "%s() takes 2 arguments (spec, params), %zd given", what,
+                     nargs);
+        return NULL;
+    }
+    PyObject *spec = args[0], *params = args[1];
+    if (!PyTuple_CheckExact(spec) || PyTuple_GET_SIZE(spec) != 9
+        || !PyCallable_Check(PyTuple_GET_ITEM(spec, 0))
+        || !PyType_Check(PyTuple_GET_ITEM(spec, 1))
+        || !holder_ok(PyTuple_GET_ITEM(spec, 2))
+        || (PyTuple_GET_ITEM(spec, 7) != Py_None
+            && (!PyCallable_Check(PyTuple_GET_ITEM(spec, 7))
+                || !PyWeakref_CheckRef(PyTuple_GET_ITEM(spec, 8))))) {
+        PyErr_Format(PyExc_TypeError, "%s: spec must be (to_values, value_type, holder, root, "
+                     "result, template, fresh, general or None, a weak reference)", what);
+        return NULL;
+    }
+    PyObject *cls = PyTuple_GET_ITEM(spec, 4), *template = PyTuple_GET_ITEM(spec, 5),
+             *fresh = PyTuple_GET_ITEM(spec, 6);
+    if (template_check(cls, template, fresh, what) < 0) return NULL;
+    PyObject *key = NULL, *value = NULL, *cap = NULL, *got = NULL, *node = NULL, *r = NULL;
+    PyObject *f[KEY_FIELDS] = {NULL};
+    if (!(value = PyObject_GetAttr(params, str_value))) goto out;
+    if (!(key = PyObject_GetAttr(params, str_key))) goto out;
+    if (value == Py_None) goto general;
+    int is = PyObject_IsInstance(value, PyTuple_GET_ITEM(spec, 1));
+    if (is < 0) goto out;
+    if (!is) goto general;
+    int plain = key_read(key, f);
+    if (plain < 0) goto out;
+    if (!plain || f[KEY_LIMIT] != Py_None) goto general;
+    PyObject *tok = f[KEY_TOKENS];
+    if (!(cap = PyObject_CallOneArg(PyTuple_GET_ITEM(spec, 0), value))) goto out;
+    /* A tensor elsewhere than the CPU: the general route copies it first. */
+    const dl_tensor *t = PyCapsule_IsValid(cap, "dltensor")
+                         ? PyCapsule_GetPointer(cap, "dltensor") : NULL;
+    if (t && t->device.device_type != DL_CPU) goto general;
+    if (!(got = kv_insert_args(self, tok, cap, NULL, Py_None))) goto out;
+    PyObject *prefix = PyTuple_GET_ITEM(got, 0);
+    MatchObject *path = (MatchObject *)PyTuple_GET_ITEM(got, 1);
+    if (path->m.len) node = holder_new(PyTuple_GET_ITEM(spec, 2), path);
+    else node = Py_NewRef(PyTuple_GET_ITEM(spec, 3));
+    if (!node) goto out;
+    if (template != Py_None) {
+        PyObject *set[4] = {str_prefix_len, prefix, str_last_device_node, node};
+        r = obj_from_template(cls, template, fresh, set, 2);
+    } else {
+        PyObject *kw = PyTuple_Pack(2, str_prefix_len, str_last_device_node);
+        PyObject *argv[3] = {NULL, prefix, node};
+        r = kw ? PyObject_Vectorcall(cls, argv + 1, PY_VECTORCALL_ARGUMENTS_OFFSET, kw) : NULL;
+        Py_XDECREF(kw);
+    }
+    goto out;
+general:
+    r = owner_call(PyTuple_GET_ITEM(spec, 7), PyTuple_GET_ITEM(spec, 8), key, value, what);
+out:
+    key_release(f);
+    Py_XDECREF(node);
+    Py_XDECREF(got);
+    Py_XDECREF(cap);
+    Py_XDECREF(key);
+    Py_XDECREF(value);
+    return r;
+}
+
+/* kv_lock(spec, node) -> lock: SGLang's BasePrefixCache.lock(node) for this
+ * cache, in one C call: node.match locked when it is not None (a Match of this
+ * cache), and the answer lock_cls(node, receipt_cls()) built from templates:
+ * spec = (lock_cls, lock_template, lock_fresh, receipt_cls, receipt_template,
+ * receipt_fresh), each (cls, template, fresh) as obj_from_template takes it
+ * (the templates are the instance dicts of lock_cls(None, None) and
+ * receipt_cls()), with "node" and "receipt" set; a None template: the class
+ * is called instead. spec first, for functools.partial (kv_insert_params). */
+static PyObject *Cache_kv_lock(CacheObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    const char *what = "radixkv.Cache.kv_lock";
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "%s() takes 2 arguments (spec, node), %zd given", what,
+                     nargs);
+        return NULL;
+    }
+    PyObject *spec = args[0], *node = args[1];
+    if (!PyTuple_CheckExact(spec) || PyTuple_GET_SIZE(spec) != 6) {
+        PyErr_Format(PyExc_TypeError, "%s: spec must be (lock class, template, fresh, receipt "
+                     "class, template, fresh)", what);
+        return NULL;
+    }
+    PyObject *const *s = &PyTuple_GET_ITEM(spec, 0);
+    if (template_check(s[0], s[1], s[2], what) < 0 || template_check(s[3], s[4], s[5], what) < 0)
+        return NULL;
+    PyObject *m;
+    if (attrs_read(&node_slots, node, &str_match, 1, &m) < 0) return NULL;
+    int locked = m != Py_None;
+    if (locked) {
+        PyObject *ok = Cache_lock(self, m);
+        if (!ok) {
+            Py_DECREF(m);
+            return NULL;
+        }
+        Py_DECREF(ok);
+    }
+    PyObject *receipt = s[4] != Py_None ? obj_from_template(s[3], s[4], s[5], NULL, 0)
+                                        : PyObject_CallNoArgs(s[3]);
+    PyObject *r = NULL;
+    if (receipt) {
+        if (s[1] != Py_None) {
+            PyObject *set[4] = {str_node, node, str_receipt, receipt};
+            r = obj_from_template(s[0], s[1], s[2], set, 2);
+        } else
+            r = PyObject_CallFunctionObjArgs(s[0], node, receipt, NULL);
+        Py_DECREF(receipt);
+    }
+    /* The lock taken stays taken only with its handle handed out. */
+    if (!r && locked) {
+        PyObject *et, *ev, *tb;
+        PyErr_Fetch(&et, &ev, &tb);
+        Py_XDECREF(Cache_unlock(self, m));
+        PyErr_Restore(et, ev, tb);
+    }
+    Py_DECREF(m);
+    return r;
+}
+
+/* kv_unlock(lock): SGLang's BasePrefixCache.unlock(lock) for this cache:
+ * nothing for None, else lock.node.match unlocked when it is not None (the
+ * receipt is empty for this cache, as for SGLang's classic RadixCache). */
+static PyObject *Cache_kv_unlock(CacheObject *self, PyObject *lock)
+{
+    if (lock == Py_None) Py_RETURN_NONE;
+    PyObject *node = PyObject_GetAttr(lock, str_node);
+    if (!node) return NULL;
+    PyObject *m;
+    int rc = attrs_read(&node_slots, node, &str_match, 1, &m);
+    Py_DECREF(node);
+    if (rc < 0) return NULL;
+    PyObject *r = m == Py_None ? Py_NewRef(Py_None) : Cache_unlock(self, m);
+    Py_DECREF(m);
+    return r;
+}
+
+/* kv_match_params(spec, params) -> result: SGLang's
+ * RadixCache.match_prefix(params) in one C call for a key without namespace
+ * or bigrams whose limit is None or >= 0: kv_match(key.token_ids,
+ * into=into, limit=key.limit); any other through general(owner, params).
+ * spec = (into, general, owner as a weak reference), into as kv_match takes
+ * it; spec first, for functools.partial (radixkv.sglang's _bind). */
+static PyObject *Cache_kv_match_params(CacheObject *self, PyObject *const *args,
+                                       Py_ssize_t nargs)
+{
+    const char *what = "radixkv.Cache.kv_match_params";
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "%s() takes 2 arguments (spec, params), %zd given", what,
+                     nargs);
+        return NULL;
+    }
+    PyObject *spec = args[0], *params = args[1];
+    if (!PyTuple_CheckExact(spec) || PyTuple_GET_SIZE(spec) != 3
+        || (PyTuple_GET_ITEM(spec, 1) != Py_None
+            && (!PyCallable_Check(PyTuple_GET_ITEM(spec, 1))
+                || !PyWeakref_CheckRef(PyTuple_GET_ITEM(spec, 2))))) {
+        PyErr_Format(PyExc_TypeError, "%s: spec must be (into, general or None, a weak "
+                     "reference)", what);
+        return NULL;
+    }
+    PyObject *key = NULL, *r = NULL;
+    PyObject *f[KEY_FIELDS] = {NULL};
+    if (!(key = PyObject_GetAttr(params, str_key))) goto out;
+    int plain = key_read(key, f);
+    if (plain < 0) goto out;
+    if (!plain) goto general;
+    /* A negative limit counts from the end (Python's slice): the general
+     * route slices. */
+    PyObject *limit = f[KEY_LIMIT];
+    if (limit != Py_None) {
+        if (!PyLong_CheckExact(limit)) goto general;
+        long long l = PyLong_AsLongLong(limit);
+        if (l == -1 && PyErr_Occurred()) goto out;
+        if (l < 0) goto general;
+    }
+    PyObject *argv[4] = {f[KEY_TOKENS], Py_None, PyTuple_GET_ITEM(spec, 0), limit};
+    r = Cache_kv_match(self, argv, 4, NULL);
+    goto out;
+general:
+    r = owner_call(PyTuple_GET_ITEM(spec, 1), PyTuple_GET_ITEM(spec, 2), params, NULL, what);
+out:
+    key_release(f);
+    Py_XDECREF(key);
+    return r;
+}
+
+static PyObject *Cache_kv_values(CacheObject *self, PyObject *const *args, Py_ssize_t nargs,
+                                 PyObject *kwnames);
+
+/* kv_path_values(spec, node) -> tensor: SGLang's
+ * RadixCache.path_device_indices(node) in one C call: empty when node.match
+ * is None, else to_tensor(kv_values(node.match, dlpack=True)) (torch's
+ * from_dlpack). spec = (to_tensor, empty). */
+static PyObject *Cache_kv_path_values(CacheObject *self, PyObject *const *args,
+                                      Py_ssize_t nargs)
+{
+    const char *what = "radixkv.Cache.kv_path_values";
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "%s() takes 2 arguments (spec, node), %zd given", what,
+                     nargs);
+        return NULL;
+    }
+    PyObject *spec = args[0];
+    if (!PyTuple_CheckExact(spec) || PyTuple_GET_SIZE(spec) != 2
+        || !PyCallable_Check(PyTuple_GET_ITEM(spec, 0))) {
+        PyErr_Format(PyExc_TypeError, "%s: spec must be (to_tensor, empty)", what);
+        return NULL;
+    }
+    PyObject *m;
+    if (attrs_read(&node_slots, args[1], &str_match, 1, &m) < 0) return NULL;
+    if (m == Py_None) {
+        Py_DECREF(m);
+        return Py_NewRef(PyTuple_GET_ITEM(spec, 1));
+    }
+    PyObject *argv[2] = {m, Py_True};
+    PyObject *cap = Cache_kv_values(self, argv, 2, NULL);
+    Py_DECREF(m);
+    if (!cap) return NULL;
+    PyObject *r = PyObject_CallOneArg(PyTuple_GET_ITEM(spec, 0), cap);
+    Py_DECREF(cap);
+    return r;
+}
+
+static PyObject *Cache_kv_evict(CacheObject *self, PyObject *const *args, Py_ssize_t nargs,
+                                PyObject *kwnames);
+
+/* kv_evict_params(spec, params) -> result: SGLang's RadixCache.evict(params)
+ * in one C call for params.num_tokens an int > 0: kv_evict(num_tokens,
+ * dlpack=True), then, when it freed tokens,
+ * owner.token_to_kv_pool_allocator.free_segment(to_tensor(values),
+ * start_pos=0), and the answer result(num_tokens_evicted=freed), built from
+ * template as kv_insert_params builds its result (a None template: result
+ * called). Any other params through general(owner, params). spec =
+ * (to_tensor, result, template, fresh, general, owner as a weak reference). */
+static PyObject *Cache_kv_evict_params(CacheObject *self, PyObject *const *args,
+                                       Py_ssize_t nargs)
+{
+    const char *what = "radixkv.Cache.kv_evict_params";
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "%s() takes 2 arguments (spec, params), %zd given", what,
+                     nargs);
+        return NULL;
+    }
+    PyObject *spec = args[0], *params = args[1];
+    if (!PyTuple_CheckExact(spec) || PyTuple_GET_SIZE(spec) != 6
+        || !PyCallable_Check(PyTuple_GET_ITEM(spec, 0))
+        || !PyCallable_Check(PyTuple_GET_ITEM(spec, 4))
+        || !PyWeakref_CheckRef(PyTuple_GET_ITEM(spec, 5))) {
+        PyErr_Format(PyExc_TypeError, "%s: spec must be (to_tensor, result, template, fresh, "
+                     "general, a weak reference)", what);
+        return NULL;
+    }
+    PyObject *cls = PyTuple_GET_ITEM(spec, 1), *template = PyTuple_GET_ITEM(spec, 2),
+             *fresh = PyTuple_GET_ITEM(spec, 3);
+    if (template_check(cls, template, fresh, what) < 0) return NULL;
+    PyObject *n = PyObject_GetAttr(params, str_num_tokens);
+    if (!n) return NULL;
+    long long v = PyLong_CheckExact(n) ? PyLong_AsLongLong(n) : 0;
+    if (v == -1 && PyErr_Occurred()) {
+        Py_DECREF(n);
+        return NULL;
+    }
+    if (v <= 0) { /* not an int > 0: the general route answers */
+        Py_DECREF(n);
+        return owner_call(PyTuple_GET_ITEM(spec, 4), PyTuple_GET_ITEM(spec, 5), params, NULL,
+                          what);
+    }
+    /* The allocator first: an owner gone (or without an allocator) is
+     * refused before anything is evicted, since an eviction is not undone. */
+    PyObject *owner = PyWeakref_GetObject(PyTuple_GET_ITEM(spec, 5)), *alloc = NULL;
+    if (owner == Py_None)
+        PyErr_Format(PyExc_ReferenceError, "%s: the object spec's weak reference names is gone",
+                     what);
+    else if (owner)
+        alloc = PyObject_GetAttr(owner, str_allocator);
+    if (!alloc) {
+        Py_DECREF(n);
+        return NULL;
+    }
+    PyObject *argv[3] = {n, Py_False, Py_True};
+    PyObject *got = Cache_kv_evict(self, argv, 3, NULL);
+    Py_DECREF(n);
+    if (!got) {
+        Py_DECREF(alloc);
+        return NULL;
+    }
+    PyObject *freed = PyTuple_GET_ITEM(got, 0), *r = NULL;
+    int any = PyObject_IsTrue(freed);
+    if (any < 0) goto out;
+    if (any) {
+        PyObject *t = PyObject_CallOneArg(PyTuple_GET_ITEM(spec, 0), PyTuple_GET_ITEM(got, 1));
+        PyObject *zero = PyLong_FromLong(0);
+        PyObject *done = NULL;
+        if (t && zero) {
+            PyObject *fargs[3] = {alloc, t, zero};
+            done = PyObject_VectorcallMethod(str_free_segment, fargs,
+                                             2 | PY_VECTORCALL_ARGUMENTS_OFFSET, kw_start_pos);
+        }
+        Py_XDECREF(zero);
+        Py_XDECREF(t);
+        if (!done) goto out;
+        Py_DECREF(done);
+    }
+    if (template != Py_None) {
+        PyObject *set[2] = {str_num_tokens_evicted, freed};
+        r = obj_from_template(cls, template, fresh, set, 1);
+    } else {
+        PyObject *kw = PyTuple_Pack(1, str_num_tokens_evicted);
+        PyObject *cargv[2] = {NULL, freed};
+        r = kw ? PyObject_Vectorcall(cls, cargv + 1, PY_VECTORCALL_ARGUMENTS_OFFSET, kw) : NULL;
+        Py_XDECREF(kw);
+    }
+out:
+    Py_DECREF(got);
+    Py_DECREF(alloc);
+    return r;
 }
 
 /* A flag argument (None or absent: 0); -1 with the exception set. */
@@ -2223,7 +2827,36 @@ static PyMethodDef Cache_methods[] = {
      "Contiguous int64 tokens on a radix cache are walked in place, and an id "
      "outside [0, 2**31) ends the match instead of raising. into=(cls, holder, k, tail, "
      "empty), cls a tuple subclass: empty for an empty match, else "
-     "tuple.__new__(cls, (length,) + (holder(match),) * k + tail)."},
+     "tuple.__new__(cls, (length,) + (holder(match),) * k + tail); a holder (cls,) is made "
+     "as object.__new__(cls) with its match attribute set, without calling it."},
+    {"kv_insert_params", (PyCFunction)(void (*)(void))Cache_kv_insert_params, METH_FASTCALL,
+     "kv_insert_params(spec, params) -> result: SGLang's RadixCache.insert(params) in one "
+     "call for a plain call (a CPU tensor of values; a key without limit, namespace or "
+     "bigrams), general(owner, key, value) for any other (None: nothing done, when general "
+     "is None). spec = (to_values, value_type, holder, root, result, template, fresh, general, "
+     "owner as a weak reference): result(prefix_len=, last_device_node=holder(match) or root), "
+     "built as object.__new__(result) with template's fields set in order (fresh: those that "
+     "get new empty containers), or by calling result when template is None."},
+    {"kv_lock", (PyCFunction)(void (*)(void))Cache_kv_lock, METH_FASTCALL,
+     "kv_lock(spec, node) -> lock: lock node.match (unless None) and answer "
+     "lock_cls(node, receipt_cls()); spec = (lock_cls, lock_template, lock_fresh, receipt_cls, "
+     "receipt_template, receipt_fresh), templates as kv_insert_params takes them."},
+    {"kv_match_params", (PyCFunction)(void (*)(void))Cache_kv_match_params, METH_FASTCALL,
+     "kv_match_params(spec, params) -> result: SGLang's RadixCache.match_prefix(params) in "
+     "one call for a key without namespace or bigrams and a limit None or >= 0 "
+     "(kv_match(key.token_ids, into=into, limit=key.limit)), general(owner, params) for any "
+     "other (None when general is None). spec = (into, general, owner as a weak reference)."},
+    {"kv_evict_params", (PyCFunction)(void (*)(void))Cache_kv_evict_params, METH_FASTCALL,
+     "kv_evict_params(spec, params) -> result: SGLang's RadixCache.evict(params) in one call "
+     "for params.num_tokens an int > 0 (kv_evict, then owner.token_to_kv_pool_allocator"
+     ".free_segment(to_tensor(values), start_pos=0) when tokens were freed, and "
+     "result(num_tokens_evicted=freed)), general(owner, params) for any other. spec = "
+     "(to_tensor, result, template, fresh, general, owner as a weak reference)."},
+    {"kv_path_values", (PyCFunction)(void (*)(void))Cache_kv_path_values, METH_FASTCALL,
+     "kv_path_values(spec, node) -> tensor: empty if node.match is None, else "
+     "to_tensor(kv_values(node.match, dlpack=True)); spec = (to_tensor, empty)."},
+    {"kv_unlock", (PyCFunction)Cache_kv_unlock, METH_O,
+     "kv_unlock(lock): unlock lock.node.match (nothing for None, or a None match)."},
     {"kv_reserve", (PyCFunction)Cache_kv_reserve, METH_NOARGS,
      "kv_reserve(): allocate and touch kv_insert's value table for every page of the pool "
      "now (num_pages * page_size int64s), so that no insert faults its memory in or grows it."},
@@ -2539,7 +3172,9 @@ static struct PyModuleDef module_def = {
 
 PyMODINIT_FUNC PyInit__radixkv(void)
 {
-    if (PyType_Ready(&CacheType) < 0 || PyType_Ready(&MatchType) < 0) return NULL;
+    if (PyType_Ready(&CacheType) < 0 || PyType_Ready(&MatchType) < 0
+        || params_names_init() < 0)
+        return NULL;
     PyObject *m = PyModule_Create(&module_def);
     if (!m) return NULL;
     rkv_error = PyErr_NewExceptionWithDoc("radixkv.Error",

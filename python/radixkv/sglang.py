@@ -22,7 +22,9 @@ SGLang's allocator (free_segment), in the order radixkv evicted them (one call
 per evict, the pages' indices concatenated: node boundaries are radixkv's).
 Every SGLang call is one C call plus the params objects: no per-page Python
 objects, no tensor arithmetic beyond wrapping the returned int64 values as a
-tensor (a DLPack capsule the tensor takes over).
+tensor (a DLPack capsule the tensor takes over). insert, lock and unlock
+are themselves C calls, bound on the instance (RadixCache._bind), that read
+and build SGLang's params and result objects too.
 extra_key and cache_salt are namespaces (radixkv.namespace_id of both), so
 keys that differ in either never share entries, as in SGLang. The clock is
 radixkv's logical one (one tick per call), where SGLang's stamps
@@ -50,8 +52,10 @@ Imports sglang (and torch) when imported; the rest of radixkv does not.
 """
 import dataclasses
 import hashlib
+import weakref
 from array import array
 from collections import deque
+from functools import partial
 from itertools import repeat
 from typing import Any, Optional
 
@@ -91,7 +95,9 @@ class Node:
     """What match_prefix and insert return as the last device node: the
     radixkv match, which is also the lock handle; its KV indices come from
     the C extension when path_device_indices asks (as SGLang's own node
-    gathers its path's values only then)."""
+    gathers its path's values only then). The C calls make it as
+    object.__new__(Node) with `match` set (a holder given as (Node,)), so
+    __init__ must do nothing else."""
 
     __slots__ = ("match",)
 
@@ -123,39 +129,70 @@ def _match_tail() -> Optional[tuple]:
 _MATCH_TAIL = _match_tail()
 
 
-def _insert_dict() -> Optional[dict]:
-    """The instance dict of InsertResult(prefix_len=0), for insert() to copy
-    and fill (prefix_len, last_device_node, a fresh cache_actions list)
-    instead of calling the dataclass's generated __init__ with keywords
-    (0.41 against 0.33 us, each as a function). The copy holds
-    the same keys in the same order with the same values as that __init__
-    leaves, so the result compares, prints and reads the same. None, and
-    insert() calls InsertResult itself, when this SGLang's InsertResult is
-    not such a dataclass: slots, frozen, a __post_init__, a field without a
-    default (prefix_len aside) or a default factory other than cache_actions'
-    list."""
-    if (not dataclasses.is_dataclass(InsertResult) or hasattr(InsertResult, "__slots__")
-            or hasattr(InsertResult, "__post_init__")):
+def _template(cls, required: tuple) -> Optional[tuple]:
+    """(instance dict, fresh) of the dataclass cls built with its required
+    fields `required` (its leading fields, in order) given None, for the C
+    calls that build cls(...) as its generated __init__ would
+    (Cache.kv_insert_params, Cache.kv_lock: object.__new__(cls), then the
+    dict's fields set in its order), without that __init__'s Python frame:
+    SGLang's scheduler builds these objects per request. fresh names the
+    fields whose default_factory (list or dict) makes a new empty container
+    per instance; each built object gets new ones. The object holds the same
+    keys in the same order with the same values as that __init__ leaves, so
+    it compares, prints and reads the same. None, and the caller calls cls
+    itself, when cls is not such a dataclass: slots, frozen, a __post_init__
+    or __new__ of its own, a required field other than the leading
+    `required`, a default factory other than list or dict."""
+    if (not dataclasses.is_dataclass(cls) or hasattr(cls, "__slots__")
+            or hasattr(cls, "__post_init__") or cls.__new__ is not object.__new__):
         return None
-    made = getattr(InsertResult, "__dataclass_params__", None)
+    made = getattr(cls, "__dataclass_params__", None)
     if made is None or not made.init or made.frozen:
         return None
-    fields = dataclasses.fields(InsertResult)
+    fields = dataclasses.fields(cls)
     names = [f.name for f in fields]
-    if names[:1] != ["prefix_len"] or "last_device_node" not in names:
+    if tuple(names[:len(required)]) != required:
         return None
-    for f in fields[1:]:
-        if f.default is dataclasses.MISSING and not (f.name == "cache_actions"
-                                                     and f.default_factory is list):
+    fresh = []
+    for f in fields[len(required):]:
+        if f.default_factory in (list, dict):
+            fresh.append(f.name)
+        elif f.default is dataclasses.MISSING:
             return None
-    if "cache_actions" not in names:
+    d = vars(cls(*[None] * len(required)))
+    if list(d) != names:
         return None
-    d = vars(InsertResult(prefix_len=0))
-    return dict(d) if list(d) == names else None
+    for f in fields:
+        if f.name in fresh and (type(d[f.name]) is not f.default_factory or d[f.name]):
+            return None
+    return dict(d), tuple(fresh)
+
+
+def _insert_dict() -> Optional[dict]:
+    """InsertResult's template for Cache.kv_insert_params (which sets
+    prefix_len, last_device_node and a fresh cache_actions list), when
+    _template finds InsertResult such a dataclass with last_device_node among
+    its fields and cache_actions its one default factory (a list); None, and
+    kv_insert_params calls InsertResult with keywords, otherwise."""
+    t = _template(InsertResult, ("prefix_len",))
+    if t is None or "last_device_node" not in t[0] or t[1] != ("cache_actions",):
+        return None
+    d = t[0]
+    d["prefix_len"] = 0
+    return d
 
 
 _INSERT_DICT = _insert_dict()
-_new = object.__new__
+# TreeLock(node, DecLockRefParams()) as Cache.kv_lock builds it: each class
+# with its template, or with None where it is not such a dataclass (kv_lock
+# then calls it).
+# EvictResult(num_tokens_evicted=n) as Cache.kv_evict_params builds it.
+_EVICT_T = _template(EvictResult, ()) or (None, ())
+# The methods RadixCache._bind binds to C calls on the instance.
+_BOUND = ("match_prefix", "path_device_indices", "insert", "evict", "take_events", "lock",
+          "unlock")
+_LOCK_SPEC = (TreeLock, *(_template(TreeLock, ("node", "receipt")) or (None, ())),
+              DecLockRefParams, *(_template(DecLockRefParams, ()) or (None, ())))
 
 
 class RadixCache(BasePrefixCache):
@@ -193,7 +230,7 @@ class RadixCache(BasePrefixCache):
         # SGLang's own recorder (its queue, coalescing and take()); the adapter
         # hands it the events SGLang's tree would record (_events_*).
         self.kv_events = KVCacheEventRecorder(
-            enabled=params.enable_kv_cache_events and not self.disable,
+            enabled=params.enable_kv_cache_events and not self._disable,
             page_size=self.page_size, dynamo_format=params.dynamo_kv_event_format,
             lora_names=params.kv_event_lora_names)
         self._events = self.kv_events.enabled
@@ -225,10 +262,6 @@ class RadixCache(BasePrefixCache):
                 self.cache.kv_reserve()
         else:
             self.cache.reset()
-        # The per-request calls, bound once (the Cache lives as long as self).
-        self._kv_match, self._kv_insert = self.cache.kv_match, self.cache.kv_insert
-        self._kv_values, self._kv_evict = self.cache.kv_values, self.cache.kv_evict
-        self._lock, self._unlock = self.cache.lock, self.cache.unlock
         self._empty = torch.empty((0,), dtype=torch.int64, device=self.device)
         self.root_node = Node(None)
         self._empty_match = MatchResult(device_prefix_len=0, last_device_node=self.root_node,
@@ -238,7 +271,15 @@ class RadixCache(BasePrefixCache):
         # returns: length, then the node three times, then MatchResult's
         # defaults), or None for an SGLang whose MatchResult differs.
         self._into = (None if _MATCH_TAIL is None else
-                      (MatchResult, Node, 3, _MATCH_TAIL, self._empty_match))
+                      (MatchResult, (Node,), 3, _MATCH_TAIL, self._empty_match))
+        # What kv_insert_params needs to serve insert() in C (None: events
+        # on or a device other than the CPU, where every insert takes the
+        # general route): the InsertResult's template, or None to call it.
+        self._insert_spec = (None if self._events or not self._on_cpu else
+                             (to_dlpack, torch.Tensor, (Node,), self.root_node, InsertResult,
+                              _INSERT_DICT, ("cache_actions",), RadixCache._insert_general,
+                              weakref.ref(self)))
+        self._bind()
         # Published event block hash -> its hex digest, for pages cached; and,
         # for a hash more than one cached page publishes, how many more.
         self._digests = {}
@@ -248,8 +289,11 @@ class RadixCache(BasePrefixCache):
     # ---- lookups -----------------------------------------------------------
 
     def match_prefix(self, params: MatchPrefixParams) -> MatchResult:
+        """The general route of match_prefix (an enabled cache's is bound to
+        Cache.kv_match_params by _bind, which comes back here for a key with
+        a namespace, bigrams or a negative limit)."""
         key = params.key
-        if self.disable:
+        if self._disable:
             return self._empty_match
         if key.is_bigram:
             raise NotImplementedError("radixkv.sglang.RadixCache: bigram keys are not supported")
@@ -273,8 +317,8 @@ class RadixCache(BasePrefixCache):
             # length read, the tuple concatenation and tuple.__new__'s lookup
             # were Python: match_prefix on a 15-token cached key 362 -> 291
             # ns (both builds in one process, 15 alternations, min).
-            return self._kv_match(toks, ns, self._into, limit)
-        m = self._kv_match(toks, ns, None, limit)
+            return self.cache.kv_match(toks, ns, self._into, limit)
+        m = self.cache.kv_match(toks, ns, None, limit)
         n = m.length
         if n == 0:
             return self._empty_match
@@ -283,52 +327,91 @@ class RadixCache(BasePrefixCache):
                            last_host_node=node, best_match_node=node)
 
     def touch_prefix(self, key: RadixKey) -> None:
-        if self.disable or not len(key):
+        if self._disable or not len(key):
             return
         if key.is_bigram:
             raise NotImplementedError("radixkv.sglang.RadixCache: bigram keys are not supported")
         self.cache.kv_match(key.raw_token_ids(), _namespace(key))
 
     def path_device_indices(self, node: Node) -> torch.Tensor:
+        """The route for a device other than the CPU (on the CPU this is
+        Cache.kv_path_values, bound by _bind)."""
         if node.match is None:
             return self._empty
         # The values gathered in C into a block that the tensor then owns
         # (a DLPack capsule): no numpy array between them.
-        t = _from_dlpack(self._kv_values(node.match, True))
+        t = _from_dlpack(self.cache.kv_values(node.match, True))
         return t if self._on_cpu else t.to(self.device)
+
+    # ---- the per-request calls bound on the instance -----------------------
+
+    @property
+    def disable(self) -> bool:
+        return self._disable
+
+    @disable.setter
+    def disable(self, value: bool):
+        # insert, lock and unlock are bound to C calls while the cache is
+        # enabled (_bind); the methods below serve a disabled one.
+        self._disable = value
+        if getattr(self, "cache", None) is not None:
+            self._bind()
+
+    def _bind(self):
+        """The scheduler's per-request calls as instance attributes bound to
+        the C extension's (match_prefix: Cache.kv_match_params,
+        path_device_indices: kv_path_values, insert: kv_insert_params,
+        evict: kv_evict_params, lock: kv_lock, unlock: kv_unlock), so that
+        each is that C call with no Python frame around it: the checks, the
+        Node and SGLang's MatchResult / InsertResult / EvictResult / TreeLock
+        / DecLockRefParams are built there. The methods of the same names
+        (the general routes) serve when the cache is disabled or its device
+        is not the CPU, insert and evict when events are on, and
+        match_prefix for an SGLang whose MatchResult kv_match cannot build;
+        the bound match_prefix, insert and evict hand them any call that is
+        not the plain one. The bound calls hold no reference to self (their
+        general route names it by a weak reference), so that dropping the
+        adapter frees its tree at once, not at the next garbage
+        collection."""
+        # Plain attribute stores (not through self.__dict__), so that the
+        # instance keeps its class's shared-key layout: with its dict
+        # materialized every attribute read of the hot methods was slower
+        # (match_prefix on a short key 235 -> 295 ns). CPython 3.11 shares
+        # at most 30 keys per class: the per-call C methods are read from
+        # self.cache rather than bound on the instance as well.
+        on, c = not self._disable, self.cache
+        self.match_prefix = (partial(c.kv_match_params, (self._into, RadixCache.match_prefix,
+                                                           weakref.ref(self)))
+                             if on and self._into is not None else None)
+        self.path_device_indices = (partial(c.kv_path_values, (_from_dlpack, self._empty))
+                                    if self._on_cpu else None)
+        self.insert = (partial(c.kv_insert_params, self._insert_spec)
+                       if on and self._insert_spec is not None else None)
+        self.evict = (partial(c.kv_evict_params, (_from_dlpack, EvictResult, *_EVICT_T,
+                                                  RadixCache.evict, weakref.ref(self)))
+                      if on and not self._events and self._on_cpu else None)
+        # With events off, take_events is the fresh empty list itself.
+        self.take_events = list if not self._events else None
+        self.lock = partial(c.kv_lock, _LOCK_SPEC) if on else None
+        self.unlock = c.kv_unlock if on else None
+        for name in _BOUND:
+            if getattr(self, name) is None:
+                delattr(self, name)
 
     # ---- insert and evict --------------------------------------------------
 
     def insert(self, params: InsertParams) -> InsertResult:
-        key, value = params.key, params.value
-        # The scheduler's call (a CPU tensor of KV indices, a key without
-        # limit, namespace or bigram, no events) in as few steps as it takes:
-        # the Python around kv_insert was ~0.7 us of a 3.6 us call on
-        # sglang_cache_bench's keys (0.6 now), the tree's walk and the new
-        # leaf in C the rest. A CPU tensor is asked is_cpu rather than for its
-        # device object; to_dlpack is the tensor's DLPack capsule, read in
-        # place by kv_insert (a C call, where value.numpy() builds an array:
-        # 0.15 against 0.5 us).
-        if (not self.disable and not self._events and value is not None
-                and key.limit is None and key.extra_key is None and key.cache_salt is None
-                and not key.is_bigram and self._on_cpu and value.is_cpu):
-            prefix, m = self._kv_insert(key.token_ids, to_dlpack(value), 0)
-            node = Node(m) if m.length else self.root_node
-            if _INSERT_DICT is None:
-                return InsertResult(prefix_len=prefix, last_device_node=node)
-            r = _new(InsertResult)
-            d = _INSERT_DICT.copy()
-            d["prefix_len"] = prefix
-            d["last_device_node"] = node
-            d["cache_actions"] = []
-            r.__dict__ = d
-            return r
-        return self._insert_general(key, value)
+        """The general route of insert (the scheduler's plain call is bound
+        to Cache.kv_insert_params by _bind, which comes back here for any
+        other call)."""
+        if self._insert_spec is not None and not self._disable:
+            return self.cache.kv_insert_params(self._insert_spec, params)
+        return self._insert_general(params.key, params.value)
 
     def _insert_general(self, key: RadixKey, value) -> InsertResult:
         """insert() for every other call: disabled, events on, a key with a
         limit, a namespace or bigrams, values None or not on the CPU."""
-        if self.disable:
+        if self._disable:
             return InsertResult(prefix_len=0)
         if key.is_bigram:
             raise NotImplementedError("radixkv.sglang.RadixCache: bigram keys are not supported")
@@ -344,17 +427,20 @@ class RadixCache(BasePrefixCache):
         if self._events:
             prefix, m = self._insert_with_events(key, toks, values)
         else:
-            prefix, m = self._kv_insert(
+            prefix, m = self.cache.kv_insert(
                 toks, values,
                 0 if key.extra_key is None and key.cache_salt is None else _namespace(key))
         return InsertResult(prefix_len=prefix,
                             last_device_node=Node(m) if m.length else self.root_node)
 
     def evict(self, params: EvictParams) -> EvictResult:
-        if self.disable or params.num_tokens <= 0:
+        """The general route of evict (with events off on the CPU, evict is
+        bound to Cache.kv_evict_params by _bind, which comes back here for a
+        count not above 0)."""
+        if self._disable or params.num_tokens <= 0:
             return EvictResult()
         if self._events:
-            freed, values, hashes = self._kv_evict(params.num_tokens, True, True)
+            freed, values, hashes = self.cache.kv_evict(params.num_tokens, True, True)
             if len(hashes):
                 hashes = hashes.tolist()
                 digests, shared = self._digests, self._shared
@@ -378,7 +464,7 @@ class RadixCache(BasePrefixCache):
                 self.kv_events.enqueue(BlockRemoved(block_hashes=hashes,
                                                     medium=StorageMedium.GPU))
         else:
-            freed, values = self._kv_evict(params.num_tokens, False, True)
+            freed, values = self.cache.kv_evict(params.num_tokens, False, True)
         # values: a DLPack capsule of the freed pages' KV indices (freed of them).
         if freed:
             t = _from_dlpack(values)
@@ -457,13 +543,14 @@ class RadixCache(BasePrefixCache):
     def take_events(self):
         """BasePrefixCache.take_events: with events off, the fresh empty list
         SGLang's disabled recorder answers, without the two calls down to it
-        (the scheduler drains events after every batch)."""
+        (the scheduler drains events after every batch); _bind binds `list`
+        itself in its place then."""
         return self.kv_events.take() if self._events else []
 
     # ---- locks and sizes ---------------------------------------------------
 
     def inc_lock_ref(self, node: Node) -> IncLockRefResult:
-        if self.disable or node.match is None:
+        if self._disable or node.match is None:
             return IncLockRefResult(delta=0)
         c = self.cache
         before = c.evictable_tokens
@@ -472,7 +559,7 @@ class RadixCache(BasePrefixCache):
 
     def dec_lock_ref(self, node: Node,
                      params: Optional[DecLockRefParams] = None) -> DecLockRefResult:
-        if self.disable or node.match is None:
+        if self._disable or node.match is None:
             return DecLockRefResult(delta=0)
         c = self.cache
         before = c.evictable_tokens
@@ -483,19 +570,23 @@ class RadixCache(BasePrefixCache):
         """BasePrefixCache.lock without inc_lock_ref's receipt: the lock
         it returns is the same (this cache's receipt is empty, as the
         classic RadixCache's: DecLockRefParams()), without the two size
-        reads for a delta nobody reads here and the receipt's conversion."""
-        if not self.disable and node.match is not None:
-            self._lock(node.match)
+        reads for a delta nobody reads here and the receipt's conversion.
+        An enabled cache's lock is Cache.kv_lock, bound by _bind (the lock
+        and both dataclasses in one C call: TreeLock(node,
+        DecLockRefParams()) alone was ~0.18 us in Python)."""
+        if not self._disable:
+            return self.cache.kv_lock(_LOCK_SPEC, node)
         return TreeLock(node, DecLockRefParams())
 
     def unlock(self, lock: Optional[TreeLock]) -> None:
         """BasePrefixCache.unlock: dec_lock_ref on the lock's node, whose
-        receipt this cache does not read, without its delta's size reads."""
-        if lock is not None and not self.disable and lock.node.match is not None:
-            self._unlock(lock.node.match)
+        receipt this cache does not read, without its delta's size reads;
+        an enabled cache's unlock is Cache.kv_unlock, bound by _bind."""
+        if not self._disable:
+            self.cache.kv_unlock(lock)
 
     def supports_prefix_sharing(self) -> bool:
-        return not self.disable
+        return not self._disable
 
     def evictable_size(self):
         return self.cache.evictable_tokens
@@ -521,7 +612,7 @@ class RadixCache(BasePrefixCache):
         """Insert req's tokens up to up_to with its KV indices, free the
         duplicates the tree already held, and move req's lock to the new
         path (RadixCache.checkpoint's steps, without split prompts)."""
-        if self.disable:
+        if self._disable:
             return
         token_ids = req.full_untruncated_fill_ids[:up_to]
         kv_indices = self.req_to_token_pool.req_to_token[req.kv.req_pool_idx, :len(token_ids)]

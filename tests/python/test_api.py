@@ -11,6 +11,7 @@ checked after every operation. Exit 1 naming the first difference.
 """
 import array
 import collections
+import dataclasses
 import datetime
 import gc
 import json
@@ -18,6 +19,8 @@ import os
 import random
 import subprocess
 import sys
+import weakref
+from typing import Any
 
 import radixkv
 
@@ -610,11 +613,12 @@ def test_kv_match_into():
             self.match = match
 
     empty = Result(0, None, None, None)
-    into = (Result, Holder, 3, (None, 7), empty)
     rng = random.Random(5)
     for P in (1, 4):
         a, b = radixkv.Cache("radix", P, 4096), radixkv.Cache("radix", P, 4096)
         for i in range(200):
+            # The holder called, or made without a call ((Holder,)).
+            into = (Result, Holder if i % 2 else (Holder,), 3, (None, 7), empty)
             toks = random_requests(rng, 1, 10, 3 * P)[0]
             if rng.random() < 0.5:
                 vals = array.array("q", range(len(toks)))
@@ -636,6 +640,8 @@ def test_kv_match_into():
         clock = b.clock
         for bad in ((Result, Holder, 3, ()), [Result, Holder, 3, (), empty],
                     (dict, Holder, 3, (), empty), (Result, 5, 3, (), empty),
+                    (Result, (5,), 3, (), empty), (Result, (Holder, Holder), 3, (), empty),
+                    (Result, (tuple,), 3, (), empty),
                     (Result, Holder, "3", (), empty), (Result, Holder, 3, [], empty)):
             raises(TypeError, lambda: b.kv_match(toks, 0, bad), f"P={P}: into {bad!r}")
         raises(ValueError, lambda: b.kv_match(toks, 0, (Result, Holder, 17, (), empty)),
@@ -706,6 +712,362 @@ def test_kv_dlpack():
         check("dltensor" in msg, f"names the capsule: {msg}")
 
 
+def capsule_of(values):
+    """A DLPack capsule of int64 values without numpy: a scratch cache's
+    kv_values (the capsule owns its block)."""
+    n = len(values)
+    s = radixkv.Cache("radix", 1, n + 1)
+    _, m = s.kv_insert(array.array("q", range(n)), values)
+    return s.kv_values(m, True)
+
+
+class Key:
+    """The fields of SGLang's RadixKey that kv_insert_params reads."""
+    __slots__ = ("token_ids", "extra_key", "cache_salt", "is_bigram", "limit")
+
+    def __init__(self, token_ids, extra_key=None, is_bigram=False, limit=None, cache_salt=None):
+        self.token_ids, self.extra_key, self.cache_salt = token_ids, extra_key, cache_salt
+        self.is_bigram, self.limit = is_bigram, limit
+
+
+@dataclasses.dataclass
+class Params:
+    key: Any = None
+    value: Any = None
+
+
+class Vals:
+    """A stand-in tensor type: its values as the capsule to_values makes."""
+
+    def __init__(self, values):
+        self.values = values
+
+
+@dataclasses.dataclass
+class Result:
+    prefix_len: int
+    total: int = 0
+    last_device_node: Any = None
+    actions: list = dataclasses.field(default_factory=list)
+
+
+class Holder:
+    __slots__ = ("match",)
+
+    def __init__(self, match):
+        self.match = match
+
+
+def general_route(owner, key, value):
+    return ("general", owner, key, value)
+
+
+class Owner:
+    pass
+
+
+def insert_spec(root, template, owner, general=general_route, holder=Holder):
+    return (lambda v: capsule_of(v.values), Vals, holder, root, Result,
+            template, ("actions",), general, weakref.ref(owner))
+
+
+def test_kv_insert_params():
+    """kv_insert_params (radixkv.sglang's insert): the plain call answers what
+    kv_insert answers, as the result class's own __init__ would build it (from
+    the template or by calling the class), with a fresh list per result;
+    every other call goes to the general route untouched (nothing inserted,
+    the clock still); refusals raise and leave no page in flight."""
+    template = dict(vars(Result(None)))
+    rng = random.Random(9)
+    owner, root = Owner(), Holder(None)
+    for P in (1, 4):
+        a, b = radixkv.Cache("radix", P, 4096), radixkv.Cache("radix", P, 4096)
+        specs = (insert_spec(root, template, owner),
+                 insert_spec(root, None, owner, holder=(Holder,)))
+        for i in range(200):
+            toks = array.array("q", random_requests(rng, 1, 10, 3 * P)[0])
+            vals = array.array("q", range(1000 * i, 1000 * i + len(toks)))
+            pa, ma = a.kv_insert(toks, vals)
+            r = b.kv_insert_params(specs[i % 2], Params(Key(toks), Vals(vals)))
+            what = f"P={P} call {i}"
+            node = r.last_device_node
+            check(type(r) is Result and r == Result(pa, last_device_node=node)
+                  and list(vars(r)) == list(template), f"{what}: {r!r}")
+            check(r.actions == [] and r.actions is not template["actions"], f"{what}: fresh list")
+            if ma.length == 0:
+                check(node is root, f"{what}: empty path: the root")
+            else:
+                check(type(node) is Holder and node.match.length == ma.length
+                      and list(a.kv_values(ma)) == list(b.kv_values(node.match)),
+                      f"{what}: the path and its values")
+            check(a.clock == b.clock and a.sizes() == b.sizes(), f"{what}: clock, sizes")
+        toks = array.array("q", range(1, 2 * P + 1))
+        vals = Vals(array.array("q", range(2 * P)))
+        clock, sizes = b.clock, b.sizes()
+        for params in (Params(Key(toks), None), Params(Key(toks), vals.values),
+                       Params(Key(toks, limit=P), vals), Params(Key(toks, extra_key="e"), vals),
+                       Params(Key(toks, cache_salt="s"), vals),
+                       Params(Key(toks, is_bigram=True), vals)):
+            g = b.kv_insert_params(specs[0], params)
+            check(g == ("general", owner, params.key, params.value)
+                  and g[2] is params.key and g[3] is params.value, f"P={P}: general {g!r}")
+            check(b.kv_insert_params(insert_spec(root, template, owner, None), params) is None,
+                  f"P={P}: no general route: None")
+        check(b.clock == clock and b.sizes() == sizes, f"P={P}: the general route's calls "
+              "did nothing")
+        gone = Owner()
+        spec = insert_spec(root, template, gone)
+        del gone
+        gc.collect()
+        raises(ReferenceError, lambda: b.kv_insert_params(spec, Params(Key(toks, limit=1), vals)),
+               f"P={P}: owner gone")
+        raises(AttributeError, lambda: b.kv_insert_params(specs[0], object()), f"P={P}: no key")
+        raises(AttributeError, lambda: b.kv_insert_params(specs[0], Params(object(), vals)),
+               f"P={P}: a key without limit")
+        for bad in (specs[0][:8], list(specs[0]), (None,) + specs[0][1:],
+                    specs[0][:4] + (dict,) + specs[0][5:],
+                    specs[0][:5] + ([],) + specs[0][6:],
+                    specs[0][:4] + (int,) + specs[0][5:]):
+            raises(TypeError, lambda: b.kv_insert_params(bad, Params(Key(toks), vals)),
+                   f"P={P}: spec {bad!r}")
+        raises(TypeError, lambda: b.kv_insert_params(specs[0]), f"P={P}: one argument")
+        msg = raises(ValueError, lambda: b.kv_insert_params(
+            specs[0], Params(Key(toks), Vals(array.array("q", [1])))), f"P={P}: short values")
+        check("kv_insert: values" in msg, f"names the values: {msg}")
+        check(b.clock == clock and b.sizes() == sizes, f"P={P}: refusals inserted nothing")
+        b.check()
+
+
+def general_match(owner, params):
+    return ("general", owner, params)
+
+
+def test_kv_match_params():
+    """kv_match_params (radixkv.sglang's match_prefix): a key without
+    namespace or bigrams, its limit None or >= 0, answers what kv_match with
+    into and that limit answers; any other key goes to the general route
+    untouched (the clock still); refusals raise."""
+    MR = collections.namedtuple("MR", "n a b c x")
+    empty = MR(0, None, None, None, None)
+    into = (MR, (Holder,), 3, (None,), empty)
+    rng = random.Random(13)
+    owner = Owner()
+    spec = (into, general_match, weakref.ref(owner))
+    for P in (1, 4):
+        a, b = radixkv.Cache("radix", P, 4096), radixkv.Cache("radix", P, 4096)
+        for i in range(200):
+            toks = array.array("q", random_requests(rng, 1, 10, 3 * P)[0])
+            if rng.random() < 0.5:
+                vals = array.array("q", range(len(toks)))
+                a.kv_insert(toks, vals)
+                b.kv_insert(toks, vals)
+            limit = None if i % 3 == 0 else rng.randrange(len(toks) + 2)
+            ra = a.kv_match(toks, 0, into, limit)
+            rb = b.kv_match_params(spec, Params(Key(toks, limit=limit)))
+            what = f"P={P} call {i} limit {limit}"
+            if ra is empty:
+                check(rb is empty, f"{what}: the empty result itself")
+            else:
+                check(type(rb) is MR and rb.n == ra.n and rb.a is rb.b is rb.c
+                      and type(rb.a) is Holder and rb.x is None
+                      and list(a.kv_values(ra.a.match)) == list(b.kv_values(rb.a.match)),
+                      f"{what}: {rb!r}")
+            check(a.clock == b.clock and a.stats() == b.stats(), f"{what}: clock, stats")
+        toks = array.array("q", range(1, 3 * P + 1))
+        clock = b.clock
+        for key in (Key(toks, extra_key="e"), Key(toks, cache_salt="s"),
+                    Key(toks, is_bigram=True), Key(toks, limit=-1), Key(toks, limit=2.0)):
+            params = Params(key)
+            g = b.kv_match_params(spec, params)
+            check(g == ("general", owner, params) and g[2] is params, f"P={P}: general {g!r}")
+            check(b.kv_match_params((into, None, None), params) is None,
+                  f"P={P}: no general route: None")
+        check(b.clock == clock, f"P={P}: the general route's calls matched nothing")
+        gone = Owner()
+        spec_gone = (into, general_match, weakref.ref(gone))
+        del gone
+        gc.collect()
+        raises(ReferenceError, lambda: b.kv_match_params(spec_gone, Params(Key(toks, limit=-1))),
+               f"P={P}: owner gone")
+        raises(AttributeError, lambda: b.kv_match_params(spec, object()), f"P={P}: no key")
+        raises(AttributeError, lambda: b.kv_match_params(spec, Params(object())),
+               f"P={P}: a key without fields")
+        for bad in ((into, general_match), [into, None, None], (into, 5, None),
+                    (into, general_match, owner), ((MR, Holder, 3), None, None)):
+            raises(TypeError, lambda: b.kv_match_params(bad, Params(Key(toks))),
+                   f"P={P}: spec {bad!r}")
+        raises(OverflowError, lambda: b.kv_match_params(spec, Params(Key(toks, limit=1 << 70))),
+               f"P={P}: a limit past 64 bits")
+        check(b.clock == clock, f"P={P}: refusals matched nothing")
+
+
+def test_kv_path_values():
+    """kv_path_values (radixkv.sglang's path_device_indices): the empty
+    object for a None match, else to_tensor of kv_values(match, dlpack=True);
+    kv_values' own refusals pass through."""
+    empty = ("empty",)
+    spec = (dlpack_values, empty)
+    for P in (1, 4):
+        c = radixkv.Cache("radix", P, 256)
+        toks = array.array("q", range(1, 3 * P + 1))
+        _, m = c.kv_insert(toks, array.array("q", range(50, 50 + 3 * P)))
+        check(c.kv_path_values(spec, Holder(None)) is empty, f"P={P}: a None match")
+        got = c.kv_path_values(spec, Holder(m))
+        check(got == list(c.kv_values(m)) == list(range(50, 50 + 3 * P)),
+              f"P={P}: the path's values")
+        raises(AttributeError, lambda: c.kv_path_values(spec, object()), f"P={P}: no match")
+        raises(TypeError, lambda: c.kv_path_values(spec, Holder("m")), f"P={P}: not a Match")
+        raises(TypeError, lambda: c.kv_path_values((None, empty), Holder(m)), f"P={P}: bad spec")
+        raises(TypeError, lambda: c.kv_path_values(spec), f"P={P}: one argument")
+        c.evict(3 * P)
+        raises(ValueError, lambda: c.kv_path_values(spec, Holder(m)),
+               f"P={P}: evicted since the match")
+
+
+@dataclasses.dataclass
+class EvictParams:
+    num_tokens: Any = 0
+
+
+@dataclasses.dataclass
+class Evicted:
+    num_tokens_evicted: int = 0
+    other: int = 0
+
+
+class Allocator:
+    """What kv_evict_params hands an adapter's allocator: free_segment's
+    arguments, in order."""
+
+    def __init__(self):
+        self.calls = []
+
+    def free_segment(self, values, start_pos=None):
+        self.calls.append((values, start_pos))
+
+
+def test_kv_evict_params():
+    """kv_evict_params (radixkv.sglang's evict): a count > 0 evicts what
+    kv_evict evicts, hands the freed values to the owner's allocator
+    (free_segment(values, start_pos=0), only when tokens were freed) and
+    answers the result class as its __init__ builds it; any other count goes
+    to the general route untouched; refusals evict nothing."""
+    template = dict(vars(Evicted()))
+    rng = random.Random(17)
+    for P in (1, 4):
+        owner = Owner()
+        owner.token_to_kv_pool_allocator = Allocator()
+        specs = ((dlpack_values, Evicted, template, (), general_match, weakref.ref(owner)),
+                 (dlpack_values, Evicted, None, (), general_match, weakref.ref(owner)))
+        a, b = radixkv.Cache("radix", P, 256), radixkv.Cache("radix", P, 256)
+        for i in range(300):
+            if rng.random() < 0.6:
+                toks = array.array("q", random_requests(rng, 1, 10, 3 * P)[0])
+                vals = array.array("q", range(1000 * i, 1000 * i + len(toks)))
+                for c in (a, b):
+                    if c.sizes()["free_pages"] < len(toks) // P + 1:
+                        c.kv_evict(len(toks))
+                    c.kv_insert(toks, vals)
+                continue
+            n = rng.randrange(1, 4 * P)
+            freed, cap = a.kv_evict(n, False, True)
+            want = dlpack_values(cap)
+            calls = owner.token_to_kv_pool_allocator.calls
+            del calls[:]
+            r = b.kv_evict_params(specs[i % 2], EvictParams(n))
+            what = f"P={P} call {i}"
+            check(type(r) is Evicted and r == Evicted(freed) and list(vars(r)) == list(template),
+                  f"{what}: {r!r}, kv_evict freed {freed}")
+            check(calls == ([(want, 0)] if freed else []), f"{what}: the allocator got {calls}")
+            check(a.sizes() == b.sizes() and a.clock == b.clock, f"{what}: sizes, clock")
+        clock, sizes = b.clock, b.sizes()
+        for params in (EvictParams(0), EvictParams(-1), EvictParams(2.0)):
+            g = b.kv_evict_params(specs[0], params)
+            check(g == ("general", owner, params) and g[2] is params, f"P={P}: general {g!r}")
+        check(b.clock == clock and b.sizes() == sizes, f"P={P}: the general route evicted nothing")
+        raises(OverflowError, lambda: b.kv_evict_params(specs[0], EvictParams(1 << 70)),
+               f"P={P}: a count past 64 bits")
+        raises(AttributeError, lambda: b.kv_evict_params(specs[0], object()), f"P={P}: no count")
+        gone = Owner()
+        spec_gone = specs[0][:5] + (weakref.ref(gone),)
+        del gone
+        gc.collect()
+        raises(ReferenceError, lambda: b.kv_evict_params(spec_gone, EvictParams(P)),
+               f"P={P}: owner gone")
+        raises(AttributeError, lambda: b.kv_evict_params(specs[0][:5] + (weakref.ref(Owner),),
+                                                         EvictParams(P)),
+               f"P={P}: an owner without an allocator")
+        for bad in (specs[0][:5], list(specs[0]), (None,) + specs[0][1:],
+                    specs[0][:4] + (None,) + specs[0][5:], specs[0][:5] + (owner,),
+                    specs[0][:1] + (int,) + specs[0][2:]):
+            raises(TypeError, lambda: b.kv_evict_params(bad, EvictParams(P)),
+                   f"P={P}: spec {bad!r}")
+        check(b.clock == clock and b.sizes() == sizes, f"P={P}: refusals evicted nothing")
+        b.check()
+
+
+@dataclasses.dataclass
+class Receipt:
+    node_id: Any = None
+    parts: tuple = ()
+    uuids: dict = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass
+class Lock:
+    node: Any
+    receipt: Receipt
+    released: bool = False
+
+
+def test_kv_lock():
+    """kv_lock / kv_unlock (radixkv.sglang's lock and unlock): the lock
+    taken on node.match (none for a None match) and the handle built as
+    Lock(node, Receipt()) builds it, from templates or by calling the
+    classes; unlock undoes it; a refusal takes no lock."""
+    lock_t, receipt_t = dict(vars(Lock(None, None))), dict(vars(Receipt()))
+    specs = ((Lock, lock_t, (), Receipt, receipt_t, ("uuids",)),
+             (Lock, None, (), Receipt, None, ()))
+    for P in (1, 4):
+        c = radixkv.Cache("radix", P, 256)
+        toks = array.array("q", range(1, 3 * P + 1))
+        _, m = c.kv_insert(toks, array.array("q", range(3 * P)))
+        node = Holder(m)
+        for spec in specs:
+            lk = c.kv_lock(spec, node)
+            check(type(lk) is Lock and lk == Lock(node, Receipt()) and lk.node is node
+                  and type(lk.receipt) is Receipt and lk.receipt.uuids is not receipt_t["uuids"]
+                  and list(vars(lk)) == list(lock_t), f"P={P}: {lk!r}")
+            check(c.protected_tokens == 3 * P and m.locked == 1, f"P={P}: locked")
+            check(c.kv_unlock(lk) is None and c.protected_tokens == 0 and m.locked == 0,
+                  f"P={P}: unlocked")
+            h = Holder(None)
+            none = c.kv_lock(spec, h)
+            check(type(none) is Lock and none == Lock(h, Receipt()) and none.node is h,
+                  f"P={P}: a None match: a lock object")
+            check(c.protected_tokens == 0, f"P={P}: a None match locks nothing")
+            c.kv_unlock(none)
+            c.kv_unlock(None)
+        lk = c.kv_lock(specs[0], node)
+        c.kv_unlock(lk)
+        raises(ValueError, lambda: c.kv_unlock(lk), f"P={P}: unlock twice")
+        raises(AttributeError, lambda: c.kv_lock(specs[0], object()), f"P={P}: no match")
+        raises(AttributeError, lambda: c.kv_unlock(object()), f"P={P}: no node")
+        raises(TypeError, lambda: c.kv_lock(specs[0], Holder("m")), f"P={P}: not a Match")
+        for bad in (specs[0][:5], list(specs[0]), (Lock, [], ()) + specs[0][3:],
+                    specs[0][:5] + (["uuids"],)):
+            raises(TypeError, lambda: c.kv_lock(bad, node), f"P={P}: spec {bad!r}")
+        # The handle cannot be built (a fresh field that holds no container):
+        # the lock just taken is given back.
+        msg = raises(TypeError, lambda: c.kv_lock(specs[0][:5] + (("parts",),), node),
+                     f"P={P}: a fresh tuple")
+        check("parts" in msg, f"names the field: {msg}")
+        check(c.protected_tokens == 0 and m.locked == 0, f"P={P}: refusals lock nothing")
+        c.evict(3 * P)
+        raises(ValueError, lambda: c.kv_lock(specs[0], node), f"P={P}: evicted since the match")
+        c.check()
+
+
 def main():
     reg = registry()
     if reg is not None:
@@ -716,7 +1078,9 @@ def main():
         kinds = [(k, radixkv.policies() if k in ("radix", "hash", "trie") else [])
                  for k in radixkv.kinds()]
     for obj in (radixkv.Cache, radixkv.Cache.match, radixkv.Cache.insert, radixkv.cache_sim,
-                radixkv.run, radixkv.Match):
+                radixkv.run, radixkv.Match, radixkv.Cache.kv_insert_params,
+                radixkv.Cache.kv_lock, radixkv.Cache.kv_unlock, radixkv.Cache.kv_match_params,
+                radixkv.Cache.kv_path_values, radixkv.Cache.kv_evict_params):
         check(bool(obj.__doc__), f"{obj.__name__} has a docstring")
     test_protocol(kinds)
     test_conversions()
@@ -729,6 +1093,11 @@ def main():
     test_kv_match_into()
     test_kv_match_limit()
     test_kv_dlpack()
+    test_kv_insert_params()
+    test_kv_lock()
+    test_kv_match_params()
+    test_kv_path_values()
+    test_kv_evict_params()
     print(f"py_api: {CHECKS} checks passed ({len(kinds)} kinds, numpy "
           f"{'yes' if np is not None else 'no'}, package {os.path.dirname(radixkv.__file__)})")
 

@@ -6,8 +6,10 @@ point: ASan itself checks the extension's accesses, its quarantine would
 blur the resident set, and only refcounts are compared there).
 """
 import array
+import dataclasses
 import os
 import sys
+import weakref
 
 import radixkv
 
@@ -71,7 +73,39 @@ def body(c, toks, arr, nparr, bad):
         c.kv_match(arr, 0, (tuple, Holder, -1, (), None))
     except ValueError:
         pass
-    return 22
+    # radixkv.sglang's insert, lock and unlock: the plain insert, the
+    # general route, a refused one; a lock taken and given back, one refused
+    # after it was taken (the handle cannot be built).
+    r = c.kv_insert_params(INSERT_SPEC, PARAMS)
+    _ = c.kv_insert_params(INSERT_SPEC, PARAMS_LIMIT)
+    try:
+        c.kv_insert_params(INSERT_SPEC, PARAMS_SHORT)
+    except ValueError:
+        pass
+    c.kv_unlock(c.kv_lock(LOCK_SPEC, r.last_device_node))
+    try:
+        c.kv_lock(LOCK_SPEC_BAD, r.last_device_node)
+    except TypeError:
+        pass
+    # match_prefix and path_device_indices: a plain match (its holder made
+    # without a call), the general route, a refused limit; a path's values.
+    mr = c.kv_match_params(MATCH_SPEC, PARAMS)
+    _ = c.kv_match_params(MATCH_SPEC, PARAMS_NEGATIVE)
+    try:
+        c.kv_match_params(MATCH_SPEC, PARAMS_HUGE)
+    except OverflowError:
+        pass
+    _ = c.kv_path_values(PATH_SPEC, mr[1])
+    _ = c.kv_path_values(PATH_SPEC, Holder(None))
+    # evict: a count that frees (the values to the allocator), the general
+    # route, a refused count.
+    _ = c.kv_evict_params(EVICT_SPEC, EVICT_4)
+    _ = c.kv_evict_params(EVICT_SPEC, EVICT_0)
+    try:
+        c.kv_evict_params(EVICT_SPEC, EVICT_HUGE)
+    except OverflowError:
+        pass
+    return 37
 
 
 class Holder:
@@ -89,13 +123,106 @@ INTO = (Wrapped, Holder, 2, (None, 0), ("empty",))
 bad_key = array.array("q", [1 << 40] * 4)
 
 
+# kv_insert_params / kv_lock's specs over stand-ins for SGLang's classes
+# (tests/python/test_api.py checks what they build).
+@dataclasses.dataclass
+class Params:
+    key: object = None
+    value: object = None
+
+
+@dataclasses.dataclass
+class Result:
+    prefix_len: int
+    last_device_node: object = None
+    actions: list = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class Receipt:
+    uuids: dict = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass
+class Lock:
+    node: object
+    receipt: Receipt
+
+
+class Key:
+    __slots__ = ("token_ids", "extra_key", "cache_salt", "is_bigram", "limit")
+
+    def __init__(self, token_ids, limit=None):
+        self.token_ids, self.limit = token_ids, limit
+        self.extra_key = self.cache_salt = None
+        self.is_bigram = False
+
+
+class Vals:
+    def __init__(self, capsule_of):
+        self.capsule_of = capsule_of
+
+
+def general(owner, *params):
+    return None
+
+
+class Owner:
+    pass
+
+
+def values_source(n):
+    """A capsule maker of n int64 values (a cache's kv_values), numpy or not."""
+    s = radixkv.Cache("radix", 1, n + 1)
+    _, m = s.kv_insert(array.array("q", range(n)), array.array("q", range(100, 100 + n)))
+    return lambda: s.kv_values(m, True)
+
+
+OWNER = Owner()
+INSERT_SPEC = (lambda v: v.capsule_of(), Vals, Holder, Holder(None), Result,
+               dict(vars(Result(None))), ("actions",), general, weakref.ref(OWNER))
+KEY12 = array.array("q", range(1, 13))
+PARAMS = Params(Key(KEY12), Vals(values_source(12)))
+PARAMS_LIMIT = Params(Key(KEY12, limit=4), PARAMS.value)
+PARAMS_SHORT = Params(Key(KEY12), Vals(values_source(2)))
+LOCK_SPEC = (Lock, dict(vars(Lock(None, None))), (), Receipt, dict(vars(Receipt())), ("uuids",))
+LOCK_SPEC_BAD = LOCK_SPEC[:2] + (("node",),) + LOCK_SPEC[3:]
+MATCH_SPEC = ((Wrapped, (Holder,), 2, (None,), ("empty",)), general, weakref.ref(OWNER))
+PARAMS_NEGATIVE = Params(Key(KEY12, limit=-1))
+PARAMS_HUGE = Params(Key(KEY12, limit=1 << 70))
+PATH_SPEC = (lambda cap: cap, b"")
+
+
+@dataclasses.dataclass
+class EvictParams:
+    num_tokens: object = 0
+
+
+@dataclasses.dataclass
+class Evicted:
+    num_tokens_evicted: int = 0
+
+
+class Allocator:
+    def free_segment(self, values, start_pos=None):
+        pass
+
+
+OWNER.token_to_kv_pool_allocator = Allocator()
+EVICT_SPEC = (lambda cap: cap, Evicted, dict(vars(Evicted())), (), general, weakref.ref(OWNER))
+EVICT_4, EVICT_0, EVICT_HUGE = EvictParams(4), EvictParams(0), EvictParams(1 << 70)
+
+
 def main():
     c = radixkv.Cache("radix", 4, 64)
     toks = list(range(1, 13))
     arr = array.array("i", range(1, 13))
     nparr = np.arange(1, 13, dtype=np.int64) if np is not None else None
     bad = [1.5, 2.5]
-    watched = [c, toks, arr, bad, INTO, Holder, Wrapped] + ([nparr] if nparr is not None else [])
+    watched = [c, toks, arr, bad, INTO, Holder, Wrapped, INSERT_SPEC, PARAMS, PARAMS_LIMIT,
+               PARAMS_SHORT, LOCK_SPEC, LOCK_SPEC_BAD, OWNER, Result, Lock, Receipt, Params,
+               KEY12, MATCH_SPEC, PARAMS_NEGATIVE, PARAMS_HUGE, PATH_SPEC, EVICT_SPEC, EVICT_4,
+               EVICT_0, EVICT_HUGE] + ([nparr] if nparr is not None else [])
     calls = 0
     while calls < CALLS // 10:
         calls += body(c, toks, arr, nparr, bad)

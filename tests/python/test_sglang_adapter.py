@@ -163,6 +163,86 @@ def main():
     print(f"sglang_adapter: lock / unlock, {lock_seqs} sequences, {lock_diffs} differences")
     if lock_diffs:
         return 1
+    return check_bound_calls()
+
+
+def check_bound_calls():
+    """The adapter's match_prefix, path_device_indices, insert, evict, lock
+    and unlock bound on the instance to C calls (RadixCache._bind): the
+    class's methods answer the same; setting disable
+    takes the bindings off (SGLang's disabled answers, nothing cached or
+    locked) and clearing it puts them back; a dropped adapter is freed at
+    once (the bindings hold no reference cycle through it). 0, or 1 naming
+    the first failure."""
+    import gc
+    import weakref
+    import torch
+    from radixkv.sglang import RadixCache as Adapter
+    from functools import partial
+    from sglang.srt.mem_cache.base_prefix_cache import (DecLockRefParams, EvictParams,
+                                                        InsertParams, InsertResult,
+                                                        MatchPrefixParams, TreeLock)
+    from sglang.srt.mem_cache.radix_cache import RadixKey
+
+    def fail(what):
+        print(f"FAIL: bound calls: {what}")
+        return 1
+
+    tree = Adapter.create_simulated(mock_allocator=SlotLog(), page_size=1, num_pages=64)
+    key = RadixKey(list(range(5)))
+    a = tree.insert(InsertParams(key=key, value=torch.arange(5)))
+    b = Adapter.insert(tree, InsertParams(key=key, value=torch.arange(5, 10)))
+    if (a.prefix_len, b.prefix_len) != (0, 5) or type(b) is not InsertResult:
+        return fail(f"insert {a.prefix_len}, the class's insert {b.prefix_len}")
+    for k in (key, RadixKey(list(range(7)), limit=4), RadixKey(list(range(5)), limit=-2),
+              RadixKey(list(range(5)), extra_key="e")):
+        m, mc = (tree.match_prefix(MatchPrefixParams(key=k)),
+                 Adapter.match_prefix(tree, MatchPrefixParams(key=k)))
+        if (type(m) is not type(mc) or m.device_prefix_len != mc.device_prefix_len
+                or m[4:] != mc[4:] or not torch.equal(
+                    tree.path_device_indices(m.last_device_node),
+                    Adapter.path_device_indices(tree, mc.last_device_node))):
+            return fail(f"match_prefix {m!r}, the class's {mc!r}")
+    evicted = {}
+    for side in ("bound", "class"):
+        t2 = Adapter.create_simulated(mock_allocator=SlotLog(), page_size=2, num_pages=64)
+        for i in range(4):
+            t2.insert(InsertParams(key=RadixKey(list(range(10 * i, 10 * i + 6))),
+                                   value=torch.arange(6 * i, 6 * i + 6)))
+        evict = t2.evict if side == "bound" else partial(Adapter.evict, t2)
+        evicted[side] = ([evict(EvictParams(num_tokens=n)) for n in (3, 0, -1, 5, 100, 1)],
+                         t2.token_to_kv_pool_allocator.freed)
+    if evicted["bound"] != evicted["class"]:
+        return fail(f"evict {evicted['bound']}, the class's {evicted['class']}")
+    ev = (tree.take_events(), tree.take_events())
+    if ev != ([], []) or ev[0] is ev[1] or ev[0] != Adapter.take_events(tree):
+        return fail(f"take_events with events off: {ev!r}")
+    node = tree.match_prefix(MatchPrefixParams(key=key)).last_device_node
+    lk = Adapter.lock(tree, node)
+    if tree.protected_size() != 5 or lk != TreeLock(node, DecLockRefParams()):
+        return fail(f"the class's lock: {lk!r}, protected {tree.protected_size()}")
+    Adapter.unlock(tree, lk)
+    tree.disable = True
+    off = (tree.insert(InsertParams(key=RadixKey(list(range(9))), value=torch.arange(9))),
+           tree.lock(node), tree.match_prefix(MatchPrefixParams(key=key)).device_prefix_len)
+    if (off[0] != InsertResult(prefix_len=0) or off[1] != TreeLock(node, DecLockRefParams())
+            or off[2] != 0 or tree.protected_size() != 0 or tree.evictable_size() != 5):
+        return fail(f"disabled: {off!r}")
+    tree.unlock(off[1])
+    tree.disable = False
+    lk = tree.lock(node)
+    if tree.protected_size() != 5:
+        return fail("lock after enabling again")
+    tree.unlock(lk)
+    gc.disable()
+    try:
+        ref = weakref.ref(tree)
+        del tree, node, lk, off
+        if ref() is not None:
+            return fail("a dropped adapter lives on until a garbage collection")
+    finally:
+        gc.enable()
+    print("sglang_adapter: bound calls as the methods, disable on and off, freed at once")
     return 0
 
 
