@@ -6,7 +6,8 @@ one replay, for SGLang's UnifiedRadixCache (its Rust TreeCore where it
 loads) and radixkv.sglang.RadixCache. JSON Lines on stdout: one line per
 replay, then one summary line per cache (medians with [min, max] over the
 replays). Same trace, capacity and schedule loop as sglang_cache_bench's
-replay; each replay on a fresh cache.
+replay; each replay on a fresh cache. With --c-evict, the adapter's
+kv_evict_c is the part of evict spent in the extension's kv_evict call.
 
 Run in the sglang Rust-core venv with the package importable:
   PYTHONPATH=build/python "$(scripts/sglang_rust_venv.sh)" \\
@@ -80,6 +81,9 @@ def main():
     ap.add_argument("--replay-requests", type=int, default=300)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--c-evict", action="store_true",
+                    help="also time the adapter's kv_evict C call alone (kv_evict_c); "
+                    "its wrapper adds to evict and total")
     ap.add_argument("--before", nargs="+", help="runs of the first build (compare mode)")
     ap.add_argument("--after", nargs="+", help="runs of the second build (compare mode)")
     args = ap.parse_args()
@@ -123,11 +127,24 @@ def main():
         for rep in range(args.repeats):
             tree, *_ = build()
             clk = MethodClock()
+            inner = getattr(tree, "_kv_evict", None) if args.c_evict else None
+            if inner is not None:
+                # the adapter's evict without its Python around it: the C
+                # call alone, as "kv_evict_c" (inside "evict", not added to
+                # the total; the wrapper's own call lands in "evict")
+                def kv_evict_c(*a, inner=inner, clk=clk):
+                    c0 = time.thread_time_ns()
+                    r = inner(*a)
+                    e = clk.by["kv_evict_c"]
+                    e[0] += time.thread_time_ns() - c0 - clk.offset_cpu
+                    e[1] += 1
+                    return r
+                tree._kv_evict = kv_evict_c
             scb.replay(tree, tree.token_to_kv_pool_allocator, items, capacity,
                        insert_frees_duplicates=name == "sglang_unified", call=clk)
             ms = {k: round(v[0] / 1e6, 4) for k, v in sorted(clk.by.items())}
             calls = {k: v[1] for k, v in sorted(clk.by.items())}
-            total = round(sum(ms.values()), 4)
+            total = round(sum(v for k, v in ms.items() if k != "kv_evict_c"), 4)
             runs.append(dict(ms, total=total))
             print(json.dumps({"cache": name, "replay": rep, "thread_cpu_ms": ms,
                               "total_ms": total, "calls": calls}))
