@@ -86,14 +86,28 @@ static inline uint64_t st_mask_in_word(int32_t first, int32_t count)
     return (~0ull >> (64 - 2 * count)) << (2 * (first & 31));
 }
 
-/* Every page of [first, first + count) becomes v. */
+/* The field masks of a run's first and last word: fields from first's on,
+ * and up to (first + count - 1)'s (count >= 1). */
+static inline uint64_t st_head(int32_t first) { return ~0ull << (2 * (first & 31)); }
+static inline uint64_t st_tail(int32_t first, int32_t count)
+{
+    return ~0ull >> (62 - 2 * ((first + count - 1) & 31));
+}
+
+/* Every page of [first, first + count) becomes v: the end words masked,
+ * the whole words between them stored outright (a loop the compiler makes
+ * wide: at page size 1 an evicted leaf of a long prompt spans many words). */
 static void st_fill(page_pool *p, int32_t first, int32_t count, unsigned v)
 {
-    uint64_t pat = LO * v;
-    for (int32_t w = first >> 5, end = first + count; (int64_t)w * 32 < end; w++) {
-        uint64_t m = st_mask(w, first, end);
-        p->bits[w] = (p->bits[w] & ~m) | (pat & m);
-    }
+    if (count <= 0) return;
+    const uint64_t pat = LO * v;
+    uint64_t *b = p->bits, head = st_head(first), tail = st_tail(first, count);
+    int32_t w = first >> 5, last = (first + count - 1) >> 5;
+    if (w == last) head &= tail;
+    b[w] = (b[w] & ~head) | (pat & head);
+    if (w == last) return;
+    for (int32_t k = w + 1; k < last; k++) b[k] = pat;
+    b[last] = (b[last] & ~tail) | (pat & tail);
 }
 
 /* The pages of a word's low-bit mask m, which is one stretch of fields. */
@@ -102,22 +116,41 @@ static inline int32_t st_pages(uint64_t m)
     return (64 - __builtin_clzll(m) - __builtin_ctzll(m) + 1) / 2;
 }
 
+/* Add the INFLIGHT and CACHED pages among word x's fields of low-bit mask m
+ * (one stretch, not empty) to *in and *ca. */
+static inline void st_count_word(uint64_t x, uint64_t m, int32_t *in, int32_t *ca)
+{
+    uint64_t lo = x & m, hi = (x >> 1) & m;
+    /* a node's pages usually share one state: no bit count (without
+     * -mpopcnt that is a library call) */
+    if (lo == m && !hi) *in += st_pages(m);
+    else if (hi == m && !lo) *ca += st_pages(m);
+    else {
+        *in += __builtin_popcountll(lo & ~hi);
+        *ca += __builtin_popcountll(hi & ~lo);
+    }
+}
+
 /* Count the pages of [first, first + count) that are INFLIGHT and CACHED;
- * returns the number that are neither (FREE or a bad value). */
+ * returns the number that are neither (FREE or a bad value). The whole
+ * words between the end words are compared with all-INFLIGHT and
+ * all-CACHED first. */
 static int32_t st_count(const page_pool *p, int32_t first, int32_t count, int32_t *inflight,
                         int32_t *cached)
 {
     int32_t in = 0, ca = 0;
-    for (int32_t w = first >> 5, end = first + count; (int64_t)w * 32 < end; w++) {
-        uint64_t m = st_mask(w, first, end) & LO, x = p->bits[w];
-        uint64_t lo = x & m, hi = (x >> 1) & m;
-        /* a node's pages usually share one state: no bit count (without
-         * -mpopcnt that is a library call) */
-        if (lo == m && !hi) in += st_pages(m);
-        else if (hi == m && !lo) ca += st_pages(m);
-        else {
-            in += __builtin_popcountll(lo & ~hi);
-            ca += __builtin_popcountll(hi & ~lo);
+    if (count > 0) {
+        const uint64_t *b = p->bits, head = st_head(first) & LO, tail = st_tail(first, count) & LO;
+        int32_t w = first >> 5, last = (first + count - 1) >> 5;
+        st_count_word(b[w], w == last ? head & tail : head, &in, &ca);
+        if (w != last) {
+            for (int32_t k = w + 1; k < last; k++) {
+                uint64_t x = b[k];
+                if (x == LO) in += 32;
+                else if (x == LO << 1) ca += 32;
+                else st_count_word(x, LO, &in, &ca);
+            }
+            st_count_word(b[last], tail, &in, &ca);
         }
     }
     *inflight = in;

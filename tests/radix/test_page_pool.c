@@ -517,6 +517,40 @@ START_TEST(test_memory_follows_extents)
 }
 END_TEST
 
+/* A run over many state words, its pages' states mixed inside whole middle
+ * words: freeing it counts every page from the state it was in, a free page
+ * in a middle word makes the free refused with nothing changed, and the run
+ * comes back whole from the next allocation. */
+START_TEST(test_long_run_states)
+{
+    enum { N = 320 };
+    page_pool p;
+    ck_assert_int_eq(page_pool_init(&p, N, 1), RKV_OK);
+    int32_t all[N];
+    ck_assert_int_eq(page_pool_alloc(&p, N, all), RKV_OK);
+    /* cached: all of word 2 (64..95) and pages 100, 101, 130 */
+    for (int32_t i = 64; i < 96; i++) ck_assert_int_eq(page_pool_adopt(&p, &i, 1), RKV_OK);
+    ck_assert_int_eq(page_pool_adopt(&p, (const int32_t[]){100, 101, 130}, 3), RKV_OK);
+    ck_assert_int_eq(page_pool_free_run(&p, 140, 1), RKV_OK); /* a free page in word 4 */
+    ck_assert_int_eq(page_pool_free_run(&p, 5, 200), RKV_EINVAL);
+    ck_assert_int_eq(p.num_cached, 35);
+    ck_assert_int_eq(p.num_free, 1);
+    pool_ok(&p, 0);
+    ck_assert_int_eq(page_pool_free_run(&p, 5, 135), RKV_OK); /* 5..139: words 0..4 */
+    ck_assert_int_eq(p.num_cached, 0);
+    ck_assert_int_eq(p.num_inflight, N - 136);
+    ck_assert_int_eq(p.num_free, 136);
+    for (int32_t i = 0; i < N; i++)
+        ck_assert_int_eq(page_pool_state(&p, i), i >= 5 && i <= 140 ? PAGE_FREE : PAGE_INFLIGHT);
+    pool_ok(&p, 1);
+    int32_t got[136];
+    ck_assert_int_eq(page_pool_alloc(&p, 136, got), RKV_OK);
+    for (int32_t i = 0; i < 136; i++) ck_assert_int_eq(got[i], 5 + i);
+    pool_ok(&p, 2);
+    page_pool_destroy(&p);
+}
+END_TEST
+
 /* The log since mark is exactly want[0..n). */
 static void expect_log(const page_pool *p, uint64_t mark, const page_run *want, int32_t n)
 {
@@ -1095,6 +1129,7 @@ int main(void)
     tcase_add_test(tc, test_memory_follows_extents);
     tcase_add_test(tc, test_unordered_duplicates_refused);
     tcase_add_test(tc, test_pending_is_free);
+    tcase_add_test(tc, test_long_run_states);
     tcase_add_test(tc, test_log_runs_in_order);
     tcase_add_test(tc, test_log_marks_against_model);
     tcase_add_test(tc, test_log_reserve_worst_case);
