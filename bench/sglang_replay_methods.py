@@ -30,6 +30,11 @@ import time
 from array import array
 
 
+# The cache's methods the replay calls (sglang_cache_bench's replay()).
+METHODS = ("match_prefix", "lock", "evict", "path_device_indices", "insert", "unlock",
+           "take_events")
+
+
 def summaries(path):
     """{cache: {method: median ms}} from a run's summary lines."""
     out = {}
@@ -81,6 +86,8 @@ def main():
     ap.add_argument("--replay-requests", type=int, default=300)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--keys", choices=("scheduler", "prebuilt"), default="scheduler",
+                    help="how the replay hands over keys (sglang_cache_bench's replay())")
     ap.add_argument("--c-evict", action="store_true",
                     help="also time the adapter's kv_evict C call alone (kv_evict_c); "
                     "its wrapper adds to evict and total")
@@ -101,15 +108,23 @@ def main():
     class MethodClock(scb.CallClock):
         """The bench's call clock (its own overhead taken off), by method."""
 
-        def __init__(self):
+        def __init__(self, tree):
             super().__init__()
             self.by = collections.defaultdict(lambda: [0, 0])
+            # By the name the replay calls it by: the adapter binds C calls
+            # on its instance (no __name__ of the method's), and a Python
+            # method's bound object is new at each read but compares equal.
+            self.names = [(getattr(tree, n), n) for n in METHODS]
+
+        def name_of(self, fn):
+            return next((n for obj, n in self.names if obj == fn), getattr(fn, "__name__", "?"))
 
         def __call__(self, fn, *a):
             c0 = time.thread_time_ns()
             r = fn(*a)
-            e = self.by[fn.__name__]
-            e[0] += time.thread_time_ns() - c0 - self.offset_cpu
+            d = time.thread_time_ns() - c0 - self.offset_cpu
+            e = self.by[self.name_of(fn)]
+            e[0] += d
             e[1] += 1
             return r
 
@@ -117,7 +132,8 @@ def main():
     mreqs = scb.mooncake_like(argparse.Namespace(seed=args.seed,
                                                  replay_requests=args.replay_requests,
                                                  page_size=1))
-    items = [(RadixKey(array("q", r)), RadixKey(array("q", r[:-1]))) for r in mreqs]
+    items = ([array("q", r) for r in mreqs] if args.keys == "scheduler" else
+             [(RadixKey(array("q", r)), RadixKey(array("q", r[:-1]))) for r in mreqs])
     # as sglang_cache_bench's replay: a third of the trace's distinct tokens
     capacity = len({t for r in mreqs for t in r[::512]}) * 512 // 3
     caches, _ = scb.make_caches(argparse.Namespace(page_size=1), sum(map(len, mreqs)))
@@ -126,7 +142,7 @@ def main():
         runs = []
         for rep in range(args.repeats):
             tree, *_ = build()
-            clk = MethodClock()
+            clk = MethodClock(tree)
             inner = getattr(tree, "_kv_evict", None) if args.c_evict else None
             if inner is not None:
                 # the adapter's evict without its Python around it: the C
@@ -141,7 +157,8 @@ def main():
                     return r
                 tree._kv_evict = kv_evict_c
             scb.replay(tree, tree.token_to_kv_pool_allocator, items, capacity,
-                       insert_frees_duplicates=name == "sglang_unified", call=clk)
+                       insert_frees_duplicates=name == "sglang_unified", call=clk,
+                       keys=args.keys)
             ms = {k: round(v[0] / 1e6, 4) for k, v in sorted(clk.by.items())}
             calls = {k: v[1] for k, v in sorted(clk.by.items())}
             total = round(sum(v for k, v in ms.items() if k != "kv_evict_c"), 4)
