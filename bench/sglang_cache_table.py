@@ -5,6 +5,11 @@ in them is typed by hand: per call (insert, match, evict) and the whole
 replay, with the time inside the caches' own calls where the JSON has it.
 
     /usr/bin/python3 bench/sglang_cache_table.py bench/results/.../bench.json
+
+With several JSONs (runs of one build), one table of the adapter's ratios
+per run instead, with each ratio's range over the runs:
+
+    /usr/bin/python3 bench/sglang_cache_table.py run1.json run2.json run3.json
 """
 import argparse
 import json
@@ -94,11 +99,45 @@ def replay(out, rows, name_of):
     table(out, head, rows, cells_of)
 
 
+def runs_table(paths):
+    """The adapter's ratios to both SGLang caches per run: per call (insert,
+    match, evict) and inside the replay's calls (wall / thread CPU, each
+    replay the JSON has), then the range of each over the runs."""
+    cols, rows = [], []
+    for path in paths:
+        with open(path) as f:
+            d = json.load(f)
+        a, cells = d["caches"]["radixkv_adapter"], {}
+        for other, short in (("sglang_python", "Python"), ("sglang_unified", "Rust core")):
+            for p in PHASES:
+                cells[f"{p} ×{short}"] = a[p].get(f"speedup_vs_{other}")
+            for field in ("replay", "replay_prebuilt"):
+                r = d.get(field, {}).get("rows", {}).get("radixkv_adapter")
+                if r:
+                    for suf, what in (("", "wall"), ("_cpu", "CPU")):
+                        cells[f"{field} {what} ×{short}"] = r.get(f"in_cache_speedup{suf}_vs_{other}")
+        cols += [c for c in cells if c not in cols]
+        rows.append((path.rsplit("/", 1)[-1], cells))
+    out = ["| ratio | " + " | ".join(n for n, _ in rows) + " | range |",
+           "|---" * (len(rows) + 2) + "|"]
+    for c in cols:
+        xs = [cells.get(c) for _, cells in rows]
+        have = [x for x in xs if x is not None]
+        rng = f"{min(have):.2f}–{max(have):.2f}" if have else "–"
+        out.append(f"| {c} | " + " | ".join("–" if x is None else f"{x:.2f}" for x in xs)
+                   + f" | {rng} |")
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("json", help="sglang_cache_bench.py's output")
+    ap.add_argument("json", nargs="+", help="sglang_cache_bench.py's output (several: the "
+                    "adapter's ratios per run)")
     args = ap.parse_args()
-    with open(args.json) as f:
+    if len(args.json) > 1:
+        sys.stdout.write("\n".join(runs_table(args.json)) + "\n")
+        return
+    with open(args.json[0]) as f:
         d = json.load(f)
     core = d.get("unified", {}).get("tree_core")
     core_name = "Rust TreeCore" if core == "rust" else f"{core} core"
