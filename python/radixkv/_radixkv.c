@@ -2129,6 +2129,16 @@ static PyObject *owner_call(PyObject *general, PyObject *ref, PyObject *a, PyObj
     return r;
 }
 
+/* The params calls' two positional arguments (spec, then second): 0, or -1
+ * with TypeError. */
+static int spec_nargs(const char *what, const char *second, Py_ssize_t nargs)
+{
+    if (nargs == 2) return 0;
+    PyErr_Format(PyExc_TypeError, "%s() takes 2 arguments (spec, %s), %zd given", what, second,
+                 nargs);
+    return -1;
+}
+
 /* kv_insert_params(spec, params) -> result: SGLang's RadixCache.insert(params)
  * for the scheduler's plain call in one C call, any other through the
  * caller's general route. spec = (to_values, value_type, holder, root,
@@ -2152,11 +2162,7 @@ static PyObject *Cache_kv_insert_params(CacheObject *self, PyObject *const *args
                                         Py_ssize_t nargs)
 {
     const char *what = "radixkv.Cache.kv_insert_params";
-    if (nargs != 2) {
-        PyErr_Format(PyExc_TypeError, "%s() takes 2 arguments (spec, params), %zd given", what,
-                     nargs);
-        return NULL;
-    }
+    if (spec_nargs(what, "params", nargs) < 0) return NULL;
     PyObject *spec = args[0], *params = args[1];
     if (!PyTuple_CheckExact(spec) || PyTuple_GET_SIZE(spec) != 9
         || !PyCallable_Check(PyTuple_GET_ITEM(spec, 0))
@@ -2228,11 +2234,7 @@ out:
 static PyObject *Cache_kv_lock(CacheObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     const char *what = "radixkv.Cache.kv_lock";
-    if (nargs != 2) {
-        PyErr_Format(PyExc_TypeError, "%s() takes 2 arguments (spec, node), %zd given", what,
-                     nargs);
-        return NULL;
-    }
+    if (spec_nargs(what, "node", nargs) < 0) return NULL;
     PyObject *spec = args[0], *node = args[1];
     if (!PyTuple_CheckExact(spec) || PyTuple_GET_SIZE(spec) != 6) {
         PyErr_Format(PyExc_TypeError, "%s: spec must be (lock class, template, fresh, receipt "
@@ -2302,11 +2304,7 @@ static PyObject *Cache_kv_match_params(CacheObject *self, PyObject *const *args,
                                        Py_ssize_t nargs)
 {
     const char *what = "radixkv.Cache.kv_match_params";
-    if (nargs != 2) {
-        PyErr_Format(PyExc_TypeError, "%s() takes 2 arguments (spec, params), %zd given", what,
-                     nargs);
-        return NULL;
-    }
+    if (spec_nargs(what, "params", nargs) < 0) return NULL;
     PyObject *spec = args[0], *params = args[1];
     if (!PyTuple_CheckExact(spec) || PyTuple_GET_SIZE(spec) != 3
         || (PyTuple_GET_ITEM(spec, 1) != Py_None
@@ -2353,11 +2351,7 @@ static PyObject *Cache_kv_path_values(CacheObject *self, PyObject *const *args,
                                       Py_ssize_t nargs)
 {
     const char *what = "radixkv.Cache.kv_path_values";
-    if (nargs != 2) {
-        PyErr_Format(PyExc_TypeError, "%s() takes 2 arguments (spec, node), %zd given", what,
-                     nargs);
-        return NULL;
-    }
+    if (spec_nargs(what, "node", nargs) < 0) return NULL;
     PyObject *spec = args[0];
     if (!PyTuple_CheckExact(spec) || PyTuple_GET_SIZE(spec) != 2
         || !PyCallable_Check(PyTuple_GET_ITEM(spec, 0))) {
@@ -2394,11 +2388,7 @@ static PyObject *Cache_kv_evict_params(CacheObject *self, PyObject *const *args,
                                        Py_ssize_t nargs)
 {
     const char *what = "radixkv.Cache.kv_evict_params";
-    if (nargs != 2) {
-        PyErr_Format(PyExc_TypeError, "%s() takes 2 arguments (spec, params), %zd given", what,
-                     nargs);
-        return NULL;
-    }
+    if (spec_nargs(what, "params", nargs) < 0) return NULL;
     PyObject *spec = args[0], *params = args[1];
     if (!PyTuple_CheckExact(spec) || PyTuple_GET_SIZE(spec) != 6
         || !PyCallable_Check(PyTuple_GET_ITEM(spec, 0))
