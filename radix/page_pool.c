@@ -66,21 +66,11 @@ static inline void st_set(page_pool *p, int32_t pg, unsigned v)
     *w = (*w & ~(3ull << sh)) | ((uint64_t)v << sh);
 }
 
-/* The field mask of pages [from, to) within word w (pages w*32 .. w*32+31). */
-static inline uint64_t st_mask(int32_t w, int32_t from, int32_t to)
-{
-    /* without branches: a run's alignment in its word is anybody's guess, so
-     * a branch on it is mispredicted about every other time. The word
-     * overlaps [from, to): 0 <= lo < hi <= 32. */
-    int32_t lo = from - w * 32, hi = to - w * 32;
-    lo = lo < 0 ? 0 : lo;
-    hi = hi > 32 ? 32 : hi;
-    return (~0ull >> (64 - 2 * hi)) & (~0ull << (2 * lo));
-}
-
-/* st_mask() of a run known to lie inside one word (1 <= count, first's
- * field + count <= 32), without the clamps: the free path's and the fold's
- * common case. */
+/* The field mask of a run that lies inside one word (1 <= count, first's
+ * field + count <= 32): the free paths' and the fold's common case, without
+ * branches (a run's alignment in its word is anybody's guess, so a branch
+ * on it is mispredicted about every other time). Runs over several words
+ * take st_head() and st_tail() below. */
 static inline uint64_t st_mask_in_word(int32_t first, int32_t count)
 {
     return (~0ull >> (64 - 2 * count)) << (2 * (first & 31));
@@ -955,7 +945,7 @@ static __attribute__((noinline)) rkv_status free_run_any(page_pool *p, int32_t f
          * counted and marked in one read and one write of the word instead
          * of a counting pass and a filling pass. Every page INFLIGHT (01) or
          * CACHED (10) is exactly one of its two bits set. */
-        uint64_t m = st_mask(w, first, first + count), x = p->bits[w];
+        uint64_t m = st_mask_in_word(first, count), x = p->bits[w];
         uint64_t ml = m & LO, lo = x & ml, hi = (x >> 1) & ml;
         if ((lo ^ hi) != ml) return RKV_EINVAL;
         int32_t in = lo == ml ? count : hi == ml ? 0 : __builtin_popcountll(lo);
