@@ -2108,6 +2108,27 @@ static void key_release(PyObject **f)
     for (int i = 0; i < KEY_FIELDS; i++) Py_CLEAR(f[i]);
 }
 
+/* The object the weak reference ref names, a new reference; NULL with
+ * ReferenceError (naming what) when it is gone. PyWeakref_GetRef where
+ * CPython has it (3.13 deprecates PyWeakref_GetObject, whose borrowed
+ * reference could die during the caller's next call). */
+static PyObject *owner_get(PyObject *ref, const char *what)
+{
+    PyObject *owner = NULL;
+#if PY_VERSION_HEX >= 0x030D0000
+    if (PyWeakref_GetRef(ref, &owner) < 0) return NULL;
+#else
+    owner = PyWeakref_GetObject(ref);
+    if (!owner) return NULL;
+    if (owner == Py_None) owner = NULL;
+    else Py_INCREF(owner);
+#endif
+    if (!owner)
+        PyErr_Format(PyExc_ReferenceError, "%s: the object spec's weak reference names is gone",
+                     what);
+    return owner;
+}
+
 /* A params call's general route: None when general is None, else
  * general(owner, a, b) (b NULL: general(owner, a)), owner the object the
  * weak reference ref names (the adapter: no reference cycle through the
@@ -2116,14 +2137,8 @@ static PyObject *owner_call(PyObject *general, PyObject *ref, PyObject *a, PyObj
                             const char *what)
 {
     if (general == Py_None) Py_RETURN_NONE;
-    PyObject *owner = PyWeakref_GetObject(ref);
+    PyObject *owner = owner_get(ref, what);
     if (!owner) return NULL;
-    if (owner == Py_None) {
-        PyErr_Format(PyExc_ReferenceError, "%s: the object spec's weak reference names is gone",
-                     what);
-        return NULL;
-    }
-    Py_INCREF(owner);
     PyObject *r = PyObject_CallFunctionObjArgs(general, owner, a, b, NULL);
     Py_DECREF(owner);
     return r;
@@ -2415,12 +2430,11 @@ static PyObject *Cache_kv_evict_params(CacheObject *self, PyObject *const *args,
     }
     /* The allocator first: an owner gone (or without an allocator) is
      * refused before anything is evicted, since an eviction is not undone. */
-    PyObject *owner = PyWeakref_GetObject(PyTuple_GET_ITEM(spec, 5)), *alloc = NULL;
-    if (owner == Py_None)
-        PyErr_Format(PyExc_ReferenceError, "%s: the object spec's weak reference names is gone",
-                     what);
-    else if (owner)
+    PyObject *owner = owner_get(PyTuple_GET_ITEM(spec, 5), what), *alloc = NULL;
+    if (owner) {
         alloc = PyObject_GetAttr(owner, str_allocator);
+        Py_DECREF(owner);
+    }
     if (!alloc) {
         Py_DECREF(n);
         return NULL;
