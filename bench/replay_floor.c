@@ -1,0 +1,253 @@
+/* replay_floor.c - the memory floor of the SGLang interface's whole replay:
+ * the reads and writes any exact prefix cache makes on the caller's data in
+ * bench/sglang_cache_bench.py's replay, with no tree behind them. JSON Lines.
+ *
+ * usage: replay_floor --keys FILE [--rounds N]
+ *
+ * FILE (written by bench/replay_floor.py): "RKVFLOOR1", then an int32 count
+ * of requests, then per request int32 n, int32 matched and n int64 token ids
+ * (the request's array('q'), as SGLang's scheduler holds it, and how much of
+ * it the cache matched in the replay). Per request, in the replay's order:
+ *
+ *   match  reads the first matched + 1 ids of the request's array (any
+ *          exact match reads every id it matches, and one more to stop);
+ *   insert copies the array (the loop's slice, untimed) and reads the copy
+ *          whole (any exact insert reads its whole key);
+ *   path   writes matched int64 KV indices into a block of its own
+ *          (path_device_indices hands the caller a tensor it keeps).
+ *
+ * What is left out makes this a floor, not an estimate: reading the cache's
+ * own copy of the tokens to compare with, any bookkeeping of the cache's
+ * (pages, values, LRU order, eviction), the calls themselves. Each request's
+ * array is a block of its own, read once a round as the replay reads it, so
+ * the arrays (about 19 MB) meet the cache as the replay's do. The path
+ * blocks are two, used in turn (an allocator handing back a recently freed
+ * block); a fresh block per call would measure page faults.
+ *
+ * Each part is timed per call by thread CPU time and by wall time, the clock
+ * reads' own cost (the median of empty intervals) taken off every interval,
+ * as sglang_cache_bench's CallClock does. One line per round:
+ *   {"bench":"replay_floor","round","requests","match_ms","insert_ms","path_ms",
+ *    "total_ms","match_wall_ms","insert_wall_ms","path_wall_ms","total_wall_ms"}
+ * then a summary line {"bench":"replay_floor","summary":true,...} with the
+ * median and [min, max] of each over the rounds.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+#include "rkv_core.h"
+
+typedef uint64_t u64x4 __attribute__((vector_size(32)));
+
+/* The XOR of k[0..n): every id read, at the width the vectorizer allows. */
+RKV_WIDE static uint64_t ids_read(const int64_t *k, int64_t n)
+{
+    u64x4 a = {0, 0, 0, 0}, b = {0, 0, 0, 0}, c, d;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        memcpy(&c, k + i, sizeof c);
+        memcpy(&d, k + i + 4, sizeof d);
+        a ^= c;
+        b ^= d;
+    }
+    a ^= b;
+    uint64_t r = a[0] ^ a[1] ^ a[2] ^ a[3];
+    for (; i < n; i++) r ^= (uint64_t)k[i];
+    return r;
+}
+
+/* out[i] = start + i, i < n: the cheapest values a path can have (one run). */
+RKV_WIDE static void ids_write(int64_t *out, int64_t start, int64_t n)
+{
+    u64x4 x = {(uint64_t)start, (uint64_t)start + 1, (uint64_t)start + 2, (uint64_t)start + 3};
+    const u64x4 step = {4, 4, 4, 4};
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        memcpy(out + i, &x, sizeof x);
+        x += step;
+    }
+    for (; i < n; i++) out[i] = start + i;
+}
+
+static int64_t clock_ns(clockid_t id)
+{
+    struct timespec t;
+    clock_gettime(id, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+typedef struct {
+    int32_t n, matched;
+    int64_t *ids;
+} floor_req;
+
+/* The requests of path (the format above); NULL with the reason printed. */
+static floor_req *keys_read(const char *path, int32_t *count, int64_t *longest)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "replay_floor: --keys %s: cannot open\n", path);
+        return NULL;
+    }
+    char magic[9];
+    int32_t r = 0;
+    floor_req *q = NULL;
+    if (fread(magic, 1, 9, f) != 9 || memcmp(magic, "RKVFLOOR1", 9) != 0
+        || fread(&r, 4, 1, f) != 1 || r <= 0 || r > 10000000) {
+        fprintf(stderr, "replay_floor: --keys %s: not a key file (RKVFLOOR1 and a count)\n",
+                path);
+        goto fail;
+    }
+    q = calloc((size_t)r, sizeof *q);
+    if (!q) goto oom;
+    *longest = 0;
+    for (int32_t i = 0; i < r; i++) {
+        if (fread(&q[i].n, 4, 1, f) != 1 || fread(&q[i].matched, 4, 1, f) != 1 || q[i].n <= 0
+            || q[i].matched < 0 || q[i].matched >= q[i].n) {
+            fprintf(stderr, "replay_floor: --keys %s: request %" PRId32 ": a bad length or "
+                    "match (n > matched >= 0)\n", path, i);
+            goto fail;
+        }
+        if (!(q[i].ids = malloc(sizeof(int64_t) * (size_t)q[i].n))) goto oom;
+        if (fread(q[i].ids, 8, (size_t)q[i].n, f) != (size_t)q[i].n) {
+            fprintf(stderr, "replay_floor: --keys %s: request %" PRId32 ": the file ends "
+                    "inside its ids\n", path, i);
+            goto fail;
+        }
+        if (q[i].n > *longest) *longest = q[i].n;
+    }
+    fclose(f);
+    *count = r;
+    return q;
+oom:
+    fprintf(stderr, "replay_floor: --keys %s: out of memory\n", path);
+fail:
+    if (q)
+        for (int32_t i = 0; i < r; i++) free(q[i].ids);
+    free(q);
+    fclose(f);
+    return NULL;
+}
+
+enum { PARTS = 3, CLOCKS = 2 };
+static const char *const part_names[PARTS] = {"match", "insert", "path"};
+
+/* The median of 2001 empty intervals of clock id, in ns. */
+static double clock_offset(clockid_t id)
+{
+    enum { EMPTY = 2001 };
+    static double d[EMPTY];
+    for (int i = 0; i < EMPTY; i++) {
+        int64_t t0 = clock_ns(id);
+        d[i] = (double)(clock_ns(id) - t0);
+    }
+    qsort(d, EMPTY, sizeof d[0], cmp_double);
+    return d[EMPTY / 2];
+}
+
+int main(int argc, char **argv)
+{
+    const char *keys = NULL;
+    int64_t rounds = 21;
+    cli_opt opts[] = {
+        CLI_STR_OPT("--keys", &keys),
+        CLI_INT_OPT("--rounds", &rounds, 1, 10000),
+        CLI_END,
+    };
+    cli_args a;
+    char err[256];
+    if (cli_parse("replay_floor", opts, argc, argv, &a, err, sizeof err) != 0) {
+        fprintf(stderr, "replay_floor: %s\n", err);
+        return 2;
+    }
+    if (a.help || !keys || a.npos) {
+        fprintf(a.help ? stdout : stderr, "usage: replay_floor --keys FILE [--rounds N]\n");
+        return a.help ? 0 : 2;
+    }
+    int32_t r = 0;
+    int64_t longest = 0;
+    floor_req *q = keys_read(keys, &r, &longest);
+    if (!q) return 1;
+    int64_t *slice = malloc(sizeof(int64_t) * (size_t)longest);
+    int64_t *path[2] = {malloc(sizeof(int64_t) * (size_t)longest),
+                        malloc(sizeof(int64_t) * (size_t)longest)};
+    double *ms = malloc(sizeof(double) * (size_t)rounds * PARTS * CLOCKS);
+    if (!slice || !path[0] || !path[1] || !ms) {
+        fprintf(stderr, "replay_floor: out of memory\n");
+        return 1;
+    }
+    memset(path[0], 0, sizeof(int64_t) * (size_t)longest);
+    memset(path[1], 0, sizeof(int64_t) * (size_t)longest);
+    const clockid_t ids[CLOCKS] = {CLOCK_THREAD_CPUTIME_ID, CLOCK_MONOTONIC};
+    double off[CLOCKS];
+    for (int c = 0; c < CLOCKS; c++) off[c] = clock_offset(ids[c]);
+    volatile uint64_t sink = 0;
+    for (int64_t k = 0; k < rounds; k++) {
+        double sum[PARTS][CLOCKS] = {{0}};
+        for (int32_t i = 0; i < r; i++) {
+            const floor_req *x = &q[i];
+            for (int p = 0; p < PARTS; p++) {
+                if (p == 1) memcpy(slice, x->ids, sizeof(int64_t) * (size_t)x->n);
+                int64_t c0 = clock_ns(ids[0]), w0 = clock_ns(ids[1]);
+                if (p == 0) sink ^= ids_read(x->ids, x->matched + 1);
+                else if (p == 1) sink ^= ids_read(slice, x->n);
+                else ids_write(path[i & 1], i, x->matched);
+                int64_t w1 = clock_ns(ids[1]), c1 = clock_ns(ids[0]);
+                sum[p][0] += (double)(c1 - c0) - off[0];
+                sum[p][1] += (double)(w1 - w0) - off[1];
+            }
+            sink ^= (uint64_t)path[i & 1][x->matched / 2];
+        }
+        printf("{\"bench\":\"replay_floor\",\"round\":%" PRId64 ",\"requests\":%" PRId32, k, r);
+        for (int c = 0; c < CLOCKS; c++) {
+            double total = 0;
+            for (int p = 0; p < PARTS; p++) {
+                double v = sum[p][c] / 1e6;
+                ms[(k * PARTS + p) * CLOCKS + c] = v;
+                total += v;
+                printf(",\"%s_%sms\":%.4f", part_names[p], c ? "wall_" : "", v);
+            }
+            printf(",\"total_%sms\":%.4f", c ? "wall_" : "", total);
+        }
+        printf("}\n");
+    }
+    /* The summary: each part's median and range, and the totals'. */
+    double *col = malloc(sizeof(double) * (size_t)rounds);
+    if (!col) return 1;
+    printf("{\"bench\":\"replay_floor\",\"summary\":true,\"rounds\":%" PRId64
+           ",\"requests\":%" PRId32, rounds, r);
+    for (int c = 0; c < CLOCKS; c++)
+        for (int p = 0; p <= PARTS; p++) {
+            for (int64_t k = 0; k < rounds; k++) {
+                if (p < PARTS) {
+                    col[k] = ms[(k * PARTS + p) * CLOCKS + c];
+                } else {
+                    col[k] = 0;
+                    for (int j = 0; j < PARTS; j++) col[k] += ms[(k * PARTS + j) * CLOCKS + c];
+                }
+            }
+            qsort(col, (size_t)rounds, sizeof col[0], cmp_double);
+            printf(",\"%s_%sms\":{\"median\":%.4f,\"range\":[%.4f,%.4f]}",
+                   p < PARTS ? part_names[p] : "total", c ? "wall_" : "", col[rounds / 2], col[0],
+                   col[rounds - 1]);
+        }
+    printf("}\n");
+    free(col);
+    free(ms);
+    free(slice);
+    free(path[0]);
+    free(path[1]);
+    for (int32_t i = 0; i < r; i++) free(q[i].ids);
+    free(q);
+    return 0;
+}

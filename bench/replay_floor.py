@@ -1,0 +1,138 @@
+#!/usr/bin/env python3
+"""How far each cache's whole replay is from the memory floor of the
+interface: bench/sglang_cache_bench.py's replay (keys as SGLang's scheduler
+hands them over) with SGLang's Python RadixCache, its UnifiedRadixCache (the
+Rust TreeCore where it loads) and radixkv.sglang.RadixCache, timed inside
+the caches' calls (its CallClock), beside bench/replay_floor.c run in the
+same process's turn on the same requests: the reads and writes any exact
+cache makes on the caller's data (match reads the matched ids, insert reads
+its whole key, path_device_indices writes the matched KV indices), with no
+tree behind them. JSON on stdout.
+
+The floor is a floor: the cache's own copy of the tokens, its bookkeeping
+and the calls are left out (replay_floor.c says what it counts). What it
+tells: the thread CPU a cache spends above it, and how large a ratio against
+SGLang's Python cache the memory work alone would still allow
+(python_over_floor: that cache's time over the floor's).
+
+Run in the sglang Rust-core venv with the package importable and the build's
+replay_floor built:
+  PYTHONPATH=build/python "$(scripts/sglang_rust_venv.sh)" bench/replay_floor.py \\
+      --floor-bin build/bench/replay_floor
+"""
+import argparse
+import json
+import os
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+from array import array
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import sglang_cache_bench as scb  # noqa: E402  (the replay, its workload and caches)
+
+CACHES = ("sglang_python", "sglang_unified", "radixkv_adapter")
+
+
+class MatchLog(scb.CallClock):
+    """CallClock that also keeps each match_prefix's matched length."""
+
+    def __init__(self):
+        super().__init__()
+        self.matched = []
+
+    def __call__(self, fn, *a):
+        r = super().__call__(fn, *a)
+        if getattr(fn, "__name__", None) == "match_prefix" or hasattr(r, "device_prefix_len"):
+            self.matched.append(r.device_prefix_len)
+        return r
+
+
+def spread(xs, scale=1.0):
+    xs = [x * scale for x in xs]
+    return {"median": round(statistics.median(xs), 4),
+            "range": [round(min(xs), 4), round(max(xs), 4)]}
+
+
+def write_keys(path, items, matched):
+    with open(path, "wb") as f:
+        f.write(b"RKVFLOOR1")
+        f.write(struct.pack("<i", len(items)))
+        for ids, m in zip(items, matched):
+            f.write(struct.pack("<ii", len(ids), m))
+            f.write(ids.tobytes())
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--floor-bin", default=os.path.join(
+        os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "build", "bench",
+        "replay_floor"), help="the built bench/replay_floor.c (default: build/bench/replay_floor)")
+    ap.add_argument("--replay-requests", type=int, default=300)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--repeats", type=int, default=5, help="replays per cache, each on a fresh one")
+    ap.add_argument("--rounds", type=int, default=21, help="rounds of the floor")
+    args = ap.parse_args()
+    if not os.access(args.floor_bin, os.X_OK):
+        sys.exit(f"replay_floor.py: --floor-bin {args.floor_bin}: not an executable "
+                 "(build it: ninja -C build bench/replay_floor)")
+    if args.replay_requests < 1 or args.repeats < 1 or args.rounds < 1:
+        sys.exit("replay_floor.py: --replay-requests, --repeats and --rounds must be >= 1")
+    import torch
+    torch.set_num_threads(1)
+    # sglang_cache_bench's own defaults for what make_caches reads.
+    cfg = argparse.Namespace(page_size=1, seed=args.seed, replay_requests=args.replay_requests)
+    mreqs = scb.mooncake_like(cfg)
+    caches, info = scb.make_caches(cfg, sum(len(r) for r in mreqs))
+    items = [array("q", r) for r in mreqs]
+    capacity = len({t for r in mreqs for t in r[::512]}) * 512 // 3
+    rows, matched, hits = {}, None, {}
+    for name in CACHES:
+        if name not in caches:
+            continue
+        build = caches[name][0]
+        cpu, wall = [], []
+        for _ in range(args.repeats):
+            tree, *_ = build()
+            clock = MatchLog()
+            h, _e = scb.replay(tree, tree.token_to_kv_pool_allocator, items, capacity,
+                               insert_frees_duplicates=name.startswith("sglang_unified"),
+                               call=clock)
+            cpu.append(clock.cpu / 1e6)
+            wall.append(clock.wall / 1e6)
+            hits[name] = h
+            if name == "radixkv_adapter":
+                matched = clock.matched
+        rows[name] = {"in_cache_thread_cpu_ms": spread(cpu), "in_cache_wall_ms": spread(wall)}
+    if len(set(hits.values())) != 1:
+        sys.exit(f"replay_floor.py: the caches' hit tokens differ: {hits}")
+    if matched is None or len(matched) != len(items):
+        sys.exit("replay_floor.py: radixkv_adapter's replay gave no match length per request")
+    with tempfile.TemporaryDirectory() as d:
+        keys = os.path.join(d, "keys.bin")
+        write_keys(keys, items, matched)
+        run = subprocess.run([args.floor_bin, "--keys", keys, "--rounds", str(args.rounds)],
+                             capture_output=True, text=True)
+    if run.returncode != 0:
+        sys.exit(f"replay_floor.py: {args.floor_bin} failed ({run.returncode}): {run.stderr}")
+    floor = json.loads(run.stdout.strip().splitlines()[-1])
+    f_cpu, f_wall = floor["total_ms"]["median"], floor["total_wall_ms"]["median"]
+    for r in rows.values():
+        r["over_floor_cpu"] = round(r["in_cache_thread_cpu_ms"]["median"] / f_cpu, 2)
+        r["over_floor_wall"] = round(r["in_cache_wall_ms"]["median"] / f_wall, 2)
+    py = rows["sglang_python"]["in_cache_thread_cpu_ms"]["median"]
+    out = {"bench": "replay_floor", "requests": len(items), "hit_tokens": hits["sglang_python"],
+           "matched_tokens": sum(matched), "key_tokens": sum(len(i) for i in items),
+           "capacity_tokens": capacity, "repeats": args.repeats, "unified": info,
+           "floor": floor, "caches": rows,
+           # The largest ratio against SGLang's Python cache the floor allows.
+           "python_over_floor_cpu": round(py / f_cpu, 2),
+           "python_cpu_ms_over_20": round(py / 20, 4)}
+    json.dump(out, sys.stdout, indent=1)
+    print()
+
+
+if __name__ == "__main__":
+    main()
