@@ -10,7 +10,10 @@ replay evicts as its capacity intends); with assert_speed (the config's, per
 scale), the adapter's thread CPU time in each of insert, match and evict is
 below both SGLang caches' (SGLang's Python RadixCache and its
 UnifiedRadixCache over the tree core that ran) on the same calls. Reported
-(ok None): per-call and in-cache replay ratios against the goals."""
+(ok None): per-call and in-cache replay ratios against the goals, and each
+cache's in-call time over the replay's memory floor. Decided too: the
+floor's replay (bench/replay_floor.py, the same trace) takes the replay's
+hit tokens."""
 
 ADAPTER = "radixkv_adapter"
 PYTHON = "sglang_python"
@@ -28,9 +31,15 @@ def replay(rows):
     return {r["cache"]: r for r in rows if r.get("record") == "replay"}
 
 
+def floor(rows):
+    """{cache: row} of the floor rows (bench/replay_floor.py): "floor" is the
+    floor's own row, the others each cache's in-call time beside it."""
+    return {r["cache"]: r for r in rows if r.get("record") == "floor"}
+
+
 def check(rows, assert_speed, goals):
     out = []
-    pc, rp = per_call(rows), replay(rows)
+    pc, rp, fl = per_call(rows), replay(rows), floor(rows)
     caches = sorted({c for c, _ in pc})
     for need in (PYTHON, ADAPTER):
         if need not in caches:
@@ -55,6 +64,15 @@ def check(rows, assert_speed, goals):
         out.append((all(isinstance(e, int) and e > 0 for e in evicts.values()),
                     f"the replay evicts: every cache makes at least one evict call "
                     f"(capacity {cap} tokens)"))
+    # The floor's replay is the bench's replay again (same trace, seed,
+    # capacity): the same hit tokens, or the two are not the same replay.
+    if "floor" not in fl:
+        out.append((False, "no floor row (bench/replay_floor.py)"))
+    elif rp:
+        want = next(iter(rp.values()))["hit_tokens"]
+        got = fl["floor"]["hit_tokens"]
+        out.append((got == want, f"the floor's replay takes the replay's hit tokens: {got}"
+                                 + ("" if got == want else f" against {want}")))
     for phase in PHASES:
         a = pc.get((ADAPTER, phase))
         if a is None:
@@ -95,4 +113,11 @@ def check(rows, assert_speed, goals):
                 out.append((None, f"replay: adapter {a[field]:.2f}x {other} by thread CPU inside "
                                   f"the cache's calls (goal {goal}x: "
                                   f"{'met' if a[field] >= goal else 'not met'})"))
+    if "floor" in fl:
+        f = fl["floor"]
+        over = ", ".join(f"{c} {r['over_floor_cpu']:.2f}x" for c, r in fl.items() if c != "floor")
+        out.append((None, f"replay floor {f['total_ms']['median']:.3f} ms thread CPU (the "
+                          f"caller's ids read, the KV indices written); the caches' calls: "
+                          f"{over}; the Python cache's time allows "
+                          f"{f['python_over_floor_cpu']:.1f}x over it"))
     return out
