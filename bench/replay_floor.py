@@ -19,6 +19,8 @@ Run in the sglang Rust-core venv with the package importable and the build's
 replay_floor built:
   PYTHONPATH=build/python "$(scripts/sglang_rust_venv.sh)" bench/replay_floor.py \\
       --floor-bin build/bench/replay_floor
+Saved runs as a Markdown table (any python):
+  bench/replay_floor.py --table run1.json run2.json ...
 """
 import argparse
 import json
@@ -30,24 +32,7 @@ import sys
 import tempfile
 from array import array
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import sglang_cache_bench as scb  # noqa: E402  (the replay, its workload and caches)
-
 CACHES = ("sglang_python", "sglang_unified", "radixkv_adapter")
-
-
-class MatchLog(scb.CallClock):
-    """CallClock that also keeps each match_prefix's matched length."""
-
-    def __init__(self):
-        super().__init__()
-        self.matched = []
-
-    def __call__(self, fn, *a):
-        r = super().__call__(fn, *a)
-        if getattr(fn, "__name__", None) == "match_prefix" or hasattr(r, "device_prefix_len"):
-            self.matched.append(r.device_prefix_len)
-        return r
 
 
 def spread(xs, scale=1.0):
@@ -65,7 +50,52 @@ def write_keys(path, items, matched):
             f.write(ids.tobytes())
 
 
+NAMES = {"sglang_python": "SGLang RadixCache (Python)",
+         "sglang_unified": "SGLang UnifiedRadixCache",
+         "radixkv_adapter": "radixkv.sglang.RadixCache"}
+
+
+def table(paths):
+    """A Markdown table of saved runs (this script's JSON): per run the
+    floor's parts and each cache's in-call thread CPU with its ratio to the
+    floor, then the ranges over the runs."""
+    runs = []
+    for p in paths:
+        try:
+            with open(p) as f:
+                runs.append((os.path.basename(p), json.load(f)))
+        except (OSError, ValueError) as e:
+            sys.exit(f"replay_floor.py: --table {p}: {e}")
+    caches = [c for c in CACHES if all(c in d["caches"] for _, d in runs)]
+    head = (["run", "floor ms (match / insert / path)"]
+            + [f"{NAMES[c]} ms (x floor)" for c in caches]
+            + ["Python / floor", "Python / 20, ms"])
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    for name, d in runs:
+        f = d["floor"]
+        cells = [name, f"{f['total_ms']['median']:.3f} ({f['match_ms']['median']:.3f} / "
+                       f"{f['insert_ms']['median']:.3f} / {f['path_ms']['median']:.3f})"]
+        cells += [f"{d['caches'][c]['in_cache_thread_cpu_ms']['median']:.3f} "
+                  f"({d['caches'][c]['over_floor_cpu']:.2f})" for c in caches]
+        cells += [f"{d['python_over_floor_cpu']:.1f}", f"{d['python_cpu_ms_over_20']:.3f}"]
+        print("| " + " | ".join(cells) + " |")
+    if len(runs) > 1:
+        def rng(xs, fmt):
+            return f"{fmt.format(min(xs))}–{fmt.format(max(xs))}"
+        cells = ["range", rng([d["floor"]["total_ms"]["median"] for _, d in runs], "{:.3f}")]
+        cells += [rng([d["caches"][c]["over_floor_cpu"] for _, d in runs], "{:.2f}") + " x"
+                  for c in caches]
+        cells += [rng([d["python_over_floor_cpu"] for _, d in runs], "{:.1f}"),
+                  rng([d["python_cpu_ms_over_20"] for _, d in runs], "{:.3f}")]
+        print("| " + " | ".join(cells) + " |")
+
+
 def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "--table":
+        if len(sys.argv) < 3:
+            sys.exit("usage: replay_floor.py --table RUN.json [RUN.json ...]")
+        return table(sys.argv[2:])
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--floor-bin", default=os.path.join(
         os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "build", "bench",
@@ -80,8 +110,26 @@ def main():
                  "(build it: ninja -C build bench/replay_floor)")
     if args.replay_requests < 1 or args.repeats < 1 or args.rounds < 1:
         sys.exit("replay_floor.py: --replay-requests, --repeats and --rounds must be >= 1")
+    # The replay, its workload and caches (torch and SGLang: imported here, so
+    # that --table runs in any python).
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import sglang_cache_bench as scb
     import torch
     torch.set_num_threads(1)
+
+    class MatchLog(scb.CallClock):
+        """CallClock that also keeps each match_prefix's matched length."""
+
+        def __init__(self):
+            super().__init__()
+            self.matched = []
+
+        def __call__(self, fn, *a):
+            r = super().__call__(fn, *a)
+            if hasattr(r, "device_prefix_len"):
+                self.matched.append(r.device_prefix_len)
+            return r
+
     # sglang_cache_bench's own defaults for what make_caches reads.
     cfg = argparse.Namespace(page_size=1, seed=args.seed, replay_requests=args.replay_requests)
     mreqs = scb.mooncake_like(cfg)
