@@ -19,14 +19,7 @@
 #include <unistd.h>
 
 #include "attention.h"
-#include "cli.h"
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+#include "bench_util.h"
 
 static float *frand(int64_t n, unsigned *seed)
 {
@@ -185,14 +178,14 @@ static double best_time(const shape_case *c, bufs *x, int which)
 {
     double best = INFINITY, spent = 0;
     for (int it = 0; it < 2 || (spent < 0.3 && it < 50); it++) {
-        double t0 = now_s();
+        double t0 = bench_clock_s(CLOCK_MONOTONIC);
         if (which < 0) {
             run_naive(c, x);
         } else if (run_kernel(c, x, which) != ATTN_OK) {
             fprintf(stderr, "attn_cpu_bench: kernel failed on %s D=%d\n", c->kind, c->D);
             exit(1);
         }
-        double t = now_s() - t0;
+        double t = bench_clock_s(CLOCK_MONOTONIC) - t0;
         spent += t;
         if (t < best) best = t;
     }
@@ -202,18 +195,11 @@ static double best_time(const shape_case *c, bufs *x, int which)
 int main(int argc, char **argv)
 {
     /* One optional positional, THREADS (0 or none: every online CPU). */
-    cli_opt table[] = {CLI_END};
     char perr[256];
     cli_args a;
     int64_t nthreads = 0;
-    if (cli_parse("attn_cpu_bench", table, argc, argv, &a, perr, sizeof perr)) {
-        fprintf(stderr, "attn_cpu_bench: %s\n", perr);
-        return 2;
-    }
-    if (a.help || a.npos > 1) {
-        fprintf(stderr, "usage: attn_cpu_bench [THREADS]\n");
-        return 2;
-    }
+    int rc = bench_args("attn_cpu_bench", "[THREADS]", 0, 1, argc, argv, &a);
+    if (rc) return rc;
     if (a.npos && cli_parse_int("THREADS", a.pos[0], 0, 4096, &nthreads, perr, sizeof perr)) {
         fprintf(stderr, "attn_cpu_bench: %s\n", perr);
         return 2;
