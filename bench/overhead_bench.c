@@ -183,19 +183,11 @@ static int replay(const opts *o, const int32_t *trace, const char *kind, int32_t
     int rc = pages && cache_seq_reserve(&m, nb + 1) == RKV_OK ? 0 : -1;
     int64_t heap_extra = heap_live() - heap_m;
     double cpu0 = thread_cpu_ns();
-    for (int32_t r = 0; r < o->requests && rc == 0; r++) {
-        const int32_t *t = trace + (size_t)r * (size_t)o->len;
-        rkv_status st = bench_replay_request(c, &pool, t, o->len, &m, pages, &out->cost);
-        if (st != RKV_OK) {
-            fprintf(stderr, "overhead_bench: %s, request %d: %s\n", kind, r, rkv_status_str(st));
-            rc = -1;
-        }
-    }
+    if (rc == 0)
+        rc = bench_replay_trace("overhead_bench", kind, c, &pool, trace, o->requests, o->len, &m,
+                                pages, &out->cost);
     out->cpu_ns = thread_cpu_ns() - cpu0;
-    if (rc == 0 && cache_check(c, err, sizeof err) != RKV_OK) {
-        fprintf(stderr, "overhead_bench: %s: %s\n", kind, err);
-        rc = -1;
-    }
+    if (rc == 0) rc = bench_replay_check("overhead_bench", kind, c);
     cache_sizes sz;
     cache_get_sizes(c, &sz);
     out->cached_tokens = sz.evictable_tokens + sz.protected_tokens;
