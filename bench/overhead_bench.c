@@ -41,6 +41,7 @@
 
 #include "block_hash.h"
 #include "bench_replay.h"
+#include "bench_util.h"
 #include "cache.h"
 #include "cli.h"
 
@@ -67,12 +68,6 @@ static double thread_cpu_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return 1e9 * (double)ts.tv_sec + (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
 }
 
 /* Live heap bytes allocated by this thread (jemalloc) or the process (glibc). */
@@ -262,10 +257,9 @@ static int bench_kinds(const opts *o, const int32_t *trace)
         /* Thread CPU time per prompt token of a whole replay (match, lock,
          * evict, allocate, insert, free, unlock): median and range over the
          * repeats, for properties that must not hang on one wall sample. */
-        qsort(cpu, (size_t)o->reps, sizeof *cpu, cmp_double);
+        bench_stats cs = bench_stats_of(cpu, o->reps);
         int64_t prompt = (int64_t)o->requests * o->len;
-        double cmed = o->reps % 2 ? cpu[o->reps / 2] : 0.5 * (cpu[o->reps / 2 - 1] + cpu[o->reps / 2]);
-        double cmin = cpu[0], cmax = cpu[o->reps - 1];
+        double cmed = cs.med, cmin = cs.lo, cmax = cs.hi;
         free(cpu);
         if (!strcmp(k, "radix")) {
             base = best;
