@@ -51,6 +51,17 @@ static inline int32_t *bench_make_trace(int32_t requests, int32_t len, int32_t s
     return t;
 }
 
+/* A fresh cache of kind over pool; NULL after printing "BENCH: why". */
+static inline cache *bench_cache_open(const char *bench, const char *kind, page_pool *pool)
+{
+    cache_config cfg = {kind, NULL, NULL, NULL};
+    cache *c = NULL;
+    char err[256] = "";
+    if (cache_create(&cfg, pool, &c, err, sizeof err) == RKV_OK) return c;
+    fprintf(stderr, "%s: %s\n", bench, err);
+    return NULL;
+}
+
 /* tokens[0..len); pages: room for len / P + 1 ids; m: a reusable match. Requests
  * that do not fit after eviction are matched and unlocked but not inserted. */
 static inline rkv_status bench_replay_request(cache *c, page_pool *pool, const int32_t *t,

@@ -77,11 +77,8 @@ static int replay(const opts *o, const int32_t *trace, const char *kind, int32_t
     page_pool pool;
     memset(out, 0, sizeof *out);
     if (page_pool_init(&pool, num_pages, o->page_size) != RKV_OK) return -1;
-    cache_config cfg = {kind, NULL, NULL, NULL};
-    cache *c = NULL;
-    char err[256] = "";
-    if (cache_create(&cfg, &pool, &c, err, sizeof err) != RKV_OK) {
-        fprintf(stderr, "cache_bench: %s\n", err);
+    cache *c = bench_cache_open("cache_bench", kind, &pool);
+    if (!c) {
         page_pool_destroy(&pool);
         return -1;
     }

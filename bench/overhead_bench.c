@@ -162,11 +162,8 @@ static int replay(const opts *o, const int32_t *trace, const char *kind, int32_t
     const int32_t P = o->page_size, nb = (o->len + P - 1) / P;
     int32_t *pages = malloc(sizeof *pages * (size_t)(nb + 1));
     int64_t heap_pages = heap_live() - heap0;
-    cache_config cfg = {kind, NULL, NULL, NULL};
-    cache *c = NULL;
-    char err[256] = "";
-    if (cache_create(&cfg, &pool, &c, err, sizeof err) != RKV_OK) {
-        fprintf(stderr, "overhead_bench: %s\n", err);
+    cache *c = bench_cache_open("overhead_bench", kind, &pool);
+    if (!c) {
         page_pool_destroy(&pool);
         return -1;
     }
