@@ -38,12 +38,15 @@
 #include "cli.h"
 #include "tier_remote.h"
 
-/* "name":{"median":..,"min":..,"max":..} of v[0..n) (sorted in place). */
-static void stat_json(const char *name, double *v, int n, int comma)
+/* ,"name[i]":{"median":..,"min":..,"max":..} of v[i][0..n) (sorted in place),
+ * for each of the k figures. */
+static void stats_json(const char *const *name, double **v, int k, int n)
 {
-    bench_stats s = bench_stats_of(v, n);
-    printf("%s\"%s\":{\"median\":%.6g,\"min\":%.6g,\"max\":%.6g}", comma ? "," : "", name, s.med,
-           s.lo, s.hi);
+    for (int i = 0; i < k; i++) {
+        bench_stats s = bench_stats_of(v[i], n);
+        printf(",\"%s\":{\"median\":%.6g,\"min\":%.6g,\"max\":%.6g}", name[i], s.med, s.lo,
+               s.hi);
+    }
 }
 
 /* ------------------------------------------------------------ own server */
@@ -269,11 +272,9 @@ static int bench_load(backend *be, const char *url, int32_t N, int32_t P, int32_
     }
     printf("{\"bench\":\"remote_load_vs_recompute\",\"backend\":\"cpu\",\"model\":\"%s\",\"tokens\":%d,"
            "\"page_size\":%d,\"page_bytes\":%zu,\"reps\":%d", model ? model : "default", N, P, pb, R);
-    stat_json("recompute_wall_s", v[0], R, 1);
-    stat_json("recompute_cpu_s", v[1], R, 1);
-    stat_json("load_wall_s", v[2], R, 1);
-    stat_json("load_cpu_s", v[3], R, 1);
-    stat_json("load_over_recompute", v[4], R, 1);
+    static const char *const names[] = {"recompute_wall_s", "recompute_cpu_s", "load_wall_s",
+                                        "load_cpu_s", "load_over_recompute"};
+    stats_json(names, v, 5, R);
     printf("}\n");
     fflush(stdout);
     rc = 0;
@@ -315,14 +316,10 @@ static int bench_throughput(const char *url, int C, int64_t K, int32_t P, size_t
     if (!rc) {
         printf("{\"bench\":\"remote_throughput\",\"clients\":%d,\"pages_per_client\":%lld,\"page_bytes\":%zu,"
                "\"reps\":%d", C, (long long)K, pb, R);
-        stat_json("set_pages_per_s", w[0], R, 1);
-        stat_json("set_gb_per_s", w[1], R, 1);
-        stat_json("get_pages_per_s", w[2], R, 1);
-        stat_json("get_gb_per_s", w[3], R, 1);
-        stat_json("set_wall_s", w[4], R, 1);
-        stat_json("set_cpu_s", w[5], R, 1);
-        stat_json("get_wall_s", w[6], R, 1);
-        stat_json("get_cpu_s", w[7], R, 1);
+        static const char *const names[] = {"set_pages_per_s", "set_gb_per_s", "get_pages_per_s",
+                                            "get_gb_per_s",    "set_wall_s",   "set_cpu_s",
+                                            "get_wall_s",      "get_cpu_s"};
+        stats_json(names, w, 8, R);
         printf("}\n");
         fflush(stdout);
     }
