@@ -445,29 +445,39 @@ static double prefill_seconds(const sim *s, int32_t pre, int32_t n)
     return sim_step_seconds(s->opt->model, s->opt->gpu, &b);
 }
 
+/* Tokens the cache's host and disk tiers have supplied so far (0 without). */
+static uint64_t tier_hit_tokens(const sim *s)
+{
+    const tier_stats *ts = cache_tier_get_stats(s->c);
+    return ts ? ts->host_hit_tokens + ts->disk_hit_tokens : 0;
+}
+
+/* Request r at the start of its step, under either step semantics: nothing
+ * served, locked or matched yet, *total its pages. false, with r->error, when
+ * it needs more pages than the whole cache holds. */
+static bool req_start(const sim *s, sim_req *r, int32_t *total)
+{
+    *total = (int32_t)(((int64_t)r->q.n_tokens + s->P - 1) / s->P);
+    r->served = r->locked = false;
+    r->error = NULL;
+    r->matched = r->need = 0;
+    if (*total <= s->pool->num_pages) return true;
+    r->error = "request needs more pages than the whole cache holds";
+    return false;
+}
+
 /* 1: match all but the last token and lock, in trace order; *need = the
  * pages the step's requests ask for. */
 static rkv_status step_match(sim *s, int64_t step, int64_t *need, char *err, size_t errlen)
 {
-    const int32_t P = s->P;
     rkv_status st;
     *need = 0;
     for (int32_t i = 0; i < s->n_reqs; i++) {
         sim_req *r = &s->reqs[i];
-        int32_t n = r->q.n_tokens;
-        int32_t total = (int32_t)(((int64_t)n + P - 1) / P);
-        r->served = false;
-        r->locked = false;
-        r->error = NULL;
-        r->matched = 0;
-        r->need = 0;
-        if (total > s->pool->num_pages) {
-            r->error = "request needs more pages than the whole cache holds";
-            continue;
-        }
+        int32_t n = r->q.n_tokens, total;
+        if (!req_start(s, r, &total)) continue;
         if ((st = req_reserve_pages(r, total)) != RKV_OK) return st;
-        const tier_stats *ts = cache_tier_get_stats(s->c);
-        uint64_t th0 = ts ? ts->host_hit_tokens + ts->disk_hit_tokens : 0;
+        uint64_t th0 = tier_hit_tokens(s);
         r->m.ns = r->q.ns;
         r->m.priority = r->q.priority;
         if ((st = cache_client_match(s->c, &r->m, r->q.tokens, n - 1)) != RKV_OK) {
@@ -477,7 +487,7 @@ static rkv_status step_match(sim *s, int64_t step, int64_t *need, char *err, siz
         }
         r->locked = true;
         r->matched = r->m.len;
-        r->tier_hits = ts ? (int32_t)(ts->host_hit_tokens + ts->disk_hit_tokens - th0) : 0;
+        r->tier_hits = (int32_t)(tier_hit_tokens(s) - th0);
         r->need = total - r->m.num_pages;
         *need += r->need;
     }
@@ -659,15 +669,8 @@ static rkv_status step_vllm(sim *s, int64_t step, bool *evicts, char *err, size_
     s->held_gen++; /* no page is held by this step yet */
     for (int32_t i = 0; i < s->n_reqs; i++) {
         sim_req *r = &s->reqs[i];
-        int32_t n = r->q.n_tokens;
-        int32_t total = (int32_t)(((int64_t)n + P - 1) / P), nfull = n / P;
-        r->served = r->locked = false;
-        r->error = NULL;
-        r->matched = r->need = 0;
-        if (total > s->pool->num_pages) {
-            r->error = "request needs more pages than the whole cache holds";
-            continue;
-        }
+        int32_t n = r->q.n_tokens, nfull = n / P, total;
+        if (!req_start(s, r, &total)) continue;
         /* vLLM stops scheduling at the first request that does not fit:
          * the rest of the step is not even matched. */
         if (!fits) {
@@ -675,8 +678,7 @@ static rkv_status step_vllm(sim *s, int64_t step, bool *evicts, char *err, size_
             continue;
         }
         if ((st = req_reserve_pages(r, total)) != RKV_OK) return st;
-        const tier_stats *ts = cache_tier_get_stats(s->c);
-        uint64_t th0 = ts ? ts->host_hit_tokens + ts->disk_hit_tokens : 0;
+        uint64_t th0 = tier_hit_tokens(s);
         /* Match without locking: the lock is vLLM's touch, made only once
          * the request is known to fit. */
         r->m.ns = r->q.ns;
@@ -700,7 +702,7 @@ static rkv_status step_vllm(sim *s, int64_t step, bool *evicts, char *err, size_
         }
         r->locked = true;
         r->matched = r->m.len;
-        r->tier_hits = ts ? (int32_t)(ts->host_hit_tokens + ts->disk_hit_tokens - th0) : 0;
+        r->tier_hits = (int32_t)(tier_hit_tokens(s) - th0);
         if (r->need > s->pool->num_free) {
             *evicts = true;
             if ((st = step_evict(s, r->need)) != RKV_OK) return st;
