@@ -511,6 +511,25 @@ typedef struct work_item {
     int32_t seq, g, h0, nh, pos0, npos, kbeg, kend, split;
 } work_item;
 
+/* The items of rows (its seq, positions and keys set) for each KV head g
+ * and each tile of at most nh query heads of g's group, written from
+ * items[k] on; returns the next free index. cost: the scores an item
+ * computes, (kend - kbeg) keys x npos rows x nh heads. */
+static int64_t items_add_heads(work_item *items, int64_t k, const work_item *rows, int32_t Hkv,
+                               int32_t group, int32_t nh)
+{
+    for (int32_t g = 0; g < Hkv; g++)
+        for (int32_t h0 = 0; h0 < group; h0 += nh) {
+            work_item *it = &items[k++];
+            *it = *rows;
+            it->g = g;
+            it->h0 = h0;
+            it->nh = group - h0 < nh ? group - h0 : nh;
+            it->cost = (int64_t)(it->kend - it->kbeg) * it->npos * it->nh;
+        }
+    return k;
+}
+
 typedef struct job {
     const attn_shape *s;
     int decode;
@@ -803,21 +822,12 @@ static int prefill_run(const char *fn, int shared, const attn_shape *s, const at
     int64_t k = 0;
     for (int32_t i = 0; i < b->num_seqs; i++) {
         const int32_t sl = b->q_starts[i + 1] - b->q_starts[i], pl = b->prefix_lens[i];
-        for (int32_t pos0 = 0; pos0 < sl; pos0 += npos)
-            for (int32_t g = 0; g < Hkv; g++)
-                for (int32_t h0 = 0; h0 < group; h0 += nh) {
-                    work_item *it = &items[k++];
-                    it->seq = i;
-                    it->g = g;
-                    it->h0 = h0;
-                    it->nh = group - h0 < nh ? group - h0 : nh;
-                    it->pos0 = pos0;
-                    it->npos = sl - pos0 < npos ? sl - pos0 : npos;
-                    it->kbeg = 0;
-                    it->kend = shared ? pl : pl + pos0 + it->npos;
-                    it->split = -1;
-                    it->cost = (int64_t)it->kend * it->npos * it->nh;
-                }
+        for (int32_t pos0 = 0; pos0 < sl; pos0 += npos) {
+            const int32_t rows = sl - pos0 < npos ? sl - pos0 : npos;
+            work_item rows_item = {.seq = i, .pos0 = pos0, .npos = rows, .kbeg = 0,
+                                   .kend = shared ? pl : pl + pos0 + rows, .split = -1};
+            k = items_add_heads(items, k, &rows_item, Hkv, group, nh);
+        }
     }
     job jb = {.s = s, .shared = shared, .b = b, .q = q, .k_new = k_new, .v_new = v_new,
               .k_cache = k_cache, .v_cache = v_cache, .out = out, .lse = lse, .items = items,
@@ -895,21 +905,13 @@ int attn_decode_cpu(const attn_shape *s, int32_t num_seqs, const int32_t *seq_le
     }
     int64_t k = 0;
     for (int32_t i = 0; i < num_seqs; i++)
-        for (int32_t c = 0; c < splits[i]; c++)
-            for (int32_t g = 0; g < Hkv; g++)
-                for (int32_t h0 = 0; h0 < group; h0 += nh) {
-                    work_item *it = &items[k++];
-                    it->seq = i;
-                    it->g = g;
-                    it->h0 = h0;
-                    it->nh = group - h0 < nh ? group - h0 : nh;
-                    it->pos0 = 0;
-                    it->npos = 1;
-                    it->kbeg = (int32_t)((int64_t)seq_lens[i] * c / splits[i]);
-                    it->kend = (int32_t)((int64_t)seq_lens[i] * (c + 1) / splits[i]);
-                    it->split = splits[i] > 1 ? c : -1;
-                    it->cost = (int64_t)(it->kend - it->kbeg) * it->nh;
-                }
+        for (int32_t c = 0; c < splits[i]; c++) {
+            work_item chunk = {.seq = i, .pos0 = 0, .npos = 1,
+                               .kbeg = (int32_t)((int64_t)seq_lens[i] * c / splits[i]),
+                               .kend = (int32_t)((int64_t)seq_lens[i] * (c + 1) / splits[i]),
+                               .split = splits[i] > 1 ? c : -1};
+            k = items_add_heads(items, k, &chunk, Hkv, group, nh);
+        }
     /* With splits the rows' lse are needed even if the caller wants none. */
     job jb = {.s = s, .decode = 1, .q = q, .k_cache = k_cache, .v_cache = v_cache, .out = out,
               .lse = lse, .seq_lens = seq_lens, .page_table = page_table, .max_pages = max_pages,

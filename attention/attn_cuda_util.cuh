@@ -60,45 +60,32 @@ __device__ __forceinline__ void attn_flag_bad_page(int kind, int value)
 
 template <typename T> struct attn_dt;
 
-template <> struct attn_dt<__half> {
-    static __device__ __forceinline__ uint32_t pack(float a, float b)
-    {
-        __half2 h = __floats2half2_rn(a, b);
-        return *reinterpret_cast<uint32_t *>(&h);
-    }
-    static __device__ __forceinline__ float2 unpack(uint32_t u)
-    {
-        return __half22float2(*reinterpret_cast<__half2 *>(&u));
-    }
-    static __device__ __forceinline__ void mma(float c[4], const uint32_t a[4], uint32_t b0,
-                                               uint32_t b1)
-    {
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
-                     "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-    }
-};
+/* The two specializations differ only in the 2-lane type (PAIR), its
+ * conversions from and to float2 and the type's name in the mma's PTX. */
+#define ATTN_DT_TRAITS(T, PAIR, FROM_FLOATS, TO_FLOAT2, PTX)                               \
+    template <> struct attn_dt<T> {                                                        \
+        static __device__ __forceinline__ uint32_t pack(float a, float b)                  \
+        {                                                                                  \
+            PAIR h = FROM_FLOATS(a, b);                                                    \
+            return *reinterpret_cast<uint32_t *>(&h);                                      \
+        }                                                                                  \
+        static __device__ __forceinline__ float2 unpack(uint32_t u)                        \
+        {                                                                                  \
+            return TO_FLOAT2(*reinterpret_cast<PAIR *>(&u));                               \
+        }                                                                                  \
+        static __device__ __forceinline__ void mma(float c[4], const uint32_t a[4],        \
+                                                   uint32_t b0, uint32_t b1)               \
+        {                                                                                  \
+            asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." PTX "." PTX ".f32 "      \
+                         "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"         \
+                         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])                  \
+                         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));  \
+        }                                                                                  \
+    };
 
-template <> struct attn_dt<__nv_bfloat16> {
-    static __device__ __forceinline__ uint32_t pack(float a, float b)
-    {
-        __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
-        return *reinterpret_cast<uint32_t *>(&h);
-    }
-    static __device__ __forceinline__ float2 unpack(uint32_t u)
-    {
-        return __bfloat1622float2(*reinterpret_cast<__nv_bfloat162 *>(&u));
-    }
-    static __device__ __forceinline__ void mma(float c[4], const uint32_t a[4], uint32_t b0,
-                                               uint32_t b1)
-    {
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-                     "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-    }
-};
+ATTN_DT_TRAITS(__half, __half2, __floats2half2_rn, __half22float2, "f16")
+ATTN_DT_TRAITS(__nv_bfloat16, __nv_bfloat162, __floats2bfloat162_rn, __bfloat1622float2, "bf16")
+#undef ATTN_DT_TRAITS
 
 /* 16-byte global->shared copy that bypasses L1; src_bytes 0 zero-fills the
  * destination without reading (rows past the end, masked page slots). */

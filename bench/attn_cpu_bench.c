@@ -3,7 +3,10 @@
  *
  * FLOPs count 4 D per (query row, key) pair the row sees: D multiply-adds for
  * the score, D for the weighted value sum. Each kernel is run until it has
- * used ~0.3 s (at least 2 runs) and the fastest run counts.
+ * used ~0.3 s (at least 2 runs) and the fastest run counts. The naive and
+ * the one-thread kernel run on the calling thread: their thread CPU seconds
+ * per run (naive_cpu_s, cpu_1t_s: median, min, max over the runs) stand
+ * beside, steadier than wall time on a shared machine.
  *
  * Decode lines add kv_gbps: the context's K/V bytes over the multi-thread
  * time, the bound that matters for decode.
@@ -19,14 +22,7 @@
 #include <unistd.h>
 
 #include "attention.h"
-#include "cli.h"
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+#include "bench_util.h"
 
 static float *frand(int64_t n, unsigned *seed)
 {
@@ -180,40 +176,38 @@ static int run_kernel(const shape_case *c, bufs *x, int threads)
                             x->out, x->lse, threads);
 }
 
-/* Fastest of at least 2 runs and ~0.3 s; which = -1 runs the naive kernel. */
-static double best_time(const shape_case *c, bufs *x, int which)
+/* Fastest of at least 2 runs and ~0.3 s; which = -1 runs the naive kernel.
+ * *cpu: the calling thread's CPU seconds per run, summarized. */
+static double best_time(const shape_case *c, bufs *x, int which, bench_stats *cpu)
 {
-    double best = INFINITY, spent = 0;
-    for (int it = 0; it < 2 || (spent < 0.3 && it < 50); it++) {
-        double t0 = now_s();
+    enum { MAX_RUNS = 50 };
+    double best = INFINITY, spent = 0, cpu_s[MAX_RUNS];
+    int it = 0;
+    for (; it < 2 || (spent < 0.3 && it < MAX_RUNS); it++) {
+        double c0 = bench_clock_s(CLOCK_THREAD_CPUTIME_ID), t0 = bench_clock_s(CLOCK_MONOTONIC);
         if (which < 0) {
             run_naive(c, x);
         } else if (run_kernel(c, x, which) != ATTN_OK) {
             fprintf(stderr, "attn_cpu_bench: kernel failed on %s D=%d\n", c->kind, c->D);
             exit(1);
         }
-        double t = now_s() - t0;
+        double t = bench_clock_s(CLOCK_MONOTONIC) - t0;
+        cpu_s[it] = bench_clock_s(CLOCK_THREAD_CPUTIME_ID) - c0;
         spent += t;
         if (t < best) best = t;
     }
+    *cpu = bench_stats_of(cpu_s, it);
     return best;
 }
 
 int main(int argc, char **argv)
 {
     /* One optional positional, THREADS (0 or none: every online CPU). */
-    cli_opt table[] = {CLI_END};
     char perr[256];
     cli_args a;
     int64_t nthreads = 0;
-    if (cli_parse("attn_cpu_bench", table, argc, argv, &a, perr, sizeof perr)) {
-        fprintf(stderr, "attn_cpu_bench: %s\n", perr);
-        return 2;
-    }
-    if (a.help || a.npos > 1) {
-        fprintf(stderr, "usage: attn_cpu_bench [THREADS]\n");
-        return 2;
-    }
+    int rc = bench_args("attn_cpu_bench", "[THREADS]", 0, 1, argc, argv, &a);
+    if (rc) return rc;
     if (a.npos && cli_parse_int("THREADS", a.pos[0], 0, 4096, &nthreads, perr, sizeof perr)) {
         fprintf(stderr, "attn_cpu_bench: %s\n", perr);
         return 2;
@@ -240,9 +234,10 @@ int main(int argc, char **argv)
         double pairs = decode ? (double)c->prefix
                               : (double)c->suffix * c->prefix + 0.5 * c->suffix * (c->suffix + 1.0);
         double flops = 4.0 * c->D * pairs * c->Hq * c->batch;
-        double t_naive = best_time(c, &x, -1);
-        double t_one = best_time(c, &x, 1);
-        double t_all = best_time(c, &x, threads);
+        bench_stats cpu_naive, cpu_one, cpu_all;
+        double t_naive = best_time(c, &x, -1, &cpu_naive);
+        double t_one = best_time(c, &x, 1, &cpu_one);
+        double t_all = best_time(c, &x, threads, &cpu_all);
         double kv_bytes = 2.0 * 4.0 * c->D * c->Hkv * (double)c->prefix * c->batch;
         printf("{\"bench\":\"attn_cpu\",\"kind\":\"%s\",\"head_dim\":%d,\"q_heads\":%d,"
                "\"kv_heads\":%d,\"page_size\":%d,\"batch\":%d,\"prefix\":%d,\"suffix\":%d,"
@@ -252,6 +247,9 @@ int main(int argc, char **argv)
                threads, flops * 1e-9, flops * 1e-9 / t_naive, flops * 1e-9 / t_one,
                flops * 1e-9 / t_all, t_naive / t_one, t_naive / t_all);
         if (decode) printf(",\"kv_gbps\":%.2f", kv_bytes * 1e-9 / t_all);
+        printf(",\"naive_cpu_s\":{\"median\":%.6g,\"min\":%.6g,\"max\":%.6g}"
+               ",\"cpu_1t_s\":{\"median\":%.6g,\"min\":%.6g,\"max\":%.6g}",
+               cpu_naive.med, cpu_naive.lo, cpu_naive.hi, cpu_one.med, cpu_one.lo, cpu_one.hi);
         printf("}\n");
         fflush(stdout);
         teardown(&x);

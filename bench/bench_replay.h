@@ -12,6 +12,7 @@
 #ifndef RKV_BENCH_REPLAY_H
 #define RKV_BENCH_REPLAY_H
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -50,6 +51,17 @@ static inline int32_t *bench_make_trace(int32_t requests, int32_t len, int32_t s
     return t;
 }
 
+/* A fresh cache of kind over pool; NULL after printing "BENCH: why". */
+static inline cache *bench_cache_open(const char *bench, const char *kind, page_pool *pool)
+{
+    cache_config cfg = {kind, NULL, NULL, NULL};
+    cache *c = NULL;
+    char err[256] = "";
+    if (cache_create(&cfg, pool, &c, err, sizeof err) == RKV_OK) return c;
+    fprintf(stderr, "%s: %s\n", bench, err);
+    return NULL;
+}
+
 /* tokens[0..len); pages: room for len / P + 1 ids; m: a reusable match. Requests
  * that do not fit after eviction are matched and unlocked but not inserted. */
 static inline rkv_status bench_replay_request(cache *c, page_pool *pool, const int32_t *t,
@@ -78,6 +90,34 @@ static inline rkv_status bench_replay_request(cache *c, page_pool *pool, const i
     }
     rkv_status us = cache_client_release(c, m, NULL, 0);
     return st == RKV_OK ? us : st;
+}
+
+/* The requests of a (requests, len) trace through bench_replay_request, in
+ * order, up to the first failure, which is printed as "BENCH: KIND, request
+ * R: status". 0, or -1 after a failure. */
+static inline int bench_replay_trace(const char *bench, const char *kind, cache *c,
+                                     page_pool *pool, const int32_t *trace, int32_t requests,
+                                     int32_t len, cache_seq *m, int32_t *pages, replay_cost *out)
+{
+    for (int32_t r = 0; r < requests; r++) {
+        const int32_t *t = trace + (size_t)r * (size_t)len;
+        rkv_status st = bench_replay_request(c, pool, t, len, m, pages, out);
+        if (st != RKV_OK) {
+            fprintf(stderr, "%s: %s, request %d: %s\n", bench, kind, r, rkv_status_str(st));
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* cache_check after a replay; a failure printed as "BENCH: KIND: message".
+ * 0, or -1. */
+static inline int bench_replay_check(const char *bench, const char *kind, const cache *c)
+{
+    char err[256] = "";
+    if (cache_check(c, err, sizeof err) == RKV_OK) return 0;
+    fprintf(stderr, "%s: %s: %s\n", bench, kind, err);
+    return -1;
 }
 
 #endif

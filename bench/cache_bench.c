@@ -77,11 +77,8 @@ static int replay(const opts *o, const int32_t *trace, const char *kind, int32_t
     page_pool pool;
     memset(out, 0, sizeof *out);
     if (page_pool_init(&pool, num_pages, o->page_size) != RKV_OK) return -1;
-    cache_config cfg = {kind, NULL, NULL, NULL};
-    cache *c = NULL;
-    char err[256] = "";
-    if (cache_create(&cfg, &pool, &c, err, sizeof err) != RKV_OK) {
-        fprintf(stderr, "cache_bench: %s\n", err);
+    cache *c = bench_cache_open("cache_bench", kind, &pool);
+    if (!c) {
         page_pool_destroy(&pool);
         return -1;
     }
@@ -89,19 +86,10 @@ static int replay(const opts *o, const int32_t *trace, const char *kind, int32_t
     int32_t *pages = malloc(sizeof *pages * (size_t)(nb + 1));
     cache_seq m;
     cache_seq_init(&m, 0, 0);
-    int rc = pages ? 0 : -1;
-    for (int32_t r = 0; r < o->requests && rc == 0; r++) {
-        const int32_t *t = trace + (size_t)r * (size_t)o->len;
-        rkv_status st = bench_replay_request(c, &pool, t, o->len, &m, pages, out);
-        if (st != RKV_OK) {
-            fprintf(stderr, "cache_bench: %s, request %d: %s\n", kind, r, rkv_status_str(st));
-            rc = -1;
-        }
-    }
-    if (rc == 0 && cache_check(c, err, sizeof err) != RKV_OK) {
-        fprintf(stderr, "cache_bench: %s: %s\n", kind, err);
-        rc = -1;
-    }
+    int rc = pages ? bench_replay_trace("cache_bench", kind, c, &pool, trace, o->requests, o->len,
+                                        &m, pages, out)
+                   : -1;
+    if (rc == 0) rc = bench_replay_check("cache_bench", kind, c);
     cache_seq_free(&m);
     free(pages);
     cache_destroy(c);

@@ -19,14 +19,8 @@
 #include <time.h>
 
 #include "attention.h"
+#include "bench_util.h"
 #include "cli.h"
-
-static double clock_s(clockid_t id)
-{
-    struct timespec ts;
-    clock_gettime(id, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static float *frand(int64_t n, uint64_t *s)
 {
@@ -40,23 +34,6 @@ static float *frand(int64_t n, uint64_t *s)
         p[i] = (float)((double)(*s >> 40) / 16777216.0 * 2.0 - 1.0);
     }
     return p;
-}
-
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-typedef struct stats {
-    double med, lo, hi;
-} stats;
-
-static stats summarize(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof(double), cmp_d);
-    stats s = {n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]), v[0], v[n - 1]};
-    return s;
 }
 
 /* B sequences: `shared` tokens in pages 0.., then `own` tokens in their own
@@ -96,7 +73,7 @@ static void run_case(int B, int shared, int own, int S, int repeat)
     int groups = 0;
     for (int r = 0; r < repeat; r++)
         for (int w = 0; w < 2; w++) { /* interleaved: plain, cascade, plain, ... */
-            double c0 = clock_s(CLOCK_THREAD_CPUTIME_ID), w0 = clock_s(CLOCK_MONOTONIC);
+            double c0 = bench_clock_s(CLOCK_THREAD_CPUTIME_ID), w0 = bench_clock_s(CLOCK_MONOTONIC);
             int rc;
             if (w == 0) {
                 rc = decode ? attn_decode_cpu(&shape, B, lens, table, rowp, NP, q, kc, vc, out,
@@ -117,11 +94,11 @@ static void run_case(int B, int shared, int own, int S, int repeat)
                 fprintf(stderr, "cascade_cpu_bench: %s\n", attn_strerror(rc));
                 exit(1);
             }
-            cpu[w][r] = clock_s(CLOCK_THREAD_CPUTIME_ID) - c0;
-            wall[w][r] = clock_s(CLOCK_MONOTONIC) - w0;
+            cpu[w][r] = bench_clock_s(CLOCK_THREAD_CPUTIME_ID) - c0;
+            wall[w][r] = bench_clock_s(CLOCK_MONOTONIC) - w0;
         }
-    stats pc = summarize(cpu[0], repeat), cc = summarize(cpu[1], repeat);
-    stats pw = summarize(wall[0], repeat), cw = summarize(wall[1], repeat);
+    bench_stats pc = bench_stats_of(cpu[0], repeat), cc = bench_stats_of(cpu[1], repeat);
+    bench_stats pw = bench_stats_of(wall[0], repeat), cw = bench_stats_of(wall[1], repeat);
     printf("{\"bench\":\"cascade_cpu\",\"mode\":\"%s\",\"B\":%d,\"shared\":%d,\"own\":%d,"
            "\"S\":%d,\"Hq\":%d,\"Hkv\":%d,\"D\":%d,\"page\":%d,\"threads\":1,\"repeat\":%d,"
            "\"groups\":%d,"

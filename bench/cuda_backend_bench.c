@@ -25,18 +25,12 @@
 
 #include "backend.h"
 #include "backend_cuda.h"
+#include "bench_util.h"
 #include "model_config.h"
 #include "cli.h"
 
 #define P 16
 #define CTX 1024
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 typedef struct batch {
     int32_t *tok, *pos, *slot, *qs, *pl, *pt, *sr, *steps;
@@ -251,13 +245,13 @@ int main(int argc, char **argv)
         make_batch(&g0, 32, CTX - 1, 1, 0, V);
         make_batch(&g1, 32, CTX - 1, 1, 32 * (CTX / P), V);
         int32_t out[64];
-        double t0 = now();
+        double t0 = bench_clock_s(CLOCK_MONOTONIC);
         for (int i = 0; i < reps; i++) {
             be->ops->forward(be, &g0.fb, out, NULL, NULL);
             be->ops->forward(be, &g1.fb, out, NULL, NULL);
         }
-        double sync_s = (now() - t0) / reps;
-        t0 = now();
+        double sync_s = (bench_clock_s(CLOCK_MONOTONIC) - t0) / reps;
+        t0 = bench_clock_s(CLOCK_MONOTONIC);
         be->ops->submit(be, &g0.fb);
         for (int i = 0; i < reps; i++) {
             be->ops->submit(be, &g1.fb);
@@ -265,7 +259,7 @@ int main(int argc, char **argv)
             if (i + 1 < reps) be->ops->submit(be, &g0.fb);
             be->ops->collect(be, out, NULL);
         }
-        double ov_s = (now() - t0) / reps;
+        double ov_s = (bench_clock_s(CLOCK_MONOTONIC) - t0) / reps;
         printf("{\"bench\":\"cuda_backend\",\"scenario\":\"overlap\",\"model\":\"%s\",\"batch\":32,"
                "\"wall_ms_sync\":%.4f,\"wall_ms_overlap\":%.4f,\"speedup_overlap\":%.3f}\n",
                model, sync_s * 1e3 / 2, ov_s * 1e3 / 2, sync_s / ov_s);

@@ -38,17 +38,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_util.h"
 #include "cli.h"
 #include "engine.h"
 #include "replicas.h"
 #include "rkv_core.h"
-
-static double clock_s(clockid_t id)
-{
-    struct timespec ts;
-    clock_gettime(id, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static int split_list(char *s, char **out, int max)
 {
@@ -155,10 +149,10 @@ static int run_confs(const engine_config *ec, conf *confs, int nc, int64_t repea
             cf->steps = (struct replicas_steps){0, 0, 0};
             char err[512] = "";
             bool intr = false;
-            double c0 = clock_s(CLOCK_THREAD_CPUTIME_ID), w0 = clock_s(CLOCK_MONOTONIC);
+            double c0 = bench_clock_s(CLOCK_THREAD_CPUTIME_ID), w0 = bench_clock_s(CLOCK_MONOTONIC);
             rkv_status st = replicas_run(&rcfg, null, &intr, err, sizeof err);
-            cf->cpu[r] = clock_s(CLOCK_THREAD_CPUTIME_ID) - c0;
-            cf->wall[r] = clock_s(CLOCK_MONOTONIC) - w0;
+            cf->cpu[r] = bench_clock_s(CLOCK_THREAD_CPUTIME_ID) - c0;
+            cf->wall[r] = bench_clock_s(CLOCK_MONOTONIC) - w0;
             if (st || intr) {
                 fprintf(stderr, "disagg_bench: %s\n", intr ? "interrupted" : err);
                 rc = 1;

@@ -41,6 +41,7 @@
 
 #include "block_hash.h"
 #include "bench_replay.h"
+#include "bench_util.h"
 #include "cache.h"
 #include "cli.h"
 
@@ -67,12 +68,6 @@ static double thread_cpu_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return 1e9 * (double)ts.tv_sec + (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
 }
 
 /* Live heap bytes allocated by this thread (jemalloc) or the process (glibc). */
@@ -167,11 +162,8 @@ static int replay(const opts *o, const int32_t *trace, const char *kind, int32_t
     const int32_t P = o->page_size, nb = (o->len + P - 1) / P;
     int32_t *pages = malloc(sizeof *pages * (size_t)(nb + 1));
     int64_t heap_pages = heap_live() - heap0;
-    cache_config cfg = {kind, NULL, NULL, NULL};
-    cache *c = NULL;
-    char err[256] = "";
-    if (cache_create(&cfg, &pool, &c, err, sizeof err) != RKV_OK) {
-        fprintf(stderr, "overhead_bench: %s\n", err);
+    cache *c = bench_cache_open("overhead_bench", kind, &pool);
+    if (!c) {
         page_pool_destroy(&pool);
         return -1;
     }
@@ -183,19 +175,11 @@ static int replay(const opts *o, const int32_t *trace, const char *kind, int32_t
     int rc = pages && cache_seq_reserve(&m, nb + 1) == RKV_OK ? 0 : -1;
     int64_t heap_extra = heap_live() - heap_m;
     double cpu0 = thread_cpu_ns();
-    for (int32_t r = 0; r < o->requests && rc == 0; r++) {
-        const int32_t *t = trace + (size_t)r * (size_t)o->len;
-        rkv_status st = bench_replay_request(c, &pool, t, o->len, &m, pages, &out->cost);
-        if (st != RKV_OK) {
-            fprintf(stderr, "overhead_bench: %s, request %d: %s\n", kind, r, rkv_status_str(st));
-            rc = -1;
-        }
-    }
+    if (rc == 0)
+        rc = bench_replay_trace("overhead_bench", kind, c, &pool, trace, o->requests, o->len, &m,
+                                pages, &out->cost);
     out->cpu_ns = thread_cpu_ns() - cpu0;
-    if (rc == 0 && cache_check(c, err, sizeof err) != RKV_OK) {
-        fprintf(stderr, "overhead_bench: %s: %s\n", kind, err);
-        rc = -1;
-    }
+    if (rc == 0) rc = bench_replay_check("overhead_bench", kind, c);
     cache_sizes sz;
     cache_get_sizes(c, &sz);
     out->cached_tokens = sz.evictable_tokens + sz.protected_tokens;
@@ -270,10 +254,9 @@ static int bench_kinds(const opts *o, const int32_t *trace)
         /* Thread CPU time per prompt token of a whole replay (match, lock,
          * evict, allocate, insert, free, unlock): median and range over the
          * repeats, for properties that must not hang on one wall sample. */
-        qsort(cpu, (size_t)o->reps, sizeof *cpu, cmp_double);
+        bench_stats cs = bench_stats_of(cpu, o->reps);
         int64_t prompt = (int64_t)o->requests * o->len;
-        double cmed = o->reps % 2 ? cpu[o->reps / 2] : 0.5 * (cpu[o->reps / 2 - 1] + cpu[o->reps / 2]);
-        double cmin = cpu[0], cmax = cpu[o->reps - 1];
+        double cmed = cs.med, cmin = cs.lo, cmax = cs.hi;
         free(cpu);
         if (!strcmp(k, "radix")) {
             base = best;

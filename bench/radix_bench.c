@@ -69,6 +69,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_util.h"
 #include "cache.h"
 #include "cli.h"
 #include "radix_tree.h"
@@ -99,13 +100,6 @@ static int64_t allocated_bytes(void)
 enum { REPEATS_MAX = 32 };
 static int repeats = 5;
 
-static double clock_s(clockid_t id)
-{
-    struct timespec ts;
-    clock_gettime(id, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* Wall and thread CPU time side by side: a start point, or an accumulated span. */
 typedef struct stopwatch {
     double wall, cpu;
@@ -113,7 +107,7 @@ typedef struct stopwatch {
 
 static stopwatch sw_start(void)
 {
-    return (stopwatch){clock_s(CLOCK_MONOTONIC), clock_s(CLOCK_THREAD_CPUTIME_ID)};
+    return (stopwatch){bench_clock_s(CLOCK_MONOTONIC), bench_clock_s(CLOCK_THREAD_CPUTIME_ID)};
 }
 
 static void sw_stop(stopwatch *acc, stopwatch t0)
@@ -134,19 +128,12 @@ static void series_add(series *s, double v)
     if (s->n < REPEATS_MAX) s->v[s->n++] = v;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 static double series_median(const series *s)
 {
     if (!s->n) return 0;
     double v[REPEATS_MAX];
     memcpy(v, s->v, sizeof(double) * (size_t)s->n);
-    qsort(v, (size_t)s->n, sizeof *v, cmp_double);
-    return s->n % 2 ? v[s->n / 2] : 0.5 * (v[s->n / 2 - 1] + v[s->n / 2]);
+    return bench_stats_of(v, s->n).med;
 }
 
 /* ,"key":{"median":m,"min":a,"max":b}; ,"key":null when nothing was measured */

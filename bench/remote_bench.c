@@ -34,28 +34,19 @@
 
 #include "backend.h"
 #include "bench_replay.h"
+#include "bench_util.h"
 #include "cli.h"
 #include "tier_remote.h"
 
-static double clock_s(clockid_t id)
+/* ,"name[i]":{"median":..,"min":..,"max":..} of v[i][0..n) (sorted in place),
+ * for each of the k figures. */
+static void stats_json(const char *const *name, double **v, int k, int n)
 {
-    struct timespec ts;
-    clock_gettime(id, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* "name":{"median":..,"min":..,"max":..} of v[0..n) (sorted in place). */
-static void stat_json(const char *name, double *v, int n, int comma)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_d);
-    double med = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-    printf("%s\"%s\":{\"median\":%.6g,\"min\":%.6g,\"max\":%.6g}", comma ? "," : "", name, med, v[0], v[n - 1]);
+    for (int i = 0; i < k; i++) {
+        bench_stats s = bench_stats_of(v[i], n);
+        printf(",\"%s\":{\"median\":%.6g,\"min\":%.6g,\"max\":%.6g}", name[i], s.med, s.lo,
+               s.hi);
+    }
 }
 
 /* ------------------------------------------------------------ own server */
@@ -147,16 +138,16 @@ static int client_run(const char *url, int id, int64_t K, int32_t P, size_t pb, 
         for (int32_t j = 0; j < P; j++) toks[k * P + j] = (int32_t)(k * P + j);
     }
     memset(bytes, 0x5a, pb);
-    double w0 = clock_s(CLOCK_MONOTONIC), c0 = clock_s(CLOCK_THREAD_CPUTIME_ID);
+    double w0 = bench_clock_s(CLOCK_MONOTONIC), c0 = bench_clock_s(CLOCK_THREAD_CPUTIME_ID);
     for (int64_t k = 0; k < K; k++) tier_remote_put(r, keys + 2 * k, toks + k * P, bytes);
     tier_remote_flush(r);
-    double w1 = clock_s(CLOCK_MONOTONIC), c1 = clock_s(CLOCK_THREAD_CPUTIME_ID);
+    double w1 = bench_clock_s(CLOCK_MONOTONIC), c1 = bench_clock_s(CLOCK_THREAD_CPUTIME_ID);
     int64_t got = 0;
     for (int64_t k = 0; k < K; k += 64) {
         int32_t n = (int32_t)(K - k < 64 ? K - k : 64);
         got += tier_remote_fetch(r, keys + 2 * k, toks + k * P, n);
     }
-    double w2 = clock_s(CLOCK_MONOTONIC), c2 = clock_s(CLOCK_THREAD_CPUTIME_ID);
+    double w2 = bench_clock_s(CLOCK_MONOTONIC), c2 = bench_clock_s(CLOCK_THREAD_CPUTIME_ID);
     *res = (client_result){w1 - w0, c1 - c0, w2 - w1, c2 - c1, got};
     tier_remote_close(r);
     free(keys);
@@ -263,12 +254,12 @@ static int bench_load(backend *be, const char *url, int32_t N, int32_t P, int32_
     }
     tier_remote_flush(r);
     for (int rep = 0; rep < R; rep++) {
-        double w0 = clock_s(CLOCK_MONOTONIC), c0 = clock_s(CLOCK_THREAD_CPUTIME_ID);
+        double w0 = bench_clock_s(CLOCK_MONOTONIC), c0 = bench_clock_s(CLOCK_THREAD_CPUTIME_ID);
         if (be->ops->forward(be, &b, &out, NULL, &secs) != RKV_OK) goto out;
-        double w1 = clock_s(CLOCK_MONOTONIC), c1 = clock_s(CLOCK_THREAD_CPUTIME_ID);
+        double w1 = bench_clock_s(CLOCK_MONOTONIC), c1 = bench_clock_s(CLOCK_THREAD_CPUTIME_ID);
         int32_t got = tier_remote_fetch(r, keys, tok, np);
         for (int32_t k = 0; k < got; k++) be->ops->write_page(be, k, tier_remote_page(r, k));
-        double w2 = clock_s(CLOCK_MONOTONIC), c2 = clock_s(CLOCK_THREAD_CPUTIME_ID);
+        double w2 = bench_clock_s(CLOCK_MONOTONIC), c2 = bench_clock_s(CLOCK_THREAD_CPUTIME_ID);
         if (got != np) {
             fprintf(stderr, "remote_bench: %d of %d pages found\n", got, np);
             goto out;
@@ -281,11 +272,9 @@ static int bench_load(backend *be, const char *url, int32_t N, int32_t P, int32_
     }
     printf("{\"bench\":\"remote_load_vs_recompute\",\"backend\":\"cpu\",\"model\":\"%s\",\"tokens\":%d,"
            "\"page_size\":%d,\"page_bytes\":%zu,\"reps\":%d", model ? model : "default", N, P, pb, R);
-    stat_json("recompute_wall_s", v[0], R, 1);
-    stat_json("recompute_cpu_s", v[1], R, 1);
-    stat_json("load_wall_s", v[2], R, 1);
-    stat_json("load_cpu_s", v[3], R, 1);
-    stat_json("load_over_recompute", v[4], R, 1);
+    static const char *const names[] = {"recompute_wall_s", "recompute_cpu_s", "load_wall_s",
+                                        "load_cpu_s", "load_over_recompute"};
+    stats_json(names, v, 5, R);
     printf("}\n");
     fflush(stdout);
     rc = 0;
@@ -327,14 +316,10 @@ static int bench_throughput(const char *url, int C, int64_t K, int32_t P, size_t
     if (!rc) {
         printf("{\"bench\":\"remote_throughput\",\"clients\":%d,\"pages_per_client\":%lld,\"page_bytes\":%zu,"
                "\"reps\":%d", C, (long long)K, pb, R);
-        stat_json("set_pages_per_s", w[0], R, 1);
-        stat_json("set_gb_per_s", w[1], R, 1);
-        stat_json("get_pages_per_s", w[2], R, 1);
-        stat_json("get_gb_per_s", w[3], R, 1);
-        stat_json("set_wall_s", w[4], R, 1);
-        stat_json("set_cpu_s", w[5], R, 1);
-        stat_json("get_wall_s", w[6], R, 1);
-        stat_json("get_cpu_s", w[7], R, 1);
+        static const char *const names[] = {"set_pages_per_s", "set_gb_per_s", "get_pages_per_s",
+                                            "get_gb_per_s",    "set_wall_s",   "set_cpu_s",
+                                            "get_wall_s",      "get_cpu_s"};
+        stats_json(names, w, 8, R);
         printf("}\n");
         fflush(stdout);
     }

@@ -28,17 +28,11 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_util.h"
 #include "engine.h"
 #include "workloads.h"
 #include "cli.h"
 #include "rkv_core.h"
-
-static double wall(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 typedef struct opts {
     const char *backend, *model, *gpu, *schedule;
@@ -87,13 +81,13 @@ static int run_once(const opts *o, const char *kind, const workload *w, double *
             return 1;
         }
     }
-    double t0 = wall();
+    double t0 = bench_clock_s(CLOCK_MONOTONIC);
     if (engine_run(e, err, sizeof err)) {
         fprintf(stderr, "sweep_bench: %s\n", err);
         engine_destroy(e);
         return 1;
     }
-    double t1 = wall();
+    double t1 = bench_clock_s(CLOCK_MONOTONIC);
     engine_stats st;
     engine_get_stats(e, &st);
     double span = strcmp(o->backend, "sim") ? t1 - t0 : st.clock;

@@ -19,16 +19,10 @@
 #include <time.h>
 
 #include "backend.h"
+#include "bench_util.h"
 #include "backend_sim.h"
 #include "model_config.h"
 #include "cli.h"
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 int main(int argc, char **argv)
 {
@@ -88,13 +82,13 @@ int main(int argc, char **argv)
                    .sample_rows = &sample, .sampling = &sp, .sample_steps = &step};
     double best_fwd = 1e30, best_load = 1e30, best_spill = 1e30;
     for (int r = 0; r < R; r++) {
-        double t0 = now_s(), secs = 0;
+        double t0 = bench_clock_s(CLOCK_MONOTONIC), secs = 0;
         if (be->ops->forward(be, &b, &out, NULL, &secs) != RKV_OK) return 1;
-        double t1 = now_s();
+        double t1 = bench_clock_s(CLOCK_MONOTONIC);
         for (int32_t k = 0; k < np; k++) be->ops->read_page(be, k, host + (size_t)k * pb);
-        double t2 = now_s();
+        double t2 = bench_clock_s(CLOCK_MONOTONIC);
         for (int32_t k = 0; k < np; k++) be->ops->write_page(be, k, host + (size_t)k * pb);
-        double t3 = now_s();
+        double t3 = bench_clock_s(CLOCK_MONOTONIC);
         if (t1 - t0 < best_fwd) best_fwd = t1 - t0;
         if (t2 - t1 < best_spill) best_spill = t2 - t1;
         if (t3 - t2 < best_load) best_load = t3 - t2;

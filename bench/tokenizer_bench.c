@@ -13,39 +13,20 @@
 #include <string.h>
 #include <time.h>
 
-#include "cli.h"
+#include "bench_util.h"
 #include "rkv_core.h"
 #include "tokenizer.h"
-
-static double clock_s(clockid_t id)
-{
-    struct timespec ts;
-    clock_gettime(id, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 int main(int argc, char **argv)
 {
     /* No options, two or three positionals: the table still refuses what
      * is not one and answers --help. */
-    cli_opt table[] = {CLI_END};
     char perr[256];
     cli_args a;
     int64_t rep = 5;
-    if (cli_parse("tokenizer_bench", table, argc, argv, &a, perr, sizeof perr)) {
-        fprintf(stderr, "tokenizer_bench: %s\n", perr);
-        return 2;
-    }
-    if (a.help || a.npos < 2 || a.npos > 3) {
-        fprintf(stderr, "usage: tokenizer_bench TOKENIZER_DIR CORPUS.jsonl [REPEAT]\n");
-        return 2;
-    }
+    int rc = bench_args("tokenizer_bench", "TOKENIZER_DIR CORPUS.jsonl [REPEAT]", 2, 3, argc, argv,
+                        &a);
+    if (rc) return rc;
     if (a.npos == 3 && cli_parse_int("REPEAT", a.pos[2], 1, 1000, &rep, perr, sizeof perr)) {
         fprintf(stderr, "tokenizer_bench: %s\n", perr);
         return 2;
@@ -86,7 +67,7 @@ int main(int argc, char **argv)
     size_t tokens = 0;
     for (int r = 0; r < repeat; r++) {
         tokens = 0;
-        double c0 = clock_s(CLOCK_THREAD_CPUTIME_ID), w0 = clock_s(CLOCK_MONOTONIC);
+        double c0 = bench_clock_s(CLOCK_THREAD_CPUTIME_ID), w0 = bench_clock_s(CLOCK_MONOTONIC);
         for (size_t i = 0; i < n; i++) {
             int32_t *ids;
             size_t m;
@@ -98,20 +79,17 @@ int main(int argc, char **argv)
             tokens += m;
             free(ids);
         }
-        cpu[r] = clock_s(CLOCK_THREAD_CPUTIME_ID) - c0;
-        wall[r] = clock_s(CLOCK_MONOTONIC) - w0;
+        cpu[r] = bench_clock_s(CLOCK_THREAD_CPUTIME_ID) - c0;
+        wall[r] = bench_clock_s(CLOCK_MONOTONIC) - w0;
     }
-    qsort(cpu, (size_t)repeat, sizeof(double), cmp_d);
-    qsort(wall, (size_t)repeat, sizeof(double), cmp_d);
-    double cm = repeat % 2 ? cpu[repeat / 2] : 0.5 * (cpu[repeat / 2 - 1] + cpu[repeat / 2]);
-    double wm = repeat % 2 ? wall[repeat / 2] : 0.5 * (wall[repeat / 2 - 1] + wall[repeat / 2]);
+    bench_stats cs = bench_stats_of(cpu, repeat), ws = bench_stats_of(wall, repeat);
     printf("{\"bench\":\"tokenizer\",\"impl\":\"radixkv\",\"texts\":%zu,\"bytes\":%zu,"
            "\"tokens\":%zu,\"threads\":1,\"repeat\":%d,"
            "\"cpu_s\":{\"median\":%.6f,\"min\":%.6f,\"max\":%.6f},"
            "\"wall_s\":{\"median\":%.6f,\"min\":%.6f,\"max\":%.6f},"
            "\"mb_per_s_cpu\":{\"median\":%.3f,\"min\":%.3f,\"max\":%.3f}}\n",
-           n, bytes, tokens, repeat, cm, cpu[0], cpu[repeat - 1], wm, wall[0], wall[repeat - 1],
-           bytes / 1e6 / cm, bytes / 1e6 / cpu[repeat - 1], bytes / 1e6 / cpu[0]);
+           n, bytes, tokens, repeat, cs.med, cs.lo, cs.hi, ws.med, ws.lo, ws.hi,
+           bytes / 1e6 / cs.med, bytes / 1e6 / cs.hi, bytes / 1e6 / cs.lo);
     for (size_t i = 0; i < n; i++) json_decref(texts[i]);
     free(texts);
     free(cpu);

@@ -11,6 +11,8 @@
     rkv.jobs      sweep points as independent jobs: --jobs N here, --ray ADDRESS
     rkv.pyapi     the radixkv Python package built beside the binary, when it
                   imports (tree_evolution's replay)
+    rkv.redis_server  a private redis-server on loopback (remote_tier,
+                  disaggregation; tests/redis_util.py builds on it)
     rkv.checks.NAME  each experiment's stated properties, imported by both
                   experiments/NAME/run --check and notebooks/NAME.ipynb
 

@@ -37,7 +37,14 @@ typedef struct sim_req {
     const char *error;  /* static message, NULL when served */
 } sim_req;
 
-/* One evicted node: its own edge tokens live in toks[off .. off + len). */
+/* The edge tokens of the nodes in a log (the step's evictions, the tree's
+ * picture), one node's after another. */
+typedef struct tok_log {
+    int32_t *t;
+    int64_t n, cap;
+} tok_log;
+
+/* One evicted node: its own edge tokens live in ev_toks.t[off .. off + len). */
 typedef struct sim_evicted {
     uint64_t id, parent_id;
     int64_t off;
@@ -48,7 +55,7 @@ typedef struct sim_node {
     uint64_t id, parent_id, time, created;
     int32_t len, lock;
     int32_t slot, parent_slot;
-    int64_t off;        /* into node_toks */
+    int64_t off;        /* into node_toks.t */
     int64_t depth;      /* tokens above this node's edge */
     bool matched;       /* on the matched prefix of a request of the step */
 } sim_node;
@@ -67,14 +74,12 @@ typedef struct sim {
 
     sim_evicted *ev;    /* evictions of the current step, in order */
     int32_t n_ev, ev_cap;
-    int32_t *ev_toks;
-    int64_t n_ev_toks, ev_toks_cap;
+    tok_log ev_toks;
     bool ev_oom;
 
     sim_node *nodes;    /* picture of the tree (dumps only) */
     int32_t n_nodes, nodes_cap;
-    int32_t *node_toks;
-    int64_t n_node_toks, node_toks_cap;
+    tok_log node_toks;
     bool nodes_oom;
 
     /* Kinds without an eviction log (hash, trie, none): the tokens of every
@@ -101,24 +106,25 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* Append n tokens to a growable int32 array; false when out of memory. */
-static bool push_tokens(int32_t **arr, int64_t *n, int64_t *cap, const int32_t *t, int32_t k)
+/* One node into a log: room for one more record in rec (n records of size
+ * bytes each) and the node's edge tokens appended to toks, at *off. The
+ * caller writes the record. false when out of memory. */
+static bool log_node(void **rec, int32_t *cap, int32_t n, size_t size, tok_log *toks,
+                     const cache_node_info *node, int64_t *off)
 {
-    if (rkv_grow((void **)arr, cap, *n + k, sizeof(int32_t)) != RKV_OK) return false;
-    if (k) memcpy(*arr + *n, t, sizeof(int32_t) * (size_t)k);
-    *n += k;
+    if (rkv_grow32(rec, cap, (int64_t)n + 1, size)) return false;
+    if (rkv_grow((void **)&toks->t, &toks->cap, toks->n + node->len, sizeof *toks->t)) return false;
+    if (node->len) memcpy(toks->t + toks->n, node->tokens, sizeof *toks->t * (size_t)node->len);
+    *off = toks->n;
+    toks->n += node->len;
     return true;
 }
 
 static void on_evict(void *ctx, const cache_node_info *node)
 {
     sim *s = ctx;
-    if (rkv_grow32((void **)&s->ev, &s->ev_cap, (int64_t)s->n_ev + 1, sizeof *s->ev)) {
-        s->ev_oom = true;
-        return;
-    }
-    int64_t off = s->n_ev_toks;
-    if (!push_tokens(&s->ev_toks, &s->n_ev_toks, &s->ev_toks_cap, node->tokens, node->len)) {
+    int64_t off;
+    if (!log_node((void **)&s->ev, &s->ev_cap, s->n_ev, sizeof *s->ev, &s->ev_toks, node, &off)) {
         s->ev_oom = true;
         return;
     }
@@ -128,12 +134,9 @@ static void on_evict(void *ctx, const cache_node_info *node)
 static void on_visit(void *ctx, const cache_node_info *node)
 {
     sim *s = ctx;
-    if (rkv_grow32((void **)&s->nodes, &s->nodes_cap, (int64_t)s->n_nodes + 1, sizeof *s->nodes)) {
-        s->nodes_oom = true;
-        return;
-    }
-    int64_t off = s->n_node_toks;
-    if (!push_tokens(&s->node_toks, &s->n_node_toks, &s->node_toks_cap, node->tokens, node->len)) {
+    int64_t off;
+    if (!log_node((void **)&s->nodes, &s->nodes_cap, s->n_nodes, sizeof *s->nodes, &s->node_toks,
+                  node, &off)) {
         s->nodes_oom = true;
         return;
     }
@@ -201,7 +204,7 @@ static rkv_status mark_matched(sim *s)
             if (n->parent_slot < 0) { on[n->slot] = 1; continue; }
             int64_t end = n->depth + n->len;
             on[n->slot] = on[n->parent_slot] && n->len > 0 && end <= q->matched
-                && memcmp(s->node_toks + n->off, q->q.tokens + n->depth,
+                && memcmp(s->node_toks.t + n->off, q->q.tokens + n->depth,
                           sizeof(int32_t) * (size_t)n->len) == 0;
             if (on[n->slot]) n->matched = true;
         }
@@ -276,7 +279,7 @@ static void write_node_json(const sim *s, FILE *f, int64_t step, uint64_t c1)
                 "\"lock\":%d,\"time\":%" PRIu64 ",\"created\":%" PRIu64 ",\"tokens\":",
                 i ? "," : "", n->id, n->parent_id, node_state(s, n, c1), n->len, n->lock,
                 n->time, n->created);
-        json_tokens(f, s->node_toks + n->off, n->len);
+        json_tokens(f, s->node_toks.t + n->off, n->len);
         fputc('}', f);
     }
     fputs("],\"evicted\":[", f);
@@ -284,7 +287,7 @@ static void write_node_json(const sim *s, FILE *f, int64_t step, uint64_t c1)
         sim_evicted *e = &s->ev[i];
         fprintf(f, "%s{\"id\":%" PRIu64 ",\"parent\":%" PRIu64 ",\"state\":\"evicted\","
                 "\"length\":%d,\"tokens\":", i ? "," : "", e->id, e->parent_id, e->len);
-        json_tokens(f, s->ev_toks + e->off, e->len);
+        json_tokens(f, s->ev_toks.t + e->off, e->len);
         fputc('}', f);
     }
     fputs("]}\n", f);
@@ -300,7 +303,7 @@ static void write_node_dot(const sim *s, FILE *f, const char *name, int64_t step
         const char *state = node_state(s, n, c1);
         fprintf(f, "  n%" PRIu64 " [fillcolor=\"%s\", label=\"", n->id, state_fill(state));
         if (n->id == 0) fputs("root", f);
-        else dot_label(f, s->node_toks + n->off, n->len);
+        else dot_label(f, s->node_toks.t + n->off, n->len);
         fputs("\"];\n", f);
         if (n->id != 0) fprintf(f, "  n%" PRIu64 " -> n%" PRIu64 ";\n", n->parent_id, n->id);
     }
@@ -308,7 +311,7 @@ static void write_node_dot(const sim *s, FILE *f, const char *name, int64_t step
         sim_evicted *e = &s->ev[i];
         fprintf(f, "  n%" PRIu64 " [fillcolor=\"%s\", style=\"rounded,filled,dashed\", label=\"",
                 e->id, state_fill("evicted"));
-        dot_label(f, s->ev_toks + e->off, e->len);
+        dot_label(f, s->ev_toks.t + e->off, e->len);
         fprintf(f, "\"];\n  n%" PRIu64 " -> n%" PRIu64 " [style=dashed];\n", e->parent_id, e->id);
     }
     fputs("}\n", f);
@@ -324,7 +327,7 @@ static rkv_status write_dumps(sim *s, const char *name, int64_t step, char *err,
     uint64_t c1 = 0;
     if (s->node_view) {
         s->n_nodes = 0;
-        s->n_node_toks = 0;
+        s->node_toks.n = 0;
         cache_visit(s->c, on_visit, s);
         if (s->nodes_oom || (step >= 0 && mark_matched(s) != RKV_OK)) {
             free(path);
@@ -442,29 +445,39 @@ static double prefill_seconds(const sim *s, int32_t pre, int32_t n)
     return sim_step_seconds(s->opt->model, s->opt->gpu, &b);
 }
 
+/* Tokens the cache's host and disk tiers have supplied so far (0 without). */
+static uint64_t tier_hit_tokens(const sim *s)
+{
+    const tier_stats *ts = cache_tier_get_stats(s->c);
+    return ts ? ts->host_hit_tokens + ts->disk_hit_tokens : 0;
+}
+
+/* Request r at the start of its step, under either step semantics: nothing
+ * served, locked or matched yet, *total its pages. false, with r->error, when
+ * it needs more pages than the whole cache holds. */
+static bool req_start(const sim *s, sim_req *r, int32_t *total)
+{
+    *total = (int32_t)(((int64_t)r->q.n_tokens + s->P - 1) / s->P);
+    r->served = r->locked = false;
+    r->error = NULL;
+    r->matched = r->need = 0;
+    if (*total <= s->pool->num_pages) return true;
+    r->error = "request needs more pages than the whole cache holds";
+    return false;
+}
+
 /* 1: match all but the last token and lock, in trace order; *need = the
  * pages the step's requests ask for. */
 static rkv_status step_match(sim *s, int64_t step, int64_t *need, char *err, size_t errlen)
 {
-    const int32_t P = s->P;
     rkv_status st;
     *need = 0;
     for (int32_t i = 0; i < s->n_reqs; i++) {
         sim_req *r = &s->reqs[i];
-        int32_t n = r->q.n_tokens;
-        int32_t total = (int32_t)(((int64_t)n + P - 1) / P);
-        r->served = false;
-        r->locked = false;
-        r->error = NULL;
-        r->matched = 0;
-        r->need = 0;
-        if (total > s->pool->num_pages) {
-            r->error = "request needs more pages than the whole cache holds";
-            continue;
-        }
+        int32_t n = r->q.n_tokens, total;
+        if (!req_start(s, r, &total)) continue;
         if ((st = req_reserve_pages(r, total)) != RKV_OK) return st;
-        const tier_stats *ts = cache_tier_get_stats(s->c);
-        uint64_t th0 = ts ? ts->host_hit_tokens + ts->disk_hit_tokens : 0;
+        uint64_t th0 = tier_hit_tokens(s);
         r->m.ns = r->q.ns;
         r->m.priority = r->q.priority;
         if ((st = cache_client_match(s->c, &r->m, r->q.tokens, n - 1)) != RKV_OK) {
@@ -474,7 +487,7 @@ static rkv_status step_match(sim *s, int64_t step, int64_t *need, char *err, siz
         }
         r->locked = true;
         r->matched = r->m.len;
-        r->tier_hits = ts ? (int32_t)(ts->host_hit_tokens + ts->disk_hit_tokens - th0) : 0;
+        r->tier_hits = (int32_t)(tier_hit_tokens(s) - th0);
         r->need = total - r->m.num_pages;
         *need += r->need;
     }
@@ -656,15 +669,8 @@ static rkv_status step_vllm(sim *s, int64_t step, bool *evicts, char *err, size_
     s->held_gen++; /* no page is held by this step yet */
     for (int32_t i = 0; i < s->n_reqs; i++) {
         sim_req *r = &s->reqs[i];
-        int32_t n = r->q.n_tokens;
-        int32_t total = (int32_t)(((int64_t)n + P - 1) / P), nfull = n / P;
-        r->served = r->locked = false;
-        r->error = NULL;
-        r->matched = r->need = 0;
-        if (total > s->pool->num_pages) {
-            r->error = "request needs more pages than the whole cache holds";
-            continue;
-        }
+        int32_t n = r->q.n_tokens, nfull = n / P, total;
+        if (!req_start(s, r, &total)) continue;
         /* vLLM stops scheduling at the first request that does not fit:
          * the rest of the step is not even matched. */
         if (!fits) {
@@ -672,8 +678,7 @@ static rkv_status step_vllm(sim *s, int64_t step, bool *evicts, char *err, size_
             continue;
         }
         if ((st = req_reserve_pages(r, total)) != RKV_OK) return st;
-        const tier_stats *ts = cache_tier_get_stats(s->c);
-        uint64_t th0 = ts ? ts->host_hit_tokens + ts->disk_hit_tokens : 0;
+        uint64_t th0 = tier_hit_tokens(s);
         /* Match without locking: the lock is vLLM's touch, made only once
          * the request is known to fit. */
         r->m.ns = r->q.ns;
@@ -697,7 +702,7 @@ static rkv_status step_vllm(sim *s, int64_t step, bool *evicts, char *err, size_
         }
         r->locked = true;
         r->matched = r->m.len;
-        r->tier_hits = ts ? (int32_t)(ts->host_hit_tokens + ts->disk_hit_tokens - th0) : 0;
+        r->tier_hits = (int32_t)(tier_hit_tokens(s) - th0);
         if (r->need > s->pool->num_free) {
             *evicts = true;
             if ((st = step_evict(s, r->need)) != RKV_OK) return st;
@@ -763,7 +768,7 @@ static void step_report(sim *s, int64_t step, bool evicted)
             fputs(",\"evicted\":[", s->out);
             for (int32_t i = 0; i < s->n_ev; i++) {
                 if (i) fputc(',', s->out);
-                json_tokens(s->out, s->ev_toks + s->ev[i].off, s->ev[i].len);
+                json_tokens(s->out, s->ev_toks.t + s->ev[i].off, s->ev[i].len);
             }
             fputc(']', s->out);
         }
@@ -777,7 +782,7 @@ static rkv_status run_step(sim *s, char *err, size_t errlen)
     int64_t step = s->reqs[0].q.step, need = 0;
     rkv_status st;
     s->n_ev = 0;
-    s->n_ev_toks = 0;
+    s->ev_toks.n = 0;
     s->clock0 = 0;
     cache_clock(s->c, &s->clock0);
     bool evicts = false;
@@ -826,9 +831,9 @@ static void sim_free(sim *s)
     }
     free(s->reqs);
     free(s->ev);
-    free(s->ev_toks);
+    free(s->ev_toks.t);
     free(s->nodes);
-    free(s->node_toks);
+    free(s->node_toks.t);
     free(s->page_toks);
     free(s->held);
     if (s->node_log) cache_set_evict_hook(s->c, NULL, NULL);

@@ -104,6 +104,21 @@ static rkv_status emit(gen *g, const seq *s, int32_t max_tokens, double arrival,
     return RKV_OK;
 }
 
+/* The request most kinds emit: the next arrival, greedy, no seed. */
+static rkv_status emit_next(gen *g, const seq *s)
+{
+    return emit(g, s, g->c->output_len, next_arrival(g), -1, -1);
+}
+
+/* s becomes prefix (NULL: none) followed by n fresh random tokens: a prompt
+ * built over a shared part. */
+static rkv_status seq_over(gen *g, seq *s, const seq *prefix, int32_t n)
+{
+    s->n = 0;
+    rkv_status st = prefix ? seq_put(s, prefix->t, prefix->n) : RKV_OK;
+    return st ? st : seq_random(s, &g->r, g->c->vocab_size, n);
+}
+
 #define TRY(x) do { if ((st = (x)) != RKV_OK) goto out; } while (0)
 
 static rkv_status gen_sweep(gen *g)
@@ -114,10 +129,8 @@ static rkv_status gen_sweep(gen *g)
     int32_t h = (int32_t)floor(c->hit_rate * c->prompt_len);
     TRY(seq_random(&shared, &g->r, c->vocab_size, h));
     for (int32_t i = 0; i < c->num; i++) {
-        s.n = 0;
-        TRY(seq_put(&s, shared.t, shared.n));
-        TRY(seq_random(&s, &g->r, c->vocab_size, c->prompt_len - h));
-        TRY(emit(g, &s, c->output_len, next_arrival(g), -1, -1));
+        TRY(seq_over(g, &s, &shared, c->prompt_len - h));
+        TRY(emit_next(g, &s));
     }
 out:
     free(shared.t);
@@ -193,7 +206,7 @@ static rkv_status gen_few_shot(gen *g)
         TRY(seq_put(&s, instr.t, instr.n));
         for (int32_t k = 0; k < c->shots; k++) TRY(seq_put(&s, ex[pick[k]].t, ex[pick[k]].n));
         TRY(seq_random(&s, &g->r, c->vocab_size, c->prompt_len));
-        TRY(emit(g, &s, c->output_len, next_arrival(g), -1, -1));
+        TRY(emit_next(g, &s));
     }
 out:
     if (ex)
@@ -211,13 +224,10 @@ static rkv_status gen_long_doc(gen *g)
     rkv_status st = RKV_OK;
     seq doc = {0}, s = {0};
     for (int32_t d = 0; d < c->num; d++) {
-        doc.n = 0;
-        TRY(seq_random(&doc, &g->r, c->vocab_size, c->shared_len));
+        TRY(seq_over(g, &doc, NULL, c->shared_len));
         for (int32_t q = 0; q < c->branching; q++) {
-            s.n = 0;
-            TRY(seq_put(&s, doc.t, doc.n));
-            TRY(seq_random(&s, &g->r, c->vocab_size, c->prompt_len));
-            TRY(emit(g, &s, c->output_len, next_arrival(g), -1, -1));
+            TRY(seq_over(g, &s, &doc, c->prompt_len));
+            TRY(emit_next(g, &s));
         }
     }
 out:
@@ -230,7 +240,7 @@ out:
 static rkv_status tot_node(gen *g, seq *path, int32_t depth)
 {
     const workload_config *c = g->c;
-    rkv_status st = emit(g, path, c->output_len, next_arrival(g), -1, -1);
+    rkv_status st = emit_next(g, path);
     if (st || depth == c->depth) return st;
     int32_t n0 = path->n;
     for (int32_t b = 0; b < c->branching; b++) {
@@ -248,8 +258,7 @@ static rkv_status gen_tree_of_thought(gen *g)
     rkv_status st = RKV_OK;
     seq s = {0};
     for (int32_t i = 0; i < c->num; i++) {
-        s.n = 0;
-        TRY(seq_random(&s, &g->r, c->vocab_size, c->prompt_len));
+        TRY(seq_over(g, &s, NULL, c->prompt_len));
         TRY(tot_node(g, &s, 0));
     }
 out:
@@ -263,8 +272,7 @@ static rkv_status gen_self_consistency(gen *g)
     rkv_status st = RKV_OK;
     seq s = {0};
     for (int32_t i = 0; i < c->num; i++) {
-        s.n = 0;
-        TRY(seq_random(&s, &g->r, c->vocab_size, c->prompt_len));
+        TRY(seq_over(g, &s, NULL, c->prompt_len));
         for (int32_t k = 0; k < c->branching; k++)
             TRY(emit(g, &s, c->output_len, next_arrival(g), 0.7,
                      (int64_t)(rkv_splitmix64_next(&g->r.s) >> 33) + 1));
@@ -291,14 +299,14 @@ static rkv_status gen_judge(gen *g)
             s.n = 0;
             st = seq_put(&s, prob.t, prob.n);
             if (st == RKV_OK) st = seq_put(&s, crit[b].t, crit[b].n);
-            if (st == RKV_OK) st = emit(g, &s, c->output_len, next_arrival(g), -1, -1);
+            if (st == RKV_OK) st = emit_next(g, &s);
         }
         s.n = 0;
         if (st == RKV_OK) st = seq_put(&s, prob.t, prob.n);
         for (int32_t b = 0; b < c->branching && st == RKV_OK; b++)
             st = seq_random(&s, &g->r, c->vocab_size, c->output_len);
         if (st == RKV_OK) st = seq_put(&s, merge.t, merge.n);
-        if (st == RKV_OK) st = emit(g, &s, c->output_len, next_arrival(g), -1, -1);
+        if (st == RKV_OK) st = emit_next(g, &s);
         free(prob.t);
         if (st) goto out;
     }

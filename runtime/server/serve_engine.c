@@ -176,6 +176,24 @@ static void hist_print(FILE *f, const char *name, const char *labels, const char
             open, labels, close, (unsigned long long)h->n);
 }
 
+/* One histogram family: h cut at le (n_le of them, each one of h's bounds),
+ * or at all of h's own bounds where le is NULL. */
+typedef struct hist_family {
+    const char *name, *help;
+    const serve_hist *h;
+    const double *le;
+    int n_le;
+} hist_family;
+
+static void hist_print_all(FILE *f, const char *labels, const hist_family *fam, int n)
+{
+    for (int i = 0; i < n; i++) {
+        const serve_hist *h = fam[i].h;
+        hist_print(f, fam[i].name, labels, fam[i].help, h, fam[i].le ? fam[i].le : h->le,
+                   fam[i].le ? fam[i].n_le : h->n_le);
+    }
+}
+
 static void metric(FILE *f, const char *name, const char *type, const char *help, double v)
 {
     fprintf(f, "# HELP %s %s\n# TYPE %s %s\n%s %.17g\n", name, help, name, type, name, v);
@@ -282,53 +300,46 @@ static void vllm_metrics(FILE *f, const serve *s, const serve_metrics *m)
                 serve_finish_names[r], (long long)m->finished[r]);
     /* vLLM's fifth reason: repetition_detection is refused here, so 0. */
     fprintf(f, "vllm:request_success_total{%s,finished_reason=\"repetition\"} 0\n", labels);
-    hist_print(f, "vllm:time_to_first_token_seconds", labels,
-               "Histogram of time to first token in seconds.", &m->ttft, vllm_ttft_le,
-               NLE(vllm_ttft_le));
-    hist_print(f, "vllm:inter_token_latency_seconds", labels,
-               "Histogram of inter-token latency in seconds.", &m->itl, vllm_itl_le,
-               NLE(vllm_itl_le));
-    hist_print(f, "vllm:e2e_request_latency_seconds", labels,
-               "Histogram of e2e request latency in seconds.", &m->e2e, vllm_e2e_le,
-               NLE(vllm_e2e_le));
-    hist_print(f, "vllm:request_prompt_tokens", labels, "Number of prefill tokens processed.",
-               &m->req_prompt, m->req_prompt.le, m->req_prompt.n_le);
-    hist_print(f, "vllm:request_generation_tokens", labels,
-               "Number of generation tokens processed.", &m->req_gen, m->req_gen.le,
-               m->req_gen.n_le);
-    hist_print(f, "vllm:request_params_max_tokens", labels,
-               "Histogram of the max_tokens request parameter.", &m->req_max_tokens,
-               m->req_max_tokens.le, m->req_max_tokens.n_le);
-    hist_print(f, "vllm:request_params_n", labels, "Histogram of the n request parameter.",
-               &m->req_n, m->req_n.le, m->req_n.n_le);
+    /* In vLLM's order, around the families vllm_metrics_fixed writes. */
+    const hist_family head[] = {
+        {"vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.",
+         &m->ttft, vllm_ttft_le, NLE(vllm_ttft_le)},
+        {"vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.",
+         &m->itl, vllm_itl_le, NLE(vllm_itl_le)},
+        {"vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.",
+         &m->e2e, vllm_e2e_le, NLE(vllm_e2e_le)},
+        {"vllm:request_prompt_tokens", "Number of prefill tokens processed.", &m->req_prompt,
+         NULL, 0},
+        {"vllm:request_generation_tokens", "Number of generation tokens processed.", &m->req_gen,
+         NULL, 0},
+        {"vllm:request_params_max_tokens", "Histogram of the max_tokens request parameter.",
+         &m->req_max_tokens, NULL, 0},
+        {"vllm:request_params_n", "Histogram of the n request parameter.", &m->req_n, NULL, 0},
+    };
+    hist_print_all(f, labels, head, NLE(head));
     vllm_metrics_fixed(f, m, labels, name);
-    hist_print(f, "vllm:iteration_tokens_total", labels,
-               "Histogram of number of tokens per engine_step.", &m->iter_tokens, vllm_iter_le,
-               NLE(vllm_iter_le));
-    hist_print(f, "vllm:request_max_num_generation_tokens", labels,
-               "Histogram of maximum number of requested generation tokens.", &m->req_max_gen,
-               m->req_max_gen.le, m->req_max_gen.n_le);
-    hist_print(f, "vllm:request_time_per_output_token_seconds", labels,
-               "Histogram of time_per_output_token_seconds per request.", &m->tpot, vllm_itl_le,
-               NLE(vllm_itl_le));
-    hist_print(f, "vllm:request_decode_time_seconds", labels,
-               "Histogram of time spent in DECODE phase for request.", &m->decode, vllm_e2e_le,
-               NLE(vllm_e2e_le));
-    hist_print(f, "vllm:request_queue_time_seconds", labels,
-               "Histogram of time spent in WAITING phase for request.", &m->queue, vllm_e2e_le,
-               NLE(vllm_e2e_le));
-    hist_print(f, "vllm:request_inference_time_seconds", labels,
-               "Histogram of time spent in RUNNING phase for request.", &m->inference,
-               vllm_e2e_le, NLE(vllm_e2e_le));
-    hist_print(f, "vllm:request_prefill_time_seconds", labels,
-               "Histogram of time spent in PREFILL phase for request.", &m->prefill, vllm_e2e_le,
-               NLE(vllm_e2e_le));
-    hist_print(f, "vllm:request_num_preemptions", labels,
-               "Histogram of the number of times a request was preempted.", &m->req_preempt,
-               vllm_preempt_le, NLE(vllm_preempt_le));
-    hist_print(f, "vllm:request_prefill_kv_computed_tokens", labels,
-               "Histogram of new KV tokens computed during prefill (excluding cached tokens).",
-               &m->req_kv_computed, m->req_kv_computed.le, m->req_kv_computed.n_le);
+    const hist_family tail[] = {
+        {"vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.",
+         &m->iter_tokens, NULL, 0},
+        {"vllm:request_max_num_generation_tokens",
+         "Histogram of maximum number of requested generation tokens.", &m->req_max_gen, NULL, 0},
+        {"vllm:request_time_per_output_token_seconds",
+         "Histogram of time_per_output_token_seconds per request.", &m->tpot, NULL, 0},
+        {"vllm:request_decode_time_seconds",
+         "Histogram of time spent in DECODE phase for request.", &m->decode, NULL, 0},
+        {"vllm:request_queue_time_seconds",
+         "Histogram of time spent in WAITING phase for request.", &m->queue, NULL, 0},
+        {"vllm:request_inference_time_seconds",
+         "Histogram of time spent in RUNNING phase for request.", &m->inference, NULL, 0},
+        {"vllm:request_prefill_time_seconds",
+         "Histogram of time spent in PREFILL phase for request.", &m->prefill, NULL, 0},
+        {"vllm:request_num_preemptions",
+         "Histogram of the number of times a request was preempted.", &m->req_preempt, NULL, 0},
+        {"vllm:request_prefill_kv_computed_tokens",
+         "Histogram of new KV tokens computed during prefill (excluding cached tokens).",
+         &m->req_kv_computed, NULL, 0},
+    };
+    hist_print_all(f, labels, tail, NLE(tail));
 }
 
 /* Names follow vLLM's where one exists (prefix_cache_queries/hits,
@@ -379,14 +390,16 @@ char *serve_metrics_text(const serve *s, const serve_metrics *m)
             (long long)m->requests_ok, (long long)m->requests_cancelled,
             (long long)m->requests_rejected, (long long)m->requests_failed);
     metric(f, "radixkv:engine_steps_total", "counter", "Engine steps.", (double)m->es.steps);
-    hist_print(f, "radixkv:time_to_first_token_seconds", "",
-               "Time from the request's arrival at the server to its first token.", &m->ttft,
-               rkv_le, NLE(rkv_le));
-    hist_print(f, "radixkv:inter_token_latency_seconds", "", "Time between two tokens of a request.",
-               &m->itl, rkv_le, NLE(rkv_le));
-    hist_print(f, "radixkv:e2e_request_latency_seconds", "",
-               "Time from the request's arrival to its last token.", &m->e2e, rkv_le,
-               NLE(rkv_le));
+    const hist_family lat[] = {
+        {"radixkv:time_to_first_token_seconds",
+         "Time from the request's arrival at the server to its first token.", &m->ttft, rkv_le,
+         NLE(rkv_le)},
+        {"radixkv:inter_token_latency_seconds", "Time between two tokens of a request.", &m->itl,
+         rkv_le, NLE(rkv_le)},
+        {"radixkv:e2e_request_latency_seconds", "Time from the request's arrival to its last token.",
+         &m->e2e, rkv_le, NLE(rkv_le)},
+    };
+    hist_print_all(f, "", lat, NLE(lat));
     vllm_metrics(f, s, m);
     if (fclose(f)) {
         free(buf);

@@ -82,13 +82,30 @@ struct serve_pd {
 
 /* ---- both sides, under s->mu -------------------------------------------- */
 
+/* msg into dst[cap] (cap >= 4). A message too long for it is cut at a UTF-8
+ * character boundary and ends in "...", so the cut shows: the failures copied
+ * here (a room, a taker, the tier's error) can outgrow the job's field. */
+static void copy_msg(char *dst, size_t cap, const char *msg)
+{
+    static const char mark[] = "...";
+    size_t n = strlen(msg);
+    if (n < cap) {
+        memcpy(dst, msg, n + 1);
+        return;
+    }
+    size_t keep = cap - sizeof mark;
+    while (keep > 0 && ((unsigned char)msg[keep] & 0xC0) == 0x80) keep--;
+    memcpy(dst, msg, keep);
+    memcpy(dst + keep, mark, sizeof mark);
+}
+
 /* A held job goes to the engine's inbox (failed with fail when non-NULL). */
 static void release_locked(serve *s, int64_t i, const char *fail)
 {
     serve_pd *p = s->pd;
     serve_job *j = p->held[i];
     p->held[i] = p->held[--p->n_held];
-    if (fail && !j->pd.fail[0]) snprintf(j->pd.fail, sizeof j->pd.fail, "%s", fail);
+    if (fail && !j->pd.fail[0]) copy_msg(j->pd.fail, sizeof j->pd.fail, fail);
     s->outstanding -= j->n_seq; /* counted again by the submit */
     serve_submit_locked(s, j);
     serve_job_unref_locked(j);

@@ -378,6 +378,27 @@ static rkv_status load_normalizer(load_ctx *c, tokenizer *t, const json_t *n)
                      "%s: normalizer.type: '%s' is not supported (none or NFC only)", c->name, type);
 }
 
+/* One step of a pipeline (pre_tokenizer, post_processor) at where. */
+typedef rkv_status (*load_step_fn)(load_ctx *c, tokenizer *t, const json_t *p,
+                                   const char *where);
+
+/* A Sequence step: each element of p[key] loaded by step, in order, named
+ * where.key[i] in errors. */
+static rkv_status load_sequence(load_ctx *c, tokenizer *t, const json_t *p, const char *where,
+                                const char *key, load_step_fn step)
+{
+    const json_t *a = json_object_get(p, key);
+    if (!json_is_array(a))
+        return LOAD_FAIL(RKV_EPARSE, "%s: %s.%s: not an array", c->name, where, key);
+    for (size_t i = 0; i < json_array_size(a); i++) {
+        char sub[96];
+        snprintf(sub, sizeof sub, "%s.%s[%zu]", where, key, i);
+        rkv_status st = step(c, t, json_array_get(a, i), sub);
+        if (st) return st;
+    }
+    return RKV_OK;
+}
+
 static rkv_status load_pre_step(load_ctx *c, tokenizer *t, const json_t *p, const char *where)
 {
     const char *type = json_string_value(json_object_get(p, "type"));
@@ -417,18 +438,8 @@ static rkv_status load_pre_step(load_ctx *c, tokenizer *t, const json_t *p, cons
         t->n_steps++;
         return RKV_OK;
     }
-    if (!strcmp(type, "Sequence")) {
-        const json_t *a = json_object_get(p, "pretokenizers");
-        if (!json_is_array(a))
-            return LOAD_FAIL(RKV_EPARSE, "%s: %s.pretokenizers: not an array", c->name, where);
-        for (size_t i = 0; i < json_array_size(a); i++) {
-            char sub[96];
-            snprintf(sub, sizeof sub, "%s.pretokenizers[%zu]", where, i);
-            rkv_status st = load_pre_step(c, t, json_array_get(a, i), sub);
-            if (st) return st;
-        }
-        return RKV_OK;
-    }
+    if (!strcmp(type, "Sequence"))
+        return load_sequence(c, t, p, where, "pretokenizers", load_pre_step);
     return LOAD_FAIL(RKV_ENOTSUP,
                      "%s: %s.type: '%s' is not supported (Split, ByteLevel, Sequence)", c->name,
                      where, type);
@@ -504,18 +515,7 @@ static rkv_status load_post(load_ctx *c, tokenizer *t, const json_t *p, const ch
     const char *type = json_string_value(json_object_get(p, "type"));
     if (!type) return LOAD_FAIL(RKV_EPARSE, "%s: %s.type: missing or not a string", c->name, where);
     if (!strcmp(type, "ByteLevel")) return RKV_OK; /* offsets only */
-    if (!strcmp(type, "Sequence")) {
-        const json_t *a = json_object_get(p, "processors");
-        if (!json_is_array(a))
-            return LOAD_FAIL(RKV_EPARSE, "%s: %s.processors: not an array", c->name, where);
-        for (size_t i = 0; i < json_array_size(a); i++) {
-            char sub[96];
-            snprintf(sub, sizeof sub, "%s.processors[%zu]", where, i);
-            rkv_status st = load_post(c, t, json_array_get(a, i), sub);
-            if (st) return st;
-        }
-        return RKV_OK;
-    }
+    if (!strcmp(type, "Sequence")) return load_sequence(c, t, p, where, "processors", load_post);
     if (strcmp(type, "TemplateProcessing"))
         return LOAD_FAIL(RKV_ENOTSUP,
                          "%s: %s.type: '%s' is not supported (ByteLevel, TemplateProcessing, "

@@ -251,6 +251,14 @@ def main():
             redis.cmd("RPUSH", f"rkv:pdtest:pd:{room}", json.dumps(rec))
             st, r, _ = dec.post({"prompt": text_of(q), "max_tokens": 4, "bootstrap_room": room})
             check(st == 500 and why in r["error"]["message"], f"record {rec}: {st} {r}")
+        # An error longer than the job's 256-byte field: cut at a character
+        # boundary (the message stays UTF-8) and marked with "...".
+        redis.cmd("RPUSH", "rkv:pdtest:pd:954", json.dumps({"error": "\u00e9" * 300}))
+        st, r, _ = dec.post({"prompt": text_of(q), "max_tokens": 4, "bootstrap_room": 954})
+        msg = r["error"]["message"] if isinstance(r, dict) and "error" in r else ""
+        cut = msg[msg.find("bootstrap_room 954: "):]
+        check(st == 500 and cut.startswith("bootstrap_room 954: the prefill server failed: \u00e9")
+              and cut.endswith("\u00e9...") and len(cut.encode()) <= 255, f"long error: {st} {r}")
 
         # A request the prefill server refuses before its engine sees it (here
         # a field only it was sent wrong; in earnest its queue full, a drain,
@@ -289,10 +297,10 @@ def main():
         check(st == 200 and r["choices"][0]["token_ids"] == ref[1], f"decode alone after: {st} {r}")
         rc, summary = dec.stop()
         check(rc == 0 and summary["pages_inflight"] == 0, f"decode exit {rc}: {summary}")
-        # Failed for their handoff: the deleted page, 4 bad records, the
+        # Failed for their handoff: the deleted page, 5 bad records, the
         # refusal, the two rooms of the dead prefill; admitted: every request
         # answered whole but the plain one, plus the deleted page's.
-        check(summary["handoffs_failed"] == 8 == summary["requests_failed"]
+        check(summary["handoffs_failed"] == 9 == summary["requests_failed"]
               and summary["handoffs_admitted"] == summary["requests_ok"],
               f"decode handoffs: {summary}")
         vr_note = "and vllm-router's" if vllm_requests else "(vllm-router not installed)"
