@@ -37,7 +37,8 @@ ALLOWED_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "flakes_
 # Without git: output folders that .gitignore names (executed notebooks,
 # experiment results, the paper's generated files) beside the build trees.
 _OUTPUTS = ("build*", "notebooks/figures", "paper/generated", "results", "experiments/*/results")
-_MAGIC = re.compile(r"^\s*[%!]")  # IPython magics and shell escapes: not Python
+# IPython magics and shell escapes, written at the margin: not Python.
+_MAGIC = re.compile(r"^[%!]")
 
 
 def _has_pyflakes(python):
@@ -121,7 +122,7 @@ def _notebook_source(nb):
 def _place(rel, line, col, starts):
     if not starts:
         return f"{rel}:{line}:{col}"
-    cell, first = [s for s in starts if s[1] <= line][-1]
+    cell, first = ([s for s in starts if s[1] <= line] or starts)[0 if line < 1 else -1]
     return f"{rel}:cell {cell}:{line - first + 1}"
 
 
