@@ -5,8 +5,17 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from rkv.core import *  # noqa: E402,F401,F403
-from rkv.core import ROOT, HERE  # noqa: E402,F401
+from rkv import core as _core  # noqa: E402
+
+
+def __getattr__(name):
+    """common.NAME for every public name of rkv.core, looked up there when a
+    driver asks (PEP 562) rather than copied in by a star import, which would
+    hide undefined names in this file from pyflakes (tests/arch/pyflakes.py);
+    names this file defines come first."""
+    if not name.startswith("_") and hasattr(_core, name):
+        return getattr(_core, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # ---- what experiments/run_all and experiments/reproduce share ----------------

@@ -14,4 +14,9 @@ fi
 if ! "$venv/bin/python" -c "import tiktoken" 2>/dev/null; then
   "$venv/bin/pip" install -q --disable-pip-version-check tiktoken >&2
 fi
+# pyflakes, pinned so that its findings do not change under the check
+# (tests/arch/flakes.py, suite arch); an older venv gets it added.
+if ! "$venv/bin/python" -c "import pyflakes, sys; sys.exit(pyflakes.__version__ != '4.1.0')" 2>/dev/null; then
+  "$venv/bin/pip" install -q --disable-pip-version-check pyflakes==4.1.0 >&2
+fi
 echo "$venv/bin/python"

@@ -81,6 +81,31 @@ def make_sglang(num_pages, page_size):
     return RadixCache.create_simulated(mock_allocator=kv, page_size=page_size), kv
 
 
+def random_trace(rng, P, *, vocab, max_lines, max_extra, namespace_p, namespaces, salt_p=0.0):
+    """A trace for replay(): 2 to max_lines - 1 requests, each a random
+    prefix of one of three prompts (tokens and prompt lengths below vocab)
+    and 1 to max_extra - 1 tokens of its own, each opening a new step with
+    probability 1/2; with probability namespace_p a namespace from
+    namespaces, with salt_p a salt ("s" or "t"). The tests' traces differ only in these
+    numbers; with salt_p 0 no draw is made for the salt, so each test's
+    seed gives the sequences it always gave."""
+    prompts = [[rng.randrange(vocab) for _ in range(rng.randrange(1, vocab))] for _ in range(3)]
+    lines, step = [], 0
+    for i in range(rng.randrange(2, max_lines)):
+        if rng.random() < 0.5:
+            step += 1
+        base = rng.choice(prompts)
+        toks = base[:rng.randrange(len(base) + 1)] + [rng.randrange(vocab)
+                                                      for _ in range(rng.randrange(1, max_extra))]
+        line = {"id": i, "step": step, "tokens": toks}
+        if rng.random() < namespace_p:
+            line["namespace"] = rng.choice(namespaces)
+        if salt_p and rng.random() < salt_p:
+            line["salt"] = rng.choice(["s", "t"])
+        lines.append(line)
+    return lines
+
+
 def steps_of(trace):
     """Consecutive lines with equal step form one step; no step: its own."""
     numbered = [(line.get("step", i), line) for i, line in enumerate(trace)]

@@ -130,10 +130,14 @@ def test_errors(tmp):
         radixkv.cache_sim(os.path.join(tmp, "missing.jsonl"), cache="radix", capacity=8, page_size=1)
     except radixkv.Error as e:
         check("missing.jsonl" in str(e), f"a missing trace is named: {e}")
+    else:
+        check(False, "a missing trace: no radixkv.Error")
     try:
         radixkv.cache_sim([{"id": 0, "tokens": [1]}, 5], cache="radix", capacity=8, page_size=1)
     except TypeError as e:
         check("item 1" in str(e), f"a bad request is named: {e}")
+    else:
+        check(False, "a request that is not an object: no TypeError")
 
 
 def test_interrupt(tmp):

@@ -17,21 +17,6 @@ from venv_reexec import reexec_in_venv  # noqa: E402
 N_SEQS = int(os.environ.get("RKV_SGLANG_SEQUENCES", "10000"))
 
 
-def make_trace(rng, P):
-    prompts = [[rng.randrange(30) for _ in range(rng.randrange(1, 30))] for _ in range(3)]
-    lines, step = [], 0
-    for i in range(rng.randrange(2, 9)):
-        if rng.random() < 0.5:
-            step += 1
-        base = rng.choice(prompts)
-        toks = base[:rng.randrange(len(base) + 1)] + [rng.randrange(30) for _ in range(rng.randrange(1, 2 * P + 6))]
-        line = {"id": i, "step": step, "tokens": toks}
-        if rng.random() < 0.25:
-            line["namespace"] = rng.choice(["a", "b", ""])
-        lines.append(line)
-    return lines
-
-
 class SlotLog:
     """An allocator that records the KV indices freed to it, in order."""
     device = "cpu"
@@ -114,7 +99,8 @@ def main():
     first = None
     for t in range(N_SEQS):
         P = (1, 4, 16)[t % 3]
-        trace = make_trace(rng, P)
+        trace = h.random_trace(rng, P, vocab=30, max_lines=9, max_extra=2 * P + 6, namespace_p=0.25,
+                               namespaces=["a", "b", ""])
         longest = max(-(-len(l["tokens"]) // P) for l in trace)
         num_pages = rng.randrange(max(2, longest // 2), longest * 3 + 2)
         logs = []

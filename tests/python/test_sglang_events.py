@@ -21,24 +21,6 @@ from venv_reexec import reexec_in_venv  # noqa: E402
 N_SEQS = int(os.environ.get("RKV_SGLANG_SEQUENCES", "600"))
 
 
-def make_trace(rng, P):
-    prompts = [[rng.randrange(30) for _ in range(rng.randrange(1, 30))] for _ in range(3)]
-    lines, step = [], 0
-    for i in range(rng.randrange(2, 9)):
-        if rng.random() < 0.5:
-            step += 1
-        base = rng.choice(prompts)
-        toks = base[:rng.randrange(len(base) + 1)] + [rng.randrange(30)
-                                                      for _ in range(rng.randrange(1, 2 * P + 6))]
-        line = {"id": i, "step": step, "tokens": toks}
-        if rng.random() < 0.3:
-            line["namespace"] = rng.choice(["a", "b", ""])
-        if rng.random() < 0.15:
-            line["salt"] = rng.choice(["s", "t"])
-        lines.append(line)
-    return lines
-
-
 def lora_names(named):
     """SGLang's KvEventLoraNames, naming extra_key "a" when named (as
     admission registers a LoRA request's namespace)."""
@@ -78,7 +60,8 @@ def main():
         P = (1, 4, 16)[t % 3]
         dynamo, named_a = t % 4 in (1, 3), t % 4 >= 2
         names = lora_names(named_a)
-        trace = make_trace(rng, P)
+        trace = h.random_trace(rng, P, vocab=30, max_lines=9, max_extra=2 * P + 6, namespace_p=0.3,
+                               namespaces=["a", "b", ""], salt_p=0.15)
         longest = max(-(-len(l["tokens"]) // P) for l in trace)
         num_pages = rng.randrange(max(2, longest // 2), longest * 3 + 2)
         logs = []

@@ -17,21 +17,6 @@ from venv_reexec import reexec_in_venv  # noqa: E402
 N_TRACES = int(os.environ.get("RKV_SGLANG_TRACES", "3000"))
 
 
-def make_trace(rng, P):
-    prompts = [[rng.randrange(40) for _ in range(rng.randrange(1, 40))] for _ in range(3)]
-    lines, step = [], 0
-    for i in range(rng.randrange(2, 14)):
-        if rng.random() < 0.5:
-            step += 1
-        base = rng.choice(prompts)
-        toks = base[:rng.randrange(len(base) + 1)] + [rng.randrange(40) for _ in range(rng.randrange(1, 3 * P + 8))]
-        line = {"id": i, "step": step, "tokens": toks}
-        if rng.random() < 0.2:
-            line["namespace"] = rng.choice(["a", "b"])
-        lines.append(line)
-    return lines
-
-
 def main():
     reexec_in_venv("RKV_SGLANG_PYTHON", __file__, "scripts/sglang_venv.sh makes it")
     import radixkv
@@ -42,7 +27,8 @@ def main():
     first = None
     for t in range(N_TRACES):
         P = (1, 4, 16)[t % 3]
-        trace = make_trace(rng, P)
+        trace = h.random_trace(rng, P, vocab=40, max_lines=14, max_extra=3 * P + 8, namespace_p=0.2,
+                               namespaces=["a", "b"])
         longest = max(-(-len(l["tokens"]) // P) for l in trace)
         num_pages = rng.randrange(max(2, longest // 2), longest * 3 + 2)
         reqs, steps = h.replay(trace, P, num_pages)
