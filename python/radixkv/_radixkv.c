@@ -354,6 +354,15 @@ typedef struct CacheObject {
      * true. The gathers read the bits and only a run's first page. */
     uint64_t *vals_run;
     int64_t vals_pages;
+    /* 0 while every page the tree holds took its values from a kv_insert
+     * (the adapter's case): then kv_values and kv_evict need not read the
+     * set flags of a path's pages to know they hold values (one memchr over
+     * ~6,000 flags a call, mostly out of cache). Set for good by anything
+     * that may leave a cached page without values (insert(), or a kv_insert
+     * that failed after the tree adopted its pages: each such call sets it
+     * first and puts it back only on success); cleared with the tree
+     * (cache_build). The set flags are kept either way. */
+    int vals_partial;
 } CacheObject;
 
 typedef struct MatchObject {
@@ -419,6 +428,7 @@ static int cache_build(CacheObject *self)
     }
     cache_config cfg = {.kind = self->kind, .policy = self->policy, .hash_fn = self->hash_fn,
                         .hash_duplicates = self->hash_duplicates};
+    self->vals_partial = 0; /* an empty tree */
     st = cache_create(&cfg, &self->pool, &self->c, err, sizeof err);
     if (st != RKV_OK) {
         page_pool_destroy(&self->pool);
@@ -550,6 +560,7 @@ static PyObject *Cache_insert(CacheObject *self, PyObject *args, PyObject *kw)
         return NULL;
     }
     int32_t prefix = 0;
+    self->vals_partial = 1; /* the pages it adopts have no values */
     rkv_status st = cache_insert(self->c, &(cache_seq){.ns = ns}, t.data, (int32_t)t.n, p.data,
                                  &prefix);
     ids_release(&t);
@@ -1334,8 +1345,8 @@ static int match_pages(MatchObject *m)
     return 0;
 }
 
-/* 1 when every page of m (listed or as runs) holds values kv_insert stored. */
-static int match_vals_set(const CacheObject *self, const MatchObject *m)
+/* match_vals_set() by the set flags, page by page. */
+static int match_vals_read(const CacheObject *self, const MatchObject *m)
 {
     if (!m->runs_only) return vals_all_set(self, m->m.pages, m->m.num_pages);
     for (int32_t i = 0; i < m->nruns; i++) {
@@ -1345,6 +1356,20 @@ static int match_vals_set(const CacheObject *self, const MatchObject *m)
             return 0;
     }
     return 1;
+}
+
+/* 1 when every page of m (listed or as runs) holds values kv_insert stored:
+ * always while vals_partial is 0 (the sanitizer build checks that it is so). */
+static int match_vals_set(const CacheObject *self, const MatchObject *m)
+{
+#ifdef __SANITIZE_ADDRESS__
+    if (!self->vals_partial && !match_vals_read(self, m)) {
+        fprintf(stderr, "radixkv: _radixkv.c match_vals_set: a page without values while "
+                "vals_partial is 0\n");
+        abort();
+    }
+#endif
+    return !self->vals_partial || match_vals_read(self, m);
 }
 
 /* Pages pg .. pg + np - 1 (one run of ids, room reserved) take values[from *
@@ -1528,6 +1553,10 @@ static PyObject *kv_insert_matched(CacheObject *self, MatchObject *path, const i
         raise_status(st, "radixkv.Cache.kv_insert", msg);
         goto out;
     }
+    /* vals_partial until the adopted pages hold their values (nothing in
+     * between calls back into Python). */
+    const int was_partial = self->vals_partial;
+    self->vals_partial = 1;
     st = cache_insert_hold(self->c, &path->m, tokens, n, pages, &prefix);
     if (st != RKV_OK) {
         raise_status(st, "radixkv.Cache.kv_insert", NULL);
@@ -1547,6 +1576,7 @@ static PyObject *kv_insert_matched(CacheObject *self, MatchObject *path, const i
     }
     int32_t from = k > prefix / P ? k : prefix / P;
     if (vals_store(self, pages, from, npg, v, tg) < 0) goto out;
+    self->vals_partial = was_partial;
     r = Py_BuildValue("(iO)", prefix, (PyObject *)path);
     goto out;
 give_back:
@@ -1622,9 +1652,14 @@ static PyObject *kv_insert64(CacheObject *self, PyObject *tok, PyObject *valo, P
     path->m.ns = ns;
     int32_t prefix = 0, nruns = 0, bad = -1;
     const radix_page_run *runs = NULL;
+    /* vals_partial until the adopted pages hold their values (nothing in
+     * between calls back into Python); a failed insert adopted none. */
+    const int was_partial = self->vals_partial;
+    self->vals_partial = 1;
     rkv_status st = cache_radix_insert_hold64(self->c, &path->m, kb.buf, n, &prefix, &runs,
                                               &nruns, &bad);
     if (st != RKV_OK) {
+        self->vals_partial = was_partial;
         if (bad >= 0)
             PyErr_Format(PyExc_ValueError, "radixkv.Cache.kv_insert: tokens[%d]: %lld is out of "
                          "range [0, %d]", bad, (long long)((const int64_t *)kb.buf)[bad],
@@ -1642,6 +1677,7 @@ static PyObject *kv_insert64(CacheObject *self, PyObject *tok, PyObject *valo, P
         || vals_store_runs(self, path->runs, path->nruns, prefix / P, &v,
                            have_tags ? &tg : NULL) < 0)
         goto out;
+    self->vals_partial = was_partial;
     r = insert_answer(prefix, path);
 out:
     Py_XDECREF(path);
@@ -1681,10 +1717,15 @@ static PyObject *kv_insert_args(CacheObject *self, PyObject *tok, PyObject *valo
     if (!(path = match_new(self))) goto out;
     path->m.ns = ns;
     int32_t prefix = 0;
+    /* vals_partial until the adopted pages hold their values (nothing in
+     * between calls back into Python); kept on any failure. */
+    const int was_partial = self->vals_partial;
+    self->vals_partial = 1;
     rkv_status st = cache_insert_hold(self->c, &path->m, t.data, n, NULL, &prefix);
     if (st == RKV_OK) {
         if (vals_store(self, path->m.pages, prefix / P, npg, &v, have_tags ? &tg : NULL) < 0)
             goto out;
+        self->vals_partial = was_partial;
         r = Py_BuildValue("(iO)", prefix, (PyObject *)path);
         goto out;
     }
@@ -1696,6 +1737,7 @@ static PyObject *kv_insert_args(CacheObject *self, PyObject *tok, PyObject *valo
         raise_status(st, "radixkv.Cache.kv_insert", msg);
         goto out;
     }
+    self->vals_partial = was_partial; /* not supported: nothing adopted */
     r = kv_insert_matched(self, path, t.data, npg, &v, have_tags ? &tg : NULL);
 out:
     Py_XDECREF(path);
@@ -2632,7 +2674,19 @@ static PyObject *Cache_kv_evict(CacheObject *self, PyObject *const *args, Py_ssi
     const int64_t have = self->vals_pages;
     for (int64_t k = 0, j = 0; k < nruns; j += runs[k++].count) {
         const int32_t pg = runs[k].first, cnt = runs[k].count;
-        if (all_set && (int64_t)pg + cnt <= have && !memchr(self->vals_set + pg, 0, (size_t)cnt)) {
+        /* The set flags are read only where a page may lack values
+         * (vals_partial; the sanitizer build checks they are all set
+         * where not). */
+#ifdef __SANITIZE_ADDRESS__
+        if (!self->vals_partial
+            && ((int64_t)pg + cnt > have || memchr(self->vals_set + pg, 0, (size_t)cnt))) {
+            fprintf(stderr, "radixkv: _radixkv.c kv_evict: pages %d..%d: one without values "
+                    "while vals_partial is 0\n", pg, pg + cnt - 1);
+            abort();
+        }
+#endif
+        if (all_set && (int64_t)pg + cnt <= have
+            && (!self->vals_partial || !memchr(self->vals_set + pg, 0, (size_t)cnt))) {
             vals_gather_run(self, dst + j * P, pg, cnt);
             if (tdst)
                 for (int32_t q = 0; q < cnt; q++) tdst[j + q] = tag_of(self, pg + q);
