@@ -1517,13 +1517,84 @@ static int vals_store_runs(CacheObject *self, const radix_page_run *runs, int32_
     return 0;
 }
 
+/* kv_insert's values (one per page-aligned token) and tags (one per page,
+ * ntags < 0: none given) are long enough; -1 with ValueError if not. */
+static int insert_sizes_check(Py_ssize_t nvals, Py_ssize_t ntags, int32_t n, int32_t npg)
+{
+    if (nvals < n) {
+        PyErr_Format(PyExc_ValueError, "radixkv.Cache.kv_insert: values has %zd items, the %d "
+                     "page-aligned tokens need as many", nvals, n);
+        return -1;
+    }
+    if (ntags >= 0 && ntags < npg) {
+        PyErr_Format(PyExc_ValueError, "radixkv.Cache.kv_insert: tags has %zd items, the %d "
+                     "pages need one each", ntags, npg);
+        return -1;
+    }
+    return 0;
+}
+
+/* kv_insert's values and tags (tago None: none), opened for one call. */
+typedef struct kv_vals {
+    vals_view v, tg;
+    int have_tags;
+} kv_vals;
+
+static void kv_vals_close(kv_vals *kv)
+{
+    PyBuffer_Release(&kv->v.view);
+    if (kv->have_tags) PyBuffer_Release(&kv->tg.view);
+}
+
+/* kv->v and kv->tg opened from valo and tago and checked against the n
+ * page-aligned tokens of npg pages (insert_sizes_check), for both of
+ * kv_insert's routes. 0, or -1 with the exception set and nothing held. */
+static int kv_vals_open(PyObject *valo, PyObject *tago, int32_t n, int32_t npg, kv_vals *kv)
+{
+    kv->have_tags = 0;
+    if (vals_view_open(valo, "radixkv.Cache.kv_insert: values", &kv->v) < 0) return -1;
+    if (tago != Py_None) {
+        if (vals_view_open(tago, "radixkv.Cache.kv_insert: tags", &kv->tg) < 0) {
+            PyBuffer_Release(&kv->v.view);
+            return -1;
+        }
+        kv->have_tags = 1;
+    }
+    if (insert_sizes_check(kv->v.n, kv->have_tags ? kv->tg.n : -1, n, npg) < 0) {
+        kv_vals_close(kv);
+        return -1;
+    }
+    return 0;
+}
+
+/* The exception for a kv_insert the cache refused with st; asked: the pages
+ * it wanted from the pool (said when the pool had too few). NULL. */
+static PyObject *kv_insert_refused(CacheObject *self, rkv_status st, int32_t asked)
+{
+    char msg[128] = "";
+    if (st == RKV_ENOSPC)
+        snprintf(msg, sizeof msg, "%d pages asked, %d free (evict first)", asked,
+                 page_pool_num_free(&self->pool));
+    return raise_status(st, "radixkv.Cache.kv_insert", msg);
+}
+
+/* Before an insert that may adopt pages: vals_partial set until the caller
+ * has stored their values and puts back what this returns (nothing in
+ * between may call back into Python, which could insert without values). */
+static int vals_adopting(CacheObject *self)
+{
+    const int was = self->vals_partial;
+    self->vals_partial = 1;
+    return was;
+}
+
 /* kv_insert for kinds without a one-walk insert (cache_insert_hold with no
  * pages: RKV_ENOTSUP): the cached prefix is matched into path first, so that
  * only the missing pages are allocated, then inserted with them; path ends
  * holding the inserted path. The (prefix_len, Match) answer, or NULL with
  * the exception set. */
 static PyObject *kv_insert_matched(CacheObject *self, MatchObject *path, const int32_t *tokens,
-                                   int32_t npg, const vals_view *v, const vals_view *tg)
+                                   int32_t npg, const kv_vals *kv)
 {
     const int32_t P = self->page_size, n = npg * P;
     int32_t *pages = NULL, prefix = 0, k = 0, fresh = 0;
@@ -1547,16 +1618,10 @@ static PyObject *kv_insert_matched(CacheObject *self, MatchObject *path, const i
     fresh = npg - k;
     st = page_pool_alloc(&self->pool, fresh, pages + k);
     if (st != RKV_OK) {
-        char msg[128];
-        snprintf(msg, sizeof msg, "%d pages asked, %d free (evict first)", fresh,
-                 page_pool_num_free(&self->pool));
-        raise_status(st, "radixkv.Cache.kv_insert", msg);
+        kv_insert_refused(self, st, fresh);
         goto out;
     }
-    /* vals_partial until the adopted pages hold their values (nothing in
-     * between calls back into Python). */
-    const int was_partial = self->vals_partial;
-    self->vals_partial = 1;
+    const int was_partial = vals_adopting(self); /* kept on any failure */
     st = cache_insert_hold(self->c, &path->m, tokens, n, pages, &prefix);
     if (st != RKV_OK) {
         raise_status(st, "radixkv.Cache.kv_insert", NULL);
@@ -1575,7 +1640,7 @@ static PyObject *kv_insert_matched(CacheObject *self, MatchObject *path, const i
         goto out;
     }
     int32_t from = k > prefix / P ? k : prefix / P;
-    if (vals_store(self, pages, from, npg, v, tg) < 0) goto out;
+    if (vals_store(self, pages, from, npg, &kv->v, kv->have_tags ? &kv->tg : NULL) < 0) goto out;
     self->vals_partial = was_partial;
     r = Py_BuildValue("(iO)", prefix, (PyObject *)path);
     goto out;
@@ -1584,23 +1649,6 @@ give_back:
 out:
     free(pages);
     return r;
-}
-
-/* kv_insert's values (one per page-aligned token) and tags (one per page,
- * ntags < 0: none given) are long enough; -1 with ValueError if not. */
-static int insert_sizes_check(Py_ssize_t nvals, Py_ssize_t ntags, int32_t n, int32_t npg)
-{
-    if (nvals < n) {
-        PyErr_Format(PyExc_ValueError, "radixkv.Cache.kv_insert: values has %zd items, the %d "
-                     "page-aligned tokens need as many", nvals, n);
-        return -1;
-    }
-    if (ntags >= 0 && ntags < npg) {
-        PyErr_Format(PyExc_ValueError, "radixkv.Cache.kv_insert: tags has %zd items, the %d "
-                     "pages need one each", ntags, npg);
-        return -1;
-    }
-    return 0;
 }
 
 /* kv_insert's answer (prefix_len, path): built directly, not through
@@ -1634,55 +1682,41 @@ static PyObject *kv_insert64(CacheObject *self, PyObject *tok, PyObject *valo, P
     Py_buffer kb;
     if (!key64_open(self, tok, &kb)) Py_RETURN_NOTIMPLEMENTED;
     uint64_t ns;
-    vals_view v, tg;
-    int have_v = 0, have_tags = 0;
-    PyObject *r = NULL;
-    MatchObject *path = NULL;
-    if (namespace_from(nso, &ns) < 0) goto out;
-    if (vals_view_open(valo, "radixkv.Cache.kv_insert: values", &v) < 0) goto out;
-    have_v = 1;
-    if (tago != Py_None) {
-        if (vals_view_open(tago, "radixkv.Cache.kv_insert: tags", &tg) < 0) goto out;
-        have_tags = 1;
-    }
+    kv_vals kv;
     const int32_t P = self->page_size;
     int32_t npg = (int32_t)(kb.len / 8 / P), n = npg * P;
-    if (insert_sizes_check(v.n, have_tags ? tg.n : -1, n, npg) < 0) goto out;
-    if (!(path = match_new(self))) goto out;
+    if (namespace_from(nso, &ns) < 0 || kv_vals_open(valo, tago, n, npg, &kv) < 0) {
+        PyBuffer_Release(&kb);
+        return NULL;
+    }
+    PyObject *r = NULL;
+    MatchObject *path = match_new(self);
+    if (!path) goto out;
     path->m.ns = ns;
     int32_t prefix = 0, nruns = 0, bad = -1;
     const radix_page_run *runs = NULL;
-    /* vals_partial until the adopted pages hold their values (nothing in
-     * between calls back into Python); a failed insert adopted none. */
-    const int was_partial = self->vals_partial;
-    self->vals_partial = 1;
+    const int was_partial = vals_adopting(self);
     rkv_status st = cache_radix_insert_hold64(self->c, &path->m, kb.buf, n, &prefix, &runs,
                                               &nruns, &bad);
     if (st != RKV_OK) {
-        self->vals_partial = was_partial;
+        self->vals_partial = was_partial; /* a failed insert adopted nothing */
         if (bad >= 0)
             PyErr_Format(PyExc_ValueError, "radixkv.Cache.kv_insert: tokens[%d]: %lld is out of "
                          "range [0, %d]", bad, (long long)((const int64_t *)kb.buf)[bad],
                          INT32_MAX);
-        else if (st == RKV_ENOSPC) {
-            char msg[128];
-            snprintf(msg, sizeof msg, "%d pages asked, %d free (evict first)", npg - prefix / P,
-                     page_pool_num_free(&self->pool));
-            raise_status(st, "radixkv.Cache.kv_insert", msg);
-        } else
-            raise_status(st, "radixkv.Cache.kv_insert", NULL);
+        else
+            kv_insert_refused(self, st, npg - prefix / P);
         goto out;
     }
     if (match_keep_runs(path, runs, nruns) < 0
-        || vals_store_runs(self, path->runs, path->nruns, prefix / P, &v,
-                           have_tags ? &tg : NULL) < 0)
+        || vals_store_runs(self, path->runs, path->nruns, prefix / P, &kv.v,
+                           kv.have_tags ? &kv.tg : NULL) < 0)
         goto out;
     self->vals_partial = was_partial;
     r = insert_answer(prefix, path);
 out:
     Py_XDECREF(path);
-    if (have_v) PyBuffer_Release(&v.view);
-    if (have_tags) PyBuffer_Release(&tg.view);
+    kv_vals_close(&kv);
     PyBuffer_Release(&kb);
     return r;
 }
@@ -1698,51 +1732,37 @@ static PyObject *kv_insert_args(CacheObject *self, PyObject *tok, PyObject *valo
     uint64_t ns;
     ids t;
     if (key_from(self, tok, nso, "radixkv.Cache.kv_insert: tokens", &ns, &t) < 0) return NULL;
-    vals_view v, tg;
-    if (vals_view_open(valo, "radixkv.Cache.kv_insert: values", &v) < 0) {
-        ids_release(&t);
-        return NULL;
-    }
-    int have_tags = tago != Py_None;
-    if (have_tags && vals_view_open(tago, "radixkv.Cache.kv_insert: tags", &tg) < 0) {
-        PyBuffer_Release(&v.view);
-        ids_release(&t);
-        return NULL;
-    }
     const int32_t P = self->page_size;
     int32_t npg = (int32_t)(t.n / P), n = npg * P;
+    kv_vals kv;
+    if (kv_vals_open(valo, tago, n, npg, &kv) < 0) {
+        ids_release(&t);
+        return NULL;
+    }
     PyObject *r = NULL;
-    MatchObject *path = NULL;
-    if (insert_sizes_check(v.n, have_tags ? tg.n : -1, n, npg) < 0) goto out;
-    if (!(path = match_new(self))) goto out;
+    MatchObject *path = match_new(self);
+    if (!path) goto out;
     path->m.ns = ns;
     int32_t prefix = 0;
-    /* vals_partial until the adopted pages hold their values (nothing in
-     * between calls back into Python); kept on any failure. */
-    const int was_partial = self->vals_partial;
-    self->vals_partial = 1;
+    const int was_partial = vals_adopting(self); /* kept on any failure */
     rkv_status st = cache_insert_hold(self->c, &path->m, t.data, n, NULL, &prefix);
     if (st == RKV_OK) {
-        if (vals_store(self, path->m.pages, prefix / P, npg, &v, have_tags ? &tg : NULL) < 0)
+        if (vals_store(self, path->m.pages, prefix / P, npg, &kv.v,
+                       kv.have_tags ? &kv.tg : NULL) < 0)
             goto out;
         self->vals_partial = was_partial;
         r = Py_BuildValue("(iO)", prefix, (PyObject *)path);
         goto out;
     }
     if (st != RKV_ENOTSUP) {
-        char msg[128] = "";
-        if (st == RKV_ENOSPC)
-            snprintf(msg, sizeof msg, "%d pages asked, %d free (evict first)", npg - prefix / P,
-                     page_pool_num_free(&self->pool));
-        raise_status(st, "radixkv.Cache.kv_insert", msg);
+        kv_insert_refused(self, st, npg - prefix / P);
         goto out;
     }
     self->vals_partial = was_partial; /* not supported: nothing adopted */
-    r = kv_insert_matched(self, path, t.data, npg, &v, have_tags ? &tg : NULL);
+    r = kv_insert_matched(self, path, t.data, npg, &kv);
 out:
     Py_XDECREF(path);
-    PyBuffer_Release(&v.view);
-    if (have_tags) PyBuffer_Release(&tg.view);
+    kv_vals_close(&kv);
     ids_release(&t);
     return r;
 }
