@@ -2130,6 +2130,29 @@ fail:
     return NULL;
 }
 
+/* cls(name=value, ...) for the (name, value) pairs of set[0..nset): from
+ * template as obj_from_template makes it, or, for a None template (a class
+ * that is not a plain dataclass), by calling cls with those keywords. New
+ * reference, or NULL with the exception set. */
+static PyObject *obj_new(PyObject *cls, PyObject *template, PyObject *fresh,
+                         PyObject *const *set, int nset)
+{
+    if (template != Py_None) return obj_from_template(cls, template, fresh, set, nset);
+    enum { OBJ_NEW_MAX = 4 };
+    if (nset > OBJ_NEW_MAX)
+        return PyErr_Format(PyExc_SystemError, "radixkv.Cache: obj_new of %d fields", nset);
+    PyObject *argv[1 + OBJ_NEW_MAX] = {NULL};
+    PyObject *kw = nset ? PyTuple_New(nset) : NULL; /* no keywords: NULL, not () */
+    if (nset && !kw) return NULL;
+    for (int i = 0; i < nset; i++) {
+        PyTuple_SET_ITEM(kw, i, Py_NewRef(set[2 * i]));
+        argv[1 + i] = set[2 * i + 1];
+    }
+    PyObject *r = PyObject_Vectorcall(cls, argv + 1, PY_VECTORCALL_ARGUMENTS_OFFSET, kw);
+    Py_XDECREF(kw);
+    return r;
+}
+
 /* A template spec's (cls, template, fresh): a type, a dict or None, a tuple of
  * str. 0, or -1 with TypeError naming what. */
 static int template_check(PyObject *cls, PyObject *template, PyObject *fresh, const char *what)
@@ -2278,15 +2301,8 @@ static PyObject *Cache_kv_insert_params(CacheObject *self, PyObject *const *args
     if (path->m.len) node = holder_new(PyTuple_GET_ITEM(spec, 2), path);
     else node = Py_NewRef(PyTuple_GET_ITEM(spec, 3));
     if (!node) goto out;
-    if (template != Py_None) {
-        PyObject *set[4] = {str_prefix_len, prefix, str_last_device_node, node};
-        r = obj_from_template(cls, template, fresh, set, 2);
-    } else {
-        PyObject *kw = PyTuple_Pack(2, str_prefix_len, str_last_device_node);
-        PyObject *argv[3] = {NULL, prefix, node};
-        r = kw ? PyObject_Vectorcall(cls, argv + 1, PY_VECTORCALL_ARGUMENTS_OFFSET, kw) : NULL;
-        Py_XDECREF(kw);
-    }
+    PyObject *set[4] = {str_prefix_len, prefix, str_last_device_node, node};
+    r = obj_new(cls, template, fresh, set, 2);
     goto out;
 general:
     r = owner_call(PyTuple_GET_ITEM(spec, 7), PyTuple_GET_ITEM(spec, 8), key, value, what);
@@ -2332,8 +2348,7 @@ static PyObject *Cache_kv_lock(CacheObject *self, PyObject *const *args, Py_ssiz
         }
         Py_DECREF(ok);
     }
-    PyObject *receipt = s[4] != Py_None ? obj_from_template(s[3], s[4], s[5], NULL, 0)
-                                        : PyObject_CallNoArgs(s[3]);
+    PyObject *receipt = obj_new(s[3], s[4], s[5], NULL, 0);
     PyObject *r = NULL;
     if (receipt) {
         if (s[1] != Py_None) {
@@ -2525,15 +2540,8 @@ static PyObject *Cache_kv_evict_params(CacheObject *self, PyObject *const *args,
         if (!done) goto out;
         Py_DECREF(done);
     }
-    if (template != Py_None) {
-        PyObject *set[2] = {str_num_tokens_evicted, freed};
-        r = obj_from_template(cls, template, fresh, set, 1);
-    } else {
-        PyObject *kw = PyTuple_Pack(1, str_num_tokens_evicted);
-        PyObject *cargv[2] = {NULL, freed};
-        r = kw ? PyObject_Vectorcall(cls, cargv + 1, PY_VECTORCALL_ARGUMENTS_OFFSET, kw) : NULL;
-        Py_XDECREF(kw);
-    }
+    PyObject *set[2] = {str_num_tokens_evicted, freed};
+    r = obj_new(cls, template, fresh, set, 1);
 out:
     Py_DECREF(got);
     Py_DECREF(alloc);
