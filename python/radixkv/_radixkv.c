@@ -354,6 +354,15 @@ typedef struct CacheObject {
      * true. The gathers read the bits and only a run's first page. */
     uint64_t *vals_run;
     int64_t vals_pages;
+    /* 0 while every page the tree holds took its values from a kv_insert
+     * (the adapter's case): then kv_values and kv_evict need not read the
+     * set flags of a path's pages to know they hold values (one memchr over
+     * ~6,000 flags a call, mostly out of cache). Set for good by anything
+     * that may leave a cached page without values (insert(), or a kv_insert
+     * that failed after the tree adopted its pages: each such call sets it
+     * first and puts it back only on success); cleared with the tree
+     * (cache_build). The set flags are kept either way. */
+    int vals_partial;
 } CacheObject;
 
 typedef struct MatchObject {
@@ -419,6 +428,7 @@ static int cache_build(CacheObject *self)
     }
     cache_config cfg = {.kind = self->kind, .policy = self->policy, .hash_fn = self->hash_fn,
                         .hash_duplicates = self->hash_duplicates};
+    self->vals_partial = 0; /* an empty tree */
     st = cache_create(&cfg, &self->pool, &self->c, err, sizeof err);
     if (st != RKV_OK) {
         page_pool_destroy(&self->pool);
@@ -550,6 +560,7 @@ static PyObject *Cache_insert(CacheObject *self, PyObject *args, PyObject *kw)
         return NULL;
     }
     int32_t prefix = 0;
+    self->vals_partial = 1; /* the pages it adopts have no values */
     rkv_status st = cache_insert(self->c, &(cache_seq){.ns = ns}, t.data, (int32_t)t.n, p.data,
                                  &prefix);
     ids_release(&t);
@@ -1334,8 +1345,8 @@ static int match_pages(MatchObject *m)
     return 0;
 }
 
-/* 1 when every page of m (listed or as runs) holds values kv_insert stored. */
-static int match_vals_set(const CacheObject *self, const MatchObject *m)
+/* match_vals_set() by the set flags, page by page. */
+static int match_vals_read(const CacheObject *self, const MatchObject *m)
 {
     if (!m->runs_only) return vals_all_set(self, m->m.pages, m->m.num_pages);
     for (int32_t i = 0; i < m->nruns; i++) {
@@ -1345,6 +1356,20 @@ static int match_vals_set(const CacheObject *self, const MatchObject *m)
             return 0;
     }
     return 1;
+}
+
+/* 1 when every page of m (listed or as runs) holds values kv_insert stored:
+ * always while vals_partial is 0 (the sanitizer build checks that it is so). */
+static int match_vals_set(const CacheObject *self, const MatchObject *m)
+{
+#ifdef __SANITIZE_ADDRESS__
+    if (!self->vals_partial && !match_vals_read(self, m)) {
+        fprintf(stderr, "radixkv: _radixkv.c match_vals_set: a page without values while "
+                "vals_partial is 0\n");
+        abort();
+    }
+#endif
+    return !self->vals_partial || match_vals_read(self, m);
 }
 
 /* Pages pg .. pg + np - 1 (one run of ids, room reserved) take values[from *
@@ -1492,13 +1517,84 @@ static int vals_store_runs(CacheObject *self, const radix_page_run *runs, int32_
     return 0;
 }
 
+/* kv_insert's values (one per page-aligned token) and tags (one per page,
+ * ntags < 0: none given) are long enough; -1 with ValueError if not. */
+static int insert_sizes_check(Py_ssize_t nvals, Py_ssize_t ntags, int32_t n, int32_t npg)
+{
+    if (nvals < n) {
+        PyErr_Format(PyExc_ValueError, "radixkv.Cache.kv_insert: values has %zd items, the %d "
+                     "page-aligned tokens need as many", nvals, n);
+        return -1;
+    }
+    if (ntags >= 0 && ntags < npg) {
+        PyErr_Format(PyExc_ValueError, "radixkv.Cache.kv_insert: tags has %zd items, the %d "
+                     "pages need one each", ntags, npg);
+        return -1;
+    }
+    return 0;
+}
+
+/* kv_insert's values and tags (tago None: none), opened for one call. */
+typedef struct kv_vals {
+    vals_view v, tg;
+    int have_tags;
+} kv_vals;
+
+static void kv_vals_close(kv_vals *kv)
+{
+    PyBuffer_Release(&kv->v.view);
+    if (kv->have_tags) PyBuffer_Release(&kv->tg.view);
+}
+
+/* kv->v and kv->tg opened from valo and tago and checked against the n
+ * page-aligned tokens of npg pages (insert_sizes_check), for both of
+ * kv_insert's routes. 0, or -1 with the exception set and nothing held. */
+static int kv_vals_open(PyObject *valo, PyObject *tago, int32_t n, int32_t npg, kv_vals *kv)
+{
+    kv->have_tags = 0;
+    if (vals_view_open(valo, "radixkv.Cache.kv_insert: values", &kv->v) < 0) return -1;
+    if (tago != Py_None) {
+        if (vals_view_open(tago, "radixkv.Cache.kv_insert: tags", &kv->tg) < 0) {
+            PyBuffer_Release(&kv->v.view);
+            return -1;
+        }
+        kv->have_tags = 1;
+    }
+    if (insert_sizes_check(kv->v.n, kv->have_tags ? kv->tg.n : -1, n, npg) < 0) {
+        kv_vals_close(kv);
+        return -1;
+    }
+    return 0;
+}
+
+/* The exception for a kv_insert the cache refused with st; asked: the pages
+ * it wanted from the pool (said when the pool had too few). NULL. */
+static PyObject *kv_insert_refused(CacheObject *self, rkv_status st, int32_t asked)
+{
+    char msg[128] = "";
+    if (st == RKV_ENOSPC)
+        snprintf(msg, sizeof msg, "%d pages asked, %d free (evict first)", asked,
+                 page_pool_num_free(&self->pool));
+    return raise_status(st, "radixkv.Cache.kv_insert", msg);
+}
+
+/* Before an insert that may adopt pages: vals_partial set until the caller
+ * has stored their values and puts back what this returns (nothing in
+ * between may call back into Python, which could insert without values). */
+static int vals_adopting(CacheObject *self)
+{
+    const int was = self->vals_partial;
+    self->vals_partial = 1;
+    return was;
+}
+
 /* kv_insert for kinds without a one-walk insert (cache_insert_hold with no
  * pages: RKV_ENOTSUP): the cached prefix is matched into path first, so that
  * only the missing pages are allocated, then inserted with them; path ends
  * holding the inserted path. The (prefix_len, Match) answer, or NULL with
  * the exception set. */
 static PyObject *kv_insert_matched(CacheObject *self, MatchObject *path, const int32_t *tokens,
-                                   int32_t npg, const vals_view *v, const vals_view *tg)
+                                   int32_t npg, const kv_vals *kv)
 {
     const int32_t P = self->page_size, n = npg * P;
     int32_t *pages = NULL, prefix = 0, k = 0, fresh = 0;
@@ -1522,12 +1618,10 @@ static PyObject *kv_insert_matched(CacheObject *self, MatchObject *path, const i
     fresh = npg - k;
     st = page_pool_alloc(&self->pool, fresh, pages + k);
     if (st != RKV_OK) {
-        char msg[128];
-        snprintf(msg, sizeof msg, "%d pages asked, %d free (evict first)", fresh,
-                 page_pool_num_free(&self->pool));
-        raise_status(st, "radixkv.Cache.kv_insert", msg);
+        kv_insert_refused(self, st, fresh);
         goto out;
     }
+    const int was_partial = vals_adopting(self); /* kept on any failure */
     st = cache_insert_hold(self->c, &path->m, tokens, n, pages, &prefix);
     if (st != RKV_OK) {
         raise_status(st, "radixkv.Cache.kv_insert", NULL);
@@ -1546,7 +1640,8 @@ static PyObject *kv_insert_matched(CacheObject *self, MatchObject *path, const i
         goto out;
     }
     int32_t from = k > prefix / P ? k : prefix / P;
-    if (vals_store(self, pages, from, npg, v, tg) < 0) goto out;
+    if (vals_store(self, pages, from, npg, &kv->v, kv->have_tags ? &kv->tg : NULL) < 0) goto out;
+    self->vals_partial = was_partial;
     r = Py_BuildValue("(iO)", prefix, (PyObject *)path);
     goto out;
 give_back:
@@ -1554,23 +1649,6 @@ give_back:
 out:
     free(pages);
     return r;
-}
-
-/* kv_insert's values (one per page-aligned token) and tags (one per page,
- * ntags < 0: none given) are long enough; -1 with ValueError if not. */
-static int insert_sizes_check(Py_ssize_t nvals, Py_ssize_t ntags, int32_t n, int32_t npg)
-{
-    if (nvals < n) {
-        PyErr_Format(PyExc_ValueError, "radixkv.Cache.kv_insert: values has %zd items, the %d "
-                     "page-aligned tokens need as many", nvals, n);
-        return -1;
-    }
-    if (ntags >= 0 && ntags < npg) {
-        PyErr_Format(PyExc_ValueError, "radixkv.Cache.kv_insert: tags has %zd items, the %d "
-                     "pages need one each", ntags, npg);
-        return -1;
-    }
-    return 0;
 }
 
 /* kv_insert's answer (prefix_len, path): built directly, not through
@@ -1604,49 +1682,41 @@ static PyObject *kv_insert64(CacheObject *self, PyObject *tok, PyObject *valo, P
     Py_buffer kb;
     if (!key64_open(self, tok, &kb)) Py_RETURN_NOTIMPLEMENTED;
     uint64_t ns;
-    vals_view v, tg;
-    int have_v = 0, have_tags = 0;
-    PyObject *r = NULL;
-    MatchObject *path = NULL;
-    if (namespace_from(nso, &ns) < 0) goto out;
-    if (vals_view_open(valo, "radixkv.Cache.kv_insert: values", &v) < 0) goto out;
-    have_v = 1;
-    if (tago != Py_None) {
-        if (vals_view_open(tago, "radixkv.Cache.kv_insert: tags", &tg) < 0) goto out;
-        have_tags = 1;
-    }
+    kv_vals kv;
     const int32_t P = self->page_size;
     int32_t npg = (int32_t)(kb.len / 8 / P), n = npg * P;
-    if (insert_sizes_check(v.n, have_tags ? tg.n : -1, n, npg) < 0) goto out;
-    if (!(path = match_new(self))) goto out;
+    if (namespace_from(nso, &ns) < 0 || kv_vals_open(valo, tago, n, npg, &kv) < 0) {
+        PyBuffer_Release(&kb);
+        return NULL;
+    }
+    PyObject *r = NULL;
+    MatchObject *path = match_new(self);
+    if (!path) goto out;
     path->m.ns = ns;
     int32_t prefix = 0, nruns = 0, bad = -1;
     const radix_page_run *runs = NULL;
+    const int was_partial = vals_adopting(self);
     rkv_status st = cache_radix_insert_hold64(self->c, &path->m, kb.buf, n, &prefix, &runs,
                                               &nruns, &bad);
     if (st != RKV_OK) {
+        self->vals_partial = was_partial; /* a failed insert adopted nothing */
         if (bad >= 0)
             PyErr_Format(PyExc_ValueError, "radixkv.Cache.kv_insert: tokens[%d]: %lld is out of "
                          "range [0, %d]", bad, (long long)((const int64_t *)kb.buf)[bad],
                          INT32_MAX);
-        else if (st == RKV_ENOSPC) {
-            char msg[128];
-            snprintf(msg, sizeof msg, "%d pages asked, %d free (evict first)", npg - prefix / P,
-                     page_pool_num_free(&self->pool));
-            raise_status(st, "radixkv.Cache.kv_insert", msg);
-        } else
-            raise_status(st, "radixkv.Cache.kv_insert", NULL);
+        else
+            kv_insert_refused(self, st, npg - prefix / P);
         goto out;
     }
     if (match_keep_runs(path, runs, nruns) < 0
-        || vals_store_runs(self, path->runs, path->nruns, prefix / P, &v,
-                           have_tags ? &tg : NULL) < 0)
+        || vals_store_runs(self, path->runs, path->nruns, prefix / P, &kv.v,
+                           kv.have_tags ? &kv.tg : NULL) < 0)
         goto out;
+    self->vals_partial = was_partial;
     r = insert_answer(prefix, path);
 out:
     Py_XDECREF(path);
-    if (have_v) PyBuffer_Release(&v.view);
-    if (have_tags) PyBuffer_Release(&tg.view);
+    kv_vals_close(&kv);
     PyBuffer_Release(&kb);
     return r;
 }
@@ -1662,45 +1732,37 @@ static PyObject *kv_insert_args(CacheObject *self, PyObject *tok, PyObject *valo
     uint64_t ns;
     ids t;
     if (key_from(self, tok, nso, "radixkv.Cache.kv_insert: tokens", &ns, &t) < 0) return NULL;
-    vals_view v, tg;
-    if (vals_view_open(valo, "radixkv.Cache.kv_insert: values", &v) < 0) {
-        ids_release(&t);
-        return NULL;
-    }
-    int have_tags = tago != Py_None;
-    if (have_tags && vals_view_open(tago, "radixkv.Cache.kv_insert: tags", &tg) < 0) {
-        PyBuffer_Release(&v.view);
-        ids_release(&t);
-        return NULL;
-    }
     const int32_t P = self->page_size;
     int32_t npg = (int32_t)(t.n / P), n = npg * P;
+    kv_vals kv;
+    if (kv_vals_open(valo, tago, n, npg, &kv) < 0) {
+        ids_release(&t);
+        return NULL;
+    }
     PyObject *r = NULL;
-    MatchObject *path = NULL;
-    if (insert_sizes_check(v.n, have_tags ? tg.n : -1, n, npg) < 0) goto out;
-    if (!(path = match_new(self))) goto out;
+    MatchObject *path = match_new(self);
+    if (!path) goto out;
     path->m.ns = ns;
     int32_t prefix = 0;
+    const int was_partial = vals_adopting(self); /* kept on any failure */
     rkv_status st = cache_insert_hold(self->c, &path->m, t.data, n, NULL, &prefix);
     if (st == RKV_OK) {
-        if (vals_store(self, path->m.pages, prefix / P, npg, &v, have_tags ? &tg : NULL) < 0)
+        if (vals_store(self, path->m.pages, prefix / P, npg, &kv.v,
+                       kv.have_tags ? &kv.tg : NULL) < 0)
             goto out;
+        self->vals_partial = was_partial;
         r = Py_BuildValue("(iO)", prefix, (PyObject *)path);
         goto out;
     }
     if (st != RKV_ENOTSUP) {
-        char msg[128] = "";
-        if (st == RKV_ENOSPC)
-            snprintf(msg, sizeof msg, "%d pages asked, %d free (evict first)", npg - prefix / P,
-                     page_pool_num_free(&self->pool));
-        raise_status(st, "radixkv.Cache.kv_insert", msg);
+        kv_insert_refused(self, st, npg - prefix / P);
         goto out;
     }
-    r = kv_insert_matched(self, path, t.data, npg, &v, have_tags ? &tg : NULL);
+    self->vals_partial = was_partial; /* not supported: nothing adopted */
+    r = kv_insert_matched(self, path, t.data, npg, &kv);
 out:
     Py_XDECREF(path);
-    PyBuffer_Release(&v.view);
-    if (have_tags) PyBuffer_Release(&tg.view);
+    kv_vals_close(&kv);
     ids_release(&t);
     return r;
 }
@@ -2068,6 +2130,29 @@ fail:
     return NULL;
 }
 
+/* cls(name=value, ...) for the (name, value) pairs of set[0..nset): from
+ * template as obj_from_template makes it, or, for a None template (a class
+ * that is not a plain dataclass), by calling cls with those keywords. New
+ * reference, or NULL with the exception set. */
+static PyObject *obj_new(PyObject *cls, PyObject *template, PyObject *fresh,
+                         PyObject *const *set, int nset)
+{
+    if (template != Py_None) return obj_from_template(cls, template, fresh, set, nset);
+    enum { OBJ_NEW_MAX = 4 };
+    if (nset > OBJ_NEW_MAX)
+        return PyErr_Format(PyExc_SystemError, "radixkv.Cache: obj_new of %d fields", nset);
+    PyObject *argv[1 + OBJ_NEW_MAX] = {NULL};
+    PyObject *kw = nset ? PyTuple_New(nset) : NULL; /* no keywords: NULL, not () */
+    if (nset && !kw) return NULL;
+    for (int i = 0; i < nset; i++) {
+        PyTuple_SET_ITEM(kw, i, Py_NewRef(set[2 * i]));
+        argv[1 + i] = set[2 * i + 1];
+    }
+    PyObject *r = PyObject_Vectorcall(cls, argv + 1, PY_VECTORCALL_ARGUMENTS_OFFSET, kw);
+    Py_XDECREF(kw);
+    return r;
+}
+
 /* A template spec's (cls, template, fresh): a type, a dict or None, a tuple of
  * str. 0, or -1 with TypeError naming what. */
 static int template_check(PyObject *cls, PyObject *template, PyObject *fresh, const char *what)
@@ -2216,15 +2301,8 @@ static PyObject *Cache_kv_insert_params(CacheObject *self, PyObject *const *args
     if (path->m.len) node = holder_new(PyTuple_GET_ITEM(spec, 2), path);
     else node = Py_NewRef(PyTuple_GET_ITEM(spec, 3));
     if (!node) goto out;
-    if (template != Py_None) {
-        PyObject *set[4] = {str_prefix_len, prefix, str_last_device_node, node};
-        r = obj_from_template(cls, template, fresh, set, 2);
-    } else {
-        PyObject *kw = PyTuple_Pack(2, str_prefix_len, str_last_device_node);
-        PyObject *argv[3] = {NULL, prefix, node};
-        r = kw ? PyObject_Vectorcall(cls, argv + 1, PY_VECTORCALL_ARGUMENTS_OFFSET, kw) : NULL;
-        Py_XDECREF(kw);
-    }
+    PyObject *set[4] = {str_prefix_len, prefix, str_last_device_node, node};
+    r = obj_new(cls, template, fresh, set, 2);
     goto out;
 general:
     r = owner_call(PyTuple_GET_ITEM(spec, 7), PyTuple_GET_ITEM(spec, 8), key, value, what);
@@ -2270,8 +2348,7 @@ static PyObject *Cache_kv_lock(CacheObject *self, PyObject *const *args, Py_ssiz
         }
         Py_DECREF(ok);
     }
-    PyObject *receipt = s[4] != Py_None ? obj_from_template(s[3], s[4], s[5], NULL, 0)
-                                        : PyObject_CallNoArgs(s[3]);
+    PyObject *receipt = obj_new(s[3], s[4], s[5], NULL, 0);
     PyObject *r = NULL;
     if (receipt) {
         if (s[1] != Py_None) {
@@ -2463,15 +2540,8 @@ static PyObject *Cache_kv_evict_params(CacheObject *self, PyObject *const *args,
         if (!done) goto out;
         Py_DECREF(done);
     }
-    if (template != Py_None) {
-        PyObject *set[2] = {str_num_tokens_evicted, freed};
-        r = obj_from_template(cls, template, fresh, set, 1);
-    } else {
-        PyObject *kw = PyTuple_Pack(1, str_num_tokens_evicted);
-        PyObject *cargv[2] = {NULL, freed};
-        r = kw ? PyObject_Vectorcall(cls, cargv + 1, PY_VECTORCALL_ARGUMENTS_OFFSET, kw) : NULL;
-        Py_XDECREF(kw);
-    }
+    PyObject *set[2] = {str_num_tokens_evicted, freed};
+    r = obj_new(cls, template, fresh, set, 1);
 out:
     Py_DECREF(got);
     Py_DECREF(alloc);
@@ -2632,7 +2702,19 @@ static PyObject *Cache_kv_evict(CacheObject *self, PyObject *const *args, Py_ssi
     const int64_t have = self->vals_pages;
     for (int64_t k = 0, j = 0; k < nruns; j += runs[k++].count) {
         const int32_t pg = runs[k].first, cnt = runs[k].count;
-        if (all_set && (int64_t)pg + cnt <= have && !memchr(self->vals_set + pg, 0, (size_t)cnt)) {
+        /* The set flags are read only where a page may lack values
+         * (vals_partial; the sanitizer build checks they are all set
+         * where not). */
+#ifdef __SANITIZE_ADDRESS__
+        if (!self->vals_partial
+            && ((int64_t)pg + cnt > have || memchr(self->vals_set + pg, 0, (size_t)cnt))) {
+            fprintf(stderr, "radixkv: _radixkv.c kv_evict: pages %d..%d: one without values "
+                    "while vals_partial is 0\n", pg, pg + cnt - 1);
+            abort();
+        }
+#endif
+        if (all_set && (int64_t)pg + cnt <= have
+            && (!self->vals_partial || !memchr(self->vals_set + pg, 0, (size_t)cnt))) {
             vals_gather_run(self, dst + j * P, pg, cnt);
             if (tdst)
                 for (int32_t q = 0; q < cnt; q++) tdst[j + q] = tag_of(self, pg + q);
