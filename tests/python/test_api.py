@@ -18,38 +18,16 @@ import json
 import os
 import random
 import subprocess
-import sys
 import weakref
 from typing import Any
 
 import radixkv
+from pychecks import check, count, raises
 
 try:
     import numpy as np
 except ImportError:  # the package works without numpy; those cases skip
     np = None
-
-CHECKS = 0
-
-
-def check(cond, what):
-    global CHECKS
-    CHECKS += 1
-    if not cond:
-        print("FAIL:", what)
-        sys.exit(1)
-
-
-def raises(exc, fn, what):
-    try:
-        fn()
-    except exc as e:
-        check(str(e) != "", f"{what}: {exc.__name__} without a message")
-        return str(e)
-    except Exception as e:  # noqa: BLE001 - the wrong type is the failure
-        check(False, f"{what}: expected {exc.__name__}, got {type(e).__name__}: {e}")
-    else:
-        check(False, f"{what}: expected {exc.__name__}, nothing raised")
 
 
 def registry():
@@ -1098,7 +1076,7 @@ def main():
     test_kv_match_params()
     test_kv_path_values()
     test_kv_evict_params()
-    print(f"py_api: {CHECKS} checks passed ({len(kinds)} kinds, numpy "
+    print(f"py_api: {count()} checks passed ({len(kinds)} kinds, numpy "
           f"{'yes' if np is not None else 'no'}, package {os.path.dirname(radixkv.__file__)})")
 
 

@@ -17,20 +17,12 @@ import tempfile
 import threading
 
 import radixkv
+from pychecks import check, count
 
 EXE = os.environ.get("RKV_BIN")
 if not EXE:
     print("skip: RKV_BIN (the radixkv executable) is not set")
     sys.exit(77)
-CHECKS = 0
-
-
-def check(cond, what):
-    global CHECKS
-    CHECKS += 1
-    if not cond:
-        print("FAIL:", what)
-        sys.exit(1)
 
 
 def make_trace(seed, n):
@@ -204,7 +196,7 @@ def main():
         test_interrupt(tmp)
         test_run(tmp)
     print(f"py_cache_sim_vs_cli: {configs} configurations, {requests} requests compared, "
-          f"{CHECKS} checks, 0 differences")
+          f"{count()} checks, 0 differences")
 
 
 if __name__ == "__main__":

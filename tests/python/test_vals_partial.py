@@ -10,31 +10,9 @@ For kinds radix (one-walk int64 route), trie and hash (match, alloc,
 insert), page sizes 1 and 4. Exit 1 naming the first difference.
 """
 import array
-import sys
 
 import radixkv
-
-CHECKS = 0
-
-
-def check(cond, what):
-    global CHECKS
-    CHECKS += 1
-    if not cond:
-        print("FAIL:", what)
-        sys.exit(1)
-
-
-def raises(exc, fn, what):
-    try:
-        fn()
-    except exc as e:
-        check(str(e) != "", f"{what}: {exc.__name__} without a message")
-        return str(e)
-    except Exception as e:  # noqa: BLE001 - the wrong type is the failure
-        check(False, f"{what}: expected {exc.__name__}, got {type(e).__name__}: {e}")
-    else:
-        check(False, f"{what}: expected {exc.__name__}, nothing raised")
+from pychecks import check, count, raises
 
 
 def q(xs):
@@ -97,7 +75,7 @@ def main():
     for kind in ("radix", "trie", "hash"):
         for P in (1, 4):
             case(kind, P)
-    print(f"ok: {CHECKS} checks")
+    print(f"ok: {count()} checks")
 
 
 if __name__ == "__main__":
