@@ -91,7 +91,7 @@ def make_caches(args, total_tokens):
     from sglang.srt.mem_cache.base_prefix_cache import (EvictParams, InsertParams,
                                                         MatchPrefixParams)
     from sglang.srt.mem_cache.cache_init_params import CacheInitParams
-    from sglang.srt.mem_cache.radix_cache import RadixCache, RadixKey
+    from sglang.srt.mem_cache.radix_cache import RadixCache
     import radixkv
     from radixkv.sglang import RadixCache as Adapter
 
@@ -102,7 +102,6 @@ def make_caches(args, total_tokens):
         def build():
             kv = Allocator()
             tree = factory(kv)
-            nxt = [0]
 
             def insert(kv_item):
                 key, v = kv_item
