@@ -135,7 +135,7 @@ def main():
     mreqs = scb.mooncake_like(cfg)
     caches, info = scb.make_caches(cfg, sum(len(r) for r in mreqs))
     items = [array("q", r) for r in mreqs]
-    capacity = len({t for r in mreqs for t in r[::512]}) * 512 // 3
+    capacity = scb.replay_capacity(mreqs)
     rows, matched, hits = {}, None, {}
     for name in CACHES:
         if name not in caches:

@@ -193,6 +193,12 @@ def mooncake_like(args):
     return reqs
 
 
+def replay_capacity(mreqs):
+    """The replay's KV pool: a third of the trace's distinct tokens (block h's
+    first token is h * 512, mooncake_like), so that it evicts all along."""
+    return len({t for r in mreqs for t in r[::512]}) * 512 // 3
+
+
 class CallClock:
     """Thread CPU and wall time summed over the cache's own calls in a replay
     (each tree.* call between two reads of both clocks), so the cache's share
@@ -309,8 +315,7 @@ def replay_phase(args, caches, mreqs, keys):
         m_items = [array("q", r) for r in mreqs]
     else:
         m_items = [(RadixKey(array("q", r)), RadixKey(array("q", r[:-1]))) for r in mreqs]
-    # Distinct tokens: block h's first token is h * 512 (mooncake_like).
-    capacity = len({t for r in mreqs for t in r[::512]}) * 512 // 3
+    capacity = replay_capacity(mreqs)
     for name, (build, _info) in caches.items():
         if name == "radixkv_api":
             continue

@@ -134,8 +134,7 @@ def main():
                                                  page_size=1))
     items = ([array("q", r) for r in mreqs] if args.keys == "scheduler" else
              [(RadixKey(array("q", r)), RadixKey(array("q", r[:-1]))) for r in mreqs])
-    # as sglang_cache_bench's replay: a third of the trace's distinct tokens
-    capacity = len({t for r in mreqs for t in r[::512]}) * 512 // 3
+    capacity = scb.replay_capacity(mreqs)  # as sglang_cache_bench's replay
     caches, _ = scb.make_caches(argparse.Namespace(page_size=1), sum(map(len, mreqs)))
     for name in ("sglang_unified", "radixkv_adapter"):
         build = caches[name][0]
