@@ -38,6 +38,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_util.h"
 #include "cli.h"
 #include "rkv_core.h"
 
@@ -71,19 +72,6 @@ RKV_WIDE static void ids_write(int64_t *out, int64_t start, int64_t n)
         x += step;
     }
     for (; i < n; i++) out[i] = start + i;
-}
-
-static int64_t clock_ns(clockid_t id)
-{
-    struct timespec t;
-    clock_gettime(id, &t);
-    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
 }
 
 typedef struct {
@@ -142,17 +130,16 @@ fail:
 enum { PARTS = 3, CLOCKS = 2 };
 static const char *const part_names[PARTS] = {"match", "insert", "path"};
 
-/* The median of 2001 empty intervals of clock id, in ns. */
+/* The median of 2001 empty intervals of clock id, in seconds. */
 static double clock_offset(clockid_t id)
 {
     enum { EMPTY = 2001 };
     static double d[EMPTY];
     for (int i = 0; i < EMPTY; i++) {
-        int64_t t0 = clock_ns(id);
-        d[i] = (double)(clock_ns(id) - t0);
+        double t0 = bench_clock_s(id);
+        d[i] = bench_clock_s(id) - t0;
     }
-    qsort(d, EMPTY, sizeof d[0], cmp_double);
-    return d[EMPTY / 2];
+    return bench_stats_of(d, EMPTY).med;
 }
 
 int main(int argc, char **argv)
@@ -198,13 +185,13 @@ int main(int argc, char **argv)
             const floor_req *x = &q[i];
             for (int p = 0; p < PARTS; p++) {
                 if (p == 1) memcpy(slice, x->ids, sizeof(int64_t) * (size_t)x->n);
-                int64_t c0 = clock_ns(ids[0]), w0 = clock_ns(ids[1]);
+                double c0 = bench_clock_s(ids[0]), w0 = bench_clock_s(ids[1]);
                 if (p == 0) sink ^= ids_read(x->ids, x->matched + 1);
                 else if (p == 1) sink ^= ids_read(slice, x->n);
                 else ids_write(path[i & 1], i, x->matched);
-                int64_t w1 = clock_ns(ids[1]), c1 = clock_ns(ids[0]);
-                sum[p][0] += (double)(c1 - c0) - off[0];
-                sum[p][1] += (double)(w1 - w0) - off[1];
+                double w1 = bench_clock_s(ids[1]), c1 = bench_clock_s(ids[0]);
+                sum[p][0] += c1 - c0 - off[0];
+                sum[p][1] += w1 - w0 - off[1];
             }
             sink ^= (uint64_t)path[i & 1][x->matched / 2];
         }
@@ -212,7 +199,7 @@ int main(int argc, char **argv)
         for (int c = 0; c < CLOCKS; c++) {
             double total = 0;
             for (int p = 0; p < PARTS; p++) {
-                double v = sum[p][c] / 1e6;
+                double v = sum[p][c] * 1e3;
                 ms[(k * PARTS + p) * CLOCKS + c] = v;
                 total += v;
                 printf(",\"%s_%sms\":%.4f", part_names[p], c ? "wall_" : "", v);
@@ -236,10 +223,9 @@ int main(int argc, char **argv)
                     for (int j = 0; j < PARTS; j++) col[k] += ms[(k * PARTS + j) * CLOCKS + c];
                 }
             }
-            qsort(col, (size_t)rounds, sizeof col[0], cmp_double);
+            bench_stats st = bench_stats_of(col, (int)rounds);
             printf(",\"%s_%sms\":{\"median\":%.4f,\"range\":[%.4f,%.4f]}",
-                   p < PARTS ? part_names[p] : "total", c ? "wall_" : "", col[rounds / 2], col[0],
-                   col[rounds - 1]);
+                   p < PARTS ? part_names[p] : "total", c ? "wall_" : "", st.med, st.lo, st.hi);
         }
     printf("}\n");
     free(col);
