@@ -2,7 +2,7 @@
  * the reads and writes any exact prefix cache makes on the caller's data in
  * bench/sglang_cache_bench.py's replay, with no tree behind them. JSON Lines.
  *
- * usage: replay_floor --keys FILE [--rounds N]
+ * usage: replay_floor --keys FILE [--rounds N] [--capacity TOKENS]
  *
  * FILE (written by bench/replay_floor.py): "RKVFLOOR1", then an int32 count
  * of requests, then per request int32 n, int32 matched and n int64 token ids
@@ -24,6 +24,22 @@
  * blocks are two, used in turn (an allocator handing back a recently freed
  * block); a fresh block per call would measure page faults.
  *
+ * With --capacity, the same requests also go through radixkv's own radix
+ * tree, in C and nothing else (no Python, no SGLang objects, no tensors, no
+ * KV values): the replay's calls on the C cache (radix_tree.h's int64 walks),
+ * with the loop's capacity in tokens and its eviction of the shortfall:
+ *
+ *   tree_match   cache_radix_match64 of all ids but the last (each request's
+ *                matched length must be the file's, else the run fails);
+ *   tree_lock    cache_lock and, after the insert, cache_unlock;
+ *   tree_evict   cache_evict of the shortfall, when there is one;
+ *   tree_insert  cache_radix_insert_hold64 of the loop's slice (copied
+ *                outside the clock), pages taken from the pool.
+ *
+ * What the tree costs of an adapter's time, and so what is left to the
+ * interface around it (the params and result objects, the tensors, the
+ * values), is the adapter's in-call time less this.
+ *
  * Each part is timed per call by thread CPU time and by wall time, the clock
  * reads' own cost (the median of empty intervals) taken off every interval,
  * as sglang_cache_bench's CallClock does. One line per round:
@@ -39,7 +55,10 @@
 #include <time.h>
 
 #include "bench_util.h"
+#include "cache.h"
 #include "cli.h"
+#include "page_pool.h"
+#include "radix_tree.h"
 #include "rkv_core.h"
 
 typedef uint64_t u64x4 __attribute__((vector_size(32)));
@@ -127,8 +146,10 @@ fail:
     return NULL;
 }
 
-enum { PARTS = 3, CLOCKS = 2 };
+enum { PARTS = 3, CLOCKS = 2, TREE_PARTS = 4 };
 static const char *const part_names[PARTS] = {"match", "insert", "path"};
+static const char *const tree_names[TREE_PARTS] = {"tree_match", "tree_lock", "tree_evict",
+                                                   "tree_insert"};
 
 /* The median of 2001 empty intervals of clock id, in seconds. */
 static double clock_offset(clockid_t id)
@@ -142,13 +163,88 @@ static double clock_offset(clockid_t id)
     return bench_stats_of(d, EMPTY).med;
 }
 
+/* One replay of q[0..r) through a fresh radix cache of capacity tokens,
+ * adding each part's time (ms, less the clock's own cost off[]) to
+ * sum[part][clock]. slice: room for the longest request. 0, or -1 with the
+ * reason printed (a refused call, or a matched length other than the
+ * file's). */
+static int tree_replay(const floor_req *q, int32_t r, int64_t capacity, int64_t *slice,
+                       const clockid_t *ids, const double *off,
+                       double sum[TREE_PARTS][CLOCKS])
+{
+    int64_t tokens = 0;
+    for (int32_t i = 0; i < r; i++) tokens += q[i].n;
+    page_pool pool;
+    cache *c = NULL;
+    char err[256] = "";
+    cache_config cfg = {.kind = "radix", .policy = "lru"};
+    if (tokens >= INT32_MAX || page_pool_init(&pool, (int32_t)tokens + 1, 1) != RKV_OK) {
+        fprintf(stderr, "replay_floor: --capacity: no page pool of %" PRId64 " pages\n", tokens);
+        return -1;
+    }
+    if (cache_create(&cfg, &pool, &c, err, sizeof err) != RKV_OK) {
+        fprintf(stderr, "replay_floor: --capacity: %s\n", err);
+        page_pool_destroy(&pool);
+        return -1;
+    }
+    cache_seq m, s;
+    cache_seq_init(&m, 0, 0);
+    cache_seq_init(&s, 0, 0);
+    int64_t used = 0, freed = 0;
+    int rc = 0;
+    for (int32_t i = 0; i < r && rc == 0; i++) {
+        const floor_req *x = &q[i];
+        const radix_page_run *runs;
+        int32_t nruns, prefix = 0, bad = -1;
+        rkv_status st = RKV_OK;
+        /* Times stmt into part k: thread CPU and wall, less the clocks' own cost. */
+#define TREE_TIMED(k, stmt)                                                              \
+    do {                                                                                 \
+        double c0_ = bench_clock_s(ids[0]), w0_ = bench_clock_s(ids[1]);                 \
+        stmt;                                                                            \
+        double w1_ = bench_clock_s(ids[1]), c1_ = bench_clock_s(ids[0]);                 \
+        sum[k][0] += c1_ - c0_ - off[0];                                                 \
+        sum[k][1] += w1_ - w0_ - off[1];                                                 \
+    } while (0)
+        TREE_TIMED(0, st = cache_radix_match64(c, &m, x->ids, x->n - 1, &runs, &nruns));
+        if (st == RKV_OK && m.len != x->matched) {
+            fprintf(stderr, "replay_floor: --capacity: request %" PRId32 ": the tree matched %"
+                    PRId32 " tokens, the file says %" PRId32 "\n", i, m.len, x->matched);
+            rc = -1;
+            break;
+        }
+        if (st == RKV_OK) TREE_TIMED(1, st = cache_lock(c, &m));
+        int64_t need = x->n - m.len, room = capacity - used + freed;
+        if (st == RKV_OK && need > room) TREE_TIMED(2, freed += cache_evict(c, need - room));
+        used += need;
+        memcpy(slice, x->ids, sizeof(int64_t) * (size_t)x->n);
+        if (st == RKV_OK)
+            TREE_TIMED(3, st = cache_radix_insert_hold64(c, &s, slice, x->n, &prefix, &runs,
+                                                         &nruns, &bad));
+        if (prefix > m.len) freed += prefix - m.len; /* the duplicates the caller frees */
+        if (st == RKV_OK) TREE_TIMED(1, st = cache_unlock(c, &m));
+#undef TREE_TIMED
+        if (st != RKV_OK) {
+            fprintf(stderr, "replay_floor: --capacity: request %" PRId32 ": %s\n", i,
+                    rkv_status_str(st));
+            rc = -1;
+        }
+    }
+    cache_seq_free(&m);
+    cache_seq_free(&s);
+    cache_destroy(c);
+    page_pool_destroy(&pool);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     const char *keys = NULL;
-    int64_t rounds = 21;
+    int64_t rounds = 21, capacity = 0;
     cli_opt opts[] = {
         CLI_STR_OPT("--keys", &keys),
         CLI_INT_OPT("--rounds", &rounds, 1, 10000),
+        CLI_INT_OPT("--capacity", &capacity, 1, INT32_MAX),
         CLI_END,
     };
     cli_args a;
@@ -158,7 +254,8 @@ int main(int argc, char **argv)
         return 2;
     }
     if (a.help || !keys || a.npos) {
-        fprintf(a.help ? stdout : stderr, "usage: replay_floor --keys FILE [--rounds N]\n");
+        fprintf(a.help ? stdout : stderr, "usage: replay_floor --keys FILE [--rounds N] "
+                "[--capacity TOKENS]\n");
         return a.help ? 0 : 2;
     }
     int32_t r = 0;
@@ -169,7 +266,8 @@ int main(int argc, char **argv)
     int64_t *path[2] = {malloc(sizeof(int64_t) * (size_t)longest),
                         malloc(sizeof(int64_t) * (size_t)longest)};
     double *ms = malloc(sizeof(double) * (size_t)rounds * PARTS * CLOCKS);
-    if (!slice || !path[0] || !path[1] || !ms) {
+    double *tms = malloc(sizeof(double) * (size_t)rounds * TREE_PARTS * CLOCKS);
+    if (!slice || !path[0] || !path[1] || !ms || !tms) {
         fprintf(stderr, "replay_floor: out of memory\n");
         return 1;
     }
@@ -195,6 +293,8 @@ int main(int argc, char **argv)
             }
             sink ^= (uint64_t)path[i & 1][x->matched / 2];
         }
+        double tsum[TREE_PARTS][CLOCKS] = {{0}};
+        if (capacity && tree_replay(q, r, capacity, slice, ids, off, tsum) < 0) return 1;
         printf("{\"bench\":\"replay_floor\",\"round\":%" PRId64 ",\"requests\":%" PRId32, k, r);
         for (int c = 0; c < CLOCKS; c++) {
             double total = 0;
@@ -205,6 +305,18 @@ int main(int argc, char **argv)
                 printf(",\"%s_%sms\":%.4f", part_names[p], c ? "wall_" : "", v);
             }
             printf(",\"total_%sms\":%.4f", c ? "wall_" : "", total);
+        }
+        if (capacity) {
+            for (int c = 0; c < CLOCKS; c++) {
+                double total = 0;
+                for (int p = 0; p < TREE_PARTS; p++) {
+                    double v = tsum[p][c] * 1e3;
+                    tms[(k * TREE_PARTS + p) * CLOCKS + c] = v;
+                    total += v;
+                    printf(",\"%s_%sms\":%.4f", tree_names[p], c ? "wall_" : "", v);
+                }
+                printf(",\"tree_total_%sms\":%.4f", c ? "wall_" : "", total);
+            }
         }
         printf("}\n");
     }
@@ -227,8 +339,21 @@ int main(int argc, char **argv)
             printf(",\"%s_%sms\":{\"median\":%.4f,\"range\":[%.4f,%.4f]}",
                    p < PARTS ? part_names[p] : "total", c ? "wall_" : "", st.med, st.lo, st.hi);
         }
+    for (int c = 0; c < CLOCKS && capacity; c++)
+        for (int p = 0; p <= TREE_PARTS; p++) {
+            for (int64_t k = 0; k < rounds; k++) {
+                col[k] = 0;
+                for (int j = 0; j < TREE_PARTS; j++)
+                    if (j == p || p == TREE_PARTS) col[k] += tms[(k * TREE_PARTS + j) * CLOCKS + c];
+            }
+            bench_stats st = bench_stats_of(col, (int)rounds);
+            printf(",\"%s_%sms\":{\"median\":%.4f,\"range\":[%.4f,%.4f]}",
+                   p < TREE_PARTS ? tree_names[p] : "tree_total", c ? "wall_" : "", st.med, st.lo,
+                   st.hi);
+        }
     printf("}\n");
     free(col);
+    free(tms);
     free(ms);
     free(slice);
     free(path[0]);

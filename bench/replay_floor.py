@@ -15,6 +15,13 @@ tells: the thread CPU a cache spends above it, and how large a ratio against
 SGLang's Python cache the memory work alone would still allow
 (python_over_floor: that cache's time over the floor's).
 
+replay_floor.c also replays the requests through radixkv's radix tree in C
+alone (its --capacity: the tree's match, lock, evict and insert, no Python,
+no SGLang objects, no tensors, no KV values), and checks that the tree
+matches what the adapter matched. "tree" is that replay's time; each cache's
+over_tree_cpu is its in-call time over it, and the adapter's
+adapter_minus_tree_cpu_ms what its interface adds to the tree's own work.
+
 Run in the sglang Rust-core venv with the package importable and the build's
 replay_floor built:
   PYTHONPATH=build/python "$(scripts/sglang_rust_venv.sh)" bench/replay_floor.py \\
@@ -67,7 +74,9 @@ def table(paths):
         except (OSError, ValueError) as e:
             sys.exit(f"replay_floor.py: --table {p}: {e}")
     caches = [c for c in CACHES if all(c in d["caches"] for _, d in runs)]
+    tree = all("tree_total_ms" in d["floor"] for _, d in runs)
     head = (["run", "floor ms (match / insert / path)"]
+            + (["C tree ms (x floor)"] if tree else [])
             + [f"{NAMES[c]} ms (x floor)" for c in caches]
             + ["Python / floor", "Python / 20, ms"])
     print("| " + " | ".join(head) + " |")
@@ -76,6 +85,8 @@ def table(paths):
         f = d["floor"]
         cells = [name, f"{f['total_ms']['median']:.3f} ({f['match_ms']['median']:.3f} / "
                        f"{f['insert_ms']['median']:.3f} / {f['path_ms']['median']:.3f})"]
+        if tree:
+            cells.append(f"{f['tree_total_ms']['median']:.3f} ({d['tree_over_floor_cpu']:.2f})")
         cells += [f"{d['caches'][c]['in_cache_thread_cpu_ms']['median']:.3f} "
                   f"({d['caches'][c]['over_floor_cpu']:.2f})" for c in caches]
         cells += [f"{d['python_over_floor_cpu']:.1f}", f"{d['python_cpu_ms_over_20']:.3f}"]
@@ -84,6 +95,8 @@ def table(paths):
         def rng(xs, fmt):
             return f"{fmt.format(min(xs))}–{fmt.format(max(xs))}"
         cells = ["range", rng([d["floor"]["total_ms"]["median"] for _, d in runs], "{:.3f}")]
+        if tree:
+            cells.append(rng([d["tree_over_floor_cpu"] for _, d in runs], "{:.2f}") + " x")
         cells += [rng([d["caches"][c]["over_floor_cpu"] for _, d in runs], "{:.2f}") + " x"
                   for c in caches]
         cells += [rng([d["python_over_floor_cpu"] for _, d in runs], "{:.1f}"),
@@ -161,15 +174,17 @@ def main():
     with tempfile.TemporaryDirectory() as d:
         keys = os.path.join(d, "keys.bin")
         write_keys(keys, items, matched)
-        run = subprocess.run([args.floor_bin, "--keys", keys, "--rounds", str(args.rounds)],
-                             capture_output=True, text=True)
+        run = subprocess.run([args.floor_bin, "--keys", keys, "--rounds", str(args.rounds),
+                              "--capacity", str(capacity)], capture_output=True, text=True)
     if run.returncode != 0:
         sys.exit(f"replay_floor.py: {args.floor_bin} failed ({run.returncode}): {run.stderr}")
     floor = json.loads(run.stdout.strip().splitlines()[-1])
     f_cpu, f_wall = floor["total_ms"]["median"], floor["total_wall_ms"]["median"]
+    t_cpu = floor["tree_total_ms"]["median"]
     for r in rows.values():
         r["over_floor_cpu"] = round(r["in_cache_thread_cpu_ms"]["median"] / f_cpu, 2)
         r["over_floor_wall"] = round(r["in_cache_wall_ms"]["median"] / f_wall, 2)
+        r["over_tree_cpu"] = round(r["in_cache_thread_cpu_ms"]["median"] / t_cpu, 2)
     py = rows["sglang_python"]["in_cache_thread_cpu_ms"]["median"]
     out = {"bench": "replay_floor", "requests": len(items), "hit_tokens": hits["sglang_python"],
            "matched_tokens": sum(matched), "key_tokens": sum(len(i) for i in items),
@@ -177,7 +192,12 @@ def main():
            "floor": floor, "caches": rows,
            # The largest ratio against SGLang's Python cache the floor allows.
            "python_over_floor_cpu": round(py / f_cpu, 2),
-           "python_cpu_ms_over_20": round(py / 20, 4)}
+           "python_cpu_ms_over_20": round(py / 20, 4),
+           # radixkv's tree in C alone over the floor, and what the adapter's
+           # interface (params, results, tensors, values) adds to it.
+           "tree_over_floor_cpu": round(t_cpu / f_cpu, 2),
+           "adapter_minus_tree_cpu_ms": round(
+               rows["radixkv_adapter"]["in_cache_thread_cpu_ms"]["median"] - t_cpu, 4)}
     json.dump(out, sys.stdout, indent=1)
     print()
 
