@@ -38,6 +38,14 @@
 #include <sys/mman.h>
 #endif
 
+/* SHA256_Init / _Update / _Final, deprecated by OpenSSL 3 for EVP, are what
+ * SGLang's own chain calls, and ~30 ns a page cheaper than EVP's dispatch
+ * with a fetched digest and a reused context (kv_event_store at page size 1:
+ * 102 -> 71 ns a page); a page is one or two SHA-256 blocks, so the fixed
+ * cost is most of it. */
+#define OPENSSL_SUPPRESS_DEPRECATED
+#include <openssl/sha.h>
+
 #include "block_hash.h"
 #include "cache.h"
 #include "cache_kinds.h"
@@ -331,6 +339,9 @@ static int namespace_from(PyObject *obj, uint64_t *ns)
 
 /* ---- Cache ---------------------------------------------------------------- */
 
+/* A SHA-256 digest's bytes: SGLang's KV-event chain digest of a page. */
+enum { EV_DIGEST = 32 };
+
 typedef struct CacheObject {
     PyObject_HEAD
     page_pool pool;
@@ -346,6 +357,10 @@ typedef struct CacheObject {
     uint8_t *vals_set;    /* per page: 1 while its values are the cached page's */
     int64_t *vals_tag;    /* per page: one more value (SGLang's event block hash);
                              NULL until a tag is stored (all tags 0) */
+    uint8_t *vals_dig;    /* per page: EV_DIGEST bytes, the SHA-256 chain digest
+                             kv_event_store hashed the page's tag from (the next
+                             page's prior); NULL until one is stored, all-zero
+                             where none was */
     /* Bit q of vals_run (page q's bit) set: page q's values are page q-1's,
      * each + page_size, so page q continues an arithmetic run of values
      * (SGLang's KV indices mostly are: its allocator hands out consecutive
@@ -826,16 +841,18 @@ static void vals_release(CacheObject *self)
     table_free(self->vals, vals_bytes(self, self->vals_pages));
     table_free(self->vals_set, n);
     table_free(self->vals_tag, sizeof(int64_t) * n);
+    table_free(self->vals_dig, EV_DIGEST * n);
     table_free(self->vals_run, run_bytes(self->vals_pages));
     self->vals = NULL;
     self->vals_set = NULL;
     self->vals_tag = NULL;
+    self->vals_dig = NULL;
     self->vals_run = NULL;
     self->vals_pages = 0;
 }
 
-/* Room for page ids < pages in self->vals (and vals_set, vals_tag when
- * tags are in use); -1 with MemoryError, every table as it was. */
+/* Room for page ids < pages in self->vals (and vals_set, vals_tag and
+ * vals_dig when in use); -1 with MemoryError, every table as it was. */
 static int vals_reserve(CacheObject *self, int64_t pages)
 {
     if (pages <= self->vals_pages) return 0;
@@ -848,11 +865,13 @@ static int vals_reserve(CacheObject *self, int64_t pages)
     int64_t *v = table_alloc(vals_bytes(self, cap));
     uint8_t *set = table_alloc(n);
     int64_t *tag = self->vals_tag ? table_alloc(sizeof(int64_t) * n) : NULL;
+    uint8_t *dig = self->vals_dig ? table_alloc(EV_DIGEST * n) : NULL;
     uint64_t *run = table_alloc(run_bytes(cap));
-    if (!v || !set || (self->vals_tag && !tag) || !run) {
+    if (!v || !set || (self->vals_tag && !tag) || (self->vals_dig && !dig) || !run) {
         table_free(v, vals_bytes(self, cap));
         table_free(set, n);
         table_free(tag, sizeof(int64_t) * n);
+        table_free(dig, EV_DIGEST * n);
         table_free(run, run_bytes(cap));
         PyErr_NoMemory();
         return -1;
@@ -861,6 +880,7 @@ static int vals_reserve(CacheObject *self, int64_t pages)
         memcpy(v, self->vals, vals_bytes(self, self->vals_pages));
         memcpy(set, self->vals_set, had);
         if (tag) memcpy(tag, self->vals_tag, sizeof(int64_t) * had);
+        if (dig) memcpy(dig, self->vals_dig, EV_DIGEST * had);
         /* The old bits whole; the grown pages' are 0 (no values there). */
         memcpy(run, self->vals_run, run_bytes(self->vals_pages));
     }
@@ -868,6 +888,7 @@ static int vals_reserve(CacheObject *self, int64_t pages)
     self->vals = v;
     self->vals_set = set;
     self->vals_tag = tag;
+    self->vals_dig = dig;
     self->vals_run = run;
     self->vals_pages = cap;
     return 0;
@@ -2659,6 +2680,344 @@ static PyObject *Cache_kv_set_tags(CacheObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* ---- SGLang's KV-event hash chain ------------------------------------------
+ *
+ * The block hash SGLang's tree publishes for a page (BlockStored,
+ * BlockRemoved), computed here so that radixkv.sglang publishes the same
+ * without a Python object per page:
+ *
+ *   digest[j] = SHA-256(digest[j-1] (absent before the first page, unless a
+ *               prior digest seeds the chain) || page j's tokens as
+ *               little-endian u32s; a short last page hashes what it has)
+ *   hash[j]   = digest[j]'s first 8 bytes read big-endian, as an int64
+ *               (hash_str_to_int64 of the hex digest's first 16 digits)
+ *   seeded:     hash[j] = the first 8 bytes, big-endian, as an int64, of
+ *               SHA-256(seed || hash[j] as 8 big-endian bytes)
+ *               (namespaced_block_hash)
+ *
+ * SGLang encodes a page holding a token past 2**32 - 1 another way (an 0xff
+ * byte, then u64s); the cache holds int32 ids, so such a token is refused. */
+
+/* out = SHA-256(a[0..na) || b[0..nb)); 1, or 0 when libcrypto failed. */
+static int ev_sha256(const uint8_t *a, size_t na, const uint8_t *b, size_t nb, uint8_t *out)
+{
+    SHA256_CTX c;
+    return SHA256_Init(&c) == 1 && (!na || SHA256_Update(&c, a, na) == 1)
+           && (!nb || SHA256_Update(&c, b, nb) == 1) && SHA256_Final(out, &c) == 1;
+}
+
+/* d[0..8) read big-endian as a two's complement int64 (no implementation-
+ * defined conversion of a uint64 past INT64_MAX). */
+static int64_t ev_be64(const uint8_t *d)
+{
+    uint64_t u = 0;
+    for (int i = 0; i < 8; i++) u = u << 8 | d[i];
+    return u <= (uint64_t)INT64_MAX ? (int64_t)u : -(int64_t)(~u) - 1;
+}
+
+/* The chain over le[0 .. 4 * ntok) (tokens as little-endian u32s) in pages
+ * of P tokens: digest j into dig[j * EV_DIGEST ..], its block hash into
+ * hash[j]. prior: NULL or EV_DIGEST bytes before page 0; seed (have_seed):
+ * namespaced_block_hash's seed. Runs without the GIL: 0, or -1 when
+ * libcrypto failed (no exception set). */
+static int ev_chain(const uint8_t *le, Py_ssize_t ntok, Py_ssize_t P,
+                    const uint8_t *prior, int have_seed, const uint8_t *seed, size_t seedlen,
+                    uint8_t *dig, int64_t *hash)
+{
+    for (Py_ssize_t j = 0, s = 0; s < ntok; j++, s += P) {
+        const Py_ssize_t cnt = ntok - s < P ? ntok - s : P;
+        uint8_t *d = dig + (size_t)j * EV_DIGEST;
+        if (!ev_sha256(prior, prior ? EV_DIGEST : 0, le + 4 * s, 4 * (size_t)cnt, d))
+            return -1;
+        prior = d;
+        int64_t h = ev_be64(d);
+        if (have_seed) {
+            uint8_t be[8], ns[EV_DIGEST];
+            for (int i = 0; i < 8; i++) be[i] = (uint8_t)((uint64_t)h >> (56 - 8 * i));
+            if (!ev_sha256(seed, seedlen, be, 8, ns)) return -1;
+            h = ev_be64(ns);
+        }
+        hash[j] = h;
+    }
+    return 0;
+}
+
+/* A call's tokens[from:to]: as little-endian u32 bytes (owned) and, when
+ * asked, as the list of ints BlockStored's token_ids takes. */
+typedef struct ev_tokens {
+    uint8_t *le;    /* 4 * (to - from) bytes */
+    PyObject *list; /* NULL unless asked */
+} ev_tokens;
+
+static void ev_tokens_release(ev_tokens *t)
+{
+    free(t->le);
+    Py_XDECREF(t->list);
+    t->le = NULL;
+    t->list = NULL;
+}
+
+/* Token i (its value v) stored at out[i - from]; -1 with ValueError when
+ * outside SGLang's u32 page encoding. */
+static int ev_token_put(ev_tokens *t, Py_ssize_t k, Py_ssize_t i, long long v, const char *what)
+{
+    if (v < 0 || v > (long long)UINT32_MAX) {
+        PyErr_Format(PyExc_ValueError, "%s: tokens[%zd]: %lld is outside [0, 4294967295] (the "
+                     "u32 page encoding of SGLang's chain)", what, i, v);
+        return -1;
+    }
+    uint8_t *p = t->le + 4 * k;
+    for (int b = 0; b < 4; b++) p[b] = (uint8_t)((unsigned long long)v >> (8 * b));
+    return 0;
+}
+
+/* t filled from tok[from:to] (a sequence of ints, or a 1-D buffer of
+ * integers); tok must hold at least to items. 0, or -1 with the exception
+ * set and nothing held. */
+static int ev_tokens_read(PyObject *tok, Py_ssize_t from, Py_ssize_t to, int want_list,
+                          const char *what, ev_tokens *t)
+{
+    t->list = NULL;
+    if (!(t->le = malloc(4 * (size_t)(to - from) + 1))) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (want_list && !(t->list = PyList_New(to - from))) goto fail;
+    if (PyObject_CheckBuffer(tok) && !PyBytes_Check(tok) && !PyByteArray_Check(tok)) {
+        vals_view v;
+        if (vals_view_open(tok, what, &v) < 0) goto fail;
+        int bad = 0;
+        if (v.n < to) {
+            PyErr_Format(PyExc_ValueError, "%s: tokens has %zd items, the pages need %zd", what,
+                         v.n, to);
+            bad = 1;
+        }
+        for (Py_ssize_t i = from; !bad && i < to; i++) {
+            int64_t x = vals_view_get(&v, i);
+            if (v.kind == 'u' && v.view.itemsize == 8 && x < 0) x = INT64_MAX; /* past u32 */
+            if (ev_token_put(t, i - from, i, (long long)x, what) < 0) bad = 1;
+            else if (t->list) {
+                PyObject *o = PyLong_FromLongLong((long long)x);
+                if (!o) bad = 1;
+                else PyList_SET_ITEM(t->list, i - from, o);
+            }
+        }
+        PyBuffer_Release(&v.view);
+        if (bad) goto fail;
+        return 0;
+    }
+    PyObject *seq = PySequence_Fast(tok, "tokens: expected a sequence of ints or a 1-D buffer "
+                                         "of integers");
+    if (!seq) goto fail;
+    if (PySequence_Fast_GET_SIZE(seq) < to) {
+        PyErr_Format(PyExc_ValueError, "%s: tokens has %zd items, the pages need %zd", what,
+                     PySequence_Fast_GET_SIZE(seq), to);
+        Py_DECREF(seq);
+        goto fail;
+    }
+    PyObject **items = PySequence_Fast_ITEMS(seq);
+    for (Py_ssize_t i = from; i < to; i++) {
+        PyObject *o = items[i];
+        if (!PyLong_Check(o)) {
+            PyErr_Format(PyExc_TypeError, "%s: tokens[%zd] is a %s, not an int", what, i,
+                         Py_TYPE(o)->tp_name);
+            Py_DECREF(seq);
+            goto fail;
+        }
+        int over = 0;
+        long long x = PyLong_AsLongLongAndOverflow(o, &over);
+        if (over) x = over < 0 ? -1 : LLONG_MAX;
+        if (ev_token_put(t, i - from, i, x, what) < 0) {
+            Py_DECREF(seq);
+            goto fail;
+        }
+        if (t->list) {
+            Py_INCREF(o);
+            PyList_SET_ITEM(t->list, i - from, o);
+        }
+    }
+    Py_DECREF(seq);
+    return 0;
+fail:
+    ev_tokens_release(t);
+    return -1;
+}
+
+/* o (None: *have 0) as a bytes-like object held in b; need >= 0: its
+ * exact length. 0, or -1 with TypeError / ValueError naming the argument. */
+static int ev_bytes_open(PyObject *o, const char *what, const char *name, Py_ssize_t need,
+                         Py_buffer *b, int *have)
+{
+    *have = 0;
+    if (!o || o == Py_None) return 0;
+    if (PyObject_GetBuffer(o, b, PyBUF_SIMPLE) < 0) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_TypeError, "%s: %s: expected bytes or None, got %s", what, name,
+                     Py_TYPE(o)->tp_name);
+        return -1;
+    }
+    if (need >= 0 && b->len != need) {
+        PyErr_Format(PyExc_ValueError, "%s: %s: %zd bytes, a SHA-256 digest has %zd", what, name,
+                     b->len, need);
+        PyBuffer_Release(b);
+        return -1;
+    }
+    *have = 1;
+    return 0;
+}
+
+/* The chain of le's ntok tokens into fresh dig / hash arrays, the GIL
+ * released around a long one (64 pages or more: a few us of hashing, where
+ * the release and retake cost ~0.1 us). 0, or -1 with the exception set. */
+static int ev_chain_call(const uint8_t *le, Py_ssize_t ntok, Py_ssize_t P, const uint8_t *prior,
+                         const Py_buffer *seed, int have_seed, uint8_t **dig, int64_t **hash,
+                         const char *what)
+{
+    const Py_ssize_t npg = (ntok + P - 1) / P;
+    *dig = malloc((size_t)EV_DIGEST * (size_t)npg + 1);
+    *hash = malloc(sizeof(int64_t) * (size_t)npg + 1);
+    if (!*dig || !*hash) {
+        free(*dig);
+        free(*hash);
+        *dig = NULL;
+        *hash = NULL;
+        PyErr_NoMemory();
+        return -1;
+    }
+    PyThreadState *ts = npg >= 64 ? PyEval_SaveThread() : NULL;
+    int rc = ev_chain(le, ntok, P, prior, have_seed, have_seed ? seed->buf : NULL,
+                      have_seed ? (size_t)seed->len : 0, *dig, *hash);
+    if (ts) PyEval_RestoreThread(ts);
+    if (rc < 0) {
+        free(*dig);
+        free(*hash);
+        *dig = NULL;
+        *hash = NULL;
+        PyErr_Format(rkv_error, "%s: libcrypto's SHA-256 failed", what);
+        return -1;
+    }
+    return 0;
+}
+
+/* hash[0..n) as a list of ints; NULL with the exception set. */
+static PyObject *ev_hash_list(const int64_t *hash, Py_ssize_t n)
+{
+    PyObject *l = PyList_New(n);
+    for (Py_ssize_t j = 0; l && j < n; j++) {
+        PyObject *o = PyLong_FromLongLong((long long)hash[j]);
+        if (!o) Py_CLEAR(l);
+        else PyList_SET_ITEM(l, j, o);
+    }
+    return l;
+}
+
+/* vals_dig in use (all zero), for a caller about to store a digest; -1
+ * with MemoryError. Only kv_event_store keeps digests. */
+static int digs_reserve(CacheObject *self)
+{
+    if (self->vals_dig || !self->vals_pages) return 0;
+    if (!(self->vals_dig = table_alloc(EV_DIGEST * (size_t)self->vals_pages))) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return 0;
+}
+
+/* The digest kv_event_store stored for page pg, or NULL when none was (a
+ * real digest is all zero with probability 2**-256). */
+static const uint8_t *digest_of(const CacheObject *self, int32_t pg)
+{
+    static const uint8_t zero[EV_DIGEST];
+    if (!self->vals_dig) return NULL;
+    const uint8_t *d = self->vals_dig + (size_t)pg * EV_DIGEST;
+    return memcmp(d, zero, EV_DIGEST) ? d : NULL;
+}
+
+/* kv_event_store(match, start, tokens, seed=None, prior=None) -> (parent,
+ * hashes, token_ids): SGLang's event chain for pages start, start + 1, ...
+ * of the match's path (the pages an insert adopted, start = prefix_len //
+ * page_size), hashed from tokens[start * P : num_pages * P] (the key the
+ * insert took). The chain continues page start - 1's digest, which an
+ * earlier kv_event_store stored, or starts from prior (start 0 only; None:
+ * no prior). Each page keeps its digest (the next insert's prior) and its
+ * block hash as its tag (what kv_evict hands back). parent: page start - 1's
+ * tag, None at start 0; token_ids: the hashed tokens as a list. */
+static PyObject *Cache_kv_event_store(CacheObject *self, PyObject *const *args, Py_ssize_t nargs,
+                                      PyObject *kwnames)
+{
+    static const char *const names[] = {"match", "start", "tokens", "seed", "prior", NULL};
+    static const char what[] = "radixkv.Cache.kv_event_store";
+    PyObject *a[5];
+    if (fast_args("kv_event_store", args, nargs, kwnames, names, 3, a) < 0
+        || cache_closed(self))
+        return NULL;
+    MatchObject *m = kv_match_arg(self, a[0], what);
+    if (!m) return NULL;
+    const long long start = PyLong_AsLongLong(a[1]);
+    if (start == -1 && PyErr_Occurred()) return NULL;
+    const int32_t npg = m->m.num_pages, P = self->page_size;
+    if (start < 0 || start > npg) {
+        PyErr_Format(PyExc_ValueError, "%s: start %lld is not in [0, %d], the match's path's "
+                     "pages", what, start, npg);
+        return NULL;
+    }
+    Py_buffer seed, prior;
+    int have_seed = 0, have_prior = 0;
+    if (ev_bytes_open(a[3], what, "seed", -1, &seed, &have_seed) < 0) return NULL;
+    if (ev_bytes_open(a[4], what, "prior", EV_DIGEST, &prior, &have_prior) < 0) {
+        if (have_seed) PyBuffer_Release(&seed);
+        return NULL;
+    }
+    PyObject *r = NULL, *parent = NULL, *hl = NULL;
+    ev_tokens t = {NULL, NULL};
+    uint8_t *dig = NULL;
+    int64_t *hash = NULL;
+    const uint8_t *from = have_prior ? prior.buf : NULL;
+    if (start > 0) {
+        if (have_prior) {
+            PyErr_Format(PyExc_ValueError, "%s: prior is for a chain from the root (start 0); "
+                         "at start %lld page %lld's digest continues it", what, start, start - 1);
+            goto out;
+        }
+        if (!(from = digest_of(self, m->m.pages[start - 1]))) {
+            PyErr_Format(PyExc_ValueError, "%s: page %lld of the match's path has no event "
+                         "digest (its tag came from kv_insert or kv_set_tags, not "
+                         "kv_event_store)", what, start - 1);
+            goto out;
+        }
+        parent = PyLong_FromLongLong((long long)tag_of(self, m->m.pages[start - 1]));
+    } else {
+        parent = Py_NewRef(Py_None);
+    }
+    if (!parent
+        || ev_tokens_read(a[2], (Py_ssize_t)start * P, (Py_ssize_t)npg * P, 1, what, &t) < 0)
+        goto out;
+    const Py_ssize_t count = npg - (Py_ssize_t)start;
+    /* The parent's digest is copied: the hashing runs without the GIL. */
+    uint8_t prior_copy[EV_DIGEST];
+    if (from) memcpy(prior_copy, from, EV_DIGEST);
+    if (ev_chain_call(t.le, count * P, P, from ? prior_copy : NULL, &seed, have_seed, &dig,
+                      &hash, what) < 0
+        || !(hl = ev_hash_list(hash, count))
+        || (count && (tags_reserve(self) < 0 || digs_reserve(self) < 0)))
+        goto out;
+    for (Py_ssize_t j = 0; j < count; j++) {
+        const int32_t pg = m->m.pages[start + j];
+        self->vals_tag[pg] = hash[j];
+        memcpy(self->vals_dig + (size_t)pg * EV_DIGEST, dig + (size_t)j * EV_DIGEST, EV_DIGEST);
+    }
+    r = PyTuple_Pack(3, parent, hl, t.list);
+out:
+    Py_XDECREF(parent);
+    Py_XDECREF(hl);
+    ev_tokens_release(&t);
+    free(dig);
+    free(hash);
+    if (have_seed) PyBuffer_Release(&seed);
+    if (have_prior) PyBuffer_Release(&prior);
+    return r;
+}
+
 /* kv_evict(num_tokens, tags=False, dlpack=False) -> (freed_tokens, int64
  * values of the freed pages in the order the kind freed them[, int64 tag of
  * each freed page]); the values as a DLPack capsule with dlpack.
@@ -2955,6 +3314,13 @@ static PyMethodDef Cache_methods[] = {
      "match's path."},
     {"kv_set_tags", (PyCFunction)Cache_kv_set_tags, METH_VARARGS,
      "kv_set_tags(match, start, tags): tag pages start, start + 1, ... of the match's path."},
+    {"kv_event_store", (PyCFunction)(void (*)(void))Cache_kv_event_store,
+     METH_FASTCALL | METH_KEYWORDS,
+     "kv_event_store(match, start, tokens, seed=None, prior=None) -> (parent, hashes, "
+     "token_ids): SGLang's KV-event block hashes of pages start, start + 1, ... of the match's "
+     "path (SHA-256 chain continuing page start - 1's digest, or from prior at start 0; "
+     "namespaced with seed), each kept as the page's tag and digest; parent is page "
+     "start - 1's tag (None at 0), token_ids the hashed tokens."},
     {"kv_evict", (PyCFunction)(void (*)(void))Cache_kv_evict, METH_FASTCALL | METH_KEYWORDS,
      "kv_evict(num_tokens, tags=False, dlpack=False) -> (freed_tokens, int64 values of the "
      "freed pages[, int64 tag of each freed page when tags]); with dlpack the values are a "
@@ -3233,7 +3599,68 @@ static PyObject *mod_command(PyObject *m, PyObject *args)
     return r;
 }
 
+/* sglang_event_hashes(tokens, page_size, prior=None, seed=None) -> (digests,
+ * hashes): SGLang's event chain over tokens alone (the code kv_event_store
+ * runs), for tests against SGLang's own get_hash_str, hash_str_to_int64 and
+ * namespaced_block_hash. A short last page is hashed as SGLang hashes it. */
+static PyObject *mod_sglang_event_hashes(PyObject *mod, PyObject *const *args, Py_ssize_t nargs,
+                                         PyObject *kwnames)
+{
+    static const char *const names[] = {"tokens", "page_size", "prior", "seed", NULL};
+    static const char what[] = "radixkv.sglang_event_hashes";
+    PyObject *a[4];
+    (void)mod;
+    if (fast_args("sglang_event_hashes", args, nargs, kwnames, names, 2, a) < 0) return NULL;
+    const long long P = PyLong_AsLongLong(a[1]);
+    if (P == -1 && PyErr_Occurred()) return NULL;
+    if (P < 1 || P > INT32_MAX) {
+        PyErr_Format(PyExc_ValueError, "%s: page_size %lld is not in [1, %d]", what, P,
+                     INT32_MAX);
+        return NULL;
+    }
+    Py_ssize_t n = PyObject_Length(a[0]);
+    if (n < 0) return NULL;
+    Py_buffer seed, prior;
+    int have_seed = 0, have_prior = 0;
+    if (ev_bytes_open(a[3], what, "seed", -1, &seed, &have_seed) < 0) return NULL;
+    if (ev_bytes_open(a[2], what, "prior", EV_DIGEST, &prior, &have_prior) < 0) {
+        if (have_seed) PyBuffer_Release(&seed);
+        return NULL;
+    }
+    PyObject *r = NULL, *dl = NULL, *hl = NULL;
+    ev_tokens t = {NULL, NULL};
+    uint8_t *dig = NULL;
+    int64_t *hash = NULL;
+    if (ev_tokens_read(a[0], 0, n, 0, what, &t) < 0
+        || ev_chain_call(t.le, n, (Py_ssize_t)P, have_prior ? prior.buf : NULL, &seed, have_seed,
+                         &dig, &hash, what) < 0)
+        goto out;
+    const Py_ssize_t npg = (n + (Py_ssize_t)P - 1) / (Py_ssize_t)P;
+    if (!(hl = ev_hash_list(hash, npg)) || !(dl = PyList_New(npg))) goto out;
+    for (Py_ssize_t j = 0; j < npg; j++) {
+        PyObject *o = PyBytes_FromStringAndSize((const char *)dig + (size_t)j * EV_DIGEST,
+                                                EV_DIGEST);
+        if (!o) goto out;
+        PyList_SET_ITEM(dl, j, o);
+    }
+    r = PyTuple_Pack(2, dl, hl);
+out:
+    Py_XDECREF(dl);
+    Py_XDECREF(hl);
+    ev_tokens_release(&t);
+    free(dig);
+    free(hash);
+    if (have_seed) PyBuffer_Release(&seed);
+    if (have_prior) PyBuffer_Release(&prior);
+    return r;
+}
+
 static PyMethodDef module_methods[] = {
+    {"sglang_event_hashes", (PyCFunction)(void (*)(void))mod_sglang_event_hashes,
+     METH_FASTCALL | METH_KEYWORDS,
+     "sglang_event_hashes(tokens, page_size, prior=None, seed=None) -> (digests, hashes): "
+     "SGLang's KV-event chain over tokens (32-byte SHA-256 digest and int64 block hash per "
+     "page, namespaced with seed), as Cache.kv_event_store computes it."},
     {"kinds", mod_kinds, METH_NOARGS, "kinds() -> list[str]: the registered cache kinds."},
     {"policies", mod_policies, METH_NOARGS,
      "policies() -> list[str]: the registered eviction policies (the first is the default)."},

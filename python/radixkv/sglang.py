@@ -34,8 +34,9 @@ between calls. Eviction policies are radixkv's registered ones
 
 KV cache events: BlockStored / BlockRemoved / AllBlocksCleared as SGLang's
 own tree records them (its KVCacheEventRecorder, so take_events() merges
-them the same way), block hashes from SGLang's page hash chain; radixkv
-keeps each page's hash in the C extension to name evicted pages.
+them the same way), block hashes from SGLang's page hash chain, computed
+in the C extension (Cache.kv_event_store), which keeps each page's digest
+and hash beside it to continue the chain and to name evicted pages.
 
 Keys with extra_key or cache_salt publish the block hashes SGLang publishes
 for them (the salt seeds the chain; the namespace seed of its recorder, with
@@ -53,10 +54,7 @@ Imports sglang (and torch) when imported; the rest of radixkv does not.
 import dataclasses
 import hashlib
 import weakref
-from array import array
-from collections import deque
 from functools import partial
-from itertools import repeat
 from typing import Any, Optional
 
 import numpy as np
@@ -67,11 +65,10 @@ from sglang.srt.mem_cache.base_prefix_cache import (BasePrefixCache, DecLockRefP
                                                     IncLockRefResult, InsertParams, InsertResult,
                                                     MatchPrefixParams, MatchResult, TreeLock)
 from sglang.srt.disaggregation.kv_events import (BlockRemoved, BlockStored, StorageMedium,
-                                                  kv_event_namespace_seed, namespaced_block_hash)
+                                                  kv_event_namespace_seed)
 from sglang.srt.mem_cache.cache_init_params import CacheInitParams
 from sglang.srt.mem_cache.events import KVCacheEventRecorder
 from sglang.srt.mem_cache.radix_cache import RadixKey
-from sglang.srt.mem_cache.utils import get_hash_str, hash_str_to_int64
 
 from . import Cache, namespace_id, policies
 
@@ -280,10 +277,6 @@ class RadixCache(BasePrefixCache):
                               _INSERT_DICT, ("cache_actions",), RadixCache._insert_general,
                               weakref.ref(self)))
         self._bind()
-        # Published event block hash -> its hex digest, for pages cached; and,
-        # for a hash more than one cached page publishes, how many more.
-        self._digests = {}
-        self._shared = {}
         self.kv_events.record_all_cleared()
 
     # ---- lookups -----------------------------------------------------------
@@ -440,25 +433,10 @@ class RadixCache(BasePrefixCache):
         if self._disable or params.num_tokens <= 0:
             return EvictResult()
         if self._events:
+            # Each freed page's tag: the block hash kv_event_store gave it.
             freed, values, hashes = self.cache.kv_evict(params.num_tokens, True, True)
             if len(hashes):
                 hashes = hashes.tolist()
-                digests, shared = self._digests, self._shared
-                if not shared:
-                    # No hash is published by two cached pages (the common
-                    # case): every evicted page's digest goes, in one C loop
-                    # (the loop below is ~80 ns a page, ~1,800 pages a call
-                    # in sglang_cache_bench's replay).
-                    deque(map(digests.pop, hashes, repeat(None)), maxlen=0)
-                else:
-                    for h in hashes:
-                        n = shared.get(h)
-                        if n is None:
-                            digests.pop(h, None)
-                        elif n == 1:
-                            del shared[h]
-                        else:
-                            shared[h] = n - 1
                 # SGLang records one BlockRemoved per node and the recorder
                 # merges consecutive ones: one event with the pages in order.
                 self.kv_events.enqueue(BlockRemoved(block_hashes=hashes,
@@ -478,8 +456,9 @@ class RadixCache(BasePrefixCache):
         BlockStored for them, as SGLang's recorder merges its per-page events.
 
         SGLang's chain (KVCacheEventRecorder.record_store): page by page from
-        the root, each page's digest seeded with the hex digest of the one
-        before (self._digests keeps it by the page's published block hash).
+        the root, each page's digest seeded with the digest of the one before
+        (Cache.kv_event_store hashes in C and keeps each page's digest beside
+        its tag, so the next insert's chain continues from its parent page).
         A key with extra_key or cache_salt is hashed as SGLang's
         compute_node_event_hash_values hashes it: the chain starts from the
         cache_salt's seed, or from nothing with extra_key alone (the tokens
@@ -493,33 +472,14 @@ class RadixCache(BasePrefixCache):
         n = m.length
         k = prefix // P
         if k * P < n:
-            c = self.cache
             seed, lora_name = self._event_namespace(key)
-            if k:
-                parent = int(c.kv_tags(m)[k - 1])
-                prior = self._digests[parent]
-            else:
-                parent = None
-                prior = (hashlib.sha256(b"sglang-cache-salt-v1\0" + key.cache_salt.encode("utf-8"))
-                         .hexdigest() if key.cache_salt is not None else None)
-            chain = get_hash_str(toks[k * P:n], prior, page_size=P)
-            hashes = [hash_str_to_int64(h) for h in chain]
-            if seed is not None:
-                hashes = [namespaced_block_hash(h, namespace_seed=seed) for h in hashes]
-            digests, shared = self._digests, self._shared
-            for h, d in zip(hashes, chain):
-                # Two namespaces can publish one hash (extra_key alone with no
-                # LoRA name hashes the tokens only): the extra pages holding
-                # it are counted apart, so that the plain case stays one dict
-                # of strings (no per-page objects for the garbage collector).
-                if h in digests:
-                    shared[h] = shared.get(h, 0) + 1
-                else:
-                    digests[h] = d
-            c.kv_set_tags(m, k, array("q", hashes))
+            # A chain from the root starts from the cache_salt's seed digest.
+            prior = (hashlib.sha256(b"sglang-cache-salt-v1\0" + key.cache_salt.encode("utf-8"))
+                     .digest() if not k and key.cache_salt is not None else None)
+            parent, hashes, token_ids = self.cache.kv_event_store(m, k, toks, seed, prior)
             self.kv_events.enqueue(BlockStored(
                 block_hashes=hashes, parent_block_hash=parent,
-                token_ids=list(toks[k * P:n]), block_size=P, lora_id=None,
+                token_ids=token_ids, block_size=P, lora_id=None,
                 medium=StorageMedium.GPU, cache_salt=key.cache_salt, session_id=None,
                 lora_name=lora_name))
         return prefix, m

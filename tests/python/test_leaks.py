@@ -12,6 +12,7 @@ import sys
 import weakref
 
 import radixkv
+from radixkv._radixkv import sglang_event_hashes
 
 try:
     import numpy as np
@@ -60,6 +61,17 @@ def body(c, toks, arr, nparr, bad):
     _ = c.kv_values(m3)
     _ = c.kv_values(m3, dlpack=True)
     c.kv_set_tags(m3, 0, c.kv_tags(m3))
+    # radixkv.sglang's event chain (kv_event_store, and the chain alone),
+    # then its refusals: tokens too short, a prior past start 0, a seed
+    # that is not bytes, a token outside u32, a prior of the wrong length.
+    _ = c.kv_event_store(m3, 0, arr, SEED, PRIOR)
+    _ = c.kv_event_store(m3, 1, toks)
+    _ = sglang_event_hashes(toks, 4, PRIOR, SEED)
+    refused(ValueError, c.kv_event_store, m3, 0, SHORT)
+    refused(ValueError, c.kv_event_store, m3, 1, arr, None, PRIOR)
+    refused(TypeError, c.kv_event_store, m3, 0, arr, 5)
+    refused(ValueError, sglang_event_hashes, NEGATIVE, 4)
+    refused(ValueError, sglang_event_hashes, arr, 4, b"short")
     refused(TypeError, c.kv_insert, arr, bad)
     c.kv_evict(4, tags=True)
     # A DLPack capsule nobody consumes frees its block when collected.
@@ -89,7 +101,7 @@ def body(c, toks, arr, nparr, bad):
     _ = c.kv_evict_params(EVICT_SPEC, EVICT_4)
     _ = c.kv_evict_params(EVICT_SPEC, EVICT_0)
     refused(OverflowError, c.kv_evict_params, EVICT_SPEC, EVICT_HUGE)
-    return 37
+    return 45
 
 
 class Holder:
@@ -104,6 +116,8 @@ class Wrapped(tuple):
 
 
 INTO = (Wrapped, Holder, 2, (None, 0), ("empty",))
+SEED, PRIOR = b"namespace seed", bytes(range(32))
+SHORT, NEGATIVE = array.array("q", [1, 2]), [1, -1]
 bad_key = array.array("q", [1 << 40] * 4)
 
 
@@ -220,7 +234,7 @@ def main():
     watched = [c, toks, arr, bad, INTO, Holder, Wrapped, INSERT_SPEC, PARAMS, PARAMS_LIMIT,
                PARAMS_SHORT, LOCK_SPEC, LOCK_SPEC_BAD, OWNER, Result, Lock, Receipt, Params,
                KEY12, MATCH_SPEC, PARAMS_NEGATIVE, PARAMS_HUGE, PATH_SPEC, EVICT_SPEC, EVICT_4,
-               EVICT_0, EVICT_HUGE] + ([nparr] if nparr is not None else [])
+               EVICT_0, EVICT_HUGE, SEED, PRIOR, SHORT, NEGATIVE] + ([nparr] if nparr is not None else [])
     rounds(CALLS // 10, c, toks, arr, nparr, bad)  # warm-up: caches and free lists fill
     refs = [sys.getrefcount(o) for o in watched]
     before = rss_kib()

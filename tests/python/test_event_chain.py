@@ -1,0 +1,163 @@
+"""SGLang's KV-event hash chain in the extension (radixkv._radixkv's
+sglang_event_hashes and Cache.kv_event_store) against a model written from
+SGLang's definition with hashlib, no SGLang needed (tests/python/
+test_sglang_event_hash.py compares with SGLang's own functions):
+
+    digest[j] = SHA-256(digest[j-1] or the prior (none: nothing) ||
+                        page j's tokens as little-endian u32s)
+    hash[j]   = int64 of digest[j]'s first 8 bytes, big-endian
+    seeded:     int64 of SHA-256(seed || hash[j] as 8 big-endian bytes)[:8]
+
+1) the chain alone: random tokens (lists, int64 and int32 arrays, tokens up
+   to 2**32 - 1), page sizes 1, 4 and 16, short last pages, with and without
+   a prior and a seed;
+2) kv_event_store on a radix cache under random inserts and evicts: each
+   insert's new pages continue the chain from their parent page's stored
+   digest, parent is that page's hash, the token ids are the new pages',
+   and every page kv_evict frees names the hash stored for it;
+3) every refusal names its argument, and leaves the tables as they were.
+Exit 1 naming the first difference.
+"""
+import array
+import hashlib
+import random
+import struct
+
+import radixkv
+from radixkv._radixkv import sglang_event_hashes
+from pychecks import check, count, raises
+
+
+def model_chain(tokens, P, prior=None, seed=None):
+    """(digests, hashes) of tokens in pages of P, as SGLang defines them."""
+    digests, hashes = [], []
+    for s in range(0, len(tokens), P):
+        page = tokens[s:s + P]
+        prior = hashlib.sha256((prior or b"") + struct.pack(f"<{len(page)}I", *page)).digest()
+        h = int.from_bytes(prior[:8], "big", signed=True)
+        if seed is not None:
+            h = int.from_bytes(hashlib.sha256(seed + h.to_bytes(8, "big", signed=True))
+                               .digest()[:8], "big", signed=True)
+        digests.append(prior)
+        hashes.append(h)
+    return digests, hashes
+
+
+def chain_alone(rng):
+    """1) sglang_event_hashes against the model."""
+    cases = 0
+    for P in (1, 4, 16):
+        for t in range(60):
+            n = rng.randrange(0, 5 * P + 3)
+            top = (1 << 32) - 1 if t % 3 == 0 else 50
+            toks = [rng.randint(0, top) for _ in range(n)]
+            prior = rng.randbytes(32) if t % 2 else None
+            seed = rng.randbytes(rng.choice((0, 7, 32))) if t % 5 >= 2 else None
+            want = model_chain(toks, P, prior, seed)
+            forms = [toks, array.array("q", toks)]
+            if top < 1 << 31:
+                forms.append(array.array("i", toks))
+            for form in forms:
+                got = sglang_event_hashes(form, P, prior, seed)
+                check(got == (list(want[0]), list(want[1])),
+                      f"chain P={P} n={n} prior={prior is not None} seed={seed!r} "
+                      f"({type(form).__name__}): {got[1][:3]} != {want[1][:3]}")
+                cases += 1
+    # The comparisons can fail: a prior, a seed and one token each change
+    # what the model says.
+    toks = list(range(8))
+    base = model_chain(toks, 4)
+    check(model_chain(toks, 4, b"\0" * 32) != base and model_chain(toks, 4, seed=b"") != base
+          and model_chain(toks[:7] + [9], 4) != base, "the model's chain depends on its inputs")
+    return cases
+
+
+def with_cache(rng, P):
+    """2) kv_event_store beside kv_insert and kv_evict on a radix cache."""
+    c = radixkv.Cache("radix", P, 40)
+    prior = rng.randbytes(32)
+    stored = {}  # page-aligned prefix (tuple) -> (digest, hash) stored for its last page
+    evicted = 0
+    for step in range(300):
+        base = rng.choice(([], [1, 2, 3, 4] * P, [5] * (2 * P)))
+        toks = base + [rng.randrange(6) for _ in range(rng.randrange(0, 4 * P))]
+        toks = toks[:len(toks) // P * P]
+        seed = rng.choice((None, b"ns-a", b"ns-b"))
+        vals = array.array("q", range(len(toks)))
+        try:
+            prefix, m = c.kv_insert(array.array("q", toks), vals)
+        except radixkv.OutOfPages:
+            n, _, tags = c.kv_evict(rng.randrange(1, 8 * P), tags=True)
+            known = {h for _, h in stored.values()}
+            check(all(int(t) in known for t in tags) and len(tags) * P == n,
+                  f"P={P} step {step}: evicted tags {list(tags)[:4]} not all stored hashes")
+            evicted += len(tags)
+            continue
+        k = prefix // P
+        use_prior = prior if k == 0 else None
+        form = toks if step % 2 else array.array("q", toks)
+        parent, hashes, token_ids = c.kv_event_store(m, k, form, seed, use_prior)
+        # The model: from the parent page's stored digest, or from the prior.
+        start = stored[tuple(toks[:k * P])][0] if k else prior
+        digests, want = model_chain(toks[k * P:], P, start, seed)
+        check(hashes == want, f"P={P} step {step}: hashes {hashes[:3]} != {want[:3]} (from page {k})")
+        check(token_ids == toks[k * P:], f"P={P} step {step}: token_ids")
+        want_parent = stored[tuple(toks[:k * P])][1] if k else None
+        check(parent == want_parent, f"P={P} step {step}: parent {parent} != {want_parent}")
+        for j, (d, h) in enumerate(zip(digests, hashes)):
+            stored[tuple(toks[:(k + j + 1) * P])] = (d, h)
+        check(list(c.kv_tags(m))[k:] == hashes, f"P={P} step {step}: the pages' tags")
+    c.check()
+    check(evicted > 0, f"P={P}: the sequence never evicted")
+
+
+def refusals():
+    """3) bad arguments, each refused with a message; a refused call leaves
+    the pages' tags as they were."""
+    c = radixkv.Cache("radix", 4, 16)
+    toks = array.array("q", range(1, 13))
+    _, m = c.kv_insert(toks, array.array("q", range(12)))
+    parent, hashes, _ = c.kv_event_store(m, 0, toks)
+    tags = list(c.kv_tags(m))
+    store = c.kv_event_store
+    raises(ValueError, lambda: store(m, 4, toks), "start past the path")
+    raises(ValueError, lambda: store(m, -1, toks), "negative start")
+    raises(TypeError, lambda: store(m, "0", toks), "start not an int")
+    raises(ValueError, lambda: store(m, 1, toks, None, b"\0" * 32), "a prior past start 0")
+    raises(ValueError, lambda: store(m, 0, toks, None, b"\0" * 31), "a prior of 31 bytes")
+    raises(TypeError, lambda: store(m, 0, toks, 5), "a seed that is not bytes")
+    raises(ValueError, lambda: store(m, 0, toks[:11]), "tokens shorter than the path")
+    raises(TypeError, lambda: store(m, 0, [1.5] * 12), "tokens that are not ints")
+    raises(TypeError, lambda: store(m, 0, 12), "tokens not a sequence")
+    raises(ValueError, lambda: store(m, 0, [-1] + list(toks[1:])), "a negative token")
+    raises(ValueError, lambda: store(m, 0, [1 << 32] + list(toks[1:])), "a token past u32")
+    raises(ValueError, lambda: store(m, 0, [1 << 70] + list(toks[1:])), "a token past int64")
+    raises(TypeError, lambda: store(m), "missing arguments")
+    raises(TypeError, lambda: store(m, 0, toks, nope=1), "an unknown keyword")
+    raises(TypeError, lambda: store(toks, 0, toks), "not a match")
+    check(list(c.kv_tags(m)) == tags, "a refused kv_event_store left the tags as they were")
+    # A parent page whose tag came from kv_insert, with no digest stored.
+    other = array.array("q", [9] * 8)
+    _, m2 = c.kv_insert(other, array.array("q", range(8)), None, array.array("q", [7, 8]))
+    msg = raises(ValueError, lambda: store(m2, 1, other), "a parent page without a digest")
+    check("no event digest" in msg, f"the message says what is missing: {msg}")
+    raises(ValueError, lambda: sglang_event_hashes([1, 2], 0), "page size 0")
+    raises(ValueError, lambda: sglang_event_hashes([1, -2], 4), "a negative token, alone")
+    raises(ValueError, lambda: sglang_event_hashes([1], 4, b"x"), "a short prior, alone")
+    raises(TypeError, lambda: sglang_event_hashes([1], 4, None, 3.0), "a float seed, alone")
+    c.close()
+    raises(ValueError, lambda: store(m, 0, toks), "a closed cache")
+
+
+def main():
+    rng = random.Random(7)
+    n = chain_alone(rng)
+    for P in (1, 4, 16):
+        with_cache(rng, P)
+    refusals()
+    print(f"event_chain: {n} chains against the model, {count()} checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
