@@ -36,9 +36,14 @@
  *   tree_insert  cache_radix_insert_hold64 of the loop's slice (copied
  *                outside the clock), pages taken from the pool.
  *
- * What the tree costs of an adapter's time, and so what is left to the
- * interface around it (the params and result objects, the tensors, the
- * values), is the adapter's in-call time less this.
+ * It runs twice a round: alone ("tree": the tree's nodes and edges stay in
+ * the core's own cache from one request to the next, which a process doing
+ * anything else between its cache calls never sees), and "tree_churn", with
+ * --churn-kb KB (default 1024) of other memory written between requests,
+ * outside the clocks, as a serving process's own work would. What the tree
+ * costs of an adapter's time, and so what is left to the interface around it
+ * (the params and result objects, the tensors, the values), is the adapter's
+ * in-call time less these.
  *
  * Each part is timed per call by thread CPU time and by wall time, the clock
  * reads' own cost (the median of empty intervals) taken off every interval,
@@ -146,10 +151,13 @@ fail:
     return NULL;
 }
 
-enum { PARTS = 3, CLOCKS = 2, TREE_PARTS = 4 };
+enum { PARTS = 3, CLOCKS = 2, TREE_PARTS = 4, TREE_RUNS = 2 };
 static const char *const part_names[PARTS] = {"match", "insert", "path"};
-static const char *const tree_names[TREE_PARTS] = {"tree_match", "tree_lock", "tree_evict",
-                                                   "tree_insert"};
+static const char *const tree_names[TREE_PARTS] = {"match", "lock", "evict", "insert"};
+/* The tree's two replays a round: alone, and with other memory written
+ * between requests (--churn-kb), as a serving process's own work (the
+ * scheduler, the tensors, the model) does between two cache calls. */
+static const char *const tree_runs[TREE_RUNS] = {"tree", "tree_churn"};
 
 /* The median of 2001 empty intervals of clock id, in seconds. */
 static double clock_offset(clockid_t id)
@@ -163,14 +171,16 @@ static double clock_offset(clockid_t id)
     return bench_stats_of(d, EMPTY).med;
 }
 
+enum { CHURN_RING = 256 << 20 };
+
 /* One replay of q[0..r) through a fresh radix cache of capacity tokens,
  * adding each part's time (ms, less the clock's own cost off[]) to
  * sum[part][clock]. slice: room for the longest request. 0, or -1 with the
  * reason printed (a refused call, or a matched length other than the
  * file's). */
 static int tree_replay(const floor_req *q, int32_t r, int64_t capacity, int64_t *slice,
-                       const clockid_t *ids, const double *off,
-                       double sum[TREE_PARTS][CLOCKS])
+                       unsigned char *churn, size_t churn_bytes, const clockid_t *ids,
+                       const double *off, double sum[TREE_PARTS][CLOCKS])
 {
     int64_t tokens = 0;
     for (int32_t i = 0; i < r; i++) tokens += q[i].n;
@@ -191,6 +201,7 @@ static int tree_replay(const floor_req *q, int32_t r, int64_t capacity, int64_t 
     cache_seq_init(&m, 0, 0);
     cache_seq_init(&s, 0, 0);
     int64_t used = 0, freed = 0;
+    size_t churn_at = 0;
     int rc = 0;
     for (int32_t i = 0; i < r && rc == 0; i++) {
         const floor_req *x = &q[i];
@@ -229,6 +240,13 @@ static int tree_replay(const floor_req *q, int32_t r, int64_t capacity, int64_t 
                     rkv_status_str(st));
             rc = -1;
         }
+        /* Outside the clocks: a line of each 64 bytes of the next churn_bytes
+         * of a ring larger than the last-level cache, so nothing of it is
+         * still cached when the ring comes round. */
+        for (size_t k = 0; k < churn_bytes; k += 64) {
+            churn[churn_at]++;
+            churn_at = (churn_at + 64) % CHURN_RING;
+        }
     }
     cache_seq_free(&m);
     cache_seq_free(&s);
@@ -240,11 +258,12 @@ static int tree_replay(const floor_req *q, int32_t r, int64_t capacity, int64_t 
 int main(int argc, char **argv)
 {
     const char *keys = NULL;
-    int64_t rounds = 21, capacity = 0;
+    int64_t rounds = 21, capacity = 0, churn_kb = 1024;
     cli_opt opts[] = {
         CLI_STR_OPT("--keys", &keys),
         CLI_INT_OPT("--rounds", &rounds, 1, 10000),
         CLI_INT_OPT("--capacity", &capacity, 1, INT32_MAX),
+        CLI_INT_OPT("--churn-kb", &churn_kb, 0, 1 << 20),
         CLI_END,
     };
     cli_args a;
@@ -255,7 +274,7 @@ int main(int argc, char **argv)
     }
     if (a.help || !keys || a.npos) {
         fprintf(a.help ? stdout : stderr, "usage: replay_floor --keys FILE [--rounds N] "
-                "[--capacity TOKENS]\n");
+                "[--capacity TOKENS [--churn-kb KB]]\n");
         return a.help ? 0 : 2;
     }
     int32_t r = 0;
@@ -266,8 +285,9 @@ int main(int argc, char **argv)
     int64_t *path[2] = {malloc(sizeof(int64_t) * (size_t)longest),
                         malloc(sizeof(int64_t) * (size_t)longest)};
     double *ms = malloc(sizeof(double) * (size_t)rounds * PARTS * CLOCKS);
-    double *tms = malloc(sizeof(double) * (size_t)rounds * TREE_PARTS * CLOCKS);
-    if (!slice || !path[0] || !path[1] || !ms || !tms) {
+    double *tms = malloc(sizeof(double) * (size_t)rounds * TREE_RUNS * TREE_PARTS * CLOCKS);
+    unsigned char *churn = capacity ? calloc(1, CHURN_RING) : NULL;
+    if (!slice || !path[0] || !path[1] || !ms || !tms || (capacity && !churn)) {
         fprintf(stderr, "replay_floor: out of memory\n");
         return 1;
     }
@@ -293,8 +313,11 @@ int main(int argc, char **argv)
             }
             sink ^= (uint64_t)path[i & 1][x->matched / 2];
         }
-        double tsum[TREE_PARTS][CLOCKS] = {{0}};
-        if (capacity && tree_replay(q, r, capacity, slice, ids, off, tsum) < 0) return 1;
+        double tsum[TREE_RUNS][TREE_PARTS][CLOCKS] = {{{0}}};
+        for (int v = 0; v < TREE_RUNS && capacity; v++)
+            if (tree_replay(q, r, capacity, slice, churn, v ? (size_t)churn_kb << 10 : 0, ids, off,
+                            tsum[v]) < 0)
+                return 1;
         printf("{\"bench\":\"replay_floor\",\"round\":%" PRId64 ",\"requests\":%" PRId32, k, r);
         for (int c = 0; c < CLOCKS; c++) {
             double total = 0;
@@ -306,18 +329,17 @@ int main(int argc, char **argv)
             }
             printf(",\"total_%sms\":%.4f", c ? "wall_" : "", total);
         }
-        if (capacity) {
+        for (int v = 0; v < TREE_RUNS && capacity; v++)
             for (int c = 0; c < CLOCKS; c++) {
                 double total = 0;
                 for (int p = 0; p < TREE_PARTS; p++) {
-                    double v = tsum[p][c] * 1e3;
-                    tms[(k * TREE_PARTS + p) * CLOCKS + c] = v;
-                    total += v;
-                    printf(",\"%s_%sms\":%.4f", tree_names[p], c ? "wall_" : "", v);
+                    double x = tsum[v][p][c] * 1e3;
+                    tms[((k * TREE_RUNS + v) * TREE_PARTS + p) * CLOCKS + c] = x;
+                    total += x;
+                    printf(",\"%s_%s_%sms\":%.4f", tree_runs[v], tree_names[p], c ? "wall_" : "", x);
                 }
-                printf(",\"tree_total_%sms\":%.4f", c ? "wall_" : "", total);
+                printf(",\"%s_total_%sms\":%.4f", tree_runs[v], c ? "wall_" : "", total);
             }
-        }
         printf("}\n");
     }
     /* The summary: each part's median and range, and the totals'. */
@@ -339,21 +361,24 @@ int main(int argc, char **argv)
             printf(",\"%s_%sms\":{\"median\":%.4f,\"range\":[%.4f,%.4f]}",
                    p < PARTS ? part_names[p] : "total", c ? "wall_" : "", st.med, st.lo, st.hi);
         }
-    for (int c = 0; c < CLOCKS && capacity; c++)
-        for (int p = 0; p <= TREE_PARTS; p++) {
-            for (int64_t k = 0; k < rounds; k++) {
-                col[k] = 0;
-                for (int j = 0; j < TREE_PARTS; j++)
-                    if (j == p || p == TREE_PARTS) col[k] += tms[(k * TREE_PARTS + j) * CLOCKS + c];
+    for (int v = 0; v < TREE_RUNS && capacity; v++)
+        for (int c = 0; c < CLOCKS; c++)
+            for (int p = 0; p <= TREE_PARTS; p++) {
+                for (int64_t k = 0; k < rounds; k++) {
+                    col[k] = 0;
+                    for (int j = 0; j < TREE_PARTS; j++)
+                        if (j == p || p == TREE_PARTS)
+                            col[k] += tms[((k * TREE_RUNS + v) * TREE_PARTS + j) * CLOCKS + c];
+                }
+                bench_stats st = bench_stats_of(col, (int)rounds);
+                printf(",\"%s_%s_%sms\":{\"median\":%.4f,\"range\":[%.4f,%.4f]}", tree_runs[v],
+                       p < TREE_PARTS ? tree_names[p] : "total", c ? "wall_" : "", st.med, st.lo,
+                       st.hi);
             }
-            bench_stats st = bench_stats_of(col, (int)rounds);
-            printf(",\"%s_%sms\":{\"median\":%.4f,\"range\":[%.4f,%.4f]}",
-                   p < TREE_PARTS ? tree_names[p] : "tree_total", c ? "wall_" : "", st.med, st.lo,
-                   st.hi);
-        }
     printf("}\n");
     free(col);
     free(tms);
+    free(churn);
     free(ms);
     free(slice);
     free(path[0]);
