@@ -255,6 +255,64 @@ static int tree_replay(const floor_req *q, int32_t r, int64_t capacity, int64_t 
     return rc;
 }
 
+/* A round's parts as JSON fields: ",\"<prefix><name>_[wall_]ms\":x" for
+ * each of sum[np][CLOCKS] (seconds) and the total ("<prefix>total"), the
+ * ms kept in store[(p * CLOCKS + c)] for the summary. */
+static void parts_print(const char *prefix, const char *const *names, int np,
+                        const double (*sum)[CLOCKS], double *store)
+{
+    for (int c = 0; c < CLOCKS; c++) {
+        double total = 0;
+        for (int p = 0; p < np; p++) {
+            double v = sum[p][c] * 1e3;
+            store[p * CLOCKS + c] = v;
+            total += v;
+            printf(",\"%s%s_%sms\":%.4f", prefix, names[p], c ? "wall_" : "", v);
+        }
+        printf(",\"%stotal_%sms\":%.4f", prefix, c ? "wall_" : "", total);
+    }
+}
+
+/* The summary's fields for parts_print()'s kept ms, all[(k * np + p) *
+ * CLOCKS + c] over rounds k: each part's and the total's median and range.
+ * col: room for rounds values. */
+static void parts_summary(const char *prefix, const char *const *names, int np,
+                          const double *all, int64_t rounds, double *col)
+{
+    for (int c = 0; c < CLOCKS; c++)
+        for (int p = 0; p <= np; p++) {
+            for (int64_t k = 0; k < rounds; k++) {
+                col[k] = 0;
+                for (int j = 0; j < np; j++)
+                    if (j == p || p == np) col[k] += all[(k * np + j) * CLOCKS + c];
+            }
+            bench_stats st = bench_stats_of(col, (int)rounds);
+            printf(",\"%s%s_%sms\":{\"median\":%.4f,\"range\":[%.4f,%.4f]}", prefix,
+                   p < np ? names[p] : "total", c ? "wall_" : "", st.med, st.lo, st.hi);
+        }
+}
+
+/* One round of the floor's three parts over q[0..r), into sum (seconds). */
+static void floor_round(const floor_req *q, int32_t r, int64_t *slice, int64_t *path[2],
+                        const clockid_t *ids, const double *off, double sum[PARTS][CLOCKS])
+{
+    volatile uint64_t sink = 0;
+    for (int32_t i = 0; i < r; i++) {
+        const floor_req *x = &q[i];
+        for (int p = 0; p < PARTS; p++) {
+            if (p == 1) memcpy(slice, x->ids, sizeof(int64_t) * (size_t)x->n);
+            double c0 = bench_clock_s(ids[0]), w0 = bench_clock_s(ids[1]);
+            if (p == 0) sink ^= ids_read(x->ids, x->matched + 1);
+            else if (p == 1) sink ^= ids_read(slice, x->n);
+            else ids_write(path[i & 1], i, x->matched);
+            double w1 = bench_clock_s(ids[1]), c1 = bench_clock_s(ids[0]);
+            sum[p][0] += c1 - c0 - off[0];
+            sum[p][1] += w1 - w0 - off[1];
+        }
+        sink ^= (uint64_t)path[i & 1][x->matched / 2];
+    }
+}
+
 int main(int argc, char **argv)
 {
     const char *keys = NULL;
@@ -296,50 +354,23 @@ int main(int argc, char **argv)
     const clockid_t ids[CLOCKS] = {CLOCK_THREAD_CPUTIME_ID, CLOCK_MONOTONIC};
     double off[CLOCKS];
     for (int c = 0; c < CLOCKS; c++) off[c] = clock_offset(ids[c]);
-    volatile uint64_t sink = 0;
+    const size_t per_run = (size_t)rounds * TREE_PARTS * CLOCKS;
     for (int64_t k = 0; k < rounds; k++) {
         double sum[PARTS][CLOCKS] = {{0}};
-        for (int32_t i = 0; i < r; i++) {
-            const floor_req *x = &q[i];
-            for (int p = 0; p < PARTS; p++) {
-                if (p == 1) memcpy(slice, x->ids, sizeof(int64_t) * (size_t)x->n);
-                double c0 = bench_clock_s(ids[0]), w0 = bench_clock_s(ids[1]);
-                if (p == 0) sink ^= ids_read(x->ids, x->matched + 1);
-                else if (p == 1) sink ^= ids_read(slice, x->n);
-                else ids_write(path[i & 1], i, x->matched);
-                double w1 = bench_clock_s(ids[1]), c1 = bench_clock_s(ids[0]);
-                sum[p][0] += c1 - c0 - off[0];
-                sum[p][1] += w1 - w0 - off[1];
-            }
-            sink ^= (uint64_t)path[i & 1][x->matched / 2];
-        }
+        floor_round(q, r, slice, path, ids, off, sum);
         double tsum[TREE_RUNS][TREE_PARTS][CLOCKS] = {{{0}}};
         for (int v = 0; v < TREE_RUNS && capacity; v++)
             if (tree_replay(q, r, capacity, slice, churn, v ? (size_t)churn_kb << 10 : 0, ids, off,
                             tsum[v]) < 0)
                 return 1;
         printf("{\"bench\":\"replay_floor\",\"round\":%" PRId64 ",\"requests\":%" PRId32, k, r);
-        for (int c = 0; c < CLOCKS; c++) {
-            double total = 0;
-            for (int p = 0; p < PARTS; p++) {
-                double v = sum[p][c] * 1e3;
-                ms[(k * PARTS + p) * CLOCKS + c] = v;
-                total += v;
-                printf(",\"%s_%sms\":%.4f", part_names[p], c ? "wall_" : "", v);
-            }
-            printf(",\"total_%sms\":%.4f", c ? "wall_" : "", total);
+        parts_print("", part_names, PARTS, sum, ms + k * PARTS * CLOCKS);
+        for (int v = 0; v < TREE_RUNS && capacity; v++) {
+            char prefix[32];
+            snprintf(prefix, sizeof prefix, "%s_", tree_runs[v]);
+            parts_print(prefix, tree_names, TREE_PARTS, tsum[v],
+                        tms + v * per_run + k * TREE_PARTS * CLOCKS);
         }
-        for (int v = 0; v < TREE_RUNS && capacity; v++)
-            for (int c = 0; c < CLOCKS; c++) {
-                double total = 0;
-                for (int p = 0; p < TREE_PARTS; p++) {
-                    double x = tsum[v][p][c] * 1e3;
-                    tms[((k * TREE_RUNS + v) * TREE_PARTS + p) * CLOCKS + c] = x;
-                    total += x;
-                    printf(",\"%s_%s_%sms\":%.4f", tree_runs[v], tree_names[p], c ? "wall_" : "", x);
-                }
-                printf(",\"%s_total_%sms\":%.4f", tree_runs[v], c ? "wall_" : "", total);
-            }
         printf("}\n");
     }
     /* The summary: each part's median and range, and the totals'. */
@@ -347,34 +378,12 @@ int main(int argc, char **argv)
     if (!col) return 1;
     printf("{\"bench\":\"replay_floor\",\"summary\":true,\"rounds\":%" PRId64
            ",\"requests\":%" PRId32, rounds, r);
-    for (int c = 0; c < CLOCKS; c++)
-        for (int p = 0; p <= PARTS; p++) {
-            for (int64_t k = 0; k < rounds; k++) {
-                if (p < PARTS) {
-                    col[k] = ms[(k * PARTS + p) * CLOCKS + c];
-                } else {
-                    col[k] = 0;
-                    for (int j = 0; j < PARTS; j++) col[k] += ms[(k * PARTS + j) * CLOCKS + c];
-                }
-            }
-            bench_stats st = bench_stats_of(col, (int)rounds);
-            printf(",\"%s_%sms\":{\"median\":%.4f,\"range\":[%.4f,%.4f]}",
-                   p < PARTS ? part_names[p] : "total", c ? "wall_" : "", st.med, st.lo, st.hi);
-        }
-    for (int v = 0; v < TREE_RUNS && capacity; v++)
-        for (int c = 0; c < CLOCKS; c++)
-            for (int p = 0; p <= TREE_PARTS; p++) {
-                for (int64_t k = 0; k < rounds; k++) {
-                    col[k] = 0;
-                    for (int j = 0; j < TREE_PARTS; j++)
-                        if (j == p || p == TREE_PARTS)
-                            col[k] += tms[((k * TREE_RUNS + v) * TREE_PARTS + j) * CLOCKS + c];
-                }
-                bench_stats st = bench_stats_of(col, (int)rounds);
-                printf(",\"%s_%s_%sms\":{\"median\":%.4f,\"range\":[%.4f,%.4f]}", tree_runs[v],
-                       p < TREE_PARTS ? tree_names[p] : "total", c ? "wall_" : "", st.med, st.lo,
-                       st.hi);
-            }
+    parts_summary("", part_names, PARTS, ms, rounds, col);
+    for (int v = 0; v < TREE_RUNS && capacity; v++) {
+        char prefix[32];
+        snprintf(prefix, sizeof prefix, "%s_", tree_runs[v]);
+        parts_summary(prefix, tree_names, TREE_PARTS, tms + v * per_run, rounds, col);
+    }
     printf("}\n");
     free(col);
     free(tms);
