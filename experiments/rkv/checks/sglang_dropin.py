@@ -120,4 +120,11 @@ def check(rows, assert_speed, goals):
                           f"caller's ids read, the KV indices written); the caches' calls: "
                           f"{over}; the Python cache's time allows "
                           f"{f['python_over_floor_cpu']:.1f}x over it"))
+        if "tree_total_ms" in f:
+            out.append((None, f"radixkv's tree alone in C on the same requests "
+                              f"{f['tree_total_ms']['median']:.3f} ms "
+                              f"({f['tree_over_floor_cpu']:.2f}x the floor), with 1 MB of other "
+                              f"memory between requests {f['tree_churn_total_ms']['median']:.3f} ms "
+                              f"({f['tree_churn_over_floor_cpu']:.2f}x); the adapter's interface "
+                              f"adds {f['adapter_minus_tree_churn_cpu_ms']:.3f} ms to the latter"))
     return out
