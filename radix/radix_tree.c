@@ -1449,6 +1449,28 @@ static rkv_status match_into(radix_tree *t, key_view key, int32_t n, uint64_t ns
     int32_t start = ns_find(t, ns);
     if (start < 0) return RKV_OK;
     if (start != RT_ROOT) touch(t, start, now);
+    /* A caller's int64 key is mostly not in cache when its match starts (a
+     * scheduler's request arrays are many and long), and common_prefix64 asks
+     * for key lines CMP64_AHEAD tokens ahead of each block it compares, so
+     * the first CMP64_AHEAD tokens are never asked for ahead: they are here,
+     * before the walk. Like the compare's own look-ahead, bounded by the key,
+     * not by the match (8 KB of lines not read when it ends soon).
+     * replay_floor --capacity (bench/results/tree-walk-2026-11-28, 5 sets of
+     * 6-20 alternating pairs, medians of the per-pair ratios; each set's
+     * pairs range below 1 too, the machine was loaded): the match 1.04-1.08x
+     * faster with 1 MB of other memory written between calls, 1.09-1.15x
+     * without; the adapter's match_prefix 0.86x [0.83-1.05] of its time.
+     * What that churn costs this match is reading its key from memory, not
+     * the tree's nodes and edges: with the key read just before each match
+     * (outside the clock) the churned match is 1.78x faster, no slower than
+     * the match alone. So a look-ahead to the next node in walk() (its node,
+     * edge and kids table asked for before the current edge's compare), and
+     * edge, page-run or kids-table prefetches, measured no gain or a loss:
+     * likely as the look-ahead reads the key one edge ahead, a miss of its own. */
+    if (key.k64) {
+        int32_t head = n < CMP64_AHEAD ? n : CMP64_AHEAD;
+        for (int32_t i = 0; i < head; i += 8) __builtin_prefetch(key.k64 + i);
+    }
     int32_t pos = 0;
     int32_t end = walk(t, start, key, n, &pos, out, now);
     if (end < 0) return RKV_ENOMEM;
