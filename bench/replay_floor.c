@@ -36,11 +36,14 @@
  *   tree_insert  cache_radix_insert_hold64 of the loop's slice (copied
  *                outside the clock), pages taken from the pool.
  *
- * It runs twice a round: alone ("tree": the tree's nodes and edges stay in
- * the core's own cache from one request to the next, which a process doing
- * anything else between its cache calls never sees), and "tree_churn", with
- * --churn-kb KB (default 1024) of other memory written between requests,
- * outside the clocks, as a serving process's own work would. What the tree
+ * It runs twice a round: alone ("tree", right after the floor's pass, which
+ * leaves the requests' ids, about 19 MB, in the last-level cache), and
+ * "tree_churn", with --churn-kb KB (default 1024) of other memory written
+ * between requests, outside the clocks, as a serving process's own work
+ * would: the ids then come from memory, as they do for the floor's own pass
+ * (each round's follows a churned replay). Most of what churn adds is that
+ * read of the key (bench/RESULTS.md, "The tree's walk with its data out of
+ * cache"), not the tree's nodes and edges. What the tree
  * costs of an adapter's time, and so what is left to the interface around it
  * (the params and result objects, the tensors, the values), is the adapter's
  * in-call time less these.

@@ -20,7 +20,8 @@ alone (its --capacity: the tree's match, lock, evict and insert, no Python,
 no SGLang objects, no tensors, no KV values), and checks that the tree
 matches what the adapter matched: "tree" with nothing else between requests,
 "tree_churn" with 1 MB of other memory written between them (--churn-kb), as
-a process's own work between its cache calls does. The adapter's
+a process's own work between its cache calls does (the keys then come from
+memory, as for the floor's own reads). The adapter's
 adapter_minus_tree_cpu_ms and adapter_minus_tree_churn_cpu_ms are what its
 interface adds to the tree's own work, by either.
 
