@@ -38,18 +38,11 @@
 #include <sys/mman.h>
 #endif
 
-/* SHA256_Init / _Update / _Final, deprecated by OpenSSL 3 for EVP, are what
- * SGLang's own chain calls, and ~30 ns a page cheaper than EVP's dispatch
- * with a fetched digest and a reused context (kv_event_store at page size 1:
- * 102 -> 71 ns a page); a page is one or two SHA-256 blocks, so the fixed
- * cost is most of it. */
-#define OPENSSL_SUPPRESS_DEPRECATED
-#include <openssl/sha.h>
-
 #include "block_hash.h"
 #include "cache.h"
 #include "cache_kinds.h"
 #include "commands.h"
+#include "ev_sha256.h"
 #include "evict_policy.h"
 #include "interrupt.h"
 #include "page_pool.h"
@@ -2698,12 +2691,14 @@ static PyObject *Cache_kv_set_tags(CacheObject *self, PyObject *args)
  * SGLang encodes a page holding a token past 2**32 - 1 another way (an 0xff
  * byte, then u64s); the cache holds int32 ids, so such a token is refused. */
 
-/* out = SHA-256(a[0..na) || b[0..nb)); 1, or 0 when libcrypto failed. */
+/* out = SHA-256(a[0..na) || b[0..nb)); 1, or 0 when libcrypto failed. A
+ * page is one or two SHA-256 blocks, so a generic API's fixed cost per call
+ * is most of its time: ev_sha256 pads the blocks itself and runs the CPU's
+ * SHA instructions where it has them (kv_event_store at page size 1: EVP 102,
+ * SHA256_Init/Update/Final 71 ns a page; see ev_sha256.c). */
 static int ev_sha256(const uint8_t *a, size_t na, const uint8_t *b, size_t nb, uint8_t *out)
 {
-    SHA256_CTX c;
-    return SHA256_Init(&c) == 1 && (!na || SHA256_Update(&c, a, na) == 1)
-           && (!nb || SHA256_Update(&c, b, nb) == 1) && SHA256_Final(out, &c) == 1;
+    return ev_sha256_pair(a, na, b, nb, out);
 }
 
 /* d[0..8) read big-endian as a two's complement int64 (no implementation-
@@ -2724,13 +2719,11 @@ static int ev_chain(const uint8_t *le, Py_ssize_t ntok, Py_ssize_t P,
                     const uint8_t *prior, int have_seed, const uint8_t *seed, size_t seedlen,
                     uint8_t *dig, int64_t *hash)
 {
+    /* The digests first, in one pass that keeps each in registers for the
+     * next page (ev_sha256.c), then the hashes from them. */
+    if (!ev_sha256_chain(prior, le, (size_t)ntok, (size_t)P, dig)) return -1;
     for (Py_ssize_t j = 0, s = 0; s < ntok; j++, s += P) {
-        const Py_ssize_t cnt = ntok - s < P ? ntok - s : P;
-        uint8_t *d = dig + (size_t)j * EV_DIGEST;
-        if (!ev_sha256(prior, prior ? EV_DIGEST : 0, le + 4 * s, 4 * (size_t)cnt, d))
-            return -1;
-        prior = d;
-        int64_t h = ev_be64(d);
+        int64_t h = ev_be64(dig + (size_t)j * EV_DIGEST);
         if (have_seed) {
             uint8_t be[8], ns[EV_DIGEST];
             for (int i = 0; i < 8; i++) be[i] = (uint8_t)((uint64_t)h >> (56 - 8 * i));
@@ -3655,7 +3648,64 @@ out:
     return r;
 }
 
+/* _sha256_for_tests(data, split, portable) -> bytes: SHA-256(data[:split] ||
+ * data[split:]) through the chain's own ev_sha256, or through libcrypto alone
+ * when portable, so tests compare both with hashlib on every message length
+ * and every split of it. */
+static PyObject *mod_sha256_for_tests(PyObject *mod, PyObject *args)
+{
+    Py_buffer data;
+    Py_ssize_t split;
+    int portable;
+    (void)mod;
+    if (!PyArg_ParseTuple(args, "y*np:_sha256_for_tests", &data, &split, &portable)) return NULL;
+    if (split < 0 || split > data.len) {
+        PyErr_Format(PyExc_ValueError, "radixkv._sha256_for_tests: split %zd is not in [0, %zd]",
+                     split, data.len);
+        PyBuffer_Release(&data);
+        return NULL;
+    }
+    const uint8_t *p = data.buf;
+    uint8_t d[EV_DIGEST];
+    const size_t na = (size_t)split, nb = (size_t)(data.len - split);
+    const int ok = portable ? ev_sha256_pair_portable(na ? p : NULL, na, nb ? p + na : NULL, nb, d)
+                            : ev_sha256(na ? p : NULL, na, nb ? p + na : NULL, nb, d);
+    PyBuffer_Release(&data);
+    if (!ok) {
+        PyErr_SetString(rkv_error, "radixkv._sha256_for_tests: libcrypto's SHA-256 failed");
+        return NULL;
+    }
+    return PyBytes_FromStringAndSize((const char *)d, EV_DIGEST);
+}
+
+/* _sha256_route(force_portable=None) -> (uses SHA instructions, previous
+ * force): with a bool, routes every chain to libcrypto (True) or back (False)
+ * first; tests use it to compare whole chains on both paths. */
+static PyObject *mod_sha256_route(PyObject *mod, PyObject *args)
+{
+    PyObject *force = Py_None;
+    (void)mod;
+    if (!PyArg_ParseTuple(args, "|O:_sha256_route", &force)) return NULL;
+    int prev;
+    if (force == Py_None) {
+        prev = ev_sha256_force_portable(0);
+        ev_sha256_force_portable(prev);
+    } else {
+        const int on = PyObject_IsTrue(force);
+        if (on < 0) return NULL;
+        prev = ev_sha256_force_portable(on);
+    }
+    return Py_BuildValue("(OO)", ev_sha256_uses_sha_ni() ? Py_True : Py_False,
+                         prev ? Py_True : Py_False);
+}
+
 static PyMethodDef module_methods[] = {
+    {"_sha256_for_tests", mod_sha256_for_tests, METH_VARARGS,
+     "_sha256_for_tests(data, split, portable) -> bytes: SHA-256 of data, as the event "
+     "chain computes it from data[:split] and data[split:] (portable: libcrypto alone)."},
+    {"_sha256_route", mod_sha256_route, METH_VARARGS,
+     "_sha256_route(force_portable=None) -> (uses_sha_ni, previous_force): the event chain's "
+     "SHA-256 route, first forced to libcrypto (True) or freed (False) when given."},
     {"sglang_event_hashes", (PyCFunction)(void (*)(void))mod_sglang_event_hashes,
      METH_FASTCALL | METH_KEYWORDS,
      "sglang_event_hashes(tokens, page_size, prior=None, seed=None) -> (digests, hashes): "

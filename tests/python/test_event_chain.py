@@ -10,12 +10,16 @@ test_sglang_event_hash.py compares with SGLang's own functions):
 
 1) the chain alone: random tokens (lists, int64 and int32 arrays, tokens up
    to 2**32 - 1), page sizes 1, 4 and 16, short last pages, with and without
-   a prior and a seed;
+   a prior and a seed; and every page size 1..33 with every last-page length;
 2) kv_event_store on a radix cache under random inserts and evicts: each
    insert's new pages continue the chain from their parent page's stored
    digest, parent is that page's hash, the token ids are the new pages',
    and every page kv_evict frees names the hash stored for it;
-3) every refusal names its argument, and leaves the tables as they were.
+3) every refusal names its argument, and leaves the tables as they were;
+4) the chain's SHA-256 itself (the CPU's SHA instructions where it has them,
+   libcrypto forced) against hashlib on random messages of every length
+   0..200 bytes split at every point into the two parts the chain passes,
+   and 1) and 2) again with the chain forced onto libcrypto.
 Exit 1 naming the first difference.
 """
 import array
@@ -24,7 +28,7 @@ import random
 import struct
 
 import radixkv
-from radixkv._radixkv import sglang_event_hashes
+from radixkv._radixkv import _sha256_for_tests, _sha256_route, sglang_event_hashes
 from pychecks import check, count, raises
 
 
@@ -69,6 +73,23 @@ def chain_alone(rng):
     base = model_chain(toks, 4)
     check(model_chain(toks, 4, b"\0" * 32) != base and model_chain(toks, 4, seed=b"") != base
           and model_chain(toks[:7] + [9], 4) != base, "the model's chain depends on its inputs")
+    return cases
+
+
+def chain_shapes(rng):
+    """1b) every page size 1..33 and every length of the last page, with and
+    without a prior: the fast chain lays each page's tokens, padding and
+    length into message words by their count (whole vectors of 4 tokens, 0-3
+    left over, one or two blocks), so each count is its own case."""
+    cases = 0
+    for P in range(1, 34):
+        for n in range(0, 2 * P + 2):
+            toks = [rng.randrange(1 << 32) for _ in range(n)]
+            prior = rng.randbytes(32) if n % 2 else None
+            got = sglang_event_hashes(array.array("q", toks), P, prior)
+            check(got == tuple(map(list, model_chain(toks, P, prior))),
+                  f"chain shape P={P} n={n} prior={prior is not None}")
+            cases += 1
     return cases
 
 
@@ -149,13 +170,52 @@ def refusals():
     raises(ValueError, lambda: store(m, 0, toks), "a closed cache")
 
 
+def sha256_direct(rng):
+    """4) the chain's SHA-256 on both routes against hashlib: every length
+    0..200 (one, two and four blocks with their padding, the 55/56 and
+    119/120 edges where the length spills into another block), every split
+    between the chain's two parts (prior digest, page bytes)."""
+    n = 0
+    for length in range(201):
+        data = rng.randbytes(length)
+        want = hashlib.sha256(data).digest()
+        for split in range(length + 1):
+            for portable in (False, True):
+                got = _sha256_for_tests(data, split, portable)
+                check(got == want, f"sha256 len={length} split={split} portable={portable}: "
+                      f"{got.hex()[:16]} != {want.hex()[:16]}")
+                n += 1
+    # The check can fail: one changed byte changes the digest.
+    check(_sha256_for_tests(b"\1" * 36, 32, False) != hashlib.sha256(b"\0" * 36).digest(),
+          "the digest depends on its input")
+    raises(ValueError, lambda: _sha256_for_tests(b"ab", 3, False), "a split past the data")
+    return n
+
+
 def main():
     rng = random.Random(7)
-    n = chain_alone(rng)
+    fast, _ = _sha256_route()
+    n = sha256_direct(rng)
+    n_chains = chain_alone(rng) + chain_shapes(rng)
     for P in (1, 4, 16):
         with_cache(rng, P)
     refusals()
-    print(f"event_chain: {n} chains against the model, {count()} checks passed")
+    # The same chains with every page hashed by libcrypto: the routes agree
+    # on whole chains, not only on lone messages.
+    _, was = _sha256_route(True)
+    try:
+        check(_sha256_route()[0] is False, "forcing libcrypto takes the chain off the SHA path")
+        rng = random.Random(7)
+        sha256_direct(rng)
+        n_chains += chain_alone(rng) + chain_shapes(rng)
+        for P in (1, 4, 16):
+            with_cache(rng, P)
+    finally:
+        _sha256_route(was)
+    check(_sha256_route()[0] == fast, "the route comes back")
+    print(f"event_chain: SHA-256 on {'the SHA instructions' if fast else 'libcrypto only'}, "
+          f"{n} digests against hashlib, {n_chains} chains against the model (both routes), "
+          f"{count()} checks passed")
     return 0
 
 

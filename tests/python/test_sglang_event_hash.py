@@ -5,8 +5,10 @@ namespaced_block_hash with seeds from kv_event_namespace_seed (random
 extra_key / cache_salt strings, non-ASCII ones too), and the cache_salt's
 seed digest as radixkv.sglang and SGLang's recorder start a chain from.
 Random tokens (below 2**31 and up to 2**32 - 1), page sizes 1, 4 and 16,
-short last pages, with and without a prior digest and a seed: any
-difference fails, and the comparison must have covered every combination.
+short last pages, with and without a prior digest and a seed, each chain on
+both SHA-256 routes (the CPU's SHA instructions where it has them, and
+libcrypto forced): any difference fails, and the comparison must have
+covered every combination.
 Runs in the sglang venv (RKV_SGLANG_PYTHON); skips (77) without.
 """
 import hashlib
@@ -30,7 +32,7 @@ def main():
         return 77
     from sglang.srt.disaggregation.kv_events import kv_event_namespace_seed, namespaced_block_hash
     from sglang.srt.mem_cache.utils import get_hash_str, hash_str_to_int64
-    from radixkv._radixkv import sglang_event_hashes
+    from radixkv._radixkv import _sha256_route, sglang_event_hashes
 
     rng = random.Random(11)
     words = ["a", "lora-b", "", "ns\u00e9", "\u4e2d\u6587", "x" * 40]
@@ -58,18 +60,25 @@ def main():
         want = [hash_str_to_int64(h) for h in chain]
         if seed is not None:
             want = [namespaced_block_hash(h, namespace_seed=seed) for h in want]
-        digests, got = sglang_event_hashes(toks, P, prior, seed)
-        if [d.hex() for d in digests] != chain or got != want:
-            diffs += 1
-            if first is None:
-                first = (t, P, toks[:8], prior, seed, got[:3], want[:3])
+        for portable in (False, True):
+            was = _sha256_route(portable)[1]
+            try:
+                digests, got = sglang_event_hashes(toks, P, prior, seed)
+            finally:
+                _sha256_route(was)
+            if [d.hex() for d in digests] != chain or got != want:
+                diffs += 1
+                if first is None:
+                    first = (t, P, toks[:8], prior, seed, got[:3], want[:3], portable)
         seen.add((P, how, seed is not None, n % P != 0 and P > 1))
-    print(f"sglang_event_hash: {N_CHAINS} chains against SGLang's get_hash_str, "
+    route = "SHA instructions and libcrypto" if _sha256_route()[0] else "libcrypto only"
+    print(f"sglang_event_hash: {N_CHAINS} chains ({route}) against SGLang's get_hash_str, "
           f"hash_str_to_int64 and namespaced_block_hash: {diffs} differ; "
           f"{len(seen)} of 30 combinations of page size, prior, seed, short last page")
     if first is not None:
         print(f"first difference: chain {first[0]} P={first[1]} tokens {first[2]}.. "
-              f"prior={first[3]!r} seed={first[4]!r}\nradixkv: {first[5]}\nsglang:  {first[6]}")
+              f"prior={first[3]!r} seed={first[4]!r} libcrypto forced={first[7]}\n"
+              f"radixkv: {first[5]}\nsglang:  {first[6]}")
         return 1
     # Page size 1 has no short last page: 3 * 2 = 6 for it, 3 * 2 * 2 = 12 for 4 and 16 each.
     if len(seen) != 30:
