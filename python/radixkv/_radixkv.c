@@ -2859,6 +2859,33 @@ static int ev_bytes_open(PyObject *o, const char *what, const char *name, Py_ssi
     return 0;
 }
 
+/* A chain's optional namespace seed (any length) and prior digest (EV_DIGEST
+ * bytes) as kv_event_store and sglang_event_hashes take them: both open or
+ * neither (0, or -1 with the exception set); ev_opts_close() releases them. */
+typedef struct ev_opts {
+    Py_buffer seed, prior;
+    int have_seed, have_prior;
+} ev_opts;
+
+static int ev_opts_open(PyObject *seed, PyObject *prior, const char *what, ev_opts *o)
+{
+    o->have_prior = 0;
+    if (ev_bytes_open(seed, what, "seed", -1, &o->seed, &o->have_seed) < 0) return -1;
+    if (ev_bytes_open(prior, what, "prior", EV_DIGEST, &o->prior, &o->have_prior) < 0) {
+        if (o->have_seed) PyBuffer_Release(&o->seed);
+        o->have_seed = 0;
+        return -1;
+    }
+    return 0;
+}
+
+static void ev_opts_close(ev_opts *o)
+{
+    if (o->have_seed) PyBuffer_Release(&o->seed);
+    if (o->have_prior) PyBuffer_Release(&o->prior);
+    o->have_seed = o->have_prior = 0;
+}
+
 /* The chain of le's ntok tokens into fresh dig / hash arrays, the GIL
  * released around a long one (64 pages or more: a few us of hashing, where
  * the release and retake cost ~0.1 us). 0, or -1 with the exception set. */
@@ -2954,20 +2981,15 @@ static PyObject *Cache_kv_event_store(CacheObject *self, PyObject *const *args, 
                      "pages", what, start, npg);
         return NULL;
     }
-    Py_buffer seed, prior;
-    int have_seed = 0, have_prior = 0;
-    if (ev_bytes_open(a[3], what, "seed", -1, &seed, &have_seed) < 0) return NULL;
-    if (ev_bytes_open(a[4], what, "prior", EV_DIGEST, &prior, &have_prior) < 0) {
-        if (have_seed) PyBuffer_Release(&seed);
-        return NULL;
-    }
+    ev_opts o;
+    if (ev_opts_open(a[3], a[4], what, &o) < 0) return NULL;
     PyObject *r = NULL, *parent = NULL, *hl = NULL;
     ev_tokens t = {NULL, NULL};
     uint8_t *dig = NULL;
     int64_t *hash = NULL;
-    const uint8_t *from = have_prior ? prior.buf : NULL;
+    const uint8_t *from = o.have_prior ? o.prior.buf : NULL;
     if (start > 0) {
-        if (have_prior) {
+        if (o.have_prior) {
             PyErr_Format(PyExc_ValueError, "%s: prior is for a chain from the root (start 0); "
                          "at start %lld page %lld's digest continues it", what, start, start - 1);
             goto out;
@@ -2989,7 +3011,7 @@ static PyObject *Cache_kv_event_store(CacheObject *self, PyObject *const *args, 
     /* The parent's digest is copied: the hashing runs without the GIL. */
     uint8_t prior_copy[EV_DIGEST];
     if (from) memcpy(prior_copy, from, EV_DIGEST);
-    if (ev_chain_call(t.le, count * P, P, from ? prior_copy : NULL, &seed, have_seed, &dig,
+    if (ev_chain_call(t.le, count * P, P, from ? prior_copy : NULL, &o.seed, o.have_seed, &dig,
                       &hash, what) < 0
         || !(hl = ev_hash_list(hash, count))
         || (count && (tags_reserve(self) < 0 || digs_reserve(self) < 0)))
@@ -3006,8 +3028,7 @@ out:
     ev_tokens_release(&t);
     free(dig);
     free(hash);
-    if (have_seed) PyBuffer_Release(&seed);
-    if (have_prior) PyBuffer_Release(&prior);
+    ev_opts_close(&o);
     return r;
 }
 
@@ -3613,28 +3634,23 @@ static PyObject *mod_sglang_event_hashes(PyObject *mod, PyObject *const *args, P
     }
     Py_ssize_t n = PyObject_Length(a[0]);
     if (n < 0) return NULL;
-    Py_buffer seed, prior;
-    int have_seed = 0, have_prior = 0;
-    if (ev_bytes_open(a[3], what, "seed", -1, &seed, &have_seed) < 0) return NULL;
-    if (ev_bytes_open(a[2], what, "prior", EV_DIGEST, &prior, &have_prior) < 0) {
-        if (have_seed) PyBuffer_Release(&seed);
-        return NULL;
-    }
+    ev_opts o;
+    if (ev_opts_open(a[3], a[2], what, &o) < 0) return NULL;
     PyObject *r = NULL, *dl = NULL, *hl = NULL;
     ev_tokens t = {NULL, NULL};
     uint8_t *dig = NULL;
     int64_t *hash = NULL;
     if (ev_tokens_read(a[0], 0, n, 0, what, &t) < 0
-        || ev_chain_call(t.le, n, (Py_ssize_t)P, have_prior ? prior.buf : NULL, &seed, have_seed,
-                         &dig, &hash, what) < 0)
+        || ev_chain_call(t.le, n, (Py_ssize_t)P, o.have_prior ? o.prior.buf : NULL, &o.seed,
+                         o.have_seed, &dig, &hash, what) < 0)
         goto out;
     const Py_ssize_t npg = (n + (Py_ssize_t)P - 1) / (Py_ssize_t)P;
     if (!(hl = ev_hash_list(hash, npg)) || !(dl = PyList_New(npg))) goto out;
     for (Py_ssize_t j = 0; j < npg; j++) {
-        PyObject *o = PyBytes_FromStringAndSize((const char *)dig + (size_t)j * EV_DIGEST,
+        PyObject *d = PyBytes_FromStringAndSize((const char *)dig + (size_t)j * EV_DIGEST,
                                                 EV_DIGEST);
-        if (!o) goto out;
-        PyList_SET_ITEM(dl, j, o);
+        if (!d) goto out;
+        PyList_SET_ITEM(dl, j, d);
     }
     r = PyTuple_Pack(2, dl, hl);
 out:
@@ -3643,8 +3659,7 @@ out:
     ev_tokens_release(&t);
     free(dig);
     free(hash);
-    if (have_seed) PyBuffer_Release(&seed);
-    if (have_prior) PyBuffer_Release(&prior);
+    ev_opts_close(&o);
     return r;
 }
 
