@@ -76,6 +76,19 @@ class PagedAllocator:
         self.free_segment(slots)
 
 
+def native_hash_missing():
+    """Why SGLang's native block hash does not load here, or None. SGLang
+    hashes event blocks with a C++ module it compiles on first use (torch's
+    cpp_extension: a compiler and OpenSSL's headers); without it SGLang's own
+    functions cannot hash, so the event tests have nothing to compare with."""
+    try:
+        from sglang.srt.mem_cache.cpp_utils.native_hash import _load_native_hash_module
+        _load_native_hash_module()
+    except Exception as e:  # noqa: BLE001 - any failure to build it is the reason
+        return f"SGLang's native block hash does not load here ({e}: {e.__cause__})"
+    return None
+
+
 def make_sglang(num_pages, page_size):
     kv = PagedAllocator(num_pages, page_size)
     return RadixCache.create_simulated(mock_allocator=kv, page_size=page_size), kv

@@ -24,11 +24,10 @@ N_CHAINS = 900
 
 def main():
     reexec_in_venv("RKV_SGLANG_PYTHON", __file__, "scripts/sglang_venv.sh makes it")
-    try:
-        from sglang.srt.mem_cache.cpp_utils.native_hash import _load_native_hash_module
-        _load_native_hash_module()
-    except Exception as e:  # noqa: BLE001 - any failure to build it is the reason
-        print(f"skip: SGLang's native block hash does not load here ({e}: {e.__cause__})")
+    import sglang_harness as h
+    why = h.native_hash_missing()
+    if why:
+        print(f"skip: {why}")
         return 77
     from sglang.srt.disaggregation.kv_events import kv_event_namespace_seed, namespaced_block_hash
     from sglang.srt.mem_cache.utils import get_hash_str, hash_str_to_int64

@@ -39,16 +39,11 @@ def as_tuple(ev):
 
 def main():
     reexec_in_venv("RKV_SGLANG_PYTHON", __file__, "scripts/sglang_venv.sh makes it")
-    # SGLang hashes event blocks with a C++ module it compiles on first use
-    # (torch's cpp_extension, needs a compiler and OpenSSL's headers); without
-    # it SGLang's own tree cannot record events, so there is nothing to compare.
-    try:
-        from sglang.srt.mem_cache.cpp_utils.native_hash import _load_native_hash_module
-        _load_native_hash_module()
-    except Exception as e:  # noqa: BLE001 - any failure to build it is the reason
-        print(f"skip: SGLang's native block hash does not load here ({e}: {e.__cause__})")
-        return 77
     import sglang_harness as h
+    why = h.native_hash_missing()
+    if why:
+        print(f"skip: {why}")
+        return 77
     from radixkv.sglang import RadixCache as Adapter
     from sglang.srt.mem_cache.radix_cache import RadixCache
 
