@@ -2859,31 +2859,44 @@ static int ev_bytes_open(PyObject *o, const char *what, const char *name, Py_ssi
     return 0;
 }
 
-/* A chain's optional namespace seed (any length) and prior digest (EV_DIGEST
- * bytes) as kv_event_store and sglang_event_hashes take them: both open or
- * neither (0, or -1 with the exception set); ev_opts_close() releases them. */
-typedef struct ev_opts {
+/* What kv_event_store and sglang_event_hashes each hold through a chain: the
+ * optional namespace seed (any length) and prior digest (EV_DIGEST bytes)
+ * they were given, the tokens read, and the chain's digests and hashes.
+ * ev_call_open() opens both buffers or neither (0, or -1 with the exception
+ * set) and clears the rest; ev_call_close() releases whatever is held. */
+typedef struct ev_call {
     Py_buffer seed, prior;
     int have_seed, have_prior;
-} ev_opts;
+    ev_tokens t;
+    uint8_t *dig;
+    int64_t *hash;
+} ev_call;
 
-static int ev_opts_open(PyObject *seed, PyObject *prior, const char *what, ev_opts *o)
+static int ev_call_open(PyObject *seed, PyObject *prior, const char *what, ev_call *c)
 {
-    o->have_prior = 0;
-    if (ev_bytes_open(seed, what, "seed", -1, &o->seed, &o->have_seed) < 0) return -1;
-    if (ev_bytes_open(prior, what, "prior", EV_DIGEST, &o->prior, &o->have_prior) < 0) {
-        if (o->have_seed) PyBuffer_Release(&o->seed);
-        o->have_seed = 0;
+    c->have_prior = 0;
+    c->t = (ev_tokens){NULL, NULL};
+    c->dig = NULL;
+    c->hash = NULL;
+    if (ev_bytes_open(seed, what, "seed", -1, &c->seed, &c->have_seed) < 0) return -1;
+    if (ev_bytes_open(prior, what, "prior", EV_DIGEST, &c->prior, &c->have_prior) < 0) {
+        if (c->have_seed) PyBuffer_Release(&c->seed);
+        c->have_seed = 0;
         return -1;
     }
     return 0;
 }
 
-static void ev_opts_close(ev_opts *o)
+static void ev_call_close(ev_call *c)
 {
-    if (o->have_seed) PyBuffer_Release(&o->seed);
-    if (o->have_prior) PyBuffer_Release(&o->prior);
-    o->have_seed = o->have_prior = 0;
+    if (c->have_seed) PyBuffer_Release(&c->seed);
+    if (c->have_prior) PyBuffer_Release(&c->prior);
+    c->have_seed = c->have_prior = 0;
+    ev_tokens_release(&c->t);
+    free(c->dig);
+    free(c->hash);
+    c->dig = NULL;
+    c->hash = NULL;
 }
 
 /* The chain of le's ntok tokens into fresh dig / hash arrays, the GIL
@@ -2981,15 +2994,12 @@ static PyObject *Cache_kv_event_store(CacheObject *self, PyObject *const *args, 
                      "pages", what, start, npg);
         return NULL;
     }
-    ev_opts o;
-    if (ev_opts_open(a[3], a[4], what, &o) < 0) return NULL;
+    ev_call c;
+    if (ev_call_open(a[3], a[4], what, &c) < 0) return NULL;
     PyObject *r = NULL, *parent = NULL, *hl = NULL;
-    ev_tokens t = {NULL, NULL};
-    uint8_t *dig = NULL;
-    int64_t *hash = NULL;
-    const uint8_t *from = o.have_prior ? o.prior.buf : NULL;
+    const uint8_t *from = c.have_prior ? c.prior.buf : NULL;
     if (start > 0) {
-        if (o.have_prior) {
+        if (c.have_prior) {
             PyErr_Format(PyExc_ValueError, "%s: prior is for a chain from the root (start 0); "
                          "at start %lld page %lld's digest continues it", what, start, start - 1);
             goto out;
@@ -3005,30 +3015,27 @@ static PyObject *Cache_kv_event_store(CacheObject *self, PyObject *const *args, 
         parent = Py_NewRef(Py_None);
     }
     if (!parent
-        || ev_tokens_read(a[2], (Py_ssize_t)start * P, (Py_ssize_t)npg * P, 1, what, &t) < 0)
+        || ev_tokens_read(a[2], (Py_ssize_t)start * P, (Py_ssize_t)npg * P, 1, what, &c.t) < 0)
         goto out;
     const Py_ssize_t count = npg - (Py_ssize_t)start;
     /* The parent's digest is copied: the hashing runs without the GIL. */
     uint8_t prior_copy[EV_DIGEST];
     if (from) memcpy(prior_copy, from, EV_DIGEST);
-    if (ev_chain_call(t.le, count * P, P, from ? prior_copy : NULL, &o.seed, o.have_seed, &dig,
-                      &hash, what) < 0
-        || !(hl = ev_hash_list(hash, count))
+    if (ev_chain_call(c.t.le, count * P, P, from ? prior_copy : NULL, &c.seed, c.have_seed,
+                      &c.dig, &c.hash, what) < 0
+        || !(hl = ev_hash_list(c.hash, count))
         || (count && (tags_reserve(self) < 0 || digs_reserve(self) < 0)))
         goto out;
     for (Py_ssize_t j = 0; j < count; j++) {
         const int32_t pg = m->m.pages[start + j];
-        self->vals_tag[pg] = hash[j];
-        memcpy(self->vals_dig + (size_t)pg * EV_DIGEST, dig + (size_t)j * EV_DIGEST, EV_DIGEST);
+        self->vals_tag[pg] = c.hash[j];
+        memcpy(self->vals_dig + (size_t)pg * EV_DIGEST, c.dig + (size_t)j * EV_DIGEST, EV_DIGEST);
     }
-    r = PyTuple_Pack(3, parent, hl, t.list);
+    r = PyTuple_Pack(3, parent, hl, c.t.list);
 out:
     Py_XDECREF(parent);
     Py_XDECREF(hl);
-    ev_tokens_release(&t);
-    free(dig);
-    free(hash);
-    ev_opts_close(&o);
+    ev_call_close(&c);
     return r;
 }
 
@@ -3634,20 +3641,17 @@ static PyObject *mod_sglang_event_hashes(PyObject *mod, PyObject *const *args, P
     }
     Py_ssize_t n = PyObject_Length(a[0]);
     if (n < 0) return NULL;
-    ev_opts o;
-    if (ev_opts_open(a[3], a[2], what, &o) < 0) return NULL;
+    ev_call c;
+    if (ev_call_open(a[3], a[2], what, &c) < 0) return NULL;
     PyObject *r = NULL, *dl = NULL, *hl = NULL;
-    ev_tokens t = {NULL, NULL};
-    uint8_t *dig = NULL;
-    int64_t *hash = NULL;
-    if (ev_tokens_read(a[0], 0, n, 0, what, &t) < 0
-        || ev_chain_call(t.le, n, (Py_ssize_t)P, o.have_prior ? o.prior.buf : NULL, &o.seed,
-                         o.have_seed, &dig, &hash, what) < 0)
+    if (ev_tokens_read(a[0], 0, n, 0, what, &c.t) < 0
+        || ev_chain_call(c.t.le, n, (Py_ssize_t)P, c.have_prior ? c.prior.buf : NULL, &c.seed,
+                         c.have_seed, &c.dig, &c.hash, what) < 0)
         goto out;
     const Py_ssize_t npg = (n + (Py_ssize_t)P - 1) / (Py_ssize_t)P;
-    if (!(hl = ev_hash_list(hash, npg)) || !(dl = PyList_New(npg))) goto out;
+    if (!(hl = ev_hash_list(c.hash, npg)) || !(dl = PyList_New(npg))) goto out;
     for (Py_ssize_t j = 0; j < npg; j++) {
-        PyObject *d = PyBytes_FromStringAndSize((const char *)dig + (size_t)j * EV_DIGEST,
+        PyObject *d = PyBytes_FromStringAndSize((const char *)c.dig + (size_t)j * EV_DIGEST,
                                                 EV_DIGEST);
         if (!d) goto out;
         PyList_SET_ITEM(dl, j, d);
@@ -3656,10 +3660,7 @@ static PyObject *mod_sglang_event_hashes(PyObject *mod, PyObject *const *args, P
 out:
     Py_XDECREF(dl);
     Py_XDECREF(hl);
-    ev_tokens_release(&t);
-    free(dig);
-    free(hash);
-    ev_opts_close(&o);
+    ev_call_close(&c);
     return r;
 }
 
