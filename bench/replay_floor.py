@@ -25,6 +25,17 @@ memory, as for the floor's own reads). The adapter's
 adapter_minus_tree_cpu_ms and adapter_minus_tree_churn_cpu_ms are what its
 interface adds to the tree's own work, by either.
 
+The calls alone: each cache's replay again with the tree's work taken out,
+the same calls in the same order with the same params objects, but each
+request's key two tokens long (token 0, then one of its own: every match
+finds token 0, every insert adds one page, every evict frees one), and the
+capacity that makes the replay's number of evict calls (calls_only): what
+the interface costs a cache per call, whatever its tree does. The
+adapter's calls alone beside the C tree alone (tree_plus_calls_cpu_ms)
+and beside the floor (floor_plus_calls_cpu_ms) against SGLang's Python cache's
+time over 20 (python_cpu_ms_over_20) tell whether 20x that cache is within
+reach of this tree, or of any tree, behind this binding.
+
 Run in the sglang Rust-core venv with the package importable and the build's
 replay_floor built:
   PYTHONPATH=build/python "$(scripts/sglang_rust_venv.sh)" bench/replay_floor.py \\
@@ -60,6 +71,40 @@ def write_keys(path, items, matched):
             f.write(ids.tobytes())
 
 
+def calls_only(scb, build, count, evicts, frees, repeats):
+    """Thread CPU ms inside a cache's calls (scb.CallClock) over `count`
+    requests whose keys are two tokens (0, then the request's own), so that
+    the tree does next to nothing and what is left is each call's cost: the
+    params read, the result objects, the tensors, the allocator's callback.
+    The capacity is the smallest that makes `evicts` evict calls (a smaller
+    one evicts more: each request then needs one token it does not have);
+    (spread of the repeats, capacity). Exits when no capacity gives
+    `evicts`."""
+    keys = [array("q", [0, i + 1]) for i in range(count)]
+
+    def run(capacity, call=scb.plain_call):
+        tree, *_ = build()
+        return scb.replay(tree, tree.token_to_kv_pool_allocator, keys, capacity,
+                          insert_frees_duplicates=frees, call=call)
+
+    lo, hi = 2, count + 2
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if run(mid)[1] > evicts:
+            lo = mid + 1
+        else:
+            hi = mid
+    if run(lo)[1] != evicts:
+        sys.exit(f"replay_floor.py: no capacity makes {evicts} evict calls of {count} "
+                 f"two-token requests (capacity {lo}: {run(lo)[1]})")
+    cpu = []
+    for _ in range(repeats):
+        clock = scb.CallClock()
+        run(lo, clock)
+        cpu.append(clock.cpu / 1e6)
+    return spread(cpu), lo
+
+
 NAMES = {"sglang_python": "SGLang RadixCache (Python)",
          "sglang_unified": "SGLang UnifiedRadixCache",
          "radixkv_adapter": "radixkv.sglang.RadixCache"}
@@ -78,9 +123,11 @@ def table(paths):
             sys.exit(f"replay_floor.py: --table {p}: {e}")
     caches = [c for c in CACHES if all(c in d["caches"] for _, d in runs)]
     tree = all("tree_total_ms" in d["floor"] for _, d in runs)
+    calls = all("adapter_calls_cpu_ms" in d for _, d in runs)
     head = (["run", "floor ms (match / insert / path)"]
             + (["C tree ms, alone / with churn (x floor)"] if tree else [])
             + [f"{NAMES[c]} ms (x floor)" for c in caches]
+            + (["adapter's calls alone ms", "C tree + calls / floor + calls, ms"] if calls else [])
             + ["Python / floor", "Python / 20, ms"])
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
@@ -94,6 +141,9 @@ def table(paths):
                          f" / {d['tree_churn_over_floor_cpu']:.2f})")
         cells += [f"{d['caches'][c]['in_cache_thread_cpu_ms']['median']:.3f} "
                   f"({d['caches'][c]['over_floor_cpu']:.2f})" for c in caches]
+        if calls:
+            cells += [f"{d['adapter_calls_cpu_ms']:.3f}",
+                      f"{d['tree_plus_calls_cpu_ms']:.3f} / {d['floor_plus_calls_cpu_ms']:.3f}"]
         cells += [f"{d['python_over_floor_cpu']:.1f}", f"{d['python_cpu_ms_over_20']:.3f}"]
         print("| " + " | ".join(cells) + " |")
     if len(runs) > 1:
@@ -105,6 +155,10 @@ def table(paths):
                          + rng([d["tree_churn_over_floor_cpu"] for _, d in runs], "{:.2f}") + " x")
         cells += [rng([d["caches"][c]["over_floor_cpu"] for _, d in runs], "{:.2f}") + " x"
                   for c in caches]
+        if calls:
+            cells += [rng([d["adapter_calls_cpu_ms"] for _, d in runs], "{:.3f}"),
+                      rng([d["tree_plus_calls_cpu_ms"] for _, d in runs], "{:.3f}") + " / "
+                      + rng([d["floor_plus_calls_cpu_ms"] for _, d in runs], "{:.3f}")]
         cells += [rng([d["python_over_floor_cpu"] for _, d in runs], "{:.1f}"),
                   rng([d["python_cpu_ms_over_20"] for _, d in runs], "{:.3f}")]
         print("| " + " | ".join(cells) + " |")
@@ -155,7 +209,7 @@ def main():
     caches, info = scb.make_caches(cfg, sum(len(r) for r in mreqs))
     items = [array("q", r) for r in mreqs]
     capacity = scb.replay_capacity(mreqs)
-    rows, matched, hits = {}, None, {}
+    rows, matched, hits, evicts = {}, None, {}, {}
     for name in CACHES:
         if name not in caches:
             continue
@@ -164,17 +218,21 @@ def main():
         for _ in range(args.repeats):
             tree, *_ = build()
             clock = MatchLog()
-            h, _e = scb.replay(tree, tree.token_to_kv_pool_allocator, items, capacity,
+            h, e = scb.replay(tree, tree.token_to_kv_pool_allocator, items, capacity,
                                insert_frees_duplicates=name.startswith("sglang_unified"),
                                call=clock)
             cpu.append(clock.cpu / 1e6)
             wall.append(clock.wall / 1e6)
-            hits[name] = h
+            hits[name], evicts[name] = h, e
             if name == "radixkv_adapter":
                 matched = clock.matched
         rows[name] = {"in_cache_thread_cpu_ms": spread(cpu), "in_cache_wall_ms": spread(wall)}
+        rows[name]["calls_only_thread_cpu_ms"], rows[name]["calls_only_capacity"] = calls_only(
+            scb, build, len(items), e, name.startswith("sglang_unified"), args.repeats)
     if len(set(hits.values())) != 1:
         sys.exit(f"replay_floor.py: the caches' hit tokens differ: {hits}")
+    if len(set(evicts.values())) != 1:
+        sys.exit(f"replay_floor.py: the caches' evict calls differ: {evicts}")
     if matched is None or len(matched) != len(items):
         sys.exit("replay_floor.py: radixkv_adapter's replay gave no match length per request")
     with tempfile.TemporaryDirectory() as d:
@@ -192,6 +250,7 @@ def main():
         r["over_floor_cpu"] = round(r["in_cache_thread_cpu_ms"]["median"] / f_cpu, 2)
         r["over_floor_wall"] = round(r["in_cache_wall_ms"]["median"] / f_wall, 2)
     py = rows["sglang_python"]["in_cache_thread_cpu_ms"]["median"]
+    calls = rows["radixkv_adapter"]["calls_only_thread_cpu_ms"]["median"]
     out = {"bench": "replay_floor", "requests": len(items), "hit_tokens": hits["sglang_python"],
            "matched_tokens": sum(matched), "key_tokens": sum(len(i) for i in items),
            "capacity_tokens": capacity, "repeats": args.repeats, "unified": info,
@@ -206,7 +265,16 @@ def main():
            "adapter_minus_tree_cpu_ms": round(
                rows["radixkv_adapter"]["in_cache_thread_cpu_ms"]["median"] - t_cpu, 4),
            "adapter_minus_tree_churn_cpu_ms": round(
-               rows["radixkv_adapter"]["in_cache_thread_cpu_ms"]["median"] - tc_cpu, 4)}
+               rows["radixkv_adapter"]["in_cache_thread_cpu_ms"]["median"] - tc_cpu, 4),
+           # The adapter's calls with no tree work, added to the C tree alone
+           # and to the floor: neither includes the other's work, so each sum
+           # is below what a cache doing both would take. Above the Python
+           # cache's time over 20, 20x is out of reach behind these calls.
+           "evict_calls": evicts["radixkv_adapter"],
+           "adapter_calls_cpu_ms": calls,
+           "tree_plus_calls_cpu_ms": round(t_cpu + calls, 4),
+           "tree_churn_plus_calls_cpu_ms": round(tc_cpu + calls, 4),
+           "floor_plus_calls_cpu_ms": round(f_cpu + calls, 4)}
     json.dump(out, sys.stdout, indent=1)
     print()
 

@@ -11,7 +11,8 @@ scale), the adapter's thread CPU time in each of insert, match and evict is
 below both SGLang caches' (SGLang's Python RadixCache and its
 UnifiedRadixCache over the tree core that ran) on the same calls. Reported
 (ok None): per-call and in-cache replay ratios against the goals, and each
-cache's in-call time over the replay's memory floor. Decided too: the
+cache's in-call time over the replay's memory floor, and the adapter's calls
+alone beside the C tree and the floor. Decided too: the
 floor's replay (bench/replay_floor.py, the same trace) takes the replay's
 hit tokens."""
 
@@ -127,4 +128,10 @@ def check(rows, assert_speed, goals):
                               f"memory between requests {f['tree_churn_total_ms']['median']:.3f} ms "
                               f"({f['tree_churn_over_floor_cpu']:.2f}x); the adapter's interface "
                               f"adds {f['adapter_minus_tree_churn_cpu_ms']:.3f} ms to the latter"))
+        if "adapter_calls_cpu_ms" in f:
+            out.append((None, f"the adapter's calls alone (two-token keys, "
+                              f"{f['evict_calls']} evict calls) {f['adapter_calls_cpu_ms']:.3f} ms; "
+                              f"with the C tree {f['tree_plus_calls_cpu_ms']:.3f} ms, with the "
+                              f"floor {f['floor_plus_calls_cpu_ms']:.3f} ms, against the Python "
+                              f"cache's time over 20, {f['python_cpu_ms_over_20']:.3f} ms"))
     return out
