@@ -1951,12 +1951,26 @@ static int slot_map_fits(slot_map *m, PyObject *o, PyObject *const *names, int n
     if (tp == m->type && (tp->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG)
         && tp->tp_version_tag == m->tag)
         return m->slots;
-    int slots = tp->tp_getattro == PyObject_GenericGetAttr;
+    /* The class's attribute through the public lookup: a type's getattr
+     * (type's own, not a metaclass's special one) finds the name along the
+     * class's MRO, which assigns the version tag as it goes, and hands a slot's
+     * member descriptor back as itself. The descriptor must belong to tp or a
+     * base, so that its offset lies inside every instance of tp; anything
+     * else, or no such attribute, is read with GetAttr. */
+    int slots = tp->tp_getattro == PyObject_GenericGetAttr
+                && Py_TYPE(tp)->tp_getattro == PyType_Type.tp_getattro;
     for (int i = 0; i < n && slots; i++) {
-        PyObject *d = _PyType_Lookup(tp, names[i]); /* borrowed; sets the version tag */
-        slots = d && Py_IS_TYPE(d, &PyMemberDescr_Type)
+        PyObject *d = PyObject_GetAttr((PyObject *)tp, names[i]); /* new reference */
+        if (!d) {
+            PyErr_Clear(); /* the GetAttr reads raise it again, where it is the caller's */
+            slots = 0;
+            break;
+        }
+        slots = Py_IS_TYPE(d, &PyMemberDescr_Type)
+                && PyType_IsSubtype(tp, ((PyDescrObject *)d)->d_type)
                 && ((PyMemberDescrObject *)d)->d_member->type == T_OBJECT_EX;
         if (slots) m->off[i] = ((PyMemberDescrObject *)d)->d_member->offset;
+        Py_DECREF(d);
     }
     if (!(tp->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG)) return 0;
     Py_INCREF(tp);
