@@ -49,6 +49,9 @@
 #include "radix_tree.h"
 #include "rkv_core.h"
 #include "trace.h"
+#ifdef RKV_FAULT_INJECTION
+#include "fault_alloc.h"
+#endif
 
 static PyObject *rkv_error;       /* radixkv.Error(RuntimeError) */
 static PyObject *rkv_out_of_pages; /* radixkv.OutOfPages(radixkv.Error) */
@@ -3772,7 +3775,36 @@ static PyObject *mod_sha256_route(PyObject *mod, PyObject *args)
                          prev ? Py_True : Py_False);
 }
 
+/* _fault_alloc_for_tests(nth, stay=False) -> bool: in a build with
+ * -Dfault_injection=true, the nth allocation radixkv's own code makes from
+ * now fails (stay: it and every one after it, until the next call; nth 0:
+ * none), and True; False, with nothing armed, in any other build. For the
+ * tests of paths only a failed allocation reaches (a free log lost). */
+static PyObject *mod_fault_alloc_for_tests(PyObject *mod, PyObject *args)
+{
+    long long nth;
+    int stay = 0;
+    (void)mod;
+    if (!PyArg_ParseTuple(args, "L|p:_fault_alloc_for_tests", &nth, &stay)) return NULL;
+    if (nth < 0) {
+        PyErr_Format(PyExc_ValueError, "radixkv._fault_alloc_for_tests: nth %lld (need >= 0)",
+                     nth);
+        return NULL;
+    }
+#ifdef RKV_FAULT_INJECTION
+    if (stay) fault_alloc_arm_from(nth);
+    else fault_alloc_arm(nth);
+    Py_RETURN_TRUE;
+#else
+    Py_RETURN_FALSE;
+#endif
+}
+
 static PyMethodDef module_methods[] = {
+    {"_fault_alloc_for_tests", mod_fault_alloc_for_tests, METH_VARARGS,
+     "_fault_alloc_for_tests(nth, stay=False) -> bool: in a fault-injection build, fail the "
+     "nth allocation of radixkv's code from now (stay: and every later one; 0: none); False "
+     "in other builds."},
     {"_sha256_for_tests", mod_sha256_for_tests, METH_VARARGS,
      "_sha256_for_tests(data, split, portable) -> bytes: SHA-256 of data, as the event "
      "chain computes it from data[:split] and data[split:] (portable: libcrypto alone)."},

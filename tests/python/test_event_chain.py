@@ -20,7 +20,9 @@ test_sglang_event_hash.py compares with SGLang's own functions):
    another key keeps its earlier owner's digest in the table; a chain
    continued from it without a kv_event_store since must be refused, by
    every route that leaves a page without one (an insert with no event
-   store after it, an event store that raised, a reset, kv_set_tags);
+   store after it, an event store that raised, a reset, kv_set_tags); and,
+   in a fault-injection build, after evictions whose free log was lost to a
+   failed allocation (which cannot say which pages they freed);
 4) the chain's SHA-256 itself (the CPU's SHA instructions where it has them,
    libcrypto forced) against hashlib on random messages of every length
    0..200 bytes split at every point into the two parts the chain passes,
@@ -33,7 +35,8 @@ import random
 import struct
 
 import radixkv
-from radixkv._radixkv import _sha256_for_tests, _sha256_route, sglang_event_hashes
+from radixkv._radixkv import (_fault_alloc_for_tests, _sha256_for_tests, _sha256_route,
+                              sglang_event_hashes)
 from pychecks import check, count, raises
 
 
@@ -241,6 +244,51 @@ def reused_pages():
     c.check()
 
 
+def lost_free_log():
+    """3b) with the free log lost: every allocation fails while the cache
+    evicts key_a's pages, so the log of freed pages cannot grow and the evict
+    cannot say which pages it freed; the pages reused after it still show
+    neither key_a's digest nor its values. 0 cases in a build without fault
+    injection."""
+    if not _fault_alloc_for_tests(0):
+        return 0
+    P = 4
+    key_a = array.array("q", range(100, 108))
+    key_b = array.array("q", range(200, 212))
+    cases = 0
+    for route in ("kv_evict", "evict", "evict_pages"):
+        for reuse in ("kv_insert", "insert"):
+            how = f"log lost in {route}, pages reused by {reuse}"
+            c = radixkv.Cache("radix", P, 3)
+            _, m = c.kv_insert(key_a, array.array("q", range(8)))
+            c.kv_event_store(m, 0, key_a)
+            _fault_alloc_for_tests(1, True)
+            try:
+                getattr(c, route)(1 << 20)
+                lost = False
+            except MemoryError as e:
+                lost = "free log" in str(e)
+            finally:
+                _fault_alloc_for_tests(0)
+            check(route == "evict" or lost, f"{how}: the evict reports the lost log")
+            check(c.sizes()["cached_pages"] == 0, f"{how}: the evict happened")
+            if reuse == "kv_insert":
+                c.kv_insert(key_b[:8], array.array("q", range(8)))
+                _, m = c.kv_insert(key_b, array.array("q", range(12)))
+                raises(ValueError, lambda: c.kv_event_store(m, 2, key_b),
+                       f"{how}: a chain continued from a stale digest")
+            else:
+                pages = c.alloc(2)
+                c.insert(key_b[:8], pages)
+                check(sorted(pages) == [0, 1], f"{how}: key_a's page ids reused: {list(pages)}")
+                msg = raises(ValueError, lambda: c.kv_values(c.kv_match(key_b[:8])),
+                             f"{how}: values read from pages that took none")
+                check("has no values" in msg, f"{how}: the message says so: {msg}")
+            c.check()
+            cases += 1
+    return cases
+
+
 def sha256_direct(rng):
     """4) the chain's SHA-256 on both routes against hashlib: every length
     0..200 (one, two and four blocks with their padding, the 55/56 and
@@ -272,6 +320,7 @@ def main():
         with_cache(rng, P)
     refusals()
     reused_pages()
+    n_lost = lost_free_log()
     # The same chains with every page hashed by libcrypto: the routes agree
     # on whole chains, not only on lone messages.
     _, was = _sha256_route(True)
@@ -287,7 +336,7 @@ def main():
     check(_sha256_route()[0] == fast, "the route comes back")
     print(f"event_chain: SHA-256 on {'the SHA instructions' if fast else 'libcrypto only'}, "
           f"{n} digests against hashlib, {n_chains} chains against the model (both routes), "
-          f"{count()} checks passed")
+          f"{n_lost} lost-free-log cases (fault-injection builds only), {count()} checks passed")
     return 0
 
 
