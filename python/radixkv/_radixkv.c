@@ -3027,7 +3027,8 @@ static const uint8_t *digest_of(const CacheObject *self, int32_t pg)
  * of the match's path (the pages an insert adopted, start = prefix_len //
  * page_size), hashed from tokens[start * P : num_pages * P] (the key the
  * insert took). The chain continues page start - 1's digest, which an
- * earlier kv_event_store stored, or starts from prior (start 0 only; None:
+ * earlier kv_event_store stored since that page's latest insert (digest_of;
+ * ValueError if none), or starts from prior (start 0 only; None:
  * no prior). Each page keeps its digest (the next insert's prior) and its
  * block hash as its tag (what kv_evict hands back). parent: page start - 1's
  * tag, None at start 0; token_ids: the hashed tokens as a list. */
@@ -3394,12 +3395,14 @@ static PyMethodDef Cache_methods[] = {
      "kv_tags(match) -> int64 array: the tag kv_insert / kv_set_tags gave each page of the "
      "match's path."},
     {"kv_set_tags", (PyCFunction)Cache_kv_set_tags, METH_VARARGS,
-     "kv_set_tags(match, start, tags): tag pages start, start + 1, ... of the match's path."},
+     "kv_set_tags(match, start, tags): tag pages start, start + 1, ... of the match's path "
+     "(a retagged page keeps no event digest: kv_event_store cannot continue a chain from it)."},
     {"kv_event_store", (PyCFunction)(void (*)(void))Cache_kv_event_store,
      METH_FASTCALL | METH_KEYWORDS,
      "kv_event_store(match, start, tokens, seed=None, prior=None) -> (parent, hashes, "
      "token_ids): SGLang's KV-event block hashes of pages start, start + 1, ... of the match's "
-     "path (SHA-256 chain continuing page start - 1's digest, or from prior at start 0; "
+     "path (SHA-256 chain continuing page start - 1's digest, which kv_event_store must have "
+     "stored since that page was inserted (ValueError if not), or from prior at start 0; "
      "namespaced with seed), each kept as the page's tag and digest; parent is page "
      "start - 1's tag (None at 0), token_ids the hashed tokens."},
     {"kv_evict", (PyCFunction)(void (*)(void))Cache_kv_evict, METH_FASTCALL | METH_KEYWORDS,

@@ -208,10 +208,12 @@ def reused_pages():
     def evict_all(c):
         c.kv_evict(1 << 20)
 
-    # An insert with no kv_event_store after it.
-    c = radixkv.Cache("radix", P, 3)
-    reused(c, evict_all)
-    extend_refused(c, "evicted by kv_evict")
+    # An insert with no kv_event_store after it, for each kind that caches
+    # (the kinds without a one-walk insert adopt through alloc and insert).
+    for kind in ("radix", "trie", "hash"):
+        c = radixkv.Cache(kind, P, 3)
+        reused(c, evict_all)
+        extend_refused(c, f"{kind}: evicted by kv_evict")
     c = radixkv.Cache("radix", P, 3)
     reused(c, lambda c: c.evict(1 << 20))
     extend_refused(c, "evicted by evict")
