@@ -49,6 +49,9 @@
 #include "radix_tree.h"
 #include "rkv_core.h"
 #include "trace.h"
+#ifdef RKV_FAULT_INJECTION
+#include "fault_alloc.h"
+#endif
 
 static PyObject *rkv_error;       /* radixkv.Error(RuntimeError) */
 static PyObject *rkv_out_of_pages; /* radixkv.OutOfPages(radixkv.Error) */
@@ -335,6 +338,17 @@ static int namespace_from(PyObject *obj, uint64_t *ns)
 /* A SHA-256 digest's bytes: SGLang's KV-event chain digest of a page. */
 enum { EV_DIGEST = 32 };
 
+/* A page's flags in vals_set. Page ids are reused: a page evicted and
+ * adopted again keeps its old owner's values, tag and digest in the
+ * tables, so each flag says whether the table's entry is the present
+ * owner's. Both are cleared wherever a page is adopted or freed (and on
+ * reset; the table's growth adds pages with none), so a flag set means
+ * "stored since the page's latest adoption":
+ *   VALS_HAVE    its values (kv_insert stored them when it adopted the page)
+ *   VALS_DIGEST  its digest and tag (kv_event_store stored them after that;
+ *                kv_set_tags clears it, as the tag is then not the digest's) */
+enum { VALS_HAVE = 1, VALS_DIGEST = 2 };
+
 typedef struct CacheObject {
     PyObject_HEAD
     page_pool pool;
@@ -347,13 +361,13 @@ typedef struct CacheObject {
      * per page id), for the kv_* methods; grown on demand, kept across
      * reset (only cached pages' values are ever read). */
     int64_t *vals;
-    uint8_t *vals_set;    /* per page: 1 while its values are the cached page's */
+    uint8_t *vals_set;    /* per page: VALS_HAVE | VALS_DIGEST flags (above) */
     int64_t *vals_tag;    /* per page: one more value (SGLang's event block hash);
                              NULL until a tag is stored (all tags 0) */
     uint8_t *vals_dig;    /* per page: EV_DIGEST bytes, the SHA-256 chain digest
                              kv_event_store hashed the page's tag from (the next
-                             page's prior); NULL until one is stored, all-zero
-                             where none was */
+                             page's prior); NULL until one is stored; a page's
+                             counts only under VALS_DIGEST */
     /* Bit q of vals_run (page q's bit) set: page q's values are page q-1's,
      * each + page_size, so page q continues an arithmetic run of values
      * (SGLang's KV indices mostly are: its allocator hands out consecutive
@@ -571,6 +585,14 @@ static PyObject *Cache_insert(CacheObject *self, PyObject *args, PyObject *kw)
     self->vals_partial = 1; /* the pages it adopts have no values */
     rkv_status st = cache_insert(self->c, &(cache_seq){.ns = ns}, t.data, (int32_t)t.n, p.data,
                                  &prefix);
+    /* The pages it adopted (past the prefix, the cache's now; all were in
+     * flight) have no values and no digest, whatever an earlier owner left
+     * in their flags (a free whose log was lost could not clear them). */
+    if (st == RKV_OK && self->vals_set)
+        for (Py_ssize_t j = prefix / self->page_size; j < need; j++)
+            if (p.data[j] < self->vals_pages
+                && page_pool_state(&self->pool, p.data[j]) == PAGE_CACHED)
+                self->vals_set[p.data[j]] = 0;
     ids_release(&t);
     ids_release(&p);
     if (st != RKV_OK)
@@ -667,9 +689,9 @@ static PyObject *Cache_evict_pages(CacheObject *self, PyObject *arg)
     int64_t freed = cache_evict(self->c, n);
     const page_run *runs = NULL;
     int32_t nruns = 0;
+    vals_forget_since(self, mark); /* whatever the free log says: the eviction happened */
     rkv_status st = page_pool_freed_since(&self->pool, mark, &runs, &nruns);
     if (st != RKV_OK) return raise_status(st, "radixkv.Cache.evict_pages", "the free log");
-    vals_forget_since(self, mark);
     PyObject *p = pages_from_runs(runs, nruns, (int64_t)(self->pool.freed_total - mark));
     if (!p) return NULL;
     PyObject *r = Py_BuildValue("(LN)", (long long)freed, p);
@@ -944,14 +966,27 @@ static void vals_unset_runs(CacheObject *self, const page_run *runs, int32_t nru
     }
 }
 
-/* Pages freed since mark (any evict) no longer hold their values: a page an
- * insert without values adopts later must not show the old ones. */
+/* The flags of every page the cache does not hold cleared: for an evict
+ * whose free log was lost (the log could not grow), which cannot say which
+ * pages it freed. Rare, and one pass over the pool's states. */
+static void vals_forget_uncached(CacheObject *self)
+{
+    for (int64_t pg = 0; pg < self->vals_pages; pg++)
+        if (self->vals_set[pg] && page_pool_state(&self->pool, (int32_t)pg) != PAGE_CACHED)
+            self->vals_set[pg] = 0;
+}
+
+/* Pages freed since mark (any evict) no longer hold their values or digest:
+ * a page an insert adopts later must not show the old ones. */
 static void vals_forget_since(CacheObject *self, uint64_t mark)
 {
     if (!self->vals_set) return;
     const page_run *runs = NULL;
     int32_t nruns = 0;
-    if (page_pool_freed_since(&self->pool, mark, &runs, &nruns) != RKV_OK) return;
+    if (page_pool_freed_since(&self->pool, mark, &runs, &nruns) != RKV_OK) {
+        vals_forget_uncached(self);
+        return;
+    }
     vals_unset_runs(self, runs, nruns);
 }
 
@@ -1406,7 +1441,8 @@ static void vals_put_run(CacheObject *self, int32_t pg, int32_t np, int32_t from
     if (self->vals_tag)
         for (int32_t q = 0; q < np; q++)
             self->vals_tag[pg + q] = tg ? vals_view_get(tg, from + q) : 0;
-    memset(self->vals_set + pg, 1, (size_t)np);
+    /* Values, and no digest: an earlier owner's is not this page's. */
+    memset(self->vals_set + pg, VALS_HAVE, (size_t)np);
 }
 
 /* Pages pages[from..to) that the cache holds (CACHED) take values[j * P ..
@@ -1918,12 +1954,26 @@ static int slot_map_fits(slot_map *m, PyObject *o, PyObject *const *names, int n
     if (tp == m->type && (tp->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG)
         && tp->tp_version_tag == m->tag)
         return m->slots;
-    int slots = tp->tp_getattro == PyObject_GenericGetAttr;
+    /* The class's attribute through the public lookup: a type's getattr
+     * (type's own, not a metaclass's special one) finds the name along the
+     * class's MRO, which assigns the version tag as it goes, and hands a slot's
+     * member descriptor back as itself. The descriptor must belong to tp or a
+     * base, so that its offset lies inside every instance of tp; anything
+     * else, or no such attribute, is read with GetAttr. */
+    int slots = tp->tp_getattro == PyObject_GenericGetAttr
+                && Py_TYPE(tp)->tp_getattro == PyType_Type.tp_getattro;
     for (int i = 0; i < n && slots; i++) {
-        PyObject *d = _PyType_Lookup(tp, names[i]); /* borrowed; sets the version tag */
-        slots = d && Py_IS_TYPE(d, &PyMemberDescr_Type)
+        PyObject *d = PyObject_GetAttr((PyObject *)tp, names[i]); /* new reference */
+        if (!d) {
+            PyErr_Clear(); /* the GetAttr reads raise it again, where it is the caller's */
+            slots = 0;
+            break;
+        }
+        slots = Py_IS_TYPE(d, &PyMemberDescr_Type)
+                && PyType_IsSubtype(tp, ((PyDescrObject *)d)->d_type)
                 && ((PyMemberDescrObject *)d)->d_member->type == T_OBJECT_EX;
         if (slots) m->off[i] = ((PyMemberDescrObject *)d)->d_member->offset;
+        Py_DECREF(d);
     }
     if (!(tp->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG)) return 0;
     Py_INCREF(tp);
@@ -2667,8 +2717,14 @@ static PyObject *Cache_kv_set_tags(CacheObject *self, PyObject *args)
         PyBuffer_Release(&tg.view);
         return NULL;
     }
-    for (Py_ssize_t i = 0; i < tg.n; i++)
-        self->vals_tag[m->m.pages[start + i]] = vals_view_get(&tg, i);
+    /* A page retagged holds no event digest: its tag is no longer the one
+     * its digest gave, and a chain continued from it would publish a parent
+     * hash that does not match. */
+    for (Py_ssize_t i = 0; i < tg.n; i++) {
+        const int32_t pg = m->m.pages[start + i];
+        self->vals_tag[pg] = vals_view_get(&tg, i);
+        self->vals_set[pg] &= (uint8_t)~VALS_DIGEST;
+    }
     PyBuffer_Release(&tg.view);
     Py_RETURN_NONE;
 }
@@ -2956,14 +3012,14 @@ static int digs_reserve(CacheObject *self)
     return 0;
 }
 
-/* The digest kv_event_store stored for page pg, or NULL when none was (a
- * real digest is all zero with probability 2**-256). */
+/* The digest kv_event_store stored for page pg since the page's latest
+ * adoption, or NULL when none was: an earlier owner's digest, still in the
+ * table, would continue the chain from a page this one is not. */
 static const uint8_t *digest_of(const CacheObject *self, int32_t pg)
 {
-    static const uint8_t zero[EV_DIGEST];
-    if (!self->vals_dig) return NULL;
-    const uint8_t *d = self->vals_dig + (size_t)pg * EV_DIGEST;
-    return memcmp(d, zero, EV_DIGEST) ? d : NULL;
+    if (!self->vals_dig || pg >= self->vals_pages || !(self->vals_set[pg] & VALS_DIGEST))
+        return NULL;
+    return self->vals_dig + (size_t)pg * EV_DIGEST;
 }
 
 /* kv_event_store(match, start, tokens, seed=None, prior=None) -> (parent,
@@ -2971,7 +3027,8 @@ static const uint8_t *digest_of(const CacheObject *self, int32_t pg)
  * of the match's path (the pages an insert adopted, start = prefix_len //
  * page_size), hashed from tokens[start * P : num_pages * P] (the key the
  * insert took). The chain continues page start - 1's digest, which an
- * earlier kv_event_store stored, or starts from prior (start 0 only; None:
+ * earlier kv_event_store stored since that page's latest insert (digest_of;
+ * ValueError if none), or starts from prior (start 0 only; None:
  * no prior). Each page keeps its digest (the next insert's prior) and its
  * block hash as its tag (what kv_evict hands back). parent: page start - 1's
  * tag, None at start 0; token_ids: the hashed tokens as a list. */
@@ -3006,8 +3063,8 @@ static PyObject *Cache_kv_event_store(CacheObject *self, PyObject *const *args, 
         }
         if (!(from = digest_of(self, m->m.pages[start - 1]))) {
             PyErr_Format(PyExc_ValueError, "%s: page %lld of the match's path has no event "
-                         "digest (its tag came from kv_insert or kv_set_tags, not "
-                         "kv_event_store)", what, start - 1);
+                         "digest (none was stored by kv_event_store since the page was "
+                         "inserted, or kv_set_tags retagged it since)", what, start - 1);
             goto out;
         }
         parent = PyLong_FromLongLong((long long)tag_of(self, m->m.pages[start - 1]));
@@ -3030,6 +3087,7 @@ static PyObject *Cache_kv_event_store(CacheObject *self, PyObject *const *args, 
         const int32_t pg = m->m.pages[start + j];
         self->vals_tag[pg] = c.hash[j];
         memcpy(self->vals_dig + (size_t)pg * EV_DIGEST, c.dig + (size_t)j * EV_DIGEST, EV_DIGEST);
+        self->vals_set[pg] |= VALS_DIGEST;
     }
     r = PyTuple_Pack(3, parent, hl, c.t.list);
 out:
@@ -3070,7 +3128,10 @@ static PyObject *Cache_kv_evict(CacheObject *self, PyObject *const *args, Py_ssi
     const page_run *runs = NULL;
     int32_t nruns = 0;
     rkv_status st = page_pool_freed_since(&self->pool, mark, &runs, &nruns);
-    if (st != RKV_OK) return raise_status(st, "radixkv.Cache.kv_evict", "the free log");
+    if (st != RKV_OK) {
+        if (self->vals_set) vals_forget_uncached(self); /* the eviction itself happened */
+        return raise_status(st, "radixkv.Cache.kv_evict", "the free log");
+    }
     const int64_t np = (int64_t)(self->pool.freed_total - mark); /* pages in the runs */
     const int32_t P = self->page_size;
     int64_t *dst = NULL, *tdst = NULL;
@@ -3334,12 +3395,14 @@ static PyMethodDef Cache_methods[] = {
      "kv_tags(match) -> int64 array: the tag kv_insert / kv_set_tags gave each page of the "
      "match's path."},
     {"kv_set_tags", (PyCFunction)Cache_kv_set_tags, METH_VARARGS,
-     "kv_set_tags(match, start, tags): tag pages start, start + 1, ... of the match's path."},
+     "kv_set_tags(match, start, tags): tag pages start, start + 1, ... of the match's path "
+     "(a retagged page keeps no event digest: kv_event_store cannot continue a chain from it)."},
     {"kv_event_store", (PyCFunction)(void (*)(void))Cache_kv_event_store,
      METH_FASTCALL | METH_KEYWORDS,
      "kv_event_store(match, start, tokens, seed=None, prior=None) -> (parent, hashes, "
      "token_ids): SGLang's KV-event block hashes of pages start, start + 1, ... of the match's "
-     "path (SHA-256 chain continuing page start - 1's digest, or from prior at start 0; "
+     "path (SHA-256 chain continuing page start - 1's digest, which kv_event_store must have "
+     "stored since that page was inserted (ValueError if not), or from prior at start 0; "
      "namespaced with seed), each kept as the page's tag and digest; parent is page "
      "start - 1's tag (None at 0), token_ids the hashed tokens."},
     {"kv_evict", (PyCFunction)(void (*)(void))Cache_kv_evict, METH_FASTCALL | METH_KEYWORDS,
@@ -3715,7 +3778,36 @@ static PyObject *mod_sha256_route(PyObject *mod, PyObject *args)
                          prev ? Py_True : Py_False);
 }
 
+/* _fault_alloc_for_tests(nth, stay=False) -> bool: in a build with
+ * -Dfault_injection=true, the nth allocation radixkv's own code makes from
+ * now fails (stay: it and every one after it, until the next call; nth 0:
+ * none), and True; False, with nothing armed, in any other build. For the
+ * tests of paths only a failed allocation reaches (a free log lost). */
+static PyObject *mod_fault_alloc_for_tests(PyObject *mod, PyObject *args)
+{
+    long long nth;
+    int stay = 0;
+    (void)mod;
+    if (!PyArg_ParseTuple(args, "L|p:_fault_alloc_for_tests", &nth, &stay)) return NULL;
+    if (nth < 0) {
+        PyErr_Format(PyExc_ValueError, "radixkv._fault_alloc_for_tests: nth %lld (need >= 0)",
+                     nth);
+        return NULL;
+    }
+#ifdef RKV_FAULT_INJECTION
+    if (stay) fault_alloc_arm_from(nth);
+    else fault_alloc_arm(nth);
+    Py_RETURN_TRUE;
+#else
+    Py_RETURN_FALSE;
+#endif
+}
+
 static PyMethodDef module_methods[] = {
+    {"_fault_alloc_for_tests", mod_fault_alloc_for_tests, METH_VARARGS,
+     "_fault_alloc_for_tests(nth, stay=False) -> bool: in a fault-injection build, fail the "
+     "nth allocation of radixkv's code from now (stay: and every later one; 0: none); False "
+     "in other builds."},
     {"_sha256_for_tests", mod_sha256_for_tests, METH_VARARGS,
      "_sha256_for_tests(data, split, portable) -> bytes: SHA-256 of data, as the event "
      "chain computes it from data[:split] and data[split:] (portable: libcrypto alone)."},

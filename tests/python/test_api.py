@@ -816,6 +816,94 @@ def test_kv_insert_params():
         b.check()
 
 
+class DictKey:
+    """Key's fields in an instance dict: no slots to read at an offset."""
+
+    def __init__(self, token_ids):
+        self.token_ids, self.extra_key, self.cache_salt = token_ids, None, None
+        self.is_bigram, self.limit = False, None
+
+
+class TwinKey:
+    """Key's slots, and a getattr of its own that answers token_ids from
+    another slot: only a read through getattr sees what it says."""
+    __slots__ = Key.__slots__ + ("twin",)
+
+    def __init__(self, token_ids, twin):
+        self.token_ids, self.twin, self.extra_key, self.cache_salt = token_ids, twin, None, None
+        self.is_bigram, self.limit = False, None
+
+    def __getattribute__(self, name):
+        return object.__getattribute__(self, "twin" if name == "token_ids" else name)
+
+
+class LoudMeta(type):
+    """A metaclass whose class attributes are read through its own getattr."""
+
+    def __getattribute__(cls, name):
+        return type.__getattribute__(cls, name)
+
+
+class MetaKey(Key, metaclass=LoudMeta):
+    __slots__ = ()
+
+
+class MetaHolder(metaclass=LoudMeta):
+    __slots__ = ("match",)
+
+
+def test_slot_reads():
+    """kv_insert_params reads a key's fields and sets a holder's match at
+    their slots' offsets only for a plain __slots__ class (the offsets found
+    through the class's public getattr); a key with an instance dict, a
+    getattr of its own, or a metaclass with its own getattr, and a holder
+    whose class has such a metaclass, are read and set through getattr and
+    answer alike; a class changed after its first use is looked up again."""
+    template = dict(vars(Result(None)))
+    owner, root = Owner(), Holder(None)
+    a, b = radixkv.Cache("radix", 4, 4096), radixkv.Cache("radix", 4, 4096)
+    for i, make in enumerate((Key, DictKey, MetaKey, Key, lambda t: TwinKey([9] * 8, t))):
+        toks = array.array("q", range(100 * i, 100 * i + 8 + i))
+        vals = array.array("q", range(len(toks)))
+        holder = (MetaHolder,) if i == 3 else (Holder,)
+        spec = insert_spec(root, template, owner, holder=holder)
+        pa, ma = a.kv_insert(toks, vals)
+        r = b.kv_insert_params(spec, Params(make(toks), Vals(vals)))
+        what = f"key class {i}"
+        check(r.prefix_len == pa and type(r.last_device_node) is holder[0]
+              and r.last_device_node.match.length == ma.length
+              and list(b.kv_values(r.last_device_node.match)) == list(a.kv_values(ma)),
+              f"{what}: answers as kv_insert")
+    # TwinKey's getattr was heeded: the key inserted is its twin's tokens.
+    check(b.kv_match(array.array("q", [9] * 8)).length == 0
+          and b.kv_match(array.array("q", range(400, 412))).length == 12,
+          "a key class with its own getattr is read through it")
+    # A class changed after use: its slot is shadowed by a property, so the
+    # offsets read before no longer hold; the read goes through getattr.
+    class Shadowed:
+        __slots__ = Key.__slots__
+
+        def __init__(self, token_ids):
+            self.token_ids, self.extra_key, self.cache_salt = token_ids, None, None
+            self.is_bigram, self.limit = False, None
+
+    spec = insert_spec(root, template, owner)
+    toks = array.array("q", range(600, 608))
+    b.kv_insert_params(spec, Params(Shadowed(toks), Vals(array.array("q", range(8)))))
+    slot = Shadowed.token_ids
+    Shadowed.token_ids = property(lambda self: array.array("q", [7] * 8))
+    k = Shadowed.__new__(Shadowed)
+    for name in Key.__slots__:
+        if name != "token_ids":
+            setattr(k, name, None if name != "is_bigram" else False)
+    slot.__set__(k, array.array("q", range(700, 708)))
+    b.kv_insert_params(spec, Params(k, Vals(array.array("q", range(8)))))
+    check(b.kv_match(array.array("q", [7] * 8)).length == 8
+          and b.kv_match(array.array("q", range(700, 708))).length == 0,
+          "a class changed after its first use is looked up again")
+    b.check()
+
+
 def general_match(owner, params):
     return ("general", owner, params)
 
@@ -1072,6 +1160,7 @@ def main():
     test_kv_match_limit()
     test_kv_dlpack()
     test_kv_insert_params()
+    test_slot_reads()
     test_kv_lock()
     test_kv_match_params()
     test_kv_path_values()

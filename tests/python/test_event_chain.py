@@ -16,6 +16,13 @@ test_sglang_event_hash.py compares with SGLang's own functions):
    digest, parent is that page's hash, the token ids are the new pages',
    and every page kv_evict frees names the hash stored for it;
 3) every refusal names its argument, and leaves the tables as they were;
+3b) a page id reused: a page evicted (or reset away) and adopted again by
+   another key keeps its earlier owner's digest in the table; a chain
+   continued from it without a kv_event_store since must be refused, by
+   every route that leaves a page without one (an insert with no event
+   store after it, an event store that raised, a reset, kv_set_tags); and,
+   in a fault-injection build, after evictions whose free log was lost to a
+   failed allocation (which cannot say which pages they freed);
 4) the chain's SHA-256 itself (the CPU's SHA instructions where it has them,
    libcrypto forced) against hashlib on random messages of every length
    0..200 bytes split at every point into the two parts the chain passes,
@@ -28,7 +35,8 @@ import random
 import struct
 
 import radixkv
-from radixkv._radixkv import _sha256_for_tests, _sha256_route, sglang_event_hashes
+from radixkv._radixkv import (_fault_alloc_for_tests, _sha256_for_tests, _sha256_route,
+                              sglang_event_hashes)
 from pychecks import check, count, raises
 
 
@@ -170,6 +178,119 @@ def refusals():
     raises(ValueError, lambda: store(m, 0, toks), "a closed cache")
 
 
+def reused_pages():
+    """3b) a stale digest on a reused page id is no digest."""
+    P = 4
+    key_a = array.array("q", range(100, 108))  # two pages
+    key_b = array.array("q", range(200, 212))  # three pages; b[:8] reuses a's pages
+
+    def reused(c, after):
+        """key_a inserted and event-stored, then after(c) (which frees its
+        pages or leaves the cache empty) and key_b's first two pages
+        inserted on the same page ids; the Match of key_b's two pages."""
+        _, ma = c.kv_insert(key_a, array.array("q", range(8)))
+        c.kv_event_store(ma, 0, key_a, None, b"\1" * 32)
+        pages_a = list(ma.pages)
+        after(c)
+        _, mb = c.kv_insert(key_b[:8], array.array("q", range(8)))
+        check(list(mb.pages) == pages_a, f"key_b took key_a's page ids: {list(mb.pages)} "
+              f"!= {pages_a}")
+        return mb
+
+    def extend_refused(c, how):
+        prefix, m = c.kv_insert(key_b, array.array("q", range(12)))
+        check(prefix == 8, f"{how}: key_b's third page extends its first two")
+        msg = raises(ValueError, lambda: c.kv_event_store(m, 2, key_b),
+                     f"{how}: a chain continued from a reused page's stale digest")
+        check("page 1 of the match's path has no event digest" in msg,
+              f"{how}: the message names the page: {msg}")
+
+    def evict_all(c):
+        c.kv_evict(1 << 20)
+
+    # An insert with no kv_event_store after it, for each kind that caches
+    # (the kinds without a one-walk insert adopt through alloc and insert).
+    for kind in ("radix", "trie", "hash"):
+        c = radixkv.Cache(kind, P, 3)
+        reused(c, evict_all)
+        extend_refused(c, f"{kind}: evicted by kv_evict")
+    c = radixkv.Cache("radix", P, 3)
+    reused(c, lambda c: c.evict(1 << 20))
+    extend_refused(c, "evicted by evict")
+    c = radixkv.Cache("radix", P, 3)
+    reused(c, lambda c: c.evict_pages(1 << 20))
+    extend_refused(c, "evicted by evict_pages")
+    c = radixkv.Cache("radix", P, 3)
+    reused(c, lambda c: c.reset())
+    extend_refused(c, "after reset")
+    # A kv_event_store that raised after the kv_insert adopted the pages.
+    c = radixkv.Cache("radix", P, 3)
+    mb = reused(c, evict_all)
+    raises(ValueError, lambda: c.kv_event_store(mb, 0, [-1] * 8), "a negative token")
+    extend_refused(c, "after a kv_event_store that raised")
+    # The same pages event-stored again: the chain continues, from the new digest.
+    c = radixkv.Cache("radix", P, 3)
+    mb = reused(c, evict_all)
+    c.kv_event_store(mb, 0, key_b[:8])
+    _, m = c.kv_insert(key_b, array.array("q", range(12)))
+    parent, hashes, _ = c.kv_event_store(m, 2, key_b)
+    digests, want = model_chain(list(key_b), P)
+    check(hashes == want[2:] and parent == want[1],
+          f"a reused page event-stored again continues its own chain: {hashes} != {want[2:]}")
+    # A page retagged by kv_set_tags: its tag is no longer its digest's.
+    c = radixkv.Cache("radix", P, 3)
+    _, m = c.kv_insert(key_b[:8], array.array("q", range(8)))
+    c.kv_event_store(m, 0, key_b[:8])
+    c.kv_set_tags(m, 1, array.array("q", [5]))
+    extend_refused(c, "after kv_set_tags")
+    c.check()
+
+
+def lost_free_log():
+    """3b) with the free log lost: every allocation fails while the cache
+    evicts key_a's pages, so the log of freed pages cannot grow and the evict
+    cannot say which pages it freed; the pages reused after it still show
+    neither key_a's digest nor its values. 0 cases in a build without fault
+    injection."""
+    if not _fault_alloc_for_tests(0):
+        return 0
+    P = 4
+    key_a = array.array("q", range(100, 108))
+    key_b = array.array("q", range(200, 212))
+    cases = 0
+    for route in ("kv_evict", "evict", "evict_pages"):
+        for reuse in ("kv_insert", "insert"):
+            how = f"log lost in {route}, pages reused by {reuse}"
+            c = radixkv.Cache("radix", P, 3)
+            _, m = c.kv_insert(key_a, array.array("q", range(8)))
+            c.kv_event_store(m, 0, key_a)
+            _fault_alloc_for_tests(1, True)
+            try:
+                getattr(c, route)(1 << 20)
+                lost = False
+            except MemoryError as e:
+                lost = "free log" in str(e)
+            finally:
+                _fault_alloc_for_tests(0)
+            check(route == "evict" or lost, f"{how}: the evict reports the lost log")
+            check(c.sizes()["cached_pages"] == 0, f"{how}: the evict happened")
+            if reuse == "kv_insert":
+                c.kv_insert(key_b[:8], array.array("q", range(8)))
+                _, m = c.kv_insert(key_b, array.array("q", range(12)))
+                raises(ValueError, lambda: c.kv_event_store(m, 2, key_b),
+                       f"{how}: a chain continued from a stale digest")
+            else:
+                pages = c.alloc(2)
+                c.insert(key_b[:8], pages)
+                check(sorted(pages) == [0, 1], f"{how}: key_a's page ids reused: {list(pages)}")
+                msg = raises(ValueError, lambda: c.kv_values(c.kv_match(key_b[:8])),
+                             f"{how}: values read from pages that took none")
+                check("has no values" in msg, f"{how}: the message says so: {msg}")
+            c.check()
+            cases += 1
+    return cases
+
+
 def sha256_direct(rng):
     """4) the chain's SHA-256 on both routes against hashlib: every length
     0..200 (one, two and four blocks with their padding, the 55/56 and
@@ -200,6 +321,8 @@ def main():
     for P in (1, 4, 16):
         with_cache(rng, P)
     refusals()
+    reused_pages()
+    n_lost = lost_free_log()
     # The same chains with every page hashed by libcrypto: the routes agree
     # on whole chains, not only on lone messages.
     _, was = _sha256_route(True)
@@ -215,7 +338,7 @@ def main():
     check(_sha256_route()[0] == fast, "the route comes back")
     print(f"event_chain: SHA-256 on {'the SHA instructions' if fast else 'libcrypto only'}, "
           f"{n} digests against hashlib, {n_chains} chains against the model (both routes), "
-          f"{count()} checks passed")
+          f"{n_lost} lost-free-log cases (fault-injection builds only), {count()} checks passed")
     return 0
 
 
