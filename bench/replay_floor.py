@@ -94,9 +94,10 @@ def calls_only(scb, build, count, evicts, frees, repeats):
             lo = mid + 1
         else:
             hi = mid
-    if run(lo)[1] != evicts:
+    got = run(lo)[1]
+    if got != evicts:
         sys.exit(f"replay_floor.py: no capacity makes {evicts} evict calls of {count} "
-                 f"two-token requests (capacity {lo}: {run(lo)[1]})")
+                 f"two-token requests (capacity {lo}: {got})")
     cpu = []
     for _ in range(repeats):
         clock = scb.CallClock()
